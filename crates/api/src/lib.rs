@@ -1,0 +1,1 @@
+//! herald-api (being built)

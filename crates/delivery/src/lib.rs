@@ -1,0 +1,1 @@
+//! herald-delivery (being built)

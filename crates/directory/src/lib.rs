@@ -1,0 +1,1 @@
+//! herald-directory (being built)

@@ -1,0 +1,1 @@
+//! herald-fanout (being built)

@@ -1,0 +1,1 @@
+//! herald-inbound (being built)

@@ -1,0 +1,1 @@
+//! herald-scheduler (being built)

@@ -1,0 +1,1 @@
+//! herald-sim (being built)

@@ -1,0 +1,1 @@
+//! herald-spool (being built)

@@ -1,0 +1,1 @@
+//! herald-telemetry (being built)

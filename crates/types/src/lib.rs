@@ -1,0 +1,28 @@
+//! Herald's shared vocabulary: ids, addresses, SMTP replies, delivery outcomes and the list/member
+//! model. Every stage depends on this crate; it depends on no other Herald crate and does no I/O.
+//!
+//! SECURITY: [`Address::parse`] is the single gate through which addresses from the network, CSV
+//! files and the HTTP API enter Herald. It refuses control characters, CR/LF and over-long parts, so
+//! anything downstream may splice an [`Address`] into a header or an SMTP command line.
+
+pub mod address;
+pub mod ids;
+pub mod list;
+pub mod outcome;
+pub mod reply;
+pub mod verp;
+
+pub use address::{Address, AddressError};
+pub use ids::{ListId, MemberId, PostId};
+pub use list::{List, ListSettings, Member, MemberStatus, PostingPolicy, ReplyToPolicy};
+pub use outcome::RcptOutcome;
+pub use reply::{EnhancedStatus, Reply, ReplyError};
+pub use verp::{ListAddressKind, ListAddressParts};
+
+/// Milliseconds since the Unix epoch: the one clock unit used in spool records, events and logs.
+pub fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

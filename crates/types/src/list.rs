@@ -1,0 +1,113 @@
+//! The list domain model: a list and its members, as the directory stores them and fan-out uses
+//! them. Plain data; the directory crate persists it and validates it on the way in.
+
+use crate::{Address, ListId, MemberId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Who may post to a list without moderation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PostingPolicy {
+    /// Enabled members and moderators (the default for discussion lists).
+    #[default]
+    Members,
+    /// Anybody (an open list).
+    Anyone,
+    /// Moderators only (announcement lists).
+    Moderators,
+}
+
+/// Where replies to a list post go.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "address")]
+pub enum ReplyToPolicy {
+    /// Leave Reply-To as the poster sent it.
+    #[default]
+    Poster,
+    /// Reply-To: the list address.
+    List,
+    /// Reply-To: a fixed address.
+    Explicit(Address),
+}
+
+/// The settings an administrator chooses for a list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ListSettings {
+    /// Shown in List-Id and in From rewriting ("Poster via <display name>").
+    pub display_name: String,
+    pub posting_policy: PostingPolicy,
+    /// e.g. `[announce]`; added to Subject once (not again on replies).
+    pub subject_prefix: Option<String>,
+    pub reply_to: ReplyToPolicy,
+    /// Footer appended to each copy. Placeholders: `{{name}}`, `{{email}}`,
+    /// `{{unsubscribe_url}}`, `{{list_name}}`, `{{list_address}}` and any member custom field.
+    pub footer: Option<String>,
+    /// Full personalization: each copy gets `To:` addressed to its member, and the footer is
+    /// filled per member. When off, copies still get a per-member VERP return path and
+    /// unsubscribe link (those are required for bounce handling and RFC 8058).
+    pub personalize: bool,
+    /// Addresses allowed to post under [`PostingPolicy::Moderators`] and to moderate.
+    pub moderators: Vec<Address>,
+    /// Largest post accepted for this list, in bytes (0: the server-wide limit).
+    pub max_message_bytes: u64,
+    /// A copy not delivered within this many seconds is given up (default 5 days).
+    pub max_age_secs: u64,
+}
+
+impl Default for ListSettings {
+    fn default() -> Self {
+        ListSettings {
+            display_name: String::new(),
+            posting_policy: PostingPolicy::default(),
+            subject_prefix: None,
+            reply_to: ReplyToPolicy::default(),
+            footer: None,
+            personalize: true,
+            moderators: Vec::new(),
+            max_message_bytes: 0,
+            max_age_secs: 5 * 24 * 3600,
+        }
+    }
+}
+
+/// A list as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct List {
+    pub id: ListId,
+    /// The posting address, e.g. `announce@lists.example.org`. Its `-bounces` and `-request`
+    /// forms are derived from it (see [`crate::verp`]).
+    pub address: Address,
+    pub settings: ListSettings,
+    pub created_at_ms: u64,
+}
+
+/// Whether a member receives posts.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "state", content = "reason")]
+pub enum MemberStatus {
+    #[default]
+    Enabled,
+    /// Not receiving posts; the reason says why (e.g. "bounce score 5.0", "admin").
+    Disabled(String),
+}
+
+impl MemberStatus {
+    pub fn is_enabled(&self) -> bool {
+        matches!(self, MemberStatus::Enabled)
+    }
+}
+
+/// A member as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub id: MemberId,
+    pub list_id: ListId,
+    pub address: Address,
+    /// Display name as given; fan-out sanitizes and RFC 2047-encodes it before use in headers.
+    pub display_name: Option<String>,
+    pub status: MemberStatus,
+    /// Free-form fields for footer templates (`{{field}}`).
+    pub fields: BTreeMap<String, String>,
+}
