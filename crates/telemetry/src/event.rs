@@ -1,0 +1,44 @@
+//! The event taxonomy. Each variant is something an operator may want to count, log or plot.
+
+use herald_types::{Address, MemberId, PostId, RcptOutcome};
+
+/// Something that happened in Herald.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A post is durably spooled (or recovered after a restart, `recovered: true`).
+    PostAccepted {
+        post: PostId,
+        list: Address,
+        size: usize,
+        received_at_ms: u64,
+        recovered: bool,
+    },
+    /// Fan-out finished expanding the member list: `recipients` copies will be attempted
+    /// (`already_done` of them were finished before a restart).
+    PostExpanded {
+        post: PostId,
+        recipients: u64,
+        already_done: u64,
+    },
+    /// One delivery attempt for one recipient ended.
+    Attempt(Box<Attempt>),
+    /// Every recipient of the post has a final outcome.
+    PostCompleted { post: PostId },
+}
+
+/// The facts of one attempt: what the delivery log line and the metrics are made of.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    pub post: PostId,
+    pub member: MemberId,
+    pub rcpt: String,
+    /// `mx.example.com[127.1.0.5]:25`, or `none` when no connection was made.
+    pub relay: String,
+    /// When the post was accepted (ms since the epoch): `delay=` is measured from it.
+    pub accepted_at_ms: u64,
+    /// Time spent in this attempt's SMTP transaction (ms): `xdelay=`.
+    pub xdelay_ms: u64,
+    /// 1 for the first attempt.
+    pub tries: u32,
+    pub outcome: RcptOutcome,
+}

@@ -1,0 +1,213 @@
+//! The delivery log: one line per attempt outcome, in the spirit of the classic MTA log so that
+//! `grep`, `awk` and an operator's habits work on it:
+//!
+//! ```text
+//! 2026-11-21T02:40:17.123Z 000000001234ABCD: to=<bob@example.com>, relay=mx.example.com[127.1.0.5]:25,
+//!     delay=1.204, xdelay=0.004, tries=1, dsn=2.0.0, status=sent (250 2.0.0 Ok)
+//! ```
+//! (one line in the file). Post-level events get their own lines (`accepted`, `expanded`,
+//! `completed`).
+//!
+//! Writing happens on a dedicated thread behind a bounded channel; the file is flushed when the
+//! channel runs dry, so a quiet server's log is always current.
+//!
+//! SECURITY: recipient addresses and reply texts come from members and remote servers; CR, LF and
+//! other control characters are replaced before writing so one line stays one line.
+
+use crate::event::Event;
+use crate::time::rfc3339_ms;
+use crate::TelemetryError;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::Path;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Mutex;
+
+/// Lines buffered between the emitters and the writer thread.
+const LOG_QUEUE_LINES: usize = 65_536;
+
+enum LogMsg {
+    Line(String),
+    Flush(SyncSender<()>),
+}
+
+pub(crate) struct DeliveryLog {
+    // Mutex only to make the handle Sync for older toolchains' SyncSender; no await under it.
+    tx: Mutex<SyncSender<LogMsg>>,
+}
+
+impl DeliveryLog {
+    pub(crate) fn open(path: &Path) -> Result<DeliveryLog, TelemetryError> {
+        let err = |source| TelemetryError::OpenLog {
+            path: path.to_path_buf(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(err)?;
+        let (tx, rx) = sync_channel(LOG_QUEUE_LINES);
+        std::thread::Builder::new()
+            .name("delivery-log".into())
+            .spawn(move || write_loop(rx, std::io::BufWriter::with_capacity(1 << 16, file)))
+            .map_err(err)?;
+        Ok(DeliveryLog { tx: Mutex::new(tx) })
+    }
+
+    pub(crate) fn write(&self, line: String) {
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        // A send error means the writer thread died (disk error already reported); nothing to do.
+        let _ = tx.send(LogMsg::Line(line));
+    }
+
+    pub(crate) fn flush(&self) {
+        let (done_tx, done_rx) = sync_channel(1);
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if tx.send(LogMsg::Flush(done_tx)).is_ok() {
+            let _ = done_rx.recv();
+        }
+    }
+}
+
+fn write_loop(rx: Receiver<LogMsg>, mut out: std::io::BufWriter<std::fs::File>) {
+    while let Ok(msg) = rx.recv() {
+        let mut pending = Some(msg);
+        while let Some(msg) = pending.take() {
+            match msg {
+                LogMsg::Line(line) => {
+                    if let Err(e) = out.write_all(line.as_bytes()) {
+                        tracing::error!("delivery log write failed: {e}");
+                    }
+                }
+                LogMsg::Flush(done) => {
+                    let _ = out.flush();
+                    let _ = done.send(());
+                }
+            }
+            pending = rx.try_recv().ok();
+        }
+        if let Err(e) = out.flush() {
+            tracing::error!("delivery log flush failed: {e}");
+        }
+    }
+}
+
+/// Replaces control characters so untrusted text cannot start a new log line.
+fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// Seconds with millisecond precision, as the classic log prints delays.
+fn secs(ms: u64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+/// The log line for an event (with its trailing newline), or `None` for events not logged.
+pub fn format_line(event: &Event) -> Option<String> {
+    let now = herald_types::unix_ms_now();
+    let mut line = rfc3339_ms(now);
+    line.push(' ');
+    match event {
+        Event::PostAccepted {
+            post,
+            list,
+            size,
+            recovered,
+            ..
+        } => {
+            let what = if *recovered { "recovered" } else { "accepted" };
+            let _ = write!(line, "{post}: {what} list=<{list}>, size={size}");
+        }
+        Event::PostExpanded {
+            post,
+            recipients,
+            already_done,
+        } => {
+            let _ = write!(
+                line,
+                "{post}: expanded recipients={recipients}, already_done={already_done}"
+            );
+        }
+        Event::PostCompleted { post } => {
+            let _ = write!(line, "{post}: completed");
+        }
+        Event::Attempt(a) => {
+            let reply = a.outcome.reply();
+            let dsn = reply
+                .enhanced
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| format!("{}.0.0", reply.code / 100));
+            let _ = write!(
+                line,
+                "{}: to=<{}>, relay={}, delay={}, xdelay={}, tries={}, dsn={}, status={} ({})",
+                a.post,
+                clean(&a.rcpt),
+                clean(&a.relay),
+                secs(now.saturating_sub(a.accepted_at_ms)),
+                secs(a.xdelay_ms),
+                a.tries,
+                dsn,
+                a.outcome.status_word(),
+                clean(&reply.to_string()),
+            );
+        }
+    }
+    line.push('\n');
+    Some(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Attempt;
+    use herald_types::{EnhancedStatus, MemberId, PostId, RcptOutcome, Reply};
+
+    #[test]
+    fn attempt_line_is_one_greppable_line_even_with_hostile_text() {
+        let a = Attempt {
+            post: PostId(0xABC),
+            member: MemberId(7),
+            rcpt: "bob@example.com".into(),
+            relay: "mx.example.com[127.1.0.5]:25".into(),
+            accepted_at_ms: herald_types::unix_ms_now(),
+            xdelay_ms: 4,
+            tries: 1,
+            outcome: RcptOutcome::Failed(Reply::new(
+                550,
+                Some(EnhancedStatus::new(5, 1, 1)),
+                "no such user\r\nInjected: line",
+            )),
+        };
+        let line = format_line(&Event::Attempt(Box::new(a))).expect("logged");
+        assert_eq!(line.matches('\n').count(), 1, "{line}");
+        assert!(line.ends_with('\n'));
+        for field in [
+            "0000000000000ABC: to=<bob@example.com>",
+            "relay=mx.example.com[127.1.0.5]:25",
+            "xdelay=0.004",
+            "tries=1",
+            "dsn=5.1.1",
+            "status=bounced (550 5.1.1 no such user",
+        ] {
+            assert!(line.contains(field), "{field} missing in {line}");
+        }
+        assert!(!line.contains('\r'));
+    }
+
+    #[test]
+    fn writer_thread_appends_and_flushes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("log/delivery.log");
+        let log = DeliveryLog::open(&path).expect("open");
+        log.write("one\n".into());
+        log.write("two\n".into());
+        log.flush();
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "one\ntwo\n");
+    }
+}

@@ -1,0 +1,268 @@
+//! Counters, gauges and histograms in Prometheus text exposition format (version 0.0.4).
+//!
+//! Hand-rolled on atomics rather than the `metrics` crate: that crate wants a process-global
+//! recorder, and Herald runs several servers in one process in its tests; a struct per server
+//! keeps state out of statics (STYLE.md rule 9). Label sets are fixed and small, so cardinality
+//! is bounded by construction.
+
+use crate::event::Event;
+use herald_types::RcptOutcome;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+
+/// A cumulative histogram with fixed upper bounds in seconds.
+pub struct Histogram {
+    bounds: &'static [f64],
+    buckets: Vec<AtomicU64>,
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    pub fn new(bounds: &'static [f64]) -> Histogram {
+        Histogram {
+            bounds,
+            buckets: bounds.iter().map(|_| AtomicU64::new(0)).collect(),
+            count: AtomicU64::new(0),
+            sum_micros: AtomicU64::new(0),
+        }
+    }
+
+    pub fn observe_ms(&self, ms: u64) {
+        let secs = ms as f64 / 1000.0;
+        if let Some(i) = self.bounds.iter().position(|&b| secs <= b) {
+            self.buckets[i].fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        self.sum_micros.fetch_add(ms.saturating_mul(1000), Relaxed);
+    }
+
+    pub fn observe_micros(&self, micros: u64) {
+        let secs = micros as f64 / 1e6;
+        if let Some(i) = self.bounds.iter().position(|&b| secs <= b) {
+            self.buckets[i].fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        self.sum_micros.fetch_add(micros, Relaxed);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count.load(Relaxed)
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (b, n) in self.bounds.iter().zip(&self.buckets) {
+            cumulative += n.load(Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
+        }
+        let count = self.count.load(Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = self.sum_micros.load(Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+    }
+}
+
+const DELIVERY_BOUNDS: &[f64] = &[
+    0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0, 86400.0,
+];
+const TRANSACTION_BOUNDS: &[f64] = &[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0];
+
+/// Levels that stages keep current; read at scrape time.
+#[derive(Default)]
+pub struct Gauges {
+    /// Recipients waiting in destination queues (ready or waiting for a retry).
+    pub queued_recipients: AtomicI64,
+    /// Copies handed to a connection and not yet answered.
+    pub inflight_copies: AtomicI64,
+    pub connections_open: AtomicI64,
+    /// Destinations (MX host sets) with queued work.
+    pub destinations_active: AtomicI64,
+    /// Posts being fanned out or waiting for retries.
+    pub posts_active: AtomicI64,
+}
+
+/// Everything `/metrics` shows that telemetry itself counts.
+pub struct Metrics {
+    pub posts_accepted: AtomicU64,
+    pub posts_recovered: AtomicU64,
+    pub posts_completed: AtomicU64,
+    pub copies_delivered: AtomicU64,
+    pub copies_deferred: AtomicU64,
+    pub copies_failed: AtomicU64,
+    pub delivery_latency: Histogram,
+    pub transaction_latency: Histogram,
+    pub gauges: Gauges,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            posts_accepted: AtomicU64::new(0),
+            posts_recovered: AtomicU64::new(0),
+            posts_completed: AtomicU64::new(0),
+            copies_delivered: AtomicU64::new(0),
+            copies_deferred: AtomicU64::new(0),
+            copies_failed: AtomicU64::new(0),
+            delivery_latency: Histogram::new(DELIVERY_BOUNDS),
+            transaction_latency: Histogram::new(TRANSACTION_BOUNDS),
+            gauges: Gauges::default(),
+        }
+    }
+}
+
+impl Metrics {
+    pub(crate) fn observe(&self, event: &Event) {
+        match event {
+            Event::PostAccepted { recovered, .. } => {
+                let c = if *recovered {
+                    &self.posts_recovered
+                } else {
+                    &self.posts_accepted
+                };
+                c.fetch_add(1, Relaxed);
+            }
+            Event::PostCompleted { .. } => {
+                self.posts_completed.fetch_add(1, Relaxed);
+            }
+            Event::PostExpanded { .. } => {}
+            Event::Attempt(a) => {
+                self.transaction_latency.observe_ms(a.xdelay_ms);
+                match &a.outcome {
+                    RcptOutcome::Delivered(_) => {
+                        self.copies_delivered.fetch_add(1, Relaxed);
+                        let delay = herald_types::unix_ms_now().saturating_sub(a.accepted_at_ms);
+                        self.delivery_latency.observe_ms(delay);
+                    }
+                    RcptOutcome::Deferred(_) => {
+                        self.copies_deferred.fetch_add(1, Relaxed);
+                    }
+                    RcptOutcome::Failed(_) => {
+                        self.copies_failed.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Appends this registry's metrics to `out` in Prometheus text format.
+    pub fn render(&self, out: &mut String) {
+        let c = |out: &mut String, name: &str, help: &str, v: &AtomicU64| {
+            write_counter(out, name, help, &[], v.load(Relaxed));
+        };
+        c(
+            out,
+            "herald_posts_accepted_total",
+            "Posts accepted and spooled.",
+            &self.posts_accepted,
+        );
+        c(
+            out,
+            "herald_posts_recovered_total",
+            "Unfinished posts recovered from the spool at start.",
+            &self.posts_recovered,
+        );
+        c(
+            out,
+            "herald_posts_completed_total",
+            "Posts whose every recipient has a final outcome.",
+            &self.posts_completed,
+        );
+        let name = "herald_copies_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Delivery attempt outcomes per recipient copy.\n# TYPE {name} counter"
+        );
+        for (label, v) in [
+            ("delivered", &self.copies_delivered),
+            ("deferred", &self.copies_deferred),
+            ("failed", &self.copies_failed),
+        ] {
+            let _ = writeln!(out, "{name}{{outcome=\"{label}\"}} {}", v.load(Relaxed));
+        }
+        self.delivery_latency.render(
+            out,
+            "herald_delivery_latency_seconds",
+            "Time from a post's acceptance to the delivery of a copy.",
+        );
+        self.transaction_latency.render(
+            out,
+            "herald_smtp_transaction_seconds",
+            "Time of one outbound SMTP transaction (MAIL to final reply).",
+        );
+        let g = &self.gauges;
+        for (name, help, v) in [
+            (
+                "herald_queue_recipients",
+                "Recipients waiting in destination queues.",
+                &g.queued_recipients,
+            ),
+            (
+                "herald_inflight_copies",
+                "Copies written to a connection and not yet answered.",
+                &g.inflight_copies,
+            ),
+            (
+                "herald_connections_open",
+                "Open outbound SMTP connections.",
+                &g.connections_open,
+            ),
+            (
+                "herald_destinations_active",
+                "Destinations with queued work.",
+                &g.destinations_active,
+            ),
+            (
+                "herald_posts_active",
+                "Posts being fanned out or retried.",
+                &g.posts_active,
+            ),
+        ] {
+            write_gauge(out, name, help, v.load(Relaxed));
+        }
+    }
+}
+
+/// Writes one counter with optional labels (label values must be trusted, fixed strings).
+pub fn write_counter(out: &mut String, name: &str, help: &str, labels: &[(&str, &str)], v: u64) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    let _ = writeln!(out, "{name}{} {v}", label_text(labels));
+}
+
+/// Writes one gauge.
+pub fn write_gauge(out: &mut String, name: &str, help: &str, v: i64) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+}
+
+fn label_text(labels: &[(&str, &str)]) -> String {
+    if labels.is_empty() {
+        return String::new();
+    }
+    let inner: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_valid_exposition_text() {
+        let m = Metrics::default();
+        m.copies_delivered.fetch_add(3, Relaxed);
+        m.transaction_latency.observe_ms(3);
+        m.gauges.connections_open.store(5, Relaxed);
+        let mut out = String::new();
+        m.render(&mut out);
+        assert!(out.contains("herald_copies_total{outcome=\"delivered\"} 3\n"));
+        assert!(out.contains("herald_smtp_transaction_seconds_bucket{le=\"0.005\"} 1\n"));
+        assert!(out.contains("herald_smtp_transaction_seconds_count 1\n"));
+        assert!(out.contains("herald_connections_open 5\n"));
+        for line in out.lines().filter(|l| !l.starts_with('#')) {
+            let (name, value) = line.rsplit_once(' ').expect("name value");
+            assert!(value.parse::<f64>().is_ok(), "bad value in {line}");
+            assert!(name.starts_with("herald_"), "bad name in {line}");
+        }
+    }
+}
