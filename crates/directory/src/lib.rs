@@ -1,1 +1,80 @@
-//! herald-directory (being built)
+//! herald-directory: lists and their members, stored in embedded SQLite (WAL mode).
+//!
+//! Place in the flow: inbound asks whether an address is a list and whether a sender may post
+//! ([`Directory::list_by_address`], [`Directory::may_post`]); the spool records
+//! [`Directory::max_member_id`] when a post is accepted; fan-out expands recipients with
+//! [`Directory::members_page`]; the HTTP API and CLI manage lists and members and import CSV
+//! files ([`Directory::import_csv`]); bounce handling disables members
+//! ([`Directory::set_member_status`]).
+//!
+//! The API is synchronous (rusqlite); async callers use `tokio::task::spawn_blocking`.
+//! [`Directory`] is a cheap `Clone` handle, `Send + Sync`, usable from many threads at once: reads
+//! use a small pool of connections and run concurrently with the single writer (see `store`).
+//!
+//! Invariants (see `schema` for how they are enforced):
+//! - member ids only grow and are never reused, so "enabled members with id <= N" is the stable
+//!   recipient snapshot of a post;
+//! - addresses are unique per list, case-insensitively; re-adding one updates it and keeps its id;
+//! - list ids are never reused; deleting a list deletes its members.
+//!
+//! SECURITY: addresses arrive as validated [`herald_types::Address`] values, except in CSV import,
+//! which parses untrusted text (see `import`). Names, fields, disabled reasons and list texts that
+//! later reach headers are refused if they carry control characters (no CR/LF injection).
+
+mod csvline;
+mod error;
+mod import;
+mod lists;
+mod members;
+mod model;
+mod schema;
+mod store;
+
+pub use error::DirectoryError;
+pub use import::{IMPORT_BATCH_ROWS, MAX_LINE_BYTES, MAX_REPORTED_REJECTS};
+pub use lists::{MAX_FOOTER_BYTES, MAX_LIST_NAME_CHARS, MAX_MODERATORS, MAX_SUBJECT_PREFIX_CHARS};
+pub use members::{MAX_PAGE_LIMIT, MAX_REASON_CHARS};
+pub use model::{
+    ImportReport, MemberCounts, NewMember, RejectedRow, MAX_FIELDS, MAX_FIELD_NAME_CHARS,
+    MAX_FIELD_VALUE_CHARS, MAX_NAME_CHARS,
+};
+pub use schema::SCHEMA_VERSION;
+
+use std::path::Path;
+use std::sync::Arc;
+
+/// Handle to the lists-and-members database. Clones share the same connections.
+#[derive(Clone)]
+pub struct Directory {
+    store: Arc<store::Store>,
+}
+
+impl std::fmt::Debug for Directory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Directory").finish_non_exhaustive()
+    }
+}
+
+impl Directory {
+    /// Opens the database at `path`, creating it if absent, and migrates it to
+    /// [`SCHEMA_VERSION`]. Fails with [`DirectoryError::SchemaTooNew`] for a database written by a
+    /// newer Herald.
+    pub fn open(path: &Path) -> Result<Directory, DirectoryError> {
+        let store = store::Store::open(path)?;
+        tracing::debug!(path = %path.display(), "directory opened");
+        Ok(Directory {
+            store: Arc::new(store),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directory_is_clone_send_sync() {
+        fn assert_traits<T: Clone + Send + Sync + 'static>() {}
+        assert_traits::<Directory>();
+    }
+}

@@ -1,0 +1,109 @@
+//! The directory's one error type.
+//!
+//! Callers classify errors by variant (or with [`DirectoryError::is_client_error`] /
+//! [`DirectoryError::is_not_found`]), never by matching on the text. Variants that describe a bad
+//! request (`NoSuchList`, `AlreadyExists`, `AlreadyMember`, `InvalidInput`) are safe to show to
+//! an API client; storage variants carry SQLite or I/O detail that belongs in the server log, and
+//! the HTTP layer should answer them with a generic 500.
+
+use herald_types::{Address, ListId};
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the directory.
+#[derive(Debug, thiserror::Error)]
+pub enum DirectoryError {
+    /// No list has this id or address (the payload is the id or address as given).
+    #[error("no such list: {0}")]
+    NoSuchList(String),
+
+    /// A list with this address (compared case-insensitively) already exists.
+    #[error("a list with address {0} already exists")]
+    AlreadyExists(Address),
+
+    /// `add_member` for an address already on the list (compared case-insensitively).
+    #[error("{0} is already a member of the list")]
+    AlreadyMember(Address),
+
+    /// A value supplied by the caller breaks a limit or a rule; `field` names it so an API can
+    /// point at the offending input, `reason` says which rule.
+    #[error("invalid {field}: {reason}")]
+    InvalidInput { field: &'static str, reason: String },
+
+    /// The database was written by a newer Herald; opening it could corrupt it, so we refuse.
+    #[error(
+        "database schema version {found} is newer than this Herald supports ({supported}); \
+         upgrade Herald or restore a backup"
+    )]
+    SchemaTooNew { found: i64, supported: i64 },
+
+    /// The database file could not be opened or configured.
+    #[error("cannot open directory database {path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// SQLite failed while doing `context` (e.g. "insert member").
+    #[error("directory storage failed ({context}): {source}")]
+    Storage {
+        context: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// A stored value does not decode (bad JSON, invalid address): the file was edited by hand
+    /// or damaged. `what` names the column.
+    #[error("corrupt directory data in {what}: {reason}")]
+    Corrupt { what: &'static str, reason: String },
+
+    /// Reading an import stream failed (not a per-row problem: the stream itself broke).
+    #[error("cannot read import input: {source}")]
+    Read {
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl DirectoryError {
+    /// True when the request itself was wrong (the HTTP API answers 4xx); false for storage and
+    /// corruption problems (5xx, logged).
+    pub fn is_client_error(&self) -> bool {
+        matches!(
+            self,
+            DirectoryError::NoSuchList(_)
+                | DirectoryError::AlreadyExists(_)
+                | DirectoryError::AlreadyMember(_)
+                | DirectoryError::InvalidInput { .. }
+        )
+    }
+
+    /// True when the error means "the list does not exist".
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, DirectoryError::NoSuchList(_))
+    }
+
+    /// True for conflicts with existing data (HTTP 409).
+    pub fn is_conflict(&self) -> bool {
+        matches!(
+            self,
+            DirectoryError::AlreadyExists(_) | DirectoryError::AlreadyMember(_)
+        )
+    }
+
+    pub(crate) fn no_such_list(list: ListId) -> DirectoryError {
+        DirectoryError::NoSuchList(list.to_string())
+    }
+
+    pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> DirectoryError {
+        DirectoryError::InvalidInput {
+            field,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// `map_err` adapter: `.map_err(storage("insert member"))`.
+pub(crate) fn storage(context: &'static str) -> impl FnOnce(rusqlite::Error) -> DirectoryError {
+    move |source| DirectoryError::Storage { context, source }
+}

@@ -1,0 +1,283 @@
+//! Lists: create, read, update, delete, and the posting-policy check.
+//!
+//! Invariants: list addresses are unique case-insensitively; list ids are never reused (see
+//! `schema`); deleting a list deletes its members in the same transaction.
+//!
+//! SECURITY: `display_name` and `subject_prefix` end up in headers of every copy, so they are
+//! refused if they contain control characters (CR/LF header injection); the footer ends up in
+//! the body and may contain line breaks, but not a bare CR or other control characters.
+
+use crate::error::{storage, DirectoryError};
+use crate::model::is_forbidden_char;
+use crate::Directory;
+use herald_types::{unix_ms_now, Address, List, ListId, ListSettings, PostingPolicy};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+
+/// Longest list display name, in characters.
+pub const MAX_LIST_NAME_CHARS: usize = 256;
+/// Longest subject prefix, in characters.
+pub const MAX_SUBJECT_PREFIX_CHARS: usize = 128;
+/// Longest footer, in bytes.
+pub const MAX_FOOTER_BYTES: usize = 16 * 1024;
+/// Most moderators per list.
+pub const MAX_MODERATORS: usize = 1000;
+
+const SELECT_LIST: &str = "SELECT id, address, settings, created_at_ms FROM lists";
+
+/// A list row before its text columns are decoded (decoding errors are ours, not SQLite's).
+struct ListRow {
+    id: i64,
+    address: String,
+    settings: String,
+    created_at_ms: i64,
+}
+
+impl ListRow {
+    fn from_row(row: &Row<'_>) -> rusqlite::Result<ListRow> {
+        Ok(ListRow {
+            id: row.get(0)?,
+            address: row.get(1)?,
+            settings: row.get(2)?,
+            created_at_ms: row.get(3)?,
+        })
+    }
+
+    fn decode(self) -> Result<List, DirectoryError> {
+        let address = Address::parse(&self.address).map_err(|e| DirectoryError::Corrupt {
+            what: "lists.address",
+            reason: e.to_string(),
+        })?;
+        let settings =
+            serde_json::from_str(&self.settings).map_err(|e| DirectoryError::Corrupt {
+                what: "lists.settings",
+                reason: e.to_string(),
+            })?;
+        Ok(List {
+            id: ListId(self.id),
+            address,
+            settings,
+            created_at_ms: u64::try_from(self.created_at_ms).unwrap_or(0),
+        })
+    }
+}
+
+impl Directory {
+    /// Creates a list. `AlreadyExists` if the address (any case) is taken.
+    pub fn create_list(
+        &self,
+        address: &Address,
+        settings: &ListSettings,
+    ) -> Result<List, DirectoryError> {
+        validate_settings(settings)?;
+        let json = settings_json(settings)?;
+        let created_at_ms = unix_ms_now();
+        let id = self.store.write(|tx| {
+            if list_id_by_address(tx, address)?.is_some() {
+                return Err(DirectoryError::AlreadyExists(address.clone()));
+            }
+            tx.prepare_cached(
+                "INSERT INTO lists (address, settings, created_at_ms) VALUES (?1, ?2, ?3)",
+            )
+            .and_then(|mut st| st.execute(params![address.to_string(), json, created_at_ms as i64]))
+            .map_err(storage("insert list"))?;
+            Ok(tx.last_insert_rowid())
+        })?;
+        tracing::info!(list = id, address = %address, "list created");
+        Ok(List {
+            id: ListId(id),
+            address: address.clone(),
+            settings: settings.clone(),
+            created_at_ms,
+        })
+    }
+
+    /// Replaces a list's settings. `NoSuchList` if it does not exist.
+    pub fn update_list(&self, id: ListId, settings: &ListSettings) -> Result<List, DirectoryError> {
+        validate_settings(settings)?;
+        let json = settings_json(settings)?;
+        self.store.write(|tx| {
+            let changed = tx
+                .prepare_cached("UPDATE lists SET settings = ?2 WHERE id = ?1")
+                .and_then(|mut st| st.execute(params![id.0, json]))
+                .map_err(storage("update list"))?;
+            if changed == 0 {
+                return Err(DirectoryError::no_such_list(id));
+            }
+            list_by_id_on(tx, id)?.ok_or_else(|| DirectoryError::no_such_list(id))
+        })
+    }
+
+    /// The list with this posting address (compared case-insensitively).
+    pub fn list_by_address(&self, address: &Address) -> Result<Option<List>, DirectoryError> {
+        let conn = self.store.reader()?;
+        let sql = format!("{SELECT_LIST} WHERE address = ?1");
+        let row = conn
+            .prepare_cached(&sql)
+            .and_then(|mut st| {
+                st.query_row([address.to_string()], ListRow::from_row)
+                    .optional()
+            })
+            .map_err(storage("read list by address"))?;
+        row.map(ListRow::decode).transpose()
+    }
+
+    /// The list with this id.
+    pub fn list_by_id(&self, id: ListId) -> Result<Option<List>, DirectoryError> {
+        list_by_id_on(&*self.store.reader()?, id)
+    }
+
+    /// All lists, oldest first.
+    pub fn lists(&self) -> Result<Vec<List>, DirectoryError> {
+        let conn = self.store.reader()?;
+        let sql = format!("{SELECT_LIST} ORDER BY id");
+        let rows = conn
+            .prepare_cached(&sql)
+            .and_then(|mut st| {
+                st.query_map([], ListRow::from_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(storage("read lists"))?;
+        rows.into_iter().map(ListRow::decode).collect()
+    }
+
+    /// Deletes a list and all its members in one transaction. False if there was no such list.
+    pub fn delete_list(&self, address: &Address) -> Result<bool, DirectoryError> {
+        let deleted = self.store.write(|tx| {
+            let Some(id) = list_id_by_address(tx, address)? else {
+                return Ok(None);
+            };
+            // Explicit rather than relying on ON DELETE CASCADE, which needs `foreign_keys` on in
+            // whichever connection deletes (a hand-run sqlite3 shell has it off by default).
+            let members = tx
+                .execute("DELETE FROM members WHERE list_id = ?1", [id])
+                .map_err(storage("delete list members"))?;
+            tx.execute("DELETE FROM lists WHERE id = ?1", [id])
+                .map_err(storage("delete list"))?;
+            Ok(Some((id, members)))
+        })?;
+        if let Some((id, members)) = deleted {
+            tracing::info!(list = id, address = %address, members, "list deleted");
+        }
+        Ok(deleted.is_some())
+    }
+
+    /// Whether `sender` may post to `list` without moderation, per its [`PostingPolicy`]:
+    /// `Anyone` → always; `Moderators` → a moderator; `Members` → a moderator or an enabled
+    /// member. Addresses are compared case-insensitively, like everywhere in the directory.
+    pub fn may_post(&self, list: &List, sender: &Address) -> Result<bool, DirectoryError> {
+        let sender_text = sender.to_string();
+        let is_moderator = list
+            .settings
+            .moderators
+            .iter()
+            .any(|m| m.to_string().eq_ignore_ascii_case(&sender_text));
+        match list.settings.posting_policy {
+            PostingPolicy::Anyone => Ok(true),
+            PostingPolicy::Moderators => Ok(is_moderator),
+            PostingPolicy::Members if is_moderator => Ok(true),
+            PostingPolicy::Members => Ok(self
+                .member(list.id, sender)?
+                .is_some_and(|m| m.status.is_enabled())),
+        }
+    }
+}
+
+pub(crate) fn list_by_id_on(conn: &Connection, id: ListId) -> Result<Option<List>, DirectoryError> {
+    let sql = format!("{SELECT_LIST} WHERE id = ?1");
+    let row = conn
+        .prepare_cached(&sql)
+        .and_then(|mut st| st.query_row([id.0], ListRow::from_row).optional())
+        .map_err(storage("read list by id"))?;
+    row.map(ListRow::decode).transpose()
+}
+
+fn list_id_by_address(conn: &Connection, address: &Address) -> Result<Option<i64>, DirectoryError> {
+    conn.prepare_cached("SELECT id FROM lists WHERE address = ?1")
+        .and_then(|mut st| st.query_row([address.to_string()], |r| r.get(0)).optional())
+        .map_err(storage("find list"))
+}
+
+/// `NoSuchList` unless the list exists. Cheap (a primary-key lookup); run before list-scoped
+/// operations so callers can tell "no such list" from "no such member".
+pub(crate) fn ensure_list(conn: &Connection, id: ListId) -> Result<(), DirectoryError> {
+    let found: Option<i64> = conn
+        .prepare_cached("SELECT 1 FROM lists WHERE id = ?1")
+        .and_then(|mut st| st.query_row([id.0], |r| r.get(0)).optional())
+        .map_err(storage("check list"))?;
+    found
+        .map(|_| ())
+        .ok_or_else(|| DirectoryError::no_such_list(id))
+}
+
+fn settings_json(settings: &ListSettings) -> Result<String, DirectoryError> {
+    serde_json::to_string(settings)
+        .map_err(|e| DirectoryError::invalid("settings", format!("cannot serialize: {e}")))
+}
+
+/// Refuses settings that would inject into headers or break limits.
+pub(crate) fn validate_settings(s: &ListSettings) -> Result<(), DirectoryError> {
+    check_header_text(
+        "settings.display_name",
+        &s.display_name,
+        MAX_LIST_NAME_CHARS,
+    )?;
+    if let Some(prefix) = &s.subject_prefix {
+        check_header_text("settings.subject_prefix", prefix, MAX_SUBJECT_PREFIX_CHARS)?;
+    }
+    if let Some(footer) = &s.footer {
+        check_footer(footer)?;
+    }
+    if s.moderators.len() > MAX_MODERATORS {
+        return Err(DirectoryError::invalid(
+            "settings.moderators",
+            format!("more than {MAX_MODERATORS} moderators"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_header_text(
+    field: &'static str,
+    text: &str,
+    max_chars: usize,
+) -> Result<(), DirectoryError> {
+    if text.chars().count() > max_chars {
+        return Err(DirectoryError::invalid(
+            field,
+            format!("longer than {max_chars} characters"),
+        ));
+    }
+    if let Some(c) = text.chars().find(|&c| is_forbidden_char(c)) {
+        return Err(DirectoryError::invalid(
+            field,
+            format!("contains control character {c:?}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_footer(footer: &str) -> Result<(), DirectoryError> {
+    const FIELD: &str = "settings.footer";
+    if footer.len() > MAX_FOOTER_BYTES {
+        return Err(DirectoryError::invalid(
+            FIELD,
+            format!("longer than {MAX_FOOTER_BYTES} bytes"),
+        ));
+    }
+    let mut chars = footer.chars().peekable();
+    while let Some(c) = chars.next() {
+        let ok = match c {
+            '\n' | '\t' => true,
+            // CRLF is a line break; a bare CR is how SMTP smuggling starts.
+            '\r' => chars.peek() == Some(&'\n'),
+            c => !is_forbidden_char(c),
+        };
+        if !ok {
+            return Err(DirectoryError::invalid(
+                FIELD,
+                format!("contains control character {c:?}"),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,86 @@
+//! Schema and migrations.
+//!
+//! The schema version lives in SQLite's `PRAGMA user_version` (a header field, written in the same
+//! transaction as the migration, so a crash leaves either the old or the new schema, never half).
+//! [`MIGRATIONS`]`[i]` takes the schema from version `i` to `i + 1`; [`SCHEMA_VERSION`] is their
+//! count. Migrations are append-only: never edit one that has shipped.
+//!
+//! Invariants the schema enforces:
+//! - `AUTOINCREMENT` on both tables: a deleted row's id is never reused. Member ids only grow, so
+//!   "members of list L with id <= N" is a stable snapshot (the spool's recovery relies on it), and
+//!   a post spooled for a deleted list can never be fanned out to a new list that took its id.
+//! - Addresses are unique per list, compared with `COLLATE NOCASE`. `Address` is ASCII-only, so
+//!   NOCASE (ASCII folding) is a complete case fold. Mail systems in practice treat local parts
+//!   case-insensitively; two members differing only in case would receive every post twice.
+//! - `members(list_id, id)` is the fan-out index: `members_page` is a range scan on it.
+//!
+//! Storage choices: list settings are one JSON column (`ListSettings` is `#[serde(default)]`, so a
+//! new setting needs no migration, and nothing queries by a setting). Member custom fields are a
+//! JSON object. A member is enabled iff `disabled_reason IS NULL`.
+
+use crate::error::{storage, DirectoryError};
+use rusqlite::{Connection, TransactionBehavior};
+
+/// One SQL batch per version step. Append only.
+const MIGRATIONS: &[&str] = &[
+    // 0 -> 1: lists and members.
+    "CREATE TABLE lists (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        address       TEXT NOT NULL COLLATE NOCASE UNIQUE,
+        settings      TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL
+    );
+    CREATE TABLE members (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        list_id         INTEGER NOT NULL REFERENCES lists(id) ON DELETE CASCADE,
+        address         TEXT NOT NULL COLLATE NOCASE,
+        display_name    TEXT,
+        disabled_reason TEXT,
+        fields          TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (list_id, address)
+    );
+    CREATE INDEX members_by_list ON members(list_id, id);",
+];
+
+/// The schema version this build writes and understands.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+fn user_version(conn: &Connection) -> Result<i64, DirectoryError> {
+    conn.pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(storage("read schema version"))
+}
+
+/// Brings the database up to [`SCHEMA_VERSION`], or refuses one written by a newer Herald.
+///
+/// The version is read again inside an IMMEDIATE transaction, so two processes opening a fresh
+/// database at once cannot both apply the same migration.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), DirectoryError> {
+    check_not_newer(user_version(conn)?)?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(storage("begin migration"))?;
+    let found = user_version(&tx)?;
+    check_not_newer(found)?;
+    let start = usize::try_from(found).map_err(|_| DirectoryError::Corrupt {
+        what: "schema version",
+        reason: format!("negative user_version {found}"),
+    })?;
+    for (from, sql) in MIGRATIONS.iter().enumerate().skip(start) {
+        tx.execute_batch(sql).map_err(storage("apply migration"))?;
+        let to = from as i64 + 1;
+        tx.pragma_update(None, "user_version", to)
+            .map_err(storage("record schema version"))?;
+        tracing::info!(from, to, "directory schema migrated");
+    }
+    tx.commit().map_err(storage("commit migration"))
+}
+
+fn check_not_newer(found: i64) -> Result<(), DirectoryError> {
+    if found > SCHEMA_VERSION {
+        return Err(DirectoryError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,438 @@
+//! Lists and members: CRUD round trips, id growth, paging, concurrency, persistence, schema
+//! versioning, posting policy, and a timed bulk add.
+
+// Helpers outside #[test] fns are not covered by clippy.toml allow-unwrap-in-tests.
+#![allow(clippy::unwrap_used)]
+
+use herald_directory::{Directory, DirectoryError, MemberCounts, NewMember, SCHEMA_VERSION};
+use herald_types::{Address, ListId, ListSettings, MemberId, MemberStatus, PostingPolicy};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+fn addr(s: &str) -> Address {
+    Address::parse(s).unwrap()
+}
+
+fn open_tmp() -> (tempfile::TempDir, Directory) {
+    let dir = tempfile::tempdir().unwrap();
+    let d = Directory::open(&dir.path().join("directory.db")).unwrap();
+    (dir, d)
+}
+
+fn members(range: std::ops::Range<u32>) -> Vec<NewMember> {
+    range
+        .map(|i| NewMember::new(addr(&format!("user{i}@d{}.example", i % 50))))
+        .collect()
+}
+
+fn scan(d: &Directory, list: ListId, up_to: MemberId, limit: usize, enabled: bool) -> Vec<i64> {
+    let mut out = Vec::new();
+    let mut after = MemberId(0);
+    loop {
+        let page = d.members_page(list, after, up_to, limit, enabled).unwrap();
+        let Some(last) = page.last() else { break };
+        after = last.id;
+        out.extend(page.iter().map(|m| m.id.0));
+    }
+    out
+}
+
+#[test]
+fn list_crud_round_trip() {
+    let (_tmp, d) = open_tmp();
+    let settings = ListSettings {
+        display_name: "Announcements".into(),
+        subject_prefix: Some("[ann]".into()),
+        moderators: vec![addr("boss@example.org")],
+        ..ListSettings::default()
+    };
+    let list = d
+        .create_list(&addr("announce@Lists.Example.org"), &settings)
+        .unwrap();
+    assert_eq!(list.address.to_string(), "announce@lists.example.org");
+    assert_eq!(d.list_by_id(list.id).unwrap(), Some(list.clone()));
+    // Lookup is case-insensitive, and so is the uniqueness check.
+    assert_eq!(
+        d.list_by_address(&addr("ANNOUNCE@lists.example.org"))
+            .unwrap(),
+        Some(list.clone())
+    );
+    let dup = d
+        .create_list(&addr("Announce@lists.example.org"), &settings)
+        .unwrap_err();
+    assert!(matches!(dup, DirectoryError::AlreadyExists(_)) && dup.is_conflict());
+
+    let other = d
+        .create_list(&addr("talk@lists.example.org"), &ListSettings::default())
+        .unwrap();
+    assert_eq!(d.lists().unwrap(), vec![list.clone(), other.clone()]);
+
+    let mut changed = settings.clone();
+    changed.posting_policy = PostingPolicy::Moderators;
+    let updated = d.update_list(list.id, &changed).unwrap();
+    assert_eq!(updated.settings, changed);
+    assert_eq!(d.list_by_id(list.id).unwrap().unwrap().settings, changed);
+    let missing = d.update_list(ListId(999), &changed).unwrap_err();
+    assert!(missing.is_not_found());
+
+    d.add_members(list.id, &members(0..10)).unwrap();
+    assert!(d.delete_list(&list.address).unwrap());
+    assert!(!d.delete_list(&list.address).unwrap());
+    assert_eq!(d.list_by_id(list.id).unwrap(), None);
+    assert!(d.member_counts(list.id).unwrap_err().is_not_found());
+    // A new list never takes a deleted list's id.
+    let again = d.create_list(&list.address, &settings).unwrap();
+    assert!(again.id > other.id);
+}
+
+#[test]
+fn list_settings_are_validated() {
+    let (_tmp, d) = open_tmp();
+    let cases = [
+        ListSettings {
+            display_name: "A\r\nBcc: x@y.z".into(),
+            ..Default::default()
+        },
+        ListSettings {
+            subject_prefix: Some("[x]\n".into()),
+            ..Default::default()
+        },
+        ListSettings {
+            footer: Some("bye\rsmuggle".into()),
+            ..Default::default()
+        },
+        ListSettings {
+            display_name: "n".repeat(300),
+            ..Default::default()
+        },
+    ];
+    for s in cases {
+        let e = d.create_list(&addr("l@x.example"), &s).unwrap_err();
+        assert!(matches!(e, DirectoryError::InvalidInput { .. }), "{e}");
+    }
+    let ok = ListSettings {
+        footer: Some("line one\r\nline two\n\tend".into()),
+        ..Default::default()
+    };
+    d.create_list(&addr("l@x.example"), &ok).unwrap();
+}
+
+#[test]
+fn member_crud_round_trip() {
+    let (_tmp, d) = open_tmp();
+    let list = d
+        .create_list(&addr("l@x.example"), &ListSettings::default())
+        .unwrap();
+    let mut fields = BTreeMap::new();
+    fields.insert("city".to_string(), "Paris".to_string());
+    let nm = NewMember {
+        address: addr("Alice@Example.com"),
+        display_name: Some("Alice".into()),
+        fields: fields.clone(),
+    };
+    let m = d.add_member(list.id, &nm).unwrap();
+    assert_eq!(
+        d.member(list.id, &addr("alice@example.com")).unwrap(),
+        Some(m.clone())
+    );
+    let dup = d
+        .add_member(list.id, &NewMember::new(addr("ALICE@example.com")))
+        .unwrap_err();
+    assert!(matches!(dup, DirectoryError::AlreadyMember(_)));
+    let no_list = d.add_member(ListId(42), &nm).unwrap_err();
+    assert!(no_list.is_not_found());
+
+    let bad = NewMember {
+        display_name: Some("x\ny".into()),
+        ..nm.clone()
+    };
+    assert!(matches!(
+        d.add_member(list.id, &bad),
+        Err(DirectoryError::InvalidInput {
+            field: "display_name",
+            ..
+        })
+    ));
+
+    let disabled = MemberStatus::Disabled("bounce score 5.0".into());
+    assert!(d.set_member_status(list.id, &m.address, &disabled).unwrap());
+    assert!(!d
+        .set_member_status(list.id, &addr("nobody@x.example"), &disabled)
+        .unwrap());
+    assert_eq!(
+        d.member(list.id, &m.address).unwrap().unwrap().status,
+        disabled
+    );
+    assert_eq!(
+        d.member_counts(list.id).unwrap(),
+        MemberCounts {
+            total: 1,
+            enabled: 0,
+            disabled: 1
+        }
+    );
+
+    // Re-adding updates name and fields, keeps id and status.
+    let readd = NewMember {
+        address: addr("alice@example.com"),
+        display_name: Some("Alice B".into()),
+        fields: BTreeMap::new(),
+    };
+    assert_eq!(d.add_members(list.id, &[readd]).unwrap(), 0);
+    let now = d.member(list.id, &m.address).unwrap().unwrap();
+    assert_eq!(
+        (now.id, now.display_name.as_deref(), now.status.clone()),
+        (m.id, Some("Alice B"), disabled)
+    );
+    assert!(now.fields.is_empty());
+
+    assert!(d
+        .remove_member(list.id, &addr("ALICE@example.com"))
+        .unwrap());
+    assert!(!d.remove_member(list.id, &m.address).unwrap());
+    assert_eq!(d.member(list.id, &m.address).unwrap(), None);
+}
+
+#[test]
+fn member_ids_only_grow() {
+    let (_tmp, d) = open_tmp();
+    let list = d
+        .create_list(&addr("l@x.example"), &ListSettings::default())
+        .unwrap();
+    assert_eq!(d.add_members(list.id, &members(0..5)).unwrap(), 5);
+    let max = d.max_member_id(list.id).unwrap();
+    let last = members(4..5).remove(0).address;
+    assert!(d.remove_member(list.id, &last).unwrap());
+    assert!(d.max_member_id(list.id).unwrap() < max);
+    let readded = d.add_member(list.id, &NewMember::new(last)).unwrap();
+    assert!(
+        readded.id > max,
+        "deleted id {max} must not be reused, got {}",
+        readded.id
+    );
+    // Duplicates inside one bulk call count once as added.
+    let twice = [
+        NewMember::new(addr("z@x.example")),
+        NewMember::new(addr("Z@X.example")),
+    ];
+    assert_eq!(d.add_members(list.id, &twice).unwrap(), 1);
+    assert_eq!(d.member_counts(list.id).unwrap().total, 6);
+}
+
+#[test]
+fn members_page_covers_each_enabled_member_once() {
+    let (_tmp, d) = open_tmp();
+    let list = d
+        .create_list(&addr("l@x.example"), &ListSettings::default())
+        .unwrap();
+    let other = d
+        .create_list(&addr("o@x.example"), &ListSettings::default())
+        .unwrap();
+    d.add_members(list.id, &members(0..600)).unwrap();
+    d.add_members(other.id, &members(0..100)).unwrap(); // interleaved ids of another list
+    d.add_members(list.id, &members(600..1000)).unwrap();
+    let all = scan(&d, list.id, MemberId(i64::MAX), 1000, false);
+    assert_eq!(all.len(), 1000);
+    for (i, id) in all.iter().enumerate() {
+        let a = members(i as u32..i as u32 + 1).remove(0).address;
+        if i % 7 == 0 {
+            d.set_member_status(list.id, &a, &MemberStatus::Disabled("admin".into()))
+                .unwrap();
+        } else if i % 11 == 0 {
+            d.remove_member(list.id, &a).unwrap();
+        }
+        assert!(*id > 0);
+    }
+    let up_to = MemberId(all[799]);
+    let want: Vec<i64> = all[..800]
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 7 != 0 && i % 11 != 0)
+        .map(|(_, id)| *id)
+        .collect();
+    for limit in [1, 33, 1000] {
+        assert_eq!(scan(&d, list.id, up_to, limit, true), want, "limit {limit}");
+    }
+    let counts = d.member_counts(list.id).unwrap();
+    assert_eq!(
+        counts.total,
+        1000 - (0..1000).filter(|i| i % 7 != 0 && i % 11 == 0).count() as u64
+    );
+    assert_eq!(
+        counts.disabled,
+        (0..1000).filter(|i| i % 7 == 0).count() as u64
+    );
+    assert_eq!(counts.enabled + counts.disabled, counts.total);
+    assert!(d
+        .members_page(list.id, MemberId(0), up_to, 1_000_000, true)
+        .is_err());
+}
+
+#[test]
+fn concurrent_readers_and_writer() {
+    let (_tmp, d) = open_tmp();
+    let list = d
+        .create_list(&addr("l@x.example"), &ListSettings::default())
+        .unwrap();
+    d.add_members(list.id, &members(0..2000)).unwrap();
+    let snapshot = d.max_member_id(list.id).unwrap();
+    let writer = {
+        let d = d.clone();
+        std::thread::spawn(move || {
+            for b in 0..20u32 {
+                d.add_members(list.id, &members(2000 + b * 100..2100 + b * 100))
+                    .unwrap();
+            }
+        })
+    };
+    let readers: Vec<_> = (0..6)
+        .map(|_| {
+            let d = d.clone();
+            std::thread::spawn(move || {
+                for _ in 0..5 {
+                    let ids = scan(&d, list.id, snapshot, 500, true);
+                    assert_eq!(
+                        ids.len(),
+                        2000,
+                        "snapshot must be stable while the list grows"
+                    );
+                    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+                    let c = d.member_counts(list.id).unwrap();
+                    assert!((2000..=4000).contains(&c.total));
+                }
+            })
+        })
+        .collect();
+    writer.join().unwrap();
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert_eq!(d.member_counts(list.id).unwrap().total, 4000);
+}
+
+#[test]
+fn reopening_keeps_everything() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("directory.db");
+    let (list, member) = {
+        let d = Directory::open(&path).unwrap();
+        let list = d
+            .create_list(
+                &addr("l@x.example"),
+                &ListSettings {
+                    display_name: "L".into(),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let mut nm = NewMember::new(addr("bob@x.example"));
+        nm.fields.insert("team".into(), "blue".into());
+        let m = d.add_member(list.id, &nm).unwrap();
+        d.set_member_status(
+            list.id,
+            &m.address,
+            &MemberStatus::Disabled("bounces".into()),
+        )
+        .unwrap();
+        let member = d.member(list.id, &m.address).unwrap().unwrap();
+        (list, member)
+    };
+    let d = Directory::open(&path).unwrap();
+    assert_eq!(d.lists().unwrap(), vec![list.clone()]);
+    assert_eq!(d.member(list.id, &member.address).unwrap(), Some(member));
+}
+
+#[test]
+fn newer_schema_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("directory.db");
+    drop(Directory::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .unwrap();
+    drop(conn);
+    match Directory::open(&path) {
+        Err(DirectoryError::SchemaTooNew { found, supported }) => {
+            assert_eq!((found, supported), (SCHEMA_VERSION + 1, SCHEMA_VERSION));
+        }
+        other => panic!("expected SchemaTooNew, got {other:?}"),
+    }
+}
+
+#[test]
+fn not_a_database_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("directory.db");
+    std::fs::write(
+        &path,
+        b"this is not sqlite, just some text that is long enough.......",
+    )
+    .unwrap();
+    let e = Directory::open(&path).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            DirectoryError::Open { .. } | DirectoryError::Storage { .. }
+        ),
+        "{e}"
+    );
+    assert!(!e.is_client_error());
+}
+
+#[test]
+fn posting_policy() {
+    let (_tmp, d) = open_tmp();
+    let modr = addr("Mod@x.example");
+    let mut settings = ListSettings {
+        moderators: vec![modr.clone()],
+        ..Default::default()
+    };
+    let list = d.create_list(&addr("l@x.example"), &settings).unwrap();
+    d.add_members(
+        list.id,
+        &[
+            NewMember::new(addr("m@x.example")),
+            NewMember::new(addr("off@x.example")),
+        ],
+    )
+    .unwrap();
+    d.set_member_status(
+        list.id,
+        &addr("off@x.example"),
+        &MemberStatus::Disabled("admin".into()),
+    )
+    .unwrap();
+    let stranger = addr("s@y.example");
+    assert!(d.may_post(&list, &addr("M@x.example")).unwrap());
+    assert!(d.may_post(&list, &addr("mod@x.example")).unwrap());
+    assert!(!d.may_post(&list, &addr("off@x.example")).unwrap());
+    assert!(!d.may_post(&list, &stranger).unwrap());
+    settings.posting_policy = PostingPolicy::Moderators;
+    let list = d.update_list(list.id, &settings).unwrap();
+    assert!(d.may_post(&list, &modr).unwrap());
+    assert!(!d.may_post(&list, &addr("m@x.example")).unwrap());
+    settings.posting_policy = PostingPolicy::Anyone;
+    let list = d.update_list(list.id, &settings).unwrap();
+    assert!(d.may_post(&list, &stranger).unwrap());
+}
+
+#[test]
+fn bulk_add_200k_timed() {
+    let (_tmp, d) = open_tmp();
+    let list = d
+        .create_list(&addr("big@x.example"), &ListSettings::default())
+        .unwrap();
+    let ms = members(0..200_000);
+    let start = Instant::now();
+    assert_eq!(d.add_members(list.id, &ms).unwrap(), 200_000);
+    let added = start.elapsed();
+    let start = Instant::now();
+    let ids = scan(&d, list.id, MemberId(i64::MAX), 10_000, true);
+    let scanned = start.elapsed();
+    assert_eq!(ids.len(), 200_000);
+    println!(
+        "add_members 200,000: {added:?} ({:.0}/s); members_page scan: {scanned:?} ({:.0}/s)",
+        200_000.0 / added.as_secs_f64(),
+        200_000.0 / scanned.as_secs_f64()
+    );
+}
