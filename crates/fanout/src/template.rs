@@ -1,0 +1,323 @@
+//! The rendered post: static byte segments and per-member slots, spliced per copy.
+//!
+//! A [`Template`] holds every byte that is the same for all members in one buffer, already in
+//! wire form (CRLF line endings, dot-stuffed), and a short list of segments: ranges of that
+//! buffer and slots (the `To:` field, the end of the unsubscribe URL, footer values). Splicing
+//! is a walk over the segments: `extend_from_slice` for ranges, a few small writes for slots.
+//!
+//! Dot-stuffing invariant: a '.' is doubled at render time wherever it starts a line *inside*
+//! a static range. A range that starts right after a footer slot may start a line or not,
+//! depending on the value (an empty `{{name}}` at the start of a line); such a range is marked
+//! `dot_check` and stuffed at splice time if the copy so far ends with LF. Slot values never
+//! contain CR or LF, so a value's only possible line start is its first byte, which
+//! `encode::write_value` checks the same way. Header slots always write whole fields that start
+//! with a field name, so they never start with '.'.
+//!
+//! Limits: splicing allocates nothing beyond growing `out` (the caller reuses it); all
+//! per-member scratch space is on the stack.
+//!
+//! SECURITY: member data reaches the copy only through `encode` (sanitized names, encoded
+//! words, capped values) and `token` (percent-encoded addresses).
+
+use crate::encode::{sanitize_name, write_phrase, write_value, Folder, NAME_BUF};
+use crate::footer::Value;
+use crate::token::{token_with, write_url_tail, HmacSha256, TOKEN_CHARS};
+use herald_types::{verp, Address, Member};
+
+/// A per-member hole in the template.
+#[derive(Debug, Clone)]
+pub(crate) enum Slot {
+    /// The whole `To:` field for the member (personalized lists).
+    To,
+    /// `{member}/{token}`: the end of the unsubscribe URL, inside `List-Unsubscribe`.
+    UrlTail,
+    /// A footer value, cut at `cap` bytes. When the list does not personalize, only the
+    /// unsubscribe URL is filled (it is per member anyway) and personal values render empty.
+    Footer { value: Value, cap: usize },
+}
+
+#[derive(Debug, Clone)]
+enum Seg {
+    Static {
+        start: usize,
+        end: usize,
+        dot_check: bool,
+    },
+    Slot(Slot),
+}
+
+/// What is known about the byte before the next static byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Prev {
+    /// At a line start for sure (message start, or after CRLF).
+    LineStart,
+    /// In the middle of a line for sure.
+    MidLine,
+    /// After a footer slot: depends on the member's value.
+    Unknown,
+}
+
+/// Builds a [`Template`]: static bytes are stuffed as they are pushed.
+pub(crate) struct Builder {
+    bytes: Vec<u8>,
+    segs: Vec<Seg>,
+    prev: Prev,
+}
+
+impl Builder {
+    pub fn new(capacity: usize) -> Builder {
+        Builder {
+            bytes: Vec::with_capacity(capacity + capacity / 64 + 1024),
+            segs: Vec::new(),
+            prev: Prev::LineStart,
+        }
+    }
+
+    /// Appends static bytes (CRLF line endings already), dot-stuffing line-initial dots.
+    pub fn push(&mut self, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let start = self.bytes.len();
+        let mut dot_check = false;
+        let mut at_line_start = self.prev;
+        let mut from = 0;
+        for (i, &b) in data.iter().enumerate() {
+            if b == b'.' {
+                match at_line_start {
+                    Prev::LineStart => {
+                        self.bytes.extend_from_slice(&data[from..i]);
+                        self.bytes.push(b'.');
+                        from = i;
+                    }
+                    Prev::Unknown => dot_check = i == 0,
+                    Prev::MidLine => {}
+                }
+            }
+            at_line_start = if b == b'\n' {
+                Prev::LineStart
+            } else {
+                Prev::MidLine
+            };
+        }
+        self.bytes.extend_from_slice(&data[from..]);
+        self.prev = at_line_start;
+        let end = self.bytes.len();
+        match self.segs.last_mut() {
+            Some(Seg::Static { end: last_end, .. }) if *last_end == start && !dot_check => {
+                *last_end = end
+            }
+            _ => self.segs.push(Seg::Static {
+                start,
+                end,
+                dot_check,
+            }),
+        }
+    }
+
+    /// Appends a slot. Header slots end with CRLF; footer slots leave the line state unknown.
+    pub fn slot(&mut self, slot: Slot) {
+        self.prev = match slot {
+            Slot::To => Prev::LineStart,
+            Slot::UrlTail => Prev::MidLine,
+            Slot::Footer { .. } => Prev::Unknown,
+        };
+        self.segs.push(Seg::Slot(slot));
+    }
+
+    pub fn finish(self, parts: TemplateParts) -> Template {
+        let slots = self
+            .segs
+            .iter()
+            .filter(|s| matches!(s, Seg::Slot(_)))
+            .count();
+        Template {
+            static_len: self.bytes.len(),
+            bytes: self.bytes,
+            segs: self.segs,
+            dynamic_hint: slots * 128 + parts.url_prefix.len(),
+            parts,
+        }
+    }
+}
+
+/// List-wide values the slots need.
+pub(crate) struct TemplateParts {
+    pub list: Address,
+    pub personalize: bool,
+    pub mac: HmacSha256,
+    /// `{base}/unsubscribe/{list}/`, for `{{unsubscribe_url}}` in footers.
+    pub url_prefix: Vec<u8>,
+}
+
+/// A post rendered once for a list; each member's copy is spliced from it.
+pub struct Template {
+    bytes: Vec<u8>,
+    segs: Vec<Seg>,
+    static_len: usize,
+    dynamic_hint: usize,
+    parts: TemplateParts,
+}
+
+impl std::fmt::Debug for Template {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The keyed MAC is deliberately left out: it is derived from the list secret.
+        f.debug_struct("Template")
+            .field("list", &self.parts.list)
+            .field("static_len", &self.static_len)
+            .field("segments", &self.segs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Template {
+    /// Writes `member`'s copy into `out` (cleared first): the exact SMTP DATA payload, CRLF
+    /// line endings, dot-stuffed, without the final ".\r\n".
+    pub fn splice(&self, member: &Member, out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(self.size_hint());
+        let token = token_with(&self.parts.mac, &self.parts.list, &member.address);
+        for seg in &self.segs {
+            match seg {
+                Seg::Static {
+                    start,
+                    end,
+                    dot_check,
+                } => {
+                    if *dot_check && out.last() == Some(&b'\n') {
+                        out.push(b'.');
+                    }
+                    out.extend_from_slice(&self.bytes[*start..*end]);
+                }
+                Seg::Slot(slot) => self.fill(slot, member, &token, out),
+            }
+        }
+    }
+
+    fn fill(&self, slot: &Slot, member: &Member, token: &[u8; TOKEN_CHARS], out: &mut Vec<u8>) {
+        let personal = self.parts.personalize;
+        match slot {
+            Slot::To => write_to(out, member),
+            Slot::UrlTail => write_url_tail(out, &member.address, token),
+            Slot::Footer {
+                value: Value::UnsubscribeUrl,
+                ..
+            } => {
+                // The URL is never cut (see footer.rs); it starts with the base URL, not '.'.
+                out.extend_from_slice(&self.parts.url_prefix);
+                write_url_tail(out, &member.address, token);
+            }
+            Slot::Footer { .. } if !personal => {}
+            Slot::Footer {
+                value: Value::Name,
+                cap,
+            } => {
+                let mut buf = [0u8; NAME_BUF];
+                let name = member
+                    .display_name
+                    .as_deref()
+                    .map_or("", |n| sanitize_name(n, &mut buf));
+                write_value(out, name, *cap);
+            }
+            Slot::Footer {
+                value: Value::Email,
+                cap,
+            } => {
+                let a = &member.address;
+                if a.local().len() + 1 + a.domain().len() <= *cap {
+                    write_value(out, a.local(), *cap);
+                    out.push(b'@');
+                    out.extend_from_slice(a.domain().as_bytes());
+                }
+            }
+            Slot::Footer {
+                value: Value::Field(name),
+                cap,
+            } => {
+                if let Some(v) = member.fields.get(name) {
+                    write_value(out, v, *cap);
+                }
+            }
+        }
+    }
+
+    /// The VERP envelope sender for `member`'s copy.
+    pub fn return_path(&self, member: &Member) -> String {
+        verp::verp_return_path(&self.parts.list, &member.address)
+    }
+
+    /// A capacity that fits a typical spliced copy (static bytes plus room for the slots), so
+    /// a reused buffer stops growing after the first copy.
+    pub fn size_hint(&self) -> usize {
+        self.static_len + self.dynamic_hint
+    }
+
+    /// The list this template was rendered for.
+    pub fn list_address(&self) -> &Address {
+        &self.parts.list
+    }
+}
+
+/// `To: "Name" <member@addr>` (or encoded words, or just `<addr>`), folded, CRLF-terminated.
+fn write_to(out: &mut Vec<u8>, member: &Member) {
+    let mut buf = [0u8; NAME_BUF];
+    let name = member
+        .display_name
+        .as_deref()
+        .map_or("", |n| sanitize_name(n, &mut buf));
+    let a = &member.address;
+    let mut f = Folder::new(out, "To");
+    // The To field always quotes the name: the form readers and filters expect.
+    write_phrase(&mut f, name, false);
+    f.token(&[
+        b"<",
+        a.local().as_bytes(),
+        b"@",
+        a.domain().as_bytes(),
+        b">",
+    ]);
+    f.finish();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contents(b: &Builder) -> Vec<u8> {
+        b.bytes.clone()
+    }
+
+    #[test]
+    fn template_can_be_shared_by_workers() {
+        fn shareable<T: Send + Sync + 'static>() {}
+        shareable::<Template>();
+    }
+
+    #[test]
+    fn push_stuffs_line_initial_dots() {
+        let mut b = Builder::new(0);
+        b.push(b".a\r\n.b.c\r\n");
+        b.push(b".d");
+        assert_eq!(contents(&b), b"..a\r\n..b.c\r\n..d");
+        assert_eq!(b.segs.len(), 1);
+    }
+
+    #[test]
+    fn dot_after_footer_slot_is_checked_at_splice() {
+        let mut b = Builder::new(0);
+        b.push(b"x\r\n");
+        b.slot(Slot::Footer {
+            value: Value::Name,
+            cap: 10,
+        });
+        b.push(b".y\r\n.z");
+        assert_eq!(contents(&b), b"x\r\n.y\r\n..z");
+        assert!(matches!(
+            b.segs[2],
+            Seg::Static {
+                dot_check: true,
+                ..
+            }
+        ));
+    }
+}
