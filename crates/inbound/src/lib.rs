@@ -1,1 +1,73 @@
-//! herald-inbound (being built)
+//! Herald's SMTP and LMTP listeners: they own the sockets, drive one [`herald_smtp::Session`]
+//! per connection, and hand every accepted message to an [`InboundHandler`] that the server
+//! implements (recipient lookup in the directory, durable `spool.accept`).
+//!
+//! Place in the flow: the first stage. `SMTP / LMTP in ─► inbound ─► handler (spool.accept)`.
+//! This crate depends on `types` and `smtp` only; the server wires the handler to the directory
+//! and the spool, so inbound never imports a sibling stage.
+//!
+//! Invariants:
+//! - **Durable before 250**: the reply to the end of DATA is written only after
+//!   [`InboundHandler::accept_message`] returns, and it is the handler's verdict.
+//! - **Never an open relay**: every RCPT goes through [`InboundHandler::check_recipient`].
+//! - **Bounded**: at most `max_sessions` sessions (a permit is taken before a session starts;
+//!   the next connection gets `421 4.3.2`); per session one read chunk plus the
+//!   [`herald_smtp::Limits`] buffers; every wait on the peer has a timeout (`421 4.4.2`).
+//! - **Graceful drain**: on shutdown no new connection is accepted; idle sessions get
+//!   `421 4.3.2` at once, sessions in a transaction may finish it within the grace period.
+//!
+//! SECURITY: peers are untrusted; all protocol decisions are made by the no-I/O `smtp` session,
+//! and this crate adds only time and concurrency bounds. The `Received:` header it prepends is
+//! built from validated parts only (see [`received`]).
+
+pub mod config;
+mod connection;
+mod listener;
+pub mod received;
+
+use herald_smtp::Envelope;
+use herald_types::{Address, Reply};
+use std::future::Future;
+use std::net::SocketAddr;
+
+pub use config::InboundConfig;
+pub use herald_smtp::{Limits, Mode};
+pub use listener::serve;
+
+/// A message ready to be stored: its envelope, with the `Received:` header already prepended to
+/// `envelope.body`, and where and when it arrived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundMessage {
+    pub envelope: Envelope,
+    pub peer: SocketAddr,
+    /// The arrival time written in the `Received:` header (for `PostMeta::received_at_ms`).
+    pub received_at_ms: u64,
+}
+
+/// What the server plugs into the listeners. Both methods may await I/O (directory lookups,
+/// fsync); the session waits for them, so they should be bounded by the implementation.
+pub trait InboundHandler: Send + Sync + 'static {
+    /// `Ok(())` for a list address or its `-bounces` / `-request` forms; otherwise the refusal,
+    /// normally [`herald_smtp::replies::NO_SUCH_RECIPIENT`] (`550 5.1.1`), or
+    /// [`herald_smtp::replies::LOCAL_ERROR`] (`451 4.3.0`) when the directory is unavailable.
+    fn check_recipient(&self, rcpt: &Address) -> impl Future<Output = Result<(), Reply>> + Send;
+
+    /// Stores the message durably and returns one reply per `envelope.rcpts` entry, in order:
+    /// a 2xx only once the message is on disk. LMTP sends them per recipient; SMTP sends one
+    /// (see [`herald_smtp::Session::message_done`] for how they are combined).
+    fn accept_message(&self, message: InboundMessage) -> impl Future<Output = Vec<Reply>> + Send;
+}
+
+/// Why a listener could not start or had to stop. Per-connection problems are logged, never
+/// returned: one bad peer does not stop the listener.
+#[derive(Debug, thiserror::Error)]
+pub enum InboundError {
+    #[error("hostname {0:?} is not a valid domain name")]
+    InvalidHostname(String),
+    #[error("invalid limits: {0}")]
+    Limits(#[from] herald_smtp::LimitsError),
+    #[error("max_sessions must be greater than zero")]
+    NoSessions,
+    #[error("accepting connections keeps failing: {0}")]
+    Accept(#[source] std::io::Error),
+}

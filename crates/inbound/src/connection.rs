@@ -1,0 +1,287 @@
+//! One connection: reads bytes, feeds the [`Session`], runs the handler for the actions that need
+//! it, and writes each batch of replies in one write.
+//!
+//! Loop: feed everything buffered (answering every complete pipelined command, RFC 2920 §3.1),
+//! then flush the batch, then read once more. Replies are therefore written only when the
+//! session needs input, after a handler call has returned: the 250 after DATA always follows the
+//! handler's fsync.
+//!
+//! Invariants: at most [`READ_CHUNK`] octets are read at a time, and the session keeps less than
+//! one line of them, so the read buffer stays under `READ_CHUNK` + one line. Every wait on the
+//! peer (read or write) is bounded by the session's current timeout; on expiry the peer gets
+//! `421 4.4.2` and the connection is closed.
+//!
+//! Shutdown: once the token is cancelled, a session between transactions gets `421 4.3.2` at
+//! once; one inside a transaction may finish it (and gets `421 4.3.2` right after), but only
+//! until the grace period ends. Handler calls in progress are never interrupted.
+//!
+//! SECURITY: the peer controls timing and volume only; every byte is interpreted by the
+//! `smtp` session. Closing drains unread input briefly (bounded in time and octets) so the kernel
+//! does not reset the connection and destroy our last reply.
+
+use bytes::BytesMut;
+use herald_smtp::{replies, Action, Canned, Envelope, Limits, Mode, Session};
+use herald_types::Reply;
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::{sleep_until, timeout, Instant};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info};
+
+use crate::{received, InboundHandler, InboundMessage};
+
+/// Octets read per read call.
+pub(crate) const READ_CHUNK: usize = 16 * 1024;
+/// How long a closing connection drains the peer's unread input.
+const LINGER: Duration = Duration::from_secs(2);
+/// How much unread input a closing connection drains before giving up.
+const LINGER_MAX_OCTETS: usize = 64 * 1024;
+
+/// What every session of one listener shares.
+#[derive(Debug)]
+pub(crate) struct SessionContext {
+    pub mode: Mode,
+    pub hostname: Arc<str>,
+    pub limits: Limits,
+    pub shutdown_grace: Duration,
+}
+
+/// How a session ended: expected outcomes, not errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SessionEnd {
+    /// QUIT, or the error limit.
+    Closed,
+    /// The peer closed the connection.
+    PeerGone,
+    TimedOut,
+    ShutDown,
+}
+
+/// A connection that failed; logged, never propagated.
+#[derive(Debug, thiserror::Error)]
+enum ConnectionError {
+    #[error("socket error: {0}")]
+    Io(#[from] io::Error),
+    #[error("peer did not read our replies within the timeout")]
+    WriteTimeout,
+}
+
+/// Why [`Connection::wait_for_input`] returned.
+enum Wake {
+    Input,
+    Eof,
+    TimedOut,
+    ShutdownStarted,
+    GraceExpired,
+}
+
+struct Connection<H> {
+    stream: TcpStream,
+    peer: SocketAddr,
+    ctx: Arc<SessionContext>,
+    handler: Arc<H>,
+    session: Session,
+    buf: BytesMut,
+    /// Replies waiting for the next flush.
+    out: Vec<u8>,
+    shutdown: CancellationToken,
+    /// Set once shutdown has been seen: the session must be gone by then.
+    drain_deadline: Option<Instant>,
+}
+
+/// Runs one session to its end, then closes the connection.
+pub(crate) async fn run<H: InboundHandler>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    ctx: Arc<SessionContext>,
+    handler: Arc<H>,
+    shutdown: CancellationToken,
+) {
+    let session = Session::new(ctx.mode, ctx.limits, ctx.hostname.clone());
+    let mut conn = Connection {
+        stream,
+        peer,
+        ctx,
+        handler,
+        session,
+        buf: BytesMut::with_capacity(READ_CHUNK),
+        out: Vec::new(),
+        shutdown,
+        drain_deadline: None,
+    };
+    match conn.drive().await {
+        Ok(end) => debug!(?end, "session ended"),
+        Err(error) => debug!(%error, "session failed"),
+    }
+    conn.linger_close().await;
+}
+
+impl<H: InboundHandler> Connection<H> {
+    async fn drive(&mut self) -> Result<SessionEnd, ConnectionError> {
+        let greeting = self.session.greeting();
+        self.queue(&greeting);
+        loop {
+            if self.process().await {
+                self.flush().await?;
+                return Ok(SessionEnd::Closed);
+            }
+            if self.draining() && !self.session.in_transaction() {
+                return self
+                    .close_with(replies::SERVICE_UNAVAILABLE, SessionEnd::ShutDown)
+                    .await;
+            }
+            self.flush().await?;
+            match self.wait_for_input().await? {
+                Wake::Input => {}
+                Wake::Eof => return Ok(SessionEnd::PeerGone),
+                Wake::TimedOut => {
+                    return self
+                        .close_with(replies::TIMEOUT, SessionEnd::TimedOut)
+                        .await
+                }
+                Wake::ShutdownStarted => {
+                    self.draining();
+                }
+                Wake::GraceExpired => {
+                    return self
+                        .close_with(replies::SERVICE_UNAVAILABLE, SessionEnd::ShutDown)
+                        .await
+                }
+            }
+        }
+    }
+
+    /// Feeds the session until it needs input, carrying out its actions. True once it closed.
+    async fn process(&mut self) -> bool {
+        loop {
+            let actions = self.session.feed(&mut self.buf);
+            if actions.is_empty() {
+                return self.session.is_closed();
+            }
+            let mut pending = VecDeque::from(actions);
+            while let Some(action) = pending.pop_front() {
+                match action {
+                    Action::Reply(reply) => self.queue(&reply),
+                    Action::CheckRecipient(rcpt) => {
+                        let verdict = self.handler.check_recipient(&rcpt).await;
+                        debug!(%rcpt, accepted = verdict.is_ok(), "recipient checked");
+                        pending.extend(self.session.recipient_checked(verdict));
+                    }
+                    Action::Message(envelope) => {
+                        let verdicts = self.accept(envelope).await;
+                        pending.extend(self.session.message_done(verdicts));
+                    }
+                    Action::Close => return true,
+                }
+            }
+        }
+    }
+
+    /// Prepends the trace header and hands the message to the handler.
+    async fn accept(&mut self, mut envelope: Envelope) -> Vec<Reply> {
+        let received_at_ms = herald_types::unix_ms_now();
+        let header = received::header(&envelope, self.peer, &self.ctx.hostname, received_at_ms);
+        let mut body = BytesMut::with_capacity(header.len() + envelope.body.len());
+        body.extend_from_slice(header.as_bytes());
+        body.extend_from_slice(&envelope.body);
+        envelope.body = body.freeze();
+        info!(
+            from = ?envelope.mail_from.as_ref().map(ToString::to_string),
+            rcpts = envelope.rcpts.len(),
+            octets = envelope.body.len(),
+            "message received"
+        );
+        let message = InboundMessage {
+            envelope,
+            peer: self.peer,
+            received_at_ms,
+        };
+        self.handler.accept_message(message).await
+    }
+
+    /// True once shutdown has started; the first call after it fixes the grace deadline.
+    fn draining(&mut self) -> bool {
+        if self.drain_deadline.is_none() && self.shutdown.is_cancelled() {
+            self.drain_deadline = Some(Instant::now() + self.ctx.shutdown_grace);
+        }
+        self.drain_deadline.is_some()
+    }
+
+    async fn wait_for_input(&mut self) -> Result<Wake, ConnectionError> {
+        let read_timeout = self.session.read_timeout();
+        let deadline = self.drain_deadline;
+        let grace = async move {
+            match deadline {
+                Some(at) => sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        self.buf.reserve(READ_CHUNK);
+        // `take` caps one read at READ_CHUNK whatever the buffer's spare capacity.
+        let mut reader = (&mut self.stream).take(READ_CHUNK as u64);
+        tokio::select! {
+            read = timeout(read_timeout, reader.read_buf(&mut self.buf)) => match read {
+                Err(_elapsed) => Ok(Wake::TimedOut),
+                Ok(Ok(0)) => Ok(Wake::Eof),
+                Ok(Ok(_)) => Ok(Wake::Input),
+                Ok(Err(e)) => Err(e.into()),
+            },
+            () = self.shutdown.cancelled(), if deadline.is_none() => Ok(Wake::ShutdownStarted),
+            () = grace => Ok(Wake::GraceExpired),
+        }
+    }
+
+    fn queue(&mut self, reply: &Reply) {
+        self.out.extend_from_slice(reply.to_wire().as_bytes());
+    }
+
+    /// Writes the queued replies in one write, bounded by the command timeout.
+    async fn flush(&mut self) -> Result<(), ConnectionError> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let limit = self.ctx.limits.command_timeout();
+        match timeout(limit, self.stream.write_all(&self.out)).await {
+            Ok(written) => written?,
+            Err(_elapsed) => return Err(ConnectionError::WriteTimeout),
+        }
+        self.out.clear();
+        Ok(())
+    }
+
+    async fn close_with(
+        &mut self,
+        last: Canned,
+        end: SessionEnd,
+    ) -> Result<SessionEnd, ConnectionError> {
+        self.queue(&last.reply());
+        self.flush().await?;
+        Ok(end)
+    }
+
+    /// Half-closes, then discards what the peer already sent (bounded), so the close is a FIN
+    /// and not a reset that could destroy our last reply in the peer's receive buffer.
+    async fn linger_close(mut self) {
+        let drained = timeout(LINGER, async {
+            self.stream.shutdown().await?;
+            let mut sink = [0u8; 4096];
+            let mut total = 0;
+            while total < LINGER_MAX_OCTETS {
+                match self.stream.read(&mut sink).await? {
+                    0 => break,
+                    n => total += n,
+                }
+            }
+            Ok::<(), io::Error>(())
+        })
+        .await;
+        if let Ok(Err(error)) = drained {
+            debug!(%error, "error while closing");
+        }
+    }
+}

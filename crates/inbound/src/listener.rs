@@ -1,0 +1,147 @@
+//! The accept loop: one listening socket, a session slot (semaphore permit) per connection, a
+//! task per session, and the graceful drain on shutdown (mini-redis style).
+//!
+//! Invariants: a permit is taken before a session task is spawned and released when it ends, so
+//! at most `max_sessions` sessions run; a connection beyond that gets `421 4.3.2` with a single
+//! non-blocking write (no task, no wait) and is closed. [`serve`] returns only after every
+//! session it started has ended.
+//!
+//! Limits: accept errors that concern one connection are skipped; others (e.g. out of file
+//! descriptors) back off from 10 ms to ~1.3 s and end the listener after 64 in a row.
+//!
+//! SECURITY: the only work done before a permit is held is `accept` and, when full, one write.
+
+use herald_smtp::{replies, Mode};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn, Instrument};
+
+use crate::connection::{self, SessionContext};
+use crate::{InboundConfig, InboundError, InboundHandler};
+
+/// Consecutive listener-level accept failures before giving up.
+const MAX_ACCEPT_FAILURES: u32 = 64;
+
+/// Serves `mode` on `listener` until `shutdown` is cancelled, then drains the sessions (see the
+/// crate docs) and returns. Returns early with an error only for an invalid `config` or a
+/// listener that keeps failing (its sessions are drained first).
+pub async fn serve<H: InboundHandler>(
+    listener: TcpListener,
+    mode: Mode,
+    config: InboundConfig,
+    handler: Arc<H>,
+    shutdown: CancellationToken,
+) -> Result<(), InboundError> {
+    config.validate()?;
+    let ctx = Arc::new(SessionContext {
+        mode,
+        hostname: config.hostname.as_str().into(),
+        limits: config.limits,
+        shutdown_grace: config.shutdown_grace(),
+    });
+    let sessions = TaskTracker::new();
+    // A child token, so a failing listener can drain its own sessions without cancelling the
+    // caller's token.
+    let drain = shutdown.child_token();
+    info!(?mode, addr = ?listener.local_addr().ok(), max_sessions = config.max_sessions, "listening");
+    let accepting = Acceptor {
+        listener: &listener,
+        permits: Arc::new(Semaphore::new(config.max_sessions)),
+        ctx,
+        handler,
+        sessions: &sessions,
+        drain: &drain,
+    };
+    let result = accepting.run().await;
+    drop(listener);
+    drain.cancel();
+    sessions.close();
+    sessions.wait().await;
+    info!(?mode, "listener stopped");
+    result
+}
+
+struct Acceptor<'a, H> {
+    listener: &'a TcpListener,
+    permits: Arc<Semaphore>,
+    ctx: Arc<SessionContext>,
+    handler: Arc<H>,
+    sessions: &'a TaskTracker,
+    drain: &'a CancellationToken,
+}
+
+impl<H: InboundHandler> Acceptor<'_, H> {
+    async fn run(&self) -> Result<(), InboundError> {
+        let mut failures = 0u32;
+        loop {
+            let accepted = tokio::select! {
+                () = self.drain.cancelled() => return Ok(()),
+                accepted = self.listener.accept() => accepted,
+            };
+            match accepted {
+                Ok((stream, peer)) => {
+                    failures = 0;
+                    self.start_session(stream, peer);
+                }
+                Err(e) if concerns_one_connection(&e) => debug!(error = %e, "accept skipped"),
+                Err(e) => {
+                    failures += 1;
+                    if failures >= MAX_ACCEPT_FAILURES {
+                        return Err(InboundError::Accept(e));
+                    }
+                    let pause = Duration::from_millis(10 << failures.min(7));
+                    warn!(error = %e, ?pause, "accept failed; backing off");
+                    tokio::select! {
+                        () = self.drain.cancelled() => return Ok(()),
+                        () = tokio::time::sleep(pause) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn start_session(&self, stream: TcpStream, peer: SocketAddr) {
+        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+            return refuse_busy(&stream, peer);
+        };
+        // We batch replies ourselves; Nagle would only add a delayed-ACK wait per batch.
+        if let Err(error) = stream.set_nodelay(true) {
+            debug!(%error, %peer, "could not set TCP_NODELAY");
+        }
+        let span = tracing::info_span!("session", %peer, mode = ?self.ctx.mode);
+        let (ctx, handler, drain) = (self.ctx.clone(), self.handler.clone(), self.drain.clone());
+        self.sessions.spawn(
+            async move {
+                connection::run(stream, peer, ctx, handler, drain).await;
+                drop(permit);
+            }
+            .instrument(span),
+        );
+    }
+}
+
+/// All session slots are taken: one best-effort, non-blocking write of `421 4.3.2`, then close.
+/// A fresh socket's send buffer always has room for one reply line.
+fn refuse_busy(stream: &TcpStream, peer: SocketAddr) {
+    let wire = replies::SERVICE_UNAVAILABLE.reply().to_wire();
+    if let Err(error) = stream.try_write(wire.as_bytes()) {
+        debug!(%error, %peer, "could not send 421 to refused connection");
+    }
+    info!(%peer, "session limit reached; connection refused");
+}
+
+/// Accept errors caused by one connection (it was reset before we took it), not the listener.
+fn concerns_one_connection(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+    )
+}

@@ -1,0 +1,134 @@
+//! The `Received:` trace header (RFC 5321 §4.4) prepended to every accepted message.
+//!
+//! Form: `Received: from <helo> ([<ip>])\r\n\tby <hostname> (Herald) with <ESMTP|SMTP|LMTP>\r\n\t
+//! [for <rcpt>]; <RFC 5322 date, UTC>\r\n`. The `for` clause appears only for a single
+//! recipient, so one list's header never reveals another's address.
+//!
+//! Invariant: the header is at most a few hundred octets, CRLF-terminated, every line under
+//! 998 octets, and contains no bare CR or LF.
+//!
+//! SECURITY: every part is validated before it gets here: the HELO domain by the `smtp` parser
+//! (domain or address literal, printable ASCII), the hostname by [`crate::InboundConfig`], the
+//! recipient by [`herald_types::Address`], the IP by its type. Nothing peer-controlled can start
+//! a new header line.
+
+use herald_smtp::Envelope;
+use std::net::{IpAddr, SocketAddr};
+
+const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// The header for `envelope`, received from `peer` by `hostname` at `received_at_ms`.
+pub fn header(
+    envelope: &Envelope,
+    peer: SocketAddr,
+    hostname: &str,
+    received_at_ms: u64,
+) -> String {
+    let ip = match peer.ip().to_canonical() {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("IPv6:{v6}"),
+    };
+    let protocol = envelope.helo.verb.protocol();
+    let rcpt = match envelope.rcpts.as_slice() {
+        [only] => format!("\r\n\tfor <{only}>"),
+        _ => String::new(),
+    };
+    format!(
+        "Received: from {helo} ([{ip}])\r\n\tby {hostname} (Herald) with {protocol}{rcpt};\r\n\t{date}\r\n",
+        helo = envelope.helo.domain,
+        date = rfc5322_date(received_at_ms),
+    )
+}
+
+/// `Thu, 1 Jan 1970 00:00:00 +0000` (RFC 5322 §3.3), always in UTC.
+pub fn rfc5322_date(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{}, {day} {} {year} {:02}:{:02}:{:02} +0000",
+        WEEKDAYS[(days % 7) as usize],
+        MONTHS[(month - 1) as usize],
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+    )
+}
+
+/// Days since 1970-01-01 to (year, month 1–12, day 1–31): Howard Hinnant's `civil_from_days`,
+/// written for non-negative days only (no date before the epoch reaches a `Received:` header).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use herald_smtp::{Helo, HeloVerb, MailParams, Mode};
+    use herald_types::Address;
+
+    #[test]
+    fn formats_dates() {
+        assert_eq!(rfc5322_date(0), "Thu, 1 Jan 1970 00:00:00 +0000");
+        assert_eq!(
+            rfc5322_date(951_782_400_000),
+            "Tue, 29 Feb 2000 00:00:00 +0000"
+        );
+        assert_eq!(
+            rfc5322_date(1_700_000_000_999),
+            "Tue, 14 Nov 2023 22:13:20 +0000"
+        );
+        assert_eq!(
+            rfc5322_date(4_102_444_799_000),
+            "Thu, 31 Dec 2099 23:59:59 +0000"
+        );
+    }
+
+    fn envelope(rcpts: &[&str]) -> Envelope {
+        Envelope {
+            mode: Mode::Smtp,
+            helo: Helo {
+                verb: HeloVerb::Ehlo,
+                domain: "client.example".into(),
+            },
+            mail_from: None,
+            rcpts: rcpts.iter().map(|r| Address::parse(r).unwrap()).collect(),
+            params: MailParams::default(),
+            body: Bytes::new(),
+        }
+    }
+
+    #[test]
+    fn names_the_single_recipient_only() {
+        let peer: SocketAddr = "192.0.2.7:2525".parse().unwrap();
+        assert_eq!(
+            header(&envelope(&["list@l.example"]), peer, "mx.example", 0),
+            "Received: from client.example ([192.0.2.7])\r\n\tby mx.example (Herald) with ESMTP\r\n\tfor <list@l.example>;\r\n\tThu, 1 Jan 1970 00:00:00 +0000\r\n"
+        );
+        let two = header(
+            &envelope(&["a@l.example", "b@l.example"]),
+            peer,
+            "mx.example",
+            0,
+        );
+        assert!(!two.contains("for <"));
+        let v6: SocketAddr = "[2001:db8::1]:25".parse().unwrap();
+        assert!(header(&envelope(&[]), v6, "mx.example", 0).contains("([IPv6:2001:db8::1])"));
+        let mapped: SocketAddr = "[::ffff:192.0.2.7]:25".parse().unwrap();
+        assert!(header(&envelope(&[]), mapped, "mx.example", 0).contains("([192.0.2.7])"));
+    }
+}

@@ -1,0 +1,194 @@
+//! Test fixtures: a recording handler, a server on 127.0.0.1:0 and a line-oriented client.
+
+use herald_inbound::{serve, InboundConfig, InboundError, InboundHandler, InboundMessage, Mode};
+use herald_smtp::replies;
+use herald_types::{Address, EnhancedStatus, ListAddressParts, Reply};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// No test waits longer than this for a reply.
+const PATIENCE: Duration = Duration::from_secs(5);
+pub const HOSTNAME: &str = "mx.herald.test";
+
+/// Knows two lists; `full@lists.example` refuses messages with 452 4.2.2. Records what it got.
+pub struct Recorder {
+    lists: Vec<Address>,
+    /// Every message handed over. A std Mutex: held only to push or clone, never across `.await`.
+    pub messages: Mutex<Vec<InboundMessage>>,
+    pub checked: Mutex<Vec<Address>>,
+}
+
+impl Recorder {
+    pub fn new() -> Recorder {
+        let lists = ["list@lists.example", "full@lists.example"]
+            .iter()
+            .map(|a| Address::parse(a).expect("valid list"))
+            .collect();
+        Recorder {
+            lists,
+            messages: Mutex::new(Vec::new()),
+            checked: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn messages(&self) -> Vec<InboundMessage> {
+        self.messages.lock().expect("not poisoned").clone()
+    }
+
+    pub fn checked(&self) -> Vec<Address> {
+        self.checked.lock().expect("not poisoned").clone()
+    }
+}
+
+impl InboundHandler for Recorder {
+    async fn check_recipient(&self, rcpt: &Address) -> Result<(), Reply> {
+        self.checked
+            .lock()
+            .expect("not poisoned")
+            .push(rcpt.clone());
+        let parts = ListAddressParts::classify(rcpt);
+        if self.lists.contains(&parts.list_address) {
+            Ok(())
+        } else {
+            Err(replies::NO_SUCH_RECIPIENT.reply())
+        }
+    }
+
+    async fn accept_message(&self, message: InboundMessage) -> Vec<Reply> {
+        let verdicts = message
+            .envelope
+            .rcpts
+            .iter()
+            .map(|rcpt| match rcpt.local() {
+                "full" => Reply::new(452, Some(EnhancedStatus::new(4, 2, 2)), "Mailbox full"),
+                _ => replies::MESSAGE_ACCEPTED.reply(),
+            })
+            .collect();
+        self.messages.lock().expect("not poisoned").push(message);
+        verdicts
+    }
+}
+
+pub struct Server {
+    pub addr: SocketAddr,
+    pub recorder: Arc<Recorder>,
+    pub shutdown: CancellationToken,
+    pub task: JoinHandle<Result<(), InboundError>>,
+}
+
+pub async fn start(mode: Mode, tune: impl FnOnce(&mut InboundConfig)) -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let mut config = InboundConfig::new(HOSTNAME);
+    tune(&mut config);
+    let recorder = Arc::new(Recorder::new());
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(serve(
+        listener,
+        mode,
+        config,
+        recorder.clone(),
+        shutdown.clone(),
+    ));
+    Server {
+        addr,
+        recorder,
+        shutdown,
+        task,
+    }
+}
+
+pub struct Client {
+    reader: BufReader<OwnedReadHalf>,
+    writer: OwnedWriteHalf,
+}
+
+impl Client {
+    /// Connects without reading the banner.
+    pub async fn connect_raw(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        let (r, w) = stream.into_split();
+        Client {
+            reader: BufReader::new(r),
+            writer: w,
+        }
+    }
+
+    /// Connects and checks the 220 banner.
+    pub async fn connect(addr: SocketAddr) -> Client {
+        let mut c = Client::connect_raw(addr).await;
+        assert_eq!(c.reply().await, "220");
+        c
+    }
+
+    pub async fn send(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).await.expect("write");
+    }
+
+    /// The full text of the next reply (all its lines).
+    pub async fn reply_text(&mut self) -> String {
+        let mut text = String::new();
+        loop {
+            let mut line = String::new();
+            let n = tokio::time::timeout(PATIENCE, self.reader.read_line(&mut line))
+                .await
+                .expect("reply within the patience limit")
+                .expect("read");
+            assert!(
+                n > 0,
+                "connection closed while expecting a reply; got so far {text:?}"
+            );
+            text.push_str(&line);
+            if line.as_bytes().get(3) == Some(&b' ') {
+                return text;
+            }
+        }
+    }
+
+    /// `code[ enhanced]` of the next reply.
+    pub async fn reply(&mut self) -> String {
+        let text = self.reply_text().await;
+        let last = text
+            .trim_end()
+            .rsplit("\r\n")
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let mut words = last.split(' ');
+        let code = words.next().unwrap_or_default().to_string();
+        match words.next() {
+            Some(w)
+                if w.split('.').count() == 3 && w.split('.').all(|p| p.parse::<u16>().is_ok()) =>
+            {
+                format!("{code} {w}")
+            }
+            _ => code,
+        }
+    }
+
+    pub async fn replies(&mut self, n: usize) -> Vec<String> {
+        let mut all = Vec::with_capacity(n);
+        for _ in 0..n {
+            all.push(self.reply().await);
+        }
+        all
+    }
+
+    /// True when the server closed the connection (nothing more to read). Drops the client, so
+    /// the server's lingering close sees our FIN at once.
+    pub async fn closed(mut self) -> bool {
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(PATIENCE, self.reader.read_to_end(&mut rest)).await;
+        matches!(read, Ok(Ok(0)))
+    }
+}
+
+pub fn want(codes: &[&str]) -> Vec<String> {
+    codes.iter().map(|s| s.to_string()).collect()
+}

@@ -1,0 +1,222 @@
+//! Every reply the server side of Herald sends, as named constants (STYLE §8: no reply literals
+//! at call sites), plus the few builders whose text carries the host name or a limit.
+//!
+//! Codes follow RFC 5321 §4.2 and §4.5.3.1.10, enhanced codes RFC 3463 / RFC 2034. RFC 2034 §3
+//! exempts the greeting and the HELO/EHLO/LHLO replies from enhanced codes, so their builders
+//! leave them out; the 354 intermediate reply has none either.
+//!
+//! Invariant: texts are generic. They never echo peer input except validated address-syntax
+//! reasons, so a reply cannot carry CR/LF or leak internal detail.
+//!
+//! SECURITY: the host name passed to the builders is spliced into the wire reply; callers take it
+//! from validated configuration (`inbound` checks it once at start-up).
+
+use crate::Limits;
+use herald_types::{EnhancedStatus, Reply};
+
+/// A reply known at compile time. Kept `const` so call sites name it; a [`Reply`] (which owns its
+/// text) is built only when it is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Canned {
+    pub code: u16,
+    pub enhanced: EnhancedStatus,
+    pub text: &'static str,
+}
+
+impl Canned {
+    const fn new(code: u16, class: u8, subject: u16, detail: u16, text: &'static str) -> Canned {
+        Canned {
+            code,
+            enhanced: EnhancedStatus::new(class, subject, detail),
+            text,
+        }
+    }
+
+    /// The owned reply, ready for [`Reply::to_wire`].
+    pub fn reply(&self) -> Reply {
+        Reply::new(self.code, Some(self.enhanced), self.text)
+    }
+
+    /// The same code and enhanced status with a more specific text (e.g. which address rule
+    /// failed). The detail must not contain CR or LF; callers pass validated error texts.
+    pub fn with_detail(&self, detail: &str) -> Reply {
+        let clean: String = detail.chars().filter(|c| !c.is_control()).collect();
+        Reply::new(
+            self.code,
+            Some(self.enhanced),
+            format!("{}: {clean}", self.text),
+        )
+    }
+
+    /// True when `reply` has this constant's code and enhanced status (text is ignored).
+    pub fn matches(&self, reply: &Reply) -> bool {
+        reply.code == self.code && reply.enhanced == Some(self.enhanced)
+    }
+}
+
+impl From<Canned> for Reply {
+    fn from(c: Canned) -> Reply {
+        c.reply()
+    }
+}
+
+// --- Positive replies -------------------------------------------------------------------------
+
+pub const OK: Canned = Canned::new(250, 2, 0, 0, "OK");
+pub const SENDER_OK: Canned = Canned::new(250, 2, 1, 0, "Sender OK");
+pub const RECIPIENT_OK: Canned = Canned::new(250, 2, 1, 5, "Recipient OK");
+/// What a handler answers once a message is durably queued.
+pub const MESSAGE_ACCEPTED: Canned = Canned::new(250, 2, 0, 0, "Message accepted for delivery");
+pub const BYE: Canned = Canned::new(221, 2, 0, 0, "Bye");
+pub const HELP: Canned = Canned::new(214, 2, 0, 0, "Herald mailing-list server; see RFC 5321");
+/// RFC 5321 §3.5.3: VRFY is not answered, to avoid address harvesting.
+pub const CANNOT_VRFY: Canned = Canned::new(252, 2, 5, 0, "Cannot VRFY user");
+
+// --- Transient failures -----------------------------------------------------------------------
+
+/// Session slots are full, or the server is shutting down.
+pub const SERVICE_UNAVAILABLE: Canned =
+    Canned::new(421, 4, 3, 2, "Service not available, closing channel");
+/// The peer was silent longer than the command or DATA timeout.
+pub const TIMEOUT: Canned = Canned::new(421, 4, 4, 2, "Timeout exceeded, closing channel");
+/// The peer reached `max_errors` permanent errors.
+pub const TOO_MANY_ERRORS: Canned = Canned::new(421, 4, 7, 0, "Too many errors, closing channel");
+pub const TOO_MANY_RECIPIENTS: Canned = Canned::new(452, 4, 5, 3, "Too many recipients");
+/// What a handler answers when it cannot look up or store right now (directory or spool error).
+pub const LOCAL_ERROR: Canned =
+    Canned::new(451, 4, 3, 0, "Local error in processing, try again later");
+
+// --- Permanent failures -----------------------------------------------------------------------
+
+pub const UNKNOWN_COMMAND: Canned = Canned::new(500, 5, 5, 1, "Command not recognized");
+pub const LINE_TOO_LONG: Canned = Canned::new(500, 5, 5, 2, "Line too long");
+/// RFC 5321 §4.1.1: command lines end with CRLF; a bare LF is refused rather than guessed at.
+pub const BARE_LF_IN_COMMAND: Canned = Canned::new(
+    500,
+    5,
+    5,
+    2,
+    "Syntax error: command lines must end with CRLF",
+);
+/// NUL, other control characters and non-ASCII octets in a command line.
+pub const INVALID_CHARACTER: Canned =
+    Canned::new(500, 5, 5, 2, "Syntax error: invalid character in command");
+pub const SYNTAX_ERROR: Canned =
+    Canned::new(501, 5, 5, 4, "Syntax error in parameters or arguments");
+pub const BAD_SENDER_SYNTAX: Canned = Canned::new(501, 5, 1, 7, "Bad sender address syntax");
+pub const BAD_RECIPIENT_SYNTAX: Canned = Canned::new(501, 5, 1, 3, "Bad recipient address syntax");
+pub const NOT_IMPLEMENTED: Canned = Canned::new(502, 5, 5, 1, "Command not implemented");
+pub const BAD_SEQUENCE: Canned = Canned::new(503, 5, 5, 1, "Bad sequence of commands");
+pub const NEED_HELO: Canned = Canned::new(
+    503,
+    5,
+    5,
+    1,
+    "Bad sequence of commands: send EHLO/HELO first",
+);
+pub const NEED_LHLO: Canned =
+    Canned::new(503, 5, 5, 1, "Bad sequence of commands: send LHLO first");
+pub const NEED_MAIL: Canned =
+    Canned::new(503, 5, 5, 1, "Bad sequence of commands: send MAIL first");
+pub const NEED_RCPT: Canned =
+    Canned::new(503, 5, 5, 1, "Bad sequence of commands: send RCPT first");
+pub const NESTED_MAIL: Canned = Canned::new(
+    503,
+    5,
+    5,
+    1,
+    "Bad sequence of commands: transaction already started",
+);
+/// RFC 5321 §3.3 / RFC 2920 §3.1: DATA after every RCPT was refused (SMTP only; LMTP uses 503).
+pub const NO_VALID_RECIPIENTS: Canned = Canned::new(554, 5, 5, 1, "No valid recipients");
+/// The recipient is not one of our lists (nor its -bounces / -request form): never relay.
+pub const NO_SUCH_RECIPIENT: Canned =
+    Canned::new(550, 5, 1, 1, "No such list here; relaying denied");
+/// RFC 1870 §6: declared or actual size over the fixed maximum.
+pub const MESSAGE_TOO_BIG: Canned = Canned::new(
+    552,
+    5,
+    3,
+    4,
+    "Message size exceeds fixed maximum message size",
+);
+/// RFC 5321 §4.5.3.1.10 "500 Line too long", sent at the end of DATA: a text line over the limit.
+pub const DATA_LINE_TOO_LONG: Canned = Canned::new(
+    500,
+    5,
+    5,
+    2,
+    "Line too long: message has a line over the text line limit",
+);
+/// A bare CR or LF in DATA (SMTP smuggling defence, RFC 5321 §2.3.8 and §4.1.1.4): the message is
+/// refused at its real end. 5.6.0 because the fault is in the content, not the command syntax.
+pub const BARE_LINE_ENDING: Canned = Canned::new(
+    550,
+    5,
+    6,
+    0,
+    "Message refused: bare CR or LF in data; lines must end with CRLF",
+);
+/// RFC 5321 §4.1.1.11: a MAIL or RCPT parameter we do not implement.
+pub const UNKNOWN_PARAMETER: Canned =
+    Canned::new(555, 5, 5, 4, "Parameter not recognized or not implemented");
+
+// --- Replies that carry the host name or a limit ----------------------------------------------
+
+/// The 220 banner. `protocol` is `ESMTP` or `LMTP`.
+pub fn greeting(hostname: &str, protocol: &str) -> Reply {
+    Reply::new(220, None, format!("{hostname} {protocol} Herald ready"))
+}
+
+/// The 250 answer to HELO.
+pub fn helo(hostname: &str) -> Reply {
+    Reply::new(250, None, hostname.to_string())
+}
+
+/// The multi-line 250 answer to EHLO and LHLO: the extensions we implement. STARTTLS joins this
+/// list when TLS is configured.
+pub fn ehlo(hostname: &str, limits: &Limits) -> Reply {
+    let text = format!(
+        "{hostname}\nPIPELINING\nSIZE {}\n8BITMIME\nENHANCEDSTATUSCODES",
+        limits.max_message_octets
+    );
+    Reply::new(250, None, text)
+}
+
+/// The 354 go-ahead after DATA.
+pub fn start_data() -> Reply {
+    Reply::new(354, None, "End data with <CR><LF>.<CR><LF>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canned_replies_render_with_enhanced_codes() {
+        assert_eq!(
+            BAD_SEQUENCE.reply().to_wire(),
+            "503 5.5.1 Bad sequence of commands\r\n"
+        );
+        assert!(TOO_MANY_RECIPIENTS.reply().is_transient());
+        assert!(NO_SUCH_RECIPIENT.matches(&NO_SUCH_RECIPIENT.with_detail("x")));
+        assert!(!NO_SUCH_RECIPIENT.matches(&BAD_SEQUENCE.reply()));
+        assert_eq!(
+            SYNTAX_ERROR.with_detail("a\r\nb").text,
+            "Syntax error in parameters or arguments: ab"
+        );
+    }
+
+    #[test]
+    fn ehlo_lists_extensions_without_enhanced_codes() {
+        let wire = ehlo("mx.example", &Limits::default()).to_wire();
+        assert_eq!(
+            wire,
+            "250-mx.example\r\n250-PIPELINING\r\n250-SIZE 26214400\r\n250-8BITMIME\r\n250 ENHANCEDSTATUSCODES\r\n"
+        );
+        assert_eq!(
+            greeting("mx.example", "LMTP").to_wire(),
+            "220 mx.example LMTP Herald ready\r\n"
+        );
+    }
+}

@@ -1,0 +1,485 @@
+//! The server-side SMTP/LMTP session as a state machine: bytes in, [`Action`]s out, no I/O.
+//!
+//! The driver (the `inbound` crate, or a test) owns the socket and loops:
+//! 1. [`Session::feed`] with the bytes read so far. It consumes every complete command (and DATA
+//!    line) and returns the actions in order. It stops early after an action that needs the
+//!    driver: [`Action::CheckRecipient`] (answer with [`Session::recipient_checked`]) or
+//!    [`Action::Message`] (answer with [`Session::message_done`]); their returned actions follow
+//!    in order, then the driver calls `feed` again on the same buffer.
+//! 2. When `feed` returns nothing, every complete command has been answered: the driver writes
+//!    the batch of replies in one write (RFC 2920 §3.1 lets a server batch replies to pipelined
+//!    commands) and reads more, waiting at most [`Session::read_timeout`].
+//! 3. After [`Action::Close`] it writes what it has and closes the connection.
+//!
+//! States: `Command` ⇄ `AwaitRecipient`; `Command` → `Data` → `AwaitMessage` → `Command`; any →
+//! `Closed`. A transaction (MAIL … DATA) needs a greeting first; EHLO/HELO/LHLO and RSET abort it.
+//!
+//! Invariants: after `feed` returns, the buffer holds less than one command line (or one DATA
+//! line) of unconsumed input, unless the session is waiting on the driver or closed. Every
+//! command gets exactly one reply, in order; in LMTP the end of DATA gets one reply per
+//! successful RCPT (RFC 2033 §4.2). Recipients handed over are distinct.
+//!
+//! Limits: see [`Limits`]; `max_errors` counts permanent (5xx) replies to commands, refused
+//! recipients and refused message contents, not the handler's verdicts on a finished message.
+//!
+//! SECURITY: all input is hostile until parsed. A peer cannot make the session buffer more than
+//! the limits allow, cannot get a message with a bare CR/LF accepted or split (see [`crate::data`]),
+//! and is disconnected after `max_errors` errors, which stops a pipeline full of garbage.
+
+use bytes::{Bytes, BytesMut};
+use herald_types::{Address, Reply};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::command::{self, Command, ForwardPath, HeloVerb, MailParams};
+use crate::data::{DataProblem, DataReader, DataStep};
+use crate::replies::{self, Canned};
+use crate::Limits;
+
+/// Which protocol the listener speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// RFC 5321, greeted with EHLO/HELO; one reply at the end of DATA.
+    Smtp,
+    /// RFC 2033, greeted with LHLO; one reply per recipient at the end of DATA.
+    Lmtp,
+}
+
+impl Mode {
+    fn banner_protocol(self) -> &'static str {
+        match self {
+            Mode::Smtp => "ESMTP",
+            Mode::Lmtp => "LMTP",
+        }
+    }
+}
+
+/// The greeting the peer gave (validated domain or address literal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Helo {
+    pub verb: HeloVerb,
+    pub domain: String,
+}
+
+/// A complete, acceptable message and its envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    pub mode: Mode,
+    pub helo: Helo,
+    /// `None` is the null reverse path `<>` (a bounce or other notification).
+    pub mail_from: Option<Address>,
+    /// Distinct accepted recipients, in the order first accepted. The handler answers with one
+    /// reply per entry, in this order.
+    pub rcpts: Vec<Address>,
+    pub params: MailParams,
+    /// The message: dot-unstuffed, CRLF line endings, no terminating `.` line.
+    pub body: Bytes,
+}
+
+/// What the driver must do next, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Queue this reply for the next write.
+    Reply(Reply),
+    /// Ask whether this recipient is ours, then call [`Session::recipient_checked`].
+    CheckRecipient(Address),
+    /// Store this message durably, then call [`Session::message_done`].
+    Message(Envelope),
+    /// Write the queued replies and close the connection.
+    Close,
+}
+
+enum Phase {
+    Command,
+    Data(DataReader),
+    AwaitRecipient(Address),
+    /// `accepted[i]` is the index in `Envelope::rcpts` of the i-th successful RCPT.
+    AwaitMessage {
+        accepted: Vec<usize>,
+        distinct: usize,
+    },
+    Closed,
+}
+
+/// One mail transaction, from MAIL to the end of DATA.
+struct Transaction {
+    helo: Helo,
+    mail_from: Option<Address>,
+    params: MailParams,
+    /// Distinct accepted recipients.
+    rcpts: Vec<Address>,
+    /// One entry per successful RCPT command (duplicates included): LMTP replies per command.
+    accepted: Vec<usize>,
+    /// RCPT commands that reached a verdict, to tell "no RCPT yet" (503) from "all refused" (554).
+    attempts: usize,
+}
+
+/// One SMTP or LMTP session. Cheap to create; owns no I/O.
+pub struct Session {
+    mode: Mode,
+    limits: Limits,
+    hostname: Arc<str>,
+    phase: Phase,
+    helo: Option<Helo>,
+    txn: Option<Transaction>,
+    errors: u32,
+    /// In the middle of a command line longer than the limit: drop bytes until its LF.
+    discarding_line: bool,
+}
+
+impl Session {
+    /// `hostname` is our name in the banner and replies; it must be a validated domain.
+    pub fn new(mode: Mode, limits: Limits, hostname: impl Into<Arc<str>>) -> Session {
+        Session {
+            mode,
+            limits,
+            hostname: hostname.into(),
+            phase: Phase::Command,
+            helo: None,
+            txn: None,
+            errors: 0,
+            discarding_line: false,
+        }
+    }
+
+    /// The 220 banner to send first.
+    pub fn greeting(&self) -> Reply {
+        replies::greeting(&self.hostname, self.mode.banner_protocol())
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// How long the driver may wait for the peer's next bytes.
+    pub fn read_timeout(&self) -> Duration {
+        match self.phase {
+            Phase::Data(_) => self.limits.data_timeout(),
+            _ => self.limits.command_timeout(),
+        }
+    }
+
+    /// True between MAIL and the reply to the end of DATA: a graceful shutdown lets it finish.
+    pub fn in_transaction(&self) -> bool {
+        self.txn.is_some()
+            || matches!(
+                self.phase,
+                Phase::Data(_) | Phase::AwaitRecipient(_) | Phase::AwaitMessage { .. }
+            )
+    }
+
+    pub fn is_closed(&self) -> bool {
+        matches!(self.phase, Phase::Closed)
+    }
+
+    /// Consumes complete input from `buf` and returns what to do, in order. Returns an empty list
+    /// when more input is needed (or while waiting on the driver, or once closed).
+    pub fn feed(&mut self, buf: &mut BytesMut) -> Vec<Action> {
+        let mut out = Vec::new();
+        loop {
+            match &mut self.phase {
+                Phase::Command => match self.next_command_line(buf) {
+                    Some(Ok(line)) => self.on_line(&line, &mut out),
+                    Some(Err(canned)) => self.respond(canned.reply(), &mut out),
+                    None => break,
+                },
+                Phase::Data(reader) => match reader.consume(buf) {
+                    DataStep::NeedMore => break,
+                    DataStep::Done(result) => self.on_data_end(result, &mut out),
+                },
+                Phase::AwaitRecipient(_) | Phase::AwaitMessage { .. } | Phase::Closed => break,
+            }
+        }
+        out
+    }
+
+    /// The handler's verdict on the recipient of the last [`Action::CheckRecipient`]. A positive
+    /// reply passed as `Err` is treated as a local error, so it can never look like acceptance.
+    pub fn recipient_checked(&mut self, verdict: Result<(), Reply>) -> Vec<Action> {
+        let mut out = Vec::new();
+        let addr = match std::mem::replace(&mut self.phase, Phase::Command) {
+            Phase::AwaitRecipient(addr) => addr,
+            other => {
+                self.phase = other; // not waiting for a verdict: nothing to do
+                return out;
+            }
+        };
+        let Some(txn) = self.txn.as_mut() else {
+            self.respond(replies::NEED_MAIL.reply(), &mut out);
+            return out;
+        };
+        txn.attempts += 1;
+        let reply = match verdict {
+            Ok(()) => {
+                txn.rcpts.push(addr);
+                txn.accepted.push(txn.rcpts.len() - 1);
+                replies::RECIPIENT_OK.reply()
+            }
+            Err(reply) if reply.is_positive() => replies::LOCAL_ERROR.reply(),
+            Err(reply) => reply,
+        };
+        self.respond(reply, &mut out);
+        out
+    }
+
+    /// The handler's replies for the last [`Action::Message`]: one per `Envelope::rcpts` entry,
+    /// in order (missing ones count as `451 4.3.0`, extra ones are ignored).
+    ///
+    /// LMTP sends one reply per successful RCPT. SMTP sends one: the first reply when all are
+    /// positive, else the first transient one (the sender retries: a duplicate beats a loss),
+    /// else the first permanent one. A handler should therefore be all-or-nothing in SMTP mode.
+    /// A 421 among the replies closes the session after them.
+    pub fn message_done(&mut self, verdicts: Vec<Reply>) -> Vec<Action> {
+        let (accepted, distinct) = match std::mem::replace(&mut self.phase, Phase::Command) {
+            Phase::AwaitMessage { accepted, distinct } => (accepted, distinct),
+            other => {
+                self.phase = other;
+                return Vec::new();
+            }
+        };
+        let mut per_rcpt = verdicts;
+        per_rcpt.truncate(distinct);
+        per_rcpt.resize_with(distinct, || replies::LOCAL_ERROR.reply());
+        let replies = match self.mode {
+            Mode::Lmtp => accepted.iter().map(|&i| per_rcpt[i].clone()).collect(),
+            Mode::Smtp => vec![aggregate(per_rcpt)],
+        };
+        let closing = replies.iter().any(|r| r.code == 421);
+        let mut out: Vec<Action> = replies.into_iter().map(Action::Reply).collect();
+        if closing {
+            self.close(&mut out);
+        }
+        out
+    }
+
+    /// The next complete command line, or the fact that one was too long (reported when its end
+    /// arrives, so replies stay in command order).
+    fn next_command_line(&mut self, buf: &mut BytesMut) -> Option<Result<BytesMut, Canned>> {
+        let max = self.limits.max_command_line_octets;
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(lf) => {
+                let line = buf.split_to(lf + 1);
+                if std::mem::take(&mut self.discarding_line) || line.len() > max {
+                    return Some(Err(replies::LINE_TOO_LONG));
+                }
+                Some(Ok(line))
+            }
+            None => {
+                // A legal line without its LF is shorter than `max`; drop longer ones unbuffered.
+                if self.discarding_line || buf.len() >= max {
+                    buf.clear();
+                    self.discarding_line = true;
+                }
+                None
+            }
+        }
+    }
+
+    fn on_line(&mut self, line: &[u8], out: &mut Vec<Action>) {
+        let Some(text) = line.strip_suffix(b"\r\n") else {
+            return self.respond(replies::BARE_LF_IN_COMMAND.reply(), out);
+        };
+        match command::parse(text) {
+            Ok(cmd) => self.dispatch(cmd, out),
+            Err(e) => self.respond(e.reply(), out),
+        }
+    }
+
+    fn dispatch(&mut self, cmd: Command, out: &mut Vec<Action>) {
+        let reply = match cmd {
+            Command::Hello { verb, domain } => self.on_hello(verb, domain),
+            Command::Mail { from, params } => self.on_mail(from, params),
+            Command::Rcpt { to } => match self.on_rcpt(to) {
+                Ok(addr) => {
+                    self.phase = Phase::AwaitRecipient(addr.clone());
+                    return out.push(Action::CheckRecipient(addr));
+                }
+                Err(reply) => reply,
+            },
+            Command::Data => self.on_data(),
+            Command::Rset => {
+                self.txn = None;
+                replies::OK.reply()
+            }
+            Command::Noop => replies::OK.reply(),
+            Command::Vrfy => replies::CANNOT_VRFY.reply(),
+            Command::Help => replies::HELP.reply(),
+            Command::StartTls => replies::NOT_IMPLEMENTED.reply(),
+            Command::Quit => {
+                out.push(Action::Reply(replies::BYE.reply()));
+                return self.close(out);
+            }
+        };
+        self.respond(reply, out);
+    }
+
+    fn on_hello(&mut self, verb: HeloVerb, domain: String) -> Reply {
+        let allowed = matches!(
+            (self.mode, verb),
+            (Mode::Lmtp, HeloVerb::Lhlo) | (Mode::Smtp, HeloVerb::Helo | HeloVerb::Ehlo)
+        );
+        if !allowed {
+            return replies::UNKNOWN_COMMAND.reply();
+        }
+        // RFC 5321 §4.1.4: a new greeting aborts any transaction, like RSET.
+        self.txn = None;
+        self.helo = Some(Helo { verb, domain });
+        match verb {
+            HeloVerb::Helo => replies::helo(&self.hostname),
+            HeloVerb::Ehlo | HeloVerb::Lhlo => replies::ehlo(&self.hostname, &self.limits),
+        }
+    }
+
+    fn on_mail(&mut self, from: Option<Address>, params: MailParams) -> Reply {
+        let Some(helo) = &self.helo else {
+            return self.need_greeting();
+        };
+        if self.txn.is_some() {
+            return replies::NESTED_MAIL.reply();
+        }
+        // RFC 1869 §4: parameters belong to the extensions EHLO advertised; HELO has none.
+        if helo.verb == HeloVerb::Helo && params != MailParams::default() {
+            return replies::UNKNOWN_PARAMETER.reply();
+        }
+        if params
+            .size
+            .is_some_and(|s| s > self.limits.max_message_octets)
+        {
+            return replies::MESSAGE_TOO_BIG.reply();
+        }
+        self.txn = Some(Transaction {
+            helo: helo.clone(),
+            mail_from: from,
+            params,
+            rcpts: Vec::new(),
+            accepted: Vec::new(),
+            attempts: 0,
+        });
+        replies::SENDER_OK.reply()
+    }
+
+    /// `Ok(address)` when the handler must be asked; `Err(reply)` when the answer is known.
+    fn on_rcpt(&mut self, to: ForwardPath) -> Result<Address, Reply> {
+        if self.helo.is_none() {
+            return Err(self.need_greeting());
+        }
+        let Some(txn) = self.txn.as_mut() else {
+            return Err(replies::NEED_MAIL.reply());
+        };
+        if txn.accepted.len() >= self.limits.max_recipients {
+            return Err(replies::TOO_MANY_RECIPIENTS.reply());
+        }
+        let addr = match to {
+            ForwardPath::Mailbox(addr) => addr,
+            // §4.5.1: `<Postmaster>` means ours; the handler decides whether we have one.
+            ForwardPath::Postmaster => Address::from_parts("postmaster", &self.hostname)
+                .map_err(|_| replies::NO_SUCH_RECIPIENT.reply())?,
+        };
+        // Already accepted in this transaction: same verdict, and no duplicate hand-over.
+        if let Some(i) = txn.rcpts.iter().position(|r| *r == addr) {
+            txn.attempts += 1;
+            txn.accepted.push(i);
+            return Err(replies::RECIPIENT_OK.reply());
+        }
+        Ok(addr)
+    }
+
+    fn on_data(&mut self) -> Reply {
+        if self.helo.is_none() {
+            return self.need_greeting();
+        }
+        let Some(txn) = &self.txn else {
+            return replies::NEED_MAIL.reply();
+        };
+        if txn.accepted.is_empty() {
+            // RFC 2033 §4.2 wants 503 in LMTP even when RCPTs were refused.
+            return match (self.mode, txn.attempts) {
+                (Mode::Smtp, n) if n > 0 => replies::NO_VALID_RECIPIENTS.reply(),
+                _ => replies::NEED_RCPT.reply(),
+            };
+        }
+        self.phase = Phase::Data(DataReader::new(&self.limits, txn.params.size));
+        replies::start_data()
+    }
+
+    fn on_data_end(&mut self, result: Result<Bytes, DataProblem>, out: &mut Vec<Action>) {
+        self.phase = Phase::Command;
+        let Some(txn) = self.txn.take() else {
+            return self.respond(replies::NEED_MAIL.reply(), out);
+        };
+        match result {
+            Ok(body) => {
+                self.phase = Phase::AwaitMessage {
+                    accepted: txn.accepted,
+                    distinct: txn.rcpts.len(),
+                };
+                out.push(Action::Message(Envelope {
+                    mode: self.mode,
+                    helo: txn.helo,
+                    mail_from: txn.mail_from,
+                    rcpts: txn.rcpts,
+                    params: txn.params,
+                    body,
+                }));
+            }
+            Err(problem) => {
+                // LMTP: the same refusal for each successful RCPT; counted as one error.
+                let copies = match self.mode {
+                    Mode::Lmtp => txn.accepted.len(),
+                    Mode::Smtp => 1,
+                };
+                for _ in 1..copies {
+                    out.push(Action::Reply(problem.reply()));
+                }
+                self.respond(problem.reply(), out);
+            }
+        }
+    }
+
+    fn need_greeting(&self) -> Reply {
+        match self.mode {
+            Mode::Smtp => replies::NEED_HELO.reply(),
+            Mode::Lmtp => replies::NEED_LHLO.reply(),
+        }
+    }
+
+    /// Queues a reply; a permanent one counts towards `max_errors`, and the last allowed error
+    /// is followed by `421 4.7.0` and close. A 421 (e.g. from a handler) always closes: RFC 5321
+    /// §3.8 says the server is closing the channel.
+    fn respond(&mut self, reply: Reply, out: &mut Vec<Action>) {
+        let permanent = reply.is_permanent();
+        let closing = reply.code == 421;
+        out.push(Action::Reply(reply));
+        if closing {
+            return self.close(out);
+        }
+        if permanent {
+            self.errors += 1;
+            if self.errors >= self.limits.max_errors {
+                out.push(Action::Reply(replies::TOO_MANY_ERRORS.reply()));
+                self.close(out);
+            }
+        }
+    }
+
+    fn close(&mut self, out: &mut Vec<Action>) {
+        self.phase = Phase::Closed;
+        self.txn = None;
+        out.push(Action::Close);
+    }
+}
+
+/// One SMTP reply for a message with several recipients (see [`Session::message_done`]).
+fn aggregate(per_rcpt: Vec<Reply>) -> Reply {
+    if per_rcpt.iter().all(Reply::is_positive) {
+        return per_rcpt
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| replies::LOCAL_ERROR.reply());
+    }
+    let transient = per_rcpt.iter().position(Reply::is_transient);
+    let failed = transient.or_else(|| per_rcpt.iter().position(|r| !r.is_positive()));
+    failed
+        .and_then(|i| per_rcpt.into_iter().nth(i))
+        .unwrap_or_else(|| replies::LOCAL_ERROR.reply())
+}
