@@ -1,0 +1,184 @@
+//! Typed configuration for the resolver and the SMTP client, deserialized from the server's TOML
+//! and checked once ([`ResolverConfig::validate`], [`ClientConfig::validate`]).
+//!
+//! The timeouts are the short *first-pass* timeouts (seeds/000: a hung host must not hold a worker
+//! for minutes per SMTP step); a slow lane may run with a second, longer `ClientConfig`.
+//! Durations are written in seconds in TOML (`connect_timeout_secs = 10`, fractions allowed).
+
+use crate::error::DeliveryError;
+use crate::tls::TlsCache;
+use serde::{Deserialize, Deserializer};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How DNS is queried.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ResolverConfig {
+    /// Name servers to ask (UDP, with TCP for truncated answers). Empty: the system's
+    /// configuration (`/etc/resolv.conf`). When given, only these are used.
+    pub nameservers: Vec<SocketAddr>,
+    /// Time to wait for one answer from one server.
+    pub timeout_ms: u64,
+    /// How many times a query is tried before the lookup fails (transiently).
+    pub attempts: usize,
+}
+
+impl Default for ResolverConfig {
+    fn default() -> Self {
+        ResolverConfig {
+            nameservers: Vec::new(),
+            timeout_ms: 5_000,
+            attempts: 2,
+        }
+    }
+}
+
+impl ResolverConfig {
+    /// Refuses values that would make lookups hang or never be tried.
+    pub fn validate(&self) -> Result<(), DeliveryError> {
+        if self.timeout_ms == 0 {
+            return Err(invalid("resolver.timeout_ms", "must be greater than 0"));
+        }
+        if self.attempts == 0 {
+            return Err(invalid("resolver.attempts", "must be at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// Whether STARTTLS is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TlsMode {
+    /// Never send STARTTLS.
+    Disabled,
+    /// Use STARTTLS when offered, accept any certificate (RFC 7435 opportunistic security) and
+    /// record whether it would have verified. A failed handshake falls back to plaintext once.
+    #[default]
+    Opportunistic,
+    /// Refuse to send mail in plaintext: no STARTTLS offered or a failed handshake is an error.
+    /// The certificate is not required to verify (MX names are not authenticated without DANE or
+    /// MTA-STS); [`crate::TlsInfo::verified`] says whether it did.
+    Required,
+}
+
+/// The outbound SMTP client's settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClientConfig {
+    /// Name sent in EHLO/HELO; should be this host's name with matching reverse DNS.
+    pub helo_name: String,
+    /// Destination port (25 on the Internet; the simulator uses others). The scheduler pairs it
+    /// with each [`crate::MxHost`] address; [`crate::Connection::connect`] uses the port of the
+    /// address it is given.
+    pub port: u16,
+    /// TCP connect.
+    #[serde(rename = "connect_timeout_secs", deserialize_with = "secs")]
+    pub connect_timeout: Duration,
+    /// From connected to the complete 220 greeting.
+    #[serde(rename = "banner_timeout_secs", deserialize_with = "secs")]
+    pub banner_timeout: Duration,
+    /// Each command reply (EHLO, STARTTLS, MAIL, RCPT, DATA, RSET, QUIT) and the TLS handshake.
+    #[serde(rename = "command_timeout_secs", deserialize_with = "secs")]
+    pub command_timeout: Duration,
+    /// The reply after the message body, and each 64 KiB of body written.
+    #[serde(rename = "data_timeout_secs", deserialize_with = "secs")]
+    pub data_timeout: Duration,
+    /// STARTTLS policy.
+    pub tls: TlsMode,
+    /// PEM file of trust anchors used to *record* whether a server certificate verifies. None:
+    /// the system bundle at its usual paths, when there is one.
+    pub tls_ca_file: Option<PathBuf>,
+    /// The rustls configuration, built once on first STARTTLS and shared by every connection
+    /// made with this config. Leave it `Default`.
+    #[serde(skip)]
+    pub tls_cache: TlsCache,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            helo_name: "localhost".to_string(),
+            port: 25,
+            connect_timeout: Duration::from_secs(10),
+            banner_timeout: Duration::from_secs(15),
+            command_timeout: Duration::from_secs(30),
+            data_timeout: Duration::from_secs(60),
+            tls: TlsMode::Opportunistic,
+            tls_ca_file: None,
+            tls_cache: TlsCache::default(),
+        }
+    }
+}
+
+impl ClientConfig {
+    /// Refuses a HELO name that could not be sent safely and timeouts that would never fire.
+    pub fn validate(&self) -> Result<(), DeliveryError> {
+        let name = &self.helo_name;
+        if name.is_empty() || name.len() > 255 {
+            return Err(invalid("client.helo_name", "must be 1 to 255 octets"));
+        }
+        if !name.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(invalid(
+                "client.helo_name",
+                "must be printable ASCII without spaces",
+            ));
+        }
+        if self.port == 0 {
+            return Err(invalid("client.port", "must not be 0"));
+        }
+        let timeouts = [
+            ("client.connect_timeout_secs", self.connect_timeout),
+            ("client.banner_timeout_secs", self.banner_timeout),
+            ("client.command_timeout_secs", self.command_timeout),
+            ("client.data_timeout_secs", self.data_timeout),
+        ];
+        for (key, value) in timeouts {
+            if value.is_zero() {
+                return Err(invalid(key, "must be greater than 0"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn invalid(key: &'static str, reason: &'static str) -> DeliveryError {
+    DeliveryError::InvalidConfig { key, reason }
+}
+
+/// Seconds as an integer or a fraction (`0.5`), refusing negative and absurd values.
+fn secs<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let v = f64::deserialize(d)?;
+    Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_short() {
+        let c = ClientConfig::default();
+        c.validate().expect("valid");
+        assert_eq!(c.connect_timeout, Duration::from_secs(10));
+        assert_eq!(c.data_timeout, Duration::from_secs(60));
+        ResolverConfig::default().validate().expect("valid");
+    }
+
+    #[test]
+    fn validation_names_the_key() {
+        let c = ClientConfig {
+            helo_name: "bad name".into(),
+            ..ClientConfig::default()
+        };
+        let err = c.validate().expect_err("space in helo name");
+        assert!(err.to_string().contains("client.helo_name"), "{err}");
+        let r = ResolverConfig {
+            attempts: 0,
+            ..ResolverConfig::default()
+        };
+        assert!(r.validate().is_err());
+    }
+}

@@ -1,0 +1,432 @@
+//! One outbound SMTP session: connect, greeting, EHLO (or HELO), STARTTLS, EHLO again; then
+//! transactions ([`Connection::send`], in `transaction.rs`) until [`Connection::quit`].
+//!
+//! Every step is bounded by the [`ClientConfig`] timeouts — connect, the whole greeting, each
+//! reply, the TLS handshake — so a hung or dead host costs a worker at most those seconds
+//! (seeds/000: a hung host must not hold a worker for minutes per step). The reply reader bounds
+//! reply size ([`crate::reply_reader`]).
+//!
+//! TLS policy ([`TlsMode`]): `Disabled` never sends STARTTLS; `Opportunistic` uses it when
+//! offered, continues in plaintext when the server refuses it with a 4xx/5xx, and reconnects once
+//! in plaintext when the handshake itself fails; `Required` turns all of those into errors.
+//!
+//! SECURITY: the server is hostile. After the `220` to STARTTLS nothing may be buffered
+//! (plaintext injected ahead of the handshake would otherwise be read as if it came over TLS),
+//! so buffered octets there are a protocol error. The HELO name is validated by the config.
+
+use crate::config::{ClientConfig, TlsMode};
+use crate::error::{ProtocolError, SessionError, SessionErrorKind, Stage, TlsError};
+use crate::extensions::Extensions;
+use crate::reply_reader::{is_closed, ReadError, ReplyReader};
+use crate::stream::Stream;
+use crate::tls::TlsInfo;
+use herald_types::{RcptOutcome, Reply};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_rustls::client::TlsStream;
+
+/// One personalized copy to deliver: one return path, one recipient, one DATA payload.
+#[derive(Debug, Clone)]
+pub struct OutgoingCopy<'a> {
+    /// The envelope sender (VERP); empty for the null sender `<>`.
+    pub return_path: &'a str,
+    pub rcpt: &'a str,
+    /// The DATA payload: CRLF line endings, dot-stuffed, without the final `.\r\n`.
+    pub data: &'a [u8],
+    /// Set by [`Connection::send`]; `None` afterwards means "not (certainly) delivered, retry".
+    pub outcome: Option<RcptOutcome>,
+    /// Time from writing this copy's MAIL FROM to its last reply (the delivery log's `xdelay`).
+    pub xdelay: Option<Duration>,
+}
+
+impl<'a> OutgoingCopy<'a> {
+    pub fn new(return_path: &'a str, rcpt: &'a str, data: &'a [u8]) -> Self {
+        OutgoingCopy {
+            return_path,
+            rcpt,
+            data,
+            outcome: None,
+            xdelay: None,
+        }
+    }
+}
+
+/// How long the session set-up took (for the delivery log's `delays=` breakdown).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConnectionTimings {
+    /// TCP connect.
+    pub connect: Duration,
+    /// From connected to the complete greeting.
+    pub banner: Duration,
+    /// EHLO/HELO, both of them when STARTTLS was used.
+    pub helo: Duration,
+    /// STARTTLS command and handshake.
+    pub tls: Option<Duration>,
+}
+
+/// An open SMTP client session.
+#[derive(Debug)]
+pub struct Connection {
+    pub(crate) stream: Stream,
+    pub(crate) reader: ReplyReader,
+    pub(crate) host: String,
+    pub(crate) addr: SocketAddr,
+    pub(crate) command_timeout: Duration,
+    pub(crate) data_timeout: Duration,
+    greeting: Reply,
+    pub(crate) ext: Extensions,
+    tls: Option<TlsInfo>,
+    timings: ConnectionTimings,
+    /// False once anything left the session in an unknown state (an error, a 421, a cancelled
+    /// `send`); such a connection is only dropped.
+    pub(crate) reusable: bool,
+    /// The last transaction ended without a final reply: RSET before the next MAIL.
+    pub(crate) need_rset: bool,
+    /// Reused for every command group so a copy costs no allocation.
+    pub(crate) wbuf: Vec<u8>,
+    pub(crate) transactions: u64,
+}
+
+/// What came of a STARTTLS command.
+enum StartTls {
+    Upgraded(Box<TlsStream<TcpStream>>, TlsInfo),
+    /// The server answered with something other than 220; the session stays in plaintext.
+    Refused(TcpStream, Reply),
+}
+
+impl Connection {
+    /// Opens a session with `mx_name` at `addr` (the port in `addr` is used as given).
+    pub async fn connect(
+        addr: SocketAddr,
+        mx_name: &str,
+        cfg: &ClientConfig,
+    ) -> Result<Connection, SessionError> {
+        let first = Self::open(addr, mx_name, cfg, cfg.tls != TlsMode::Disabled).await;
+        match first {
+            Err(e)
+                if cfg.tls == TlsMode::Opportunistic
+                    && matches!(e.kind(), SessionErrorKind::Tls(TlsError::Handshake(_))) =>
+            {
+                tracing::info!(host = mx_name, %addr, error = %e, "TLS handshake failed, retrying in plaintext");
+                Self::open(addr, mx_name, cfg, false).await
+            }
+            other => other,
+        }
+    }
+
+    async fn open(
+        addr: SocketAddr,
+        mx_name: &str,
+        cfg: &ClientConfig,
+        try_tls: bool,
+    ) -> Result<Connection, SessionError> {
+        let fail = |stage, kind| SessionError::new(mx_name, addr, stage, kind);
+        let started = Instant::now();
+        let mut tcp = tcp_connect(addr, cfg.connect_timeout)
+            .await
+            .map_err(|k| fail(Stage::Connect, k))?;
+        let mut timings = ConnectionTimings {
+            connect: started.elapsed(),
+            ..ConnectionTimings::default()
+        };
+        let mut reader = ReplyReader::new();
+        let banner_start = Instant::now();
+        let greeting = reader
+            .read_reply(&mut tcp, banner_start + cfg.banner_timeout)
+            .await
+            .map_err(|e| fail(Stage::Banner, read_error(e)))?;
+        check_greeting(&greeting).map_err(|k| fail(Stage::Banner, k))?;
+        timings.banner = banner_start.elapsed();
+        let helo_start = Instant::now();
+        let ext = hello(&mut tcp, &mut reader, cfg)
+            .await
+            .map_err(|(stage, k)| fail(stage, k))?;
+        timings.helo = helo_start.elapsed();
+
+        let secured = secure(tcp, &mut reader, ext, mx_name, addr, cfg, try_tls).await?;
+        let Secured {
+            stream,
+            ext,
+            tls,
+            tls_time,
+            helo_time,
+        } = secured;
+        timings.tls = tls_time;
+        timings.helo += helo_time;
+        Ok(Connection {
+            stream,
+            reader,
+            host: mx_name.to_string(),
+            addr,
+            command_timeout: cfg.command_timeout,
+            data_timeout: cfg.data_timeout,
+            greeting,
+            ext,
+            tls,
+            timings,
+            reusable: true,
+            need_rset: false,
+            wbuf: Vec::with_capacity(16 * 1024),
+            transactions: 0,
+        })
+    }
+
+    /// Ends the session politely (QUIT, bounded by the command timeout) when it is still in a
+    /// known state; otherwise just closes it.
+    pub async fn quit(mut self) {
+        if self.reusable {
+            let deadline = Instant::now() + self.command_timeout;
+            if write_all(&mut self.stream, b"QUIT\r\n", deadline)
+                .await
+                .is_ok()
+            {
+                // The 221 is read only so the server sees an orderly close; it changes nothing.
+                let _ = self.reader.read_reply(&mut self.stream, deadline).await;
+            }
+        }
+        let _ = tokio::time::timeout(self.command_timeout, self.stream.shutdown()).await;
+    }
+
+    /// True while more transactions may be sent on this connection.
+    pub fn is_reusable(&self) -> bool {
+        self.reusable
+    }
+
+    /// What the server announced after the (last) EHLO.
+    pub fn extensions(&self) -> &Extensions {
+        &self.ext
+    }
+
+    /// The negotiated TLS parameters, None for a plaintext session.
+    pub fn tls_info(&self) -> Option<&TlsInfo> {
+        self.tls.as_ref()
+    }
+
+    pub fn timings(&self) -> ConnectionTimings {
+        self.timings
+    }
+
+    /// The server's 220 greeting.
+    pub fn greeting(&self) -> &Reply {
+        &self.greeting
+    }
+
+    /// The MX name this session was opened for.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Transactions that reached a final reply on this connection.
+    pub fn transactions(&self) -> u64 {
+        self.transactions
+    }
+
+    pub(crate) fn fail(&self, stage: Stage, kind: SessionErrorKind) -> SessionError {
+        SessionError::new(&self.host, self.addr, stage, kind)
+    }
+
+    /// Reads the next reply, which must be complete within `timeout`.
+    pub(crate) async fn read(
+        &mut self,
+        stage: Stage,
+        timeout: Duration,
+    ) -> Result<Reply, SessionError> {
+        let deadline = Instant::now() + timeout;
+        match self.reader.read_reply(&mut self.stream, deadline).await {
+            Ok(reply) => Ok(reply),
+            Err(e) => Err(self.fail(stage, read_error(e))),
+        }
+    }
+}
+
+/// The session after the STARTTLS decision.
+struct Secured {
+    stream: Stream,
+    /// From the EHLO after the handshake when TLS is on, the first EHLO otherwise.
+    ext: Extensions,
+    tls: Option<TlsInfo>,
+    tls_time: Option<Duration>,
+    /// The second EHLO, when there was one.
+    helo_time: Duration,
+}
+
+/// Applies the TLS policy: STARTTLS when offered and allowed, then EHLO again.
+async fn secure(
+    tcp: TcpStream,
+    reader: &mut ReplyReader,
+    ext: Extensions,
+    mx_name: &str,
+    addr: SocketAddr,
+    cfg: &ClientConfig,
+    try_tls: bool,
+) -> Result<Secured, SessionError> {
+    let fail = |stage, kind| SessionError::new(mx_name, addr, stage, kind);
+    let plain = |tcp, ext| Secured {
+        stream: Stream::Plain(tcp),
+        ext,
+        tls: None,
+        tls_time: None,
+        helo_time: Duration::ZERO,
+    };
+    if !(try_tls && ext.starttls) {
+        if cfg.tls == TlsMode::Required {
+            return Err(fail(Stage::StartTls, TlsError::NotOffered.into()));
+        }
+        return Ok(plain(tcp, ext));
+    }
+    let tls_start = Instant::now();
+    match start_tls(tcp, reader, mx_name, addr, cfg).await? {
+        StartTls::Upgraded(mut s, info) => {
+            let tls_time = Some(tls_start.elapsed());
+            let helo_start = Instant::now();
+            let ext = hello(s.as_mut(), reader, cfg)
+                .await
+                .map_err(|(stage, k)| fail(stage, k))?;
+            Ok(Secured {
+                stream: Stream::Tls(s),
+                ext,
+                tls: Some(info),
+                tls_time,
+                helo_time: helo_start.elapsed(),
+            })
+        }
+        StartTls::Refused(_, reply) if cfg.tls == TlsMode::Required => {
+            Err(fail(Stage::StartTls, TlsError::Refused(reply).into()))
+        }
+        StartTls::Refused(tcp, _) => Ok(plain(tcp, ext)),
+    }
+}
+
+async fn tcp_connect(addr: SocketAddr, timeout: Duration) -> Result<TcpStream, SessionErrorKind> {
+    let tcp = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+        Err(_elapsed) => return Err(SessionErrorKind::Timeout),
+        Ok(Err(e)) => return Err(SessionErrorKind::Connect(e)),
+        Ok(Ok(tcp)) => tcp,
+    };
+    // Commands are written in whole groups; Nagle would only delay the group's last segment.
+    tcp.set_nodelay(true).map_err(SessionErrorKind::Io)?;
+    Ok(tcp)
+}
+
+fn check_greeting(greeting: &Reply) -> Result<(), SessionErrorKind> {
+    match greeting.code {
+        220 => Ok(()),
+        400..=599 => Err(SessionErrorKind::Rejected(greeting.clone())),
+        _ => Err(ProtocolError::Unexpected(greeting.clone()).into()),
+    }
+}
+
+/// EHLO, falling back to HELO when the server does not know EHLO (RFC 5321 §3.2).
+async fn hello<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    reader: &mut ReplyReader,
+    cfg: &ClientConfig,
+) -> Result<Extensions, (Stage, SessionErrorKind)> {
+    let ehlo = format!("EHLO {}\r\n", cfg.helo_name);
+    let reply = exchange(stream, reader, ehlo.as_bytes(), cfg.command_timeout)
+        .await
+        .map_err(|k| (Stage::Ehlo, k))?;
+    match reply.code {
+        200..=299 => return Ok(Extensions::from_ehlo(&reply)),
+        500 | 501 | 502 | 504 | 550 => {}
+        _ => return Err((Stage::Ehlo, refusal(reply))),
+    }
+    let helo = format!("HELO {}\r\n", cfg.helo_name);
+    let reply = exchange(stream, reader, helo.as_bytes(), cfg.command_timeout)
+        .await
+        .map_err(|k| (Stage::Helo, k))?;
+    match reply.code {
+        200..=299 => Ok(Extensions::helo_only()),
+        _ => Err((Stage::Helo, refusal(reply))),
+    }
+}
+
+/// A reply that refuses the session (4xx/5xx), or one that makes no sense here.
+fn refusal(reply: Reply) -> SessionErrorKind {
+    if reply.is_transient() || reply.is_permanent() {
+        SessionErrorKind::Rejected(reply)
+    } else {
+        ProtocolError::Unexpected(reply).into()
+    }
+}
+
+async fn start_tls(
+    mut tcp: TcpStream,
+    reader: &mut ReplyReader,
+    mx_name: &str,
+    addr: SocketAddr,
+    cfg: &ClientConfig,
+) -> Result<StartTls, SessionError> {
+    let fail = |stage, kind| SessionError::new(mx_name, addr, stage, kind);
+    let reply = exchange(&mut tcp, reader, b"STARTTLS\r\n", cfg.command_timeout)
+        .await
+        .map_err(|k| fail(Stage::StartTls, k))?;
+    if reply.code == 421 {
+        return Err(fail(Stage::StartTls, SessionErrorKind::Rejected(reply)));
+    }
+    if reply.code != 220 {
+        return Ok(StartTls::Refused(tcp, reply));
+    }
+    if reader.buffered() > 0 {
+        return Err(fail(Stage::StartTls, ProtocolError::Unsolicited.into()));
+    }
+    let ctx = cfg
+        .tls_cache
+        .get(cfg.tls_ca_file.as_deref())
+        .map_err(|e| fail(Stage::TlsHandshake, e.into()))?;
+    let handshake = ctx.handshake(tcp, mx_name, addr);
+    match tokio::time::timeout(cfg.command_timeout, handshake).await {
+        Err(_elapsed) => Err(fail(Stage::TlsHandshake, SessionErrorKind::Timeout)),
+        Ok(Err(e)) => Err(fail(Stage::TlsHandshake, e.into())),
+        Ok(Ok((stream, info))) => Ok(StartTls::Upgraded(Box::new(stream), info)),
+    }
+}
+
+/// Writes one command and reads its reply, both within `timeout`.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    reader: &mut ReplyReader,
+    command: &[u8],
+    timeout: Duration,
+) -> Result<Reply, SessionErrorKind> {
+    let deadline = Instant::now() + timeout;
+    write_all(stream, command, deadline).await?;
+    reader
+        .read_reply(stream, deadline)
+        .await
+        .map_err(read_error)
+}
+
+/// Writes and flushes `bytes`, all of it before `deadline`.
+pub(crate) async fn write_all<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    bytes: &[u8],
+    deadline: Instant,
+) -> Result<(), SessionErrorKind> {
+    let write = async {
+        stream.write_all(bytes).await?;
+        stream.flush().await
+    };
+    match tokio::time::timeout_at(deadline, write).await {
+        Err(_elapsed) => Err(SessionErrorKind::Timeout),
+        Ok(Err(e)) if is_closed(&e) => Err(SessionErrorKind::ServerClosed),
+        Ok(Err(e)) => Err(SessionErrorKind::Io(e)),
+        Ok(Ok(())) => Ok(()),
+    }
+}
+
+pub(crate) fn read_error(e: ReadError) -> SessionErrorKind {
+    match e {
+        ReadError::Timeout => SessionErrorKind::Timeout,
+        ReadError::Closed => SessionErrorKind::ServerClosed,
+        ReadError::Io(e) => SessionErrorKind::Io(e),
+        ReadError::Protocol(p) => SessionErrorKind::Protocol(p),
+    }
+}
