@@ -1,0 +1,78 @@
+//! The spool's one error type.
+//!
+//! Callers classify errors by variant or with [`SpoolError::is_transient`], never by text.
+//! Storage variants carry the path (and, for on-disk damage, the segment offset) because an
+//! operator reading the log must be able to find the file; none of that detail belongs in an SMTP
+//! reply, where inbound answers a transient error with a generic `451 4.3.0`.
+
+use herald_types::PostId;
+use std::path::{Path, PathBuf};
+
+/// Everything that can go wrong in the spool.
+#[derive(Debug, thiserror::Error)]
+pub enum SpoolError {
+    /// A configuration value breaks a limit; `key` is the config key as written in TOML.
+    #[error("invalid spool config `{key}`: {reason}")]
+    Config { key: &'static str, reason: String },
+
+    /// A file-system operation failed. `op` says what we were doing (`"fdatasync"`, `"rename"`).
+    #[error("spool {op} failed on {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A record on disk failed its checks. Recovery does not return this for damaged segments (it
+    /// quarantines them and logs this error's text); the writer reports it when a record it must
+    /// copy forward during compaction no longer verifies.
+    #[error("spool segment {path} is corrupt at offset {offset}: {reason}")]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+
+    /// `complete` for a post that is not live (never accepted here, or already completed).
+    #[error("post {0} is not live in the spool")]
+    UnknownPost(PostId),
+
+    /// A post body larger than one journal record may hold.
+    #[error("post body of {size} bytes exceeds the spool limit of {limit} bytes")]
+    TooLarge { size: u64, limit: u64 },
+
+    /// Post metadata could not be encoded (a bug: every `PostMeta` is encodable).
+    #[error("cannot encode post metadata: {0}")]
+    Encode(#[from] serde_json::Error),
+
+    /// An earlier write or fdatasync failed. After a failed fsync the kernel may have dropped
+    /// dirty pages, so the journal's tail is unknowable: the writer refuses all further work and
+    /// the process must restart (recovery then trusts only what verifies on disk).
+    #[error("spool journal failed and is refusing writes until restart: {reason}")]
+    Failed { reason: String },
+
+    /// The spool was closed (or its writer thread is gone) before the request was answered.
+    #[error("spool is closed")]
+    Closed,
+}
+
+impl SpoolError {
+    /// True when retrying later (after a restart, for `Failed`) may succeed: inbound answers these
+    /// with a 4xx reply. `TooLarge`, `UnknownPost` and `Config` will fail the same way again.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            SpoolError::Io { .. }
+                | SpoolError::Corrupt { .. }
+                | SpoolError::Failed { .. }
+                | SpoolError::Closed
+        )
+    }
+
+    /// Builds a closure for `map_err` that wraps an `io::Error` with the operation and path.
+    pub(crate) fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> SpoolError {
+        let path = path.to_path_buf();
+        move |source| SpoolError::Io { op, path, source }
+    }
+}

@@ -1,0 +1,375 @@
+//! The journal as the writer thread sees it: the active segment, the write buffer, the set of
+//! segment files, and the two maintenance jobs — rolling to a new segment and deleting segments
+//! nothing depends on any more.
+//!
+//! Invariants:
+//! - Appends only go to the buffer; `commit` writes the buffer and calls fdatasync once for the
+//!   whole batch (group commit). Nothing is acknowledged before its commit returns.
+//! - A segment is only rolled away from right after a commit, so every segment but the active one
+//!   is complete and durable (recovery treats damage in them as corruption, never as a torn tail).
+//! - Compaction: when rolling from segment A, live posts whose newest Post record is older than A
+//!   are copied (Post frame verbatim + a Checkpoint of their final-state set) into the new segment
+//!   and committed; then every segment older than the oldest one a live post still depends on is
+//!   deleted, oldest first. So at steady state the journal is the active segment plus the one
+//!   before it, and a long-lived post is copied at most once per roll.
+//!
+//! Limits: the buffer is bounded by the writer's batch limit plus one post; compaction copies at
+//! most the live posts' bytes per roll, and a segment holding copies rolls only after
+//! `segment_max_bytes` of *new* records, so write amplification stays ≤ 2× even when the live set
+//! is larger than a segment.
+//!
+//! SECURITY / robustness: a Post frame read back for copying is re-verified (CRC and post id);
+//! if it no longer verifies, the post is not moved, its segment is kept, and an error is logged.
+
+use crate::error::SpoolError;
+use crate::live::Applied;
+use crate::model::{FinalState, PostMeta};
+use crate::record::{self, FRAME_HEADER_LEN};
+use crate::scan::FrameLoc;
+use crate::segment::{self, SEGMENT_HEADER_LEN};
+use crate::shared::Shared;
+use bytes::Bytes;
+use herald_types::{MemberId, PostId};
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Buffered bytes beyond which compaction writes out (without fsync) before copying more.
+const SPILL_BYTES: usize = 8 << 20;
+
+struct Active {
+    seq: u64,
+    file: File,
+    path: PathBuf,
+    /// Bytes in the file (header included).
+    len: u64,
+    /// Bytes copied in by compaction: they do not count towards the roll threshold.
+    relocated: u64,
+}
+
+pub(crate) struct Journal {
+    dir: PathBuf,
+    segment_max_bytes: u64,
+    /// Every segment file, the active one included.
+    segments: BTreeMap<u64, PathBuf>,
+    active: Active,
+    next_seq: u64,
+    buf: Vec<u8>,
+    /// Records appended since the last fdatasync.
+    pending_records: u64,
+    /// Bytes written to the file since the last fdatasync.
+    unsynced: bool,
+    /// A post ended since the last compaction: some segment may have become deletable.
+    compact_due: bool,
+    shared: Arc<Shared>,
+}
+
+/// Where the journal resumes (from recovery).
+pub(crate) struct Resume {
+    pub segments: BTreeMap<u64, PathBuf>,
+    pub tail: Option<(u64, PathBuf, u64)>,
+    pub next_seq: u64,
+}
+
+impl Journal {
+    /// Continues the last segment if it is healthy and not full, otherwise starts a new one.
+    pub(crate) fn open(
+        dir: PathBuf,
+        segment_max_bytes: u64,
+        resume: Resume,
+        shared: Arc<Shared>,
+    ) -> Result<Journal, SpoolError> {
+        let Resume {
+            mut segments,
+            tail,
+            mut next_seq,
+        } = resume;
+        let active = match tail {
+            Some((seq, path, len)) if len < segment_max_bytes => Active {
+                seq,
+                file: segment::open_append(&path)?,
+                path,
+                len,
+                relocated: 0,
+            },
+            _ => {
+                let seq = next_seq;
+                next_seq += 1;
+                let floor = shared.next_id.load(Relaxed);
+                let (file, path) = segment::create(&dir, seq, floor)?;
+                segments.insert(seq, path.clone());
+                let len = SEGMENT_HEADER_LEN;
+                Active {
+                    seq,
+                    file,
+                    path,
+                    len,
+                    relocated: 0,
+                }
+            }
+        };
+        shared.stats.segments.store(segments.len() as u64, Relaxed);
+        Ok(Journal {
+            dir,
+            segment_max_bytes,
+            segments,
+            active,
+            next_seq,
+            buf: Vec::with_capacity(1 << 20),
+            pending_records: 0,
+            unsynced: false,
+            compact_due: true,
+            shared,
+        })
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn pos(&self) -> u64 {
+        self.active.len + self.buf.len() as u64
+    }
+
+    pub(crate) fn pending_records(&self) -> u64 {
+        self.pending_records
+    }
+
+    pub(crate) fn pending_bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Appends a Post frame (`head` from [`record::encode_post_head`], then the body).
+    pub(crate) fn append_post(&mut self, id: PostId, meta: PostMeta, head: &[u8], body: &[u8]) {
+        let loc = FrameLoc {
+            offset: self.pos(),
+            frame_len: (head.len() + body.len()) as u64,
+        };
+        self.buf.extend_from_slice(head);
+        self.buf.extend_from_slice(body);
+        self.pending_records += 1;
+        self.shared
+            .live()
+            .insert_post(id, meta, self.active.seq, loc);
+    }
+
+    /// Appends an Outcome unless the member is already final or the post is not live.
+    pub(crate) fn append_outcome(
+        &mut self,
+        post: PostId,
+        member: MemberId,
+        state: FinalState,
+    ) -> Applied {
+        let applied = self.shared.live().apply_outcome(post, member, state);
+        if applied == Applied::New {
+            record::encode_outcome(&mut self.buf, post, member, state);
+            self.pending_records += 1;
+        }
+        applied
+    }
+
+    /// Appends a PostDone and forgets the post; false if it was not live.
+    pub(crate) fn append_done(&mut self, post: PostId) -> bool {
+        if self.shared.live().remove(post).is_none() {
+            return false;
+        }
+        record::encode_post_done(&mut self.buf, post);
+        self.pending_records += 1;
+        self.compact_due = true;
+        true
+    }
+
+    fn write_buf(&mut self) -> Result<(), SpoolError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        self.unsynced = true;
+        self.active
+            .file
+            .write_all(&self.buf)
+            .map_err(SpoolError::io("write", &self.active.path))?;
+        self.active.len += self.buf.len() as u64;
+        self.shared
+            .stats
+            .bytes
+            .fetch_add(self.buf.len() as u64, Relaxed);
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Writes the buffer and makes it durable with one fdatasync. No-op when nothing is pending.
+    pub(crate) fn commit(&mut self) -> Result<(), SpoolError> {
+        if self.buf.is_empty() && !self.unsynced {
+            return Ok(());
+        }
+        self.write_buf()?;
+        let start = Instant::now();
+        self.active
+            .file
+            .sync_data()
+            .map_err(SpoolError::io("fdatasync", &self.active.path))?;
+        self.shared
+            .stats
+            .on_commit(self.pending_records, start.elapsed());
+        self.pending_records = 0;
+        self.unsynced = false;
+        Ok(())
+    }
+
+    /// Maintenance after a successful commit: roll a full segment, delete segments nothing needs.
+    pub(crate) fn after_commit(&mut self) -> Result<(), SpoolError> {
+        if self.active.len >= self.segment_max_bytes.saturating_add(self.active.relocated) {
+            self.roll()?;
+        }
+        if self.compact_due {
+            self.compact();
+        }
+        Ok(())
+    }
+
+    /// Starts a new segment and copies forward the live posts older than the one just closed.
+    fn roll(&mut self) -> Result<(), SpoolError> {
+        let closed = self.active.seq;
+        let seq = self.next_seq;
+        let floor = self.shared.next_id.load(Relaxed);
+        let (file, path) = segment::create(&self.dir, seq, floor)?;
+        self.next_seq += 1;
+        self.segments.insert(seq, path.clone());
+        let len = SEGMENT_HEADER_LEN;
+        self.active = Active {
+            seq,
+            file,
+            path,
+            len,
+            relocated: 0,
+        };
+        let stats = &self.shared.stats;
+        stats.rolls.fetch_add(1, Relaxed);
+        stats.segments.store(self.segments.len() as u64, Relaxed);
+        tracing::debug!(closed, seq, "spool segment rolled");
+        let movers = self.shared.live().based_before(closed);
+        for id in movers {
+            if let Err(e) = self.relocate(id) {
+                tracing::error!(post = %id, error = %e, "cannot copy live post forward; keeping its segment");
+            }
+            if self.buf.len() >= SPILL_BYTES {
+                self.write_buf()?;
+            }
+        }
+        self.commit()?;
+        self.active.relocated = self.active.len - SEGMENT_HEADER_LEN;
+        self.compact_due = true;
+        Ok(())
+    }
+
+    /// Copies one live post (verified Post frame + Checkpoint) into the active segment.
+    fn relocate(&mut self, id: PostId) -> Result<(), SpoolError> {
+        let (base, loc) = match self.shared.live().get(id) {
+            Some(p) => (p.base, p.loc),
+            None => return Ok(()),
+        };
+        let path = self
+            .segments
+            .get(&base)
+            .ok_or_else(|| SpoolError::Corrupt {
+                path: segment::segment_path(&self.dir, base),
+                offset: loc.offset,
+                reason: format!("segment holding post {id} is missing"),
+            })?;
+        let frame = segment::read_frame_at(path, loc.offset, loc.frame_len)?;
+        let stored = frame
+            .get(FRAME_HEADER_LEN..FRAME_HEADER_LEN + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes);
+        if stored != Some(id.0) {
+            return Err(SpoolError::Corrupt {
+                path: path.clone(),
+                offset: loc.offset,
+                reason: format!("expected the Post record of {id}"),
+            });
+        }
+        let new_loc = FrameLoc {
+            offset: self.pos(),
+            frame_len: loc.frame_len,
+        };
+        self.buf.extend_from_slice(&frame);
+        self.checkpoint(id, new_loc);
+        Ok(())
+    }
+
+    /// Appends a Checkpoint for a post whose Post frame was just appended at `loc`.
+    fn checkpoint(&mut self, id: PostId, loc: FrameLoc) {
+        let seq = self.active.seq;
+        let mut live = self.shared.live();
+        if let Some(p) = live.get_mut(id) {
+            record::encode_checkpoint(&mut self.buf, id, p.delivered, p.failed, &p.done);
+            p.base = seq;
+            p.loc = loc;
+        }
+        self.pending_records += 2;
+        self.shared.stats.relocated.fetch_add(1, Relaxed);
+    }
+
+    /// At `open` after a segment was quarantined: rewrites every live post (from the bodies recovery
+    /// read) into the active segment, so the remaining segments alone replay to the same state.
+    pub(crate) fn checkpoint_all(
+        &mut self,
+        bodies: &HashMap<PostId, Bytes>,
+    ) -> Result<(), SpoolError> {
+        let ids = self.shared.live().based_before(u64::MAX);
+        for id in ids {
+            let Some(body) = bodies.get(&id) else {
+                continue;
+            };
+            let Some(meta) = self.shared.live().get(id).map(|p| p.meta.clone()) else {
+                continue;
+            };
+            let head = record::encode_post_head(id, &meta, body)?;
+            let loc = FrameLoc {
+                offset: self.pos(),
+                frame_len: (head.len() + body.len()) as u64,
+            };
+            self.buf.extend_from_slice(&head);
+            self.buf.extend_from_slice(body);
+            self.checkpoint(id, loc);
+            if self.buf.len() >= SPILL_BYTES {
+                self.write_buf()?;
+            }
+        }
+        self.commit()?;
+        self.compact_due = true;
+        Ok(())
+    }
+
+    /// Deletes, oldest first, the segments older than every live post's base. Stops at the first
+    /// failure so deletions stay a prefix (see [`crate::segment`]).
+    pub(crate) fn compact(&mut self) {
+        self.compact_due = false;
+        let keep_from = self
+            .shared
+            .live()
+            .min_base()
+            .unwrap_or(u64::MAX)
+            .min(self.active.seq);
+        let doomed: Vec<(u64, PathBuf)> = self
+            .segments
+            .range(..keep_from)
+            .map(|(s, p)| (*s, p.clone()))
+            .collect();
+        for (seq, path) in doomed {
+            if let Err(e) = segment::remove(&self.dir, &path) {
+                tracing::error!(error = %e, "cannot delete spent spool segment");
+                break;
+            }
+            self.segments.remove(&seq);
+            self.shared.stats.deleted.fetch_add(1, Relaxed);
+            tracing::debug!(seq, "spool segment deleted");
+        }
+        let stats = &self.shared.stats;
+        stats.segments.store(self.segments.len() as u64, Relaxed);
+    }
+}

@@ -1,0 +1,220 @@
+//! The `Spool` handle: the async API the rest of Herald calls.
+//!
+//! `Spool` is `Clone` and cheap (one `Arc`); every clone talks to the same writer thread through
+//! one bounded channel. Dropping the last clone closes the channel: the writer commits what is
+//! queued and exits, and the drop joins it (a short blocking wait — one fdatasync at most).
+//!
+//! Post ids: `open` seeds the counter with the largest of (highest id in the journal + 1, every
+//! segment header's id floor, `unix_ms << 20`). The time term makes ids differ across a wiped
+//! spool, so ids already written to delivery logs or used in Message-IDs are never reused; the
+//! other terms keep ids monotonic if the clock steps back. Ids stay below 2^62 until year ~2100.
+//!
+//! Cancellation: dropping an `accept` future after its request was queued does not un-queue it;
+//! the post may still become durable and will then be recovered (as live) at the next `open`.
+//! Like any MTA, Herald prefers a possible duplicate to a lost post.
+//!
+//! SECURITY / robustness: bodies are opaque bytes and are never parsed here; metadata is
+//! re-validated (addresses) when read back from disk.
+
+use crate::config::SpoolConfig;
+use crate::error::SpoolError;
+use crate::journal::{Journal, Resume};
+use crate::model::{FinalState, PostMeta, PostProgress, RecoveredPost, SpoolStats};
+use crate::record::{self, MAX_BODY_BYTES};
+use crate::recovery;
+use crate::shared::Shared;
+use crate::writer::{self, Policy, PostRequest, Request};
+use bytes::Bytes;
+use herald_types::{MemberId, PostId};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Requests the writer channel holds before `record` and friends wait for room.
+pub const QUEUE_CAPACITY: usize = 16_384;
+/// Bits of room per millisecond in the time-seeded post-id counter.
+const ID_TIME_SHIFT: u32 = 20;
+
+/// Durable posts and per-recipient final states.
+#[derive(Clone)]
+pub struct Spool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    // Fields drop in declaration order: the sender goes first, which closes the channel and tells
+    // the writer to commit and exit, then `_writer` joins it (held only for its Drop).
+    tx: mpsc::Sender<Request>,
+    shared: Arc<Shared>,
+    _writer: WriterThread,
+}
+
+struct WriterThread(Option<JoinHandle<()>>);
+
+impl Drop for WriterThread {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            if handle.join().is_err() {
+                tracing::error!("spool writer thread panicked");
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Spool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Spool").finish_non_exhaustive()
+    }
+}
+
+impl Spool {
+    /// Opens (or creates) the spool, recovers the journal, and starts the writer thread.
+    /// Returns the posts that were live, sorted by id, each with the members already final.
+    /// Blocking (file I/O); call it before serving, or from `spawn_blocking`.
+    pub fn open(cfg: SpoolConfig) -> Result<(Spool, Vec<RecoveredPost>), SpoolError> {
+        cfg.validate()?;
+        let dir = cfg.dir.join("journal");
+        std::fs::create_dir_all(&dir).map_err(SpoolError::io("create directory", &dir))?;
+        let rec = recovery::recover(&dir)?;
+        let time_seed = herald_types::unix_ms_now().saturating_mul(1 << ID_TIME_SHIFT);
+        let shared = Arc::new(Shared::new(rec.live, rec.id_floor.max(time_seed)));
+        let stats = &shared.stats;
+        stats.quarantined.store(rec.quarantined, Relaxed);
+        stats.torn_bytes.store(rec.torn_bytes, Relaxed);
+        let resume = Resume {
+            segments: rec.segments,
+            tail: rec.tail,
+            next_seq: rec.next_seq,
+        };
+        let mut journal = Journal::open(dir, cfg.segment_max_bytes, resume, shared.clone())?;
+        if rec.quarantined > 0 {
+            journal.checkpoint_all(&rec.bodies)?;
+        }
+        journal.compact();
+        let posts = shared.live().recovered(&rec.bodies);
+        drop(rec.bodies);
+        let policy = Policy {
+            interval: Duration::from_millis(cfg.commit_interval_ms),
+            max_records: cfg.commit_max_records as u64,
+        };
+        let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+        let handle = writer::spawn(journal, rx, policy, shared.clone())?;
+        tracing::info!(dir = %cfg.dir.display(), live_posts = posts.len(), "spool opened");
+        let inner = Inner {
+            tx,
+            shared,
+            _writer: WriterThread(Some(handle)),
+        };
+        Ok((
+            Spool {
+                inner: Arc::new(inner),
+            },
+            posts,
+        ))
+    }
+
+    /// Stores a post. Returns only after its Post record is fsync'd (shared with concurrent
+    /// accepts: group commit) — this is what allows inbound to answer 250.
+    pub async fn accept(&self, meta: PostMeta, body: Bytes) -> Result<PostId, SpoolError> {
+        self.check_failed()?;
+        if body.len() as u64 > MAX_BODY_BYTES {
+            return Err(SpoolError::TooLarge {
+                size: body.len() as u64,
+                limit: MAX_BODY_BYTES,
+            });
+        }
+        let id = PostId(self.inner.shared.next_id.fetch_add(1, Relaxed));
+        // Encoding (and the body's CRC) happens here, on the caller's task, not the writer.
+        let head = record::encode_post_head(id, &meta, &body)?;
+        let (reply, rx) = oneshot::channel();
+        let req = PostRequest {
+            id,
+            meta,
+            head,
+            body,
+            reply,
+        };
+        self.send(Request::Post(Box::new(req))).await?;
+        self.wait(rx).await?;
+        Ok(id)
+    }
+
+    /// Journals a final state for one recipient. Waits only for channel room (backpressure); the
+    /// record is committed within `commit_interval_ms` or `commit_max_records`, whichever first.
+    /// A second final state for the same member, or one for a post that is not live, is ignored.
+    pub async fn record(
+        &self,
+        post: PostId,
+        member: MemberId,
+        state: FinalState,
+    ) -> Result<(), SpoolError> {
+        self.check_failed()?;
+        self.send(Request::Outcome {
+            post,
+            member,
+            state,
+        })
+        .await
+    }
+
+    /// Ends a post: it will not be recovered again and its records may be compacted away.
+    /// Returns once the PostDone record is committed (within `commit_interval_ms`).
+    pub async fn complete(&self, post: PostId) -> Result<(), SpoolError> {
+        self.check_failed()?;
+        let (reply, rx) = oneshot::channel();
+        self.send(Request::Complete { post, reply }).await?;
+        self.wait(rx).await
+    }
+
+    /// Commits everything queued before this call and waits for it to be durable.
+    pub async fn flush(&self) -> Result<(), SpoolError> {
+        self.check_failed()?;
+        let (reply, rx) = oneshot::channel();
+        self.send(Request::Flush { reply }).await?;
+        self.wait(rx).await
+    }
+
+    /// Flushes and drops this handle. When it is the last one, the writer thread is stopped and
+    /// joined before this returns.
+    pub async fn close(self) -> Result<(), SpoolError> {
+        let result = self.flush().await;
+        drop(self);
+        result
+    }
+
+    pub fn stats(&self) -> SpoolStats {
+        let live = self.inner.shared.live().len() as u64;
+        self.inner.shared.stats.snapshot(live)
+    }
+
+    /// Every live post and its metadata, sorted by id (for status pages).
+    pub fn live_posts(&self) -> Vec<(PostId, PostMeta)> {
+        self.inner.shared.live().metas()
+    }
+
+    /// Delivered/failed counts of a live post (including records not yet committed).
+    pub fn progress(&self, post: PostId) -> Option<PostProgress> {
+        self.inner.shared.live().progress(post)
+    }
+
+    fn check_failed(&self) -> Result<(), SpoolError> {
+        match self.inner.shared.failure() {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+
+    fn closed(&self) -> SpoolError {
+        self.inner.shared.failure().unwrap_or(SpoolError::Closed)
+    }
+
+    async fn send(&self, req: Request) -> Result<(), SpoolError> {
+        self.inner.tx.send(req).await.map_err(|_| self.closed())
+    }
+
+    async fn wait(&self, rx: oneshot::Receiver<Result<(), SpoolError>>) -> Result<(), SpoolError> {
+        rx.await.map_err(|_| self.closed())?
+    }
+}
