@@ -1,1 +1,133 @@
-fn main() {}
+//! The `herald` binary: command-line parsing and wiring only. `serve` runs the server
+//! (`herald_server::run`), `demo` runs it against a simulated Internet, and the admin commands
+//! talk to a running server over its HTTP API (`client.rs`).
+
+mod client;
+mod demo;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use herald_server::{Config, Listeners};
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(
+    name = "herald",
+    version,
+    about = "Herald: a mailing-list server that gets a personal copy of every post to every member, fast."
+)]
+struct Cli {
+    /// Configuration file (TOML). Without it Herald runs on built-in defaults.
+    #[arg(long, short, global = true, env = "HERALD_CONFIG")]
+    config: Option<PathBuf>,
+    /// URL of a running server's HTTP API (default: from the config's listen.http).
+    #[arg(long, global = true, env = "HERALD_SERVER")]
+    server: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server: SMTP, LMTP and HTTP listeners, fan-out and delivery.
+    Serve,
+    /// Start a simulated Internet and a real server on loopback, fan a post out to its members
+    /// and print a summary.
+    Demo(demo::DemoArgs),
+    /// Manage lists.
+    #[command(subcommand)]
+    List(client::ListCommand),
+    /// Manage list members.
+    #[command(subcommand)]
+    Member(client::MemberCommand),
+    /// Post a message (an .eml file) to a list, as an approved post.
+    Post(PostArgs),
+    /// Pending work by destination.
+    Queue(QueueArgs),
+    /// Server status: lists, queue, recent posts, spool.
+    Status,
+}
+
+#[derive(Args)]
+struct PostArgs {
+    /// List address, e.g. announce@lists.example.org
+    list: String,
+    /// The message, RFC 5322 format.
+    file: PathBuf,
+    /// Show a progress bar until every recipient has a final outcome.
+    #[arg(long)]
+    wait: bool,
+}
+
+#[derive(Args)]
+struct QueueArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Show at most this many destinations.
+    #[arg(long, default_value_t = 30)]
+    limit: usize,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let config = match &cli.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(dispatch(cli.command, config, cli.server))
+}
+
+async fn dispatch(command: Command, config: Config, server: Option<String>) -> Result<()> {
+    let api = || client::Api::new(server.clone(), &config);
+    match command {
+        Command::Serve => serve(config).await,
+        Command::Demo(args) => demo::run(args).await,
+        Command::List(cmd) => client::list(&api()?, cmd).await,
+        Command::Member(cmd) => client::member(&api()?, cmd).await,
+        Command::Post(a) => client::post(&api()?, &a.list, &a.file, a.wait).await,
+        Command::Queue(a) => client::queue(&api()?, a.json, a.limit).await,
+        Command::Status => client::status(&api()?).await,
+    }
+}
+
+async fn serve(config: Config) -> Result<()> {
+    init_logging();
+    let listeners = Listeners::bind(&config).await?;
+    let shutdown = CancellationToken::new();
+    let signal = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down: no new connections; finishing in-flight work");
+        signal.cancel();
+    });
+    herald_server::run(config, listeners, shutdown).await?;
+    Ok(())
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+}
+
+/// SIGTERM or SIGINT (Ctrl-C).
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

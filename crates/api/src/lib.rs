@@ -1,1 +1,98 @@
-//! herald-api (being built)
+//! Herald's HTTP side (axum): the JSON admin API used by the `herald` CLI, `/metrics` in
+//! Prometheus text format, and the RFC 8058 one-click unsubscribe endpoint whose signed URL is in
+//! every copy.
+//!
+//! SECURITY: the admin API has no authentication yet, so the default listener is loopback only;
+//! the unsubscribe endpoint is public by design and trusts nothing but a valid HMAC token
+//! (compared in constant time by `herald_fanout::verify_unsubscribe_token`). A GET never
+//! unsubscribes (mail scanners follow links); only a POST does.
+
+mod admin;
+mod error;
+mod spool_metrics;
+mod unsubscribe;
+
+pub use error::ApiError;
+
+use axum::routing::{get, post};
+use axum::Router;
+use bytes::Bytes;
+use herald_directory::Directory;
+use herald_scheduler::Scheduler;
+use herald_spool::Spool;
+use herald_telemetry::Telemetry;
+use herald_types::{Address, PostId};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Posts submitted over HTTP enter through the server's one enqueue path (the same one SMTP
+/// and LMTP use); the API only knows this trait.
+pub trait Injector: Send + Sync + 'static {
+    /// Spools `body` as an approved post to `list` and starts its fan-out.
+    fn inject(
+        &self,
+        list: Address,
+        body: Bytes,
+    ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>>;
+}
+
+/// What the handlers share.
+pub struct ApiState {
+    pub directory: Directory,
+    pub spool: Spool,
+    pub telemetry: Telemetry,
+    pub scheduler: Scheduler,
+    pub injector: Arc<dyn Injector>,
+    /// HMAC key of the unsubscribe tokens.
+    pub secret: Vec<u8>,
+    pub started: Instant,
+}
+
+/// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.
+const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+/// The full router.
+pub fn router(state: Arc<ApiState>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(admin::metrics))
+        .route("/api/status", get(admin::status))
+        .route("/api/lists", get(admin::lists).post(admin::create_list))
+        .route(
+            "/api/lists/{list}",
+            get(admin::show_list).delete(admin::delete_list),
+        )
+        .route(
+            "/api/lists/{list}/members",
+            get(admin::members).post(admin::add_member),
+        )
+        .route(
+            "/api/lists/{list}/members/{member}",
+            get(admin::show_member).delete(admin::remove_member),
+        )
+        .route("/api/lists/{list}/import", post(admin::import))
+        .route("/api/lists/{list}/posts", post(admin::inject))
+        .route("/api/posts", get(admin::posts))
+        .route("/api/posts/{post}", get(admin::post_progress))
+        .route("/api/queue", get(admin::queue))
+        .route(
+            "/unsubscribe/{list}/{member}/{token}",
+            get(unsubscribe::confirm_page).post(unsubscribe::unsubscribe),
+        )
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Serves the router on `listener` until `shutdown` is cancelled.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<ApiState>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}

@@ -1,1 +1,239 @@
-//! herald-server (being built)
+//! The composition root: `run(config, listeners, shutdown)` opens the stores, starts every stage
+//! and wires them together; nothing else in Herald knows how the pieces fit. The caller binds the
+//! sockets (tests bind port 0) and owns the shutdown token.
+//!
+//! Shutdown order keeps the "no loss" promise: the listeners stop first (no new posts; sessions
+//! finish their transaction), then the scheduler (workers finish their batch, every reported
+//! outcome is journaled), then the spool is flushed and the delivery log written out.
+
+pub mod config;
+mod enqueue;
+mod handler;
+
+pub use config::{Config, ConfigError};
+pub use enqueue::{EnqueueError, Enqueuer, Origin};
+
+use herald_delivery::MxResolver;
+use herald_directory::Directory;
+use herald_fanout::ListContext;
+use herald_scheduler::{Scheduler, SchedulerDeps};
+use herald_spool::Spool;
+use herald_telemetry::{Telemetry, TelemetryConfig};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// The three listening sockets, bound by the caller.
+pub struct Listeners {
+    pub smtp: TcpListener,
+    pub lmtp: TcpListener,
+    pub http: TcpListener,
+}
+
+impl Listeners {
+    /// Binds the addresses from the configuration.
+    pub async fn bind(cfg: &Config) -> Result<Listeners, ServerError> {
+        let bind = |addr: SocketAddr, what: &'static str| async move {
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServerError::Bind { what, addr, source })
+        };
+        Ok(Listeners {
+            smtp: bind(cfg.listen.smtp, "SMTP").await?,
+            lmtp: bind(cfg.listen.lmtp, "LMTP").await?,
+            http: bind(cfg.listen.http, "HTTP").await?,
+        })
+    }
+
+    /// Binds all three on 127.0.0.1 with ports chosen by the system (tests, the demo).
+    pub async fn bind_ephemeral() -> Result<Listeners, ServerError> {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        let bind = |what: &'static str| async move {
+            TcpListener::bind(any)
+                .await
+                .map_err(|source| ServerError::Bind {
+                    what,
+                    addr: any,
+                    source,
+                })
+        };
+        Ok(Listeners {
+            smtp: bind("SMTP").await?,
+            lmtp: bind("LMTP").await?,
+            http: bind("HTTP").await?,
+        })
+    }
+
+    /// (smtp, lmtp, http) local addresses.
+    pub fn addrs(&self) -> std::io::Result<(SocketAddr, SocketAddr, SocketAddr)> {
+        Ok((
+            self.smtp.local_addr()?,
+            self.lmtp.local_addr()?,
+            self.http.local_addr()?,
+        ))
+    }
+}
+
+/// Why the server could not start or run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot listen for {what} on {addr}: {source}")]
+    Bind {
+        what: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("data directory {path}: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("directory: {0}")]
+    Directory(#[from] herald_directory::DirectoryError),
+    #[error("spool: {0}")]
+    Spool(#[from] herald_spool::SpoolError),
+    #[error("telemetry: {0}")]
+    Telemetry(#[from] herald_telemetry::TelemetryError),
+    #[error("DNS resolver: {0}")]
+    Resolver(String),
+    #[error("{what} listener failed: {message}")]
+    Listener { what: &'static str, message: String },
+}
+
+/// Runs Herald until `shutdown` is cancelled, then drains and returns.
+pub async fn run(
+    config: Config,
+    listeners: Listeners,
+    shutdown: CancellationToken,
+) -> Result<(), ServerError> {
+    let data_err = |source| ServerError::DataDir {
+        path: config.data_dir.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(&config.data_dir).map_err(data_err)?;
+    let secret = load_or_create_secret(&config).map_err(data_err)?;
+    let directory = Directory::open(&config.data_dir.join("herald.db"))?;
+    let (spool, recovered) = Spool::open(config.spool_config())?;
+    let log_path = config
+        .log
+        .delivery_log
+        .then(|| config.data_dir.join("log").join("delivery.log"));
+    let telemetry = Telemetry::new(&TelemetryConfig { log_path })?;
+    let resolver =
+        Arc::new(MxResolver::new(&config.dns).map_err(|e| ServerError::Resolver(e.to_string()))?);
+    if !recovered.is_empty() {
+        tracing::info!(
+            posts = recovered.len(),
+            "resuming unfinished posts from the spool"
+        );
+    }
+
+    let scheduler_stop = CancellationToken::new();
+    let archive_url = Some(config.http.archive_url.clone()).filter(|u| !u.is_empty());
+    let deps = SchedulerDeps {
+        directory: directory.clone(),
+        spool: spool.clone(),
+        telemetry: telemetry.clone(),
+        resolver,
+        client: config.client_config(),
+        list_ctx: ListContext {
+            unsubscribe_base_url: config.public_base_url(),
+            archive_url,
+            secret: secret.clone(),
+        },
+    };
+    let (scheduler, scheduler_task) = Scheduler::start(
+        config.scheduler.clone(),
+        deps,
+        recovered,
+        scheduler_stop.clone(),
+    );
+
+    let enqueuer = Arc::new(Enqueuer {
+        directory: directory.clone(),
+        spool: spool.clone(),
+        scheduler: scheduler.clone(),
+        telemetry: telemetry.clone(),
+        max_message_bytes: config.smtp_in.limits.max_message_octets,
+    });
+    let handler = Arc::new(handler::ListHandler::new(
+        enqueuer.clone(),
+        directory.clone(),
+    ));
+    let inbound_tasks =
+        handler::spawn_listeners(&config, listeners.smtp, listeners.lmtp, handler, &shutdown);
+    let api_state = Arc::new(herald_api::ApiState {
+        directory,
+        spool: spool.clone(),
+        telemetry: telemetry.clone(),
+        scheduler,
+        injector: enqueuer,
+        secret,
+        started: Instant::now(),
+    });
+    let api_task = tokio::spawn(herald_api::serve(
+        listeners.http,
+        api_state,
+        shutdown.clone(),
+    ));
+    tracing::info!(
+        smtp = %config.listen.smtp, lmtp = %config.listen.lmtp, http = %config.listen.http,
+        "herald is running"
+    );
+
+    shutdown.cancelled().await;
+    for (what, task) in inbound_tasks {
+        match task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(what, error = %e, "listener ended with an error"),
+            Err(e) => tracing::error!(what, error = %e, "listener task failed"),
+        }
+    }
+    if let Ok(Err(e)) = api_task.await {
+        tracing::error!(error = %e, "HTTP listener ended with an error");
+    }
+    scheduler_stop.cancel();
+    let _ = scheduler_task.await;
+    spool.flush().await?;
+    telemetry.flush_log();
+    tracing::info!("herald stopped");
+    Ok(())
+}
+
+/// The unsubscribe-token secret: from the config, else `<data_dir>/secret`, created with 32
+/// random bytes (mode 0600) on first start so links survive restarts.
+fn load_or_create_secret(cfg: &Config) -> std::io::Result<Vec<u8>> {
+    if !cfg.secret.is_empty() {
+        return Ok(cfg.secret.as_bytes().to_vec());
+    }
+    let path = cfg.data_dir.join("secret");
+    match std::fs::read(&path) {
+        Ok(bytes) if bytes.len() >= 16 => return Ok(bytes),
+        Ok(_) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{} is shorter than 16 bytes", path.display()),
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let secret: [u8; 32] = rand::random();
+    write_private(&path, &secret)?;
+    Ok(secret.to_vec())
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}

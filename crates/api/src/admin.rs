@@ -1,0 +1,287 @@
+//! Admin handlers: lists, members, CSV import, post injection, progress, queue, status, metrics.
+//! Directory calls block (SQLite), so each runs on the blocking pool.
+
+use crate::{ApiError, ApiState};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use bytes::Bytes;
+use herald_directory::{Directory, DirectoryError, MemberCounts, NewMember};
+use herald_types::{Address, List, ListSettings, Member, MemberId, PostId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+type St = State<Arc<ApiState>>;
+
+/// Runs a directory operation on the blocking pool.
+async fn dir<T, F>(s: &ApiState, f: F) -> Result<T, ApiError>
+where
+    F: FnOnce(&Directory) -> Result<T, DirectoryError> + Send + 'static,
+    T: Send + 'static,
+{
+    let d = s.directory.clone();
+    Ok(tokio::task::spawn_blocking(move || f(&d)).await??)
+}
+
+fn parse_address(field: &str, text: &str) -> Result<Address, ApiError> {
+    Address::parse(text).map_err(|e| ApiError::BadRequest(format!("{field}: {text:?}: {e}")))
+}
+
+async fn find_list(s: &ApiState, address: &str) -> Result<List, ApiError> {
+    let address = parse_address("list", address)?;
+    let shown = address.to_string();
+    dir(s, move |d| d.list_by_address(&address))
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no such list: {shown}")))
+}
+
+/// A list with its member counts.
+#[derive(Serialize)]
+pub struct ListView {
+    #[serde(flatten)]
+    pub list: List,
+    pub members: MemberCounts,
+}
+
+pub async fn lists(State(s): St) -> Result<Json<Vec<ListView>>, ApiError> {
+    let views = dir(&s, |d| {
+        d.lists()?
+            .into_iter()
+            .map(|list| {
+                let members = d.member_counts(list.id)?;
+                Ok(ListView { list, members })
+            })
+            .collect::<Result<Vec<_>, DirectoryError>>()
+    })
+    .await?;
+    Ok(Json(views))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateList {
+    pub address: String,
+    #[serde(default)]
+    pub settings: ListSettings,
+}
+
+pub async fn create_list(
+    State(s): St,
+    Json(req): Json<CreateList>,
+) -> Result<(StatusCode, Json<List>), ApiError> {
+    let address = parse_address("address", &req.address)?;
+    let list = dir(&s, move |d| d.create_list(&address, &req.settings)).await?;
+    Ok((StatusCode::CREATED, Json(list)))
+}
+
+pub async fn show_list(State(s): St, Path(list): Path<String>) -> Result<Json<ListView>, ApiError> {
+    let list = find_list(&s, &list).await?;
+    let id = list.id;
+    let members = dir(&s, move |d| d.member_counts(id)).await?;
+    Ok(Json(ListView { list, members }))
+}
+
+pub async fn delete_list(State(s): St, Path(list): Path<String>) -> Result<StatusCode, ApiError> {
+    let address = parse_address("list", &list)?;
+    match dir(&s, move |d| d.delete_list(&address)).await? {
+        true => Ok(StatusCode::NO_CONTENT),
+        false => Err(ApiError::NotFound(format!("no such list: {list}"))),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct Page {
+    pub after: Option<i64>,
+    pub limit: Option<usize>,
+}
+
+/// Members in id order, `limit` (≤ 10,000) at a time after member id `after`.
+pub async fn members(
+    State(s): St,
+    Path(list): Path<String>,
+    Query(page): Query<Page>,
+) -> Result<Json<Vec<Member>>, ApiError> {
+    let list = find_list(&s, &list).await?;
+    let after = MemberId(page.after.unwrap_or(0));
+    let limit = page.limit.unwrap_or(1000).clamp(1, 10_000);
+    let members = dir(&s, move |d| {
+        d.members_page(list.id, after, MemberId(i64::MAX), limit, false)
+    })
+    .await?;
+    Ok(Json(members))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddMember {
+    pub address: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub fields: BTreeMap<String, String>,
+}
+
+pub async fn add_member(
+    State(s): St,
+    Path(list): Path<String>,
+    Json(req): Json<AddMember>,
+) -> Result<(StatusCode, Json<Member>), ApiError> {
+    let list = find_list(&s, &list).await?;
+    let new = NewMember {
+        address: parse_address("address", &req.address)?,
+        display_name: req.name,
+        fields: req.fields,
+    };
+    let member = dir(&s, move |d| d.add_member(list.id, &new)).await?;
+    Ok((StatusCode::CREATED, Json(member)))
+}
+
+pub async fn show_member(
+    State(s): St,
+    Path((list, member)): Path<(String, String)>,
+) -> Result<Json<Member>, ApiError> {
+    let list = find_list(&s, &list).await?;
+    let address = parse_address("member", &member)?;
+    dir(&s, move |d| d.member(list.id, &address))
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::NotFound(format!("{member} is not a member")))
+}
+
+pub async fn remove_member(
+    State(s): St,
+    Path((list, member)): Path<(String, String)>,
+) -> Result<StatusCode, ApiError> {
+    let list = find_list(&s, &list).await?;
+    let address = parse_address("member", &member)?;
+    match dir(&s, move |d| d.remove_member(list.id, &address)).await? {
+        true => Ok(StatusCode::NO_CONTENT),
+        false => Err(ApiError::NotFound(format!("{member} is not a member"))),
+    }
+}
+
+/// Imports a CSV document (header row required). The CLI sends big files in chunks so it can
+/// show progress; line numbers in the report are relative to the chunk.
+pub async fn import(
+    State(s): St,
+    Path(list): Path<String>,
+    body: Bytes,
+) -> Result<Json<herald_directory::ImportReport>, ApiError> {
+    let list = find_list(&s, &list).await?;
+    let report = dir(&s, move |d| {
+        d.import_csv(list.id, body.as_ref(), &mut |_| {})
+    })
+    .await?;
+    Ok(Json(report))
+}
+
+#[derive(Serialize)]
+pub struct Injected {
+    pub post: String,
+}
+
+/// Accepts a raw RFC 5322 message as an approved post to the list.
+pub async fn inject(
+    State(s): St,
+    Path(list): Path<String>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<Injected>), ApiError> {
+    let list = find_list(&s, &list).await?;
+    if body.is_empty() {
+        return Err(ApiError::BadRequest("the message is empty".into()));
+    }
+    let id = s
+        .injector
+        .inject(list.address, body)
+        .await
+        .map_err(ApiError::BadRequest)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(Injected {
+            post: id.to_string(),
+        }),
+    ))
+}
+
+pub async fn posts(State(s): St) -> Json<Vec<herald_telemetry::PostSummary>> {
+    Json(s.telemetry.all_progress())
+}
+
+pub async fn post_progress(
+    State(s): St,
+    Path(post): Path<String>,
+) -> Result<Json<herald_telemetry::PostSummary>, ApiError> {
+    let id: PostId = post
+        .parse()
+        .map_err(|_| ApiError::BadRequest(format!("not a post id: {post:?}")))?;
+    s.telemetry
+        .progress(id)
+        .map(Json)
+        .ok_or_else(|| ApiError::NotFound(format!("post {post} is not known to this server")))
+}
+
+pub async fn queue(State(s): St) -> Result<Json<herald_scheduler::QueueSnapshot>, ApiError> {
+    s.scheduler
+        .queue_snapshot()
+        .await
+        .map(Json)
+        .map_err(|e| ApiError::Internal(e.to_string()))
+}
+
+#[derive(Serialize)]
+pub struct Status {
+    pub version: &'static str,
+    pub uptime_secs: u64,
+    pub lists: usize,
+    pub members: u64,
+    pub queued: usize,
+    pub connections: usize,
+    pub destinations: usize,
+    pub spool: herald_spool::SpoolStats,
+    pub posts: Vec<herald_telemetry::PostSummary>,
+}
+
+pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
+    let (lists, members) = dir(&s, |d| {
+        let lists = d.lists()?;
+        let mut members = 0;
+        for l in &lists {
+            members += d.member_counts(l.id)?.total;
+        }
+        Ok((lists.len(), members))
+    })
+    .await?;
+    let q = s.scheduler.queue_snapshot().await.unwrap_or_default();
+    let mut posts = s.telemetry.all_progress();
+    posts.truncate(20);
+    Ok(Json(Status {
+        version: env!("CARGO_PKG_VERSION"),
+        uptime_secs: s.started.elapsed().as_secs(),
+        lists,
+        members,
+        queued: q.queued,
+        connections: q.connections,
+        destinations: q
+            .destinations
+            .iter()
+            .filter(|d| d.ready + d.waiting > 0)
+            .count(),
+        spool: s.spool.stats(),
+        posts,
+    }))
+}
+
+pub async fn metrics(State(s): St) -> impl IntoResponse {
+    let mut out = String::with_capacity(8192);
+    s.telemetry.metrics().render(&mut out);
+    crate::spool_metrics::render(&s.spool.stats(), &mut out);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        out,
+    )
+}

@@ -1,0 +1,155 @@
+//! The report loop: the one place where delivery outcomes become durable state and telemetry.
+//! Final outcomes are journaled (group-committed by the spool); every outcome becomes an event;
+//! when all of a post's recipients are final the post is completed in the spool.
+
+use crate::job::Job;
+use herald_spool::{FinalState, Spool};
+use herald_telemetry::{Attempt, Event, Telemetry};
+use herald_types::{MemberId, PostId, RcptOutcome};
+use std::collections::HashMap;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// One attempt's result, detached from the job so the job can go back to its queue.
+pub struct OutcomeReport {
+    pub post: PostId,
+    pub accepted_at_ms: u64,
+    pub member: MemberId,
+    pub rcpt: String,
+    pub relay: String,
+    pub xdelay_ms: u64,
+    pub tries: u32,
+    pub outcome: RcptOutcome,
+}
+
+impl OutcomeReport {
+    pub fn new(job: &Job, outcome: RcptOutcome, relay: String, xdelay_ms: u64) -> OutcomeReport {
+        OutcomeReport {
+            post: job.post.id,
+            accepted_at_ms: job.post.accepted_at_ms,
+            member: job.member.id,
+            rcpt: job.member.address.to_string(),
+            relay,
+            xdelay_ms,
+            tries: job.tries,
+            outcome,
+        }
+    }
+}
+
+/// What stages tell the report loop.
+pub enum Report {
+    /// Expansion finished: `recipients` in all, of which `already_done` were final before a
+    /// restart.
+    Expanded {
+        post: PostId,
+        recipients: u64,
+        already_done: u64,
+    },
+    Outcome(Box<OutcomeReport>),
+}
+
+#[derive(Default)]
+struct Track {
+    expected: Option<u64>,
+    finished: u64,
+}
+
+/// Runs until `actor_done` is cancelled (or every sender is gone), then drains what is queued and
+/// flushes the spool, so every outcome reported before shutdown is journaled.
+pub async fn run(
+    mut rx: mpsc::Receiver<Report>,
+    spool: Spool,
+    telemetry: Telemetry,
+    actor_done: CancellationToken,
+) {
+    let mut book = Book {
+        tracks: HashMap::new(),
+        spool,
+        telemetry,
+    };
+    loop {
+        tokio::select! {
+            biased;
+            r = rx.recv() => match r {
+                Some(r) => book.apply(r).await,
+                None => break,
+            },
+            _ = actor_done.cancelled() => {
+                while let Ok(r) = rx.try_recv() {
+                    book.apply(r).await;
+                }
+                break;
+            }
+        }
+    }
+    if let Err(e) = book.spool.flush().await {
+        tracing::error!(error = %e, "final spool flush failed");
+    }
+}
+
+struct Book {
+    tracks: HashMap<PostId, Track>,
+    spool: Spool,
+    telemetry: Telemetry,
+}
+
+impl Book {
+    async fn apply(&mut self, report: Report) {
+        let post = match report {
+            Report::Expanded {
+                post,
+                recipients,
+                already_done,
+            } => {
+                self.telemetry.emit(Event::PostExpanded {
+                    post,
+                    recipients,
+                    already_done,
+                });
+                let t = self.tracks.entry(post).or_default();
+                t.expected = Some(recipients);
+                t.finished += already_done;
+                post
+            }
+            Report::Outcome(o) => self.outcome(*o).await,
+        };
+        let complete = self
+            .tracks
+            .get(&post)
+            .is_some_and(|t| t.expected.is_some_and(|e| t.finished >= e));
+        if complete {
+            self.tracks.remove(&post);
+            if let Err(e) = self.spool.complete(post).await {
+                tracing::error!(%post, error = %e, "cannot complete a post in the spool");
+            }
+            self.telemetry.emit(Event::PostCompleted { post });
+        }
+    }
+
+    async fn outcome(&mut self, o: OutcomeReport) -> PostId {
+        let post = o.post;
+        let state = match &o.outcome {
+            RcptOutcome::Delivered(_) => Some(FinalState::Delivered),
+            RcptOutcome::Failed(_) => Some(FinalState::Failed),
+            RcptOutcome::Deferred(_) => None,
+        };
+        if let Some(state) = state {
+            if let Err(e) = self.spool.record(post, o.member, state).await {
+                tracing::error!(%post, error = %e, "cannot journal an outcome");
+            }
+            self.tracks.entry(post).or_default().finished += 1;
+        }
+        self.telemetry.emit(Event::Attempt(Box::new(Attempt {
+            post,
+            member: o.member,
+            rcpt: o.rcpt,
+            relay: o.relay,
+            accepted_at_ms: o.accepted_at_ms,
+            xdelay_ms: o.xdelay_ms,
+            tries: o.tries,
+            outcome: o.outcome,
+        })));
+        post
+    }
+}

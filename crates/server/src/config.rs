@@ -1,0 +1,277 @@
+//! Herald's configuration: one TOML file, checked once at start. Every key has a default (so no
+//! file at all is a valid configuration), unknown keys are refused, and every error names its
+//! key. `herald.example.toml` at the repository root documents each key with its default.
+
+use herald_delivery::{ClientConfig, ResolverConfig};
+use herald_inbound::Limits;
+use herald_scheduler::SchedulerConfig;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The whole configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Where the database, the spool and the logs live.
+    pub data_dir: PathBuf,
+    /// This server's name: HELO/EHLO greeting, Received headers.
+    pub hostname: String,
+    /// Secret for unsubscribe tokens (HMAC). Empty: a random one is generated on first start and
+    /// kept in `<data_dir>/secret`, so links stay valid across restarts.
+    pub secret: String,
+    pub listen: ListenConfig,
+    pub http: HttpConfig,
+    pub dns: ResolverConfig,
+    pub smtp_in: SmtpInConfig,
+    pub delivery: ClientConfig,
+    pub scheduler: SchedulerConfig,
+    pub spool: SpoolSection,
+    pub log: LogConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("./herald-data"),
+            hostname: "herald.localhost".into(),
+            secret: String::new(),
+            listen: ListenConfig::default(),
+            http: HttpConfig::default(),
+            dns: ResolverConfig::default(),
+            smtp_in: SmtpInConfig::default(),
+            delivery: ClientConfig::default(),
+            scheduler: SchedulerConfig::default(),
+            spool: SpoolSection::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+/// Listening addresses. The caller binds them (tests bind port 0).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ListenConfig {
+    pub smtp: SocketAddr,
+    pub lmtp: SocketAddr,
+    pub http: SocketAddr,
+}
+
+impl Default for ListenConfig {
+    fn default() -> Self {
+        ListenConfig {
+            smtp: SocketAddr::from(([127, 0, 0, 1], 2525)),
+            lmtp: SocketAddr::from(([127, 0, 0, 1], 2424)),
+            http: SocketAddr::from(([127, 0, 0, 1], 8025)),
+        }
+    }
+}
+
+/// Inbound SMTP/LMTP: protocol limits and the session cap.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SmtpInConfig {
+    /// Line lengths, message size, recipients, errors and timeouts (`[smtp_in.limits]`).
+    pub limits: Limits,
+    /// Concurrent sessions per listener; beyond it a connection gets 421 4.3.2.
+    pub max_sessions: usize,
+    /// On shutdown, open transactions get this long to finish.
+    pub shutdown_grace_secs: u64,
+}
+
+impl Default for SmtpInConfig {
+    fn default() -> Self {
+        let d = herald_inbound::InboundConfig::default();
+        SmtpInConfig {
+            limits: d.limits,
+            max_sessions: d.max_sessions,
+            shutdown_grace_secs: d.shutdown_grace_secs,
+        }
+    }
+}
+
+impl SmtpInConfig {
+    pub fn inbound_config(&self, hostname: &str) -> herald_inbound::InboundConfig {
+        herald_inbound::InboundConfig {
+            hostname: hostname.to_string(),
+            limits: self.limits,
+            max_sessions: self.max_sessions,
+            shutdown_grace_secs: self.shutdown_grace_secs,
+        }
+    }
+}
+
+/// The HTTP side: the public URL that unsubscribe links point to.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Base of the one-click unsubscribe URLs put in every copy. Empty: `http://<listen.http>`.
+    pub public_base_url: String,
+    /// Archive URL put in List-Archive (empty: no List-Archive header).
+    pub archive_url: String,
+}
+
+/// Spool tuning (the spool's directory is `<data_dir>/spool`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SpoolSection {
+    /// Group commit: at most this many ms between a record and its fsync…
+    pub commit_interval_ms: u64,
+    /// …or this many records, whichever comes first.
+    pub commit_max_records: usize,
+    /// Journal segments roll over at this size.
+    pub segment_max_bytes: u64,
+}
+
+impl Default for SpoolSection {
+    fn default() -> Self {
+        let d = herald_spool::SpoolConfig::default();
+        SpoolSection {
+            commit_interval_ms: d.commit_interval_ms,
+            commit_max_records: d.commit_max_records,
+            segment_max_bytes: d.segment_max_bytes,
+        }
+    }
+}
+
+/// Logging.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// Write `<data_dir>/log/delivery.log` (one line per delivery attempt).
+    pub delivery_log: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig { delivery_log: true }
+    }
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl Config {
+    /// Reads and checks a TOML file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(&text).map_err(|message| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses TOML text; the error message names the offending key.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        let cfg: Config = toml::from_str(text).map_err(|e| e.to_string().trim().to_string())?;
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    /// Cross-field checks serde cannot express.
+    fn check(&self) -> Result<(), String> {
+        if self.hostname.is_empty() || self.hostname.contains(char::is_whitespace) {
+            return Err("hostname: must be a host name without spaces".into());
+        }
+        let s = &self.scheduler;
+        if s.max_connections == 0 || s.max_connections_per_destination == 0 {
+            return Err(
+                "scheduler.max_connections and max_connections_per_destination must be > 0".into(),
+            );
+        }
+        if s.max_copies_per_batch == 0 {
+            return Err("scheduler.max_copies_per_batch must be > 0".into());
+        }
+        if !(0.0..=1.0).contains(&s.retry_jitter) {
+            return Err("scheduler.retry_jitter must be between 0 and 1".into());
+        }
+        if !self.http.public_base_url.is_empty()
+            && !self.http.public_base_url.starts_with("http://")
+            && !self.http.public_base_url.starts_with("https://")
+        {
+            return Err("http.public_base_url: must start with http:// or https://".into());
+        }
+        Ok(())
+    }
+
+    /// The base URL for unsubscribe links.
+    pub fn public_base_url(&self) -> String {
+        if self.http.public_base_url.is_empty() {
+            format!("http://{}", self.listen.http)
+        } else {
+            self.http.public_base_url.trim_end_matches('/').to_string()
+        }
+    }
+
+    /// The outbound client settings, with the HELO name defaulting to `hostname`.
+    pub fn client_config(&self) -> ClientConfig {
+        let mut c = self.delivery.clone();
+        if c.helo_name.is_empty() || c.helo_name == "localhost" {
+            c.helo_name = self.hostname.clone();
+        }
+        c
+    }
+
+    pub fn spool_config(&self) -> herald_spool::SpoolConfig {
+        herald_spool::SpoolConfig {
+            dir: self.data_dir.join("spool"),
+            commit_interval_ms: self.spool.commit_interval_ms,
+            commit_max_records: self.spool.commit_max_records,
+            segment_max_bytes: self.spool.segment_max_bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.listen.smtp.port(), 2525);
+        assert_eq!(c.listen.lmtp.port(), 2424);
+        assert_eq!(c.listen.http.port(), 8025);
+        assert_eq!(c.data_dir, PathBuf::from("./herald-data"));
+        assert_eq!(c.public_base_url(), "http://127.0.0.1:8025");
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_key() {
+        let e = Config::parse("[scheduler]\nmax_conections = 5\n").unwrap_err();
+        assert!(e.contains("max_conections"), "{e}");
+        let e = Config::parse("[listen]\nsmtp = \"not an address\"\n").unwrap_err();
+        assert!(e.contains("smtp"), "{e}");
+        let e = Config::parse("[scheduler]\nretry_jitter = 3.0\n").unwrap_err();
+        assert!(e.contains("retry_jitter"), "{e}");
+        let e = Config::parse("hostname = \"a b\"\n").unwrap_err();
+        assert!(e.contains("hostname"), "{e}");
+    }
+
+    #[test]
+    fn the_example_config_parses_and_matches_the_defaults() {
+        let text = include_str!("../../../herald.example.toml");
+        let c = Config::parse(text).expect("herald.example.toml must parse");
+        let d = Config::default();
+        assert_eq!(c.listen.smtp, d.listen.smtp);
+        assert_eq!(c.scheduler.max_connections, d.scheduler.max_connections);
+        assert_eq!(c.spool.commit_interval_ms, d.spool.commit_interval_ms);
+        assert_eq!(c.smtp_in.limits, d.smtp_in.limits);
+        assert_eq!(c.delivery.connect_timeout, d.delivery.connect_timeout);
+        assert_eq!(c.dns.timeout_ms, d.dns.timeout_ms);
+        assert_eq!(c.scheduler.retry_max_secs, d.scheduler.retry_max_secs);
+        assert_eq!(c.client_config().helo_name, "herald.localhost");
+    }
+}

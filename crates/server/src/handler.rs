@@ -1,0 +1,256 @@
+//! Plugs the enqueue path into the SMTP/LMTP listeners (`InboundHandler`) and the HTTP API
+//! (`Injector`).
+//!
+//! Recipient policy (never an open relay): a recipient is accepted when it is a list's address,
+//! or that address's `-bounces`, `-bounces+<verp>` or `-request` form; everything else is refused
+//! with 550 5.1.1 before DATA.
+
+use crate::config::Config;
+use crate::enqueue::{EnqueueError, Enqueuer, Origin};
+use bytes::Bytes;
+use herald_directory::Directory;
+use herald_inbound::{InboundError, InboundHandler, InboundMessage, Mode};
+use herald_types::{
+    Address, EnhancedStatus, List, ListAddressKind, ListAddressParts, PostId, Reply,
+};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub struct ListHandler {
+    enqueuer: Arc<Enqueuer>,
+    directory: Directory,
+}
+
+impl ListHandler {
+    pub fn new(enqueuer: Arc<Enqueuer>, directory: Directory) -> ListHandler {
+        ListHandler {
+            enqueuer,
+            directory,
+        }
+    }
+
+    /// The list a recipient belongs to and the role it plays, or `None` when it is not ours.
+    async fn resolve(&self, rcpt: &Address) -> Result<Option<(List, ListAddressKind)>, Reply> {
+        let dir = self.directory.clone();
+        let rcpt = rcpt.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            // A list's own address wins over suffix parsing (a list may be called "x-request").
+            if let Some(list) = dir.list_by_address(&rcpt)? {
+                return Ok(Some((list, ListAddressKind::Post)));
+            }
+            let parts = ListAddressParts::classify(&rcpt);
+            if parts.kind == ListAddressKind::Post {
+                return Ok(None);
+            }
+            Ok::<_, herald_directory::DirectoryError>(
+                dir.list_by_address(&parts.list_address)?
+                    .map(|l| (l, parts.kind)),
+            )
+        })
+        .await;
+        match found {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "directory lookup failed during RCPT");
+                Err(local_error())
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "directory task failed during RCPT");
+                Err(local_error())
+            }
+        }
+    }
+}
+
+fn local_error() -> Reply {
+    Reply::new(
+        451,
+        Some(EnhancedStatus::new(4, 3, 0)),
+        "temporary local problem, try again later",
+    )
+}
+
+fn no_such_list(rcpt: &Address) -> Reply {
+    Reply::new(
+        550,
+        Some(EnhancedStatus::new(5, 1, 1)),
+        format!("<{rcpt}>: no such list here (relaying denied)"),
+    )
+}
+
+fn enqueue_reply(result: &Result<PostId, EnqueueError>) -> Reply {
+    match result {
+        Ok(id) => Reply::new(
+            250,
+            Some(EnhancedStatus::new(2, 0, 0)),
+            format!("queued as {id}"),
+        ),
+        Err(EnqueueError::TooBig { limit }) => Reply::new(
+            552,
+            Some(EnhancedStatus::new(5, 3, 4)),
+            format!("message larger than the list allows ({limit} bytes)"),
+        ),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot enqueue a message");
+            local_error()
+        }
+    }
+}
+
+impl InboundHandler for ListHandler {
+    fn check_recipient(&self, rcpt: &Address) -> impl Future<Output = Result<(), Reply>> + Send {
+        let rcpt = rcpt.clone();
+        async move {
+            match self.resolve(&rcpt).await? {
+                Some(_) => Ok(()),
+                None => Err(no_such_list(&rcpt)),
+            }
+        }
+    }
+
+    async fn accept_message(&self, message: InboundMessage) -> Vec<Reply> {
+        {
+            let envelope = message.envelope;
+            let body = envelope.body.clone();
+            // One post per (list, role): a message to a list and its -request address is two
+            // spooled items, but two recipients naming the same list address are one.
+            let mut done: Vec<(herald_types::ListId, u8, Reply)> = Vec::new();
+            let mut replies = Vec::with_capacity(envelope.rcpts.len());
+            for rcpt in &envelope.rcpts {
+                let (list, role) = match self.resolve(rcpt).await {
+                    Ok(Some(v)) => v,
+                    Ok(None) => {
+                        replies.push(no_such_list(rcpt));
+                        continue;
+                    }
+                    Err(r) => {
+                        replies.push(r);
+                        continue;
+                    }
+                };
+                let key = (list.id, role_key(&role));
+                if let Some((_, _, r)) = done.iter().find(|(l, k, _)| (*l, *k) == key) {
+                    replies.push(r.clone());
+                    continue;
+                }
+                let origin = Origin::Smtp {
+                    envelope_from: envelope.mail_from.clone(),
+                };
+                let result = self
+                    .enqueuer
+                    .enqueue(&list, &role, origin, body.clone())
+                    .await;
+                let reply = enqueue_reply(&result);
+                done.push((key.0, key.1, reply.clone()));
+                replies.push(reply);
+            }
+            replies
+        }
+    }
+}
+
+fn role_key(role: &ListAddressKind) -> u8 {
+    match role {
+        ListAddressKind::Post => 0,
+        ListAddressKind::Bounces { .. } => 1,
+        ListAddressKind::Request => 2,
+    }
+}
+
+impl herald_api::Injector for Enqueuer {
+    fn inject(
+        &self,
+        list: Address,
+        body: Bytes,
+    ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>> {
+        Box::pin(async move {
+            let dir = self.directory.clone();
+            let addr = list.clone();
+            let found = tokio::task::spawn_blocking(move || dir.list_by_address(&addr))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            let list = found.ok_or_else(|| format!("no such list: {list}"))?;
+            let body = crlf(body);
+            self.enqueue(&list, &ListAddressKind::Post, Origin::Admin, body)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+/// Files on disk often have bare LF line endings; the spool keeps CRLF, as SMTP delivers it.
+fn crlf(body: Bytes) -> Bytes {
+    let has_bare_lf = body
+        .iter()
+        .enumerate()
+        .any(|(i, &b)| b == b'\n' && (i == 0 || body[i - 1] != b'\r'));
+    if !has_bare_lf {
+        return body;
+    }
+    let mut out = Vec::with_capacity(body.len() + body.len() / 40);
+    let mut prev = 0u8;
+    for &b in body.iter() {
+        if b == b'\n' && prev != b'\r' {
+            out.push(b'\r');
+        }
+        out.push(b);
+        prev = b;
+    }
+    Bytes::from(out)
+}
+
+/// Starts the SMTP and LMTP listeners.
+pub fn spawn_listeners(
+    config: &Config,
+    smtp: TcpListener,
+    lmtp: TcpListener,
+    handler: Arc<ListHandler>,
+    shutdown: &CancellationToken,
+) -> Vec<(&'static str, JoinHandle<Result<(), InboundError>>)> {
+    let inbound = config.smtp_in.inbound_config(&config.hostname);
+    vec![
+        (
+            "SMTP",
+            tokio::spawn(herald_inbound::serve(
+                smtp,
+                Mode::Smtp,
+                inbound.clone(),
+                handler.clone(),
+                shutdown.clone(),
+            )),
+        ),
+        (
+            "LMTP",
+            tokio::spawn(herald_inbound::serve(
+                lmtp,
+                Mode::Lmtp,
+                inbound,
+                handler,
+                shutdown.clone(),
+            )),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crlf_normalizes_only_bare_newlines() {
+        assert_eq!(
+            crlf(Bytes::from_static(b"a\r\nb\r\n")),
+            Bytes::from_static(b"a\r\nb\r\n")
+        );
+        assert_eq!(
+            crlf(Bytes::from_static(b"a\nb\r\nc\n")),
+            Bytes::from_static(b"a\r\nb\r\nc\r\n")
+        );
+        assert_eq!(crlf(Bytes::from_static(b"\n")), Bytes::from_static(b"\r\n"));
+    }
+}

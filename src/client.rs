@@ -1,0 +1,559 @@
+//! The admin commands: thin clients of a running server's HTTP API. When no server answers they
+//! say so plainly instead of printing a connection error chain.
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::{Subcommand, ValueEnum};
+use herald_server::Config;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A running server's HTTP API.
+pub struct Api {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Api {
+    pub fn new(server: Option<String>, config: &Config) -> Result<Api> {
+        let base = server
+            .unwrap_or_else(|| format!("http://{}", config.listen.http))
+            .trim_end_matches('/')
+            .to_string();
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(300))
+            .build()
+            .context("cannot build the HTTP client")?;
+        Ok(Api { base, http })
+    }
+
+    pub fn with_base(base: String) -> Result<Api> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(300))
+            .build()
+            .context("cannot build the HTTP client")?;
+        Ok(Api { base, http })
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> Result<Value> {
+        let resp = req.send().await.map_err(|e| {
+            if e.is_connect() {
+                anyhow!(
+                    "no Herald server is answering at {} (is `herald serve` running? use --server to point elsewhere)",
+                    self.base
+                )
+            } else {
+                anyhow!("request to {} failed: {e}", self.base)
+            }
+        })?;
+        let status = resp.status();
+        let text = resp.text().await.context("reading the server's answer")?;
+        let value: Value = if text.trim().is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        if !status.is_success() {
+            let msg = value["error"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| value.to_string());
+            bail!("{msg} (HTTP {status})");
+        }
+        Ok(value)
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Value> {
+        self.send(self.http.get(format!("{}{path}", self.base)))
+            .await
+    }
+    pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value> {
+        self.send(self.http.post(format!("{}{path}", self.base)).json(body))
+            .await
+    }
+    pub async fn post_bytes(&self, path: &str, body: Vec<u8>, content_type: &str) -> Result<Value> {
+        let req = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", content_type)
+            .body(body);
+        self.send(req).await
+    }
+    pub async fn delete(&self, path: &str) -> Result<Value> {
+        self.send(self.http.delete(format!("{}{path}", self.base)))
+            .await
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Policy {
+    Members,
+    Anyone,
+    Moderators,
+}
+
+#[derive(Subcommand)]
+pub enum ListCommand {
+    /// Create a list.
+    Create {
+        /// The posting address, e.g. announce@lists.example.org
+        address: String,
+        /// Display name (List-Id, footers).
+        #[arg(long)]
+        name: Option<String>,
+        /// Who may post without moderation.
+        #[arg(long, value_enum, default_value_t = Policy::Members)]
+        policy: Policy,
+        /// Subject prefix, e.g. "[announce]".
+        #[arg(long)]
+        prefix: Option<String>,
+        /// Reply-To: "poster", "list" or an address.
+        #[arg(long, default_value = "poster")]
+        reply_to: String,
+        /// Footer template ({{name}}, {{email}}, {{unsubscribe_url}}, custom fields).
+        #[arg(long, conflicts_with = "footer_file")]
+        footer: Option<String>,
+        /// Read the footer template from a file.
+        #[arg(long)]
+        footer_file: Option<PathBuf>,
+        /// Do not address each copy's To: to its member.
+        #[arg(long)]
+        no_personalize: bool,
+        /// Give up on a copy after this many hours (default 120).
+        #[arg(long)]
+        max_age_hours: Option<u64>,
+    },
+    /// List all lists with member counts.
+    Ls,
+    /// Show one list's settings and counts.
+    Show { address: String },
+    /// Delete a list and its members.
+    Rm { address: String },
+}
+
+#[derive(Subcommand)]
+pub enum MemberCommand {
+    /// Add (or update) one member.
+    Add {
+        list: String,
+        address: String,
+        #[arg(long)]
+        name: Option<String>,
+        /// A custom field for footers, as key=value (repeatable).
+        #[arg(long = "field", value_parser = parse_field)]
+        fields: Vec<(String, String)>,
+    },
+    /// Remove a member.
+    Rm { list: String, address: String },
+    /// List members.
+    Ls {
+        list: String,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Import members from a CSV file with a header row: email[,name][,custom fields…].
+    Import { list: String, file: PathBuf },
+}
+
+fn parse_field(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| format!("expected key=value, got {s:?}"))
+}
+
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'@' | b'+' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+pub async fn list(api: &Api, cmd: ListCommand) -> Result<()> {
+    match cmd {
+        ListCommand::Create {
+            address,
+            name,
+            policy,
+            prefix,
+            reply_to,
+            footer,
+            footer_file,
+            no_personalize,
+            max_age_hours,
+        } => {
+            let footer = match footer_file {
+                Some(p) => Some(
+                    std::fs::read_to_string(&p)
+                        .with_context(|| format!("reading {}", p.display()))?,
+                ),
+                None => footer,
+            };
+            let reply_to = match reply_to.as_str() {
+                "poster" => json!({"kind": "poster"}),
+                "list" => json!({"kind": "list"}),
+                addr => json!({"kind": "explicit", "address": addr}),
+            };
+            let policy = match policy {
+                Policy::Members => "members",
+                Policy::Anyone => "anyone",
+                Policy::Moderators => "moderators",
+            };
+            let mut settings = json!({
+                "display_name": name.unwrap_or_default(),
+                "posting_policy": policy,
+                "subject_prefix": prefix,
+                "reply_to": reply_to,
+                "footer": footer,
+                "personalize": !no_personalize,
+            });
+            if let Some(h) = max_age_hours {
+                settings["max_age_secs"] = json!(h * 3600);
+            }
+            let list = api
+                .post_json(
+                    "/api/lists",
+                    &json!({"address": address, "settings": settings}),
+                )
+                .await?;
+            println!(
+                "created list {} (id {})",
+                list["address"].as_str().unwrap_or("?"),
+                list["id"]
+            );
+        }
+        ListCommand::Ls => {
+            let lists = api.get("/api/lists").await?;
+            println!(
+                "{:<40} {:>10} {:>10} {:>10}",
+                "LIST", "MEMBERS", "ENABLED", "DISABLED"
+            );
+            for l in lists.as_array().into_iter().flatten() {
+                println!(
+                    "{:<40} {:>10} {:>10} {:>10}",
+                    l["address"].as_str().unwrap_or("?"),
+                    l["members"]["total"],
+                    l["members"]["enabled"],
+                    l["members"]["disabled"]
+                );
+            }
+        }
+        ListCommand::Show { address } => {
+            let l = api.get(&format!("/api/lists/{}", enc(&address))).await?;
+            println!("{}", serde_json::to_string_pretty(&l)?);
+        }
+        ListCommand::Rm { address } => {
+            api.delete(&format!("/api/lists/{}", enc(&address))).await?;
+            println!("deleted list {address}");
+        }
+    }
+    Ok(())
+}
+
+pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
+    match cmd {
+        MemberCommand::Add {
+            list,
+            address,
+            name,
+            fields,
+        } => {
+            let fields: serde_json::Map<String, Value> = fields
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect();
+            let m = api
+                .post_json(
+                    &format!("/api/lists/{}/members", enc(&list)),
+                    &json!({"address": address, "name": name, "fields": fields}),
+                )
+                .await?;
+            println!(
+                "added {} to {list} (member id {})",
+                m["address"].as_str().unwrap_or("?"),
+                m["id"]
+            );
+        }
+        MemberCommand::Rm { list, address } => {
+            api.delete(&format!(
+                "/api/lists/{}/members/{}",
+                enc(&list),
+                enc(&address)
+            ))
+            .await?;
+            println!("removed {address} from {list}");
+        }
+        MemberCommand::Ls { list, limit } => {
+            let ms = api
+                .get(&format!(
+                    "/api/lists/{}/members?limit={}",
+                    enc(&list),
+                    limit.clamp(1, 10_000)
+                ))
+                .await?;
+            for m in ms.as_array().into_iter().flatten() {
+                let status = m["status"]["state"].as_str().unwrap_or("?");
+                println!(
+                    "{:<8} {:<40} {:<10} {}",
+                    m["id"],
+                    m["address"].as_str().unwrap_or("?"),
+                    status,
+                    m["display_name"].as_str().unwrap_or("")
+                );
+            }
+        }
+        MemberCommand::Import { list, file } => import(api, &list, &file).await?,
+    }
+    Ok(())
+}
+
+/// Rows sent per request: small enough for a smooth progress bar, big enough to be fast.
+const IMPORT_CHUNK_ROWS: usize = 5000;
+
+/// Splits a CSV document into chunks of `rows` lines, each chunk starting with the header line.
+/// Herald's importer reads one record per line (member data has no line breaks, and a stray
+/// quote must cost one row, not swallow the rest of the file), so splitting on lines keeps every
+/// record whole. Returns (line number of the chunk's first data line, chunk).
+pub fn csv_chunks(text: &[u8], rows: usize) -> Vec<(u64, Vec<u8>)> {
+    let mut lines = text.split_inclusive(|&b| b == b'\n');
+    let Some(header) = lines.next() else {
+        return Vec::new();
+    };
+    let mut header = header.to_vec();
+    if !header.ends_with(b"\n") {
+        header.push(b'\n');
+    }
+    let mut chunks = Vec::new();
+    let mut current = header.clone();
+    let (mut count, mut line_no, mut chunk_start) = (0usize, 1u64, 2u64);
+    for line in lines {
+        line_no += 1;
+        current.extend_from_slice(line);
+        count += 1;
+        if count >= rows.max(1) {
+            chunks.push((chunk_start, std::mem::replace(&mut current, header.clone())));
+            count = 0;
+            chunk_start = line_no + 1;
+        }
+    }
+    if current.len() > header.len() {
+        chunks.push((chunk_start, current));
+    }
+    chunks
+}
+
+async fn import(api: &Api, list: &str, file: &Path) -> Result<()> {
+    let text = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    import_bytes(api, list, &text).await
+}
+
+/// Imports a CSV document in chunks, with a progress bar and a report of rejected rows.
+pub async fn import_bytes(api: &Api, list: &str, text: &[u8]) -> Result<()> {
+    let chunks = csv_chunks(text, IMPORT_CHUNK_ROWS);
+    let total_lines = text.iter().filter(|&&b| b == b'\n').count().max(1) as u64;
+    let bar = ProgressBar::new(total_lines.saturating_sub(1));
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} importing [{bar:40}] {pos}/{len} rows {per_sec} {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let (mut added, mut updated, mut rejected) = (0u64, 0u64, Vec::new());
+    let path = format!("/api/lists/{}/import", enc(list));
+    for (start, chunk) in chunks {
+        let lines_in_chunk = chunk.iter().filter(|&&b| b == b'\n').count() as u64;
+        let r = api.post_bytes(&path, chunk, "text/csv").await?;
+        added += r["added"].as_u64().unwrap_or(0);
+        updated += r["updated"].as_u64().unwrap_or(0);
+        for row in r["rejected"].as_array().into_iter().flatten() {
+            // The server numbers lines within the chunk, whose line 1 is the header.
+            let local = row["line"].as_u64().unwrap_or(0);
+            let line = start + local.saturating_sub(2);
+            rejected.push((line, row["reason"].as_str().unwrap_or("?").to_string()));
+        }
+        bar.inc(lines_in_chunk.saturating_sub(1));
+        bar.set_message(format!("{} rejected", rejected.len()));
+    }
+    bar.finish_and_clear();
+    println!(
+        "imported into {list}: {added} added, {updated} updated, {} rejected",
+        rejected.len()
+    );
+    for (line, reason) in &rejected {
+        println!("  line {line}: {reason}");
+    }
+    Ok(())
+}
+
+pub async fn post(api: &Api, list: &str, file: &Path, wait: bool) -> Result<()> {
+    let body = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let r = api
+        .post_bytes(
+            &format!("/api/lists/{}/posts", enc(list)),
+            body,
+            "message/rfc822",
+        )
+        .await?;
+    let id = r["post"].as_str().unwrap_or("?").to_string();
+    println!("post {id} accepted for {list}");
+    if wait {
+        let summary = wait_for_post(api, &id, Duration::from_secs(7 * 24 * 3600)).await?;
+        print_summary(&summary);
+    }
+    Ok(())
+}
+
+/// Shows a progress bar until every recipient of the post has a final outcome.
+pub async fn wait_for_post(api: &Api, id: &str, limit: Duration) -> Result<Value> {
+    let bar = ProgressBar::new(1);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] [{bar:40}] {pos}/{len} copies {per_sec} {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let started = std::time::Instant::now();
+    loop {
+        let p = api.get(&format!("/api/posts/{id}")).await?;
+        if let Some(total) = p["recipients"].as_u64() {
+            bar.set_length(
+                total
+                    .saturating_sub(p["already_done"].as_u64().unwrap_or(0))
+                    .max(1),
+            );
+        }
+        let done = p["delivered"].as_u64().unwrap_or(0) + p["failed"].as_u64().unwrap_or(0);
+        bar.set_position(done);
+        bar.set_message(format!(
+            "delivered {} failed {} deferred {}",
+            p["delivered"], p["failed"], p["deferred_attempts"]
+        ));
+        if p["complete"].as_bool() == Some(true) {
+            bar.finish_and_clear();
+            return Ok(p);
+        }
+        if started.elapsed() > limit {
+            bar.abandon();
+            bail!("post {id} is still not complete after {:?}", limit);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn ms(v: &Value) -> String {
+    v.as_u64()
+        .map_or("-".into(), |m| format!("{:.3} s", m as f64 / 1000.0))
+}
+
+pub fn print_summary(p: &Value) {
+    println!(
+        "post {} to {}",
+        p["post"].as_str().unwrap_or("?"),
+        p["list"].as_str().unwrap_or("?")
+    );
+    println!("  recipients        {}", p["recipients"]);
+    println!("  delivered         {}", p["delivered"]);
+    println!("  failed            {}", p["failed"]);
+    println!("  deferred attempts {}", p["deferred_attempts"]);
+    println!("  first copy        {}", ms(&p["t_first_ms"]));
+    println!("  50 % delivered    {}", ms(&p["t50_ms"]));
+    println!("  95 % delivered    {}", ms(&p["t95_ms"]));
+    println!("  100 % delivered   {}", ms(&p["t100_ms"]));
+}
+
+pub async fn queue(api: &Api, as_json: bool, limit: usize) -> Result<()> {
+    let q = api.get("/api/queue").await?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&q)?);
+        return Ok(());
+    }
+    println!(
+        "queued {}  resolving {}  connections {}",
+        q["queued"], q["resolving"], q["connections"]
+    );
+    println!(
+        "{:<44} {:>7} {:>7} {:>5} {:>8}  LAST ERROR",
+        "DESTINATION", "READY", "WAITING", "CONNS", "DOWN"
+    );
+    for d in q["destinations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .take(limit)
+    {
+        let down = d["down_for_secs"]
+            .as_u64()
+            .map_or("-".into(), |s| format!("{s}s"));
+        println!(
+            "{:<44} {:>7} {:>7} {:>5} {:>8}  {}",
+            d["destination"].as_str().unwrap_or("?"),
+            d["ready"],
+            d["waiting"],
+            d["connections"],
+            down,
+            d["last_error"].as_str().unwrap_or("")
+        );
+    }
+    Ok(())
+}
+
+pub async fn status(api: &Api) -> Result<()> {
+    let s = api.get("/api/status").await?;
+    println!(
+        "herald {}  up {} s",
+        s["version"].as_str().unwrap_or("?"),
+        s["uptime_secs"]
+    );
+    println!("lists {}  members {}", s["lists"], s["members"]);
+    println!(
+        "queue: {} copies queued, {} connections, {} destinations with work",
+        s["queued"], s["connections"], s["destinations"]
+    );
+    let sp = &s["spool"];
+    println!(
+        "spool: {} live posts, {} segments, {} commits, fsync avg {} µs",
+        sp["live_posts"], sp["segments"], sp["commits"], sp["fsync_avg_us"]
+    );
+    println!("recent posts:");
+    for p in s["posts"].as_array().into_iter().flatten() {
+        println!(
+            "  {} {:<32} recipients {} delivered {} failed {} pending {}{}",
+            p["post"].as_str().unwrap_or("?"),
+            p["list"].as_str().unwrap_or("?"),
+            p["recipients"],
+            p["delivered"],
+            p["failed"],
+            p["pending"],
+            if p["complete"].as_bool() == Some(true) {
+                " (complete)"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_chunks_repeat_the_header_and_number_lines() {
+        let text = b"email,name\na@x.example,A\nb@x.example,\"B\nc@x.example,C";
+        let chunks = csv_chunks(text, 2);
+        assert_eq!(chunks.len(), 2);
+        assert_eq!(
+            chunks[0],
+            (2, b"email,name\na@x.example,A\nb@x.example,\"B\n".to_vec())
+        );
+        assert_eq!(chunks[1], (4, b"email,name\nc@x.example,C".to_vec()));
+        assert!(csv_chunks(b"", 10).is_empty());
+        assert!(csv_chunks(b"email\n", 10).is_empty());
+    }
+}
