@@ -245,7 +245,10 @@ mod tests {
             ("a..b@ex.com", AddressError::BadDot),
             (".a@ex.com", AddressError::BadDot),
             ("a b@ex.com", AddressError::BadLocalChar(' ')),
-            ("a\r\nRCPT TO:<x@y>@ex.com", AddressError::BadLocalChar('\r')),
+            (
+                "a\r\nRCPT TO:<x@y>@ex.com",
+                AddressError::BadLocalChar('\r'),
+            ),
             ("a@ex\r\n.com", AddressError::BadLabel("ex\r\n".into())),
             ("a@[127.0.0.1]", AddressError::AddressLiteral),
             ("a@-ex.com", AddressError::BadLabel("-ex".into())),
@@ -270,7 +273,10 @@ mod tests {
             Err(AddressError::BadLabel(_))
         ));
         let long_domain = format!("a@{}com", "abcdefghi.".repeat(26));
-        assert_eq!(Address::parse(&long_domain), Err(AddressError::DomainTooLong));
+        assert_eq!(
+            Address::parse(&long_domain),
+            Err(AddressError::DomainTooLong)
+        );
     }
 
     #[test]

@@ -105,10 +105,15 @@ impl Reply {
         for (i, line) in lines.iter().enumerate() {
             let line = line.as_ref();
             let b = line.as_bytes();
-            if b.len() < 3 || !b[..3].iter().all(u8::is_ascii_digit) || !(b'2'..=b'5').contains(&b[0]) {
+            if b.len() < 3
+                || !b[..3].iter().all(u8::is_ascii_digit)
+                || !(b'2'..=b'5').contains(&b[0])
+            {
                 return Err(ReplyError::BadCode(line.chars().take(80).collect()));
             }
-            let this: u16 = line[..3].parse().map_err(|_| ReplyError::BadCode(line.into()))?;
+            let this: u16 = line[..3]
+                .parse()
+                .map_err(|_| ReplyError::BadCode(line.into()))?;
             if code.is_some_and(|c| c != this) {
                 return Err(ReplyError::MixedCodes);
             }
@@ -196,9 +201,18 @@ mod tests {
     #[test]
     fn refuses_malformed_replies() {
         assert_eq!(Reply::parse_lines::<&str>(&[]), Err(ReplyError::Empty));
-        assert!(matches!(Reply::parse_lines(&["hello"]), Err(ReplyError::BadCode(_))));
-        assert!(matches!(Reply::parse_lines(&["999 x"]), Err(ReplyError::BadCode(_))));
-        assert!(matches!(Reply::parse_lines(&["25"]), Err(ReplyError::BadCode(_))));
+        assert!(matches!(
+            Reply::parse_lines(&["hello"]),
+            Err(ReplyError::BadCode(_))
+        ));
+        assert!(matches!(
+            Reply::parse_lines(&["999 x"]),
+            Err(ReplyError::BadCode(_))
+        ));
+        assert!(matches!(
+            Reply::parse_lines(&["25"]),
+            Err(ReplyError::BadCode(_))
+        ));
         assert_eq!(
             Reply::parse_lines(&["250-a", "251 b"]),
             Err(ReplyError::MixedCodes)
@@ -207,7 +221,10 @@ mod tests {
             Reply::parse_lines(&["250 a", "250 b"]),
             Err(ReplyError::BadContinuation)
         );
-        assert_eq!(Reply::parse_lines(&["250-a"]), Err(ReplyError::BadContinuation));
+        assert_eq!(
+            Reply::parse_lines(&["250-a"]),
+            Err(ReplyError::BadContinuation)
+        );
     }
 
     #[test]

@@ -22,7 +22,9 @@ const REQUEST_SUFFIX: &str = "-request";
 pub enum ListAddressKind {
     Post,
     /// `-bounces`, with the member decoded from a VERP suffix when there is one and it is valid.
-    Bounces { member: Option<Address> },
+    Bounces {
+        member: Option<Address>,
+    },
     Request,
 }
 
