@@ -1,0 +1,281 @@
+//! Test harness shared by the end-to-end tests: a simulated world (real DNS server and SMTP
+//! receivers on 127.x addresses), a real Herald server (in-process or as the `herald` binary),
+//! a raw SMTP client and small HTTP helpers. Everything runs on loopback.
+#![allow(dead_code)]
+
+use herald_server::{config::ListenConfig, Config, Listeners, ServerError};
+use herald_sim::{DomainConfig, Profile, ReceiverSettings, World, WorldConfig};
+use serde_json::Value;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub const SECRET: &str = "test-secret-0123456789abcdef";
+
+/// A world of `domains` domains `d0.test`, `d1.test`, … each with its own MX on 127.1.0.x.
+pub fn world_config(profiles: &[Profile], keep_messages: bool) -> WorldConfig {
+    let mut cfg = WorldConfig::empty();
+    cfg.smtp_port = 0;
+    cfg.dns_addr = SocketAddr::from(([127, 0, 0, 1], 0));
+    cfg.receiver = ReceiverSettings {
+        check_mime_every: 1,
+        keep_messages,
+        ..ReceiverSettings::default()
+    };
+    for (i, profile) in profiles.iter().enumerate() {
+        let name = format!("d{i}.test");
+        cfg.domains.push(DomainConfig {
+            mx_host: format!("mx.{name}"),
+            name,
+            weight: 1.0,
+            mx_addr: Ipv4Addr::new(127, 1, 0, 10 + i as u8),
+            mx_preference: 10,
+            extra_mx: Vec::new(),
+            profile: profile.clone(),
+            starttls: false,
+        });
+    }
+    cfg
+}
+
+/// A server configuration pointed at the world, with fast retries for tests.
+pub fn server_config(world: &World, data_dir: PathBuf) -> Config {
+    let mut c = Config {
+        data_dir,
+        hostname: "herald.test".into(),
+        secret: SECRET.into(),
+        ..Config::default()
+    };
+    c.dns.nameservers = vec![world.dns_addr()];
+    c.dns.timeout_ms = 1000;
+    c.delivery.port = world.smtp_port();
+    c.delivery.connect_timeout = Duration::from_secs(2);
+    c.delivery.banner_timeout = Duration::from_secs(2);
+    c.scheduler.retry_initial_secs = 1;
+    c.scheduler.retry_max_secs = 2;
+    c.scheduler.destination_backoff_secs = 1;
+    c.scheduler.tick_ms = 50;
+    c
+}
+
+/// A Herald server running in this process.
+pub struct TestServer {
+    pub smtp: SocketAddr,
+    pub lmtp: SocketAddr,
+    pub http: SocketAddr,
+    pub api: String,
+    pub data_dir: PathBuf,
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<(), ServerError>>,
+}
+
+impl TestServer {
+    pub async fn start(mut config: Config) -> TestServer {
+        let listeners = Listeners::bind_ephemeral().await.expect("bind");
+        let (smtp, lmtp, http) = listeners.addrs().expect("addrs");
+        config.listen = ListenConfig { smtp, lmtp, http };
+        let data_dir = config.data_dir.clone();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(herald_server::run(config, listeners, shutdown.clone()));
+        let api = format!("http://{http}");
+        wait_healthy(&api).await;
+        TestServer {
+            smtp,
+            lmtp,
+            http,
+            api,
+            data_dir,
+            shutdown,
+            task,
+        }
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        let r = tokio::time::timeout(Duration::from_secs(60), self.task)
+            .await
+            .expect("server stops within 60 s");
+        r.expect("server task").expect("server ran cleanly");
+    }
+}
+
+pub async fn wait_healthy(api: &str) {
+    let started = Instant::now();
+    while get(&format!("{api}/healthz")).await.is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "server did not come up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn get(url: &str) -> Option<reqwest::Response> {
+    reqwest::get(url).await.ok()
+}
+
+/// Sends a request and returns (status, JSON or text body).
+pub async fn http(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
+    let client = reqwest::Client::new();
+    let req = match method {
+        "GET" => client.get(url),
+        "POST" => client.post(url),
+        "DELETE" => client.delete(url),
+        other => panic!("method {other}"),
+    };
+    let req = match body {
+        Some(v) => req.json(&v),
+        None => req,
+    };
+    let resp = req.send().await.expect("request");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, value)
+}
+
+pub async fn http_bytes(url: &str, body: Vec<u8>) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .post(url)
+        .body(body)
+        .send()
+        .await
+        .expect("request");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// Creates a list through the API.
+pub async fn create_list(api: &str, address: &str, settings: Value) {
+    let (status, body) = http(
+        "POST",
+        &format!("{api}/api/lists"),
+        Some(serde_json::json!({"address": address, "settings": settings})),
+    )
+    .await;
+    assert_eq!(status, 201, "create list: {body}");
+}
+
+/// Waits until every recipient of `post` has a final outcome; returns the progress.
+pub async fn wait_complete(api: &str, post: &str, limit: Duration) -> Value {
+    let started = Instant::now();
+    loop {
+        let (status, p) = http("GET", &format!("{api}/api/posts/{post}"), None).await;
+        if status == 200 && p["complete"] == Value::Bool(true) {
+            return p;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "post {post} not complete after {limit:?}: {p}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A minimal SMTP client: one line at a time, replies read in full.
+pub struct Smtp {
+    reader: BufReader<tokio::net::tcp::OwnedReadHalf>,
+    writer: tokio::net::tcp::OwnedWriteHalf,
+}
+
+impl Smtp {
+    pub async fn connect(addr: SocketAddr) -> (Smtp, String) {
+        let stream = TcpStream::connect(addr).await.expect("connect");
+        let (r, w) = stream.into_split();
+        let mut s = Smtp {
+            reader: BufReader::new(r),
+            writer: w,
+        };
+        let banner = s.reply().await;
+        (s, banner)
+    }
+
+    /// Reads one complete (possibly multi-line) reply; returns its last line.
+    pub async fn reply(&mut self) -> String {
+        loop {
+            let mut line = String::new();
+            let n = tokio::time::timeout(Duration::from_secs(30), self.reader.read_line(&mut line))
+                .await
+                .expect("reply within 30 s")
+                .expect("read");
+            if n == 0 {
+                return String::from("<closed>");
+            }
+            if line.as_bytes().get(3) != Some(&b'-') {
+                return line.trim_end().to_string();
+            }
+        }
+    }
+
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).await.expect("write");
+    }
+
+    pub async fn cmd(&mut self, line: &str) -> String {
+        self.send_raw(format!("{line}\r\n").as_bytes()).await;
+        self.reply().await
+    }
+
+    /// A whole transaction; returns the reply to the end of DATA (or the first refusal).
+    pub async fn send_mail(&mut self, from: &str, rcpts: &[&str], message: &[u8]) -> String {
+        let r = self.cmd(&format!("MAIL FROM:<{from}>")).await;
+        if !r.starts_with('2') {
+            return r;
+        }
+        for rcpt in rcpts {
+            let r = self.cmd(&format!("RCPT TO:<{rcpt}>")).await;
+            if !r.starts_with('2') {
+                self.cmd("RSET").await;
+                return r;
+            }
+        }
+        let r = self.cmd("DATA").await;
+        if !r.starts_with("354") {
+            return r;
+        }
+        let mut data = Vec::with_capacity(message.len() + 16);
+        for line in message.split_inclusive(|&b| b == b'\n') {
+            if line.starts_with(b".") {
+                data.push(b'.');
+            }
+            data.extend_from_slice(line);
+        }
+        if !data.ends_with(b"\r\n") {
+            data.extend_from_slice(b"\r\n");
+        }
+        data.extend_from_slice(b".\r\n");
+        self.send_raw(&data).await;
+        self.reply().await
+    }
+}
+
+/// The post id from a `250 2.0.0 queued as <id>` reply.
+pub fn queued_id(reply: &str) -> String {
+    reply
+        .rsplit(' ')
+        .next()
+        .map(str::to_string)
+        .filter(|_| reply.starts_with("250"))
+        .unwrap_or_else(|| panic!("not a queued reply: {reply}"))
+}
+
+/// A CSV of `n` members spread over `domains` test domains, with a custom field.
+pub fn members_csv(n: usize, domains: usize) -> String {
+    let mut csv = String::from("email,name,city\n");
+    for i in 0..n {
+        csv.push_str(&format!(
+            "m{i}@d{}.test,Member {i},City{}\n",
+            i % domains,
+            i % 7
+        ));
+    }
+    csv
+}
