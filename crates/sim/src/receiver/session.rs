@@ -1,0 +1,588 @@
+//! One SMTP session of a receiver: command handling, the host's behaviour profile, DATA, and
+//! the STARTTLS upgrade.
+//!
+//! Written here rather than borrowed from herald-smtp (which is Herald's inbound side): the
+//! receivers must be far faster than the sender they measure, and must misbehave on purpose.
+//!
+//! Pipelining: every complete command or message in the input buffer is handled before
+//! anything is written; the replies collect in one output buffer and go out in one write when
+//! the input runs dry (RFC 2920 batching). The `slow` profile instead writes each reply on its
+//! own after its delay, as a slow server would.
+//!
+//! Bounds: command lines ≤ [`MAX_COMMAND_LINE`] octets; messages ≤ `max_message_bytes` (beyond
+//! that the rest is discarded as it arrives and the message refused with 552); at most
+//! [`MAX_ERRORS`] bad commands per session; an idle session is closed after
+//! `idle_timeout_secs`.
+//!
+//! SECURITY: input is untrusted; after STARTTLS anything the client pipelined in plaintext is
+//! discarded (the STARTTLS command-injection attack, CVE-2011-0411).
+
+use bytes::{Buf, Bytes, BytesMut};
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::data;
+use super::reply::{self, Reply};
+use super::HostState;
+use crate::config::{is_unknown, Profile};
+use crate::recorder::{self, mime, CopyRecord, MimeVerdict, Rejection};
+
+/// Longest command line accepted (RFC 5321 says 512; extensions make real ones longer).
+pub const MAX_COMMAND_LINE: usize = 4096;
+/// Bad commands tolerated before the session is closed.
+pub const MAX_ERRORS: u32 = 20;
+/// Read size: large enough for many pipelined transactions per read.
+const READ_CHUNK: usize = 64 * 1024;
+/// How long a closing session waits for the client to close (see `linger_close`).
+const LINGER: Duration = Duration::from_secs(1);
+/// Most input discarded while lingering.
+const LINGER_MAX_BYTES: usize = 1 << 20;
+/// Greylist entries kept per host; when full the table is cleared (pairs seen before are simply
+/// greylisted again — harmless, senders retry).
+const MAX_GREYLIST_ENTRIES: usize = 1_000_000;
+
+/// How `serve` ended.
+enum End {
+    /// QUIT, EOF, error reply that closes, or idle timeout.
+    Closed,
+    /// STARTTLS accepted: the caller upgrades the stream and serves again.
+    StartTls,
+    /// drop_mid_data: the connection is closed without a reply to the message.
+    Dropped,
+}
+
+/// What handling one item of input asks for next.
+enum Step {
+    Continue,
+    NeedMore,
+    Close,
+    StartTls,
+    Drop,
+}
+
+enum Mode {
+    Command,
+    /// Receiving a message: where to resume the end search, whether the buffer still starts
+    /// at the first line, and whether the message already exceeded the size limit.
+    Data {
+        scan_from: usize,
+        at_start: bool,
+        too_big: bool,
+    },
+}
+
+struct Session {
+    host: Arc<HostState>,
+    inbuf: BytesMut,
+    out: Vec<u8>,
+    mode: Mode,
+    greeted: bool,
+    tls: bool,
+    mail_from: Option<Box<str>>,
+    rcpts: Vec<Box<str>>,
+    msgs_on_conn: u32,
+    errors: u32,
+    copies: Vec<CopyRecord>,
+    rejections: Vec<Rejection>,
+    last_message_id: Option<Arc<str>>,
+}
+
+/// Serves one accepted connection to the end, including a STARTTLS upgrade.
+pub(crate) async fn run(host: Arc<HostState>, mut stream: TcpStream) {
+    let mut s = Session::new(host.clone());
+    s.push(host.banner.as_bytes());
+    match s.serve(&mut stream).await {
+        Ok(End::StartTls) => {}
+        Ok(End::Dropped) => {
+            host.recorder.count(&host.name, |c| c.dropped_mid_data += 1);
+            return;
+        }
+        Ok(End::Closed) => return linger_close(&mut stream).await,
+        Err(_) => return,
+    }
+    let Some(tls) = host.tls.clone() else {
+        return;
+    };
+    // SECURITY: nothing sent before the handshake may be taken as a command after it.
+    s.inbuf.clear();
+    let idle = host.idle_timeout();
+    let Ok(Ok(mut stream)) = tokio::time::timeout(idle, tls.acceptor.accept(stream)).await else {
+        return;
+    };
+    s.tls = true;
+    s.greeted = false;
+    s.reset_transaction();
+    match s.serve(&mut stream).await {
+        Ok(End::Dropped) => host.recorder.count(&host.name, |c| c.dropped_mid_data += 1),
+        Ok(_) => linger_close(&mut stream).await,
+        Err(_) => {}
+    }
+}
+
+/// Closes after a final reply without losing it: closing a socket with unread input makes the
+/// kernel send RST, which can destroy the reply before the client reads it. So: shut down the
+/// write side (FIN after the reply), then read and discard until the client closes, for at most
+/// [`LINGER`] and [`LINGER_MAX_BYTES`].
+async fn linger_close<S: AsyncRead + AsyncWrite + Unpin>(io: &mut S) {
+    if io.shutdown().await.is_err() {
+        return;
+    }
+    let mut scratch = [0u8; 4096];
+    let mut total = 0;
+    let deadline = Instant::now() + LINGER;
+    while total < LINGER_MAX_BYTES {
+        match tokio::time::timeout_at(deadline, io.read(&mut scratch)).await {
+            Ok(Ok(n)) if n > 0 => total += n,
+            _ => return,
+        }
+    }
+}
+
+impl Session {
+    fn new(host: Arc<HostState>) -> Session {
+        Session {
+            host,
+            inbuf: BytesMut::with_capacity(READ_CHUNK),
+            out: Vec::with_capacity(4096),
+            mode: Mode::Command,
+            greeted: false,
+            tls: false,
+            mail_from: None,
+            rcpts: Vec::new(),
+            msgs_on_conn: 0,
+            errors: 0,
+            copies: Vec::new(),
+            rejections: Vec::new(),
+            last_message_id: None,
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+    }
+
+    fn reply(&mut self, r: Reply) {
+        self.out.extend_from_slice(r.line.as_bytes());
+    }
+
+    /// Replies with a refusal and records it.
+    fn refuse(&mut self, r: Reply, recipient: Option<Box<str>>) {
+        self.reply(r);
+        self.record_refusal(r, recipient);
+    }
+
+    fn record_refusal(&mut self, r: Reply, recipient: Option<Box<str>>) {
+        self.rejections.push(Rejection {
+            host: self.host.name.clone(),
+            at_ms: self.host.recorder.elapsed_ms(),
+            code: r.code,
+            status: r.status,
+            sender: self.mail_from.clone(),
+            recipient,
+        });
+    }
+
+    fn reset_transaction(&mut self) {
+        self.mail_from = None;
+        self.rcpts.clear();
+    }
+
+    /// Handles input and writes replies until the session ends.
+    async fn serve<S: AsyncRead + AsyncWrite + Unpin>(&mut self, io: &mut S) -> io::Result<End> {
+        let idle = self.host.idle_timeout();
+        let slow = match self.host.spec.profile {
+            Profile::Slow { delay } => Some(delay),
+            _ => None,
+        };
+        loop {
+            loop {
+                if slow.is_some() && !self.out.is_empty() {
+                    self.flush(io, slow).await?;
+                }
+                match self.step() {
+                    Step::Continue => {}
+                    Step::NeedMore => break,
+                    Step::Close => return self.flush(io, slow).await.map(|_| End::Closed),
+                    Step::StartTls => return self.flush(io, slow).await.map(|_| End::StartTls),
+                    Step::Drop => return self.flush(io, slow).await.map(|_| End::Dropped),
+                }
+            }
+            self.flush(io, slow).await?;
+            if self.inbuf.capacity() - self.inbuf.len() < READ_CHUNK / 4 {
+                self.inbuf.reserve(READ_CHUNK);
+            }
+            match tokio::time::timeout(idle, io.read_buf(&mut self.inbuf)).await {
+                Err(_) => {
+                    self.reply(reply::IDLE_TIMEOUT);
+                    return self.flush(io, None).await.map(|_| End::Closed);
+                }
+                Ok(Ok(0)) => return Ok(End::Closed),
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err(e),
+            }
+        }
+    }
+
+    /// Hands pending records to the recorder (before the replies, so a client that sees 250
+    /// finds its copy recorded), then writes the replies.
+    async fn flush<S: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut S,
+        delay: Option<Duration>,
+    ) -> io::Result<()> {
+        if !self.copies.is_empty() || !self.rejections.is_empty() {
+            let copies = std::mem::take(&mut self.copies);
+            let rejections = std::mem::take(&mut self.rejections);
+            self.host.recorder.record(copies, rejections);
+        }
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        if let Some(d) = delay {
+            tokio::time::sleep(d).await;
+        }
+        io.write_all(&self.out).await?;
+        self.out.clear();
+        Ok(())
+    }
+
+    fn step(&mut self) -> Step {
+        match self.mode {
+            Mode::Command => self.step_command(),
+            Mode::Data { .. } => self.step_data(),
+        }
+    }
+
+    fn step_command(&mut self) -> Step {
+        let Some(nl) = memchr::memchr(b'\n', &self.inbuf) else {
+            if self.inbuf.len() > MAX_COMMAND_LINE {
+                self.reply(reply::LINE_TOO_LONG);
+                return Step::Close;
+            }
+            return Step::NeedMore;
+        };
+        if nl > MAX_COMMAND_LINE {
+            self.reply(reply::LINE_TOO_LONG);
+            return Step::Close;
+        }
+        let line = self.inbuf.split_to(nl + 1);
+        let line = line.strip_suffix(b"\n").unwrap_or(&line);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let step = self.command(line);
+        if self.errors > MAX_ERRORS {
+            return Step::Close;
+        }
+        step
+    }
+
+    fn command(&mut self, line: &[u8]) -> Step {
+        let verb: [u8; 4] = match line.get(..4) {
+            Some(v) => [v[0], v[1], v[2], v[3]].map(|b| b.to_ascii_uppercase()),
+            None => [0; 4],
+        };
+        let args = line.get(4..).unwrap_or_default();
+        match &verb {
+            b"EHLO" | b"HELO" => {
+                self.reset_transaction();
+                self.greeted = true;
+                let text = match (&verb, self.tls) {
+                    (b"HELO", _) => &self.host.helo,
+                    (_, false) => &self.host.ehlo_plain,
+                    (_, true) => &self.host.ehlo_tls,
+                };
+                let text = text.clone();
+                self.push(text.as_bytes());
+            }
+            b"MAIL" => return self.mail(args),
+            b"RCPT" => self.rcpt(args),
+            b"DATA" => return self.data_command(),
+            b"RSET" => {
+                self.reset_transaction();
+                self.reply(reply::OK);
+            }
+            b"NOOP" => self.reply(reply::OK),
+            b"VRFY" => self.reply(reply::CANNOT_VRFY),
+            b"QUIT" => {
+                self.reply(reply::BYE);
+                return Step::Close;
+            }
+            b"STAR" if line.eq_ignore_ascii_case(b"STARTTLS") => return self.starttls(),
+            _ => self.error(reply::UNRECOGNIZED),
+        }
+        Step::Continue
+    }
+
+    fn error(&mut self, r: Reply) {
+        self.errors += 1;
+        self.reply(r);
+    }
+
+    fn starttls(&mut self) -> Step {
+        if self.tls || self.host.tls.is_none() {
+            self.error(reply::NO_STARTTLS);
+            return Step::Continue;
+        }
+        self.reply(reply::TLS_READY);
+        Step::StartTls
+    }
+
+    fn mail(&mut self, args: &[u8]) -> Step {
+        if !self.greeted || self.mail_from.is_some() {
+            self.error(reply::BAD_SEQUENCE);
+            return Step::Continue;
+        }
+        let Some((sender, params)) = parse_path(args, b" FROM:") else {
+            self.error(reply::SYNTAX);
+            return Step::Continue;
+        };
+        if let Profile::Throttle {
+            max_msgs_per_conn: Some(max),
+            ..
+        } = self.host.spec.profile
+        {
+            if self.msgs_on_conn >= max {
+                self.mail_from = Some(sender);
+                self.refuse(reply::THROTTLED_CONN, None);
+                return Step::Close;
+            }
+        }
+        if declared_size(params).is_some_and(|s| s > self.host.settings.max_message_bytes) {
+            self.refuse(reply::TOO_BIG, None);
+            return Step::Continue;
+        }
+        self.mail_from = Some(sender);
+        self.reply(reply::MAIL_OK);
+        Step::Continue
+    }
+
+    fn rcpt(&mut self, args: &[u8]) {
+        if self.mail_from.is_none() {
+            self.error(reply::BAD_SEQUENCE);
+            return;
+        }
+        let Some((rcpt, _)) = parse_path(args, b" TO:").filter(|(r, _)| !r.is_empty()) else {
+            self.error(reply::SYNTAX);
+            return;
+        };
+        if self.rcpts.len() >= self.host.settings.max_recipients {
+            self.refuse(reply::TOO_MANY_RCPTS, Some(rcpt));
+            return;
+        }
+        match self.rcpt_verdict(&rcpt) {
+            None => {
+                self.rcpts.push(rcpt);
+                self.reply(reply::RCPT_OK);
+            }
+            Some(r) => self.refuse(r, Some(rcpt)),
+        }
+    }
+
+    /// The profile's answer to a recipient: `None` accepts it.
+    fn rcpt_verdict(&self, rcpt: &str) -> Option<Reply> {
+        match &self.host.spec.profile {
+            Profile::UnknownUsers { users, fraction } => {
+                let local = rcpt.rsplit_once('@').map_or(rcpt, |(l, _)| l);
+                is_unknown(local, users, *fraction).then_some(reply::USER_UNKNOWN)
+            }
+            Profile::Greylist { retry_after } => {
+                let sender = self.mail_from.as_deref().unwrap_or_default();
+                self.greylisted(sender, rcpt, *retry_after)
+                    .then_some(reply::GREYLISTED)
+            }
+            Profile::Throttle {
+                max_msgs_per_min: Some(max),
+                ..
+            } => (!self.host.take_minute_slot(*max)).then_some(reply::THROTTLED_RATE),
+            _ => None,
+        }
+    }
+
+    /// True while the pair is within its greylisting interval (the first attempt starts it).
+    fn greylisted(&self, sender: &str, rcpt: &str, retry_after: Duration) -> bool {
+        let now = Instant::now();
+        let mut table = self.host.lock_greylist();
+        if table.len() >= MAX_GREYLIST_ENTRIES {
+            table.clear();
+        }
+        let first = *table
+            .entry((sender.into(), rcpt.to_ascii_lowercase().into()))
+            .or_insert(now);
+        now.duration_since(first) < retry_after
+    }
+
+    fn data_command(&mut self) -> Step {
+        if self.mail_from.is_none() {
+            self.error(reply::BAD_SEQUENCE);
+            return Step::Continue;
+        }
+        if self.rcpts.is_empty() {
+            self.reset_transaction();
+            self.reply(reply::NO_VALID_RCPTS);
+            return Step::Continue;
+        }
+        self.reply(reply::START_DATA);
+        if let Profile::DropMidData { after_msgs } = self.host.spec.profile {
+            if self.msgs_on_conn >= after_msgs {
+                return Step::Drop;
+            }
+        }
+        self.mode = Mode::Data {
+            scan_from: 0,
+            at_start: true,
+            too_big: false,
+        };
+        Step::Continue
+    }
+
+    fn step_data(&mut self) -> Step {
+        let Mode::Data {
+            scan_from,
+            at_start,
+            too_big,
+        } = self.mode
+        else {
+            return Step::Continue;
+        };
+        let Some((msg_len, consumed)) = data::find_end(&self.inbuf, scan_from, at_start) else {
+            let len = self.inbuf.len();
+            let over = too_big || len > self.host.settings.max_message_bytes;
+            if over && len > 4 {
+                // Keep only what may be the start of a split end marker.
+                self.inbuf.advance(len - 4);
+            }
+            self.mode = Mode::Data {
+                scan_from: self.inbuf.len().saturating_sub(4),
+                at_start: at_start && !over,
+                too_big: over,
+            };
+            return Step::NeedMore;
+        };
+        let raw = self.inbuf.split_to(consumed).freeze();
+        self.mode = Mode::Command;
+        if too_big || msg_len > self.host.settings.max_message_bytes {
+            // One reply to the message (SMTP, not LMTP), one record per recipient refused.
+            self.reply(reply::TOO_BIG);
+            for rcpt in std::mem::take(&mut self.rcpts) {
+                self.record_refusal(reply::TOO_BIG, Some(rcpt));
+            }
+            self.reset_transaction();
+            return Step::Continue;
+        }
+        self.accept_message(raw.slice(..msg_len));
+        Step::Continue
+    }
+
+    /// Records one copy per accepted recipient and replies 250.
+    fn accept_message(&mut self, raw: Bytes) {
+        let msg = data::unstuff(raw);
+        let message_id = data::message_id(&msg).map(|id| self.intern_message_id(id));
+        let mime = self.mime_verdict(&msg);
+        let digest = recorder::digest(&msg);
+        let at_ms = self.host.recorder.elapsed_ms();
+        let keep = self.host.settings.keep_messages.then(|| msg.clone());
+        let sender = self.mail_from.take().unwrap_or_default();
+        for rcpt in self.rcpts.drain(..) {
+            self.copies.push(CopyRecord {
+                host: self.host.name.clone(),
+                sender: sender.clone(),
+                recipient: rcpt,
+                size: msg.len(),
+                digest,
+                at_ms,
+                message_id: message_id.clone(),
+                mime,
+                tls: self.tls,
+                duplicate: false,
+                message: keep.clone(),
+            });
+        }
+        self.msgs_on_conn += 1;
+        self.reply(reply::QUEUED);
+    }
+
+    /// Copies of one post share a Message-ID: share one allocation too.
+    fn intern_message_id(&mut self, id: String) -> Arc<str> {
+        match &self.last_message_id {
+            Some(last) if **last == *id => last.clone(),
+            _ => {
+                let id: Arc<str> = Arc::from(id);
+                self.last_message_id = Some(id.clone());
+                id
+            }
+        }
+    }
+
+    fn mime_verdict(&self, msg: &[u8]) -> MimeVerdict {
+        let every = u64::from(self.host.settings.check_mime_every);
+        if every == 0 {
+            return MimeVerdict::NotChecked;
+        }
+        let n = self.host.mime_counter.fetch_add(1, Ordering::Relaxed);
+        if n % every == 0 {
+            mime::check(msg)
+        } else {
+            mime::check_lines_only(msg)
+        }
+    }
+}
+
+/// Parses `<path> params` after `keyword` (" FROM:" / " TO:", case-insensitive, spaces allowed
+/// after the colon). The path must be printable ASCII without angle brackets inside.
+fn parse_path<'a>(args: &'a [u8], keyword: &[u8]) -> Option<(Box<str>, &'a [u8])> {
+    let head = args.get(..keyword.len())?;
+    if !head.eq_ignore_ascii_case(keyword) {
+        return None;
+    }
+    let rest = args[keyword.len()..].trim_ascii_start();
+    let (path, params) = match rest.strip_prefix(b"<") {
+        Some(r) => {
+            let end = memchr::memchr(b'>', r)?;
+            (&r[..end], &r[end + 1..])
+        }
+        None => {
+            let end = memchr::memchr(b' ', rest).unwrap_or(rest.len());
+            (&rest[..end], &rest[end..])
+        }
+    };
+    if !path.iter().all(|b| (33..=126).contains(b) && *b != b'<') {
+        return None;
+    }
+    let path = std::str::from_utf8(path).ok()?;
+    Some((path.into(), params))
+}
+
+/// The SIZE=n parameter of MAIL, if given and numeric.
+fn declared_size(params: &[u8]) -> Option<usize> {
+    params.split(|b| *b == b' ').find_map(|p| {
+        let v = p
+            .get(..5)?
+            .eq_ignore_ascii_case(b"SIZE=")
+            .then(|| &p[5..])?;
+        std::str::from_utf8(v).ok()?.parse().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_paths_and_size() {
+        let (p, params) = parse_path(b" FROM:<a@b.example> SIZE=100", b" FROM:").unwrap();
+        assert_eq!(&*p, "a@b.example");
+        assert_eq!(declared_size(params), Some(100));
+        let (p, _) = parse_path(b" from: <>", b" FROM:").unwrap();
+        assert_eq!(&*p, "");
+        let (p, _) = parse_path(b" TO:c@d.example", b" TO:").unwrap();
+        assert_eq!(&*p, "c@d.example");
+        assert!(parse_path(b" TO:<a b@c>", b" TO:").is_none());
+        assert!(parse_path(b" TO:<a@c", b" TO:").is_none());
+        assert!(parse_path(b"XTO:<a@c>", b" TO:").is_none());
+        assert_eq!(declared_size(b" BODY=8BITMIME"), None);
+    }
+}

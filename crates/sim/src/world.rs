@@ -1,0 +1,146 @@
+//! [`World`]: starts the DNS server and the receivers of a [`WorldConfig`], and stops them.
+//!
+//! The zone is derived from the config: for each domain, MX records for its primary and extra
+//! MX hosts, and an A record per host. Herald is pointed at [`World::dns_addr`] and delivers on
+//! [`World::smtp_port`]; what arrives is in [`World::recorder`].
+//!
+//! Invariants: nothing binds outside 127.0.0.0/8; receivers never use 127.0.0.1 (Herald's own
+//! address); the recorder's clock starts when the world does.
+//!
+//! SECURITY: see the crate docs; the config is validated again here, whatever built it.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+
+use crate::config::{DomainConfig, Expectation, HostSpec, WorldConfig};
+use crate::dns::{DnsServer, Zone};
+use crate::receiver::Receivers;
+use crate::{Recorder, SimError};
+
+/// A running simulated Internet.
+pub struct World {
+    config: WorldConfig,
+    dns: DnsServer,
+    receivers: Receivers,
+    recorder: Recorder,
+    /// Domain name → index in `config.domains`, for per-address lookups over large member lists.
+    domain_index: HashMap<String, usize>,
+}
+
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World")
+            .field("dns_addr", &self.dns.local_addr())
+            .field("smtp_port", &self.receivers.port)
+            .field("domains", &self.config.domains.len())
+            .finish()
+    }
+}
+
+/// The DNS zone a world publishes.
+pub fn zone_of(config: &WorldConfig) -> Zone {
+    let mut zone = Zone::new();
+    for d in &config.domains {
+        zone.add_mx(&d.name, d.mx_preference, &d.mx_host);
+        zone.add_a(&d.mx_host, d.mx_addr);
+        for x in &d.extra_mx {
+            zone.add_mx(&d.name, x.preference, &x.host);
+            zone.add_a(&x.host, x.addr);
+        }
+    }
+    zone
+}
+
+impl World {
+    /// Validates `config`, starts the receivers (resolving `smtp_port = 0` to a free port) and
+    /// the DNS server.
+    pub async fn start(config: WorldConfig) -> Result<World, SimError> {
+        config.validate()?;
+        let recorder = Recorder::new();
+        let hosts = config.hosts();
+        let receivers =
+            Receivers::start(&hosts, config.smtp_port, &config.receiver, &recorder).await?;
+        let dns = match DnsServer::start(config.dns_addr, zone_of(&config)).await {
+            Ok(dns) => dns,
+            Err(e) => {
+                receivers.shutdown().await;
+                return Err(e);
+            }
+        };
+        let mut config = config;
+        config.smtp_port = receivers.port;
+        let domain_index = (config.domains.iter().enumerate())
+            .map(|(i, d)| (d.name.clone(), i))
+            .collect();
+        Ok(World {
+            domain_index,
+            config,
+            dns,
+            receivers,
+            recorder,
+        })
+    }
+
+    /// Where the DNS server listens (UDP and TCP).
+    pub fn dns_addr(&self) -> SocketAddr {
+        self.dns.local_addr()
+    }
+
+    /// The port every receiver listens on.
+    pub fn smtp_port(&self) -> u16 {
+        self.receivers.port
+    }
+
+    /// The record of everything received.
+    pub fn recorder(&self) -> &Recorder {
+        &self.recorder
+    }
+
+    /// The config the world runs (with `smtp_port` resolved).
+    pub fn config(&self) -> &WorldConfig {
+        &self.config
+    }
+
+    /// The DNS server, e.g. to change the zone while running.
+    pub fn dns(&self) -> &DnsServer {
+        &self.dns
+    }
+
+    /// The receiver hosts.
+    pub fn hosts(&self) -> Vec<HostSpec> {
+        self.config.hosts()
+    }
+
+    /// The domain config of `domain` (case-insensitive).
+    pub fn domain(&self, domain: &str) -> Option<&DomainConfig> {
+        let i = self.domain_index.get(&domain.to_ascii_lowercase())?;
+        self.config.domains.get(*i)
+    }
+
+    /// The primary MX address of `domain`, with the SMTP port.
+    pub fn mx_addr(&self, domain: &str) -> Option<SocketAddr> {
+        let d = self.domain(domain)?;
+        Some(SocketAddr::new(IpAddr::V4(d.mx_addr), self.smtp_port()))
+    }
+
+    /// What delivery to `address` should end as by design.
+    pub fn expectation(&self, address: &str) -> Expectation {
+        let domain = address.rsplit_once('@').map_or("", |(_, d)| d);
+        match self.domain(domain) {
+            Some(d) => d.expectation(address),
+            None => Expectation::NoSuchDomain,
+        }
+    }
+
+    /// The DER of the self-signed certificate STARTTLS hosts present, if any offers STARTTLS.
+    pub fn tls_certificate_der(&self) -> Option<&[u8]> {
+        self.receivers.certificate_der.as_deref()
+    }
+
+    /// Stops the receivers and the DNS server and waits until their sockets are closed. The
+    /// recorder (a clone of it) stays readable.
+    pub async fn shutdown(self) {
+        self.receivers.shutdown().await;
+        self.dns.shutdown().await;
+    }
+}

@@ -1,0 +1,317 @@
+//! Whole worlds: config parsing and its errors, the generator, and DNS published for the
+//! receivers.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use herald_sim::config::Expectation;
+use herald_sim::{GenSpec, Profile, ProfileFractions, World, WorldConfig};
+use hickory_proto::op::{Message, Query};
+use hickory_proto::rr::{Name, RData, RecordType};
+use std::net::Ipv4Addr;
+
+const GOOD: &str = r#"
+smtp_port = 0
+[receiver]
+check_mime_every = 1
+keep_messages = true
+
+[[domains]]
+name = "bigmail.example"
+mx_addr = "127.1.8.1"
+weight = 50
+starttls = true
+profile = { kind = "throttle", max_msgs_per_conn = 100 }
+extra_mx = [{ host = "mx2.bigmail.example", addr = "127.1.8.2", preference = 20, profile = { kind = "hung" } }]
+
+[[domains]]
+name = "Slow.Example"
+mx_addr = "127.1.8.3"
+profile = { kind = "slow", delay_ms = 5 }
+
+[[domains]]
+name = "grey.example"
+mx_addr = "127.1.8.4"
+profile = { kind = "greylist", retry_after_secs = 0.5 }
+
+[[domains]]
+name = "dead.example"
+mx_addr = "127.1.8.5"
+profile = { kind = "refused" }
+"#;
+
+#[test]
+fn parses_a_world_and_round_trips_it() {
+    let cfg = WorldConfig::from_toml(GOOD).unwrap();
+    assert_eq!(cfg.domains.len(), 4);
+    assert_eq!(cfg.domains[1].name, "slow.example");
+    assert_eq!(cfg.domains[1].mx_host, "mx.slow.example");
+    assert_eq!(cfg.domains[0].extra_mx[0].profile, Some(Profile::Hung));
+    assert_eq!(cfg.hosts().len(), 5);
+    let again = WorldConfig::from_toml(&cfg.to_toml().unwrap()).unwrap();
+    assert_eq!(again, cfg);
+    assert_eq!(
+        cfg.expectation("a@bigmail.example"),
+        Expectation::Deliverable
+    );
+    assert_eq!(cfg.expectation("a@dead.example"), Expectation::Unreachable);
+    assert_eq!(
+        cfg.expectation("a@elsewhere.example"),
+        Expectation::NoSuchDomain
+    );
+}
+
+#[test]
+fn bad_configs_name_the_key() {
+    let domain = |extra: &str| {
+        format!("[[domains]]\nname = \"a.example\"\nmx_addr = \"127.1.8.1\"\n{extra}\n")
+    };
+    let cases: Vec<(String, &str, &str)> = vec![
+        (
+            domain("profile = { kind = \"slow\", delay_ms = \"soon\" }"),
+            "domains[0].profile.delay_ms",
+            "invalid type",
+        ),
+        (
+            domain("profile = { kind = \"slow\" }"),
+            "domains[0].profile.delay_ms",
+            "required",
+        ),
+        (
+            domain("profile = { kind = \"slow\", delay_ms = 5, retry_after_secs = 1 }"),
+            "domains[0].profile.retry_after_secs",
+            "not used by kind",
+        ),
+        (
+            domain("profile = { kind = \"bouncy\" }"),
+            "domains[0].profile.kind",
+            "unknown variant",
+        ),
+        (
+            domain("colour = \"red\""),
+            "domains[0].colour",
+            "unknown key",
+        ),
+        (
+            "[[domains]]\nname = \"a.example\"\n".into(),
+            "domains[0].mx_addr",
+            "required key is missing",
+        ),
+        (
+            "[[domains]]\nname = \"a.example\"\nmx_addr = \"10.0.0.1\"\n".into(),
+            "domains[0].mx_addr",
+            "not in 127.0.0.0/8",
+        ),
+        (
+            "[[domains]]\nname = \"a.example\"\nmx_addr = \"127.0.0.1\"\n".into(),
+            "domains[0].mx_addr",
+            "reserved for Herald",
+        ),
+        (
+            format!("{}{}", domain(""), domain("")),
+            "domains[1].name",
+            "duplicate domain",
+        ),
+        (
+            domain("profile = { kind = \"unknown_users\", fraction = 2.0 }"),
+            "domains[0].profile.fraction",
+            "between 0 and 1",
+        ),
+        (
+            domain("profile = { kind = \"greylist\", retry_after_secs = -1 }"),
+            "domains[0].profile.retry_after_secs",
+            "between 0",
+        ),
+        (
+            "[[domains]]\nname = \"bad_name.example\"\nmx_addr = \"127.1.8.1\"\n".into(),
+            "domains[0].name",
+            "not a valid domain",
+        ),
+        (
+            "dns_addr = \"8.8.8.8:53\"\n".into(),
+            "dns_addr",
+            "not in 127.0.0.0/8",
+        ),
+        ("smtp_port = 70000\n".into(), "smtp_port", ""),
+        (
+            "[receiver]\nmax_recipients = 0\n".into(),
+            "receiver.max_recipients",
+            "> 0",
+        ),
+    ];
+    for (text, key, fragment) in cases {
+        let err = WorldConfig::from_toml(&text).unwrap_err();
+        assert_eq!(err.key_path(), Some(key), "{text}\n→ {err}");
+        assert!(err.to_string().starts_with(&format!("{key}: ")), "{err}");
+        assert!(err.to_string().contains(fragment), "{err}");
+    }
+    let err = WorldConfig::from_toml("domains = [").unwrap_err();
+    assert!(err.to_string().contains("not valid TOML"), "{err}");
+}
+
+#[test]
+fn generated_worlds_are_deterministic_and_zipf_shaped() {
+    let spec = GenSpec {
+        domains: 2000,
+        seed: 7,
+        fractions: ProfileFractions {
+            hung: 0.02,
+            refused: 0.01,
+            greylist: 0.01,
+            slow: 0.03,
+            unknown_users: 0.005,
+            throttle: 0.2,
+            starttls: 0.5,
+            ..ProfileFractions::default()
+        },
+        ..GenSpec::default()
+    };
+    let a = WorldConfig::generate(&spec).unwrap();
+    assert_eq!(a, WorldConfig::generate(&spec).unwrap());
+    assert_eq!(a.domains[0].name, "d0000.example");
+    assert_eq!(a.domains[0].mx_addr, Ipv4Addr::new(127, 1, 1, 1));
+    assert_eq!(a.domains[1999].mx_addr, Ipv4Addr::new(127, 1, 8, 222));
+
+    let members = a.member_addresses(100_000);
+    assert_eq!(members.len(), 100_000);
+    assert_eq!(members, a.member_addresses(100_000));
+    let unique: std::collections::HashSet<_> = members.iter().collect();
+    assert_eq!(unique.len(), members.len());
+    let counts = a.member_counts(100_000);
+    assert!(counts[0] > 10 * counts[20] && counts[20] >= counts[1999]);
+
+    // Shares of members per profile come close to what was asked.
+    let share = |pred: &dyn Fn(&Profile) -> bool| {
+        let hit: usize = a
+            .domains
+            .iter()
+            .zip(&counts)
+            .filter(|(d, _)| pred(&d.profile))
+            .map(|(_, c)| c)
+            .sum();
+        hit as f64 / 100_000.0
+    };
+    let hung = share(&|p| *p == Profile::Hung);
+    assert!((0.015..=0.025).contains(&hung), "hung share {hung}");
+    let throttle = share(&|p| matches!(p, Profile::Throttle { .. }));
+    assert!(
+        (0.15..=0.21).contains(&throttle),
+        "throttle share {throttle}"
+    );
+    let by_name: std::collections::HashMap<_, _> =
+        a.domains.iter().map(|d| (d.name.as_str(), d)).collect();
+    let unknown = members
+        .iter()
+        .filter(|m| {
+            let d = by_name[m.rsplit_once('@').unwrap().1];
+            d.expectation(m) == Expectation::UnknownUser
+        })
+        .count() as f64
+        / 100_000.0;
+    assert!(
+        (0.003..=0.007).contains(&unknown),
+        "unknown share {unknown}"
+    );
+
+    let bad = GenSpec {
+        fractions: ProfileFractions {
+            hung: 0.7,
+            refused: 0.7,
+            ..ProfileFractions::default()
+        },
+        ..GenSpec::default()
+    };
+    let err = WorldConfig::generate(&bad).unwrap_err();
+    assert_eq!(err.key_path(), Some("gen.fractions"));
+}
+
+#[tokio::test]
+async fn a_world_publishes_its_mx_hosts_in_dns() {
+    let mut cfg = WorldConfig::from_toml(GOOD).unwrap();
+    for (i, d) in cfg.domains.iter_mut().enumerate() {
+        d.mx_addr = Ipv4Addr::new(127, 1, 7, i as u8 + 1);
+    }
+    cfg.domains[0].extra_mx[0].addr = Ipv4Addr::new(127, 1, 7, 100);
+    let world = World::start(cfg).await.unwrap();
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut q = Message::new();
+    q.set_id(1).set_recursion_desired(true);
+    q.add_query(Query::query(
+        Name::from_ascii("bigmail.example.").unwrap(),
+        RecordType::MX,
+    ));
+    sock.send_to(&q.to_vec().unwrap(), world.dns_addr())
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1500];
+    let (n, _) = sock.recv_from(&mut buf).await.unwrap();
+    let r = Message::from_vec(&buf[..n]).unwrap();
+    let mut mx: Vec<_> = r
+        .answers()
+        .iter()
+        .filter_map(|a| match a.data() {
+            RData::MX(m) => Some((m.preference(), m.exchange().to_ascii())),
+            _ => None,
+        })
+        .collect();
+    mx.sort();
+    assert_eq!(mx[0], (10, "mx.bigmail.example.".into()));
+    assert_eq!(mx[1], (20, "mx2.bigmail.example.".into()));
+    assert_eq!(
+        world.mx_addr("bigmail.example").map(|a| a.port()),
+        Some(world.smtp_port())
+    );
+    world.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_generated_world_starts_and_each_host_behaves() {
+    use tokio::io::AsyncReadExt;
+    let spec = GenSpec {
+        domains: 60,
+        seed: 3,
+        zipf_exponent: 0.0, // equal sizes, so each share maps to whole domains
+        fractions: ProfileFractions {
+            hung: 0.1,
+            refused: 0.1,
+            slow: 0.1,
+            starttls: 0.5,
+            ..ProfileFractions::default()
+        },
+        slow_delay_ms: 1,
+        ..GenSpec::default()
+    };
+    let cfg = WorldConfig::generate(&spec).unwrap();
+    let world = World::start(cfg).await.unwrap();
+    let (mut refused, mut hung, mut greeted) = (0, 0, 0);
+    for h in world.hosts() {
+        let addr = std::net::SocketAddr::from((h.addr, world.smtp_port()));
+        let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+            assert_eq!(h.profile, Profile::Refused, "{}", h.name);
+            refused += 1;
+            continue;
+        };
+        let mut buf = [0u8; 4];
+        let wait =
+            std::time::Duration::from_millis(if h.profile == Profile::Hung { 50 } else { 2000 });
+        match tokio::time::timeout(wait, s.read_exact(&mut buf)).await {
+            Ok(Ok(_)) => {
+                assert_eq!(&buf, b"220 ", "{}", h.name);
+                greeted += 1;
+            }
+            _ => {
+                assert_eq!(h.profile, Profile::Hung, "{}", h.name);
+                hung += 1;
+            }
+        }
+    }
+    assert_eq!((refused, hung, greeted), (6, 6, 51));
+    let port = world.smtp_port();
+    world.shutdown().await;
+
+    // Shutdown released the sockets: the same fixed port binds again at once.
+    let mut again = WorldConfig::generate(&GenSpec { domains: 5, ..spec }).unwrap();
+    again.smtp_port = port;
+    World::start(again).await.unwrap().shutdown().await;
+}
