@@ -109,8 +109,47 @@ async fn every_member_gets_exactly_one_personalized_copy_of_each_post() {
             check_copy(raw, i, &member, &list);
         }
     }
+    // /metrics counts the same outcomes.
+    let metrics = reqwest::get(format!("{api}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let delivered_line = format!(
+        "herald_copies_total{{outcome=\"delivered\"}} {}",
+        2 * MEMBERS
+    );
+    assert!(metrics.contains(&delivered_line), "{metrics}");
+    assert!(
+        metrics.contains("herald_posts_completed_total 2\n"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("herald_spool_commits_total"), "{metrics}");
+
+    let data_dir = server.data_dir.clone();
     server.stop().await;
     world.shutdown().await;
+
+    // One delivery log line per attempt, greppable in the classic fields.
+    let log = std::fs::read_to_string(data_dir.join("log/delivery.log")).expect("delivery log");
+    let sent: Vec<&str> = log.lines().filter(|l| l.contains("status=sent")).collect();
+    assert_eq!(sent.len(), 2 * MEMBERS);
+    let line = sent[0];
+    for field in [
+        ": to=<",
+        ", relay=mx.d",
+        ", delay=",
+        ", xdelay=",
+        ", tries=1",
+        ", dsn=2.",
+    ] {
+        assert!(line.contains(field), "{field} missing: {line}");
+    }
+    assert_eq!(
+        log.lines().filter(|l| l.ends_with(": completed")).count(),
+        2
+    );
 }
 
 /// One copy's headers and footer are this member's and nobody else's.
