@@ -85,7 +85,9 @@ fn auto_reply_signals(msg: &Message<'_>) -> AutoSignal {
     let header = |name: &str| msg.header_raw(name).map(|v| v.trim().to_ascii_lowercase());
     let is_report = msg.content_type().is_some_and(|ct| {
         ct.ctype().eq_ignore_ascii_case("multipart")
-            && ct.subtype().is_some_and(|s| s.eq_ignore_ascii_case("report"))
+            && ct
+                .subtype()
+                .is_some_and(|s| s.eq_ignore_ascii_case("report"))
     });
     if is_report {
         return AutoSignal::None;

@@ -184,7 +184,9 @@ pub fn find_reply_code(text: &str) -> Option<u16> {
     (0..b.len().saturating_sub(2)).find_map(|i| {
         let w = &b[i..i + 3];
         let before_ok = i == 0 || !b[i - 1].is_ascii_alphanumeric() && b[i - 1] != b'.';
-        let after_ok = b.get(i + 3).is_none_or(|c| matches!(c, b' ' | b'-' | b'\r' | b'\n'));
+        let after_ok = b
+            .get(i + 3)
+            .is_none_or(|c| matches!(c, b' ' | b'-' | b'\r' | b'\n'));
         if before_ok && after_ok && matches!(w[0], b'4' | b'5') && w.iter().all(u8::is_ascii_digit)
         {
             std::str::from_utf8(w).ok()?.parse().ok()
@@ -216,7 +218,10 @@ pub(crate) fn floor_char_boundary(s: &str, max: usize) -> usize {
     if max >= s.len() {
         return s.len();
     }
-    (0..=max).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0)
+    (0..=max)
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -230,7 +235,10 @@ mod tests {
             EnhancedStatus::parse("5.1.1")
         );
         assert_eq!(find_enhanced_status("from 192.168.5.1.4 ok"), None);
-        assert_eq!(find_enhanced_status("version 2.5.12"), EnhancedStatus::parse("2.5.12"));
+        assert_eq!(
+            find_enhanced_status("version 2.5.12"),
+            EnhancedStatus::parse("2.5.12")
+        );
         assert_eq!(find_reply_code("host said: 550 no"), Some(550));
         assert_eq!(find_reply_code("port 2550 x"), None);
     }
@@ -238,10 +246,16 @@ mod tests {
     #[test]
     fn phrases_classify_in_priority_order() {
         let k = |t: &str| classify_text(t).map(|(k, _)| k);
-        assert_eq!(k("550 5.7.1 Message rejected as spam"), Some(BounceKind::Policy));
+        assert_eq!(
+            k("550 5.7.1 Message rejected as spam"),
+            Some(BounceKind::Policy)
+        );
         assert_eq!(k("550 user unknown"), Some(BounceKind::Hard));
         assert_eq!(k("552 mailbox full"), Some(BounceKind::Soft));
-        assert_eq!(k("Delivery has been delayed; will retry"), Some(BounceKind::Delayed));
+        assert_eq!(
+            k("Delivery has been delayed; will retry"),
+            Some(BounceKind::Delayed)
+        );
         assert_eq!(k("your IP is listed at spamhaus"), Some(BounceKind::Policy));
         assert_eq!(k("hello there"), None);
     }

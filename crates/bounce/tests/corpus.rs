@@ -11,7 +11,10 @@ fn every_corpus_message_classifies_as_expected() {
     let expected = std::fs::read_to_string(dir.join("EXPECTED")).expect("EXPECTED");
     let mut checked = 0;
     let mut failures = Vec::new();
-    for line in expected.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+    for line in expected
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
         let cols: Vec<&str> = line.split_whitespace().collect();
         let [file, kind, rcpt] = cols[..] else {
             panic!("bad EXPECTED line: {line}")
@@ -19,7 +22,10 @@ fn every_corpus_message_classifies_as_expected() {
         let raw = std::fs::read(dir.join(file)).expect(file);
         let v = classify_message(&raw);
         let want_kind = BounceKind::parse(kind).expect("kind");
-        let got_rcpt = v.recipient.as_ref().map_or("-".to_string(), |a| a.to_string());
+        let got_rcpt = v
+            .recipient
+            .as_ref()
+            .map_or("-".to_string(), |a| a.to_string());
         if v.kind != want_kind || got_rcpt != rcpt {
             failures.push(format!(
                 "{file}: want {kind} {rcpt}, got {} {got_rcpt} ({:?})",
