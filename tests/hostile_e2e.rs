@@ -113,7 +113,10 @@ async fn smtp_refuses_hostile_sessions_and_keeps_what_it_accepts() {
         if told("bob@d1.test") && told("mallory@d1.test") {
             break snap;
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "generated mail not delivered");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "generated mail not delivered"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let list_copies = snap
@@ -122,7 +125,10 @@ async fn smtp_refuses_hostile_sessions_and_keeps_what_it_accepts() {
         .filter(|c| c.message_id.as_deref().is_some_and(|m| m.contains("ok1")))
         .count();
     assert_eq!(list_copies, 1, "only the member's post reached a member");
-    assert_eq!(snap.accepted, 3, "the post, the help reply and the held notice");
+    assert_eq!(
+        snap.accepted, 3,
+        "the post, the help reply and the held notice"
+    );
     assert_eq!(snap.copies_for("alice@d0.test").len(), 1);
     let started = std::time::Instant::now();
     loop {
