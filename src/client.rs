@@ -154,6 +154,8 @@ pub enum MemberCommand {
     },
     /// Import members from a CSV file with a header row: email[,name][,custom fields…].
     Import { list: String, file: PathBuf },
+    /// A member's status, bounce score and bounce history.
+    Show { list: String, address: String },
 }
 
 fn parse_field(s: &str) -> Result<(String, String), String> {
@@ -163,7 +165,7 @@ fn parse_field(s: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("expected key=value, got {s:?}"))
 }
 
-fn enc(s: &str) -> String {
+pub(crate) fn enc(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'@' | b'+' => {
@@ -257,6 +259,9 @@ pub async fn list(api: &Api, cmd: ListCommand) -> Result<()> {
 
 pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
     match cmd {
+        MemberCommand::Show { list, address } => {
+            crate::lists_cmd::member_show(api, &list, &address).await?
+        }
         MemberCommand::Add {
             list,
             address,

@@ -4,6 +4,7 @@
 
 mod client;
 mod demo;
+mod lists_cmd;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -47,6 +48,12 @@ enum Command {
     Queue(QueueArgs),
     /// Server status: lists, queue, recent posts, spool.
     Status,
+    /// Held posts: list them, approve or reject one.
+    Held(lists_cmd::HeldArgs),
+    /// Recent bounces by member and reason.
+    Bounces(lists_cmd::BouncesArgs),
+    /// Ask for a subscription (or, with --unsubscribe, its end) with double opt-in.
+    Subscribe(lists_cmd::SubscribeArgs),
 }
 
 #[derive(Args)]
@@ -93,6 +100,9 @@ async fn dispatch(command: Command, config: Config, server: Option<String>) -> R
         Command::Post(a) => client::post(&api()?, &a.list, &a.file, a.wait).await,
         Command::Queue(a) => client::queue(&api()?, a.json, a.limit).await,
         Command::Status => client::status(&api()?).await,
+        Command::Held(a) => lists_cmd::held(&api()?, a).await,
+        Command::Bounces(a) => lists_cmd::bounces(&api()?, a).await,
+        Command::Subscribe(a) => lists_cmd::subscribe(&api()?, a).await,
     }
 }
 

@@ -104,14 +104,44 @@ async fn smtp_refuses_hostile_sessions_and_keeps_what_it_accepts() {
     s.cmd("QUIT").await;
 
     wait_complete(&server.api, &post, Duration::from_secs(30)).await;
-    let snap = world.recorder().snapshot();
-    assert_eq!(snap.accepted, 1, "only the member's post reached a mailbox");
-    assert_eq!(snap.copies_for("alice@d0.test").len(), 1);
-    let (_, status) = http("GET", &format!("{}/api/status", server.api), None).await;
+    // Issue 5: the request is answered (help, to bob) and the held post's sender is told (to
+    // mallory); list members get only the member's post.
+    let started = std::time::Instant::now();
+    let snap = loop {
+        let snap = world.recorder().snapshot();
+        let told = |a: &str| snap.copies_for(a).len() == 1;
+        if told("bob@d1.test") && told("mallory@d1.test") {
+            break snap;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "generated mail not delivered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let list_copies = snap
+        .copies
+        .iter()
+        .filter(|c| c.message_id.as_deref().is_some_and(|m| m.contains("ok1")))
+        .count();
+    assert_eq!(list_copies, 1, "only the member's post reached a member");
     assert_eq!(
-        status["spool"]["live_posts"], 3,
-        "the bounce, the request and the held post are kept: {status}"
+        snap.accepted, 3,
+        "the post, the help reply and the held notice"
     );
+    assert_eq!(snap.copies_for("alice@d0.test").len(), 1);
+    let started = std::time::Instant::now();
+    loop {
+        let (_, status) = http("GET", &format!("{}/api/status", server.api), None).await;
+        if status["spool"]["live_posts"] == 2 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the unrecognized bounce (kept for an administrator) and the held post stay: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     server.stop().await;
     world.shutdown().await;
 }

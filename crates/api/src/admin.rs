@@ -37,6 +37,11 @@ async fn find_list(s: &ApiState, address: &str) -> Result<List, ApiError> {
         .ok_or_else(|| ApiError::NotFound(format!("no such list: {shown}")))
 }
 
+/// [`find_list`] for sibling modules.
+pub(crate) async fn find_list_pub(s: &ApiState, address: &str) -> Result<List, ApiError> {
+    find_list(s, address).await
+}
+
 /// A list with its member counts.
 #[derive(Serialize)]
 pub struct ListView {

@@ -9,10 +9,12 @@
 
 mod admin;
 mod error;
+mod lists_ops;
 mod spool_metrics;
 mod unsubscribe;
 
 pub use error::ApiError;
+pub use lists_ops::{ConfirmView, ListOps, OpsFuture};
 
 use axum::routing::{get, post};
 use axum::Router;
@@ -48,6 +50,8 @@ pub struct ApiState {
     pub injector: Arc<dyn Injector>,
     /// HMAC key of the unsubscribe tokens.
     pub secret: Vec<u8>,
+    /// Moderation, subscriptions and confirmations (implemented by the server).
+    pub lists: Arc<dyn ListOps>,
     pub started: Instant,
 }
 
@@ -81,6 +85,31 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route(
             "/unsubscribe/{list}/{member}/{token}",
             get(unsubscribe::confirm_page).post(unsubscribe::unsubscribe),
+        )
+        .route("/api/held", get(lists_ops::held))
+        .route("/api/held/{post}/approve", post(lists_ops::approve))
+        .route("/api/held/{post}/reject", post(lists_ops::reject))
+        .route("/api/bounces", get(lists_ops::bounces))
+        .route(
+            "/api/bounces/{post}",
+            axum::routing::delete(lists_ops::dismiss_bounce),
+        )
+        .route(
+            "/api/lists/{list}/members/{member}/detail",
+            get(lists_ops::member_detail),
+        )
+        .route(
+            "/api/lists/{list}/members/{member}/prefs",
+            post(lists_ops::member_prefs),
+        )
+        .route("/api/lists/{list}/subscribe", post(lists_ops::subscribe))
+        .route(
+            "/api/lists/{list}/unsubscribe",
+            post(lists_ops::unsubscribe_request),
+        )
+        .route(
+            "/confirm/{token}",
+            get(lists_ops::confirm_page).post(lists_ops::confirm),
         )
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)

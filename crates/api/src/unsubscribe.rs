@@ -103,7 +103,7 @@ pub async fn unsubscribe(
     }
 }
 
-fn page(title: &str, body: &str) -> String {
+pub(crate) fn page(title: &str, body: &str) -> String {
     format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>{t}</title></head>\
          <body><h1>{t}</h1>{body}</body></html>",
@@ -111,7 +111,7 @@ fn page(title: &str, body: &str) -> String {
     )
 }
 
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -21,6 +21,7 @@
 //! which parses untrusted text (see `import`). Names, fields, disabled reasons and list texts that
 //! later reach headers are refused if they carry control characters (no CR/LF injection).
 
+mod bounces;
 mod csvline;
 mod error;
 mod import;
@@ -30,6 +31,10 @@ mod model;
 mod schema;
 mod store;
 
+pub use bounces::{
+    BounceApplied, BounceEvent, BounceScore, NewBounce, DAY_MS, MAX_BOUNCE_LISTING,
+    MAX_EVENTS_PER_ADDRESS, MAX_REPUTATION_EVENTS,
+};
 pub use error::DirectoryError;
 pub use import::{IMPORT_BATCH_ROWS, MAX_LINE_BYTES, MAX_REPORTED_REJECTS};
 pub use lists::{MAX_FOOTER_BYTES, MAX_LIST_NAME_CHARS, MAX_MODERATORS, MAX_SUBJECT_PREFIX_CHARS};

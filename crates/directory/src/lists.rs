@@ -233,6 +233,16 @@ pub(crate) fn validate_settings(s: &ListSettings) -> Result<(), DirectoryError> 
             format!("more than {MAX_MODERATORS} moderators"),
         ));
     }
+    if s.allowed_content_types.len() > MAX_MODERATORS
+        || s.allowed_content_types
+            .iter()
+            .any(|t| t.is_empty() || t.len() > 127 || !t.bytes().all(|b| b.is_ascii_graphic()))
+    {
+        return Err(DirectoryError::invalid(
+            "settings.allowed_content_types",
+            format!("at most {MAX_MODERATORS} types like \"text/plain\" or \"image/*\""),
+        ));
+    }
     Ok(())
 }
 

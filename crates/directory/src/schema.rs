@@ -40,6 +40,35 @@ const MIGRATIONS: &[&str] = &[
         UNIQUE (list_id, address)
     );
     CREATE INDEX members_by_list ON members(list_id, id);",
+    // 1 -> 2: bounce history and scores, member preferences (issue 5). Bounce rows are keyed by
+    // address, not member id, so the history survives a member being removed and re-added, and
+    // list-reputation events (no member) use the empty address.
+    "CREATE TABLE bounce_events (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        list_id    INTEGER NOT NULL REFERENCES lists(id) ON DELETE CASCADE,
+        address    TEXT NOT NULL COLLATE NOCASE,
+        at_ms      INTEGER NOT NULL,
+        kind       TEXT NOT NULL,
+        status     TEXT,
+        diagnostic TEXT NOT NULL DEFAULT '',
+        source     TEXT NOT NULL,
+        post_id    INTEGER,
+        counted    INTEGER NOT NULL,
+        score      REAL NOT NULL
+    );
+    CREATE INDEX bounce_events_by_address ON bounce_events(list_id, address, id);
+    CREATE INDEX bounce_events_by_list ON bounce_events(list_id, id);
+    CREATE TABLE bounce_scores (
+        list_id         INTEGER NOT NULL REFERENCES lists(id) ON DELETE CASCADE,
+        address         TEXT NOT NULL COLLATE NOCASE,
+        score           REAL NOT NULL,
+        last_counted_ms INTEGER NOT NULL,
+        PRIMARY KEY (list_id, address)
+    );
+    CREATE TABLE member_prefs (
+        member_id         INTEGER PRIMARY KEY REFERENCES members(id) ON DELETE CASCADE,
+        skip_if_addressed INTEGER NOT NULL DEFAULT 0
+    );",
 ];
 
 /// The schema version this build writes and understands.

@@ -24,6 +24,7 @@
 //! `encode` (no CR/LF/control characters can reach a header or break a body line); the
 //! unsubscribe link carries an HMAC token keyed by the list secret.
 
+pub mod dedup;
 mod encode;
 mod error;
 mod footer;
@@ -33,6 +34,7 @@ mod mime;
 mod template;
 mod token;
 
+pub use dedup::{DedupConfig, DedupError, DedupStore, Seen};
 pub use error::FanoutError;
 pub use message::MAX_HEADER_BYTES;
 pub use template::Template;
@@ -91,6 +93,25 @@ pub fn render(list: &List, ctx: &ListContext, raw_post: &[u8]) -> Result<Templat
         mac: token::keyed_mac(&ctx.secret),
         url_prefix,
     }))
+}
+
+/// A template that sends `raw` unchanged (CRLF line endings, dot-stuffed) to every recipient:
+/// for mail Herald writes itself (confirmations, notices), which carries no list headers,
+/// footer or unsubscribe link. The return path is still the list's VERP bounce address, so a
+/// bouncing confirmation is recognized (and counts against nobody who is not a member).
+pub fn verbatim(list: &Address, secret: &[u8], raw: &[u8]) -> Template {
+    let msg = message::normalize(raw);
+    let mut b = template::Builder::new(msg.len());
+    b.push(&msg);
+    if !msg.ends_with(b"\r\n") {
+        b.push(b"\r\n");
+    }
+    b.finish(template::TemplateParts {
+        list: list.clone(),
+        personalize: false,
+        mac: token::keyed_mac(secret),
+        url_prefix: Vec::new(),
+    })
 }
 
 /// `{{list_name}}`: the display name, or the list's local part when it has none.

@@ -8,7 +8,8 @@ use crate::report::Report;
 use herald_directory::Directory;
 use herald_fanout::ListContext;
 use herald_spool::{DoneSet, PostMeta};
-use herald_types::{MemberId, PostId};
+use herald_types::{Member, MemberId, MemberStatus, PostId};
+use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -19,6 +20,8 @@ pub struct ExpandCtx {
     pub jobs: mpsc::Sender<Vec<Job>>,
     pub reports: mpsc::Sender<Report>,
     pub page_size: usize,
+    /// Cross-post suppression (see [`Suppress`]); `None` disables it.
+    pub dedup: Option<herald_fanout::DedupStore>,
 }
 
 /// Why a post could not be expanded. The post stays in the spool (nothing is lost); the error is
@@ -64,11 +67,13 @@ pub async fn expand(
         .map_err(|source| ExpandError::Render { post: id, source })?;
     let post = Arc::new(PostCtx {
         id,
+        list_id,
         template,
         accepted_at_ms: meta.received_at_ms,
         max_age_ms: list.settings.max_age_secs.saturating_mul(1000),
     });
     let already_done = done.as_ref().map_or(0, |d| d.len());
+    let suppress = Arc::new(Suppress::load(&ctx, id, &meta, &body).await?);
     let mut after = MemberId(0);
     let mut queued = 0u64;
     loop {
@@ -79,6 +84,14 @@ pub async fn expand(
             .map_err(|source| ExpandError::Directory { post: id, source })?;
         let Some(last) = members.last() else { break };
         after = last.id;
+        let members = if suppress.is_empty() {
+            members
+        } else {
+            let (dir, s) = (ctx.directory.clone(), suppress.clone());
+            blocking(move || s.keep(&dir, members))
+                .await?
+                .map_err(|source| ExpandError::Directory { post: id, source })?
+        };
         let jobs: Vec<Job> = members
             .into_iter()
             .filter(|m| done.as_ref().is_none_or(|d| !d.contains(m.id)))
@@ -99,6 +112,150 @@ pub async fn expand(
         .await;
     Ok(queued)
 }
+
+/// Members a list post skips (issue 5): those who asked not to get the list copy of a post
+/// that names them in To/Cc, and — for a post cross-posted to several lists — those who are
+/// enabled members of a list that accepted the same Message-ID earlier (they get that copy).
+/// Empty for almost every post, so the fan-out hot path is one `is_empty` check per page.
+pub struct Suppress {
+    /// Lowercased addresses named in To/Cc whose member asked to be skipped.
+    addressed: HashSet<String>,
+    /// Earlier posts of other lists with the same Message-ID.
+    earlier: Vec<herald_fanout::Seen>,
+}
+
+/// Most To/Cc addresses looked at per post.
+const MAX_ADDRESSED: usize = 100;
+
+impl Suppress {
+    async fn load(
+        ctx: &ExpandCtx,
+        id: PostId,
+        meta: &PostMeta,
+        body: &bytes::Bytes,
+    ) -> Result<Suppress, ExpandError> {
+        let earlier = match (&ctx.dedup, &meta.message_id) {
+            (Some(d), Some(mid)) => d
+                .earlier_posts(mid, id, herald_types::unix_ms_now())
+                .into_iter()
+                .filter(|s| s.list != meta.list_id)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let named = addressed(body);
+        let addressed = if named.is_empty() {
+            HashSet::new()
+        } else {
+            let (dir, list) = (ctx.directory.clone(), meta.list_id);
+            blocking(move || dir.skip_if_addressed_among(list, &named))
+                .await?
+                .map_err(|source| ExpandError::Directory { post: id, source })?
+        };
+        Ok(Suppress { addressed, earlier })
+    }
+
+    fn is_empty(&self) -> bool {
+        self.addressed.is_empty() && self.earlier.is_empty()
+    }
+
+    /// The members of a page that still get this post (blocking: directory lookups, only for
+    /// cross-posted messages).
+    fn keep(
+        &self,
+        dir: &Directory,
+        members: Vec<Member>,
+    ) -> Result<Vec<Member>, herald_directory::DirectoryError> {
+        let mut out = Vec::with_capacity(members.len());
+        for m in members {
+            if self
+                .addressed
+                .contains(&m.address.to_string().to_ascii_lowercase())
+            {
+                continue;
+            }
+            let mut elsewhere = false;
+            for s in &self.earlier {
+                if dir.is_enabled_member_upto(s.list, s.max_member, &m.address)? {
+                    elsewhere = true;
+                    break;
+                }
+            }
+            if !elsewhere {
+                out.push(m);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Addresses in the post's To and Cc headers (bounded).
+fn addressed(body: &[u8]) -> Vec<herald_types::Address> {
+    let Some(msg) = mail_parser::MessageParser::new().parse_headers(body) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for field in [msg.to(), msg.cc()].into_iter().flatten() {
+        for a in field.iter().take(MAX_ADDRESSED) {
+            if let Some(Ok(addr)) = a.address().map(herald_types::Address::parse) {
+                out.push(addr);
+            }
+        }
+    }
+    out.truncate(MAX_ADDRESSED);
+    out
+}
+
+/// Expands a `Generated` post: one job per explicit recipient in `meta.recipients` (never the
+/// list's members), the body sent verbatim. Recipient `i` gets the member id `i + 1`, which is
+/// what the spool journals, so recovery skips the ones already final.
+pub async fn expand_generated(
+    ctx: Arc<ExpandCtx>,
+    id: PostId,
+    meta: PostMeta,
+    body: bytes::Bytes,
+    done: Option<DoneSet>,
+) -> Result<u64, ExpandError> {
+    let template = herald_fanout::verbatim(&meta.list_address, &ctx.list_ctx.secret, &body);
+    let post = Arc::new(PostCtx {
+        id,
+        list_id: meta.list_id,
+        template,
+        accepted_at_ms: meta.received_at_ms,
+        max_age_ms: GENERATED_MAX_AGE_MS,
+    });
+    let already_done = done.as_ref().map_or(0, |d| d.len());
+    let jobs: Vec<Job> = meta
+        .recipients
+        .iter()
+        .enumerate()
+        .map(|(i, address)| Member {
+            id: MemberId(i as i64 + 1),
+            list_id: meta.list_id,
+            address: address.clone(),
+            display_name: None,
+            status: MemberStatus::Enabled,
+            fields: Default::default(),
+        })
+        .filter(|m| done.as_ref().is_none_or(|d| !d.contains(m.id)))
+        .map(|m| Job::new(post.clone(), Arc::new(m)))
+        .collect();
+    let queued = jobs.len() as u64;
+    if !jobs.is_empty() && ctx.jobs.send(jobs).await.is_err() {
+        return Err(ExpandError::ShuttingDown { post: id });
+    }
+    let _ = ctx
+        .reports
+        .send(Report::Expanded {
+            post: id,
+            recipients: queued + already_done,
+            already_done,
+        })
+        .await;
+    Ok(queued)
+}
+
+/// Generated mail (confirmations, notices) is given up after two days.
+const GENERATED_MAX_AGE_MS: u64 = 2 * 24 * 3600 * 1000;
 
 /// Runs a directory call off the async runtime (rusqlite blocks).
 async fn blocking<T, F>(f: F) -> Result<T, tokio::task::JoinError>

@@ -2,13 +2,14 @@
 //! shared member) so the in-flight window, not the post size, bounds memory.
 
 use herald_fanout::Template;
-use herald_types::{Member, PostId};
+use herald_types::{ListId, Member, PostId};
 use std::sync::Arc;
 use std::time::Instant;
 
 /// What every copy of a post shares.
 pub struct PostCtx {
     pub id: PostId,
+    pub list_id: ListId,
     /// Rendered once; spliced per member at send time.
     pub template: Template,
     pub accepted_at_ms: u64,

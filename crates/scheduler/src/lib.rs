@@ -20,6 +20,7 @@ pub mod report;
 pub mod worker;
 
 pub use queue::{DestinationView, QueueSnapshot};
+pub use report::{FailedCopy, FAILED_COPY_CAPACITY};
 
 use herald_delivery::{ClientConfig, MxResolver};
 use herald_directory::Directory;
@@ -98,6 +99,10 @@ pub struct SchedulerDeps {
     pub resolver: Arc<MxResolver>,
     pub client: ClientConfig,
     pub list_ctx: ListContext,
+    /// Where permanent failures go for bounce scoring (`None`: not scored).
+    pub failures: Option<mpsc::Sender<report::FailedCopy>>,
+    /// Cross-post suppression at expansion (`None`: off).
+    pub dedup: Option<herald_fanout::DedupStore>,
 }
 
 /// Why the scheduler refused work.
@@ -144,6 +149,7 @@ impl Scheduler {
             jobs: jobs_tx,
             reports: report_tx,
             page_size: cfg.expansion_page.max(1),
+            dedup: deps.dedup,
         });
         let scheduler = Scheduler {
             expand_ctx,
@@ -156,6 +162,7 @@ impl Scheduler {
             report_rx,
             deps.spool,
             deps.telemetry,
+            deps.failures,
             actor_done.clone(),
         ));
         let actor_task = tokio::spawn(actor.run(jobs_rx, ctrl_rx, shutdown));
@@ -171,17 +178,18 @@ impl Scheduler {
         (scheduler, handle)
     }
 
-    /// Fans out a freshly spooled post. Only list posts are fanned out; held posts, bounces and
-    /// requests stay in the spool for their own stages.
+    /// Fans out a freshly spooled post. List posts go to the members, generated mail to its
+    /// explicit recipients; held posts, bounces and requests stay in the spool for their own
+    /// stages.
     pub fn submit(&self, post: SpooledPost) {
-        if post.meta.kind != PostKind::ListPost {
+        if !matches!(post.meta.kind, PostKind::ListPost | PostKind::Generated) {
             return;
         }
         self.spawn_expand(post.id, post.meta, post.body, None);
     }
 
     fn resume(&self, post: RecoveredPost) {
-        if post.meta.kind != PostKind::ListPost {
+        if !matches!(post.meta.kind, PostKind::ListPost | PostKind::Generated) {
             return;
         }
         self.telemetry.emit(Event::PostAccepted {
@@ -206,7 +214,13 @@ impl Scheduler {
         tokio::spawn(async move {
             tokio::select! {
                 _ = shutdown.cancelled() => {}
-                r = expand::expand(ctx, id, meta, body, done) => match r {
+                r = async {
+                    if meta.kind == PostKind::Generated {
+                        expand::expand_generated(ctx, id, meta, body, done).await
+                    } else {
+                        expand::expand(ctx, id, meta, body, done).await
+                    }
+                } => match r {
                     Ok(n) => tracing::info!(post = %id, copies = n, "post expanded"),
                     Err(e) => tracing::error!(post = %id, error = %e, "post not expanded; it stays in the spool"),
                 }

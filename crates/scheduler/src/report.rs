@@ -5,14 +5,32 @@
 use crate::job::Job;
 use herald_spool::{FinalState, Spool};
 use herald_telemetry::{Attempt, Event, Telemetry};
-use herald_types::{MemberId, PostId, RcptOutcome};
+use herald_types::{Address, ListId, MemberId, PostId, RcptOutcome, Reply};
 use std::collections::HashMap;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// A permanent failure of one of our own SMTP transactions, handed to the bounce stage as data
+/// (STYLE rule 6: the bounce stage consumes outcomes, nothing parses logs).
+#[derive(Debug, Clone)]
+pub struct FailedCopy {
+    pub list: ListId,
+    pub post: PostId,
+    pub rcpt: Address,
+    pub reply: Reply,
+}
+
+/// Capacity of the failed-copy channel to the bounce stage. When it is full the report loop
+/// waits (backpressure), so no failure is lost while the stage catches up.
+pub const FAILED_COPY_CAPACITY: usize = 4096;
+
 /// One attempt's result, detached from the job so the job can go back to its queue.
 pub struct OutcomeReport {
     pub post: PostId,
+    /// The list the copy was for (the bounce stage scores the member on it).
+    pub list: ListId,
+    /// The recipient as an address (`rcpt` is its text for the log).
+    pub rcpt_address: Address,
     pub accepted_at_ms: u64,
     pub member: MemberId,
     pub rcpt: String,
@@ -26,6 +44,8 @@ impl OutcomeReport {
     pub fn new(job: &Job, outcome: RcptOutcome, relay: String, xdelay_ms: u64) -> OutcomeReport {
         OutcomeReport {
             post: job.post.id,
+            list: job.post.list_id,
+            rcpt_address: job.member.address.clone(),
             accepted_at_ms: job.post.accepted_at_ms,
             member: job.member.id,
             rcpt: job.member.address.to_string(),
@@ -61,12 +81,14 @@ pub async fn run(
     mut rx: mpsc::Receiver<Report>,
     spool: Spool,
     telemetry: Telemetry,
+    failures: Option<mpsc::Sender<FailedCopy>>,
     actor_done: CancellationToken,
 ) {
     let mut book = Book {
         tracks: HashMap::new(),
         spool,
         telemetry,
+        failures,
     };
     loop {
         tokio::select! {
@@ -92,6 +114,7 @@ struct Book {
     tracks: HashMap<PostId, Track>,
     spool: Spool,
     telemetry: Telemetry,
+    failures: Option<mpsc::Sender<FailedCopy>>,
 }
 
 impl Book {
@@ -139,6 +162,17 @@ impl Book {
                 tracing::error!(%post, error = %e, "cannot journal an outcome");
             }
             self.tracks.entry(post).or_default().finished += 1;
+        }
+        if let (RcptOutcome::Failed(reply), Some(tx)) = (&o.outcome, &self.failures) {
+            let failed = FailedCopy {
+                list: o.list,
+                post,
+                rcpt: o.rcpt_address.clone(),
+                reply: reply.clone(),
+            };
+            if tx.send(failed).await.is_err() {
+                tracing::warn!(%post, "bounce stage gone; a permanent failure is not scored");
+            }
         }
         self.telemetry.emit(Event::Attempt(Box::new(Attempt {
             post,

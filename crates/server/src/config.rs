@@ -28,6 +28,8 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     pub spool: SpoolSection,
     pub log: LogConfig,
+    /// List housekeeping: duplicate suppression, requests, confirmations, moderation.
+    pub lists: ListsConfig,
 }
 
 impl Default for Config {
@@ -44,6 +46,7 @@ impl Default for Config {
             scheduler: SchedulerConfig::default(),
             spool: SpoolSection::default(),
             log: LogConfig::default(),
+            lists: ListsConfig::default(),
         }
     }
 }
@@ -148,6 +151,38 @@ impl Default for LogConfig {
     }
 }
 
+/// List housekeeping (issue 5).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ListsConfig {
+    /// A post whose Message-ID the list accepted less than this long ago is acknowledged but
+    /// not fanned out again; cross-posts within it reach a member once.
+    pub dedup_window_secs: u64,
+    /// The dedup store is written and fsync'd this often: a crash forgets at most this much.
+    pub dedup_flush_ms: u64,
+    /// Most Message-IDs remembered.
+    pub dedup_max_entries: usize,
+    /// Subscribe/unsubscribe confirmation links and reply tokens expire after this long.
+    pub confirm_ttl_secs: u64,
+    /// Lines of a `-request` mail read for commands; the rest is ignored.
+    pub request_max_lines: usize,
+    /// How often held posts are checked for expiry.
+    pub held_sweep_secs: u64,
+}
+
+impl Default for ListsConfig {
+    fn default() -> Self {
+        ListsConfig {
+            dedup_window_secs: 3 * 24 * 3600,
+            dedup_flush_ms: 1000,
+            dedup_max_entries: 1_000_000,
+            confirm_ttl_secs: 3 * 24 * 3600,
+            request_max_lines: 50,
+            held_sweep_secs: 3600,
+        }
+    }
+}
+
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -196,6 +231,12 @@ impl Config {
         }
         if !(0.0..=1.0).contains(&s.retry_jitter) {
             return Err("scheduler.retry_jitter must be between 0 and 1".into());
+        }
+        if self.lists.dedup_flush_ms == 0 || self.lists.held_sweep_secs == 0 {
+            return Err("lists.dedup_flush_ms and lists.held_sweep_secs must be > 0".into());
+        }
+        if !(1..=10_000).contains(&self.lists.request_max_lines) {
+            return Err("lists.request_max_lines must be between 1 and 10000".into());
         }
         if !self.http.public_base_url.is_empty()
             && !self.http.public_base_url.starts_with("http://")

@@ -1,14 +1,19 @@
-//! The one enqueue path (Postfix cleanup(8)): SMTP, LMTP and HTTP injection all end here. It
-//! decides what kind of post a message is for a list (a list post, a post held for moderation,
-//! a bounce, a request), records the member-id snapshot, makes the post durable and hands list
-//! posts to the scheduler.
+//! The one enqueue path (Postfix cleanup(8)): SMTP, LMTP, HTTP injection, approved held posts
+//! and generated mail (confirmations, notices) all end here. It decides what kind of post a
+//! message is for a list (a list post, a post held for moderation, a bounce, a request,
+//! generated mail), suppresses retried duplicates (same Message-ID on the same list within the
+//! dedup window: acknowledged with the first post's id, not spooled again), records the
+//! member-id snapshot, makes the post durable, hands list posts and generated mail to the
+//! scheduler, and bounces, requests and held posts to the lists stage.
 
 use bytes::Bytes;
 use herald_directory::{Directory, DirectoryError};
+use herald_fanout::{DedupStore, Seen};
 use herald_scheduler::Scheduler;
 use herald_spool::{PostKind, PostMeta, Spool, SpoolError, SpooledPost};
 use herald_telemetry::{Event, Telemetry};
 use herald_types::{Address, List, ListAddressKind, PostId};
+use tokio::sync::mpsc;
 
 /// Why a message could not be enqueued.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +42,10 @@ pub struct Enqueuer {
     pub telemetry: Telemetry,
     /// The server-wide size limit (the SMTP limit), applied to HTTP injection as well.
     pub max_message_bytes: u64,
+    /// Retry and cross-post suppression (`None`: off).
+    pub dedup: Option<DedupStore>,
+    /// Bounces, requests and held posts go to the lists stage (bounded; the sender waits).
+    pub side: Option<mpsc::Sender<SpooledPost>>,
 }
 
 /// How the message reached the list.
@@ -45,6 +54,9 @@ pub enum Origin {
     Smtp { envelope_from: Option<Address> },
     /// Injected by an administrator (CLI / HTTP API): approved.
     Admin,
+    /// A held post a moderator approved: a list post, exempt from the duplicate check (its
+    /// Message-ID was recorded when it was held).
+    Approved { envelope_from: Option<Address> },
 }
 
 impl Enqueuer {
@@ -65,19 +77,39 @@ impl Enqueuer {
             return Err(EnqueueError::TooBig { limit });
         }
         let envelope_from = match &origin {
-            Origin::Smtp { envelope_from } => envelope_from.clone(),
+            Origin::Smtp { envelope_from } | Origin::Approved { envelope_from } => {
+                envelope_from.clone()
+            }
             Origin::Admin => None,
         };
-        let kind = match role {
-            ListAddressKind::Bounces { .. } => PostKind::Bounce,
-            ListAddressKind::Request => PostKind::Request,
+        let message_id = message_id(&body);
+        let now = herald_types::unix_ms_now();
+        if let (ListAddressKind::Post, false, Some(d), Some(mid)) = (
+            role,
+            matches!(origin, Origin::Approved { .. }),
+            &self.dedup,
+            &message_id,
+        ) {
+            if let Some(first) = d.seen_on_list(list.id, mid, now) {
+                tracing::info!(list = %list.address, first = %first, message_id = %mid,
+                    "duplicate Message-ID within the dedup window: acknowledged, not fanned out again");
+                return Ok(first);
+            }
+        }
+        let (kind, hold_reason) = match role {
+            ListAddressKind::Bounces { .. } => (PostKind::Bounce, None),
+            ListAddressKind::Request => (PostKind::Request, None),
             ListAddressKind::Post => match origin {
-                Origin::Admin => PostKind::ListPost,
+                Origin::Admin | Origin::Approved { .. } => (PostKind::ListPost, None),
                 Origin::Smtp { .. } => {
                     self.posting_kind(list, envelope_from.clone(), &body)
                         .await?
                 }
             },
+        };
+        let recipients = match role {
+            ListAddressKind::Bounces { member: Some(m) } => vec![m.clone()],
+            _ => Vec::new(),
         };
         let dir = self.directory.clone();
         let list_id = list.id;
@@ -88,32 +120,76 @@ impl Enqueuer {
             list_id: list.id,
             list_address: list.address.clone(),
             envelope_from,
-            received_at_ms: herald_types::unix_ms_now(),
+            received_at_ms: now,
             max_member_id,
-            message_id: message_id(&body),
+            message_id,
+            recipients,
+            hold_reason,
         };
         let id = self.spool.accept(meta.clone(), body.clone()).await?;
-        match kind {
+        if let (Some(d), Some(mid), PostKind::ListPost | PostKind::Held) =
+            (&self.dedup, &meta.message_id, kind)
+        {
+            let seen = Seen {
+                list: list.id,
+                post: id,
+                max_member: max_member_id,
+                at_ms: now,
+            };
+            d.record(mid, seen);
+        }
+        self.dispatch(id, meta, body).await;
+        Ok(id)
+    }
+
+    /// Hands a freshly spooled post to the stage that owns its kind.
+    async fn dispatch(&self, id: PostId, meta: PostMeta, body: Bytes) {
+        match meta.kind {
             PostKind::ListPost => {
                 self.telemetry.emit(Event::PostAccepted {
                     post: id,
-                    list: list.address.clone(),
+                    list: meta.list_address.clone(),
                     size: body.len(),
                     received_at_ms: meta.received_at_ms,
                     recovered: false,
                 });
                 self.scheduler.submit(SpooledPost { id, meta, body });
             }
-            PostKind::Held => {
-                tracing::info!(post = %id, list = %list.address, "post held for moderation (sender may not post)")
-            }
-            PostKind::Bounce => {
-                tracing::info!(post = %id, list = %list.address, "bounce kept for processing")
-            }
-            PostKind::Request => {
-                tracing::info!(post = %id, list = %list.address, "request kept for processing")
+            PostKind::Generated => self.scheduler.submit(SpooledPost { id, meta, body }),
+            PostKind::Held | PostKind::Bounce | PostKind::Request => {
+                tracing::info!(post = %id, list = %meta.list_address, kind = ?meta.kind,
+                    reason = ?meta.hold_reason, "kept for the lists stage");
+                if let Some(side) = &self.side {
+                    if side.send(SpooledPost { id, meta, body }).await.is_err() {
+                        // It is durable in the spool; the stage picks it up at the next start.
+                        tracing::warn!(post = %id, "lists stage is not running");
+                    }
+                }
             }
         }
+    }
+
+    /// Spools mail Herald writes itself (a confirmation, a notice) for one explicit recipient;
+    /// the scheduler delivers it to that address only, never to the list's members.
+    pub async fn enqueue_generated(
+        &self,
+        list: &List,
+        to: Address,
+        body: Bytes,
+    ) -> Result<PostId, EnqueueError> {
+        let meta = PostMeta {
+            kind: PostKind::Generated,
+            list_id: list.id,
+            list_address: list.address.clone(),
+            envelope_from: None,
+            received_at_ms: herald_types::unix_ms_now(),
+            max_member_id: herald_types::MemberId(0),
+            message_id: message_id(&body),
+            recipients: vec![to],
+            hold_reason: None,
+        };
+        let id = self.spool.accept(meta.clone(), body.clone()).await?;
+        self.dispatch(id, meta, body).await;
         Ok(id)
     }
 
@@ -124,10 +200,11 @@ impl Enqueuer {
         list: &List,
         envelope_from: Option<Address>,
         body: &Bytes,
-    ) -> Result<PostKind, EnqueueError> {
+    ) -> Result<(PostKind, Option<String>), EnqueueError> {
         let mut senders: Vec<Address> = from_header(body).into_iter().collect();
         senders.extend(envelope_from);
         let dir = self.directory.clone();
+        let settings = list.settings.clone();
         let list = list.clone();
         let allowed = tokio::task::spawn_blocking(move || {
             for s in &senders {
@@ -138,10 +215,18 @@ impl Enqueuer {
             Ok(false)
         })
         .await??;
-        Ok(if allowed {
-            PostKind::ListPost
-        } else {
-            PostKind::Held
+        if !allowed {
+            return Ok((
+                PostKind::Held,
+                Some("the sender may not post to this list".into()),
+            ));
+        }
+        let b = body.clone();
+        let reason =
+            tokio::task::spawn_blocking(move || crate::policy::hold_reason(&settings, &b)).await?;
+        Ok(match reason {
+            Some(r) => (PostKind::Held, Some(r)),
+            None => (PostKind::ListPost, None),
         })
     }
 }

@@ -7,8 +7,12 @@
 //! outcome is journaled), then the spool is flushed and the delivery log written out.
 
 pub mod config;
+mod confirm;
 mod enqueue;
 mod handler;
+mod lists;
+mod policy;
+mod requests;
 
 pub use config::{Config, ConfigError};
 pub use enqueue::{EnqueueError, Enqueuer, Origin};
@@ -131,6 +135,40 @@ pub async fn run(
         );
     }
 
+    // Issue 5: dedup store, bounce and lists stages, and the channels between them.
+    let dedup = herald_fanout::DedupStore::open(
+        herald_fanout::DedupConfig {
+            path: config.data_dir.join("dedup.log"),
+            window_ms: config.lists.dedup_window_secs.saturating_mul(1000),
+            max_entries: config.lists.dedup_max_entries,
+        },
+        herald_types::unix_ms_now(),
+    )
+    .map_err(|e| ServerError::DataDir {
+        path: e.path.display().to_string(),
+        source: e.source,
+    })?;
+    let side_posts: Vec<herald_spool::SpooledPost> = recovered
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.meta.kind,
+                herald_spool::PostKind::Bounce | herald_spool::PostKind::Request
+            )
+        })
+        .map(|p| herald_spool::SpooledPost {
+            id: p.id,
+            meta: p.meta.clone(),
+            body: p.body.clone(),
+        })
+        .collect();
+    let (failures_tx, failures_rx) =
+        tokio::sync::mpsc::channel(herald_scheduler::FAILED_COPY_CAPACITY);
+    let (side_tx, side_rx) = tokio::sync::mpsc::channel(lists::SIDE_QUEUE_CAPACITY);
+    let (bounce_tx, bounce_rx) =
+        tokio::sync::mpsc::channel(herald_bounce::stage::BOUNCE_QUEUE_CAPACITY);
+    let stages_stop = CancellationToken::new();
+
     let scheduler_stop = CancellationToken::new();
     let archive_url = Some(config.http.archive_url.clone()).filter(|u| !u.is_empty());
     let deps = SchedulerDeps {
@@ -144,6 +182,8 @@ pub async fn run(
             archive_url,
             secret: secret.clone(),
         },
+        failures: Some(failures_tx),
+        dedup: Some(dedup.clone()),
     };
     let (scheduler, scheduler_task) = Scheduler::start(
         config.scheduler.clone(),
@@ -158,7 +198,43 @@ pub async fn run(
         scheduler: scheduler.clone(),
         telemetry: telemetry.clone(),
         max_message_bytes: config.smtp_in.limits.max_message_octets,
+        dedup: Some(dedup.clone()),
+        side: Some(side_tx),
     });
+    let lists = Arc::new(lists::Lists {
+        enqueuer: enqueuer.clone(),
+        secret: secret.clone(),
+        hostname: config.hostname.clone(),
+        public_base_url: config.public_base_url(),
+        cfg: config.lists.clone(),
+    });
+    let bounce_stage = herald_bounce::stage::BounceStage {
+        directory: directory.clone(),
+        spool: spool.clone(),
+    };
+    let bounce_recovered = side_posts
+        .iter()
+        .filter(|p| p.meta.kind == herald_spool::PostKind::Bounce)
+        .cloned()
+        .collect();
+    let stage_tasks = vec![
+        tokio::spawn(bounce_stage.run(
+            bounce_recovered,
+            bounce_rx,
+            failures_rx,
+            stages_stop.clone(),
+        )),
+        tokio::spawn(
+            lists
+                .clone()
+                .run(side_posts, side_rx, bounce_tx, stages_stop.clone()),
+        ),
+        tokio::spawn(lists::flush_dedup(
+            dedup,
+            std::time::Duration::from_millis(config.lists.dedup_flush_ms),
+            stages_stop.clone(),
+        )),
+    ];
     let handler = Arc::new(handler::ListHandler::new(
         enqueuer.clone(),
         directory.clone(),
@@ -172,6 +248,7 @@ pub async fn run(
         scheduler,
         injector: enqueuer,
         secret,
+        lists,
         started: Instant::now(),
     });
     let api_task = tokio::spawn(herald_api::serve(
@@ -197,6 +274,11 @@ pub async fn run(
     }
     scheduler_stop.cancel();
     let _ = scheduler_task.await;
+    // After the scheduler: its report loop has handed every failure to the bounce stage.
+    stages_stop.cancel();
+    for task in stage_tasks {
+        let _ = task.await;
+    }
     spool.flush().await?;
     telemetry.flush_log();
     tracing::info!("herald stopped");

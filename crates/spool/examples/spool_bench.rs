@@ -22,6 +22,8 @@ fn meta() -> PostMeta {
         received_at_ms: herald_types::unix_ms_now(),
         max_member_id: MemberId(1_000_000),
         message_id: None,
+        recipients: Vec::new(),
+        hold_reason: None,
     }
 }
 

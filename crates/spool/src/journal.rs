@@ -301,6 +301,38 @@ impl Journal {
         Ok(())
     }
 
+    /// Reads a live post's body back from its newest Post frame (moderation approves a held
+    /// post long after it was accepted; bodies are not kept in memory). `None` if not live.
+    pub(crate) fn read_body(&mut self, id: PostId) -> Result<Option<Bytes>, SpoolError> {
+        let (base, loc) = match self.shared.live().get(id) {
+            Some(p) => (p.base, p.loc),
+            None => return Ok(None),
+        };
+        // The newest copy may still sit in the buffer (a relocation not yet written).
+        self.write_buf()?;
+        let path = self
+            .segments
+            .get(&base)
+            .ok_or_else(|| SpoolError::Corrupt {
+                path: segment::segment_path(&self.dir, base),
+                offset: loc.offset,
+                reason: format!("segment holding post {id} is missing"),
+            })?;
+        let frame = segment::read_frame_at(path, loc.offset, loc.frame_len)?;
+        let corrupt = |reason: String| SpoolError::Corrupt {
+            path: path.clone(),
+            offset: loc.offset,
+            reason,
+        };
+        let mut h = [0u8; FRAME_HEADER_LEN];
+        h.copy_from_slice(&frame[..FRAME_HEADER_LEN]);
+        let header = record::FrameHeader::parse(&h).map_err(corrupt)?;
+        match record::decode(&header, frame[FRAME_HEADER_LEN..].to_vec()).map_err(corrupt)? {
+            record::Record::Post { id: got, body, .. } if got == id => Ok(Some(body)),
+            _ => Err(corrupt(format!("expected the Post record of {id}"))),
+        }
+    }
+
     /// Appends a Checkpoint for a post whose Post frame was just appended at `loc`.
     fn checkpoint(&mut self, id: PostId, loc: FrameLoc) {
         let seq = self.active.seq;

@@ -21,6 +21,9 @@ pub enum PostKind {
     Held,
     Bounce,
     Request,
+    /// Mail Herald writes itself (confirmations, notices): delivered to
+    /// [`PostMeta::recipients`], never to the list's members.
+    Generated,
 }
 
 /// What the spool keeps about a post besides its body.
@@ -35,6 +38,13 @@ pub struct PostMeta {
     /// Recipient snapshot: members with `id <= max_member_id` when the post was accepted.
     pub max_member_id: MemberId,
     pub message_id: Option<String>,
+    /// `Generated`: the explicit recipients. `Bounce`: the member decoded from the VERP address
+    /// the bounce was sent to, if any. Empty for list posts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recipients: Vec<Address>,
+    /// `Held`: why the post waits for a moderator (shown by `herald held`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_reason: Option<String>,
 }
 
 /// What inbound hands to fan-out once `accept` has returned.

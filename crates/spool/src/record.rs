@@ -260,6 +260,8 @@ mod tests {
             received_at_ms: 1_700_000_000_000,
             max_member_id: MemberId(42),
             message_id: Some("<m1@example.com>".into()),
+            recipients: Vec::new(),
+            hold_reason: None,
         }
     }
 

@@ -176,6 +176,15 @@ impl Spool {
         self.wait(rx).await
     }
 
+    /// The body of a live post (`None` when it is not live), read back from the journal. Used
+    /// by moderation and the bounce/request stages; not on the fan-out path.
+    pub async fn body(&self, post: PostId) -> Result<Option<Bytes>, SpoolError> {
+        self.check_failed()?;
+        let (reply, rx) = oneshot::channel();
+        self.send(Request::Body { post, reply }).await?;
+        rx.await.map_err(|_| self.closed())?
+    }
+
     /// Flushes and drops this handle. When it is the last one, the writer thread is stopped and
     /// joined before this returns.
     pub async fn close(self) -> Result<(), SpoolError> {

@@ -63,6 +63,11 @@ pub(crate) enum Request {
     Flush {
         reply: Reply,
     },
+    /// Read a live post's body back (moderation).
+    Body {
+        post: PostId,
+        reply: oneshot::Sender<Result<Option<Bytes>, SpoolError>>,
+    },
 }
 
 /// Commit policy from the config.
@@ -244,6 +249,9 @@ impl Writer {
                 self.waiters.push(reply);
                 self.urgent = true;
             }
+            Request::Body { post, reply } => {
+                let _ = reply.send(self.journal.read_body(post));
+            }
         }
     }
 
@@ -290,6 +298,10 @@ fn refuse(req: Request, err: SpoolError) {
         Request::Post(p) => p.reply,
         Request::Complete { reply, .. } | Request::Flush { reply } => reply,
         Request::Outcome { .. } => return,
+        Request::Body { reply, .. } => {
+            let _ = reply.send(Err(err));
+            return;
+        }
     };
     let _ = reply.send(Err(err));
 }

@@ -14,7 +14,9 @@ pub mod verp;
 
 pub use address::{Address, AddressError};
 pub use ids::{ListId, MemberId, PostId};
-pub use list::{List, ListSettings, Member, MemberStatus, PostingPolicy, ReplyToPolicy};
+pub use list::{
+    List, ListSettings, Member, MemberStatus, PostingPolicy, ReplyToPolicy, SubscriptionPolicy,
+};
 pub use outcome::RcptOutcome;
 pub use reply::{EnhancedStatus, Reply, ReplyError};
 pub use verp::{ListAddressKind, ListAddressParts};

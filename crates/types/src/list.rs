@@ -54,6 +54,33 @@ pub struct ListSettings {
     pub max_message_bytes: u64,
     /// A copy not delivered within this many seconds is given up (default 5 days).
     pub max_age_secs: u64,
+    /// Bounce score at which a member is disabled (hard bounce 1 point, soft 0.5; at most one
+    /// increment per day). 0 never disables.
+    pub bounce_threshold: u32,
+    /// A bounce score with no new counted bounce for this many days starts again from zero.
+    pub bounce_stale_days: u32,
+    /// Mail a member when bounce handling disables them.
+    pub bounce_notify: bool,
+    /// Who may join: anyone with double opt-in, or only an administrator.
+    pub subscription: SubscriptionPolicy,
+    /// Held posts nobody approved or rejected are discarded after this many days.
+    pub held_expiry_days: u32,
+    /// Content types a post may carry (e.g. `text/plain`, `image/*`); empty allows any type.
+    /// A post with another part is held for moderation.
+    pub allowed_content_types: Vec<String>,
+    /// Hold posts with executable attachments (.exe, .bat, .js, … or application/x-msdownload).
+    pub hold_executables: bool,
+}
+
+/// Who may join a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubscriptionPolicy {
+    /// Anyone, by mail or HTTP, after confirming a signed, expiring link (double opt-in).
+    #[default]
+    Confirm,
+    /// Administrators add members; subscribe requests are refused.
+    Closed,
 }
 
 impl Default for ListSettings {
@@ -68,6 +95,13 @@ impl Default for ListSettings {
             moderators: Vec::new(),
             max_message_bytes: 0,
             max_age_secs: 5 * 24 * 3600,
+            bounce_threshold: 5,
+            bounce_stale_days: 30,
+            bounce_notify: false,
+            subscription: SubscriptionPolicy::Confirm,
+            held_expiry_days: 14,
+            allowed_content_types: Vec::new(),
+            hold_executables: true,
         }
     }
 }

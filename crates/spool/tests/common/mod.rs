@@ -17,6 +17,8 @@ pub fn meta(n: u64) -> PostMeta {
         received_at_ms: 1_700_000_000_000 + n,
         max_member_id: MemberId(1_000),
         message_id: Some(format!("<{n}@example.com>")),
+        recipients: Vec::new(),
+        hold_reason: None,
     }
 }
 

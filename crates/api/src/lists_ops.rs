@@ -1,0 +1,283 @@
+//! List housekeeping over HTTP (issue 5): held posts (list, approve, reject), bounces (list,
+//! dismiss a kept unrecognized bounce), member details (status, bounce score, history, the
+//! "not me too" option), subscription requests with double opt-in, and the public confirmation
+//! page (`GET /confirm/<token>` shows a button, `POST` confirms — link scanners only GET).
+//!
+//! The server implements [`ListOps`] (it owns the enqueue path, which approvals and generated
+//! mail go through); the API only knows the trait, like [`crate::Injector`].
+//!
+//! SECURITY: the admin routes share the admin API's loopback-only default. The confirmation
+//! routes are public and act only on a valid HMAC token; text echoed into HTML is escaped.
+
+use crate::{ApiError, ApiState};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use axum::Json;
+use herald_spool::PostKind;
+use herald_types::{Address, PostId};
+use serde::{Deserialize, Serialize};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+type St = State<Arc<ApiState>>;
+/// A boxed future, as the trait methods return.
+pub type OpsFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ApiError>> + Send + 'a>>;
+
+/// What a confirmation token stands for, for the confirmation page.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfirmView {
+    pub action: String,
+    pub list: String,
+    pub address: String,
+}
+
+/// Housekeeping the server implements.
+pub trait ListOps: Send + Sync + 'static {
+    /// Approves a held post: re-enqueues its body as a list post, then completes the held one.
+    /// Returns the new post's id.
+    fn approve(&self, post: PostId) -> OpsFuture<'_, PostId>;
+    /// Rejects (discards) a held post.
+    fn reject(&self, post: PostId) -> OpsFuture<'_, ()>;
+    /// Sends a double opt-in confirmation for `action` (`subscribe` / `unsubscribe`).
+    fn request(&self, list: Address, address: Address, action: String) -> OpsFuture<'_, String>;
+    /// Checks a confirmation token; with `apply`, carries the action out.
+    fn confirm(&self, token: String, apply: bool) -> OpsFuture<'_, ConfirmView>;
+}
+
+#[derive(Deserialize)]
+pub struct ListFilter {
+    pub list: Option<String>,
+    pub kind: Option<String>,
+    pub limit: Option<usize>,
+}
+
+/// A held post, as `herald held` shows it.
+#[derive(Serialize)]
+pub struct HeldView {
+    pub post: PostId,
+    pub list: String,
+    pub from: Option<String>,
+    pub message_id: Option<String>,
+    pub reason: Option<String>,
+    pub received_at_ms: u64,
+}
+
+pub async fn held(State(s): St, Query(f): Query<ListFilter>) -> Json<Vec<HeldView>> {
+    let want = f.list.map(|l| l.to_ascii_lowercase());
+    let views = s
+        .spool
+        .live_posts()
+        .into_iter()
+        .filter(|(_, m)| m.kind == PostKind::Held)
+        .filter(|(_, m)| {
+            want.as_ref()
+                .is_none_or(|w| m.list_address.to_string().eq_ignore_ascii_case(w))
+        })
+        .take(f.limit.unwrap_or(1000).min(10_000))
+        .map(|(post, m)| HeldView {
+            post,
+            list: m.list_address.to_string(),
+            from: m.envelope_from.map(|a| a.to_string()),
+            message_id: m.message_id,
+            reason: m.hold_reason,
+            received_at_ms: m.received_at_ms,
+        })
+        .collect();
+    Json(views)
+}
+
+fn post_id(text: &str) -> Result<PostId, ApiError> {
+    text.parse::<u64>()
+        .map(PostId)
+        .map_err(|_| ApiError::BadRequest(format!("not a post id: {text:?}")))
+}
+
+pub async fn approve(
+    State(s): St,
+    Path(post): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let new = s.lists.approve(post_id(&post)?).await?;
+    Ok(Json(serde_json::json!({ "approved": post, "post": new })))
+}
+
+pub async fn reject(
+    State(s): St,
+    Path(post): Path<String>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    s.lists.reject(post_id(&post)?).await?;
+    Ok(Json(serde_json::json!({ "rejected": post })))
+}
+
+pub async fn bounces(
+    State(s): St,
+    Query(f): Query<ListFilter>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let list = match &f.list {
+        Some(l) => Some(crate::admin::find_list_pub(&s, l).await?.id),
+        None => None,
+    };
+    let limit = f.limit.unwrap_or(100);
+    let d = s.directory.clone();
+    let kind = f.kind.clone();
+    let events =
+        tokio::task::spawn_blocking(move || d.bounce_events(list, None, kind.as_deref(), limit))
+            .await??;
+    Ok(Json(
+        serde_json::to_value(events).map_err(|e| ApiError::Internal(e.to_string()))?,
+    ))
+}
+
+/// Dismisses a bounce kept for an administrator (completes it in the spool).
+pub async fn dismiss_bounce(
+    State(s): St,
+    Path(post): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let id = post_id(&post)?;
+    let is_bounce = s
+        .spool
+        .live_posts()
+        .iter()
+        .any(|(p, m)| *p == id && m.kind == PostKind::Bounce);
+    if !is_bounce {
+        return Err(ApiError::NotFound(format!("no kept bounce {post}")));
+    }
+    s.spool
+        .complete(id)
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A member with bounce score and history.
+pub async fn member_detail(
+    State(s): St,
+    Path((list, member)): Path<(String, String)>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let list = crate::admin::find_list_pub(&s, &list).await?;
+    let addr = Address::parse(&member).map_err(|e| ApiError::BadRequest(format!("member: {e}")))?;
+    let d = s.directory.clone();
+    let (m, score, history) = tokio::task::spawn_blocking(move || {
+        Ok::<_, herald_directory::DirectoryError>((
+            d.member(list.id, &addr)?,
+            d.bounce_score(list.id, &addr)?,
+            d.bounce_events(Some(list.id), Some(&addr), None, 50)?,
+        ))
+    })
+    .await??;
+    let m = m.ok_or_else(|| ApiError::NotFound(format!("{member} is not a member")))?;
+    Ok(Json(
+        serde_json::json!({ "member": m, "bounce_score": score, "bounces": history }),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prefs {
+    pub skip_if_addressed: bool,
+}
+
+pub async fn member_prefs(
+    State(s): St,
+    Path((list, member)): Path<(String, String)>,
+    Json(p): Json<Prefs>,
+) -> Result<StatusCode, ApiError> {
+    let list = crate::admin::find_list_pub(&s, &list).await?;
+    let addr = Address::parse(&member).map_err(|e| ApiError::BadRequest(format!("member: {e}")))?;
+    let d = s.directory.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        d.set_skip_if_addressed(list.id, &addr, p.skip_if_addressed)
+    })
+    .await??;
+    if found {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::NotFound(format!("{member} is not a member")))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeReq {
+    pub address: String,
+}
+
+async fn request(
+    s: Arc<ApiState>,
+    list: String,
+    req: SubscribeReq,
+    action: &str,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    let list = Address::parse(&list).map_err(|e| ApiError::BadRequest(format!("list: {e}")))?;
+    let addr =
+        Address::parse(&req.address).map_err(|e| ApiError::BadRequest(format!("address: {e}")))?;
+    let what = s.lists.request(list, addr, action.to_string()).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(serde_json::json!({ "status": what })),
+    ))
+}
+
+pub async fn subscribe(
+    State(s): St,
+    Path(list): Path<String>,
+    Json(r): Json<SubscribeReq>,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    request(s, list, r, "subscribe").await
+}
+
+pub async fn unsubscribe_request(
+    State(s): St,
+    Path(list): Path<String>,
+    Json(r): Json<SubscribeReq>,
+) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    request(s, list, r, "unsubscribe").await
+}
+
+/// GET: shows what the token would do, with a button; changes nothing.
+pub async fn confirm_page(State(s): St, Path(token): Path<String>) -> Response {
+    match s.lists.confirm(token, false).await {
+        Ok(v) => Html(crate::unsubscribe::page(
+            "Please confirm",
+            &format!(
+                "<p>Confirm: {} <b>{}</b> {} <b>{}</b>?</p><form method=\"post\"><button type=\"submit\">Confirm</button></form>",
+                crate::unsubscribe::escape(&v.action),
+                crate::unsubscribe::escape(&v.address),
+                if v.action == "subscribe" { "to" } else { "from" },
+                crate::unsubscribe::escape(&v.list)
+            ),
+        ))
+        .into_response(),
+        Err(_) => invalid(),
+    }
+}
+
+/// POST: carries the confirmed action out.
+pub async fn confirm(State(s): St, Path(token): Path<String>) -> Response {
+    match s.lists.confirm(token, true).await {
+        Ok(v) => Html(crate::unsubscribe::page(
+            "Confirmed",
+            &format!(
+                "<p>Done: {} <b>{}</b> ({}).</p>",
+                crate::unsubscribe::escape(&v.action),
+                crate::unsubscribe::escape(&v.address),
+                crate::unsubscribe::escape(&v.list)
+            ),
+        ))
+        .into_response(),
+        Err(ApiError::Internal(e)) => ApiError::Internal(e).into_response(),
+        Err(_) => invalid(),
+    }
+}
+
+fn invalid() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        Html(crate::unsubscribe::page(
+            "Link not valid",
+            "This confirmation link is not valid or has expired.",
+        )),
+    )
+        .into_response()
+}

@@ -1,0 +1,200 @@
+//! The bounce stage task: consumes spooled bounces (`PostKind::Bounce`) and our own SMTP
+//! sessions' permanent failures ([`FailedCopy`]), classifies them and records them in the
+//! directory, then completes the spooled bounce.
+//!
+//! Named states: a spooled bounce is `pending` (live in the spool, not yet seen), `recorded`
+//! (an event is in the directory and the post is completed in the spool) or `kept` (an
+//! unrecognized bounce: its event says `unrecognized`, the post stays live in the spool for an
+//! administrator, who lists it with `herald bounces --kind unrecognized` and dismisses it with
+//! `DELETE /api/bounces/<post>`). A crash between recording and completing replays the bounce
+//! at the next start; the once-per-day rule makes that harmless.
+//!
+//! Whom a bounce concerns: the member decoded from the VERP address it was sent to
+//! (`PostMeta::recipients`); for the plain `-bounces` address, the report's final recipient.
+//! Policy rejections are recorded against the list (no address). A bounce for an address that
+//! is not a member is recorded (for the administrator) and counts against nobody.
+//!
+//! Limits: both input channels are bounded (the senders wait); each bounce is one directory
+//! transaction.
+
+use crate::{classify_message, classify_reply, BounceKind, Verdict};
+use herald_directory::{Directory, DirectoryError, NewBounce};
+use herald_scheduler::FailedCopy;
+use herald_spool::{PostKind, Spool, SpoolError, SpooledPost};
+use herald_types::{Address, ListId, PostId};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Why one bounce could not be processed (it stays in the spool and is retried at the next
+/// start).
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error("directory: {0}")]
+    Directory(#[from] DirectoryError),
+    #[error("spool: {0}")]
+    Spool(#[from] SpoolError),
+    #[error("internal task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// What processing did with one input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Processed {
+    pub kind: BounceKind,
+    /// Whom it was recorded against (`None`: the list's reputation or nobody).
+    pub address: Option<Address>,
+    pub counted: bool,
+    /// The member was disabled by this bounce.
+    pub disabled: bool,
+}
+
+/// The stage's dependencies.
+#[derive(Clone)]
+pub struct BounceStage {
+    pub directory: Directory,
+    pub spool: Spool,
+}
+
+/// Capacity of the spooled-bounce channel from the enqueue path.
+pub const BOUNCE_QUEUE_CAPACITY: usize = 1024;
+
+impl BounceStage {
+    /// Runs until `shutdown`: first the bounces that were live at start (`recovered`), then
+    /// whatever arrives. Each input is handled to completion before the next.
+    pub async fn run(
+        self,
+        recovered: Vec<SpooledPost>,
+        mut posts: mpsc::Receiver<SpooledPost>,
+        mut failures: mpsc::Receiver<FailedCopy>,
+        shutdown: CancellationToken,
+    ) {
+        let kept = self.kept_posts().await;
+        for post in recovered {
+            if post.meta.kind == PostKind::Bounce && !kept.contains(&post.id) {
+                self.handle_post(post).await;
+            }
+        }
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                Some(p) = posts.recv() => self.handle_post(p).await,
+                Some(f) = failures.recv() => self.handle_failure(f).await,
+                else => break,
+            }
+        }
+        // Drain what is already queued so nothing reported before shutdown is lost.
+        while let Ok(f) = failures.try_recv() {
+            self.handle_failure(f).await;
+        }
+    }
+
+    async fn handle_post(&self, post: SpooledPost) {
+        let id = post.id;
+        match self.process_post(&post).await {
+            Ok(p) => {
+                tracing::info!(post = %id, kind = p.kind.as_str(), address = ?p.address.map(|a| a.to_string()), counted = p.counted, disabled = p.disabled, "bounce processed")
+            }
+            Err(e) => {
+                tracing::error!(post = %id, error = %e, "bounce not processed; it stays in the spool")
+            }
+        }
+    }
+
+    async fn handle_failure(&self, f: FailedCopy) {
+        let post = f.post;
+        if let Err(e) = self.process_failure(f).await {
+            tracing::error!(%post, error = %e, "permanent failure not scored");
+        }
+    }
+
+    /// Posts already kept for an administrator (so a restart does not record them again).
+    async fn kept_posts(&self) -> Vec<PostId> {
+        let d = self.directory.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            d.bounce_events(None, None, Some(BounceKind::Unrecognized.as_str()), 1000)
+        })
+        .await;
+        match found {
+            Ok(Ok(events)) => events.into_iter().filter_map(|e| e.post).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Classifies and records one spooled bounce; completes it unless it is unrecognized.
+    pub async fn process_post(&self, post: &SpooledPost) -> Result<Processed, StageError> {
+        let body = post.body.clone();
+        let verdict = tokio::task::spawn_blocking(move || classify_message(&body)).await?;
+        let verp = post.meta.recipients.first().cloned();
+        let list = post.meta.list_id;
+        let candidate = verp.or_else(|| verdict.recipient.clone());
+        let processed = match self
+            .record(list, candidate, &verdict, "dsn", Some(post.id))
+            .await
+        {
+            Err(StageError::Directory(DirectoryError::NoSuchList(_))) => {
+                // The list is gone: nobody left to score. Complete it so it does not linger.
+                self.spool.complete(post.id).await?;
+                return Ok(Processed {
+                    kind: verdict.kind,
+                    address: None,
+                    counted: false,
+                    disabled: false,
+                });
+            }
+            r => r?,
+        };
+        if verdict.kind != BounceKind::Unrecognized {
+            self.spool.complete(post.id).await?;
+        }
+        Ok(processed)
+    }
+
+    /// Scores one of our own permanent failures.
+    pub async fn process_failure(&self, f: FailedCopy) -> Result<Processed, StageError> {
+        let kind = classify_reply(&f.reply);
+        let verdict = Verdict {
+            kind,
+            recipient: Some(f.rcpt.clone()),
+            status: f.reply.enhanced,
+            diagnostic: crate::kind::excerpt(&f.reply.to_wire()),
+        };
+        self.record(f.list, Some(f.rcpt), &verdict, "smtp", Some(f.post))
+            .await
+    }
+
+    async fn record(
+        &self,
+        list: ListId,
+        address: Option<Address>,
+        v: &Verdict,
+        source: &'static str,
+        post: Option<PostId>,
+    ) -> Result<Processed, StageError> {
+        // Policy rejections say nothing about the mailbox: they go to the list's reputation.
+        let address = if v.kind == BounceKind::Policy {
+            None
+        } else {
+            address
+        };
+        let event = NewBounce {
+            kind: v.kind.as_str().to_string(),
+            weight: v.kind.weight(),
+            status: v.status.map(|s| s.to_string()),
+            diagnostic: v.diagnostic.clone(),
+            source,
+            post,
+            at_ms: herald_types::unix_ms_now(),
+        };
+        let d = self.directory.clone();
+        let who = address.clone();
+        let applied =
+            tokio::task::spawn_blocking(move || d.apply_bounce(list, who.as_ref(), &event))
+                .await??;
+        Ok(Processed {
+            kind: v.kind,
+            address,
+            counted: applied.counted,
+            disabled: applied.disabled,
+        })
+    }
+}

@@ -1,0 +1,370 @@
+//! Bounce history and scores (schema version 2), and the per-member preferences fan-out reads.
+//!
+//! Scoring (issue 5): each counted bounce adds its weight (the bounce stage passes hard 1.0,
+//! soft 0.5, 0 for kinds that never count); a member's score rises at most once per
+//! [`DAY_MS`]; a score whose last counted bounce is older than the list's `bounce_stale_days`
+//! starts again from zero; at `bounce_threshold` the member is disabled with the reason recorded.
+//! Everything happens in one IMMEDIATE transaction, so two bounces racing cannot both count.
+//!
+//! Invariants: an event only ever changes the member it names, on the list it names; list
+//! reputation events use the empty address and never touch a member.
+//!
+//! Limits: history is pruned to [`MAX_EVENTS_PER_ADDRESS`] events per member (and
+//! [`MAX_REPUTATION_EVENTS`] per list for reputation events), so a bounce bomb cannot grow the
+//! database without bound; listings return at most [`MAX_BOUNCE_LISTING`] rows.
+//!
+//! SECURITY: kinds, statuses and diagnostics come from hostile mail; the bounce stage bounds and
+//! cleans them, and this module caps them again before storing.
+
+use crate::error::{storage, DirectoryError};
+use crate::lists::{ensure_list, list_by_id_on};
+use crate::Directory;
+use herald_types::{Address, ListId, MemberId, MemberStatus, PostId};
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde::Serialize;
+use std::collections::HashSet;
+
+/// The once-per-day rule's period.
+pub const DAY_MS: u64 = 24 * 3600 * 1000;
+/// Events kept per member address and list; older ones are pruned on insert.
+pub const MAX_EVENTS_PER_ADDRESS: u32 = 100;
+/// Reputation (no member) events kept per list.
+pub const MAX_REPUTATION_EVENTS: u32 = 1000;
+/// Most rows a bounce listing returns.
+pub const MAX_BOUNCE_LISTING: usize = 1000;
+const MAX_TEXT_CHARS: usize = 256;
+
+/// One bounce to record, already classified by the bounce stage.
+#[derive(Debug, Clone)]
+pub struct NewBounce {
+    /// The class name (`hard`, `soft`, `delayed`, `auto_reply`, `policy`, …).
+    pub kind: String,
+    /// Score added when counted: 1.0 hard, 0.5 soft, 0 for kinds that never count.
+    pub weight: f64,
+    pub status: Option<String>,
+    pub diagnostic: String,
+    /// `dsn` (a bounce message) or `smtp` (our own session's final reply).
+    pub source: &'static str,
+    pub post: Option<PostId>,
+    pub at_ms: u64,
+}
+
+/// What recording a bounce did.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BounceApplied {
+    pub member_found: bool,
+    pub counted: bool,
+    pub score: f64,
+    /// This bounce disabled the member.
+    pub disabled: bool,
+}
+
+/// A stored bounce event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BounceEvent {
+    pub id: i64,
+    pub list_id: ListId,
+    /// Empty for list-reputation events.
+    pub address: String,
+    pub at_ms: u64,
+    pub kind: String,
+    pub status: Option<String>,
+    pub diagnostic: String,
+    pub source: String,
+    pub post: Option<PostId>,
+    pub counted: bool,
+    /// The member's score after this event.
+    pub score: f64,
+}
+
+/// A member's current score.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct BounceScore {
+    pub score: f64,
+    pub last_counted_ms: u64,
+}
+
+fn cap(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_TEXT_CHARS)
+        .collect()
+}
+
+impl BounceEvent {
+    fn from_row(r: &Row<'_>) -> rusqlite::Result<BounceEvent> {
+        Ok(BounceEvent {
+            id: r.get(0)?,
+            list_id: ListId(r.get(1)?),
+            address: r.get(2)?,
+            at_ms: r.get::<_, i64>(3)?.max(0) as u64,
+            kind: r.get(4)?,
+            status: r.get(5)?,
+            diagnostic: r.get(6)?,
+            source: r.get(7)?,
+            post: r.get::<_, Option<i64>>(8)?.map(|p| PostId(p as u64)),
+            counted: r.get(9)?,
+            score: r.get(10)?,
+        })
+    }
+}
+
+const EVENT_COLUMNS: &str =
+    "id, list_id, address, at_ms, kind, status, diagnostic, source, post_id, counted, score";
+
+impl Directory {
+    /// Records a bounce for `address` on `list` (or, with `None`, against the list's reputation)
+    /// and applies the scoring rules. See the module doc.
+    pub fn apply_bounce(
+        &self,
+        list: ListId,
+        address: Option<&Address>,
+        b: &NewBounce,
+    ) -> Result<BounceApplied, DirectoryError> {
+        self.store.write(|tx| {
+            let settings = list_by_id_on(tx, list)?
+                .ok_or_else(|| DirectoryError::no_such_list(list))?
+                .settings;
+            let addr = address.map(|a| a.to_string()).unwrap_or_default();
+            let member: Option<Option<String>> = if addr.is_empty() {
+                None
+            } else {
+                tx.prepare_cached(
+                    "SELECT disabled_reason FROM members WHERE list_id = ?1 AND address = ?2",
+                )
+                .and_then(|mut st| st.query_row(params![list.0, addr], |r| r.get(0)).optional())
+                .map_err(storage("read member for bounce"))?
+            };
+            let mut out = BounceApplied {
+                member_found: member.is_some(),
+                counted: false,
+                score: 0.0,
+                disabled: false,
+            };
+            if let Some(reason) = &member {
+                let stale_ms = u64::from(settings.bounce_stale_days).saturating_mul(DAY_MS);
+                let prior = score_on(tx, list, &addr)?;
+                let mut score = match prior {
+                    Some(p) if b.at_ms.saturating_sub(p.last_counted_ms) <= stale_ms => p.score,
+                    _ => 0.0,
+                };
+                let due = prior.is_none_or(|p| b.at_ms.saturating_sub(p.last_counted_ms) >= DAY_MS);
+                if b.weight > 0.0 && reason.is_none() && due {
+                    score += b.weight;
+                    out.counted = true;
+                    tx.prepare_cached(
+                        "INSERT INTO bounce_scores (list_id, address, score, last_counted_ms) \
+                         VALUES (?1, ?2, ?3, ?4) ON CONFLICT (list_id, address) DO UPDATE \
+                         SET score = excluded.score, last_counted_ms = excluded.last_counted_ms",
+                    )
+                    .and_then(|mut st| st.execute(params![list.0, addr, score, b.at_ms as i64]))
+                    .map_err(storage("update bounce score"))?;
+                }
+                out.score = score;
+                let threshold = f64::from(settings.bounce_threshold);
+                if out.counted && threshold > 0.0 && score >= threshold {
+                    let why = format!(
+                        "bounce score {score:.1} reached {threshold:.1} (last: {} {})",
+                        cap(&b.kind),
+                        b.status.as_deref().map(cap).unwrap_or_default()
+                    );
+                    tx.prepare_cached(
+                        "UPDATE members SET disabled_reason = ?3 WHERE list_id = ?1 AND address = ?2",
+                    )
+                    .and_then(|mut st| st.execute(params![list.0, addr, why.trim_end()]))
+                    .map_err(storage("disable bouncing member"))?;
+                    out.disabled = true;
+                }
+            }
+            insert_event(tx, list, &addr, b, &out)?;
+            Ok(out)
+        })
+    }
+
+    /// A member's score, if it ever had a counted bounce.
+    pub fn bounce_score(
+        &self,
+        list: ListId,
+        address: &Address,
+    ) -> Result<Option<BounceScore>, DirectoryError> {
+        let conn = self.store.reader()?;
+        score_on(&conn, list, &address.to_string())
+    }
+
+    /// Bounce events, newest first: for one address, for one list, or (with `list = None`) for
+    /// every list. `kind` filters by class name.
+    pub fn bounce_events(
+        &self,
+        list: Option<ListId>,
+        address: Option<&Address>,
+        kind: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<BounceEvent>, DirectoryError> {
+        let conn = self.store.reader()?;
+        if let Some(l) = list {
+            ensure_list(&conn, l)?;
+        }
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM bounce_events \
+             WHERE (?1 IS NULL OR list_id = ?1) AND (?2 IS NULL OR address = ?2) \
+             AND (?3 IS NULL OR kind = ?3) ORDER BY id DESC LIMIT ?4"
+        );
+        let limit = limit.min(MAX_BOUNCE_LISTING) as i64;
+        let mut st = conn.prepare_cached(&sql).map_err(storage("list bounces"))?;
+        let rows = st
+            .query_map(
+                params![
+                    list.map(|l| l.0),
+                    address.map(|a| a.to_string()),
+                    kind,
+                    limit
+                ],
+                BounceEvent::from_row,
+            )
+            .map_err(storage("list bounces"))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(storage("read bounce row"))
+    }
+
+    /// Sets a member's "not me too" option: skip the list copy of a post that names the member in
+    /// To or Cc. False if the address is not on the list.
+    pub fn set_skip_if_addressed(
+        &self,
+        list: ListId,
+        address: &Address,
+        skip: bool,
+    ) -> Result<bool, DirectoryError> {
+        self.store.write(|tx| {
+            ensure_list(tx, list)?;
+            let n = tx
+                .prepare_cached(
+                    "INSERT INTO member_prefs (member_id, skip_if_addressed) \
+                     SELECT id, ?3 FROM members WHERE list_id = ?1 AND address = ?2 \
+                     ON CONFLICT (member_id) DO UPDATE SET skip_if_addressed = excluded.skip_if_addressed",
+                )
+                .and_then(|mut st| st.execute(params![list.0, address.to_string(), skip]))
+                .map_err(storage("set member preference"))?;
+            Ok(n > 0)
+        })
+    }
+
+    /// Of `addresses`, the members of `list` (lowercased) who asked to skip posts that name them.
+    pub fn skip_if_addressed_among(
+        &self,
+        list: ListId,
+        addresses: &[Address],
+    ) -> Result<HashSet<String>, DirectoryError> {
+        let conn = self.store.reader()?;
+        let mut st = conn
+            .prepare_cached(
+                "SELECT m.address FROM members m JOIN member_prefs p ON p.member_id = m.id \
+                 WHERE m.list_id = ?1 AND m.address = ?2 AND p.skip_if_addressed = 1",
+            )
+            .map_err(storage("read member preferences"))?;
+        let mut out = HashSet::new();
+        for a in addresses {
+            let found: Option<String> = st
+                .query_row(params![list.0, a.to_string()], |r| r.get(0))
+                .optional()
+                .map_err(storage("read member preference"))?;
+            if let Some(f) = found {
+                out.insert(f.to_ascii_lowercase());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether `address` is an enabled member of `list` with `id <= up_to` (cross-post dedup:
+    /// "did the other list's post already reach this person?").
+    pub fn is_enabled_member_upto(
+        &self,
+        list: ListId,
+        up_to: MemberId,
+        address: &Address,
+    ) -> Result<bool, DirectoryError> {
+        let conn = self.store.reader()?;
+        conn.prepare_cached(
+            "SELECT 1 FROM members WHERE list_id = ?1 AND address = ?2 AND id <= ?3 \
+             AND disabled_reason IS NULL",
+        )
+        .and_then(|mut st| {
+            st.query_row(params![list.0, address.to_string(), up_to.0], |_| Ok(()))
+                .optional()
+        })
+        .map(|r| r.is_some())
+        .map_err(storage("check cross-post member"))
+    }
+
+    /// Re-enables a member and clears their bounce score (an administrator's decision).
+    pub fn reset_bounces(&self, list: ListId, address: &Address) -> Result<bool, DirectoryError> {
+        let found = self.set_member_status(list, address, &MemberStatus::Enabled)?;
+        self.store.write(|tx| {
+            tx.prepare_cached("DELETE FROM bounce_scores WHERE list_id = ?1 AND address = ?2")
+                .and_then(|mut st| st.execute(params![list.0, address.to_string()]))
+                .map_err(storage("reset bounce score"))
+        })?;
+        Ok(found)
+    }
+}
+
+fn score_on(
+    conn: &Connection,
+    list: ListId,
+    addr: &str,
+) -> Result<Option<BounceScore>, DirectoryError> {
+    conn.prepare_cached(
+        "SELECT score, last_counted_ms FROM bounce_scores WHERE list_id = ?1 AND address = ?2",
+    )
+    .and_then(|mut st| {
+        st.query_row(params![list.0, addr], |r| {
+            Ok(BounceScore {
+                score: r.get(0)?,
+                last_counted_ms: r.get::<_, i64>(1)?.max(0) as u64,
+            })
+        })
+        .optional()
+    })
+    .map_err(storage("read bounce score"))
+}
+
+fn insert_event(
+    tx: &Connection,
+    list: ListId,
+    addr: &str,
+    b: &NewBounce,
+    out: &BounceApplied,
+) -> Result<(), DirectoryError> {
+    tx.prepare_cached(
+        "INSERT INTO bounce_events \
+         (list_id, address, at_ms, kind, status, diagnostic, source, post_id, counted, score) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            list.0,
+            addr,
+            b.at_ms as i64,
+            cap(&b.kind),
+            b.status.as_deref().map(cap),
+            cap(&b.diagnostic),
+            b.source,
+            b.post.map(|p| p.0 as i64),
+            out.counted,
+            out.score
+        ])
+    })
+    .map_err(storage("insert bounce event"))?;
+    let keep = if addr.is_empty() {
+        MAX_REPUTATION_EVENTS
+    } else {
+        MAX_EVENTS_PER_ADDRESS
+    };
+    tx.prepare_cached(
+        "DELETE FROM bounce_events WHERE list_id = ?1 AND address = ?2 AND id <= \
+         (SELECT id FROM bounce_events WHERE list_id = ?1 AND address = ?2 \
+          ORDER BY id DESC LIMIT 1 OFFSET ?3)",
+    )
+    .and_then(|mut st| st.execute(params![list.0, addr, keep]))
+    .map_err(storage("prune bounce events"))?;
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! Bounce scoring in the directory: weights, the once-per-day rule, staleness, the threshold,
+//! reputation events, pruning, and a bounce bomb that cannot touch other members.
+
+use herald_directory::{Directory, NewBounce, DAY_MS, MAX_EVENTS_PER_ADDRESS};
+use herald_types::{Address, ListSettings, MemberStatus};
+
+fn a(s: &str) -> Address {
+    Address::parse(s).expect("address")
+}
+
+fn setup() -> (tempfile::TempDir, Directory, herald_types::ListId) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = Directory::open(&dir.path().join("h.db")).expect("open");
+    let list = d
+        .create_list(&a("dev@l.test"), &ListSettings::default())
+        .expect("list");
+    let members: Vec<_> = ["bob@x.test", "carol@x.test"]
+        .iter()
+        .map(|m| herald_directory::NewMember {
+            address: a(m),
+            display_name: None,
+            fields: Default::default(),
+        })
+        .collect();
+    d.add_members(list.id, &members).expect("members");
+    (dir, d, list.id)
+}
+
+fn hard(at_ms: u64) -> NewBounce {
+    NewBounce {
+        kind: "hard".into(),
+        weight: 1.0,
+        status: Some("5.1.1".into()),
+        diagnostic: "user unknown".into(),
+        source: "dsn",
+        post: None,
+        at_ms,
+    }
+}
+
+#[test]
+fn five_days_of_hard_bounces_disable_the_member_with_a_reason() {
+    let (_t, d, list) = setup();
+    let bob = a("bob@x.test");
+    let t0 = 1_000 * DAY_MS;
+    for day in 0..4 {
+        let r = d
+            .apply_bounce(list, Some(&bob), &hard(t0 + day * DAY_MS))
+            .expect("apply");
+        assert!(r.counted && !r.disabled);
+    }
+    let r = d
+        .apply_bounce(list, Some(&bob), &hard(t0 + 4 * DAY_MS))
+        .expect("apply");
+    assert!(r.disabled, "{r:?}");
+    assert_eq!(r.score, 5.0);
+    let m = d.member(list, &bob).expect("read").expect("member");
+    match m.status {
+        MemberStatus::Disabled(why) => assert!(why.contains("bounce score 5.0"), "{why}"),
+        s => panic!("still {s:?}"),
+    }
+    let hist = d
+        .bounce_events(Some(list), Some(&bob), None, 100)
+        .expect("history");
+    assert_eq!(hist.len(), 5);
+}
+
+#[test]
+fn a_bounce_bomb_counts_once_a_day_and_touches_nobody_else() {
+    let (_t, d, list) = setup();
+    let bob = a("bob@x.test");
+    let t0 = 1_000 * DAY_MS;
+    for i in 0..3_000u64 {
+        d.apply_bounce(list, Some(&bob), &hard(t0 + i))
+            .expect("apply");
+    }
+    let s = d.bounce_score(list, &bob).expect("score").expect("some");
+    assert_eq!(s.score, 1.0, "3,000 bounces in one day count once");
+    let bob_m = d.member(list, &bob).expect("r").expect("m");
+    assert!(bob_m.status.is_enabled());
+    let carol = d.member(list, &a("carol@x.test")).expect("r").expect("m");
+    assert!(carol.status.is_enabled());
+    assert!(d
+        .bounce_score(list, &a("carol@x.test"))
+        .expect("s")
+        .is_none());
+    let hist = d
+        .bounce_events(Some(list), Some(&bob), None, 10_000)
+        .expect("h");
+    assert_eq!(
+        hist.len() as u32,
+        MAX_EVENTS_PER_ADDRESS,
+        "history is pruned"
+    );
+}
+
+#[test]
+fn stale_scores_restart_and_soft_counts_half_and_reputation_spares_members() {
+    let (_t, d, list) = setup();
+    let bob = a("bob@x.test");
+    let t0 = 1_000 * DAY_MS;
+    let soft = NewBounce {
+        kind: "soft".into(),
+        weight: 0.5,
+        ..hard(t0)
+    };
+    assert_eq!(
+        d.apply_bounce(list, Some(&bob), &soft).expect("a").score,
+        0.5
+    );
+    let later = hard(t0 + 31 * DAY_MS);
+    assert_eq!(
+        d.apply_bounce(list, Some(&bob), &later).expect("a").score,
+        1.0
+    );
+    let policy = NewBounce {
+        kind: "policy".into(),
+        weight: 0.0,
+        ..hard(t0 + 40 * DAY_MS)
+    };
+    let r = d.apply_bounce(list, None, &policy).expect("policy");
+    assert!(!r.counted && !r.member_found);
+    let rep = d
+        .bounce_events(Some(list), None, Some("policy"), 10)
+        .expect("rep");
+    assert_eq!(rep.len(), 1);
+    assert_eq!(rep[0].address, "");
+    // An event for a stranger is recorded but changes nobody.
+    let r = d
+        .apply_bounce(list, Some(&a("who@x.test")), &hard(t0))
+        .expect("stranger");
+    assert!(!r.member_found && !r.counted);
+}

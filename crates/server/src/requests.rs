@@ -1,0 +1,167 @@
+//! Mail to `<list>-request`: `subscribe`, `unsubscribe`, `help`, and `confirm <token>` (the
+//! reply to a confirmation mail). One command per mail: the first one found in the subject or,
+//! failing that, the first [`ListsConfig::request_max_lines`] lines of the body.
+//!
+//! Loop safety: nothing is answered for the null sender, for `Auto-Submitted` mail other than
+//! `no`, or for `Precedence: bulk/list/junk`; generated mail is itself marked auto-replied.
+//!
+//! Limits: at most `request_max_lines` lines (default 50) of at most [`MAX_LINE_CHARS`] characters
+//! are looked at, whatever the size of the mail (a 10,000-line request costs the same as a
+//! 50-line one beyond MIME parsing, which the SMTP size limit bounds).
+//!
+//! SECURITY: request mail is hostile input. A forged From only sends a confirmation to the
+//! forged address; nothing changes until someone holding that mailbox confirms.
+//!
+//! [`ListsConfig::request_max_lines`]: crate::config::ListsConfig
+
+use crate::confirm::MAX_TOKEN_BYTES;
+use herald_types::Address;
+use mail_parser::MessageParser;
+
+/// Longest line examined for a command.
+pub const MAX_LINE_CHARS: usize = 1000;
+
+/// A command found in a request mail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Subscribe,
+    Unsubscribe,
+    Help,
+    Confirm(String),
+}
+
+/// What a request mail asks, and who asks it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub sender: Address,
+    pub command: Option<Command>,
+    /// Lines actually examined (for the bounded-input test).
+    pub lines_read: usize,
+}
+
+/// Parses a request mail; `None` when it must not be answered (no usable sender, or automatic
+/// mail).
+pub fn parse(body: &[u8], envelope_from: Option<&Address>, max_lines: usize) -> Option<Request> {
+    let envelope_from = envelope_from?;
+    let msg = MessageParser::new().parse(body)?;
+    let header = |n: &str| msg.header_raw(n).map(|v| v.trim().to_ascii_lowercase());
+    if header("Auto-Submitted").is_some_and(|v| v != "no")
+        || header("Precedence").is_some_and(|v| matches!(v.as_str(), "bulk" | "list" | "junk"))
+    {
+        return None;
+    }
+    let sender = msg
+        .from()
+        .and_then(|f| f.first())
+        .and_then(|a| a.address())
+        .and_then(|a| Address::parse(a).ok())
+        .unwrap_or_else(|| envelope_from.clone());
+    if let Some(c) = msg.subject().and_then(command_in) {
+        return Some(Request {
+            sender,
+            command: Some(c),
+            lines_read: 0,
+        });
+    }
+    let text = msg.body_text(0).unwrap_or_default();
+    let mut lines_read = 0;
+    let mut command = None;
+    for line in text.lines().take(max_lines) {
+        lines_read += 1;
+        let line: String = line.chars().take(MAX_LINE_CHARS).collect();
+        if let Some(c) = command_in(&line) {
+            command = Some(c);
+            break;
+        }
+    }
+    Some(Request {
+        sender,
+        command,
+        lines_read,
+    })
+}
+
+/// The command a line or subject starts with (after any `Re:`), ignoring quoted lines.
+fn command_in(line: &str) -> Option<Command> {
+    let mut rest = line.trim();
+    if rest.starts_with('>') {
+        return None;
+    }
+    while let Some(r) = rest
+        .strip_prefix("Re:")
+        .or_else(|| rest.strip_prefix("RE:"))
+        .or_else(|| rest.strip_prefix("re:"))
+        .or_else(|| rest.strip_prefix("AW:"))
+    {
+        rest = r.trim_start();
+    }
+    let mut words = rest.split_whitespace();
+    let first = words.next()?.to_ascii_lowercase();
+    match first.as_str() {
+        "subscribe" | "join" => Some(Command::Subscribe),
+        "unsubscribe" | "leave" | "remove" => Some(Command::Unsubscribe),
+        "help" => Some(Command::Help),
+        "confirm" => words
+            .next()
+            .filter(|t| t.len() <= MAX_TOKEN_BYTES)
+            .map(|t| Command::Confirm(t.to_string())),
+        _ => None,
+    }
+}
+
+/// The help text sent for `help` and for mail with no command.
+pub fn help_text(list: &Address) -> String {
+    let request = herald_types::verp::request_address(list);
+    format!(
+        "This is the request address of the mailing list {list}.\n\n\
+         Send a mail to {request} with one of these words in the subject or the first line:\n\n\
+         \x20 subscribe     join the list (you will be asked to confirm)\n\
+         \x20 unsubscribe   leave the list (you will be asked to confirm)\n\
+         \x20 help          this text\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from() -> Address {
+        Address::parse("bob@x.test").expect("address")
+    }
+
+    #[test]
+    fn commands_in_subject_or_body() {
+        let m = b"From: Bob <bob@x.test>\r\nSubject: subscribe\r\n\r\n";
+        let r = parse(m, Some(&from()), 50).expect("parsed");
+        assert_eq!(r.command, Some(Command::Subscribe));
+        let m = b"From: bob@x.test\r\nSubject: hi\r\n\r\n> unsubscribe\r\n\r\nUnsubscribe me\r\n";
+        assert_eq!(
+            parse(m, Some(&from()), 50).expect("p").command,
+            Some(Command::Unsubscribe)
+        );
+        let m = b"From: bob@x.test\r\nSubject: Re: confirm abc.def\r\n\r\n";
+        assert_eq!(
+            parse(m, Some(&from()), 50).expect("p").command,
+            Some(Command::Confirm("abc.def".into()))
+        );
+    }
+
+    #[test]
+    fn automatic_mail_and_the_null_sender_get_no_answer() {
+        let m = b"From: bob@x.test\r\nAuto-Submitted: auto-replied\r\nSubject: subscribe\r\n\r\n";
+        assert!(parse(m, Some(&from()), 50).is_none());
+        assert!(parse(b"Subject: subscribe\r\n\r\n", None, 50).is_none());
+    }
+
+    #[test]
+    fn a_ten_thousand_line_request_reads_only_the_first_lines() {
+        let mut m = b"From: bob@x.test\r\nSubject: hello\r\n\r\n".to_vec();
+        for _ in 0..10_000 {
+            m.extend_from_slice(b"blah blah blah\r\n");
+        }
+        m.extend_from_slice(b"unsubscribe\r\n");
+        let r = parse(&m, Some(&from()), 50).expect("parsed");
+        assert_eq!(r.lines_read, 50);
+        assert_eq!(r.command, None, "a command after the limit is not read");
+    }
+}
