@@ -30,6 +30,7 @@ mod footer;
 mod headers;
 mod message;
 mod mime;
+mod sign;
 mod template;
 mod token;
 
@@ -38,6 +39,7 @@ pub use message::MAX_HEADER_BYTES;
 pub use template::Template;
 pub use token::{unsubscribe_token, unsubscribe_url, verify_unsubscribe_token};
 
+pub use herald_auth::DkimKeys;
 use herald_types::{Address, List};
 
 /// Longest unsubscribe base URL or archive URL accepted in a [`ListContext`].
@@ -55,6 +57,8 @@ pub struct ListContext {
     pub archive_url: Option<String>,
     /// HMAC key for unsubscribe tokens (and for unpredictable MIME boundaries).
     pub secret: Vec<u8>,
+    /// DKIM keys by list domain; a list whose domain has one gets every copy signed.
+    pub dkim: DkimKeys,
 }
 
 impl std::fmt::Debug for ListContext {
@@ -63,6 +67,7 @@ impl std::fmt::Debug for ListContext {
         f.debug_struct("ListContext")
             .field("unsubscribe_base_url", &self.unsubscribe_base_url)
             .field("archive_url", &self.archive_url)
+            .field("dkim", &self.dkim)
             .finish_non_exhaustive()
     }
 }
@@ -81,6 +86,7 @@ pub fn render(list: &List, ctx: &ListContext, raw_post: &[u8]) -> Result<Templat
     let mut b = template::Builder::new(msg.len());
     headers::write(&mut b, &post, list, ctx, &edits, &url_prefix);
     b.push(b"\r\n");
+    b.mark_body();
     let pieces = footer_text
         .map(|t| footer::parse(t, &list_name(list), &list.address.to_string()))
         .unwrap_or_default();
@@ -90,6 +96,7 @@ pub fn render(list: &List, ctx: &ListContext, raw_post: &[u8]) -> Result<Templat
         personalize: list.settings.personalize,
         mac: token::keyed_mac(&ctx.secret),
         url_prefix,
+        signer: ctx.dkim.get(list.address.domain()),
     }))
 }
 

@@ -143,6 +143,7 @@ pub async fn run(
             unsubscribe_base_url: config.public_base_url(),
             archive_url,
             secret: secret.clone(),
+            dkim: Default::default(),
         },
     };
     let (scheduler, scheduler_task) = Scheduler::start(
