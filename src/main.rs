@@ -4,6 +4,7 @@
 
 mod client;
 mod demo;
+mod dkim_cmd;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -47,6 +48,9 @@ enum Command {
     Queue(QueueArgs),
     /// Server status: lists, queue, recent posts, spool.
     Status,
+    /// DKIM keys for list domains.
+    #[command(subcommand)]
+    Dkim(dkim_cmd::DkimCommand),
 }
 
 #[derive(Args)]
@@ -93,6 +97,7 @@ async fn dispatch(command: Command, config: Config, server: Option<String>) -> R
         Command::Post(a) => client::post(&api()?, &a.list, &a.file, a.wait).await,
         Command::Queue(a) => client::queue(&api()?, a.json, a.limit).await,
         Command::Status => client::status(&api()?).await,
+        Command::Dkim(cmd) => dkim_cmd::run(cmd),
     }
 }
 

@@ -181,8 +181,8 @@ impl Authenticator {
             .rsplit_once('@')
             .map_or(helo, |(_, d)| d)
             .to_string();
-        let mut results = AuthenticationResults::new(&self.authserv_id)
-            .with_dkim_results(&dkim, &from);
+        let mut results =
+            AuthenticationResults::new(&self.authserv_id).with_dkim_results(&dkim, &from);
         let spf = match peer {
             Some(ip) => {
                 let spf = self

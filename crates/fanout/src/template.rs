@@ -21,8 +21,8 @@
 
 use crate::encode::{sanitize_name, write_phrase, write_value, Folder, NAME_BUF};
 use crate::footer::Value;
-use crate::token::{token_with, write_url_tail, HmacSha256, TOKEN_CHARS};
 use crate::sign::Signing;
+use crate::token::{token_with, write_url_tail, HmacSha256, TOKEN_CHARS};
 use herald_auth::DkimSigner;
 use herald_types::{verp, Address, Member};
 use std::sync::atomic::Ordering;
@@ -163,7 +163,9 @@ impl Builder {
             static_len: self.bytes.len(),
             bytes: self.bytes,
             segs: self.segs,
-            dynamic_hint: slots * 128 + parts.url_prefix.len() + signing.as_ref().map_or(0, |_| 1024),
+            dynamic_hint: slots * 128
+                + parts.url_prefix.len()
+                + signing.as_ref().map_or(0, |_| 1024),
             parts,
             signing,
         }

@@ -49,7 +49,11 @@ fn members() -> Vec<Member> {
     vec![
         member("bob@example.net", Some("Bob"), &[("company", "Acme")]),
         member("carol@example.com", None, &[]),
-        member("dave@example.org", Some(".Dave  Dot"), &[("company", ".dotco")]),
+        member(
+            "dave@example.org",
+            Some(".Dave  Dot"),
+            &[("company", ".dotco")],
+        ),
     ]
 }
 
@@ -68,8 +72,8 @@ async fn dns_with(records: &[(&str, &str)]) -> (DnsServer, Authenticator) {
     let dns = DnsServer::start("127.0.0.1:0".parse().unwrap(), zone)
         .await
         .unwrap();
-    let auth = Authenticator::new(&[dns.local_addr()], Duration::from_secs(2), 2, "test.local")
-        .unwrap();
+    let auth =
+        Authenticator::new(&[dns.local_addr()], Duration::from_secs(2), 2, "test.local").unwrap();
     (dns, auth)
 }
 
@@ -110,9 +114,15 @@ async fn altered_copies_fail() {
     let msg = received(&t, &members()[0]);
     let text = String::from_utf8(msg).unwrap();
     for (from, to) in [
-        ("Subject: [announce] Weekly  report", "Subject: [announce] Weekly  rep0rt"),
+        (
+            "Subject: [announce] Weekly  report",
+            "Subject: [announce] Weekly  rep0rt",
+        ),
         ("To: \"Bob\"", "To: \"Rob\""),
-        ("List-Unsubscribe-Post: List-Unsubscribe=One-Click", "List-Unsubscribe-Post: x"),
+        (
+            "List-Unsubscribe-Post: List-Unsubscribe=One-Click",
+            "List-Unsubscribe-Post: x",
+        ),
         ("end\r\n", "end!\r\n"),
         ("Bob <bob@example.net>", "Bob <bob@example.com>"),
     ] {
@@ -136,8 +146,14 @@ async fn signed_fields_include_rfc8058_ones() {
     let sig = msg.split("\r\n\r\n").next().unwrap();
     let h = sig.split("h=").nth(1).unwrap().split(';').next().unwrap();
     for name in [
-        "from", "to", "subject", "date", "message-id", "list-id",
-        "list-unsubscribe", "list-unsubscribe-post",
+        "from",
+        "to",
+        "subject",
+        "date",
+        "message-id",
+        "list-id",
+        "list-unsubscribe",
+        "list-unsubscribe-post",
     ] {
         assert!(h.split(':').any(|n| n == name), "{name} not in h={h}");
     }
@@ -201,7 +217,9 @@ fn dkimpy_verifies_copies() {
         for footer in [Some(FOOTER), None] {
             let t = template(dkim.clone(), footer);
             for (i, m) in members().iter().enumerate() {
-                let path = dir.path().join(format!("copy-{}-{i}.eml", footer.is_some()));
+                let path = dir
+                    .path()
+                    .join(format!("copy-{}-{i}.eml", footer.is_some()));
                 std::fs::write(&path, received(&t, m)).unwrap();
                 args.push(path);
             }

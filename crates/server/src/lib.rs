@@ -99,6 +99,8 @@ pub enum ServerError {
     Telemetry(#[from] herald_telemetry::TelemetryError),
     #[error("DNS resolver: {0}")]
     Resolver(String),
+    #[error("configuration: {0}")]
+    Config(#[from] ConfigError),
     #[error("{what} listener failed: {message}")]
     Listener { what: &'static str, message: String },
 }
@@ -143,7 +145,7 @@ pub async fn run(
             unsubscribe_base_url: config.public_base_url(),
             archive_url,
             secret: secret.clone(),
-            dkim: Default::default(),
+            dkim: config.dkim_keys()?,
         },
     };
     let (scheduler, scheduler_task) = Scheduler::start(

@@ -222,7 +222,10 @@ mod tests {
     #[test]
     fn relaxed_header_rules() {
         let mut out = Vec::new();
-        assert!(relaxed_header(b"SubJect \t:  Hello \r\n  big\tworld  \r\n", &mut out));
+        assert!(relaxed_header(
+            b"SubJect \t:  Hello \r\n  big\tworld  \r\n",
+            &mut out
+        ));
         assert_eq!(out, b"subject:Hello big world\r\n");
         out.clear();
         assert!(!relaxed_header(b"garbage\r\n", &mut out));

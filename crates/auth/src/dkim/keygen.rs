@@ -95,8 +95,13 @@ mod tests {
     fn ed25519_pair_loads_back() {
         let k = generate(DkimAlgorithm::Ed25519).expect("generates");
         assert!(k.dns_txt.starts_with("v=DKIM1; k=ed25519; p="));
-        DkimSigner::from_pem("example.org", "s", DkimAlgorithm::Ed25519, k.private_pem.as_bytes())
-            .expect("loads");
+        DkimSigner::from_pem(
+            "example.org",
+            "s",
+            DkimAlgorithm::Ed25519,
+            k.private_pem.as_bytes(),
+        )
+        .expect("loads");
     }
 
     #[test]

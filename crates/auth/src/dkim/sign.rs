@@ -61,7 +61,12 @@ impl std::fmt::Debug for DkimSigner {
 }
 
 impl DkimSigner {
-    pub(crate) fn new(domain: &str, selector: &str, algorithm: DkimAlgorithm, key: DkimKey) -> Self {
+    pub(crate) fn new(
+        domain: &str,
+        selector: &str,
+        algorithm: DkimAlgorithm,
+        key: DkimKey,
+    ) -> Self {
         DkimSigner {
             domain: domain.to_ascii_lowercase(),
             selector: selector.to_string(),
@@ -85,12 +90,21 @@ impl DkimSigner {
     /// Returns the complete `DKIM-Signature` field (folded, CRLF-terminated) for a message
     /// whose header block is `header` (fields in wire form, without the blank line) and whose
     /// relaxed body hash is `body_hash`. `now` is the signing time (`t=`, Unix seconds).
-    pub fn sign(&self, header: &[u8], body_hash: &[u8; 32], now: u64) -> Result<Vec<u8>, DkimError> {
+    pub fn sign(
+        &self,
+        header: &[u8],
+        body_hash: &[u8; 32],
+        now: u64,
+    ) -> Result<Vec<u8>, DkimError> {
         let fields = header_fields(header);
         let mut canonical = Vec::with_capacity(1024);
         let mut names: Vec<&str> = Vec::with_capacity(SIGNED_FIELDS.len() + 1);
         for &name in SIGNED_FIELDS {
-            for raw in fields.iter().rev().filter(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            for raw in fields
+                .iter()
+                .rev()
+                .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            {
                 if relaxed_header(raw.1, &mut canonical) {
                     names.push(name);
                 }
