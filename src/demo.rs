@@ -32,6 +32,9 @@ pub struct DemoArgs {
     /// delivery log).
     #[arg(long, default_value = "./herald-data/demo")]
     data_dir: PathBuf,
+    /// Sign every copy with a fresh DKIM key of this algorithm (rsa or ed25519).
+    #[arg(long)]
+    dkim: Option<String>,
 }
 
 const LIST: &str = "demo@lists.herald.test";
@@ -83,6 +86,25 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     config.dns.nameservers = vec![world.dns_addr()];
     config.delivery.port = world.smtp_port();
     config.delivery.helo_name = "herald.demo".into();
+    if let Some(alg) = &args.dkim {
+        let algorithm = match alg.as_str() {
+            "rsa" => herald_auth::DkimAlgorithm::Rsa,
+            "ed25519" => herald_auth::DkimAlgorithm::Ed25519,
+            other => bail!("--dkim {other}: expected rsa or ed25519"),
+        };
+        let domain = LIST.rsplit_once('@').map_or(LIST, |(_, d)| d);
+        let key_file =
+            crate::dkim_cmd::keygen(domain, "demo", algorithm, &args.data_dir.join("dkim"))?;
+        config.dkim.insert(
+            domain.to_string(),
+            herald_server::config::DkimDomainConfig {
+                selector: "demo".into(),
+                key_file,
+                algorithm,
+            },
+        );
+        println!("signing every copy with a {alg} DKIM key (selector demo._domainkey.{domain})");
+    }
     // A demo should show retries happen, not wait minutes for them.
     config.scheduler.retry_initial_secs = 2;
     config.scheduler.destination_backoff_secs = 2;

@@ -4,6 +4,7 @@
 
 mod client;
 mod demo;
+mod dkim_cmd;
 mod lists_cmd;
 
 use anyhow::{Context, Result};
@@ -54,6 +55,9 @@ enum Command {
     Bounces(lists_cmd::BouncesArgs),
     /// Ask for a subscription (or, with --unsubscribe, its end) with double opt-in.
     Subscribe(lists_cmd::SubscribeArgs),
+    /// DKIM keys for list domains.
+    #[command(subcommand)]
+    Dkim(dkim_cmd::DkimCommand),
 }
 
 #[derive(Args)]
@@ -103,6 +107,7 @@ async fn dispatch(command: Command, config: Config, server: Option<String>) -> R
         Command::Held(a) => lists_cmd::held(&api()?, a).await,
         Command::Bounces(a) => lists_cmd::bounces(&api()?, a).await,
         Command::Subscribe(a) => lists_cmd::subscribe(&api()?, a).await,
+        Command::Dkim(cmd) => dkim_cmd::run(cmd),
     }
 }
 

@@ -59,6 +59,7 @@ fn template(footer: Option<&str>, personalize: bool) -> Template {
         unsubscribe_base_url: "https://lists.example.org".into(),
         archive_url: Some("https://lists.example.org/archive/announce".into()),
         secret: b"bench-secret-0123456789abcdef".to_vec(),
+        dkim: Default::default(),
     };
     let started = Instant::now();
     let t = render(&list, &ctx, &post_10k()).expect("renders");

@@ -31,6 +31,7 @@ mod footer;
 mod headers;
 mod message;
 mod mime;
+mod sign;
 mod template;
 mod token;
 
@@ -40,6 +41,7 @@ pub use message::MAX_HEADER_BYTES;
 pub use template::Template;
 pub use token::{unsubscribe_token, unsubscribe_url, verify_unsubscribe_token};
 
+pub use herald_auth::DkimKeys;
 use herald_types::{Address, List};
 
 /// Longest unsubscribe base URL or archive URL accepted in a [`ListContext`].
@@ -57,6 +59,8 @@ pub struct ListContext {
     pub archive_url: Option<String>,
     /// HMAC key for unsubscribe tokens (and for unpredictable MIME boundaries).
     pub secret: Vec<u8>,
+    /// DKIM keys by list domain; a list whose domain has one gets every copy signed.
+    pub dkim: DkimKeys,
 }
 
 impl std::fmt::Debug for ListContext {
@@ -65,6 +69,7 @@ impl std::fmt::Debug for ListContext {
         f.debug_struct("ListContext")
             .field("unsubscribe_base_url", &self.unsubscribe_base_url)
             .field("archive_url", &self.archive_url)
+            .field("dkim", &self.dkim)
             .finish_non_exhaustive()
     }
 }
@@ -83,6 +88,7 @@ pub fn render(list: &List, ctx: &ListContext, raw_post: &[u8]) -> Result<Templat
     let mut b = template::Builder::new(msg.len());
     headers::write(&mut b, &post, list, ctx, &edits, &url_prefix);
     b.push(b"\r\n");
+    b.mark_body();
     let pieces = footer_text
         .map(|t| footer::parse(t, &list_name(list), &list.address.to_string()))
         .unwrap_or_default();
@@ -92,14 +98,16 @@ pub fn render(list: &List, ctx: &ListContext, raw_post: &[u8]) -> Result<Templat
         personalize: list.settings.personalize,
         mac: token::keyed_mac(&ctx.secret),
         url_prefix,
+        signer: ctx.dkim.get(list.address.domain()),
     }))
 }
 
 /// A template that sends `raw` unchanged (CRLF line endings, dot-stuffed) to every recipient:
 /// for mail Herald writes itself (confirmations, notices), which carries no list headers,
 /// footer or unsubscribe link. The return path is still the list's VERP bounce address, so a
-/// bouncing confirmation is recognized (and counts against nobody who is not a member).
-pub fn verbatim(list: &Address, secret: &[u8], raw: &[u8]) -> Template {
+/// bouncing confirmation is recognized (and counts against nobody who is not a member). It is
+/// DKIM-signed with the list domain's key like every other copy.
+pub fn verbatim(list: &Address, ctx: &ListContext, raw: &[u8]) -> Template {
     let msg = message::normalize(raw);
     let mut b = template::Builder::new(msg.len());
     b.push(&msg);
@@ -109,8 +117,9 @@ pub fn verbatim(list: &Address, secret: &[u8], raw: &[u8]) -> Template {
     b.finish(template::TemplateParts {
         list: list.clone(),
         personalize: false,
-        mac: token::keyed_mac(secret),
+        mac: token::keyed_mac(&ctx.secret),
         url_prefix: Vec::new(),
+        signer: ctx.dkim.get(list.domain()),
     })
 }
 

@@ -21,8 +21,12 @@
 
 use crate::encode::{sanitize_name, write_phrase, write_value, Folder, NAME_BUF};
 use crate::footer::Value;
+use crate::sign::Signing;
 use crate::token::{token_with, write_url_tail, HmacSha256, TOKEN_CHARS};
+use herald_auth::DkimSigner;
 use herald_types::{verp, Address, Member};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// A per-member hole in the template.
 #[derive(Debug, Clone)]
@@ -62,6 +66,11 @@ pub(crate) struct Builder {
     bytes: Vec<u8>,
     segs: Vec<Seg>,
     prev: Prev,
+    /// Offset in `bytes` where the body starts (set by [`Builder::mark_body`]).
+    body_start: Option<usize>,
+    /// The first footer slot: (its index in `segs`, `bytes.len()` when it was pushed). The
+    /// body bytes before it are the same for every copy (the DKIM shared prefix).
+    first_body_slot: Option<(usize, usize)>,
 }
 
 impl Builder {
@@ -70,7 +79,14 @@ impl Builder {
             bytes: Vec::with_capacity(capacity + capacity / 64 + 1024),
             segs: Vec::new(),
             prev: Prev::LineStart,
+            body_start: None,
+            first_body_slot: None,
         }
+    }
+
+    /// Records that the header block (with its blank line) is complete: the body starts here.
+    pub fn mark_body(&mut self) {
+        self.body_start = Some(self.bytes.len());
     }
 
     /// Appends static bytes (CRLF line endings already), dot-stuffing line-initial dots.
@@ -117,6 +133,9 @@ impl Builder {
 
     /// Appends a slot. Header slots end with CRLF; footer slots leave the line state unknown.
     pub fn slot(&mut self, slot: Slot) {
+        if matches!(slot, Slot::Footer { .. }) && self.first_body_slot.is_none() {
+            self.first_body_slot = Some((self.segs.len(), self.bytes.len()));
+        }
         self.prev = match slot {
             Slot::To => Prev::LineStart,
             Slot::UrlTail => Prev::MidLine,
@@ -131,12 +150,24 @@ impl Builder {
             .iter()
             .filter(|s| matches!(s, Seg::Slot(_)))
             .count();
+        let signing = parts.signer.clone().map(|signer| {
+            let body_start = self.body_start.unwrap_or(self.bytes.len());
+            let prefix_end = self.first_body_slot.map_or(self.bytes.len(), |(_, at)| at);
+            Signing::new(
+                signer,
+                &self.bytes[body_start.min(prefix_end)..prefix_end],
+                self.first_body_slot.map(|(seg, _)| seg),
+            )
+        });
         Template {
             static_len: self.bytes.len(),
             bytes: self.bytes,
             segs: self.segs,
-            dynamic_hint: slots * 128 + parts.url_prefix.len(),
+            dynamic_hint: slots * 128
+                + parts.url_prefix.len()
+                + signing.as_ref().map_or(0, |_| 1024),
             parts,
+            signing,
         }
     }
 }
@@ -148,6 +179,8 @@ pub(crate) struct TemplateParts {
     pub mac: HmacSha256,
     /// `{base}/unsubscribe/{list}/`, for `{{unsubscribe_url}}` in footers.
     pub url_prefix: Vec<u8>,
+    /// The list domain's DKIM key, when one is configured.
+    pub signer: Option<Arc<DkimSigner>>,
 }
 
 /// A post rendered once for a list; each member's copy is spliced from it.
@@ -157,6 +190,7 @@ pub struct Template {
     static_len: usize,
     dynamic_hint: usize,
     parts: TemplateParts,
+    signing: Option<Signing>,
 }
 
 impl std::fmt::Debug for Template {
@@ -177,7 +211,12 @@ impl Template {
         out.clear();
         out.reserve(self.size_hint());
         let token = token_with(&self.parts.mac, &self.parts.list, &member.address);
-        for seg in &self.segs {
+        let tail_seg = self.signing.as_ref().and_then(|s| s.tail_seg);
+        let mut tail_at = None;
+        for (i, seg) in self.segs.iter().enumerate() {
+            if Some(i) == tail_seg {
+                tail_at = Some(out.len());
+            }
             match seg {
                 Seg::Static {
                     start,
@@ -192,6 +231,22 @@ impl Template {
                 Seg::Slot(slot) => self.fill(slot, member, &token, out),
             }
         }
+        if let Some(signing) = &self.signing {
+            signing.sign_copy(out, tail_at);
+        }
+    }
+
+    /// Copies that went out unsigned because signing failed (the DKIM key is unusable, or
+    /// the post has no From). Exported as a metric; zero in a healthy system.
+    pub fn sign_failures(&self) -> u64 {
+        self.signing
+            .as_ref()
+            .map_or(0, |s| s.failures.load(Ordering::Relaxed))
+    }
+
+    /// Whether copies of this template carry the list's DKIM signature.
+    pub fn is_signed(&self) -> bool {
+        self.signing.is_some()
     }
 
     fn fill(&self, slot: &Slot, member: &Member, token: &[u8; TOKEN_CHARS], out: &mut Vec<u8>) {

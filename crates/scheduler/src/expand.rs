@@ -215,7 +215,7 @@ pub async fn expand_generated(
     body: bytes::Bytes,
     done: Option<DoneSet>,
 ) -> Result<u64, ExpandError> {
-    let template = herald_fanout::verbatim(&meta.list_address, &ctx.list_ctx.secret, &body);
+    let template = herald_fanout::verbatim(&meta.list_address, &ctx.list_ctx, &body);
     let post = Arc::new(PostCtx {
         id,
         list_id: meta.list_id,

@@ -6,6 +6,7 @@ use herald_delivery::{ClientConfig, ResolverConfig};
 use herald_inbound::Limits;
 use herald_scheduler::SchedulerConfig;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -30,6 +31,22 @@ pub struct Config {
     pub log: LogConfig,
     /// List housekeeping: duplicate suppression, requests, confirmations, moderation.
     pub lists: ListsConfig,
+    /// DKIM keys by list domain (`[dkim."lists.example.org"]`): every copy of a list whose
+    /// domain has a key is signed with it.
+    pub dkim: BTreeMap<String, DkimDomainConfig>,
+}
+
+/// One list domain's DKIM key.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DkimDomainConfig {
+    /// The DNS selector: the public key is at `<selector>._domainkey.<domain>`.
+    pub selector: String,
+    /// PEM private key (PKCS#1 or PKCS#8; `herald dkim keygen` writes one). Keep it 0600.
+    pub key_file: PathBuf,
+    /// `rsa` (rsa-sha256, default) or `ed25519` (ed25519-sha256).
+    #[serde(default)]
+    pub algorithm: herald_auth::DkimAlgorithm,
 }
 
 impl Default for Config {
@@ -47,6 +64,7 @@ impl Default for Config {
             spool: SpoolSection::default(),
             log: LogConfig::default(),
             lists: ListsConfig::default(),
+            dkim: BTreeMap::new(),
         }
     }
 }
@@ -90,6 +108,28 @@ impl Default for SmtpInConfig {
             max_sessions: d.max_sessions,
             shutdown_grace_secs: d.shutdown_grace_secs,
         }
+    }
+}
+
+impl Config {
+    /// Loads every `[dkim]` key. An unreadable or unusable key stops the start: sending
+    /// unsigned copies from a domain that publishes DKIM would fail DMARC at receivers.
+    pub fn dkim_keys(&self) -> Result<herald_auth::DkimKeys, ConfigError> {
+        let mut signers = Vec::with_capacity(self.dkim.len());
+        for (domain, d) in &self.dkim {
+            let key = format!("dkim.\"{domain}\"");
+            let pem = std::fs::read(&d.key_file).map_err(|e| ConfigError::Unusable {
+                key: key.clone(),
+                message: format!("cannot read {}: {e}", d.key_file.display()),
+            })?;
+            let signer = herald_auth::DkimSigner::from_pem(domain, &d.selector, d.algorithm, &pem)
+                .map_err(|e| ConfigError::Unusable {
+                    key,
+                    message: format!("{}: {e}", d.key_file.display()),
+                })?;
+            signers.push(signer);
+        }
+        Ok(herald_auth::DkimKeys::new(signers))
     }
 }
 
@@ -193,6 +233,9 @@ pub enum ConfigError {
     },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
+    /// A value that parsed but cannot be used (e.g. a key file), named by its key.
+    #[error("{key}: {message}")]
+    Unusable { key: String, message: String },
 }
 
 impl Config {

@@ -103,6 +103,8 @@ pub enum ServerError {
     Telemetry(#[from] herald_telemetry::TelemetryError),
     #[error("DNS resolver: {0}")]
     Resolver(String),
+    #[error("configuration: {0}")]
+    Config(#[from] ConfigError),
     #[error("{what} listener failed: {message}")]
     Listener { what: &'static str, message: String },
 }
@@ -181,6 +183,7 @@ pub async fn run(
             unsubscribe_base_url: config.public_base_url(),
             archive_url,
             secret: secret.clone(),
+            dkim: config.dkim_keys()?,
         },
         failures: Some(failures_tx),
         dedup: Some(dedup.clone()),

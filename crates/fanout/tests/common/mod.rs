@@ -41,6 +41,7 @@ pub fn ctx(archive: Option<&str>) -> ListContext {
         unsubscribe_base_url: BASE_URL.to_string(),
         archive_url: archive.map(str::to_string),
         secret: SECRET.to_vec(),
+        dkim: Default::default(),
     }
 }
 

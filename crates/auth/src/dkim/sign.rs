@@ -1,0 +1,188 @@
+//! Building and signing one `DKIM-Signature` field (RFC 6376 §3.5, §5) from a copy's header
+//! block and a body hash computed elsewhere (shared prefix + per-copy tail, see `canon`).
+//!
+//! Signature format: `v=1; a=rsa-sha256|ed25519-sha256; c=relaxed/relaxed; d; s; t; h; bh; b`.
+//! The cryptography is mail-auth's (`SigningKey::sign` over ring); this module only lays out
+//! the tag list, because mail-auth's signer insists on hashing the whole body itself.
+//!
+//! Signed fields: every instance present of [`SIGNED_FIELDS`], bottom-up per RFC 6376 §5.4.2,
+//! plus one extra `from` (over-signing: a From added in transit then breaks the signature).
+//!
+//! SECURITY: the key never leaves [`DkimSigner`]; its `Debug` prints the domain and selector
+//! only. The header block comes from our own template, but it may carry posters' fields: it is
+//! parsed defensively (no panics, bounded by its length).
+
+use super::canon::relaxed_header;
+use super::{DkimAlgorithm, DkimError};
+use base64::Engine;
+use mail_auth::common::crypto::{DkimKey, SigningKey};
+
+/// Fields covered by the list's signature when present. RFC 8058 §4 requires the two
+/// List-Unsubscribe fields; the rest are what a reader sees or what decides MIME rendering.
+pub const SIGNED_FIELDS: &[&str] = &[
+    "From",
+    "To",
+    "Cc",
+    "Subject",
+    "Date",
+    "Message-ID",
+    "Reply-To",
+    "In-Reply-To",
+    "References",
+    "MIME-Version",
+    "Content-Type",
+    "Content-Transfer-Encoding",
+    "List-Id",
+    "List-Unsubscribe",
+    "List-Unsubscribe-Post",
+    "List-Post",
+    "List-Help",
+    "List-Subscribe",
+    "List-Archive",
+];
+
+/// A list domain's signing key with its DNS coordinates (`<selector>._domainkey.<domain>`).
+pub struct DkimSigner {
+    domain: String,
+    selector: String,
+    algorithm: DkimAlgorithm,
+    key: DkimKey,
+}
+
+impl std::fmt::Debug for DkimSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key is deliberately absent.
+        f.debug_struct("DkimSigner")
+            .field("domain", &self.domain)
+            .field("selector", &self.selector)
+            .field("algorithm", &self.algorithm)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DkimSigner {
+    pub(crate) fn new(
+        domain: &str,
+        selector: &str,
+        algorithm: DkimAlgorithm,
+        key: DkimKey,
+    ) -> Self {
+        DkimSigner {
+            domain: domain.to_ascii_lowercase(),
+            selector: selector.to_string(),
+            algorithm,
+            key,
+        }
+    }
+
+    pub fn domain(&self) -> &str {
+        &self.domain
+    }
+
+    pub fn selector(&self) -> &str {
+        &self.selector
+    }
+
+    pub fn algorithm(&self) -> DkimAlgorithm {
+        self.algorithm
+    }
+
+    /// Returns the complete `DKIM-Signature` field (folded, CRLF-terminated) for a message
+    /// whose header block is `header` (fields in wire form, without the blank line) and whose
+    /// relaxed body hash is `body_hash`. `now` is the signing time (`t=`, Unix seconds).
+    pub fn sign(
+        &self,
+        header: &[u8],
+        body_hash: &[u8; 32],
+        now: u64,
+    ) -> Result<Vec<u8>, DkimError> {
+        let fields = header_fields(header);
+        let mut canonical = Vec::with_capacity(1024);
+        let mut names: Vec<&str> = Vec::with_capacity(SIGNED_FIELDS.len() + 1);
+        for &name in SIGNED_FIELDS {
+            for raw in fields
+                .iter()
+                .rev()
+                .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            {
+                if relaxed_header(raw.1, &mut canonical) {
+                    names.push(name);
+                }
+            }
+        }
+        if !names.contains(&"From") {
+            return Err(DkimError::NoFrom);
+        }
+        names.push("From");
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let mut field = format!(
+            "DKIM-Signature: v=1; a={}; c=relaxed/relaxed; d={}; s={};\r\n t={now}; h={};\r\n bh={};\r\n b=",
+            self.algorithm.tag(),
+            self.domain,
+            self.selector,
+            names.join(":").to_ascii_lowercase(),
+            b64.encode(body_hash),
+        )
+        .into_bytes();
+        relaxed_header(&field, &mut canonical);
+        // The signed form of our own field has no trailing CRLF (RFC 6376 §3.7).
+        canonical.truncate(canonical.len() - 2);
+        let signature = self
+            .key
+            .sign(canonical.as_slice())
+            .map_err(|e| DkimError::Sign(e.to_string()))?;
+        let encoded = b64.encode(signature);
+        for (i, chunk) in encoded.as_bytes().chunks(72).enumerate() {
+            if i > 0 {
+                field.extend_from_slice(b"\r\n ");
+            }
+            field.extend_from_slice(chunk);
+        }
+        field.extend_from_slice(b"\r\n");
+        Ok(field)
+    }
+}
+
+/// Splits a header block into (name, raw field) pairs; stops at the blank line. Lines that
+/// are not fields (no colon) are skipped; they cannot be signed anyway.
+pub fn header_fields(header: &[u8]) -> Vec<(&str, &[u8])> {
+    let mut fields = Vec::with_capacity(32);
+    let mut start = 0;
+    while start < header.len() && !header[start..].starts_with(b"\r\n") {
+        let mut end = start;
+        loop {
+            match header[end..].windows(2).position(|w| w == b"\r\n") {
+                Some(i) => end += i + 2,
+                None => {
+                    end = header.len();
+                    break;
+                }
+            }
+            if !matches!(header.get(end), Some(b' ' | b'\t')) {
+                break;
+            }
+        }
+        let raw = &header[start..end];
+        if let Some(colon) = raw.iter().position(|&b| b == b':') {
+            if let Ok(name) = std::str::from_utf8(&raw[..colon]) {
+                fields.push((name.trim_end_matches([' ', '\t']), raw));
+            }
+        }
+        start = end;
+    }
+    fields
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_are_split_with_their_folding() {
+        let h = b"From: a\r\nSubject: x\r\n y\r\nbad line\r\nTo : b\r\n\r\nbody";
+        let f = header_fields(h);
+        let names: Vec<&str> = f.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["From", "Subject", "To"]);
+        assert_eq!(f[1].1, b"Subject: x\r\n y\r\n");
+    }
+}
