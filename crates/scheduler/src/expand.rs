@@ -19,6 +19,8 @@ pub struct ExpandCtx {
     pub jobs: mpsc::Sender<Vec<Job>>,
     pub reports: mpsc::Sender<Report>,
     pub page_size: usize,
+    /// Copies of one post queued at most (see [`crate::job`]).
+    pub post_window: usize,
 }
 
 /// Why a post could not be expanded. The post stays in the spool (nothing is lost); the error is
@@ -67,13 +69,14 @@ pub async fn expand(
         template,
         accepted_at_ms: meta.received_at_ms,
         max_age_ms: list.settings.max_age_secs.saturating_mul(1000),
+        window: Arc::new(tokio::sync::Semaphore::new(ctx.post_window)),
     });
     let already_done = done.as_ref().map_or(0, |d| d.len());
     let mut after = MemberId(0);
     let mut queued = 0u64;
     loop {
         let dir = ctx.directory.clone();
-        let (page, up_to) = (ctx.page_size, meta.max_member_id);
+        let (page, up_to) = (ctx.page_size.min(ctx.post_window), meta.max_member_id);
         let members = blocking(move || dir.members_page(list_id, after, up_to, page, true))
             .await?
             .map_err(|source| ExpandError::Directory { post: id, source })?;
@@ -85,7 +88,17 @@ pub async fn expand(
             .map(|m| Job::new(post.clone(), Arc::new(m)))
             .collect();
         queued += jobs.len() as u64;
-        if !jobs.is_empty() && ctx.jobs.send(jobs).await.is_err() {
+        if jobs.is_empty() {
+            continue;
+        }
+        // One permit per copy, given back when the copy is final (Job's Drop): this post's share
+        // of the queue is bounded, so posts that come later still get in (fairness).
+        let n = u32::try_from(jobs.len()).unwrap_or(u32::MAX);
+        match post.window.acquire_many(n).await {
+            Ok(permits) => permits.forget(),
+            Err(_) => return Err(ExpandError::ShuttingDown { post: id }),
+        }
+        if ctx.jobs.send(jobs).await.is_err() {
             return Err(ExpandError::ShuttingDown { post: id });
         }
     }

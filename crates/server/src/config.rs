@@ -197,6 +197,7 @@ impl Config {
         if !(0.0..=1.0).contains(&s.retry_jitter) {
             return Err("scheduler.retry_jitter must be between 0 and 1".into());
         }
+        s.validate().map_err(|e| e.to_string())?;
         if !self.http.public_base_url.is_empty()
             && !self.http.public_base_url.starts_with("http://")
             && !self.http.public_base_url.starts_with("https://")

@@ -144,6 +144,7 @@ pub async fn run(
             archive_url,
             secret: secret.clone(),
         },
+        health_path: Some(config.data_dir.join("host-health.json")),
     };
     let (scheduler, scheduler_task) = Scheduler::start(
         config.scheduler.clone(),

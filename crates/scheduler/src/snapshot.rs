@@ -1,0 +1,128 @@
+//! The queue view for `herald queue` and the status API. It is built from counts the actor keeps
+//! anyway (queue lengths, oldest acceptance times, the straggler index), and the top rows are
+//! chosen by partial selection: the cost is O(destinations + stragglers), never a copy or sort
+//! of the pending copies themselves (a million pending recipients list in milliseconds; see
+//! `examples/queue_bench.rs`).
+
+use crate::actor::{Actor, Route};
+use crate::queue::{
+    Destination, DestinationView, HostView, QueueSnapshot, SnapshotRequest, StragglerView,
+};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Instant;
+
+/// Rows of a snapshot at most, whatever the request says (bounded response size).
+pub const MAX_ROWS: usize = 10_000;
+
+impl Actor {
+    pub(crate) fn snapshot(&self, req: SnapshotRequest) -> QueueSnapshot {
+        let started = Instant::now();
+        let now_ms = herald_types::unix_ms_now();
+        let limit = req.limit.min(MAX_ROWS);
+        let destinations = self.top_destinations(limit, now_ms);
+        let stragglers = if req.stragglers {
+            self.stragglers
+                .top(limit)
+                .into_iter()
+                .map(|(recipient, pending, oldest)| StragglerView {
+                    recipient,
+                    pending,
+                    oldest_age_secs: now_ms.saturating_sub(oldest) / 1000,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let down_hosts = self
+            .health
+            .down_hosts(limit)
+            .into_iter()
+            .map(|(k, r)| HostView {
+                host: k.name.to_string(),
+                addr: k.addr.to_string(),
+                consecutive_failures: r.consecutive_failures,
+                probe_in_secs: r
+                    .down_until_ms
+                    .map_or(0, |t| t.saturating_sub(now_ms) / 1000),
+                last_error: r.last_error.clone(),
+            })
+            .collect();
+        let resolving = self
+            .routes
+            .values()
+            .map(|r| match r {
+                Route::Resolving(j) | Route::RetryDns { jobs: j, .. } => j.len(),
+                _ => 0,
+            })
+            .sum();
+        QueueSnapshot {
+            queued: self.queued,
+            resolving,
+            connections: self.connections,
+            slow_connections: self.slow_connections,
+            fast_lane: self.queued.saturating_sub(self.slow_queued),
+            slow_lane: self.slow_queued,
+            destinations_with_work: self.dests.values().filter(|d| d.queued() > 0).count(),
+            hosts_down: self.health.down_count(),
+            destinations,
+            stragglers,
+            down_hosts,
+            build_micros: started.elapsed().as_micros() as u64,
+        }
+    }
+
+    /// The `limit` destinations with the most pending copies, oldest first among equals.
+    fn top_destinations(&self, limit: usize, now_ms: u64) -> Vec<DestinationView> {
+        if limit == 0 {
+            return Vec::new();
+        }
+        let mut heap: BinaryHeap<(Reverse<usize>, u64, &str)> =
+            BinaryHeap::with_capacity(limit + 1);
+        for d in self
+            .dests
+            .values()
+            .filter(|d| d.queued() > 0 || d.workers() > 0)
+        {
+            heap.push((
+                Reverse(d.queued()),
+                d.oldest_ms().unwrap_or(now_ms),
+                d.key.as_ref(),
+            ));
+            if heap.len() > limit {
+                heap.pop();
+            }
+        }
+        heap.into_sorted_vec()
+            .into_iter()
+            .filter_map(|(_, _, key)| self.dests.get(key))
+            .map(|d| self.view(d, now_ms))
+            .collect()
+    }
+
+    fn view(&self, d: &Destination, now_ms: u64) -> DestinationView {
+        let all_down = self.health.plan_is_empty(&d.hosts, now_ms);
+        DestinationView {
+            destination: d.key.to_string(),
+            budget: d.budget.to_string(),
+            ready: d.fast.len(),
+            retry_ready: d.slow.len(),
+            waiting: d.waiting.len(),
+            connections: d.workers(),
+            slow_connections: d.slow_workers,
+            connection_limit: self
+                .budgets
+                .get(&d.budget)
+                .map_or(0, |b| b.connection_limit()),
+            oldest_age_secs: d.oldest_ms().map_or(0, |o| now_ms.saturating_sub(o) / 1000),
+            down_for_secs: all_down
+                .then(|| self.health.next_probe_ms(&d.hosts))
+                .flatten()
+                .map(|t| t.saturating_sub(now_ms) / 1000),
+            last_error: d.last_error.clone(),
+            delivered: d.delivered,
+            deferred: d.deferred,
+            failed: d.failed,
+        }
+    }
+}
