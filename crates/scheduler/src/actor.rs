@@ -353,7 +353,7 @@ impl Actor {
     }
 
     /// The destination of a resolved MX host set, created (with its shaping budget) if new.
-    fn destination_for(&mut self, hosts: Vec<MxHost>) -> Arc<str> {
+    pub(crate) fn destination_for(&mut self, hosts: Vec<MxHost>) -> Arc<str> {
         let key = destination_key(&hosts);
         if self.dests.contains_key(&key) {
             return key;

@@ -72,7 +72,11 @@ impl Actor {
                         self.emit(ev);
                     }
                 }
-                FailKind::Throttle => self.throttle(dest),
+                FailKind::Throttle => {
+                    // The host answers (busy): no verdict on its health, but the budget is cut.
+                    self.health.release_probe(&f.key);
+                    self.throttle(dest);
+                }
                 FailKind::Other => self.health.release_probe(&f.key),
             }
         }

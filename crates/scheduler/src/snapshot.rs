@@ -126,3 +126,126 @@ impl Actor {
         }
     }
 }
+
+/// `cargo test --release -p herald-scheduler queue_snapshot_with_a_million -- --ignored
+/// --nocapture`: builds an actor holding 1,000,000 pending copies (half in the slow lane, over
+/// 20,000 destinations and 200,000 straggling recipients) and times `herald queue` and
+/// `herald queue --stragglers` snapshots. Ignored by default (seconds to set up in debug).
+#[cfg(test)]
+mod bench {
+    use super::*;
+    use crate::actor::Actor;
+    use crate::job::{Job, PostCtx};
+    use crate::queue::Waiting;
+    use crate::worker::WorkerCtx;
+    use crate::SchedulerConfig;
+    use herald_delivery::{ClientConfig, MxHost, MxResolver, ResolverConfig};
+    use herald_telemetry::{DeferralKind, LaneKind, Telemetry};
+    use herald_types::{
+        Address, List, ListId, ListSettings, Member, MemberId, MemberStatus, PostId,
+    };
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[tokio::test]
+    #[ignore]
+    async fn queue_snapshot_with_a_million_pending() {
+        let (ctrl, _ctrl_rx) = tokio::sync::mpsc::channel(8);
+        let (reports, _reports_rx) = tokio::sync::mpsc::channel(8);
+        let resolver = MxResolver::new(&ResolverConfig {
+            nameservers: vec!["127.0.0.1:9".parse().expect("addr")],
+            ..ResolverConfig::default()
+        })
+        .expect("resolver");
+        let ctx = Arc::new(WorkerCtx {
+            client: Arc::new(ClientConfig::default()),
+            slow_client: Arc::new(ClientConfig::default()),
+            resolver: Arc::new(resolver),
+            ctrl,
+            reports,
+            telemetry: Telemetry::disabled_log(),
+        });
+        let cfg = SchedulerConfig {
+            max_queued_copies: 2_000_000,
+            ..SchedulerConfig::default()
+        };
+        let mut actor = Actor::new(Arc::new(cfg), ctx, None);
+        let list = List {
+            id: ListId(1),
+            address: Address::parse("l@lists.test").expect("addr"),
+            settings: ListSettings::default(),
+            created_at_ms: 0,
+        };
+        let lctx = herald_fanout::ListContext {
+            unsubscribe_base_url: "http://x".into(),
+            archive_url: None,
+            secret: b"0123456789abcdef".to_vec(),
+        };
+        let template =
+            herald_fanout::render(&list, &lctx, b"Subject: x\r\n\r\nbody\r\n").expect("render");
+        let post = Arc::new(PostCtx {
+            id: PostId(1),
+            template,
+            accepted_at_ms: herald_types::unix_ms_now(),
+            max_age_ms: u64::MAX,
+            window: Arc::new(tokio::sync::Semaphore::new(0)),
+        });
+        let keys: Vec<Arc<str>> = (0..20_000)
+            .map(|i| {
+                let hosts = vec![MxHost {
+                    name: format!("mx.d{i}.test"),
+                    preference: 10,
+                    addrs: vec![],
+                }];
+                actor.destination_for(hosts)
+            })
+            .collect();
+        let now = std::time::Instant::now() + Duration::from_secs(3600);
+        for i in 0..1_000_000u64 {
+            let member = Arc::new(Member {
+                id: MemberId(i + 1),
+                list_id: ListId(1),
+                address: Address::parse(&format!("m{}@d{}.test", i % 200_000, i % 20_000))
+                    .expect("addr"),
+                display_name: None,
+                status: MemberStatus::Enabled,
+                fields: Default::default(),
+            });
+            let mut job = Job::new(post.clone(), member);
+            let key = &keys[(i % 20_000) as usize];
+            let d = actor.dests.get_mut(key).expect("dest");
+            actor.queued += 1;
+            if i % 2 == 0 {
+                d.fast.push_back(job);
+            } else {
+                job.lane = LaneKind::Slow;
+                actor.slow_queued += 1;
+                actor
+                    .stragglers
+                    .add(&job.member.address.to_string(), job.post.accepted_at_ms);
+                actor.seq += 1;
+                d.push_waiting(Waiting {
+                    at: now,
+                    seq: actor.seq,
+                    kind: DeferralKind::Other,
+                    job,
+                });
+            }
+        }
+        for stragglers in [false, true] {
+            let t = std::time::Instant::now();
+            let snap = actor.snapshot(SnapshotRequest {
+                limit: 100,
+                stragglers,
+            });
+            let took = t.elapsed();
+            println!(
+                "snapshot stragglers={stragglers}: {:?} ({} queued, {} destinations, {} straggler rows)",
+                took, snap.queued, snap.destinations.len(), snap.stragglers.len()
+            );
+            assert_eq!(snap.queued, 1_000_000);
+            assert!(took < Duration::from_secs(1), "snapshot took {took:?}");
+        }
+        // The jobs' Drop gives permits back to a semaphore nobody waits on: fine.
+    }
+}
