@@ -203,7 +203,7 @@ mod bench {
         let now = std::time::Instant::now() + Duration::from_secs(3600);
         for i in 0..1_000_000u64 {
             let member = Arc::new(Member {
-                id: MemberId(i + 1),
+                id: MemberId(i as i64 + 1),
                 list_id: ListId(1),
                 address: Address::parse(&format!("m{}@d{}.test", i % 200_000, i % 20_000))
                     .expect("addr"),
