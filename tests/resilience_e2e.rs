@@ -384,3 +384,54 @@ async fn hostile_peers_never_hold_a_worker_past_its_timeout() {
     }
     world.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_post_is_not_starved_by_a_big_fan_out_before_it() {
+    let slow = Profile::Slow {
+        delay: Duration::from_millis(40),
+    };
+    let world = World::start(world_config(&vec![slow; 2], false))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config(&world, dir.path().to_path_buf());
+    cfg.scheduler.max_connections_per_destination = 2;
+    cfg.scheduler.max_queued_copies_per_post = 400;
+    cfg.scheduler.expansion_page = 200;
+    let server = TestServer::start(cfg).await;
+    setup_list(&server.api, 6000, 2).await;
+    let big = post(&server.api, "big").await;
+    // A second list of 50 members on the same destinations.
+    let small_list = "small@lists.test";
+    create_list(&server.api, small_list, json!({"posting_policy": "anyone"})).await;
+    let mut csv = String::from("email\n");
+    for i in 0..50 {
+        csv.push_str(&format!("s{i}@d{}.test\n", i % 2));
+    }
+    let (status, r) = http_bytes(
+        &format!("{}/api/lists/{small_list}/import", server.api),
+        csv.into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 200, "{r}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let msg = "From: p@outside.test\r\nTo: small@lists.test\r\nSubject: small\r\nMessage-ID: <small@outside.test>\r\n\r\nHi.\r\n";
+    let (_, r) = http_bytes(
+        &format!("{}/api/lists/{small_list}/posts", server.api),
+        msg.as_bytes().to_vec(),
+    )
+    .await;
+    let small = r["post"].as_str().expect("post id").to_string();
+    let started = Instant::now();
+    wait_complete(&server.api, &small, Duration::from_secs(30)).await;
+    let small_secs = started.elapsed().as_secs_f64();
+    let b = progress(&server.api, &big).await;
+    assert_eq!(b["complete"], false, "the big post is still running: {b}");
+    assert!(small_secs < 15.0, "small post took {small_secs:.1} s");
+    eprintln!(
+        "small post done in {small_secs:.1} s while the big one had {} delivered",
+        b["delivered"]
+    );
+    server.stop().await;
+    world.shutdown().await;
+}
