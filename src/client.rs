@@ -471,19 +471,27 @@ pub fn print_summary(p: &Value) {
     println!("  100 % delivered   {}", ms(&p["t100_ms"]));
 }
 
-pub async fn queue(api: &Api, as_json: bool, limit: usize) -> Result<()> {
-    let q = api.get("/api/queue").await?;
+pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> Result<()> {
+    let q = api
+        .get(&format!("/api/queue?limit={limit}&stragglers={stragglers}"))
+        .await?;
     if as_json {
         println!("{}", serde_json::to_string_pretty(&q)?);
         return Ok(());
     }
     println!(
-        "queued {}  resolving {}  connections {}",
-        q["queued"], q["resolving"], q["connections"]
+        "queued {}  (fast {}  slow {})  resolving {}  connections {} (slow {})  hosts down {}",
+        q["queued"],
+        q["fast_lane"],
+        q["slow_lane"],
+        q["resolving"],
+        q["connections"],
+        q["slow_connections"],
+        q["hosts_down"]
     );
     println!(
-        "{:<44} {:>7} {:>7} {:>5} {:>8}  LAST ERROR",
-        "DESTINATION", "READY", "WAITING", "CONNS", "DOWN"
+        "{:<40} {:>7} {:>7} {:>7} {:>9} {:>8} {:>8}  LAST ERROR",
+        "DESTINATION", "READY", "RETRY", "WAITING", "CONNS", "OLDEST", "DOWN"
     );
     for d in q["destinations"]
         .as_array()
@@ -495,14 +503,49 @@ pub async fn queue(api: &Api, as_json: bool, limit: usize) -> Result<()> {
             .as_u64()
             .map_or("-".into(), |s| format!("{s}s"));
         println!(
-            "{:<44} {:>7} {:>7} {:>5} {:>8}  {}",
+            "{:<40} {:>7} {:>7} {:>7} {:>9} {:>7}s {:>8}  {}",
             d["destination"].as_str().unwrap_or("?"),
             d["ready"],
+            d["retry_ready"],
             d["waiting"],
-            d["connections"],
+            format!("{}/{}", d["connections"], d["connection_limit"]),
+            d["oldest_age_secs"],
             down,
             d["last_error"].as_str().unwrap_or("")
         );
+    }
+    if stragglers {
+        println!("\n{:<50} {:>8} {:>10}", "STRAGGLER", "PENDING", "OLDEST");
+        for s in q["stragglers"].as_array().into_iter().flatten().take(limit) {
+            println!(
+                "{:<50} {:>8} {:>9}s",
+                s["recipient"].as_str().unwrap_or("?"),
+                s["pending"],
+                s["oldest_age_secs"]
+            );
+        }
+    }
+    let down: Vec<_> = q["down_hosts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .take(limit)
+        .collect();
+    if !down.is_empty() {
+        println!(
+            "\n{:<40} {:<16} {:>8} {:>8}  LAST ERROR",
+            "DOWN HOST", "ADDRESS", "FAILURES", "PROBE IN"
+        );
+        for h in down {
+            println!(
+                "{:<40} {:<16} {:>8} {:>7}s  {}",
+                h["host"].as_str().unwrap_or("?"),
+                h["addr"].as_str().unwrap_or("?"),
+                h["consecutive_failures"],
+                h["probe_in_secs"],
+                h["last_error"].as_str().unwrap_or("")
+            );
+        }
     }
     Ok(())
 }

@@ -79,6 +79,9 @@ struct QueueArgs {
     /// Show at most this many destinations.
     #[arg(long, default_value_t = 30)]
     limit: usize,
+    /// Also show the recipients with the most pending (slow-lane) copies, oldest first.
+    #[arg(long)]
+    stragglers: bool,
 }
 
 fn main() -> Result<()> {
@@ -102,7 +105,7 @@ async fn dispatch(command: Command, config: Config, server: Option<String>) -> R
         Command::List(cmd) => client::list(&api()?, cmd).await,
         Command::Member(cmd) => client::member(&api()?, cmd).await,
         Command::Post(a) => client::post(&api()?, &a.list, &a.file, a.wait).await,
-        Command::Queue(a) => client::queue(&api()?, a.json, a.limit).await,
+        Command::Queue(a) => client::queue(&api()?, a.json, a.limit, a.stragglers).await,
         Command::Status => client::status(&api()?).await,
         Command::Held(a) => lists_cmd::held(&api()?, a).await,
         Command::Bounces(a) => lists_cmd::bounces(&api()?, a).await,

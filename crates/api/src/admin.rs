@@ -227,9 +227,31 @@ pub async fn post_progress(
         .ok_or_else(|| ApiError::NotFound(format!("post {post} is not known to this server")))
 }
 
-pub async fn queue(State(s): St) -> Result<Json<herald_scheduler::QueueSnapshot>, ApiError> {
+/// `GET /api/queue?limit=N&stragglers=true`.
+#[derive(Deserialize)]
+pub struct QueueQuery {
+    /// Destination (and straggler) rows at most.
+    #[serde(default = "default_queue_limit")]
+    pub limit: usize,
+    /// Include the recipients with the most pending copies.
+    #[serde(default)]
+    pub stragglers: bool,
+}
+
+fn default_queue_limit() -> usize {
+    100
+}
+
+pub async fn queue(
+    State(s): St,
+    Query(q): Query<QueueQuery>,
+) -> Result<Json<herald_scheduler::QueueSnapshot>, ApiError> {
+    let req = herald_scheduler::SnapshotRequest {
+        limit: q.limit,
+        stragglers: q.stragglers,
+    };
     s.scheduler
-        .queue_snapshot()
+        .queue_snapshot_with(req)
         .await
         .map(Json)
         .map_err(|e| ApiError::Internal(e.to_string()))
@@ -268,11 +290,7 @@ pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
         members,
         queued: q.queued,
         connections: q.connections,
-        destinations: q
-            .destinations
-            .iter()
-            .filter(|d| d.ready + d.waiting > 0)
-            .count(),
+        destinations: q.destinations_with_work,
         spool: s.spool.stats(),
         posts,
     }))

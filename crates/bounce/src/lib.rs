@@ -68,4 +68,16 @@ mod tests {
         assert_eq!(r(450, "4.2.0", "try later"), BounceKind::Soft);
         assert_eq!(r(550, "", "nope"), BounceKind::Hard);
     }
+
+    #[test]
+    fn expiry_counts_as_a_soft_bounce() {
+        // The scheduler gives up on a copy older than the list's maximum age with this reply
+        // (issue 4): the member's mailbox may be fine, so it must score as soft, never hard.
+        let expired = Reply::new(
+            550,
+            EnhancedStatus::parse("5.4.7"),
+            "delivery time expired: gave up after the list's maximum age",
+        );
+        assert_eq!(classify_reply(&expired), BounceKind::Soft);
+    }
 }

@@ -1,28 +1,73 @@
 //! The scheduler actor: one task that owns every destination queue, the domain → destination
-//! routes and the connection budget. Expanders feed it jobs through a bounded channel (it stops
-//! reading when its window is full: backpressure up to the directory reads); workers ask it for
-//! batches and hand back deferred copies; it never blocks on a worker.
+//! routes, host health, shaping budgets, the straggler index and the connection budget.
+//! Expanders feed it jobs through a bounded channel (it stops reading when its window is full:
+//! backpressure up to the directory reads); workers ask it for batches and report each batch and
+//! connection; it never blocks on a worker.
+//!
+//! The actor is split by concern: this file (messages, the loop, routes and DNS, housekeeping),
+//! `dispatch.rs` (batches and starting connections), `outcome.rs` (what worker reports change),
+//! `snapshot.rs` (the queue view).
 //!
 //! Invariants:
-//! - every job is in exactly one place: a route waiting for DNS, a destination's `ready` or
-//!   `waiting` queue, a worker's batch, or reported final;
-//! - `connections` counts started workers and never exceeds `max_connections`;
-//! - a destination marked down gets no new connection before `down_until`, then one probe.
+//! - every job is in exactly one place: a route waiting for DNS, a destination's `fast`, `slow`
+//!   or `waiting` queue, a worker's batch, or reported final;
+//! - `connections` counts started workers and never exceeds `max_connections`; slow-lane workers
+//!   never exceed `slow_lane_max_connections`;
+//! - no connection is opened to a host marked down before its probe time, and at most one probe
+//!   per down host is out (see [`crate::health`]).
 
-use crate::backoff::retry_delay;
+use crate::health::{HealthConfig, HostHealth, HostKey};
 use crate::job::Job;
-use crate::queue::{destination_key, Destination, Parked, QueueSnapshot, Waiting};
+use crate::queue::{destination_key, Destination, QueueSnapshot, SnapshotRequest};
 use crate::report::{OutcomeReport, Report};
-use crate::worker::{self, WorkerCtx};
+use crate::shaping::{rule_for, Budget};
+use crate::stragglers::Stragglers;
+use crate::worker::WorkerCtx;
 use crate::SchedulerConfig;
-use herald_delivery::{MxHost, ResolveError};
+use herald_delivery::{ConnectionTimings, MxHost, ResolveError};
+use herald_telemetry::{Event, LaneKind, SchedulerEvent};
 use herald_types::{EnhancedStatus, RcptOutcome, Reply};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
+
+/// Why a connection attempt to one host failed, as far as scheduling is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailKind {
+    /// Refused, timed out, broken greeting: counts against the host's health.
+    Host,
+    /// The host answered with a "too busy" (421 at the greeting): cut the budget, not the host.
+    Throttle,
+    /// Neither (e.g. a local error).
+    Other,
+}
+
+/// One failed connection attempt.
+#[derive(Debug, Clone)]
+pub struct HostFailure {
+    pub key: HostKey,
+    pub kind: FailKind,
+    pub reason: String,
+}
+
+/// A worker's report after one batch.
+pub struct BatchDone {
+    pub dest: Arc<str>,
+    pub host: HostKey,
+    pub delivered: usize,
+    /// Time per copy in this batch (the batch's time divided by its copies).
+    pub per_copy: Duration,
+    /// Copies deferred in this batch; `Job::deferral` says why.
+    pub deferred: Vec<Job>,
+    /// A throttling reply or a dropped connection was seen: cut the budget.
+    pub throttled: bool,
+    /// Recipients of slow-lane copies that reached a final outcome.
+    pub finished_slow: Vec<Box<str>>,
+}
 
 /// Messages to the actor from workers, resolver tasks and the API.
 pub enum Ctrl {
@@ -32,28 +77,30 @@ pub enum Ctrl {
     },
     NeedWork {
         dest: Arc<str>,
+        lane: LaneKind,
         reply: oneshot::Sender<Vec<Job>>,
-    },
-    /// Deferred copies going back to their queue (tries already counted, attempt reported).
-    Requeue {
-        dest: Arc<str>,
-        jobs: Vec<Job>,
     },
     Connected {
         dest: Arc<str>,
+        host: HostKey,
+        timings: ConnectionTimings,
+        failed: Vec<HostFailure>,
     },
     ConnectFailed {
         dest: Arc<str>,
-        error: String,
+        failed: Vec<HostFailure>,
+        error: Reply,
     },
+    BatchDone(Box<BatchDone>),
     WorkerExit {
         dest: Arc<str>,
+        lane: LaneKind,
     },
-    Snapshot(oneshot::Sender<QueueSnapshot>),
+    Snapshot(SnapshotRequest, oneshot::Sender<QueueSnapshot>),
 }
 
 /// How a recipient domain is reached.
-enum Route {
+pub(crate) enum Route {
     Resolving(Vec<Job>),
     Routed(Arc<str>),
     /// DNS failed temporarily: jobs wait, resolution is tried again at `until`.
@@ -68,34 +115,74 @@ enum Route {
     },
 }
 
+/// A destination waiting for a connection while the budget is spent, ordered fastest first.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Starved {
+    /// Negated estimated latency in µs: the max-heap pops the fastest destination first.
+    pub neg_latency_us: i64,
+    pub seq: std::cmp::Reverse<u64>,
+    pub key: Arc<str>,
+}
+
 pub struct Actor {
-    cfg: Arc<SchedulerConfig>,
-    ctx: Arc<WorkerCtx>,
-    routes: HashMap<String, Route>,
-    dests: HashMap<Arc<str>, Destination>,
-    /// Destinations that wanted a connection while the global budget was spent.
-    starved: VecDeque<Arc<str>>,
-    connections: usize,
-    queued: usize,
-    seq: u64,
+    pub(crate) cfg: Arc<SchedulerConfig>,
+    pub(crate) ctx: Arc<WorkerCtx>,
+    pub(crate) routes: HashMap<String, Route>,
+    pub(crate) dests: HashMap<Arc<str>, Destination>,
+    pub(crate) budgets: HashMap<Arc<str>, Budget>,
+    pub(crate) health: HostHealth,
+    pub(crate) stragglers: Stragglers,
+    /// Destinations that wanted a connection while the global budget was spent (fastest first).
+    pub(crate) starved: BinaryHeap<Starved>,
+    pub(crate) starved_set: HashSet<Arc<str>>,
+    /// Destinations that wanted a slow-lane connection while the slow share was spent.
+    pub(crate) slow_starved: VecDeque<Arc<str>>,
+    pub(crate) connections: usize,
+    pub(crate) slow_connections: usize,
+    pub(crate) queued: usize,
+    /// Copies queued in the slow lane (ready or waiting).
+    pub(crate) slow_queued: usize,
+    pub(crate) seq: u64,
     resolve_permits: Arc<Semaphore>,
-    shutting_down: bool,
+    pub(crate) shutting_down: bool,
+    last_persist: Instant,
 }
 
 impl Actor {
-    pub fn new(cfg: Arc<SchedulerConfig>, ctx: Arc<WorkerCtx>) -> Actor {
+    pub fn new(
+        cfg: Arc<SchedulerConfig>,
+        ctx: Arc<WorkerCtx>,
+        health_path: Option<PathBuf>,
+    ) -> Actor {
         let permits = Arc::new(Semaphore::new(cfg.resolve_concurrency.max(1)));
+        let health = HostHealth::open(
+            HealthConfig {
+                down_after_failures: cfg.host_down_after_failures,
+                down_initial: Duration::from_secs(cfg.destination_backoff_secs),
+                down_max: Duration::from_secs(cfg.destination_backoff_max_secs),
+                max_hosts: cfg.host_health_max_hosts.max(1),
+            },
+            health_path,
+        );
         Actor {
             cfg,
             ctx,
             routes: HashMap::new(),
             dests: HashMap::new(),
-            starved: VecDeque::new(),
+            budgets: HashMap::new(),
+            health,
+            stragglers: Stragglers::default(),
+            starved: BinaryHeap::new(),
+            starved_set: HashSet::new(),
+            slow_starved: VecDeque::new(),
             connections: 0,
+            slow_connections: 0,
             queued: 0,
+            slow_queued: 0,
             seq: 0,
             resolve_permits: permits,
             shutting_down: false,
+            last_persist: Instant::now(),
         }
     }
 
@@ -107,6 +194,7 @@ impl Actor {
     ) {
         let mut tick = tokio::time::interval(Duration::from_millis(self.cfg.tick_ms.max(10)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        self.update_gauges();
         loop {
             tokio::select! {
                 biased;
@@ -123,6 +211,7 @@ impl Actor {
                 }
             }
         }
+        self.persist_health(true).await;
     }
 
     /// Stop handing out work; connected workers finish their batch and exit.
@@ -138,25 +227,28 @@ impl Actor {
     async fn handle(&mut self, msg: Ctrl) {
         match msg {
             Ctrl::Resolved { domain, result } => self.on_resolved(domain, result).await,
-            Ctrl::NeedWork { dest, reply } => self.on_need_work(dest, reply),
-            Ctrl::Requeue { dest, jobs } => self.on_requeue(&dest, jobs).await,
-            Ctrl::Connected { dest } => {
-                if let Some(d) = self.dests.get_mut(&dest) {
-                    d.consecutive_failures = 0;
-                    d.down_until = None;
-                }
-            }
-            Ctrl::ConnectFailed { dest, error } => self.on_connect_failed(dest, error).await,
-            Ctrl::WorkerExit { dest } => {
-                self.release_worker(&dest);
+            Ctrl::NeedWork { dest, lane, reply } => self.on_need_work(dest, lane, reply),
+            Ctrl::Connected {
+                dest,
+                host,
+                timings,
+                failed,
+            } => self.on_connected(dest, host, timings, failed),
+            Ctrl::ConnectFailed {
+                dest,
+                failed,
+                error,
+            } => self.on_connect_failed(dest, failed, error).await,
+            Ctrl::BatchDone(b) => self.on_batch_done(*b).await,
+            Ctrl::WorkerExit { dest, lane } => {
+                self.release_worker(&dest, lane);
                 self.pump(&dest);
                 self.pump_starved();
             }
-            Ctrl::Snapshot(reply) => {
-                let _ = reply.send(self.snapshot());
+            Ctrl::Snapshot(req, reply) => {
+                let _ = reply.send(self.snapshot(req));
             }
         }
-        self.update_gauges();
     }
 
     async fn accept_jobs(&mut self, jobs: Vec<Job>) {
@@ -168,7 +260,7 @@ impl Actor {
                     let key = key.clone();
                     if let Some(d) = self.dests.get_mut(&key) {
                         self.queued += 1;
-                        d.ready.push_back(job);
+                        d.fast.push_back(job);
                         if touched.last() != Some(&key) {
                             touched.push(key);
                         }
@@ -190,11 +282,11 @@ impl Actor {
                 }
             }
         }
+        touched.sort_unstable();
         touched.dedup();
         for key in touched {
             self.pump(&key);
         }
-        self.update_gauges();
     }
 
     fn spawn_resolve(&self, domain: String) {
@@ -219,20 +311,22 @@ impl Actor {
         };
         match result {
             Ok(hosts) => {
-                let key = destination_key(&hosts);
-                let hosts = Arc::new(hosts);
-                let d = self
-                    .dests
-                    .entry(key.clone())
-                    .or_insert_with(|| Destination::new(key.clone(), hosts));
-                d.ready.extend(jobs);
+                let key = self.destination_for(hosts);
+                if let Some(d) = self.dests.get_mut(&key) {
+                    for job in jobs {
+                        match job.lane {
+                            LaneKind::Fast => d.fast.push_back(job),
+                            LaneKind::Slow => d.slow.push_back(job),
+                        }
+                    }
+                }
                 self.routes.insert(domain, Route::Routed(key.clone()));
                 self.pump(&key);
             }
             Err(e) if e.is_permanent() => {
                 let reply = e.synthetic_reply();
-                self.queued -= jobs.len();
                 for job in jobs {
+                    self.leave_queue(&job);
                     self.finish(job, RcptOutcome::Failed(reply.clone())).await;
                 }
                 let until = Instant::now() + Duration::from_secs(self.cfg.dns_negative_cache_secs);
@@ -245,8 +339,8 @@ impl Actor {
                     job.tries += 1;
                     self.report_deferred(&job, &reply).await;
                     if job.expired(herald_types::unix_ms_now()) {
-                        self.queued -= 1;
-                        self.finish(job, expired_reply()).await;
+                        self.leave_queue(&job);
+                        self.expire(job).await;
                     } else {
                         keep.push(job);
                     }
@@ -258,172 +352,80 @@ impl Actor {
         }
     }
 
-    fn on_need_work(&mut self, dest: Arc<str>, reply: oneshot::Sender<Vec<Job>>) {
-        let (batch_max, batch_bytes, idle) = (
-            self.cfg.max_copies_per_batch,
-            self.cfg.batch_bytes,
-            Duration::from_millis(self.cfg.idle_connection_ms),
-        );
-        let Some(d) = self.dests.get_mut(&dest) else {
-            let _ = reply.send(Vec::new());
-            return;
+    /// The destination of a resolved MX host set, created (with its shaping budget) if new.
+    pub(crate) fn destination_for(&mut self, hosts: Vec<MxHost>) -> Arc<str> {
+        let key = destination_key(&hosts);
+        if self.dests.contains_key(&key) {
+            return key;
+        }
+        let first = hosts.first().map_or("", |h| h.name.as_str());
+        let cfg = &self.cfg;
+        let cooldown = Duration::from_millis(cfg.throttle_cooldown_ms);
+        let budget: Arc<str> = match rule_for(&cfg.shaping, first) {
+            Some(rule) => {
+                let name: Arc<str> = Arc::from(format!("rule:{}", rule.name));
+                self.budgets.entry(name.clone()).or_insert_with(|| {
+                    Budget::new(
+                        name.clone(),
+                        rule.max_connections
+                            .unwrap_or(cfg.max_connections_per_destination),
+                        rule.max_messages_per_connection
+                            .unwrap_or(cfg.max_messages_per_connection),
+                        rule.max_messages_per_minute,
+                        cooldown,
+                    )
+                });
+                name
+            }
+            None => {
+                self.budgets.entry(key.clone()).or_insert_with(|| {
+                    Budget::new(
+                        key.clone(),
+                        cfg.max_connections_per_destination,
+                        cfg.max_messages_per_connection,
+                        None,
+                        cooldown,
+                    )
+                });
+                key.clone()
+            }
         };
-        if self.shutting_down {
-            let _ = reply.send(Vec::new());
-            return;
-        }
-        if d.ready.is_empty() {
-            d.parked.push(Parked {
-                until: Instant::now() + idle,
-                reply,
-            });
-            return;
-        }
-        let batch = d.take_batch(batch_max, batch_bytes);
-        self.queued -= batch.len();
-        if let Err(batch) = reply.send(batch) {
-            // The worker is gone; its copies go back to the front of the queue.
-            self.queued += batch.len();
-            for job in batch.into_iter().rev() {
-                d.ready.push_front(job);
-            }
-        }
+        let d = Destination::new(key.clone(), Arc::new(hosts), budget);
+        self.dests.insert(key.clone(), d);
+        key
     }
 
-    async fn on_requeue(&mut self, dest: &Arc<str>, jobs: Vec<Job>) {
-        let now_ms = herald_types::unix_ms_now();
-        for mut job in jobs {
-            if job.expired(now_ms) {
-                self.finish(job, expired_reply()).await;
-                continue;
-            }
-            let delay = retry_delay(
-                job.tries,
-                Duration::from_secs(self.cfg.retry_initial_secs),
-                Duration::from_secs(self.cfg.retry_max_secs),
-                self.cfg.retry_jitter,
-                rand::random::<f64>(),
-            );
-            let at = Instant::now() + delay;
-            job.not_before = Some(at);
-            self.push_waiting(dest, job, at);
-        }
-    }
-
-    fn push_waiting(&mut self, dest: &Arc<str>, job: Job, at: Instant) {
-        self.seq += 1;
-        let seq = self.seq;
-        match self.dests.get_mut(dest) {
-            Some(d) => {
-                self.queued += 1;
-                d.waiting.push(Waiting { at, seq, job });
-            }
-            None => tracing::error!(%dest, "requeue for an unknown destination"),
-        }
-    }
-
-    async fn on_connect_failed(&mut self, dest: Arc<str>, error: String) {
-        self.release_worker(&dest);
-        let now = Instant::now();
-        let (initial, max) = (
-            Duration::from_secs(self.cfg.destination_backoff_secs),
-            Duration::from_secs(self.cfg.destination_backoff_max_secs),
-        );
-        let Some(d) = self.dests.get_mut(&dest) else {
-            return;
-        };
-        d.consecutive_failures += 1;
-        let down_for = retry_delay(d.consecutive_failures, initial, max, 0.0, 0.5);
-        let until = d
-            .down_until
-            .map_or(now + down_for, |t| t.max(now + down_for));
-        d.down_until = Some(until);
-        tracing::info!(%dest, failures = d.consecutive_failures, down_secs = down_for.as_secs(), %error, "destination marked down");
-        d.last_error = Some(error.clone());
-        // Every copy that was ready for this destination now waits for it to come back.
-        let ready: Vec<Job> = d.ready.drain(..).collect();
-        self.queued -= ready.len();
-        let reply = Reply::new(451, Some(EnhancedStatus::new(4, 4, 1)), error);
-        for mut job in ready {
-            job.tries += 1;
-            self.report_deferred(&job, &reply).await;
-            if job.expired(herald_types::unix_ms_now()) {
-                self.finish(job, expired_reply()).await;
-            } else {
-                self.push_waiting(&dest, job, until);
-            }
-        }
-        self.pump_starved();
-    }
-
-    fn release_worker(&mut self, dest: &Arc<str>) {
+    pub(crate) fn release_worker(&mut self, dest: &Arc<str>, lane: LaneKind) {
         self.connections = self.connections.saturating_sub(1);
+        if lane == LaneKind::Slow {
+            self.slow_connections = self.slow_connections.saturating_sub(1);
+        }
         if let Some(d) = self.dests.get_mut(dest) {
-            d.workers = d.workers.saturating_sub(1);
-        }
-    }
-
-    /// Gives ready work to parked workers and starts connections the destination can use.
-    fn pump(&mut self, key: &Arc<str>) {
-        if self.shutting_down {
-            return;
-        }
-        let now = Instant::now();
-        let cfg = self.cfg.clone();
-        let Some(d) = self.dests.get_mut(key) else {
-            return;
-        };
-        while !d.ready.is_empty() {
-            let Some(p) = d.parked.pop() else { break };
-            let batch = d.take_batch(cfg.max_copies_per_batch, cfg.batch_bytes);
-            self.queued -= batch.len();
-            if let Err(batch) = p.reply.send(batch) {
-                self.queued += batch.len();
-                for job in batch.into_iter().rev() {
-                    d.ready.push_front(job);
-                }
+            match lane {
+                LaneKind::Fast => d.fast_workers = d.fast_workers.saturating_sub(1),
+                LaneKind::Slow => d.slow_workers = d.slow_workers.saturating_sub(1),
             }
-        }
-        if d.ready.is_empty() || d.is_down(now) {
-            return;
-        }
-        let mut want = d.wanted_workers(
-            cfg.max_copies_per_batch,
-            cfg.max_connections_per_destination,
-        );
-        if d.consecutive_failures > 0 {
-            want = want.min(1); // a destination that just failed gets one probe connection
-        }
-        while d.workers < want {
-            if self.connections >= cfg.max_connections {
-                if !self.starved.contains(key) {
-                    self.starved.push_back(key.clone());
-                }
-                return;
+            if let Some(b) = self.budgets.get_mut(&d.budget) {
+                b.active = b.active.saturating_sub(1);
             }
-            d.workers += 1;
-            self.connections += 1;
-            tokio::spawn(worker::run(key.clone(), d.hosts.clone(), self.ctx.clone()));
-        }
-    }
-
-    fn pump_starved(&mut self) {
-        while self.connections < self.cfg.max_connections {
-            let Some(key) = self.starved.pop_front() else {
-                break;
-            };
-            self.pump(&key);
         }
     }
 
     async fn on_tick(&mut self) {
         let now = Instant::now();
+        let now_ms = herald_types::unix_ms_now();
         let mut due_keys = Vec::new();
+        let mut promoted = Vec::new();
         for (key, d) in self.dests.iter_mut() {
-            if !d.is_down(now) && d.promote_due(now) > 0 {
-                due_keys.push(key.clone());
+            let due = d.promote_due(now);
+            if !due.is_empty() {
+                promoted.push((key.clone(), due));
             }
-            if !d.ready.is_empty() && d.workers == 0 && !d.is_down(now) {
+            let probe_due = self
+                .health
+                .next_probe_ms(&d.hosts)
+                .is_some_and(|t| t <= now_ms);
+            if (d.ready_len() > 0 || (probe_due && d.queued() > 0)) && !self.shutting_down {
                 due_keys.push(key.clone());
             }
             let mut i = 0;
@@ -435,6 +437,11 @@ impl Actor {
                 }
             }
         }
+        for (key, jobs) in promoted {
+            self.requeue_ready(&key, jobs).await;
+            due_keys.push(key);
+        }
+        due_keys.sort_unstable();
         due_keys.dedup();
         for key in due_keys {
             self.pump(&key);
@@ -442,6 +449,24 @@ impl Actor {
         self.pump_starved();
         self.retry_routes(now);
         self.update_gauges();
+        if self.last_persist.elapsed()
+            >= Duration::from_secs(self.cfg.host_health_persist_secs.max(1))
+        {
+            self.persist_health(false).await;
+        }
+    }
+
+    /// Puts promoted slow-lane jobs in the slow ready queue, expiring the ones too old.
+    pub(crate) async fn requeue_ready(&mut self, key: &Arc<str>, jobs: Vec<Job>) {
+        let now_ms = herald_types::unix_ms_now();
+        for job in jobs {
+            if job.expired(now_ms) {
+                self.leave_queue(&job);
+                self.expire(job).await;
+            } else if let Some(d) = self.dests.get_mut(key) {
+                d.slow.push_back(job);
+            }
+        }
     }
 
     fn retry_routes(&mut self, now: Instant) {
@@ -462,7 +487,25 @@ impl Actor {
         }
     }
 
-    async fn report_deferred(&self, job: &Job, reply: &Reply) {
+    /// Writes host health to its file (periodically, and at shutdown), serialized and written
+    /// off the actor's task.
+    async fn persist_health(&mut self, wait: bool) {
+        self.last_persist = Instant::now();
+        let Some(path) = self.health.path().map(|p| p.to_path_buf()) else {
+            return;
+        };
+        let rows = self.health.to_rows();
+        let task = tokio::task::spawn_blocking(move || {
+            if let Err(e) = crate::health::save(&path, &rows) {
+                tracing::warn!(path = %path.display(), error = %e, "cannot save host health");
+            }
+        });
+        if wait {
+            let _ = task.await;
+        }
+    }
+
+    pub(crate) async fn report_deferred(&self, job: &Job, reply: &Reply) {
         let report =
             OutcomeReport::new(job, RcptOutcome::Deferred(reply.clone()), "none".into(), 0);
         let _ = self
@@ -473,8 +516,8 @@ impl Actor {
     }
 
     /// Reports a final outcome decided by the scheduler itself (DNS failure, expiry). The caller
-    /// has already taken the job out of the `queued` count.
-    async fn finish(&mut self, job: Job, outcome: RcptOutcome) {
+    /// has already taken the job out of the queue counts.
+    pub(crate) async fn finish(&mut self, job: Job, outcome: RcptOutcome) {
         let report = OutcomeReport::new(&job, outcome, "none".into(), 0);
         let _ = self
             .ctx
@@ -483,41 +526,81 @@ impl Actor {
             .await;
     }
 
-    fn snapshot(&self) -> QueueSnapshot {
-        let now = Instant::now();
-        let mut destinations: Vec<_> = self.dests.values().map(|d| d.view(now)).collect();
-        destinations.sort_by(|a, b| {
-            (b.ready + b.waiting)
-                .cmp(&(a.ready + a.waiting))
-                .then_with(|| a.destination.cmp(&b.destination))
-        });
-        let resolving = self
-            .routes
-            .values()
-            .map(|r| match r {
-                Route::Resolving(j) | Route::RetryDns { jobs: j, .. } => j.len(),
-                _ => 0,
-            })
-            .sum();
-        QueueSnapshot {
-            queued: self.queued,
-            resolving,
-            connections: self.connections,
-            destinations,
+    /// Gives up a copy older than its list allows: a failed outcome (5.4.7) for the journal and
+    /// an `Expired` event, which the bounce stage counts as a soft bounce.
+    pub(crate) async fn expire(&mut self, job: Job) {
+        let now_ms = herald_types::unix_ms_now();
+        let last_reply = job.deferral.as_ref().map(|(_, r)| (**r).clone());
+        tracing::info!(post = %job.post.id, rcpt = %job.member.address, tries = job.tries, "copy expired: given up after the list's maximum age");
+        self.ctx
+            .telemetry
+            .emit(Event::Scheduler(Box::new(SchedulerEvent::Expired {
+                post: job.post.id,
+                member: job.member.id,
+                rcpt: job.member.address.to_string(),
+                tries: job.tries,
+                age_secs: job.age_ms(now_ms) / 1000,
+                last_reply,
+            })));
+        self.finish(job, expired_reply()).await;
+    }
+
+    /// A job leaves the queue for good (its count and, in the slow lane, its straggler entry).
+    pub(crate) fn leave_queue(&mut self, job: &Job) {
+        self.queued = self.queued.saturating_sub(1);
+        if job.lane == LaneKind::Slow {
+            self.slow_queued = self.slow_queued.saturating_sub(1);
+            self.stragglers.remove(&job.member.address.to_string());
         }
     }
 
-    fn update_gauges(&self) {
+    pub(crate) fn emit(&self, e: SchedulerEvent) {
+        self.ctx.telemetry.emit(Event::Scheduler(Box::new(e)));
+    }
+
+    pub(crate) fn update_gauges(&self) {
         let g = self.ctx.telemetry.gauges();
         g.queued_recipients.store(self.queued as i64, Relaxed);
         g.destinations_active.store(
             self.dests.values().filter(|d| d.queued() > 0).count() as i64,
             Relaxed,
         );
+        g.hosts_down.store(self.health.down_count() as i64, Relaxed);
+        g.lane_slow.store(self.slow_queued as i64, Relaxed);
+        g.lane_fast
+            .store(self.queued.saturating_sub(self.slow_queued) as i64, Relaxed);
+        g.slow_connections
+            .store(self.slow_connections as i64, Relaxed);
+        let mut rows: Vec<(usize, &Destination)> = self
+            .dests
+            .values()
+            .filter(|d| d.queued() > 0 || d.workers() > 0)
+            .map(|d| (d.queued(), d))
+            .collect();
+        let n = herald_telemetry::scheduling::MAX_DESTINATION_ROWS;
+        if rows.len() > n {
+            rows.select_nth_unstable_by(n - 1, |a, b| b.0.cmp(&a.0));
+            rows.truncate(n);
+        }
+        let rows = rows
+            .into_iter()
+            .map(|(_, d)| {
+                let limit = self
+                    .budgets
+                    .get(&d.budget)
+                    .map_or(0, |b| b.connection_limit());
+                (d.key.to_string(), d.workers() as i64, limit as i64)
+            })
+            .collect();
+        self.ctx
+            .telemetry
+            .metrics()
+            .scheduling
+            .set_destinations(rows);
     }
 }
 
-fn expired_reply() -> RcptOutcome {
+pub(crate) fn expired_reply() -> RcptOutcome {
     RcptOutcome::Failed(Reply::new(
         550,
         Some(EnhancedStatus::new(5, 4, 7)),

@@ -22,6 +22,8 @@ pub struct ExpandCtx {
     pub page_size: usize,
     /// Cross-post suppression (see [`Suppress`]); `None` disables it.
     pub dedup: Option<herald_fanout::DedupStore>,
+    /// Copies of one post queued at most (see [`crate::job`]).
+    pub post_window: usize,
 }
 
 /// Why a post could not be expanded. The post stays in the spool (nothing is lost); the error is
@@ -71,6 +73,7 @@ pub async fn expand(
         template,
         accepted_at_ms: meta.received_at_ms,
         max_age_ms: list.settings.max_age_secs.saturating_mul(1000),
+        window: Arc::new(tokio::sync::Semaphore::new(ctx.post_window)),
     });
     let already_done = done.as_ref().map_or(0, |d| d.len());
     let suppress = Arc::new(Suppress::load(&ctx, id, &meta, &body).await?);
@@ -78,7 +81,7 @@ pub async fn expand(
     let mut queued = 0u64;
     loop {
         let dir = ctx.directory.clone();
-        let (page, up_to) = (ctx.page_size, meta.max_member_id);
+        let (page, up_to) = (ctx.page_size.min(ctx.post_window), meta.max_member_id);
         let members = blocking(move || dir.members_page(list_id, after, up_to, page, true))
             .await?
             .map_err(|source| ExpandError::Directory { post: id, source })?;
@@ -98,7 +101,17 @@ pub async fn expand(
             .map(|m| Job::new(post.clone(), Arc::new(m)))
             .collect();
         queued += jobs.len() as u64;
-        if !jobs.is_empty() && ctx.jobs.send(jobs).await.is_err() {
+        if jobs.is_empty() {
+            continue;
+        }
+        // One permit per copy, given back when the copy is final (Job's Drop): this post's share
+        // of the queue is bounded, so posts that come later still get in (fairness).
+        let n = u32::try_from(jobs.len()).unwrap_or(u32::MAX);
+        match post.window.acquire_many(n).await {
+            Ok(permits) => permits.forget(),
+            Err(_) => return Err(ExpandError::ShuttingDown { post: id }),
+        }
+        if ctx.jobs.send(jobs).await.is_err() {
             return Err(ExpandError::ShuttingDown { post: id });
         }
     }
@@ -222,6 +235,7 @@ pub async fn expand_generated(
         template,
         accepted_at_ms: meta.received_at_ms,
         max_age_ms: GENERATED_MAX_AGE_MS,
+        window: Arc::new(tokio::sync::Semaphore::new(ctx.post_window)),
     });
     let already_done = done.as_ref().map_or(0, |d| d.len());
     let jobs: Vec<Job> = meta
@@ -240,8 +254,16 @@ pub async fn expand_generated(
         .map(|m| Job::new(post.clone(), Arc::new(m)))
         .collect();
     let queued = jobs.len() as u64;
-    if !jobs.is_empty() && ctx.jobs.send(jobs).await.is_err() {
-        return Err(ExpandError::ShuttingDown { post: id });
+    if !jobs.is_empty() {
+        // Same accounting as list posts: every Job gives its permit back when it is dropped.
+        let n = u32::try_from(jobs.len()).unwrap_or(u32::MAX);
+        match post.window.acquire_many(n).await {
+            Ok(permits) => permits.forget(),
+            Err(_) => return Err(ExpandError::ShuttingDown { post: id }),
+        }
+        if ctx.jobs.send(jobs).await.is_err() {
+            return Err(ExpandError::ShuttingDown { post: id });
+        }
     }
     let _ = ctx
         .reports

@@ -1,10 +1,16 @@
 //! The unit of work: one member's copy of one post. Jobs are small (a shared post context and a
 //! shared member) so the in-flight window, not the post size, bounds memory.
+//!
+//! Fairness: each post has its own window of queued copies ([`PostCtx::window`], a semaphore the
+//! expander takes a permit from per copy). A job gives its permit back when it is dropped — when
+//! its copy is final — so a million-member post can hold at most its window of the queue and a
+//! small post arriving later is never stuck behind it in admission.
 
 use herald_fanout::Template;
-use herald_types::{ListId, Member, PostId};
+use herald_telemetry::{DeferralKind, LaneKind};
+use herald_types::{ListId, Member, PostId, Reply};
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::sync::Semaphore;
 
 /// What every copy of a post shares.
 pub struct PostCtx {
@@ -15,6 +21,8 @@ pub struct PostCtx {
     pub accepted_at_ms: u64,
     /// Copies not delivered within this age are given up.
     pub max_age_ms: u64,
+    /// Queued copies this post may still add (see the module docs).
+    pub window: Arc<Semaphore>,
 }
 
 /// One recipient copy waiting for, or in, delivery.
@@ -23,8 +31,10 @@ pub struct Job {
     pub member: Arc<Member>,
     /// Attempts made so far.
     pub tries: u32,
-    /// Not before this instant (retry schedule).
-    pub not_before: Option<Instant>,
+    /// Fast until an attempt failed temporarily, then slow.
+    pub lane: LaneKind,
+    /// Why the last attempt was deferred, and the reply (for expiry reports).
+    pub deferral: Option<(DeferralKind, Box<Reply>)>,
 }
 
 impl Job {
@@ -33,7 +43,8 @@ impl Job {
             post,
             member,
             tries: 0,
-            not_before: None,
+            lane: LaneKind::Fast,
+            deferral: None,
         }
     }
 
@@ -44,6 +55,17 @@ impl Job {
 
     /// True when the copy is older than its list allows.
     pub fn expired(&self, now_ms: u64) -> bool {
-        now_ms.saturating_sub(self.post.accepted_at_ms) > self.post.max_age_ms
+        self.age_ms(now_ms) > self.post.max_age_ms
+    }
+
+    pub fn age_ms(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_sub(self.post.accepted_at_ms)
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        // The copy left the queue for good: its post may queue another.
+        self.post.window.add_permits(1);
     }
 }

@@ -6,21 +6,36 @@
 //!   workers ─► reports (bounded) ─► report loop: spool journal + telemetry + completion
 //! ```
 //!
-//! Limits (all in [`SchedulerConfig`]): connections in all and per destination, copies and bytes
-//! per batch, copies per connection, the window of queued copies (which bounds memory), DNS
-//! lookups in flight. Retries are exponential with jitter; a destination whose connections fail
-//! is marked down with a growing backoff and then probed with a single connection.
+//! Limits (all in [`SchedulerConfig`]): connections in all, in the slow lane and per destination
+//! (shaping budgets), copies and bytes per batch, copies per connection, the window of queued
+//! copies in all and per post (which bound memory and keep big posts from starving small ones),
+//! DNS lookups in flight, hosts tracked by host health.
+//!
+//! Resilience (issue 4): host health per (MX name, address) with down marking and one probe
+//! ([`health`]); two lanes — first attempts with short timeouts, retries with RFC 5321 timeouts
+//! on a bounded share of connections ([`queue`], [`dispatch`]); stragglers coalesced per
+//! destination and indexed per recipient ([`stragglers`]); destinations served fastest first
+//! when connections are scarce; AIMD shaping by MX suffix ([`shaping`]); throttling and
+//! greylisting told apart from failures ([`classify`]); expiry after the list's maximum age.
 
 pub mod actor;
 pub mod backoff;
+pub mod classify;
+pub mod dispatch;
 pub mod expand;
+pub mod health;
 pub mod job;
+pub mod outcome;
 pub mod queue;
 pub mod report;
+pub mod shaping;
+pub mod snapshot;
+pub mod stragglers;
 pub mod worker;
 
-pub use queue::{DestinationView, QueueSnapshot};
+pub use queue::{DestinationView, HostView, QueueSnapshot, SnapshotRequest, StragglerView};
 pub use report::{FailedCopy, FAILED_COPY_CAPACITY};
+pub use shaping::ShapingRule;
 
 use herald_delivery::{ClientConfig, MxResolver};
 use herald_directory::Directory;
@@ -66,6 +81,34 @@ pub struct SchedulerConfig {
     pub dns_negative_cache_secs: u64,
     /// Scheduler housekeeping interval (retry promotion, idle connections).
     pub tick_ms: u64,
+    /// Copies of one post queued at most: a huge post leaves room for the others (fairness).
+    pub max_queued_copies_per_post: usize,
+    /// Connections of the slow lane (retries) at most, within `max_connections`: stragglers never
+    /// take the connections first attempts need.
+    pub slow_lane_max_connections: usize,
+    /// Slow-lane timeouts (RFC 5321 §4.5.3.2: 5 min for the greeting and commands, 10 min for
+    /// the end of DATA). Connect is not in the RFC; a minute is generous.
+    pub slow_connect_timeout_secs: u64,
+    pub slow_banner_timeout_secs: u64,
+    pub slow_command_timeout_secs: u64,
+    pub slow_data_timeout_secs: u64,
+    /// A host (MX name and address) is marked down after this many consecutive failed
+    /// connections; it stays down `destination_backoff_secs` (doubling on each failed probe up to
+    /// `destination_backoff_max_secs`), then one probe connection tests it.
+    pub host_down_after_failures: u32,
+    /// Hosts tracked by host health at most.
+    pub host_health_max_hosts: usize,
+    /// Host health is written to `<data_dir>/host-health.json` this often (and at shutdown).
+    pub host_health_persist_secs: u64,
+    /// A greylisted copy is retried after the interval the server names, or this long.
+    pub greylist_retry_secs: u64,
+    /// A throttled copy is retried after this long (its destination's budget is cut meanwhile).
+    pub throttle_retry_secs: u64,
+    /// Throttling signals within this long of a cut count once (parallel connections all see
+    /// the same 421).
+    pub throttle_cooldown_ms: u64,
+    /// Shaping rules by MX host suffix; see herald.example.toml for the provider presets.
+    pub shaping: Vec<ShapingRule>,
 }
 
 impl Default for SchedulerConfig {
@@ -87,6 +130,80 @@ impl Default for SchedulerConfig {
             resolve_concurrency: 64,
             dns_negative_cache_secs: 600,
             tick_ms: 200,
+            max_queued_copies_per_post: 50_000,
+            slow_lane_max_connections: 100,
+            slow_connect_timeout_secs: 60,
+            slow_banner_timeout_secs: 300,
+            slow_command_timeout_secs: 300,
+            slow_data_timeout_secs: 600,
+            host_down_after_failures: 2,
+            host_health_max_hosts: 100_000,
+            host_health_persist_secs: 30,
+            greylist_retry_secs: 300,
+            throttle_retry_secs: 30,
+            throttle_cooldown_ms: 1000,
+            shaping: Vec::new(),
+        }
+    }
+}
+
+/// A scheduler setting that cannot work; names its key.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: scheduler.{key} {reason}")]
+pub struct ConfigError {
+    pub key: &'static str,
+    pub reason: String,
+}
+
+impl SchedulerConfig {
+    /// Refuses settings that would stall delivery. Called once at start.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |key, reason: &str| {
+            Err(ConfigError {
+                key,
+                reason: reason.to_string(),
+            })
+        };
+        if self.max_connections == 0 {
+            return bad("max_connections", "must be at least 1");
+        }
+        if self.slow_lane_max_connections >= self.max_connections {
+            return bad(
+                "slow_lane_max_connections",
+                "must be below max_connections (first attempts need a share)",
+            );
+        }
+        if self.max_queued_copies_per_post == 0
+            || self.max_queued_copies_per_post > self.max_queued_copies
+        {
+            return bad(
+                "max_queued_copies_per_post",
+                "must be between 1 and max_queued_copies",
+            );
+        }
+        if self.host_down_after_failures == 0 {
+            return bad("host_down_after_failures", "must be at least 1");
+        }
+        for (i, r) in self.shaping.iter().enumerate() {
+            if r.mx_suffixes.iter().all(|s| s.trim_matches('.').is_empty()) {
+                return Err(ConfigError {
+                    key: "shaping",
+                    reason: format!("rule {i} ({}) has no mx_suffixes", r.name),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The client settings of a slow-lane connection: `fast` with the slow-lane timeouts.
+    pub fn slow_client(&self, fast: &ClientConfig) -> ClientConfig {
+        let s = std::time::Duration::from_secs;
+        ClientConfig {
+            connect_timeout: s(self.slow_connect_timeout_secs).max(fast.connect_timeout),
+            banner_timeout: s(self.slow_banner_timeout_secs).max(fast.banner_timeout),
+            command_timeout: s(self.slow_command_timeout_secs).max(fast.command_timeout),
+            data_timeout: s(self.slow_data_timeout_secs).max(fast.data_timeout),
+            ..fast.clone()
         }
     }
 }
@@ -103,6 +220,8 @@ pub struct SchedulerDeps {
     pub failures: Option<mpsc::Sender<report::FailedCopy>>,
     /// Cross-post suppression at expansion (`None`: off).
     pub dedup: Option<herald_fanout::DedupStore>,
+    /// Where host health is kept across restarts (`None`: not persisted).
+    pub health_path: Option<std::path::PathBuf>,
 }
 
 /// Why the scheduler refused work.
@@ -135,14 +254,14 @@ impl Scheduler {
         let (ctrl_tx, ctrl_rx) = mpsc::channel(4096);
         let (report_tx, report_rx) = mpsc::channel(16_384);
         let worker_ctx = Arc::new(worker::WorkerCtx {
-            client: deps.client,
+            slow_client: Arc::new(cfg.slow_client(&deps.client)),
+            client: Arc::new(deps.client),
             resolver: deps.resolver,
             ctrl: ctrl_tx.clone(),
             reports: report_tx.clone(),
             telemetry: deps.telemetry.clone(),
-            max_messages_per_connection: cfg.max_messages_per_connection,
         });
-        let actor = actor::Actor::new(cfg.clone(), worker_ctx);
+        let actor = actor::Actor::new(cfg.clone(), worker_ctx, deps.health_path);
         let expand_ctx = Arc::new(expand::ExpandCtx {
             directory: deps.directory,
             list_ctx: deps.list_ctx,
@@ -150,6 +269,7 @@ impl Scheduler {
             reports: report_tx,
             page_size: cfg.expansion_page.max(1),
             dedup: deps.dedup,
+            post_window: cfg.max_queued_copies_per_post.max(1),
         });
         let scheduler = Scheduler {
             expand_ctx,
@@ -230,9 +350,17 @@ impl Scheduler {
 
     /// The queue by destination, for `herald queue` and the status API.
     pub async fn queue_snapshot(&self) -> Result<QueueSnapshot, SchedulerError> {
+        self.queue_snapshot_with(SnapshotRequest::default()).await
+    }
+
+    /// The queue with a row limit, optionally with the stragglers (`herald queue --stragglers`).
+    pub async fn queue_snapshot_with(
+        &self,
+        req: SnapshotRequest,
+    ) -> Result<QueueSnapshot, SchedulerError> {
         let (tx, rx) = oneshot::channel();
         self.ctrl
-            .send(actor::Ctrl::Snapshot(tx))
+            .send(actor::Ctrl::Snapshot(req, tx))
             .await
             .map_err(|_| SchedulerError::Stopped)?;
         rx.await.map_err(|_| SchedulerError::Stopped)

@@ -1,11 +1,19 @@
 //! Per-destination queues. A destination is the set of MX hosts that serves one or more recipient
-//! domains (keyed by the sorted MX host names), so every domain hosted at one provider shares
-//! one queue, one connection budget and one health record.
+//! domains (keyed by the sorted MX host names), so every domain hosted at one provider shares one
+//! queue; pending copies of every post for it are one entry (stragglers are coalesced).
+//!
+//! Each destination has two lanes: `fast` (first attempts) and the slow lane (`slow` ready
+//! retries and `waiting` retries not yet due). Ready queues are round robin over posts
+//! ([`ReadyQueue`]): a batch is taken from one post, then the next post gets its turn, so a
+//! 50-member post is not queued behind a million-member one (Postfix's preemptive scheduling in
+//! its simplest form).
 //!
 //! Owned by the scheduler actor alone: no locks. Workers get batches through the actor.
 
 use crate::job::Job;
 use herald_delivery::MxHost;
+use herald_telemetry::{DeferralKind, LaneKind};
+use herald_types::PostId;
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -17,6 +25,7 @@ use tokio::sync::oneshot;
 pub struct Waiting {
     pub at: Instant,
     pub seq: u64,
+    pub kind: DeferralKind,
     pub job: Job,
 }
 
@@ -44,18 +53,119 @@ pub struct Parked {
     pub reply: oneshot::Sender<Vec<Job>>,
 }
 
-/// One destination's queue and state.
+/// One post's ready copies within a destination.
+struct PostQueue {
+    post: PostId,
+    accepted_ms: u64,
+    jobs: VecDeque<Job>,
+}
+
+/// Ready copies of one lane, round robin over posts.
+#[derive(Default)]
+pub struct ReadyQueue {
+    posts: VecDeque<PostQueue>,
+    len: usize,
+}
+
+impl ReadyQueue {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Acceptance time of the oldest post with ready copies.
+    pub fn oldest_ms(&self) -> Option<u64> {
+        self.posts.iter().map(|p| p.accepted_ms).min()
+    }
+
+    fn queue_of(&mut self, post: PostId, accepted_ms: u64) -> &mut PostQueue {
+        // Most pushes are for the post pushed last (pages arrive in order): look there first.
+        let i = match self.posts.iter().rposition(|p| p.post == post) {
+            Some(i) => i,
+            None => {
+                self.posts.push_back(PostQueue {
+                    post,
+                    accepted_ms,
+                    jobs: VecDeque::new(),
+                });
+                self.posts.len() - 1
+            }
+        };
+        &mut self.posts[i]
+    }
+
+    pub fn push_back(&mut self, job: Job) {
+        self.len += 1;
+        self.queue_of(job.post.id, job.post.accepted_at_ms)
+            .jobs
+            .push_back(job);
+    }
+
+    /// Puts a job back where it was taken from (a worker went away before using it).
+    pub fn push_front(&mut self, job: Job) {
+        self.len += 1;
+        self.queue_of(job.post.id, job.post.accepted_at_ms)
+            .jobs
+            .push_front(job);
+    }
+
+    /// Up to `max` jobs within `max_bytes` of spliced size (at least one), taken from the post
+    /// whose turn it is, then from the next ones; each post served goes to the back.
+    pub fn take_batch(&mut self, max: usize, max_bytes: usize, batch: &mut Vec<Job>) {
+        let mut bytes = 0;
+        let mut turns = self.posts.len();
+        while batch.len() < max && turns > 0 {
+            turns -= 1;
+            let Some(mut q) = self.posts.pop_front() else {
+                break;
+            };
+            while batch.len() < max {
+                let Some(job) = q.jobs.front() else { break };
+                let size = job.post.template.size_hint();
+                if !batch.is_empty() && bytes + size > max_bytes {
+                    turns = 0;
+                    break;
+                }
+                bytes += size;
+                if let Some(job) = q.jobs.pop_front() {
+                    self.len -= 1;
+                    batch.push(job);
+                }
+            }
+            if !q.jobs.is_empty() {
+                self.posts.push_back(q);
+            }
+        }
+    }
+
+    /// Takes every job out.
+    pub fn drain(&mut self) -> Vec<Job> {
+        self.len = 0;
+        self.posts.drain(..).flat_map(|q| q.jobs).collect()
+    }
+}
+
+/// One destination's queues and state.
 pub struct Destination {
     pub key: Arc<str>,
     pub hosts: Arc<Vec<MxHost>>,
-    pub ready: VecDeque<Job>,
+    /// The shaping budget this destination draws from (a rule's name or its own key).
+    pub budget: Arc<str>,
+    pub fast: ReadyQueue,
+    pub slow: ReadyQueue,
     pub waiting: BinaryHeap<Waiting>,
-    /// Workers started for this destination (connecting or connected).
-    pub workers: usize,
+    /// Oldest acceptance time among waiting copies (reset when `waiting` empties; may be older
+    /// than the oldest still waiting — an upper bound on age, kept in O(1)).
+    pub oldest_waiting_ms: Option<u64>,
+    /// Workers started, per lane (connecting or connected).
+    pub fast_workers: usize,
+    pub slow_workers: usize,
+    /// Workers still connecting.
+    pub connecting: usize,
     pub parked: Vec<Parked>,
-    /// No new connection before this instant (set after connection failures).
-    pub down_until: Option<Instant>,
-    pub consecutive_failures: u32,
     pub last_error: Option<String>,
     pub delivered: u64,
     pub deferred: u64,
@@ -63,16 +173,19 @@ pub struct Destination {
 }
 
 impl Destination {
-    pub fn new(key: Arc<str>, hosts: Arc<Vec<MxHost>>) -> Destination {
+    pub fn new(key: Arc<str>, hosts: Arc<Vec<MxHost>>, budget: Arc<str>) -> Destination {
         Destination {
             key,
             hosts,
-            ready: VecDeque::new(),
+            budget,
+            fast: ReadyQueue::default(),
+            slow: ReadyQueue::default(),
             waiting: BinaryHeap::new(),
-            workers: 0,
+            oldest_waiting_ms: None,
+            fast_workers: 0,
+            slow_workers: 0,
+            connecting: 0,
             parked: Vec::new(),
-            down_until: None,
-            consecutive_failures: 0,
             last_error: None,
             delivered: 0,
             deferred: 0,
@@ -80,48 +193,88 @@ impl Destination {
         }
     }
 
+    pub fn workers(&self) -> usize {
+        self.fast_workers + self.slow_workers
+    }
+
+    pub fn ready_len(&self) -> usize {
+        self.fast.len() + self.slow.len()
+    }
+
     pub fn queued(&self) -> usize {
-        self.ready.len() + self.waiting.len()
+        self.ready_len() + self.waiting.len()
     }
 
-    pub fn is_down(&self, now: Instant) -> bool {
-        self.down_until.is_some_and(|t| t > now)
+    pub fn oldest_ms(&self) -> Option<u64> {
+        [
+            self.fast.oldest_ms(),
+            self.slow.oldest_ms(),
+            self.oldest_waiting_ms,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
-    /// Moves jobs whose retry time has come to the ready queue; returns how many moved.
-    pub fn promote_due(&mut self, now: Instant) -> usize {
-        let mut moved = 0;
+    pub fn push_waiting(&mut self, w: Waiting) {
+        let accepted = w.job.post.accepted_at_ms;
+        self.oldest_waiting_ms = Some(self.oldest_waiting_ms.map_or(accepted, |o| o.min(accepted)));
+        self.waiting.push(w);
+    }
+
+    /// Moves slow-lane jobs whose retry time has come to the slow ready queue.
+    pub fn promote_due(&mut self, now: Instant) -> Vec<Job> {
+        let mut out = Vec::new();
         while self.waiting.peek().is_some_and(|w| w.at <= now) {
             if let Some(w) = self.waiting.pop() {
-                self.ready.push_back(w.job);
-                moved += 1;
+                out.push(w.job);
             }
         }
-        moved
+        self.after_waiting_pop();
+        out
     }
 
-    /// Takes up to `max` ready jobs whose spliced size stays within `max_bytes` (at least one).
-    pub fn take_batch(&mut self, max: usize, max_bytes: usize) -> Vec<Job> {
+    /// Takes every waiting job except greylisted ones (whose interval the server set): the host
+    /// came back, so their retry time no longer means anything.
+    pub fn take_all_waiting(&mut self) -> Vec<Job> {
+        let (grey, rest): (Vec<Waiting>, Vec<Waiting>) = std::mem::take(&mut self.waiting)
+            .into_vec()
+            .into_iter()
+            .partition(|w| w.kind == DeferralKind::Greylist);
+        self.waiting = grey.into();
+        self.after_waiting_pop();
+        rest.into_iter().map(|w| w.job).collect()
+    }
+
+    fn after_waiting_pop(&mut self) {
+        if self.waiting.is_empty() {
+            self.oldest_waiting_ms = None;
+        }
+    }
+
+    /// A batch for a worker of `lane`: its own lane first, then the other one (an open, healthy
+    /// connection carries whatever is ready: stragglers ride along with first attempts).
+    pub fn take_batch(&mut self, lane: LaneKind, max: usize, max_bytes: usize) -> Vec<Job> {
         let mut batch = Vec::new();
-        let mut bytes = 0;
-        while batch.len() < max {
-            let Some(job) = self.ready.front() else { break };
-            let size = job.post.template.size_hint();
-            if !batch.is_empty() && bytes + size > max_bytes {
-                break;
-            }
-            bytes += size;
-            if let Some(job) = self.ready.pop_front() {
-                batch.push(job);
-            }
+        let (first, second) = match lane {
+            LaneKind::Fast => (&mut self.fast, &mut self.slow),
+            LaneKind::Slow => (&mut self.slow, &mut self.fast),
+        };
+        first.take_batch(max, max_bytes, &mut batch);
+        if batch.is_empty() {
+            second.take_batch(max, max_bytes, &mut batch);
         }
         batch
     }
 
-    /// Workers this destination could use now: one per `batch` ready copies, within its cap.
-    pub fn wanted_workers(&self, batch: usize, cap: usize) -> usize {
-        let by_load = self.ready.len().div_ceil(batch.max(1));
-        by_load.min(cap)
+    /// Puts jobs a worker could not take back at the front of their lanes.
+    pub fn put_back(&mut self, batch: Vec<Job>) {
+        for job in batch.into_iter().rev() {
+            match job.lane {
+                LaneKind::Fast => self.fast.push_front(job),
+                LaneKind::Slow => self.slow.push_front(job),
+            }
+        }
     }
 }
 
@@ -129,42 +282,77 @@ impl Destination {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct DestinationView {
     pub destination: String,
+    pub budget: String,
+    /// First attempts ready.
     pub ready: usize,
+    /// Retries ready (slow lane).
+    pub retry_ready: usize,
+    /// Retries waiting for their time (slow lane).
     pub waiting: usize,
     pub connections: usize,
+    pub slow_connections: usize,
+    /// The shaping budget's current connection limit (AIMD).
+    pub connection_limit: usize,
+    /// Seconds since the oldest pending copy's post was accepted.
+    pub oldest_age_secs: u64,
+    /// Seconds until the next probe when every host is down.
     pub down_for_secs: Option<u64>,
-    pub consecutive_failures: u32,
     pub last_error: Option<String>,
     pub delivered: u64,
     pub deferred: u64,
     pub failed: u64,
 }
 
-/// The whole queue: destinations with work first, most queued first.
+/// A recipient with copies in the slow lane, for `herald queue --stragglers`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StragglerView {
+    pub recipient: String,
+    pub pending: u64,
+    pub oldest_age_secs: u64,
+}
+
+/// A down host.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HostView {
+    pub host: String,
+    pub addr: String,
+    pub consecutive_failures: u32,
+    pub probe_in_secs: u64,
+    pub last_error: Option<String>,
+}
+
+/// The queue: totals, and the destinations with the most pending copies (oldest first among
+/// equals), at most the requested number; with `stragglers`, the recipients likewise.
 #[derive(Debug, Clone, Serialize, PartialEq, Default)]
 pub struct QueueSnapshot {
     pub queued: usize,
     pub resolving: usize,
     pub connections: usize,
+    pub slow_connections: usize,
+    pub fast_lane: usize,
+    pub slow_lane: usize,
+    pub destinations_with_work: usize,
+    pub hosts_down: usize,
     pub destinations: Vec<DestinationView>,
+    pub stragglers: Vec<StragglerView>,
+    pub down_hosts: Vec<HostView>,
+    /// Time the scheduler took to build this snapshot (µs).
+    pub build_micros: u64,
 }
 
-impl Destination {
-    pub fn view(&self, now: Instant) -> DestinationView {
-        DestinationView {
-            destination: self.key.to_string(),
-            ready: self.ready.len(),
-            waiting: self.waiting.len(),
-            connections: self.workers,
-            down_for_secs: self
-                .down_until
-                .filter(|t| *t > now)
-                .map(|t| (t - now).as_secs()),
-            consecutive_failures: self.consecutive_failures,
-            last_error: self.last_error.clone(),
-            delivered: self.delivered,
-            deferred: self.deferred,
-            failed: self.failed,
+/// What a snapshot should include.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotRequest {
+    /// Rows of destinations (and stragglers) at most.
+    pub limit: usize,
+    pub stragglers: bool,
+}
+
+impl Default for SnapshotRequest {
+    fn default() -> Self {
+        SnapshotRequest {
+            limit: 100,
+            stragglers: false,
         }
     }
 }

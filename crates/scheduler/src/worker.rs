@@ -1,17 +1,26 @@
-//! A connection worker: opens one SMTP connection to a destination (MX hosts in preference order,
-//! each address in turn), then asks the actor for batches and sends them, splicing each member's
-//! copy just before it goes to the socket, until the actor has no more work for it.
+//! A connection worker: opens one SMTP connection for a destination, trying the targets the
+//! actor planned from host health (a due probe first, then healthy hosts, then failing ones;
+//! down hosts are not in the plan), then asks the actor for batches and sends them, splicing
+//! each member's copy just before it goes to the socket, until the actor has no more work for it
+//! or the connection's message limit is reached.
 //!
-//! A worker never decides policy: outcomes go to the report loop, deferred copies go back to the
-//! actor, and connection failures are the actor's to act on.
+//! A fast-lane worker uses the short first-pass timeouts, a slow-lane worker the RFC 5321 ones:
+//! no call holds a worker past its lane's timeout (the delivery crate bounds every step).
+//!
+//! A worker never decides policy: outcomes go to the report loop; each connection attempt and
+//! each batch (delivered count, deferred copies with their classification, throttling seen) goes
+//! to the actor, which owns host health, lanes and shaping.
 
-use crate::actor::Ctrl;
+use crate::actor::{BatchDone, Ctrl, FailKind, HostFailure};
+use crate::classify::classify;
+use crate::health::{HostKey, Target};
 use crate::job::Job;
 use crate::report::{OutcomeReport, Report};
-use herald_delivery::{ClientConfig, Connection, MxHost, MxResolver, OutgoingCopy, SessionError};
-use herald_telemetry::Telemetry;
+use herald_delivery::{
+    ClientConfig, Connection, MxResolver, OutgoingCopy, SessionError, SessionErrorKind, Stage,
+};
+use herald_telemetry::{DeferralKind, LaneKind, Telemetry};
 use herald_types::{EnhancedStatus, RcptOutcome, Reply};
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,39 +28,73 @@ use tokio::sync::{mpsc, oneshot};
 
 /// What every worker shares.
 pub struct WorkerCtx {
-    pub client: ClientConfig,
+    /// First-pass (fast lane) client settings.
+    pub client: Arc<ClientConfig>,
+    /// Slow-lane client settings (RFC 5321 timeouts).
+    pub slow_client: Arc<ClientConfig>,
     pub resolver: Arc<MxResolver>,
     pub ctrl: mpsc::Sender<Ctrl>,
     pub reports: mpsc::Sender<Report>,
     pub telemetry: Telemetry,
-    pub max_messages_per_connection: usize,
+}
+
+/// What the actor asks one worker to do.
+pub struct WorkerPlan {
+    pub dest: Arc<str>,
+    pub lane: LaneKind,
+    pub targets: Vec<Target>,
+    /// Copies on this connection at most (the destination's shaping budget).
+    pub max_messages: usize,
 }
 
 /// Runs one worker to completion. Always tells the actor how it ended.
-pub async fn run(dest: Arc<str>, hosts: Arc<Vec<MxHost>>, ctx: Arc<WorkerCtx>) {
-    let (mut conn, relay) = match connect_any(&hosts, &ctx.client).await {
+pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
+    let WorkerPlan {
+        dest,
+        lane,
+        targets,
+        max_messages,
+    } = plan;
+    let cfg = match lane {
+        LaneKind::Fast => ctx.client.clone(),
+        LaneKind::Slow => ctx.slow_client.clone(),
+    };
+    let (mut conn, host, failed) = match connect_any(&targets, &cfg).await {
         Ok(c) => c,
-        Err(error) => {
-            let _ = ctx.ctrl.send(Ctrl::ConnectFailed { dest, error }).await;
+        Err((failed, error)) => {
+            let _ = ctx
+                .ctrl
+                .send(Ctrl::ConnectFailed {
+                    dest: dest.clone(),
+                    failed,
+                    error,
+                })
+                .await;
+            let _ = ctx.ctrl.send(Ctrl::WorkerExit { dest, lane }).await;
             return;
         }
     };
-    let _ = ctx.ctrl.send(Ctrl::Connected { dest: dest.clone() }).await;
+    let timings = conn.timings();
+    let connected = Ctrl::Connected {
+        dest: dest.clone(),
+        host: host.clone(),
+        timings,
+        failed,
+    };
+    let _ = ctx.ctrl.send(connected).await;
+    let relay = format!("{}[{}]:{}", host.name, host.addr, cfg.port);
     let gauges = ctx.telemetry.gauges();
     gauges.connections_open.fetch_add(1, Relaxed);
     let mut bufs: Vec<Vec<u8>> = Vec::new();
     let mut sent = 0usize;
     loop {
         let (tx, rx) = oneshot::channel();
-        if ctx
-            .ctrl
-            .send(Ctrl::NeedWork {
-                dest: dest.clone(),
-                reply: tx,
-            })
-            .await
-            .is_err()
-        {
+        let ask = Ctrl::NeedWork {
+            dest: dest.clone(),
+            lane,
+            reply: tx,
+        };
+        if ctx.ctrl.send(ask).await.is_err() {
             break;
         }
         let jobs = rx.await.unwrap_or_default();
@@ -59,115 +102,168 @@ pub async fn run(dest: Arc<str>, hosts: Arc<Vec<MxHost>>, ctx: Arc<WorkerCtx>) {
             break;
         }
         sent += jobs.len();
-        let healthy = send_batch(&mut conn, &relay, jobs, &mut bufs, &dest, &ctx).await;
-        if !healthy || sent >= ctx.max_messages_per_connection {
+        let batch = Batch {
+            conn: &mut conn,
+            relay: &relay,
+            host: &host,
+            dest: &dest,
+        };
+        let healthy = batch.send(jobs, &mut bufs, &ctx).await;
+        if !healthy || sent >= max_messages {
             break;
         }
     }
     gauges.connections_open.fetch_sub(1, Relaxed);
     // QUIT politely, but never let a slow peer hold the worker.
     let _ = tokio::time::timeout(Duration::from_secs(5), conn.quit()).await;
-    let _ = ctx.ctrl.send(Ctrl::WorkerExit { dest }).await;
+    let _ = ctx.ctrl.send(Ctrl::WorkerExit { dest, lane }).await;
 }
 
-/// Tries each MX host in preference order and each of its addresses; the first that answers wins.
-async fn connect_any(hosts: &[MxHost], cfg: &ClientConfig) -> Result<(Connection, String), String> {
-    let mut last = String::from("no MX host has an address");
-    for host in hosts {
-        for addr in &host.addrs {
-            let sa = SocketAddr::new(*addr, cfg.port);
-            match Connection::connect(sa, &host.name, cfg).await {
-                Ok(conn) => return Ok((conn, format!("{}[{}]:{}", host.name, addr, cfg.port))),
-                Err(e) => {
-                    last = e.synthetic_reply().text;
-                    tracing::debug!(host = %host.name, %addr, error = %e, "connect failed");
-                }
+/// Tries each planned target in order; the first that answers wins. On failure, every attempt
+/// with its classification and the reply recorded for the destination's copies.
+async fn connect_any(
+    targets: &[Target],
+    cfg: &ClientConfig,
+) -> Result<(Connection, HostKey, Vec<HostFailure>), (Vec<HostFailure>, Reply)> {
+    let mut failed = Vec::new();
+    let mut last = Reply::new(
+        451,
+        Some(EnhancedStatus::new(4, 4, 1)),
+        "no MX host is reachable now",
+    );
+    for t in targets {
+        match Connection::connect(t.addr, &t.key.name, cfg).await {
+            Ok(conn) => return Ok((conn, t.key.clone(), failed)),
+            Err(e) => {
+                last = e.synthetic_reply();
+                tracing::debug!(host = %t.key.name, addr = %t.key.addr, probe = t.probe, error = %e, "connect failed");
+                failed.push(HostFailure {
+                    key: t.key.clone(),
+                    kind: fail_kind(&e),
+                    reason: last.text.clone(),
+                });
             }
         }
     }
-    Err(last)
+    Err((failed, last))
 }
 
-/// Sends one batch. Returns false when the connection must not be used again.
-async fn send_batch(
-    conn: &mut Connection,
-    relay: &str,
-    jobs: Vec<Job>,
-    bufs: &mut Vec<Vec<u8>>,
-    dest: &Arc<str>,
-    ctx: &WorkerCtx,
-) -> bool {
-    if bufs.len() < jobs.len() {
-        bufs.resize_with(jobs.len(), Vec::new);
-    }
-    let return_paths: Vec<String> = jobs
-        .iter()
-        .map(|j| j.post.template.return_path(&j.member))
-        .collect();
-    let rcpts: Vec<String> = jobs.iter().map(|j| j.member.address.to_string()).collect();
-    for (job, buf) in jobs.iter().zip(bufs.iter_mut()) {
-        job.post.template.splice(&job.member, buf);
-    }
-    let mut copies: Vec<OutgoingCopy<'_>> = jobs
-        .iter()
-        .enumerate()
-        .map(|(i, _)| OutgoingCopy::new(&return_paths[i], &rcpts[i], &bufs[i]))
-        .collect();
-    let gauges = ctx.telemetry.gauges();
-    gauges
-        .inflight_copies
-        .fetch_add(copies.len() as i64, Relaxed);
-    let started = Instant::now();
-    let result = conn.send(&mut copies).await;
-    let xdelay_ms = started.elapsed().as_millis() as u64;
-    gauges
-        .inflight_copies
-        .fetch_sub(copies.len() as i64, Relaxed);
-    let outcomes: Vec<(Option<RcptOutcome>, u64)> = copies
-        .into_iter()
-        .map(|c| {
-            (
-                c.outcome,
-                c.xdelay.map_or(xdelay_ms, |d| d.as_millis() as u64),
-            )
-        })
-        .collect();
-    let unknown = match &result {
-        Ok(()) => None,
-        Err(e) => Some(session_reply(e)),
-    };
-    let mut deferred = Vec::new();
-    for (mut job, (outcome, xdelay_ms)) in jobs.into_iter().zip(outcomes) {
-        job.tries += 1;
-        let outcome = outcome.unwrap_or_else(|| {
-            RcptOutcome::Deferred(unknown.clone().unwrap_or_else(|| {
-                Reply::new(
-                    451,
-                    Some(EnhancedStatus::new(4, 4, 0)),
-                    "no reply for this copy",
-                )
-            }))
-        });
-        let is_final = outcome.is_final();
-        let report = OutcomeReport::new(&job, outcome, relay.to_string(), xdelay_ms);
-        let _ = ctx.reports.send(Report::Outcome(Box::new(report))).await;
-        if !is_final {
-            deferred.push(job);
+/// How a failed connection attempt counts: a 421 (or a rate-limit reply) before the first
+/// transaction is the host saying "not so fast", not the host being down.
+fn fail_kind(e: &SessionError) -> FailKind {
+    if let SessionErrorKind::Rejected(r) = e.kind() {
+        if classify(r) == DeferralKind::Throttle {
+            return FailKind::Throttle;
         }
     }
-    if !deferred.is_empty() {
-        let _ = ctx
-            .ctrl
-            .send(Ctrl::Requeue {
-                dest: dest.clone(),
-                jobs: deferred,
-            })
-            .await;
+    if e.is_host_problem() {
+        FailKind::Host
+    } else {
+        FailKind::Other
     }
-    result.is_ok() && conn.is_reusable()
 }
 
-/// The reply logged for copies whose fate a broken session left unknown.
-fn session_reply(e: &SessionError) -> Reply {
-    e.synthetic_reply()
+/// One batch on an open connection.
+struct Batch<'a> {
+    conn: &'a mut Connection,
+    relay: &'a str,
+    host: &'a HostKey,
+    dest: &'a Arc<str>,
+}
+
+impl Batch<'_> {
+    /// Sends the copies, reports every outcome and the batch. False when the connection must not
+    /// be used again.
+    async fn send(self, jobs: Vec<Job>, bufs: &mut Vec<Vec<u8>>, ctx: &WorkerCtx) -> bool {
+        if bufs.len() < jobs.len() {
+            bufs.resize_with(jobs.len(), Vec::new);
+        }
+        let return_paths: Vec<String> = jobs
+            .iter()
+            .map(|j| j.post.template.return_path(&j.member))
+            .collect();
+        let rcpts: Vec<String> = jobs.iter().map(|j| j.member.address.to_string()).collect();
+        for (job, buf) in jobs.iter().zip(bufs.iter_mut()) {
+            job.post.template.splice(&job.member, buf);
+        }
+        let mut copies: Vec<OutgoingCopy<'_>> = (0..jobs.len())
+            .map(|i| OutgoingCopy::new(&return_paths[i], &rcpts[i], &bufs[i]))
+            .collect();
+        let gauges = ctx.telemetry.gauges();
+        gauges
+            .inflight_copies
+            .fetch_add(copies.len() as i64, Relaxed);
+        let started = Instant::now();
+        let result = self.conn.send(&mut copies).await;
+        let elapsed = started.elapsed();
+        gauges
+            .inflight_copies
+            .fetch_sub(copies.len() as i64, Relaxed);
+        let n = copies.len().max(1) as u32;
+        let outcomes: Vec<(Option<RcptOutcome>, u64)> = copies
+            .into_iter()
+            .map(|c| {
+                (
+                    c.outcome,
+                    c.xdelay
+                        .map_or(elapsed.as_millis() as u64, |d| d.as_millis() as u64),
+                )
+            })
+            .collect();
+        // A broken session: its reply for copies left without one, and whether it was a drop or
+        // a 421 (both throttling signals for the destination's budget).
+        let (session_reply, session_throttled) = match &result {
+            Ok(()) => (None, false),
+            Err(e) => {
+                let throttled = matches!(e.kind(), SessionErrorKind::Rejected(r) if classify(r) == DeferralKind::Throttle)
+                    || (matches!(
+                        e.kind(),
+                        SessionErrorKind::ServerClosed | SessionErrorKind::Io(_)
+                    ) && e.stage() != Stage::Quit);
+                (Some(e.synthetic_reply()), throttled)
+            }
+        };
+        let mut done = BatchDone {
+            dest: self.dest.clone(),
+            host: self.host.clone(),
+            delivered: 0,
+            per_copy: elapsed / n,
+            deferred: Vec::new(),
+            throttled: session_throttled,
+            finished_slow: Vec::new(),
+        };
+        for ((mut job, (outcome, xdelay_ms)), rcpt) in jobs.into_iter().zip(outcomes).zip(rcpts) {
+            job.tries += 1;
+            let outcome = outcome.unwrap_or_else(|| {
+                RcptOutcome::Deferred(session_reply.clone().unwrap_or_else(no_reply))
+            });
+            match &outcome {
+                RcptOutcome::Delivered(_) => done.delivered += 1,
+                RcptOutcome::Deferred(r) => {
+                    let kind = classify(r);
+                    done.throttled |= kind == DeferralKind::Throttle;
+                    job.deferral = Some((kind, Box::new(r.clone())));
+                }
+                RcptOutcome::Failed(_) => {}
+            }
+            let is_final = outcome.is_final();
+            let report = OutcomeReport::new(&job, outcome, self.relay.to_string(), xdelay_ms);
+            let _ = ctx.reports.send(Report::Outcome(Box::new(report))).await;
+            if !is_final {
+                done.deferred.push(job);
+            } else if job.lane == LaneKind::Slow {
+                done.finished_slow.push(rcpt.into_boxed_str());
+            }
+        }
+        let _ = ctx.ctrl.send(Ctrl::BatchDone(Box::new(done))).await;
+        result.is_ok() && self.conn.is_reusable()
+    }
+}
+
+fn no_reply() -> Reply {
+    Reply::new(
+        451,
+        Some(EnhancedStatus::new(4, 4, 0)),
+        "no reply for this copy",
+    )
 }

@@ -281,6 +281,7 @@ impl Config {
         if !(1..=10_000).contains(&self.lists.request_max_lines) {
             return Err("lists.request_max_lines must be between 1 and 10000".into());
         }
+        s.validate().map_err(|e| e.to_string())?;
         if !self.http.public_base_url.is_empty()
             && !self.http.public_base_url.starts_with("http://")
             && !self.http.public_base_url.starts_with("https://")

@@ -187,6 +187,7 @@ pub async fn run(
         },
         failures: Some(failures_tx),
         dedup: Some(dedup.clone()),
+        health_path: Some(config.data_dir.join("host-health.json")),
     };
     let (scheduler, scheduler_task) = Scheduler::start(
         config.scheduler.clone(),

@@ -24,6 +24,8 @@ pub enum Event {
     Attempt(Box<Attempt>),
     /// Every recipient of the post has a final outcome.
     PostCompleted { post: PostId },
+    /// A scheduling decision: host state, lane move, throttling, greylisting, expiry.
+    Scheduler(Box<crate::scheduling::SchedulerEvent>),
 }
 
 /// The facts of one attempt: what the delivery log line and the metrics are made of.

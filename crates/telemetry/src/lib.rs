@@ -12,11 +12,13 @@ pub mod event;
 pub mod log;
 pub mod metrics;
 pub mod progress;
+pub mod scheduling;
 pub mod time;
 
 pub use event::{Attempt, Event};
 pub use metrics::{Gauges, Metrics};
 pub use progress::PostSummary;
+pub use scheduling::{DeferralKind, HostStateKind, LaneKind, SchedulerEvent};
 
 use std::path::PathBuf;
 use std::sync::Arc;

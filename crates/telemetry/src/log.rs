@@ -137,6 +137,7 @@ pub fn format_line(event: &Event) -> Option<String> {
         Event::PostCompleted { post } => {
             let _ = write!(line, "{post}: completed");
         }
+        Event::Scheduler(e) => crate::scheduling::format(e, &mut line),
         Event::Attempt(a) => {
             let reply = a.outcome.reply();
             let dsn = reply

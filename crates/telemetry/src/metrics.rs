@@ -81,6 +81,14 @@ pub struct Gauges {
     pub destinations_active: AtomicI64,
     /// Posts being fanned out or waiting for retries.
     pub posts_active: AtomicI64,
+    /// Hosts (MX name and address) marked down and not yet back.
+    pub hosts_down: AtomicI64,
+    /// Copies queued in the fast lane (first attempts).
+    pub lane_fast: AtomicI64,
+    /// Copies queued in the slow lane (retries), ready or waiting.
+    pub lane_slow: AtomicI64,
+    /// Open connections of the slow lane.
+    pub slow_connections: AtomicI64,
 }
 
 /// Everything `/metrics` shows that telemetry itself counts.
@@ -94,6 +102,8 @@ pub struct Metrics {
     pub delivery_latency: Histogram,
     pub transaction_latency: Histogram,
     pub gauges: Gauges,
+    /// Scheduling decisions: deferrals by reason, lane moves, host state changes, expiries.
+    pub scheduling: crate::scheduling::SchedulerMetrics,
 }
 
 impl Default for Metrics {
@@ -108,6 +118,7 @@ impl Default for Metrics {
             delivery_latency: Histogram::new(DELIVERY_BOUNDS),
             transaction_latency: Histogram::new(TRANSACTION_BOUNDS),
             gauges: Gauges::default(),
+            scheduling: crate::scheduling::SchedulerMetrics::default(),
         }
     }
 }
@@ -127,6 +138,7 @@ impl Metrics {
                 self.posts_completed.fetch_add(1, Relaxed);
             }
             Event::PostExpanded { .. } => {}
+            Event::Scheduler(e) => self.scheduling.observe(e),
             Event::Attempt(a) => {
                 self.transaction_latency.observe_ms(a.xdelay_ms);
                 match &a.outcome {
@@ -218,9 +230,30 @@ impl Metrics {
                 "Posts being fanned out or retried.",
                 &g.posts_active,
             ),
+            (
+                "herald_hosts_down",
+                "Hosts (MX name and address) marked down.",
+                &g.hosts_down,
+            ),
+            (
+                "herald_lane_fast_recipients",
+                "Copies queued for a first attempt.",
+                &g.lane_fast,
+            ),
+            (
+                "herald_lane_slow_recipients",
+                "Copies queued for a retry (slow lane).",
+                &g.lane_slow,
+            ),
+            (
+                "herald_slow_lane_connections",
+                "Open connections of the slow lane.",
+                &g.slow_connections,
+            ),
         ] {
             write_gauge(out, name, help, v.load(Relaxed));
         }
+        self.scheduling.render(out);
     }
 }
 

@@ -104,6 +104,7 @@ impl ProgressBook {
                     p.complete.store(true, Relaxed);
                 }
             }
+            Event::Scheduler(_) => {}
         }
     }
 

@@ -1,0 +1,276 @@
+//! What workers' reports change: host health (connect successes and failures), shaping budgets
+//! (throttling and success), lanes (a deferred first attempt moves to the slow lane), retry
+//! times (greylisting after the server's interval, throttling after `throttle_retry_secs`, other
+//! failures on the exponential schedule) and the straggler index.
+//!
+//! When a down host answers its probe, every copy waiting for any destination it serves is made
+//! ready at once (except greylisted ones): the pending copies go out over reused connections.
+
+use crate::actor::{Actor, BatchDone, FailKind, HostFailure};
+use crate::backoff::retry_delay;
+use crate::classify::implied_interval;
+use crate::health::HostKey;
+use crate::job::Job;
+use crate::queue::Waiting;
+use herald_delivery::ConnectionTimings;
+use herald_telemetry::{DeferralKind, LaneKind, SchedulerEvent};
+use herald_types::Reply;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+impl Actor {
+    pub(crate) fn on_connected(
+        &mut self,
+        dest: Arc<str>,
+        host: HostKey,
+        timings: ConnectionTimings,
+        failed: Vec<HostFailure>,
+    ) {
+        if let Some(d) = self.dests.get_mut(&dest) {
+            d.connecting = d.connecting.saturating_sub(1);
+        }
+        self.record_failures(&dest, &failed);
+        let now_ms = herald_types::unix_ms_now();
+        if let Some(ev) = self.health.record_success(&host, &timings, now_ms) {
+            tracing::info!(host = %host.name, addr = %host.addr, "host is back up");
+            self.emit(ev);
+            self.host_back(&host);
+        }
+        self.pump(&dest);
+    }
+
+    /// Every destination served by `host` gets its waiting copies back in the ready queue.
+    fn host_back(&mut self, host: &HostKey) {
+        let keys: Vec<Arc<str>> = self
+            .dests
+            .iter()
+            .filter(|(_, d)| {
+                d.hosts
+                    .iter()
+                    .any(|h| h.name.as_str() == host.name.as_ref() && h.addrs.contains(&host.addr))
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            if let Some(d) = self.dests.get_mut(&key) {
+                for job in d.take_all_waiting() {
+                    d.slow.push_back(job);
+                }
+            }
+            self.pump(&key);
+        }
+    }
+
+    fn record_failures(&mut self, dest: &Arc<str>, failed: &[HostFailure]) {
+        let now_ms = herald_types::unix_ms_now();
+        for f in failed {
+            match f.kind {
+                FailKind::Host => {
+                    if let Some(ev) = self.health.record_failure(&f.key, &f.reason, now_ms) {
+                        tracing::warn!(host = %f.key.name, addr = %f.key.addr, reason = %f.reason, "host marked down");
+                        self.emit(ev);
+                    }
+                }
+                FailKind::Throttle => {
+                    // The host answers (busy): no verdict on its health, but the budget is cut.
+                    self.health.release_probe(&f.key);
+                    self.throttle(dest);
+                }
+                FailKind::Other => self.health.release_probe(&f.key),
+            }
+        }
+    }
+
+    pub(crate) async fn on_connect_failed(
+        &mut self,
+        dest: Arc<str>,
+        failed: Vec<HostFailure>,
+        error: Reply,
+    ) {
+        self.record_failures(&dest, &failed);
+        let Some(d) = self.dests.get_mut(&dest) else {
+            return;
+        };
+        d.connecting = d.connecting.saturating_sub(1);
+        d.last_error = Some(error.text.clone());
+        let connected = d.workers() - d.connecting;
+        // The worker's own exit message follows (release_worker); here only the copies matter.
+        // Others still connected serve the destination: leave its copies to them.
+        if connected > 1 || (connected == 1 && d.workers() > 1) {
+            return;
+        }
+        let mut jobs = d.fast.drain();
+        jobs.extend(d.slow.drain());
+        // Out of the queue now; `defer` counts them in again.
+        let slow = jobs.iter().filter(|j| j.lane == LaneKind::Slow).count();
+        self.queued = self.queued.saturating_sub(jobs.len());
+        self.slow_queued = self.slow_queued.saturating_sub(slow);
+        let kind = if failed.iter().any(|f| f.kind == FailKind::Throttle) {
+            DeferralKind::Throttle
+        } else {
+            DeferralKind::HostDown
+        };
+        for job in &jobs {
+            self.report_deferred(job, &error).await;
+        }
+        let jobs = jobs
+            .into_iter()
+            .map(|mut j| {
+                j.tries += 1;
+                j.deferral = Some((kind, Box::new(error.clone())));
+                j
+            })
+            .collect();
+        self.defer(&dest, jobs).await;
+    }
+
+    pub(crate) async fn on_batch_done(&mut self, b: BatchDone) {
+        let now_ms = herald_types::unix_ms_now();
+        self.health.record_reply(&b.host, b.per_copy, now_ms);
+        for rcpt in &b.finished_slow {
+            self.stragglers.remove(rcpt);
+        }
+        if b.throttled {
+            self.throttle(&b.dest);
+        } else if b.delivered > 0 {
+            self.restore(&b.dest);
+        }
+        if let Some(d) = self.dests.get_mut(&b.dest) {
+            d.delivered += b.delivered as u64;
+        }
+        self.defer(&b.dest, b.deferred).await;
+    }
+
+    /// Deferred copies (not counted as queued: in flight, or just taken out) go to the slow
+    /// lane's waiting queue at the time their reason implies. Copies past their list's maximum
+    /// age are given up instead.
+    pub(crate) async fn defer(&mut self, dest: &Arc<str>, jobs: Vec<Job>) {
+        if jobs.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let now_ms = herald_types::unix_ms_now();
+        let mut moved = 0u64;
+        let mut by_kind: HashMap<DeferralKind, (u64, Duration)> = HashMap::new();
+        for mut job in jobs {
+            if job.expired(now_ms) {
+                if job.lane == LaneKind::Slow {
+                    self.stragglers.remove(&job.member.address.to_string());
+                }
+                self.expire(job).await;
+                continue;
+            }
+            self.queued += 1;
+            self.slow_queued += 1;
+            let (kind, delay) = self.retry_after(&job);
+            let e = by_kind.entry(kind).or_insert((0, delay));
+            e.0 += 1;
+            if job.lane == LaneKind::Fast {
+                job.lane = LaneKind::Slow;
+                moved += 1;
+                self.stragglers
+                    .add(&job.member.address.to_string(), job.post.accepted_at_ms);
+            }
+            self.seq += 1;
+            let w = Waiting {
+                at: now + delay,
+                seq: self.seq,
+                kind,
+                job,
+            };
+            match self.dests.get_mut(dest) {
+                Some(d) => {
+                    d.deferred += 1;
+                    d.push_waiting(w);
+                }
+                None => tracing::error!(%dest, "deferral for an unknown destination"),
+            }
+        }
+        let first = by_kind
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(DeferralKind::Other);
+        if moved > 0 {
+            tracing::info!(%dest, copies = moved, reason = first.word(), "copies moved to the slow lane");
+            self.emit(SchedulerEvent::LaneMove {
+                destination: dest.to_string(),
+                to: LaneKind::Slow,
+                copies: moved,
+                reason: first,
+            });
+        }
+        for (kind, (copies, delay)) in by_kind {
+            self.emit(SchedulerEvent::Deferred {
+                destination: dest.to_string(),
+                kind,
+                copies,
+                retry_in_secs: delay.as_secs(),
+            });
+        }
+    }
+
+    /// Why a job was deferred and when to retry it.
+    fn retry_after(&self, job: &Job) -> (DeferralKind, Duration) {
+        let cfg = &self.cfg;
+        let (kind, reply) = match &job.deferral {
+            Some((k, r)) => (*k, Some(r)),
+            None => (DeferralKind::Other, None),
+        };
+        let delay = match kind {
+            DeferralKind::Greylist => reply
+                .and_then(|r| implied_interval(r))
+                .unwrap_or(Duration::from_secs(cfg.greylist_retry_secs)),
+            DeferralKind::Throttle => Duration::from_secs(cfg.throttle_retry_secs),
+            DeferralKind::HostDown | DeferralKind::Other => retry_delay(
+                job.tries,
+                Duration::from_secs(cfg.retry_initial_secs),
+                Duration::from_secs(cfg.retry_max_secs),
+                cfg.retry_jitter,
+                rand::random::<f64>(),
+            ),
+        };
+        (kind, delay)
+    }
+
+    /// A throttling signal for a destination: halve its budget (once per cooldown).
+    pub(crate) fn throttle(&mut self, dest: &Arc<str>) {
+        let Some(d) = self.dests.get(dest) else {
+            return;
+        };
+        let Some(b) = self.budgets.get_mut(&d.budget) else {
+            return;
+        };
+        if b.throttle(Instant::now()) {
+            let (connections, per_minute) = (b.connection_limit() as u32, b.per_minute());
+            tracing::info!(budget = %b.name, connections, ?per_minute, "destination throttled: concurrency and rate cut");
+            let name = b.name.to_string();
+            self.emit(SchedulerEvent::Shaped {
+                budget: name,
+                connections,
+                per_minute,
+                throttled: true,
+            });
+        }
+    }
+
+    fn restore(&mut self, dest: &Arc<str>) {
+        let Some(d) = self.dests.get(dest) else {
+            return;
+        };
+        let Some(b) = self.budgets.get_mut(&d.budget) else {
+            return;
+        };
+        if b.success() {
+            let (connections, per_minute) = (b.connection_limit() as u32, b.per_minute());
+            let name = b.name.to_string();
+            self.emit(SchedulerEvent::Shaped {
+                budget: name,
+                connections,
+                per_minute,
+                throttled: false,
+            });
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! The queue view for `herald queue` and the status API. It is built from counts the actor keeps
+//! anyway (queue lengths, oldest acceptance times, the straggler index), and the top rows are
+//! chosen by partial selection: the cost is O(destinations + stragglers), never a copy or sort
+//! of the pending copies themselves (a million pending recipients list in milliseconds; see
+//! `examples/queue_bench.rs`).
+
+use crate::actor::{Actor, Route};
+use crate::queue::{
+    Destination, DestinationView, HostView, QueueSnapshot, SnapshotRequest, StragglerView,
+};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::Instant;
+
+/// Rows of a snapshot at most, whatever the request says (bounded response size).
+pub const MAX_ROWS: usize = 10_000;
+
+impl Actor {
+    pub(crate) fn snapshot(&self, req: SnapshotRequest) -> QueueSnapshot {
+        let started = Instant::now();
+        let now_ms = herald_types::unix_ms_now();
+        let limit = req.limit.min(MAX_ROWS);
+        let destinations = self.top_destinations(limit, now_ms);
+        let stragglers = if req.stragglers {
+            self.stragglers
+                .top(limit)
+                .into_iter()
+                .map(|(recipient, pending, oldest)| StragglerView {
+                    recipient,
+                    pending,
+                    oldest_age_secs: now_ms.saturating_sub(oldest) / 1000,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let down_hosts = self
+            .health
+            .down_hosts(limit)
+            .into_iter()
+            .map(|(k, r)| HostView {
+                host: k.name.to_string(),
+                addr: k.addr.to_string(),
+                consecutive_failures: r.consecutive_failures,
+                probe_in_secs: r
+                    .down_until_ms
+                    .map_or(0, |t| t.saturating_sub(now_ms) / 1000),
+                last_error: r.last_error.clone(),
+            })
+            .collect();
+        let resolving = self
+            .routes
+            .values()
+            .map(|r| match r {
+                Route::Resolving(j) | Route::RetryDns { jobs: j, .. } => j.len(),
+                _ => 0,
+            })
+            .sum();
+        QueueSnapshot {
+            queued: self.queued,
+            resolving,
+            connections: self.connections,
+            slow_connections: self.slow_connections,
+            fast_lane: self.queued.saturating_sub(self.slow_queued),
+            slow_lane: self.slow_queued,
+            destinations_with_work: self.dests.values().filter(|d| d.queued() > 0).count(),
+            hosts_down: self.health.down_count(),
+            destinations,
+            stragglers,
+            down_hosts,
+            build_micros: started.elapsed().as_micros() as u64,
+        }
+    }
+
+    /// The `limit` destinations with the most pending copies, oldest first among equals.
+    fn top_destinations(&self, limit: usize, now_ms: u64) -> Vec<DestinationView> {
+        if limit == 0 {
+            return Vec::new();
+        }
+        let mut heap: BinaryHeap<(Reverse<usize>, u64, &str)> =
+            BinaryHeap::with_capacity(limit + 1);
+        for d in self
+            .dests
+            .values()
+            .filter(|d| d.queued() > 0 || d.workers() > 0)
+        {
+            heap.push((
+                Reverse(d.queued()),
+                d.oldest_ms().unwrap_or(now_ms),
+                d.key.as_ref(),
+            ));
+            if heap.len() > limit {
+                heap.pop();
+            }
+        }
+        heap.into_sorted_vec()
+            .into_iter()
+            .filter_map(|(_, _, key)| self.dests.get(key))
+            .map(|d| self.view(d, now_ms))
+            .collect()
+    }
+
+    fn view(&self, d: &Destination, now_ms: u64) -> DestinationView {
+        let all_down = self.health.plan_is_empty(&d.hosts, now_ms);
+        DestinationView {
+            destination: d.key.to_string(),
+            budget: d.budget.to_string(),
+            ready: d.fast.len(),
+            retry_ready: d.slow.len(),
+            waiting: d.waiting.len(),
+            connections: d.workers(),
+            slow_connections: d.slow_workers,
+            connection_limit: self
+                .budgets
+                .get(&d.budget)
+                .map_or(0, |b| b.connection_limit()),
+            oldest_age_secs: d.oldest_ms().map_or(0, |o| now_ms.saturating_sub(o) / 1000),
+            down_for_secs: all_down
+                .then(|| self.health.next_probe_ms(&d.hosts))
+                .flatten()
+                .map(|t| t.saturating_sub(now_ms) / 1000),
+            last_error: d.last_error.clone(),
+            delivered: d.delivered,
+            deferred: d.deferred,
+            failed: d.failed,
+        }
+    }
+}
+
+/// `cargo test --release -p herald-scheduler queue_snapshot_with_a_million -- --ignored
+/// --nocapture`: builds an actor holding 1,000,000 pending copies (half in the slow lane, over
+/// 20,000 destinations and 200,000 straggling recipients) and times `herald queue` and
+/// `herald queue --stragglers` snapshots. Ignored by default (seconds to set up in debug).
+#[cfg(test)]
+mod bench {
+    use super::*;
+    use crate::actor::Actor;
+    use crate::job::{Job, PostCtx};
+    use crate::queue::Waiting;
+    use crate::worker::WorkerCtx;
+    use crate::SchedulerConfig;
+    use herald_delivery::{ClientConfig, MxHost, MxResolver, ResolverConfig};
+    use herald_telemetry::{DeferralKind, LaneKind, Telemetry};
+    use herald_types::{
+        Address, List, ListId, ListSettings, Member, MemberId, MemberStatus, PostId,
+    };
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[tokio::test]
+    #[ignore]
+    async fn queue_snapshot_with_a_million_pending() {
+        let (ctrl, _ctrl_rx) = tokio::sync::mpsc::channel(8);
+        let (reports, _reports_rx) = tokio::sync::mpsc::channel(8);
+        let resolver = MxResolver::new(&ResolverConfig {
+            nameservers: vec!["127.0.0.1:9".parse().expect("addr")],
+            ..ResolverConfig::default()
+        })
+        .expect("resolver");
+        let ctx = Arc::new(WorkerCtx {
+            client: Arc::new(ClientConfig::default()),
+            slow_client: Arc::new(ClientConfig::default()),
+            resolver: Arc::new(resolver),
+            ctrl,
+            reports,
+            telemetry: Telemetry::disabled_log(),
+        });
+        let cfg = SchedulerConfig {
+            max_queued_copies: 2_000_000,
+            ..SchedulerConfig::default()
+        };
+        let mut actor = Actor::new(Arc::new(cfg), ctx, None);
+        let list = List {
+            id: ListId(1),
+            address: Address::parse("l@lists.test").expect("addr"),
+            settings: ListSettings::default(),
+            created_at_ms: 0,
+        };
+        let lctx = herald_fanout::ListContext {
+            unsubscribe_base_url: "http://x".into(),
+            archive_url: None,
+            secret: b"0123456789abcdef".to_vec(),
+        };
+        let template =
+            herald_fanout::render(&list, &lctx, b"Subject: x\r\n\r\nbody\r\n").expect("render");
+        let post = Arc::new(PostCtx {
+            id: PostId(1),
+            template,
+            accepted_at_ms: herald_types::unix_ms_now(),
+            max_age_ms: u64::MAX,
+            window: Arc::new(tokio::sync::Semaphore::new(0)),
+        });
+        let keys: Vec<Arc<str>> = (0..20_000)
+            .map(|i| {
+                let hosts = vec![MxHost {
+                    name: format!("mx.d{i}.test"),
+                    preference: 10,
+                    addrs: vec![],
+                }];
+                actor.destination_for(hosts)
+            })
+            .collect();
+        let now = std::time::Instant::now() + Duration::from_secs(3600);
+        for i in 0..1_000_000u64 {
+            let member = Arc::new(Member {
+                id: MemberId(i as i64 + 1),
+                list_id: ListId(1),
+                address: Address::parse(&format!("m{}@d{}.test", i % 200_000, i % 20_000))
+                    .expect("addr"),
+                display_name: None,
+                status: MemberStatus::Enabled,
+                fields: Default::default(),
+            });
+            let mut job = Job::new(post.clone(), member);
+            let key = &keys[(i % 20_000) as usize];
+            let d = actor.dests.get_mut(key).expect("dest");
+            actor.queued += 1;
+            if i % 2 == 0 {
+                d.fast.push_back(job);
+            } else {
+                job.lane = LaneKind::Slow;
+                actor.slow_queued += 1;
+                actor
+                    .stragglers
+                    .add(&job.member.address.to_string(), job.post.accepted_at_ms);
+                actor.seq += 1;
+                d.push_waiting(Waiting {
+                    at: now,
+                    seq: actor.seq,
+                    kind: DeferralKind::Other,
+                    job,
+                });
+            }
+        }
+        for stragglers in [false, true] {
+            let t = std::time::Instant::now();
+            let snap = actor.snapshot(SnapshotRequest {
+                limit: 100,
+                stragglers,
+            });
+            let took = t.elapsed();
+            println!(
+                "snapshot stragglers={stragglers}: {:?} ({} queued, {} destinations, {} straggler rows)",
+                took, snap.queued, snap.destinations.len(), snap.stragglers.len()
+            );
+            assert_eq!(snap.queued, 1_000_000);
+            assert!(took < Duration::from_secs(1), "snapshot took {took:?}");
+        }
+        // The jobs' Drop gives permits back to a semaphore nobody waits on: fine.
+    }
+}

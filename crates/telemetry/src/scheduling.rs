@@ -1,0 +1,309 @@
+//! What the scheduler decides, as data: host state changes, lane moves, throttling and
+//! greylisting deferrals, expiries. These feed the delivery log (one line each), `/metrics`
+//! (counters below and gauges in [`crate::Gauges`]) and — for [`SchedulerEvent::Expired`] — the
+//! bounce stage, which counts an expired copy as a soft bounce for its member.
+//!
+//! Bounds: label values are fixed enum words, except the per-destination concurrency table,
+//! which holds at most [`MAX_DESTINATION_ROWS`] rows chosen by the scheduler.
+
+use herald_types::{MemberId, PostId, Reply};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Rows of `herald_destination_connections` shown at most (bounded label cardinality).
+pub const MAX_DESTINATION_ROWS: usize = 20;
+
+/// Why a copy was deferred, as the scheduler classified the reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeferralKind {
+    /// The server asks us to slow down (421, 4.7.28, "too many", "rate"): not the member's fault.
+    Throttle,
+    /// Greylisting: retried after the interval the server implies.
+    Greylist,
+    /// No host of the destination could be reached (connect, banner, EHLO).
+    HostDown,
+    /// Any other temporary failure.
+    Other,
+}
+
+impl DeferralKind {
+    pub const ALL: [DeferralKind; 4] = [
+        DeferralKind::Throttle,
+        DeferralKind::Greylist,
+        DeferralKind::HostDown,
+        DeferralKind::Other,
+    ];
+
+    pub fn word(self) -> &'static str {
+        match self {
+            DeferralKind::Throttle => "throttle",
+            DeferralKind::Greylist => "greylist",
+            DeferralKind::HostDown => "host_down",
+            DeferralKind::Other => "other",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A host's health state as the scheduler sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostStateKind {
+    /// Answering; new connections allowed.
+    Up,
+    /// Failing; no new connection before the probe time.
+    Down,
+    /// One probe connection is testing whether it is back.
+    Probing,
+}
+
+/// A lane of the scheduler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaneKind {
+    /// First attempts, short timeouts.
+    Fast,
+    /// Retries of copies whose attempt failed temporarily, RFC 5321 timeouts.
+    Slow,
+}
+
+/// Something the scheduler decided.
+#[derive(Debug, Clone)]
+pub enum SchedulerEvent {
+    /// A host (MX name and address) changed state.
+    HostState {
+        host: String,
+        addr: String,
+        state: HostStateKind,
+        consecutive_failures: u32,
+        /// Until the next probe, when down.
+        down_for_secs: Option<u64>,
+        reason: String,
+    },
+    /// `copies` copies of a destination moved to another lane.
+    LaneMove {
+        destination: String,
+        to: LaneKind,
+        copies: u64,
+        reason: DeferralKind,
+    },
+    /// `copies` copies were deferred for `kind`, to be retried after `retry_in_secs`.
+    Deferred {
+        destination: String,
+        kind: DeferralKind,
+        copies: u64,
+        retry_in_secs: u64,
+    },
+    /// A destination's shaping budget changed after throttling (down) or success (up).
+    Shaped {
+        budget: String,
+        connections: u32,
+        per_minute: Option<u32>,
+        throttled: bool,
+    },
+    /// A copy was not delivered within its list's maximum age and is given up: a soft bounce
+    /// for the member (the bounce stage consumes this).
+    Expired {
+        post: PostId,
+        member: MemberId,
+        rcpt: String,
+        tries: u32,
+        age_secs: u64,
+        last_reply: Option<Reply>,
+    },
+}
+
+/// Counters fed by [`SchedulerEvent`]s.
+#[derive(Default)]
+pub struct SchedulerMetrics {
+    deferrals: [AtomicU64; 4],
+    lane_moves: AtomicU64,
+    hosts_marked_down: AtomicU64,
+    hosts_back_up: AtomicU64,
+    throttle_events: AtomicU64,
+    expired: AtomicU64,
+    /// (destination, connections, connection limit) rows, refreshed by the scheduler.
+    destinations: Mutex<Vec<(String, i64, i64)>>,
+}
+
+impl SchedulerMetrics {
+    pub(crate) fn observe(&self, e: &SchedulerEvent) {
+        match e {
+            SchedulerEvent::HostState { state, .. } => {
+                let c = match state {
+                    HostStateKind::Down => &self.hosts_marked_down,
+                    HostStateKind::Up => &self.hosts_back_up,
+                    HostStateKind::Probing => return,
+                };
+                c.fetch_add(1, Relaxed);
+            }
+            SchedulerEvent::LaneMove { copies, .. } => {
+                self.lane_moves.fetch_add(*copies, Relaxed);
+            }
+            SchedulerEvent::Deferred { kind, copies, .. } => {
+                self.deferrals[kind.index()].fetch_add(*copies, Relaxed);
+            }
+            SchedulerEvent::Shaped { throttled, .. } => {
+                if *throttled {
+                    self.throttle_events.fetch_add(1, Relaxed);
+                }
+            }
+            SchedulerEvent::Expired { .. } => {
+                self.expired.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Deferred copies of one kind so far.
+    pub fn deferrals(&self, kind: DeferralKind) -> u64 {
+        self.deferrals[kind.index()].load(Relaxed)
+    }
+
+    /// Copies given up after their list's maximum age.
+    pub fn expired(&self) -> u64 {
+        self.expired.load(Relaxed)
+    }
+
+    /// Times a shaping budget was cut after throttling.
+    pub fn throttle_events(&self) -> u64 {
+        self.throttle_events.load(Relaxed)
+    }
+
+    /// Replaces the per-destination concurrency rows (at most [`MAX_DESTINATION_ROWS`] kept).
+    pub fn set_destinations(&self, mut rows: Vec<(String, i64, i64)>) {
+        rows.truncate(MAX_DESTINATION_ROWS);
+        *self.destinations.lock().unwrap_or_else(|p| p.into_inner()) = rows;
+    }
+
+    pub(crate) fn render(&self, out: &mut String) {
+        let name = "herald_deferrals_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Deferred copies by reason.\n# TYPE {name} counter"
+        );
+        for k in DeferralKind::ALL {
+            let v = self.deferrals(k);
+            let _ = writeln!(out, "{name}{{reason=\"{}\"}} {v}", k.word());
+        }
+        let counters = [
+            (
+                "herald_lane_moves_total",
+                "Copies moved from the fast to the slow lane.",
+                &self.lane_moves,
+            ),
+            (
+                "herald_hosts_marked_down_total",
+                "Times a host was marked down.",
+                &self.hosts_marked_down,
+            ),
+            (
+                "herald_hosts_back_up_total",
+                "Times a down host answered a probe.",
+                &self.hosts_back_up,
+            ),
+            (
+                "herald_throttle_events_total",
+                "Times a destination budget was cut after throttling.",
+                &self.throttle_events,
+            ),
+            (
+                "herald_copies_expired_total",
+                "Copies given up after the list's maximum age (soft bounces).",
+                &self.expired,
+            ),
+        ];
+        for (name, help, v) in counters {
+            crate::metrics::write_counter(out, name, help, &[], v.load(Relaxed));
+        }
+        let rows = self
+            .destinations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for (name, help, col) in [
+            (
+                "herald_destination_connections",
+                "Open connections of the destinations with the most queued copies.",
+                1,
+            ),
+            (
+                "herald_destination_connection_limit",
+                "Current (AIMD) connection limit of those destinations.",
+                2,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for row in &rows {
+                let v = if col == 1 { row.1 } else { row.2 };
+                let _ = writeln!(
+                    out,
+                    "{name}{{destination=\"{}\"}} {v}",
+                    escape_label(&row.0)
+                );
+            }
+        }
+    }
+}
+
+/// Escapes a label value (MX names come from DNS: hostile input).
+fn escape_label(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars().take(200) {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The delivery log text of an event (after the timestamp).
+pub(crate) fn format(e: &SchedulerEvent, line: &mut String) {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect()
+    };
+    let _ = match e {
+        SchedulerEvent::HostState { host, addr, state, consecutive_failures, down_for_secs, reason } => write!(
+            line,
+            "host {}[{}]: state={state:?}, failures={consecutive_failures}, down_for={}, reason=({})",
+            clean(host),
+            clean(addr),
+            down_for_secs.map_or("-".to_string(), |s| format!("{s}s")),
+            clean(reason)
+        ),
+        SchedulerEvent::LaneMove { destination, to, copies, reason } => write!(
+            line,
+            "destination {}: lane_move to={to:?}, copies={copies}, reason={}",
+            clean(destination),
+            reason.word()
+        ),
+        SchedulerEvent::Deferred { destination, kind, copies, retry_in_secs } => write!(
+            line,
+            "destination {}: deferred kind={}, copies={copies}, retry_in={retry_in_secs}s",
+            clean(destination),
+            kind.word()
+        ),
+        SchedulerEvent::Shaped { budget, connections, per_minute, throttled } => write!(
+            line,
+            "budget {}: {} connections={connections}, per_minute={}",
+            clean(budget),
+            if *throttled { "throttled" } else { "restored" },
+            per_minute.map_or("-".to_string(), |m| m.to_string())
+        ),
+        SchedulerEvent::Expired { post, rcpt, tries, age_secs, last_reply, .. } => write!(
+            line,
+            "{post}: to=<{}>, tries={tries}, age={age_secs}s, status=expired ({})",
+            clean(rcpt),
+            last_reply.as_ref().map_or(String::new(), |r| clean(&r.to_string()))
+        ),
+    };
+}
