@@ -32,6 +32,23 @@ pub struct DemoArgs {
     /// delivery log).
     #[arg(long, default_value = "./herald-data/demo")]
     data_dir: PathBuf,
+    /// After the fan-out, keep the server (and its dashboard) running until Ctrl-C or
+    /// `--serve-secs` pass.
+    #[arg(long)]
+    serve: bool,
+    /// With --serve: stop after this many seconds (0: until Ctrl-C).
+    #[arg(long, default_value_t = 0)]
+    serve_secs: u64,
+    /// With --serve: post again every this many seconds (0: never), so the dashboard moves.
+    #[arg(long, default_value_t = 0)]
+    repost_secs: u64,
+    /// Admin token for the dashboard and API (at least 16 characters; default: none, loopback
+    /// clients only).
+    #[arg(long, env = "HERALD_DEMO_TOKEN")]
+    admin_token: Option<String>,
+    /// Turn the statistics store off (to measure what it costs).
+    #[arg(long)]
+    no_stats: bool,
 }
 
 const LIST: &str = "demo@lists.herald.test";
@@ -86,6 +103,8 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     // A demo should show retries happen, not wait minutes for them.
     config.scheduler.retry_initial_secs = 2;
     config.scheduler.destination_backoff_secs = 2;
+    config.stats.enabled = !args.no_stats;
+    config.http.admin_token = args.admin_token.clone().unwrap_or_default();
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(herald_server::run(config, listeners, shutdown.clone()));
     println!(
@@ -93,7 +112,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         args.data_dir.display()
     );
 
-    let api = Api::with_base(format!("http://{http}"))?;
+    let api = Api::with_base(format!("http://{http}"))?.with_token(args.admin_token.clone());
     wait_until_up(&api).await?;
     let result = fan_out(&api, &addresses, args.size_kb).await;
     let summary = match result {
@@ -120,6 +139,9 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         "  malformed MIME    {} of {} checked",
         snap.mime_malformed, snap.mime_checked
     );
+    if args.serve {
+        serve_on(&api, &args).await;
+    }
     shutdown.cancel();
     server.await.context("server task")??;
     world.shutdown().await;
@@ -128,6 +150,46 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         args.data_dir.join("log").join("delivery.log").display()
     );
     Ok(())
+}
+
+/// Keeps the demo server up for the dashboard, posting again every `repost_secs`.
+async fn serve_on(api: &Api, args: &DemoArgs) {
+    use std::io::Write as _;
+    println!("dashboard: {}/", api.base());
+    match &args.admin_token {
+        Some(_) => println!("sign in with the admin token given by --admin-token"),
+        None => println!("no admin token: the dashboard answers loopback clients only"),
+    }
+    println!("serving; Ctrl-C to stop");
+    let _ = std::io::stdout().flush();
+    let limit = (args.serve_secs > 0).then(|| Duration::from_secs(args.serve_secs));
+    let started = Instant::now();
+    let mut next_post = Instant::now() + Duration::from_secs(args.repost_secs.max(1));
+    loop {
+        if limit.is_some_and(|l| started.elapsed() >= l) {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+        if args.repost_secs > 0 && Instant::now() >= next_post {
+            next_post = Instant::now() + Duration::from_secs(args.repost_secs);
+            let path = format!("/api/lists/{LIST}/posts");
+            match api
+                .post_bytes(
+                    &path,
+                    demo_post(args.size_kb).into_bytes(),
+                    "message/rfc822",
+                )
+                .await
+            {
+                Ok(r) => println!("posted {}", r["post"].as_str().unwrap_or("?")),
+                Err(e) => println!("repost failed: {e}"),
+            }
+            let _ = std::io::stdout().flush();
+        }
+    }
 }
 
 async fn wait_until_up(api: &Api) -> Result<()> {

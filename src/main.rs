@@ -4,6 +4,9 @@
 
 mod client;
 mod demo;
+mod report;
+mod stragglers;
+mod top;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -47,6 +50,13 @@ enum Command {
     Queue(QueueArgs),
     /// Server status: lists, queue, recent posts, spool.
     Status,
+    /// Reports from the server's delivery statistics: hourly table, day picture, one post.
+    #[command(subcommand)]
+    Report(report::ReportCommand),
+    /// Live terminal view: rates, posts, queue, hosts, process, where time is lost.
+    Top(top::TopArgs),
+    /// Recipients and destinations holding the most deferred copies, and actions on them.
+    Stragglers(stragglers::StragglersArgs),
 }
 
 #[derive(Args)]
@@ -93,6 +103,9 @@ async fn dispatch(command: Command, config: Config, server: Option<String>) -> R
         Command::Post(a) => client::post(&api()?, &a.list, &a.file, a.wait).await,
         Command::Queue(a) => client::queue(&api()?, a.json, a.limit).await,
         Command::Status => client::status(&api()?).await,
+        Command::Report(cmd) => report::run(&api()?, cmd).await,
+        Command::Top(a) => top::run(api()?, a).await,
+        Command::Stragglers(a) => stragglers::run(&api()?, a).await,
     }
 }
 

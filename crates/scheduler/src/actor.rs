@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+pub mod operator;
+
 /// Messages to the actor from workers, resolver tasks and the API.
 pub enum Ctrl {
     Resolved {
@@ -50,6 +52,8 @@ pub enum Ctrl {
         dest: Arc<str>,
     },
     Snapshot(oneshot::Sender<QueueSnapshot>),
+    /// An operator's retry-now or give-up (see `operator`).
+    Operator(operator::Command),
 }
 
 /// How a recipient domain is reached.
@@ -155,6 +159,7 @@ impl Actor {
             Ctrl::Snapshot(reply) => {
                 let _ = reply.send(self.snapshot());
             }
+            Ctrl::Operator(cmd) => self.on_operator(cmd).await,
         }
         self.update_gauges();
     }

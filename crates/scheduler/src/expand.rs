@@ -19,6 +19,8 @@ pub struct ExpandCtx {
     pub jobs: mpsc::Sender<Vec<Job>>,
     pub reports: mpsc::Sender<Report>,
     pub page_size: usize,
+    /// Where expansion records how long it waited for room in the job channel.
+    pub telemetry: herald_telemetry::Telemetry,
 }
 
 /// Why a post could not be expanded. The post stays in the spool (nothing is lost); the error is
@@ -85,8 +87,15 @@ pub async fn expand(
             .map(|m| Job::new(post.clone(), Arc::new(m)))
             .collect();
         queued += jobs.len() as u64;
-        if !jobs.is_empty() && ctx.jobs.send(jobs).await.is_err() {
-            return Err(ExpandError::ShuttingDown { post: id });
+        if !jobs.is_empty() {
+            let t = std::time::Instant::now();
+            let sent = ctx.jobs.send(jobs).await;
+            ctx.telemetry
+                .contention()
+                .stage_wait_since(herald_telemetry::StageId::JobsSend, t);
+            if sent.is_err() {
+                return Err(ExpandError::ShuttingDown { post: id });
+            }
         }
     }
     let _ = ctx

@@ -13,12 +13,15 @@
 
 pub mod actor;
 pub mod backoff;
+pub mod channels;
 pub mod expand;
 pub mod job;
 pub mod queue;
 pub mod report;
 pub mod worker;
 
+pub use actor::operator::{Action, Selector};
+pub use channels::ChannelView;
 pub use queue::{DestinationView, QueueSnapshot};
 
 use herald_delivery::{ClientConfig, MxResolver};
@@ -144,6 +147,7 @@ impl Scheduler {
             jobs: jobs_tx,
             reports: report_tx,
             page_size: cfg.expansion_page.max(1),
+            telemetry: deps.telemetry.clone(),
         });
         let scheduler = Scheduler {
             expand_ctx,

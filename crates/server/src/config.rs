@@ -28,6 +28,7 @@ pub struct Config {
     pub scheduler: SchedulerConfig,
     pub spool: SpoolSection,
     pub log: LogConfig,
+    pub stats: StatsSection,
 }
 
 impl Default for Config {
@@ -44,6 +45,7 @@ impl Default for Config {
             scheduler: SchedulerConfig::default(),
             spool: SpoolSection::default(),
             log: LogConfig::default(),
+            stats: StatsSection::default(),
         }
     }
 }
@@ -109,6 +111,39 @@ pub struct HttpConfig {
     pub public_base_url: String,
     /// Archive URL put in List-Archive (empty: no List-Archive header).
     pub archive_url: String,
+    /// Bearer token for the admin API and the dashboard (`Authorization: Bearer …` or the
+    /// dashboard's login cookie). Empty: admin pages and API answer loopback clients only.
+    /// The `HERALD_ADMIN_TOKEN` environment variable, when set, overrides it.
+    pub admin_token: String,
+}
+
+impl HttpConfig {
+    /// The configured admin token, `HERALD_ADMIN_TOKEN` first; `None` when empty.
+    pub fn admin_token(&self) -> Option<String> {
+        std::env::var("HERALD_ADMIN_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty())
+            .or_else(|| Some(self.admin_token.clone()).filter(|t| !t.is_empty()))
+    }
+}
+
+/// The statistics store behind `herald report` and the dashboard (`<data_dir>/stats.db`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StatsSection {
+    /// Keep delivery statistics (off: reports are unavailable; used to measure their cost).
+    pub enabled: bool,
+    /// Aggregates are written to disk this often (and before every report).
+    pub flush_secs: u64,
+}
+
+impl Default for StatsSection {
+    fn default() -> Self {
+        StatsSection {
+            enabled: true,
+            flush_secs: 5,
+        }
+    }
 }
 
 /// Spool tuning (the spool's directory is `<data_dir>/spool`).
@@ -196,6 +231,21 @@ impl Config {
         }
         if !(0.0..=1.0).contains(&s.retry_jitter) {
             return Err("scheduler.retry_jitter must be between 0 and 1".into());
+        }
+        if self.stats.flush_secs == 0 || self.stats.flush_secs > 3600 {
+            return Err("stats.flush_secs must be between 1 and 3600".into());
+        }
+        let t = &self.http.admin_token;
+        if !t.is_empty()
+            && (t.len() < 16
+                || !t
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && !b";,\"\\".contains(&b)))
+        {
+            return Err(
+                "http.admin_token: must be at least 16 printable ASCII characters without ; , \" \\"
+                    .into(),
+            );
         }
         if !self.http.public_base_url.is_empty()
             && !self.http.public_base_url.starts_with("http://")

@@ -6,10 +6,10 @@ use super::aggregate::{reason_text, DEFERRED, DELIVERED, FAILED};
 use super::StatsError;
 use herald_types::PostId;
 use rusqlite::{params, Connection, OptionalExtension};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One hour of the mailstat table.
-#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct HourRow {
     /// Start of the hour, ms since the epoch (UTC).
     pub hour_ms: u64,
@@ -23,7 +23,7 @@ pub struct HourRow {
 }
 
 /// One minute of the day picture.
-#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct MinutePoint {
     pub minute_ms: u64,
     pub delivered: u64,
@@ -32,7 +32,7 @@ pub struct MinutePoint {
 }
 
 /// A post's arrival, marked below the day picture's axis.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PostArrival {
     pub post: String,
     pub list: String,
@@ -41,7 +41,7 @@ pub struct PostArrival {
 }
 
 /// The batchstat picture's data: one UTC day.
-#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct DayReport {
     pub day_start_ms: u64,
     /// Minutes with any attempt, in order.
@@ -53,14 +53,14 @@ pub struct DayReport {
 }
 
 /// Copies by reply (failures or deferrals by reason).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ReasonRow {
     pub reason: String,
     pub copies: u64,
 }
 
 /// One destination domain of a post.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DestinationRow {
     pub domain: String,
     pub copies: u64,
@@ -71,7 +71,7 @@ pub struct DestinationRow {
 }
 
 /// One point of a post's curve: outcomes in the second starting `second` s after acceptance.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CurvePoint {
     pub second: u64,
     pub delivered: u64,
@@ -79,7 +79,7 @@ pub struct CurvePoint {
 }
 
 /// One post's report.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PostReport {
     pub post: String,
     pub list: Option<String>,

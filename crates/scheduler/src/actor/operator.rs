@@ -1,0 +1,130 @@
+//! Operator actions on queued copies (seeds/000's stragglers, acted on): retry now, or give up.
+//! A child module of the actor so it works on the actor's own state, in the actor's task: no
+//! locks, and the "every job is in exactly one place" invariant is kept by the same code path
+//! (`finish` for final outcomes, `queued` adjusted for every job taken out).
+//!
+//! Limits: copies inside a worker's batch at the moment of the command are not touched (they come
+//! back through `Requeue` or end on their own); the command reports how many copies it matched.
+
+use super::{Actor, Route};
+use crate::job::Job;
+use herald_types::{EnhancedStatus, RcptOutcome, Reply};
+use std::collections::BinaryHeap;
+use std::time::Instant;
+use tokio::sync::oneshot;
+
+/// Which queued copies a command is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    /// Every copy to this address (compared case-insensitively).
+    Recipient(String),
+    /// Every copy to this recipient domain.
+    Domain(String),
+}
+
+impl Selector {
+    fn matches(&self, job: &Job) -> bool {
+        match self {
+            Selector::Recipient(a) => job.member.address.to_string().eq_ignore_ascii_case(a),
+            Selector::Domain(d) => job.domain().eq_ignore_ascii_case(d),
+        }
+    }
+}
+
+/// What to do with them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Move waiting copies to the ready queue now; a destination marked down is tried again.
+    RetryNow,
+    /// Fail the copies with a 5.0.0 "given up by the operator" outcome (journaled, reported).
+    GiveUp,
+}
+
+/// A command and where to send how many copies it matched.
+pub struct Command {
+    pub selector: Selector,
+    pub action: Action,
+    pub reply: oneshot::Sender<u64>,
+}
+
+fn given_up() -> RcptOutcome {
+    RcptOutcome::Failed(Reply::new(
+        550,
+        Some(EnhancedStatus::new(5, 0, 0)),
+        "given up by the list operator",
+    ))
+}
+
+impl Actor {
+    pub(super) async fn on_operator(&mut self, cmd: Command) {
+        let matched = match cmd.action {
+            Action::RetryNow => self.retry_now(&cmd.selector),
+            Action::GiveUp => self.give_up(&cmd.selector).await,
+        };
+        tracing::info!(selector = ?cmd.selector, action = ?cmd.action, matched, "operator command");
+        let _ = cmd.reply.send(matched);
+    }
+
+    fn retry_now(&mut self, sel: &Selector) -> u64 {
+        let now = Instant::now();
+        let mut matched = 0u64;
+        let mut touched = Vec::new();
+        for (key, d) in self.dests.iter_mut() {
+            let heap = std::mem::take(&mut d.waiting);
+            let (due, keep): (Vec<_>, Vec<_>) = heap.into_iter().partition(|w| sel.matches(&w.job));
+            d.waiting = BinaryHeap::from(keep);
+            let ready_hits = d.ready.iter().filter(|j| sel.matches(j)).count() as u64;
+            if due.is_empty() && ready_hits == 0 {
+                continue;
+            }
+            matched += due.len() as u64 + ready_hits;
+            d.ready.extend(due.into_iter().map(|w| w.job));
+            // The operator says the host is worth a try now.
+            d.down_until = None;
+            touched.push(key.clone());
+        }
+        for route in self.routes.values_mut() {
+            if let Route::RetryDns { until, jobs } = route {
+                let hits = jobs.iter().filter(|j| sel.matches(j)).count() as u64;
+                if hits > 0 {
+                    matched += hits;
+                    *until = now;
+                }
+            }
+        }
+        for key in touched {
+            self.pump(&key);
+        }
+        self.retry_routes(now);
+        matched
+    }
+
+    async fn give_up(&mut self, sel: &Selector) -> u64 {
+        let mut taken: Vec<Job> = Vec::new();
+        for d in self.dests.values_mut() {
+            let heap = std::mem::take(&mut d.waiting);
+            let (hit, keep): (Vec<_>, Vec<_>) = heap.into_iter().partition(|w| sel.matches(&w.job));
+            d.waiting = BinaryHeap::from(keep);
+            taken.extend(hit.into_iter().map(|w| w.job));
+            let ready = std::mem::take(&mut d.ready);
+            let (hit, keep): (Vec<_>, Vec<_>) = ready.into_iter().partition(|j| sel.matches(j));
+            d.ready = keep.into();
+            taken.extend(hit);
+        }
+        for route in self.routes.values_mut() {
+            if let Route::RetryDns { jobs, .. } = route {
+                let (hit, keep): (Vec<_>, Vec<_>) = std::mem::take(jobs)
+                    .into_iter()
+                    .partition(|j| sel.matches(j));
+                *jobs = keep;
+                taken.extend(hit);
+            }
+        }
+        let matched = taken.len() as u64;
+        self.queued = self.queued.saturating_sub(taken.len());
+        for job in taken {
+            self.finish(job, given_up()).await;
+        }
+        matched
+    }
+}
