@@ -352,7 +352,7 @@ fn queue_lines(m: &TopModel) -> Vec<Line<'static>> {
     ))];
     for l in m.lanes.iter().take(2) {
         lines.push(Line::from(format!(
-            "lane {:<6} ready {} waiting {} conns {}",
+            "lane {:<6} ready {} wait {} conn {}",
             l.lane, l.ready, l.waiting, l.connections
         )));
     }
@@ -406,7 +406,7 @@ fn micros(us: u64) -> String {
 fn internal_lines(m: &TopModel) -> Vec<Line<'static>> {
     let stages = m.internals.stages.iter().map(|s| {
         format!(
-            "{:<13} mean {:>7} max {:>7}",
+            "{:<12} mean {:>6} max {:>6}",
             s.stage,
             micros(s.mean_us),
             micros(s.max_us)
@@ -416,7 +416,7 @@ fn internal_lines(m: &TopModel) -> Vec<Line<'static>> {
     locks.sort_by_key(|l| std::cmp::Reverse(l.wait_us + l.hold_us));
     let locks = locks.into_iter().map(|l| {
         format!(
-            "{:<14} wait {:>7} hold {:>7} c{}",
+            "{:<14} w {:>6} h {:>6} c{}",
             l.lock,
             micros(l.wait_us),
             micros(l.hold_us),
@@ -430,7 +430,7 @@ fn internal_lines(m: &TopModel) -> Vec<Line<'static>> {
     right.resize(n, String::new());
     left.into_iter()
         .zip(right)
-        .map(|(l, r)| Line::from(format!("{l:<37} {r}")))
+        .map(|(l, r)| Line::from(format!("{l:<36} {r}")))
         .collect()
 }
 
@@ -485,7 +485,7 @@ mod tests {
         let s = screen(80, 24, &model());
         for want in [
             "herald top",
-            "up 1h01m",
+            "up 61m",
             "cpu 37%",
             "rss 50M",
             "thr 9",
@@ -505,9 +505,9 @@ mod tests {
             "42s",
             "where time is lost",
             "report_queue",
-            "mean   120us",
+            "mean  120us",
             "stats_pending",
-            "wait   1.5ms",
+            "w  1.5ms h  900us c3",
             "q quit",
         ] {
             assert!(s.contains(want), "{want:?} missing in\n{s}");
