@@ -31,8 +31,11 @@ function fillTable(id, rows, cells) {
 
 // Sizes a canvas for the device pixel ratio and returns its 2D context and CSS size.
 function prep(canvas) {
-  const dpr = window.devicePixelRatio || 1, w = canvas.clientWidth, h = canvas.clientHeight || canvas.height;
-  if (canvas.width !== Math.round(w * dpr)) { canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr); }
+  // The CSS fixes the displayed size; the backing store follows it (sharp on HiDPI screens).
+  const dpr = window.devicePixelRatio || 1, w = canvas.clientWidth, h = canvas.clientHeight;
+  if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
+    canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr);
+  }
   const g = canvas.getContext("2d");
   g.setTransform(dpr, 0, 0, dpr, 0, 0);
   g.clearRect(0, 0, w, h);
@@ -76,14 +79,16 @@ function drawRates(canvas, pts) {
 
 // A post's curve: rate bars (per second) and the cumulative deliveries as a line (right scale).
 function drawCurve(canvas, rep) {
-  const { g, w, h } = prep(canvas), pad = { l: 44, r: 8, t: 8, b: 16 };
+  const { g, w, h } = prep(canvas), pad = { l: 44, r: 40, t: 8, b: 16 };
   const curve = rep.curve || [];
   const last = curve.length ? curve[curve.length - 1].second + 1 : 1;
-  const span = Math.max(last, 10), ph = h - pad.t - pad.b, pw = w - pad.l - pad.r;
+  const span = Math.max(last, 5), ph = h - pad.t - pad.b, pw = w - pad.l - pad.r;
   const maxRate = Math.max(1, ...curve.map((p) => p.delivered + p.failed));
   const total = Math.max(1, rep.recipients || 0, rep.delivered + rep.failed);
   axis(g, w, h, pad, maxRate, "/s");
-  const bw = Math.max(pw / span, 1);
+  const bw = Math.max(pw / span - 2, 1);
+  g.fillStyle = C.accent;
+  g.fillText("100%", w - pad.r + 4, pad.t + 4); g.fillText("0%", w - pad.r + 4, h - pad.b);
   let cum = 0; const line = [];
   for (const p of curve) {
     const x = pad.l + p.second / span * pw;
