@@ -49,6 +49,10 @@ pub struct DemoArgs {
     /// Turn the statistics store off (to measure what it costs).
     #[arg(long)]
     no_stats: bool,
+    /// Every simulated host accepts everything at once (no throttling, unknown users or
+    /// STARTTLS): a clean world for throughput benchmarks.
+    #[arg(long)]
+    plain: bool,
 }
 
 const LIST: &str = "demo@lists.herald.test";
@@ -60,11 +64,24 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     let spec = GenSpec {
         domains: args.domains,
         seed: args.seed,
-        fractions: ProfileFractions {
-            unknown_users: 0.01,
-            throttle: 0.05,
-            starttls: 0.3,
-            ..ProfileFractions::default()
+        fractions: if args.plain {
+            ProfileFractions {
+                hung: 0.0,
+                refused: 0.0,
+                greylist: 0.0,
+                slow: 0.0,
+                unknown_users: 0.0,
+                throttle: 0.0,
+                drop_mid_data: 0.0,
+                starttls: 0.0,
+            }
+        } else {
+            ProfileFractions {
+                unknown_users: 0.01,
+                throttle: 0.05,
+                starttls: 0.3,
+                ..ProfileFractions::default()
+            }
         },
         unknown_users_rate: 0.2,
         throttle_max_msgs_per_conn: 50,

@@ -400,6 +400,16 @@ async fn admin_routes_need_the_token_and_live_views_have_every_stage() {
     ] {
         assert!(metrics.contains(want), "{want} missing");
     }
+    // Every series the example Grafana dashboard queries exists.
+    let grafana = include_str!("../docs/grafana-herald.json");
+    for name in grafana.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if name.starts_with("herald_") {
+            assert!(
+                metrics.contains(&format!("\n{name}")),
+                "{name} (docs/grafana-herald.json) not in /metrics"
+            );
+        }
+    }
     server.stop().await;
     world.shutdown().await;
 }
