@@ -13,6 +13,8 @@ use std::time::Duration;
 pub struct Api {
     base: String,
     http: reqwest::Client,
+    /// Sent as `Authorization: Bearer` (from `http.admin_token` or `HERALD_ADMIN_TOKEN`).
+    token: Option<String>,
 }
 
 impl Api {
@@ -25,7 +27,11 @@ impl Api {
             .timeout(Duration::from_secs(300))
             .build()
             .context("cannot build the HTTP client")?;
-        Ok(Api { base, http })
+        Ok(Api {
+            base,
+            http,
+            token: config.http.admin_token(),
+        })
     }
 
     pub fn with_base(base: String) -> Result<Api> {
@@ -33,10 +39,29 @@ impl Api {
             .timeout(Duration::from_secs(300))
             .build()
             .context("cannot build the HTTP client")?;
-        Ok(Api { base, http })
+        Ok(Api {
+            base,
+            http,
+            token: None,
+        })
+    }
+
+    /// The same client, sending `token` as a bearer token.
+    pub fn with_token(mut self, token: Option<String>) -> Api {
+        self.token = token;
+        self
+    }
+
+    /// The server's base URL, e.g. `http://127.0.0.1:8025`.
+    pub fn base(&self) -> &str {
+        &self.base
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<Value> {
+        let req = match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        };
         let resp = req.send().await.map_err(|e| {
             if e.is_connect() {
                 anyhow!(

@@ -35,6 +35,27 @@ pub struct DemoArgs {
     /// Sign every copy with a fresh DKIM key of this algorithm (rsa or ed25519).
     #[arg(long)]
     dkim: Option<String>,
+    /// After the fan-out, keep the server (and its dashboard) running until Ctrl-C or
+    /// `--serve-secs` pass.
+    #[arg(long)]
+    serve: bool,
+    /// With --serve: stop after this many seconds (0: until Ctrl-C).
+    #[arg(long, default_value_t = 0)]
+    serve_secs: u64,
+    /// With --serve: post again every this many seconds (0: never), so the dashboard moves.
+    #[arg(long, default_value_t = 0)]
+    repost_secs: u64,
+    /// Admin token for the dashboard and API (at least 16 characters; default: none, loopback
+    /// clients only).
+    #[arg(long, env = "HERALD_DEMO_TOKEN")]
+    admin_token: Option<String>,
+    /// Turn the statistics store off (to measure what it costs).
+    #[arg(long)]
+    no_stats: bool,
+    /// Every simulated host accepts everything at once (no throttling, unknown users or
+    /// STARTTLS): a clean world for throughput benchmarks.
+    #[arg(long)]
+    plain: bool,
 }
 
 const LIST: &str = "demo@lists.herald.test";
@@ -46,11 +67,24 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     let spec = GenSpec {
         domains: args.domains,
         seed: args.seed,
-        fractions: ProfileFractions {
-            unknown_users: 0.01,
-            throttle: 0.05,
-            starttls: 0.3,
-            ..ProfileFractions::default()
+        fractions: if args.plain {
+            ProfileFractions {
+                hung: 0.0,
+                refused: 0.0,
+                greylist: 0.0,
+                slow: 0.0,
+                unknown_users: 0.0,
+                throttle: 0.0,
+                drop_mid_data: 0.0,
+                starttls: 0.0,
+            }
+        } else {
+            ProfileFractions {
+                unknown_users: 0.01,
+                throttle: 0.05,
+                starttls: 0.3,
+                ..ProfileFractions::default()
+            }
         },
         unknown_users_rate: 0.2,
         throttle_max_msgs_per_conn: 50,
@@ -108,6 +142,8 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     // A demo should show retries happen, not wait minutes for them.
     config.scheduler.retry_initial_secs = 2;
     config.scheduler.destination_backoff_secs = 2;
+    config.stats.enabled = !args.no_stats;
+    config.http.admin_token = args.admin_token.clone().unwrap_or_default();
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(herald_server::run(config, listeners, shutdown.clone()));
     println!(
@@ -115,7 +151,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         args.data_dir.display()
     );
 
-    let api = Api::with_base(format!("http://{http}"))?;
+    let api = Api::with_base(format!("http://{http}"))?.with_token(args.admin_token.clone());
     wait_until_up(&api).await?;
     let result = fan_out(&api, &addresses, args.size_kb).await;
     let summary = match result {
@@ -142,6 +178,9 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         "  malformed MIME    {} of {} checked",
         snap.mime_malformed, snap.mime_checked
     );
+    if args.serve {
+        serve_on(&api, &args).await;
+    }
     shutdown.cancel();
     server.await.context("server task")??;
     world.shutdown().await;
@@ -150,6 +189,46 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         args.data_dir.join("log").join("delivery.log").display()
     );
     Ok(())
+}
+
+/// Keeps the demo server up for the dashboard, posting again every `repost_secs`.
+async fn serve_on(api: &Api, args: &DemoArgs) {
+    use std::io::Write as _;
+    println!("dashboard: {}/", api.base());
+    match &args.admin_token {
+        Some(_) => println!("sign in with the admin token given by --admin-token"),
+        None => println!("no admin token: the dashboard answers loopback clients only"),
+    }
+    println!("serving; Ctrl-C to stop");
+    let _ = std::io::stdout().flush();
+    let limit = (args.serve_secs > 0).then(|| Duration::from_secs(args.serve_secs));
+    let started = Instant::now();
+    let mut next_post = Instant::now() + Duration::from_secs(args.repost_secs.max(1));
+    loop {
+        if limit.is_some_and(|l| started.elapsed() >= l) {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+        if args.repost_secs > 0 && Instant::now() >= next_post {
+            next_post = Instant::now() + Duration::from_secs(args.repost_secs);
+            let path = format!("/api/lists/{LIST}/posts");
+            match api
+                .post_bytes(
+                    &path,
+                    demo_post(args.size_kb).into_bytes(),
+                    "message/rfc822",
+                )
+                .await
+            {
+                Ok(r) => println!("posted {}", r["post"].as_str().unwrap_or("?")),
+                Err(e) => println!("repost failed: {e}"),
+            }
+            let _ = std::io::stdout().flush();
+        }
+    }
 }
 
 async fn wait_until_up(api: &Api) -> Result<()> {

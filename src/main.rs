@@ -6,6 +6,9 @@ mod client;
 mod demo;
 mod dkim_cmd;
 mod lists_cmd;
+mod report;
+mod stragglers;
+mod top;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -58,6 +61,13 @@ enum Command {
     /// DKIM keys for list domains.
     #[command(subcommand)]
     Dkim(dkim_cmd::DkimCommand),
+    /// Reports from the server's delivery statistics: hourly table, day picture, one post.
+    #[command(subcommand)]
+    Report(report::ReportCommand),
+    /// Live terminal view: rates, posts, queue, hosts, process, where time is lost.
+    Top(top::TopArgs),
+    /// Recipients and destinations holding the most deferred copies, and actions on them.
+    Stragglers(stragglers::StragglersArgs),
 }
 
 #[derive(Args)]
@@ -111,6 +121,9 @@ async fn dispatch(command: Command, config: Config, server: Option<String>) -> R
         Command::Bounces(a) => lists_cmd::bounces(&api()?, a).await,
         Command::Subscribe(a) => lists_cmd::subscribe(&api()?, a).await,
         Command::Dkim(cmd) => dkim_cmd::run(cmd),
+        Command::Report(cmd) => report::run(&api()?, cmd).await,
+        Command::Top(a) => top::run(api()?, a).await,
+        Command::Stragglers(a) => stragglers::run(&api()?, a).await,
     }
 }
 

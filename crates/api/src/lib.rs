@@ -2,14 +2,23 @@
 //! Prometheus text format, and the RFC 8058 one-click unsubscribe endpoint whose signed URL is in
 //! every copy.
 //!
-//! SECURITY: the admin API has no authentication yet, so the default listener is loopback only;
-//! the unsubscribe endpoint is public by design and trusts nothing but a valid HMAC token
+//! It also serves the web dashboard (`/`), the report endpoints over the statistics store
+//! (`/api/reports/*`), the live view behind `herald top` (`/api/top`) and the stragglers with
+//! their actions (`/api/stragglers*`).
+//!
+//! SECURITY: every admin route is behind `auth::guard` (bearer token or dashboard cookie when
+//! `http.admin_token` is set; loopback clients only when it is not); the unsubscribe endpoint is
+//! public by design and trusts nothing but a valid HMAC token
 //! (compared in constant time by `herald_fanout::verify_unsubscribe_token`). A GET never
 //! unsubscribes (mail scanners follow links); only a POST does.
 
 mod admin;
+pub mod auth;
+mod dashboard;
 mod error;
 mod lists_ops;
+mod live;
+mod reports;
 mod spool_metrics;
 mod unsubscribe;
 
@@ -53,6 +62,8 @@ pub struct ApiState {
     /// Moderation, subscriptions and confirmations (implemented by the server).
     pub lists: Arc<dyn ListOps>,
     pub started: Instant,
+    /// `http.admin_token`; `None`: admin routes answer loopback clients only.
+    pub admin_token: Option<String>,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.
@@ -82,6 +93,17 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/api/posts", get(admin::posts))
         .route("/api/posts/{post}", get(admin::post_progress))
         .route("/api/queue", get(admin::queue))
+        .route("/api/top", get(live::top))
+        .route("/api/stragglers", get(live::stragglers))
+        .route("/api/stragglers/retry", post(live::retry))
+        .route("/api/stragglers/give-up", post(live::give_up))
+        .route("/api/stragglers/disable", post(live::disable))
+        .route("/api/reports/hourly", get(reports::hourly))
+        .route("/api/reports/day", get(reports::day))
+        .route("/api/reports/post/{post}", get(reports::post))
+        .route("/", get(dashboard::index))
+        .route("/assets/{name}", get(dashboard::asset))
+        .route("/login", post(auth::login))
         .route(
             "/unsubscribe/{list}/{member}/{token}",
             get(unsubscribe::confirm_page).post(unsubscribe::unsubscribe),
@@ -112,6 +134,10 @@ pub fn router(state: Arc<ApiState>) -> Router {
             get(lists_ops::confirm_page).post(lists_ops::confirm),
         )
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::guard,
+        ))
         .with_state(state)
 }
 
@@ -121,7 +147,8 @@ pub async fn serve(
     state: Arc<ApiState>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
+    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
 }

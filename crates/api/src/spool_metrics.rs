@@ -46,6 +46,18 @@ pub fn render(s: &SpoolStats, out: &mut String) {
     );
     write_gauge(
         out,
+        "herald_spool_group_commit_last_records",
+        "Records in the latest group commit.",
+        s.group_last_records as i64,
+    );
+    write_gauge(
+        out,
+        "herald_spool_group_commit_avg_records",
+        "Average records per group commit (rounded).",
+        s.group_avg_records.round() as i64,
+    );
+    write_gauge(
+        out,
         "herald_spool_group_commit_max_records",
         "Most records in one group commit.",
         s.group_max_records as i64,
@@ -69,4 +81,27 @@ pub fn render(s: &SpoolStats, out: &mut String) {
         &[],
         s.quarantined_segments,
     );
+}
+
+/// Depth and capacity of the scheduler's bounded channels, labelled by channel.
+pub fn render_channels(channels: &[herald_scheduler::ChannelView], out: &mut String) {
+    use std::fmt::Write as _;
+    for (name, help, pick) in [
+        (
+            "herald_channel_depth",
+            "Messages waiting in a stage's bounded channel.",
+            (|c: &herald_scheduler::ChannelView| c.depth)
+                as fn(&herald_scheduler::ChannelView) -> usize,
+        ),
+        (
+            "herald_channel_capacity",
+            "Capacity of a stage's bounded channel.",
+            |c: &herald_scheduler::ChannelView| c.capacity,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for c in channels {
+            let _ = writeln!(out, "{name}{{channel=\"{}\"}} {}", c.channel, pick(c));
+        }
+    }
 }

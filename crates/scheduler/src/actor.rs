@@ -68,6 +68,7 @@ pub struct BatchDone {
     /// Recipients of slow-lane copies that reached a final outcome.
     pub finished_slow: Vec<Box<str>>,
 }
+pub mod operator;
 
 /// Messages to the actor from workers, resolver tasks and the API.
 pub enum Ctrl {
@@ -97,6 +98,8 @@ pub enum Ctrl {
         lane: LaneKind,
     },
     Snapshot(SnapshotRequest, oneshot::Sender<QueueSnapshot>),
+    /// An operator's retry-now or give-up (see `operator`).
+    Operator(operator::Command),
 }
 
 /// How a recipient domain is reached.
@@ -248,6 +251,7 @@ impl Actor {
             Ctrl::Snapshot(req, reply) => {
                 let _ = reply.send(self.snapshot(req));
             }
+            Ctrl::Operator(cmd) => self.on_operator(cmd).await,
         }
     }
 

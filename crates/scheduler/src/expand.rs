@@ -24,6 +24,8 @@ pub struct ExpandCtx {
     pub dedup: Option<herald_fanout::DedupStore>,
     /// Copies of one post queued at most (see [`crate::job`]).
     pub post_window: usize,
+    /// Where expansion records how long it waited for room in the job channel.
+    pub telemetry: herald_telemetry::Telemetry,
 }
 
 /// Why a post could not be expanded. The post stays in the spool (nothing is lost); the error is
@@ -111,7 +113,12 @@ pub async fn expand(
             Ok(permits) => permits.forget(),
             Err(_) => return Err(ExpandError::ShuttingDown { post: id }),
         }
-        if ctx.jobs.send(jobs).await.is_err() {
+        let t = std::time::Instant::now();
+        let sent = ctx.jobs.send(jobs).await;
+        ctx.telemetry
+            .contention()
+            .stage_wait_since(herald_telemetry::StageId::JobsSend, t);
+        if sent.is_err() {
             return Err(ExpandError::ShuttingDown { post: id });
         }
     }

@@ -223,6 +223,18 @@ impl HostHealth {
         keys(hosts).all(|k| self.hosts.get(&k).is_some_and(|r| r.is_down()))
     }
 
+    /// An operator asked for a retry now: every down host of the set may be probed at once (still
+    /// one probe at a time; a failed probe starts the next, longer backoff as usual).
+    pub fn probe_now(&mut self, hosts: &[MxHost], now_ms: u64) {
+        for k in keys(hosts) {
+            if let Some(r) = self.hosts.get_mut(&k) {
+                if let Some(t) = r.down_until_ms.as_mut() {
+                    *t = (*t).min(now_ms);
+                }
+            }
+        }
+    }
+
     /// Earliest probe time (ms) among the set's down hosts that are not being probed.
     pub fn next_probe_ms(&self, hosts: &[MxHost]) -> Option<u64> {
         keys(hosts)

@@ -20,6 +20,7 @@
 
 pub mod actor;
 pub mod backoff;
+pub mod channels;
 pub mod classify;
 pub mod dispatch;
 pub mod expand;
@@ -33,6 +34,8 @@ pub mod snapshot;
 pub mod stragglers;
 pub mod worker;
 
+pub use actor::operator::{Action, Selector};
+pub use channels::ChannelView;
 pub use queue::{DestinationView, HostView, QueueSnapshot, SnapshotRequest, StragglerView};
 pub use report::{FailedCopy, FAILED_COPY_CAPACITY};
 pub use shaping::ShapingRule;
@@ -270,6 +273,7 @@ impl Scheduler {
             page_size: cfg.expansion_page.max(1),
             dedup: deps.dedup,
             post_window: cfg.max_queued_copies_per_post.max(1),
+            telemetry: deps.telemetry.clone(),
         });
         let scheduler = Scheduler {
             expand_ctx,

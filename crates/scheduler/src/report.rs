@@ -4,7 +4,7 @@
 
 use crate::job::Job;
 use herald_spool::{FinalState, Spool};
-use herald_telemetry::{Attempt, Event, Telemetry};
+use herald_telemetry::{Attempt, Event, StageId, Telemetry};
 use herald_types::{Address, ListId, MemberId, PostId, RcptOutcome, Reply};
 use std::collections::HashMap;
 use tokio::sync::mpsc;
@@ -38,6 +38,8 @@ pub struct OutcomeReport {
     pub xdelay_ms: u64,
     pub tries: u32,
     pub outcome: RcptOutcome,
+    /// When the report was made: the report loop measures how long it waited in the channel.
+    pub queued_at: std::time::Instant,
 }
 
 impl OutcomeReport {
@@ -53,6 +55,7 @@ impl OutcomeReport {
             xdelay_ms,
             tries: job.tries,
             outcome,
+            queued_at: std::time::Instant::now(),
         }
     }
 }
@@ -157,8 +160,13 @@ impl Book {
             RcptOutcome::Failed(_) => Some(FinalState::Failed),
             RcptOutcome::Deferred(_) => None,
         };
+        let c = self.telemetry.contention();
+        c.stage_wait_since(StageId::ReportQueue, o.queued_at);
         if let Some(state) = state {
-            if let Err(e) = self.spool.record(post, o.member, state).await {
+            let t = std::time::Instant::now();
+            let r = self.spool.record(post, o.member, state).await;
+            c.stage_wait_since(StageId::SpoolRecord, t);
+            if let Err(e) = r {
                 tracing::error!(%post, error = %e, "cannot journal an outcome");
             }
             self.tracks.entry(post).or_default().finished += 1;

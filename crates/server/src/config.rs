@@ -34,6 +34,8 @@ pub struct Config {
     /// DKIM keys by list domain (`[dkim."lists.example.org"]`): every copy of a list whose
     /// domain has a key is signed with it.
     pub dkim: BTreeMap<String, DkimDomainConfig>,
+    /// Delivery statistics for reports and the dashboard.
+    pub stats: StatsSection,
 }
 
 /// One list domain's DKIM key.
@@ -65,6 +67,7 @@ impl Default for Config {
             log: LogConfig::default(),
             lists: ListsConfig::default(),
             dkim: BTreeMap::new(),
+            stats: StatsSection::default(),
         }
     }
 }
@@ -152,6 +155,39 @@ pub struct HttpConfig {
     pub public_base_url: String,
     /// Archive URL put in List-Archive (empty: no List-Archive header).
     pub archive_url: String,
+    /// Bearer token for the admin API and the dashboard (`Authorization: Bearer …` or the
+    /// dashboard's login cookie). Empty: admin pages and API answer loopback clients only.
+    /// The `HERALD_ADMIN_TOKEN` environment variable, when set, overrides it.
+    pub admin_token: String,
+}
+
+impl HttpConfig {
+    /// The configured admin token, `HERALD_ADMIN_TOKEN` first; `None` when empty.
+    pub fn admin_token(&self) -> Option<String> {
+        std::env::var("HERALD_ADMIN_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty())
+            .or_else(|| Some(self.admin_token.clone()).filter(|t| !t.is_empty()))
+    }
+}
+
+/// The statistics store behind `herald report` and the dashboard (`<data_dir>/stats.db`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StatsSection {
+    /// Keep delivery statistics (off: reports are unavailable; used to measure their cost).
+    pub enabled: bool,
+    /// Aggregates are written to disk this often (and before every report).
+    pub flush_secs: u64,
+}
+
+impl Default for StatsSection {
+    fn default() -> Self {
+        StatsSection {
+            enabled: true,
+            flush_secs: 5,
+        }
+    }
 }
 
 /// Spool tuning (the spool's directory is `<data_dir>/spool`).
@@ -282,6 +318,21 @@ impl Config {
             return Err("lists.request_max_lines must be between 1 and 10000".into());
         }
         s.validate().map_err(|e| e.to_string())?;
+        if self.stats.flush_secs == 0 || self.stats.flush_secs > 3600 {
+            return Err("stats.flush_secs must be between 1 and 3600".into());
+        }
+        let t = &self.http.admin_token;
+        if !t.is_empty()
+            && (t.len() < 16
+                || !t
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && !b";,\"\\".contains(&b)))
+        {
+            return Err(
+                "http.admin_token: must be at least 16 printable ASCII characters without ; , \" \\"
+                    .into(),
+            );
+        }
         if !self.http.public_base_url.is_empty()
             && !self.http.public_base_url.starts_with("http://")
             && !self.http.public_base_url.starts_with("https://")

@@ -127,7 +127,11 @@ pub async fn run(
         .log
         .delivery_log
         .then(|| config.data_dir.join("log").join("delivery.log"));
-    let telemetry = Telemetry::new(&TelemetryConfig { log_path })?;
+    let stats = config.stats.enabled.then(|| herald_telemetry::StatsConfig {
+        path: config.data_dir.join("stats.db"),
+        flush_secs: config.stats.flush_secs,
+    });
+    let telemetry = Telemetry::new(&TelemetryConfig { log_path, stats })?;
     let resolver =
         Arc::new(MxResolver::new(&config.dns).map_err(|e| ServerError::Resolver(e.to_string()))?);
     if !recovered.is_empty() {
@@ -254,7 +258,11 @@ pub async fn run(
         secret,
         lists,
         started: Instant::now(),
+        admin_token: config.http.admin_token(),
     });
+    if api_state.admin_token.is_none() {
+        tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer loopback clients only");
+    }
     let api_task = tokio::spawn(herald_api::serve(
         listeners.http,
         api_state,
@@ -285,6 +293,8 @@ pub async fn run(
     }
     spool.flush().await?;
     telemetry.flush_log();
+    let t = telemetry.clone();
+    let _ = tokio::task::spawn_blocking(move || t.flush_stats()).await;
     tracing::info!("herald stopped");
     Ok(())
 }

@@ -2,31 +2,47 @@
 //! the Prometheus counters behind `/metrics`, and per-post progress (for `herald status`, the
 //! demo's progress bar and the reports).
 //!
+//! Besides those: the statistics store (`stats`: per-minute/hour/post roll-ups in SQLite behind
+//! the reports), per-second outcome rates (`rate`), SMTP latency per destination class
+//! (`classes`), stragglers (`stragglers`), lock and stage-wait measurements (`contention`) and
+//! the process's own CPU and memory (`process`).
+//!
 //! Every stage calls [`Telemetry::emit`] with an [`Event`]; nothing downstream parses log text.
 //! `emit` is cheap: atomic counter updates, a short critical section on the post's progress, and
 //! a bounded hand-off of the formatted log line to a writer thread. When the log writer falls
 //! behind, `emit` blocks (backpressure) rather than dropping lines: a delivery log that silently
 //! loses lines is worse than a slower fan-out.
 
+pub mod classes;
+pub mod contention;
 pub mod event;
 pub mod log;
 pub mod metrics;
+pub mod process;
 pub mod progress;
+pub mod rate;
 pub mod scheduling;
+pub mod stats;
+pub mod stragglers;
 pub mod time;
 
+pub use contention::{Contention, LockId, StageId};
 pub use event::{Attempt, Event};
 pub use metrics::{Gauges, Metrics};
 pub use progress::PostSummary;
 pub use scheduling::{DeferralKind, HostStateKind, LaneKind, SchedulerEvent};
+pub use stats::{StatsConfig, StatsError, StatsReader};
+pub use stragglers::Stragglers;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-/// Where telemetry writes. `log_path: None` keeps the delivery log off (tests, benchmarks).
+/// Where telemetry writes. `log_path: None` keeps the delivery log off (tests, benchmarks);
+/// `stats: None` keeps the statistics store off (reports then say so).
 #[derive(Debug, Clone, Default)]
 pub struct TelemetryConfig {
     pub log_path: Option<PathBuf>,
+    pub stats: Option<StatsConfig>,
 }
 
 /// The handle every stage holds. Cloning is cheap.
@@ -39,6 +55,9 @@ struct Inner {
     metrics: Metrics,
     progress: progress::ProgressBook,
     log: Option<log::DeliveryLog>,
+    contention: Arc<Contention>,
+    stragglers: Mutex<stragglers::StragglerBook>,
+    stats: Option<stats::StatsSink>,
 }
 
 /// Why telemetry could not start.
@@ -49,6 +68,8 @@ pub enum TelemetryError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot open the statistics store: {0}")]
+    Stats(#[from] StatsError),
 }
 
 impl Telemetry {
@@ -57,33 +78,85 @@ impl Telemetry {
             Some(path) => Some(log::DeliveryLog::open(path)?),
             None => None,
         };
-        Ok(Telemetry {
-            inner: Arc::new(Inner {
-                metrics: Metrics::default(),
-                progress: progress::ProgressBook::default(),
-                log,
-            }),
-        })
+        let contention = Arc::new(Contention::default());
+        let stats = match &cfg.stats {
+            Some(s) => Some(stats::StatsSink::open(s, contention.clone())?),
+            None => None,
+        };
+        Ok(Telemetry::with_parts(log, stats, contention))
     }
 
-    /// Telemetry with no delivery log: for tests and benchmarks.
+    /// Telemetry with no delivery log and no statistics store: for tests and benchmarks.
     pub fn disabled_log() -> Telemetry {
+        Telemetry::with_parts(None, None, Arc::new(Contention::default()))
+    }
+
+    fn with_parts(
+        log: Option<log::DeliveryLog>,
+        stats: Option<stats::StatsSink>,
+        contention: Arc<Contention>,
+    ) -> Telemetry {
         Telemetry {
             inner: Arc::new(Inner {
                 metrics: Metrics::default(),
                 progress: progress::ProgressBook::default(),
-                log: None,
+                log,
+                contention,
+                stragglers: Mutex::new(stragglers::StragglerBook::default()),
+                stats,
             }),
         }
     }
 
     /// Records one event in every consumer.
     pub fn emit(&self, event: Event) {
-        self.inner.metrics.observe(&event);
-        self.inner.progress.observe(&event);
-        if let Some(log) = &self.inner.log {
+        let inner = &*self.inner;
+        inner.metrics.observe(&event);
+        inner.progress.observe(&event, &inner.contention);
+        if let Event::Attempt(a) = &event {
+            let now = herald_types::unix_ms_now();
+            inner
+                .contention
+                .lock(LockId::Stragglers, &inner.stragglers)
+                .observe(a, now);
+        }
+        if let Some(stats) = &inner.stats {
+            stats.observe(&event);
+        }
+        if let Some(log) = &inner.log {
             if let Some(line) = log::format_line(&event) {
                 log.write(line);
+            }
+        }
+    }
+
+    /// Lock and stage-wait measurements; stages record their channel waits here.
+    pub fn contention(&self) -> &Contention {
+        &self.inner.contention
+    }
+
+    /// The `limit` recipients and destinations holding the most deferred copies.
+    pub fn stragglers(&self, limit: usize) -> Stragglers {
+        let now = herald_types::unix_ms_now();
+        self.inner
+            .contention
+            .lock(LockId::Stragglers, &self.inner.stragglers)
+            .report(now, limit)
+    }
+
+    /// Writes the aggregated statistics now and opens a reader on the store, so a report sees
+    /// every event emitted before the call. Blocking (SQLite): call from a blocking thread.
+    pub fn stats_reader(&self) -> Result<StatsReader, StatsError> {
+        let sink = self.inner.stats.as_ref().ok_or(StatsError::Disabled)?;
+        sink.flush()?;
+        StatsReader::open(sink.path())
+    }
+
+    /// Writes the aggregated statistics (shutdown). Blocking.
+    pub fn flush_stats(&self) {
+        if let Some(sink) = &self.inner.stats {
+            if let Err(e) = sink.flush() {
+                tracing::error!(error = %e, "final statistics flush failed");
             }
         }
     }

@@ -6,6 +6,7 @@
 //! is bounded by construction.
 
 use crate::event::Event;
+use crate::rate::Kind;
 use herald_types::RcptOutcome;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
@@ -50,17 +51,40 @@ impl Histogram {
         self.count.load(Relaxed)
     }
 
+    pub fn sum_micros(&self) -> u64 {
+        self.sum_micros.load(Relaxed)
+    }
+
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        self.render_series(out, name, &[]);
+    }
+
+    /// Writes this histogram's series (no HELP/TYPE lines) with extra labels, so several
+    /// labelled histograms can share one metric name. Label values must be trusted, fixed text.
+    pub fn render_series(&self, out: &mut String, name: &str, labels: &[(&str, &str)]) {
+        let mut extra = String::new();
+        for (k, v) in labels {
+            let _ = write!(extra, "{k}=\"{v}\",");
+        }
         let mut cumulative = 0;
         for (b, n) in self.bounds.iter().zip(&self.buckets) {
             cumulative += n.load(Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {cumulative}");
+            let _ = writeln!(out, "{name}_bucket{{{extra}le=\"{b}\"}} {cumulative}");
         }
         let count = self.count.load(Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{name}_bucket{{{extra}le=\"+Inf\"}} {count}");
         let sum = self.sum_micros.load(Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+        let plain = extra.trim_end_matches(',');
+        let braces = if plain.is_empty() {
+            String::new()
+        } else {
+            format!("{{{plain}}}")
+        };
+        let _ = writeln!(
+            out,
+            "{name}_sum{braces} {sum}\n{name}_count{braces} {count}"
+        );
     }
 }
 
@@ -104,6 +128,10 @@ pub struct Metrics {
     pub gauges: Gauges,
     /// Scheduling decisions: deferrals by reason, lane moves, host state changes, expiries.
     pub scheduling: crate::scheduling::SchedulerMetrics,
+    /// Outcomes per second (realstat, dashboard).
+    pub rates: crate::rate::RateRing,
+    /// SMTP transaction time per destination class.
+    pub classes: crate::classes::ClassLatency,
 }
 
 impl Default for Metrics {
@@ -119,6 +147,8 @@ impl Default for Metrics {
             transaction_latency: Histogram::new(TRANSACTION_BOUNDS),
             gauges: Gauges::default(),
             scheduling: crate::scheduling::SchedulerMetrics::default(),
+            rates: Default::default(),
+            classes: Default::default(),
         }
     }
 }
@@ -141,19 +171,25 @@ impl Metrics {
             Event::Scheduler(e) => self.scheduling.observe(e),
             Event::Attempt(a) => {
                 self.transaction_latency.observe_ms(a.xdelay_ms);
-                match &a.outcome {
+                self.classes.observe(&a.relay, a.xdelay_ms);
+                let now = herald_types::unix_ms_now();
+                let kind = match &a.outcome {
                     RcptOutcome::Delivered(_) => {
                         self.copies_delivered.fetch_add(1, Relaxed);
-                        let delay = herald_types::unix_ms_now().saturating_sub(a.accepted_at_ms);
+                        let delay = now.saturating_sub(a.accepted_at_ms);
                         self.delivery_latency.observe_ms(delay);
+                        Kind::Delivered
                     }
                     RcptOutcome::Deferred(_) => {
                         self.copies_deferred.fetch_add(1, Relaxed);
+                        Kind::Deferred
                     }
                     RcptOutcome::Failed(_) => {
                         self.copies_failed.fetch_add(1, Relaxed);
+                        Kind::Failed
                     }
-                }
+                };
+                self.rates.add(now, kind);
             }
         }
     }
@@ -203,6 +239,7 @@ impl Metrics {
             "herald_smtp_transaction_seconds",
             "Time of one outbound SMTP transaction (MAIL to final reply).",
         );
+        self.classes.render(out);
         let g = &self.gauges;
         for (name, help, v) in [
             (

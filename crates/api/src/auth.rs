@@ -1,0 +1,151 @@
+//! Who may use the admin API, `/metrics` and the dashboard.
+//!
+//! - With `http.admin_token` set: a request must carry `Authorization: Bearer <token>` (the CLI,
+//!   Prometheus) or the dashboard's `herald_admin` cookie, set by `POST /login`. A browser
+//!   without it gets the login page at `/`; API calls get 401.
+//! - Without a token: only loopback clients are served (the server logs this at start).
+//!
+//! Public in every case: `/healthz`, the one-click unsubscribe endpoints (their HMAC token is
+//! the authorization), the login form and the static assets (no data in them).
+//!
+//! SECURITY: tokens are compared as SHA-256 digests with a constant-time equality, so neither
+//! the content nor the length of the token leaks through timing. The cookie is `HttpOnly` and
+//! `SameSite=Strict` (no cross-site requests carry it: CSRF on the POST actions is refused by
+//! the browser). The peer address comes from the accepted socket, never from a header.
+
+use crate::ApiState;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::Form;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+pub const COOKIE: &str = "herald_admin";
+
+/// Equal in constant time (over the digests).
+pub fn token_matches(expected: &str, given: &str) -> bool {
+    let (a, b) = (
+        Sha256::digest(expected.as_bytes()),
+        Sha256::digest(given.as_bytes()),
+    );
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+fn is_public(method: &Method, path: &str) -> bool {
+    path == "/healthz"
+        || path.starts_with("/unsubscribe/")
+        || path.starts_with("/assets/")
+        || (path == "/login" && method == Method::POST)
+}
+
+/// The token a request presents: bearer header first, then the dashboard cookie.
+fn presented(headers: &HeaderMap) -> Option<&str> {
+    if let Some(v) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
+        if let Some(t) = v.strip_prefix("Bearer ") {
+            return Some(t.trim());
+        }
+    }
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE)
+        .map(|(_, v)| v)
+}
+
+/// The middleware in front of every route.
+pub async fn guard(State(s): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
+    if is_public(req.method(), &path) {
+        return next.run(req).await;
+    }
+    let allowed = match &s.admin_token {
+        Some(token) => presented(req.headers()).is_some_and(|t| token_matches(token, t)),
+        None => req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .is_some_and(|ConnectInfo(peer)| peer.ip().is_loopback()),
+    };
+    if allowed {
+        return next.run(req).await;
+    }
+    match (&s.admin_token, path.as_str()) {
+        (Some(_), "/") => (StatusCode::OK, login_page(false)).into_response(),
+        (Some(_), _) => refuse(
+            StatusCode::UNAUTHORIZED,
+            "an admin token is required (Authorization: Bearer …)",
+        ),
+        (None, _) => refuse(
+            StatusCode::FORBIDDEN,
+            "no http.admin_token is configured: the admin API answers loopback clients only",
+        ),
+    }
+}
+
+fn refuse(status: StatusCode, msg: &str) -> Response {
+    (status, axum::Json(serde_json::json!({ "error": msg }))).into_response()
+}
+
+fn login_page(failed: bool) -> Html<String> {
+    let note = if failed {
+        "<p class=\"err\">That token is not right.</p>"
+    } else {
+        ""
+    };
+    Html(include_str!("dashboard/login.html").replace("{{note}}", note))
+}
+
+#[derive(Deserialize)]
+pub struct LoginForm {
+    token: String,
+}
+
+/// `POST /login`: sets the dashboard cookie when the token is right.
+pub async fn login(State(s): State<Arc<ApiState>>, Form(f): Form<LoginForm>) -> Response {
+    let Some(token) = &s.admin_token else {
+        return Redirect::to("/").into_response();
+    };
+    if !token_matches(token, f.token.trim()) {
+        return (StatusCode::UNAUTHORIZED, login_page(true)).into_response();
+    }
+    let cookie = format!(
+        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+        f.token.trim()
+    );
+    ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_and_cookies() {
+        assert!(token_matches("0123456789abcdef", "0123456789abcdef"));
+        assert!(!token_matches("0123456789abcdef", "0123456789abcdeF"));
+        assert!(!token_matches("0123456789abcdef", ""));
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::COOKIE,
+            "a=b; herald_admin=tok; c=d".parse().expect("header"),
+        );
+        assert_eq!(presented(&h), Some("tok"));
+        h.insert(header::AUTHORIZATION, "Bearer xyz".parse().expect("header"));
+        assert_eq!(presented(&h), Some("xyz"));
+        assert!(is_public(&Method::GET, "/unsubscribe/a/b/c"));
+        assert!(!is_public(&Method::GET, "/api/status"));
+        assert!(!is_public(&Method::GET, "/login"));
+    }
+}

@@ -1,0 +1,152 @@
+//! Operator actions on queued copies (seeds/000's stragglers, acted on): retry now, or give up.
+//! A child module of the actor so it works on the actor's own state, in the actor's task: no
+//! locks, and the "every job is in exactly one place" invariant is kept by the same code path
+//! (`finish` for final outcomes, `queued` adjusted for every job taken out).
+//!
+//! Limits: copies inside a worker's batch at the moment of the command are not touched (they come
+//! back through `Requeue` or end on their own); the command reports how many copies it matched.
+
+use super::{Actor, Route};
+use crate::job::Job;
+use crate::queue::ReadyQueue;
+use herald_types::{EnhancedStatus, RcptOutcome, Reply};
+use std::collections::BinaryHeap;
+use std::time::Instant;
+use tokio::sync::oneshot;
+
+/// Which queued copies a command is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    /// Every copy to this address (compared case-insensitively).
+    Recipient(String),
+    /// Every copy to this recipient domain.
+    Domain(String),
+}
+
+impl Selector {
+    fn matches(&self, job: &Job) -> bool {
+        match self {
+            Selector::Recipient(a) => job.member.address.to_string().eq_ignore_ascii_case(a),
+            Selector::Domain(d) => job.domain().eq_ignore_ascii_case(d),
+        }
+    }
+}
+
+/// What to do with them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Move waiting copies to the ready queue now; a destination marked down is tried again.
+    RetryNow,
+    /// Fail the copies with a 5.0.0 "given up by the operator" outcome (journaled, reported).
+    GiveUp,
+}
+
+/// A command and where to send how many copies it matched.
+pub struct Command {
+    pub selector: Selector,
+    pub action: Action,
+    pub reply: oneshot::Sender<u64>,
+}
+
+fn given_up() -> RcptOutcome {
+    RcptOutcome::Failed(Reply::new(
+        550,
+        Some(EnhancedStatus::new(5, 0, 0)),
+        "given up by the list operator",
+    ))
+}
+
+impl Actor {
+    pub(super) async fn on_operator(&mut self, cmd: Command) {
+        let matched = match cmd.action {
+            Action::RetryNow => self.retry_now(&cmd.selector),
+            Action::GiveUp => self.give_up(&cmd.selector).await,
+        };
+        tracing::info!(selector = ?cmd.selector, action = ?cmd.action, matched, "operator command");
+        let _ = cmd.reply.send(matched);
+    }
+
+    fn retry_now(&mut self, sel: &Selector) -> u64 {
+        let now = Instant::now();
+        let now_ms = herald_types::unix_ms_now();
+        let mut matched = 0u64;
+        let mut touched = Vec::new();
+        for (key, d) in self.dests.iter_mut() {
+            let heap = std::mem::take(&mut d.waiting);
+            let (due, keep): (Vec<_>, Vec<_>) = heap.into_iter().partition(|w| sel.matches(&w.job));
+            d.waiting = BinaryHeap::from(keep);
+            let ready_hits = count_ready(&mut d.fast, sel) + count_ready(&mut d.slow, sel);
+            if due.is_empty() && ready_hits == 0 {
+                continue;
+            }
+            matched += due.len() as u64 + ready_hits;
+            // Waiting copies are retries: they go to the slow lane's ready queue.
+            for w in due {
+                d.slow.push_back(w.job);
+            }
+            // The operator says the hosts are worth a try now: probe them at once.
+            self.health.probe_now(&d.hosts, now_ms);
+            touched.push(key.clone());
+        }
+        for route in self.routes.values_mut() {
+            if let Route::RetryDns { until, jobs } = route {
+                let hits = jobs.iter().filter(|j| sel.matches(j)).count() as u64;
+                if hits > 0 {
+                    matched += hits;
+                    *until = now;
+                }
+            }
+        }
+        for key in touched {
+            self.pump(&key);
+        }
+        self.retry_routes(now);
+        matched
+    }
+
+    async fn give_up(&mut self, sel: &Selector) -> u64 {
+        let mut taken: Vec<Job> = Vec::new();
+        for d in self.dests.values_mut() {
+            let heap = std::mem::take(&mut d.waiting);
+            let (hit, keep): (Vec<_>, Vec<_>) = heap.into_iter().partition(|w| sel.matches(&w.job));
+            d.waiting = BinaryHeap::from(keep);
+            taken.extend(hit.into_iter().map(|w| w.job));
+            taken.extend(take_ready(&mut d.fast, sel));
+            taken.extend(take_ready(&mut d.slow, sel));
+        }
+        for route in self.routes.values_mut() {
+            if let Route::RetryDns { jobs, .. } = route {
+                let (hit, keep): (Vec<_>, Vec<_>) = std::mem::take(jobs)
+                    .into_iter()
+                    .partition(|j| sel.matches(j));
+                *jobs = keep;
+                taken.extend(hit);
+            }
+        }
+        let matched = taken.len() as u64;
+        for job in taken {
+            self.leave_queue(&job);
+            self.finish(job, given_up()).await;
+        }
+        matched
+    }
+}
+
+/// Matching copies in a ready queue (the queue keeps its per-post order).
+fn count_ready(q: &mut ReadyQueue, sel: &Selector) -> u64 {
+    let jobs = q.drain();
+    let hits = jobs.iter().filter(|j| sel.matches(j)).count() as u64;
+    for job in jobs {
+        q.push_back(job);
+    }
+    hits
+}
+
+/// Takes the matching copies out of a ready queue, keeping the others in order.
+fn take_ready(q: &mut ReadyQueue, sel: &Selector) -> Vec<Job> {
+    let (hit, keep): (Vec<_>, Vec<_>) = q.drain().into_iter().partition(|j| sel.matches(j));
+    for job in keep {
+        q.push_back(job);
+    }
+    hit
+}

@@ -1,0 +1,148 @@
+//! SMTP transaction latency per destination class, with a bounded label set: the first
+//! [`MAX_CLASSES`] distinct providers seen (an MX host's last two DNS labels, e.g. `gmail.com` for
+//! `alt1.gmail-smtp-in.l.google.com` gives `google.com`) get a series each; every later provider
+//! shares `other`. Big providers appear early in any real fan-out, so they get their own series.
+//!
+//! Lock-free: class names are claimed once in `OnceLock` slots and never change.
+//!
+//! SECURITY: the MX names come from DNS (untrusted). A class name is kept only if it is plain
+//! `[a-z0-9.-]`, so it can go into a Prometheus label and JSON unescaped.
+
+use crate::metrics::Histogram;
+use serde::Serialize;
+use std::sync::OnceLock;
+
+/// Providers with their own series; the rest are `other`.
+pub const MAX_CLASSES: usize = 16;
+
+const BOUNDS: &[f64] = &[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0];
+
+pub struct ClassLatency {
+    names: [OnceLock<Box<str>>; MAX_CLASSES],
+    hists: Vec<Histogram>,
+}
+
+impl Default for ClassLatency {
+    fn default() -> Self {
+        ClassLatency {
+            names: std::array::from_fn(|_| OnceLock::new()),
+            hists: (0..=MAX_CLASSES).map(|_| Histogram::new(BOUNDS)).collect(),
+        }
+    }
+}
+
+/// Mean latency of one class, for the "slowest hosts" panel.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ClassView {
+    pub class: String,
+    pub transactions: u64,
+    pub mean_ms: f64,
+}
+
+/// `mx.example.com[127.1.0.5]:25` → `example.com`; `None` when no connection was made.
+pub fn class_of(relay: &str) -> Option<&str> {
+    let host = relay.split('[').next()?.trim_end_matches('.');
+    if host.is_empty() || host == "none" {
+        return None;
+    }
+    let mut dots = host.rmatch_indices('.');
+    let start = match (dots.next(), dots.next()) {
+        (Some(_), Some((i, _))) => i + 1,
+        _ => 0,
+    };
+    let class = &host[start..];
+    let clean = class
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-');
+    (clean && class.len() <= 64).then_some(class)
+}
+
+impl ClassLatency {
+    fn index(&self, class: &str) -> usize {
+        for (i, slot) in self.names.iter().enumerate() {
+            match slot.get() {
+                Some(name) if &**name == class => return i,
+                Some(_) => continue,
+                None => {
+                    // Claim the free slot; if another thread won it, it may hold our class.
+                    let _ = slot.set(class.into());
+                    if slot.get().is_some_and(|n| &**n == class) {
+                        return i;
+                    }
+                }
+            }
+        }
+        MAX_CLASSES
+    }
+
+    pub fn observe(&self, relay: &str, xdelay_ms: u64) {
+        if let Some(class) = class_of(relay) {
+            self.hists[self.index(class)].observe_ms(xdelay_ms);
+        }
+    }
+
+    fn named(&self) -> impl Iterator<Item = (&str, &Histogram)> {
+        self.names
+            .iter()
+            .zip(&self.hists)
+            .filter_map(|(n, h)| n.get().map(|n| (&**n, h)))
+            .chain(std::iter::once(("other", &self.hists[MAX_CLASSES])))
+    }
+
+    /// Classes by mean latency, slowest first.
+    pub fn slowest(&self) -> Vec<ClassView> {
+        let mut v: Vec<ClassView> = self
+            .named()
+            .filter(|(_, h)| h.count() > 0)
+            .map(|(n, h)| ClassView {
+                class: n.to_string(),
+                transactions: h.count(),
+                mean_ms: h.sum_micros() as f64 / 1000.0 / h.count() as f64,
+            })
+            .collect();
+        v.sort_by(|a, b| b.mean_ms.total_cmp(&a.mean_ms));
+        v
+    }
+
+    pub fn render(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let name = "herald_smtp_reply_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Outbound SMTP transaction time by destination class (provider).\n# TYPE {name} histogram"
+        );
+        for (class, h) in self.named() {
+            h.render_series(out, name, &[("class", class)]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_are_bounded_and_clean() {
+        assert_eq!(class_of("mx.d1.test[127.1.0.5]:25"), Some("d1.test"));
+        assert_eq!(class_of("localhost[127.0.0.1]:25"), Some("localhost"));
+        assert_eq!(class_of("none"), None);
+        assert_eq!(class_of("mx.EVIL\"{}.test[1.2.3.4]:25"), None);
+        let c = ClassLatency::default();
+        for i in 0..40 {
+            c.observe(&format!("mx.p{i}.test[127.0.0.1]:25"), 5);
+        }
+        c.observe("mx.p0.test[127.0.0.1]:25", 100);
+        let v = c.slowest();
+        assert_eq!(v.len(), MAX_CLASSES + 1);
+        assert_eq!(v[0].class, "p0.test");
+        assert_eq!(
+            v.iter()
+                .find(|x| x.class == "other")
+                .map(|x| x.transactions),
+            Some(24)
+        );
+        let mut out = String::new();
+        c.render(&mut out);
+        assert!(out.contains("herald_smtp_reply_seconds_count{class=\"other\"} 24\n"));
+    }
+}

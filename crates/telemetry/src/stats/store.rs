@@ -1,0 +1,130 @@
+//! The SQLite side of the statistics store: schema, the batched upsert of one flush, and the
+//! connections. Post ids are stored as the i64 with the same bits as the u64 id.
+
+use super::aggregate::Pending;
+use super::StatsError;
+use rusqlite::{params, Connection, OpenFlags};
+use std::path::Path;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS minute_totals (
+    minute INTEGER NOT NULL, outcome INTEGER NOT NULL,
+    copies INTEGER NOT NULL, xdelay_ms INTEGER NOT NULL,
+    PRIMARY KEY (minute, outcome)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS hour_domains (
+    hour INTEGER NOT NULL, domain TEXT NOT NULL, outcome INTEGER NOT NULL,
+    copies INTEGER NOT NULL,
+    PRIMARY KEY (hour, outcome, domain)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS post_domains (
+    post INTEGER NOT NULL, domain TEXT NOT NULL, outcome INTEGER NOT NULL, reason INTEGER NOT NULL,
+    copies INTEGER NOT NULL, xdelay_ms INTEGER NOT NULL, xdelay_max_ms INTEGER NOT NULL,
+    last_ms INTEGER NOT NULL,
+    PRIMARY KEY (post, domain, outcome, reason)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS post_curve (
+    post INTEGER NOT NULL, second INTEGER NOT NULL,
+    delivered INTEGER NOT NULL, failed INTEGER NOT NULL,
+    PRIMARY KEY (post, second)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS posts (
+    post INTEGER PRIMARY KEY, list TEXT, accepted_at_ms INTEGER, size INTEGER,
+    recipients INTEGER, completed_at_ms INTEGER);
+CREATE INDEX IF NOT EXISTS posts_accepted ON posts (accepted_at_ms);
+";
+
+pub(crate) fn open_writer(path: &Path) -> Result<Connection, StatsError> {
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // Statistics want speed, not durability: see the module docs.
+    conn.pragma_update(None, "synchronous", "OFF")?;
+    conn.execute_batch(SCHEMA)?;
+    Ok(conn)
+}
+
+pub(crate) fn open_reader(path: &Path) -> Result<Connection, StatsError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    Ok(conn)
+}
+
+fn id(post: u64) -> i64 {
+    post as i64
+}
+
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Writes one flush in one transaction.
+pub(crate) fn write(conn: &mut Connection, p: &Pending) -> Result<(), StatsError> {
+    let tx = conn.transaction()?;
+    {
+        let mut st = tx.prepare_cached(
+            "INSERT INTO minute_totals VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO UPDATE SET
+             copies = copies + excluded.copies, xdelay_ms = xdelay_ms + excluded.xdelay_ms",
+        )?;
+        for ((minute, outcome), s) in &p.minutes {
+            st.execute(params![minute, outcome, int(s.copies), int(s.xdelay_ms)])?;
+        }
+        let mut hours = tx.prepare_cached(
+            "INSERT INTO hour_domains VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO UPDATE SET
+             copies = copies + excluded.copies",
+        )?;
+        let mut posts = tx.prepare_cached(
+            "INSERT INTO post_domains VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT DO UPDATE SET
+             copies = copies + excluded.copies, xdelay_ms = xdelay_ms + excluded.xdelay_ms,
+             xdelay_max_ms = max(xdelay_max_ms, excluded.xdelay_max_ms),
+             last_ms = max(last_ms, excluded.last_ms)",
+        )?;
+        for (domain, cells) in &p.domains {
+            let domain: &str = domain;
+            for ((hour, outcome), n) in &cells.hours {
+                hours.execute(params![hour, domain, outcome, int(*n)])?;
+            }
+            for ((post, outcome, reason), s) in &cells.posts {
+                posts.execute(params![
+                    id(*post),
+                    domain,
+                    outcome,
+                    int(*reason),
+                    int(s.copies),
+                    int(s.xdelay_ms),
+                    int(s.xdelay_max_ms),
+                    int(s.last_ms)
+                ])?;
+            }
+        }
+        let mut curve = tx.prepare_cached(
+            "INSERT INTO post_curve VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO UPDATE SET
+             delivered = delivered + excluded.delivered, failed = failed + excluded.failed",
+        )?;
+        for ((post, second), [d, f]) in &p.curve {
+            curve.execute(params![id(*post), second, int(*d), int(*f)])?;
+        }
+        let mut facts = tx.prepare_cached(
+            "INSERT INTO posts VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO UPDATE SET
+             list = coalesce(excluded.list, list),
+             accepted_at_ms = coalesce(excluded.accepted_at_ms, accepted_at_ms),
+             size = coalesce(excluded.size, size),
+             recipients = coalesce(excluded.recipients, recipients),
+             completed_at_ms = coalesce(excluded.completed_at_ms, completed_at_ms)",
+        )?;
+        for (post, f) in &p.posts {
+            facts.execute(params![
+                id(*post),
+                f.list,
+                f.accepted_at_ms.map(int),
+                f.size.map(int),
+                f.recipients.map(int),
+                f.completed_at_ms.map(int)
+            ])?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}

@@ -1,0 +1,415 @@
+//! Observability end to end on the simulated world, with known outcomes: 400 members over four
+//! domains — two accept everything, one rejects every recipient (550 5.1.1), one refuses
+//! connections (every copy deferred). The reports (over the API and through the `herald report`
+//! CLI), the stragglers and their actions, `/metrics`, `/api/top` and the admin-token guard are
+//! checked against those counts exactly.
+
+mod support;
+
+use herald_sim::{Profile, World};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use support::*;
+
+const LIST: &str = "obs@lists.test";
+const MEMBERS: usize = 400;
+const TOKEN: &str = "observe-test-token-0123456789";
+
+fn profiles() -> Vec<Profile> {
+    vec![
+        Profile::Normal,
+        Profile::Normal,
+        Profile::UnknownUsers {
+            users: Vec::new(),
+            fraction: 1.0,
+        },
+        Profile::Refused,
+    ]
+}
+
+fn post_body() -> Vec<u8> {
+    format!(
+        "From: P <p@outside.test>\r\nTo: {LIST}\r\nSubject: stats\r\nMessage-ID: <obs-1@outside.test>\r\n\r\nHello.\r\n"
+    )
+    .into_bytes()
+}
+
+/// GET with an optional bearer token; (status, JSON or text).
+async fn get_auth(url: &str, token: Option<&str>) -> (u16, Value) {
+    let mut req = reqwest::Client::new().get(url);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.expect("request");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn post_auth(url: &str, body: Value) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .expect("request");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+async fn setup() -> (World, tempfile::TempDir, TestServer, String) {
+    let world = World::start(world_config(&profiles(), false))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = server_config(&world, dir.path().join("data"));
+    cfg.http.admin_token = TOKEN.into();
+    cfg.stats.flush_secs = 1;
+    let server = TestServer::start(cfg).await;
+    let api = server.api.clone();
+    let settings = json!({"posting_policy": "anyone"});
+    let (s, b) = post_auth(
+        &format!("{api}/api/lists"),
+        json!({"address": LIST, "settings": settings}),
+    )
+    .await;
+    assert_eq!(s, 201, "{b}");
+    let resp = reqwest::Client::new()
+        .post(format!("{api}/api/lists/{LIST}/import"))
+        .bearer_auth(TOKEN)
+        .body(members_csv(MEMBERS, 4))
+        .send()
+        .await
+        .expect("import");
+    assert_eq!(resp.status().as_u16(), 200);
+    (world, dir, server, api)
+}
+
+/// Waits until the 300 final outcomes are in and all 100 copies to d3 were deferred once.
+async fn wait_known_state(api: &str, post: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        let (_, p) = get_auth(&format!("{api}/api/posts/{post}"), Some(TOKEN)).await;
+        let (_, s) = get_auth(&format!("{api}/api/stragglers"), Some(TOKEN)).await;
+        let done = p["delivered"].as_u64().unwrap_or(0) + p["failed"].as_u64().unwrap_or(0);
+        if done == 300 && s["total"] == 100 {
+            return p;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no known state: {p} {s}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn herald_cli(api: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(args)
+        .env("HERALD_SERVER", api)
+        .env("HERALD_ADMIN_TOKEN", TOKEN)
+        .output()
+        .expect("run herald");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "herald {args:?}: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_stragglers_and_actions_match_a_known_fan_out() {
+    let (world, dir, server, api) = setup().await;
+    let resp = reqwest::Client::new()
+        .post(format!("{api}/api/lists/{LIST}/posts"))
+        .bearer_auth(TOKEN)
+        .body(post_body())
+        .send()
+        .await
+        .expect("post");
+    let post = resp.json::<Value>().await.expect("json")["post"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    wait_known_state(&api, &post).await;
+
+    let (s, hours) = get_auth(&format!("{api}/api/reports/hourly?since_ms=0"), Some(TOKEN)).await;
+    assert_eq!(s, 200, "{hours}");
+    let sum = |k: &str| {
+        hours
+            .as_array()
+            .expect("rows")
+            .iter()
+            .map(|r| r[k].as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    assert_eq!((sum("delivered"), sum("failed")), (200, 100), "{hours}");
+    if hours.as_array().map(Vec::len) == Some(1) {
+        assert_eq!(
+            (
+                hours[0]["delivered_hosts"].as_u64(),
+                hours[0]["failed_hosts"].as_u64()
+            ),
+            (Some(2), Some(1))
+        );
+    }
+    let (_, day) = get_auth(&format!("{api}/api/reports/day"), Some(TOKEN)).await;
+    assert_eq!(
+        (day["delivered"].as_u64(), day["failed"].as_u64()),
+        (Some(200), Some(100)),
+        "{day}"
+    );
+    assert_eq!(day["arrivals"][0]["post"], post.as_str());
+    let (_, rep) = get_auth(&format!("{api}/api/reports/post/{post}"), Some(TOKEN)).await;
+    assert_eq!(
+        (rep["delivered"].as_u64(), rep["failed"].as_u64()),
+        (Some(200), Some(100)),
+        "{rep}"
+    );
+    assert_eq!(rep["recipients"], 400);
+    assert_eq!(
+        rep["failures"][0],
+        json!({"reason": "550 5.1.1", "copies": 100})
+    );
+    assert!(
+        rep["t50_secs"].is_u64() && rep["t100_secs"].is_null(),
+        "{rep}"
+    );
+
+    let (_, strag) = get_auth(&format!("{api}/api/stragglers?limit=5"), Some(TOKEN)).await;
+    assert_eq!(strag["destinations"][0]["key"], "d3.test", "{strag}");
+    assert_eq!(strag["destinations"][0]["pending"], 100);
+    assert_eq!(strag["recipients"].as_array().map(Vec::len), Some(5));
+
+    // The CLI renders the same numbers from the same store.
+    let table = herald_cli(&api, &["report", "hourly", "--since", "1970-01-01"]);
+    assert!(
+        table.lines().any(|l| l.starts_with("Totals")
+            && l.contains("/        100")
+            && l.contains("/        200")),
+        "{table}"
+    );
+    let png = dir.path().join("day.png");
+    let out = herald_cli(
+        &api,
+        &["report", "day", "--out", png.to_str().expect("utf8")],
+    );
+    assert!(out.contains("200 delivered, 100 failed"), "{out}");
+    assert!(std::fs::read(&png).expect("png").starts_with(b"\x89PNG"));
+    let text = herald_cli(&api, &["report", "post", &post]);
+    assert!(
+        text.contains("delivered         200") && text.contains("100  550 5.1.1"),
+        "{text}"
+    );
+    let s = herald_cli(&api, &["stragglers", "--limit", "3"]);
+    assert!(
+        s.contains("100 deferred copies pending") && s.contains("d3.test"),
+        "{s}"
+    );
+
+    // Actions: retry now, disable one member, give up the rest.
+    let (s, r) = post_auth(
+        &format!("{api}/api/stragglers/retry"),
+        json!({"domain": "d3.test"}),
+    )
+    .await;
+    assert_eq!(s, 200, "{r}");
+    let (s, r) = post_auth(
+        &format!("{api}/api/stragglers/disable"),
+        json!({"recipient": "m3@d3.test"}),
+    )
+    .await;
+    assert_eq!((s, &r["disabled_on"]), (200, &json!([LIST])), "{r}");
+    let (_, m) = get_auth(
+        &format!("{api}/api/lists/{LIST}/members/m3@d3.test"),
+        Some(TOKEN),
+    )
+    .await;
+    assert_eq!(m["status"]["state"], "disabled", "{m}");
+    let out = herald_cli(
+        &api,
+        &["stragglers", "--action", "give-up", "--domain", "d3.test"],
+    );
+    assert!(out.contains("queued copies matched"), "{out}");
+    let p = wait_complete_auth(&api, &post).await;
+    assert_eq!(
+        (p["delivered"].as_u64(), p["failed"].as_u64()),
+        (Some(200), Some(200)),
+        "{p}"
+    );
+    let (_, rep) = get_auth(&format!("{api}/api/reports/post/{post}"), Some(TOKEN)).await;
+    assert_eq!(rep["failed"], 200, "{rep}");
+    assert!(rep["failures"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .any(|f| f["reason"] == "550 5.0.0" && f["copies"] == 100));
+    let (_, strag) = get_auth(&format!("{api}/api/stragglers"), Some(TOKEN)).await;
+    assert_eq!(strag["total"], 0);
+
+    server.stop().await;
+    world.shutdown().await;
+}
+
+async fn wait_complete_auth(api: &str, post: &str) -> Value {
+    let started = Instant::now();
+    loop {
+        let (_, p) = get_auth(&format!("{api}/api/posts/{post}"), Some(TOKEN)).await;
+        if p["complete"] == true {
+            return p;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "not complete: {p}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_routes_need_the_token_and_live_views_have_every_stage() {
+    let (world, _dir, server, api) = setup().await;
+    for path in [
+        "/api/status",
+        "/api/top",
+        "/metrics",
+        "/api/reports/hourly",
+        "/api/stragglers",
+    ] {
+        let (s, _) = get_auth(&format!("{api}{path}"), None).await;
+        assert_eq!(s, 401, "{path} without a token");
+        let (s, _) = get_auth(&format!("{api}{path}"), Some("wrong-token-wrong-token")).await;
+        assert_eq!(s, 401, "{path} with a wrong token");
+    }
+    let (s, _) = post_auth(
+        &format!("{api}/api/stragglers/give-up"),
+        json!({"domain": "d3.test"}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let (s, _) = get_auth(&format!("{api}/healthz"), None).await;
+    assert_eq!(s, 200);
+    let (s, _) = get_auth(&format!("{api}/unsubscribe/{LIST}/m1@d1.test/bad"), None).await;
+    assert_ne!(s, 401, "unsubscribe links stay public");
+    let (s, page) = get_auth(&format!("{api}/"), None).await;
+    assert!(
+        s == 200 && page.as_str().is_some_and(|p| p.contains("admin token")),
+        "{page}"
+    );
+
+    // Log in with the form: a cookie, then the dashboard and its API.
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let bad = client
+        .post(format!("{api}/login"))
+        .form(&[("token", "nope")])
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(bad.status().as_u16(), 401);
+    let ok = client
+        .post(format!("{api}/login"))
+        .form(&[("token", TOKEN)])
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(ok.status().as_u16(), 303);
+    let cookie = ok.headers()["set-cookie"]
+        .to_str()
+        .expect("cookie")
+        .split(';')
+        .next()
+        .expect("kv")
+        .to_string();
+    assert!(cookie.starts_with("herald_admin="));
+    let page = client
+        .get(format!("{api}/"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("page");
+    assert!(page.text().await.expect("text").contains("rate-chart"));
+
+    let resp = reqwest::Client::new()
+        .post(format!("{api}/api/lists/{LIST}/posts"))
+        .bearer_auth(TOKEN)
+        .body(post_body())
+        .send()
+        .await
+        .expect("post");
+    let post = resp.json::<Value>().await.expect("json")["post"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    wait_known_state(&api, &post).await;
+    let top = client
+        .get(format!("{api}/api/top"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .expect("top");
+    let top: Value = top.json().await.expect("json");
+    assert_eq!(
+        top["totals"],
+        json!({"delivered": 200, "failed": 100, "deferred": 100})
+    );
+    assert_eq!(
+        top["rates"].as_array().map(Vec::len),
+        Some(300),
+        "per-second rates, 5 minutes"
+    );
+    assert_eq!(top["lanes"][0]["lane"], "all");
+    assert!(
+        top["down"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|d| d["destination"] == "mx.d3.test")),
+        "{}",
+        top["down"]
+    );
+    assert!(top["process"]["rss_bytes"].as_u64().unwrap_or(0) > 0);
+    let stages: Vec<&str> = top["internals"]["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .filter_map(|s| s["stage"].as_str())
+        .collect();
+    assert_eq!(stages, ["jobs_send", "report_queue", "spool_record"]);
+    assert!(top["internals"]["stages"][1]["count"].as_u64().unwrap_or(0) >= 300);
+    assert!(top["slowest"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c["class"] == "d0.test")));
+
+    let (_, metrics) = get_auth(&format!("{api}/metrics"), Some(TOKEN)).await;
+    let metrics = metrics.as_str().expect("text").to_string();
+    for want in [
+        "herald_copies_total{outcome=\"failed\"} 100",
+        "herald_smtp_reply_seconds_count{class=\"d0.test\"} ",
+        "herald_stage_wait_seconds_bucket{stage=\"report_queue\",le=\"+Inf\"}",
+        "herald_lock_acquisitions_total{lock=\"stats_pending\"}",
+        "herald_channel_depth{channel=\"jobs\"}",
+        "herald_spool_group_commit_avg_records",
+        "herald_delivery_latency_seconds_count 200",
+    ] {
+        assert!(metrics.contains(want), "{want} missing");
+    }
+    // Every series the example Grafana dashboard queries exists.
+    let grafana = include_str!("../docs/grafana-herald.json");
+    for name in grafana.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+        if name.starts_with("herald_") {
+            assert!(
+                metrics.contains(&format!("\n{name}")),
+                "{name} (docs/grafana-herald.json) not in /metrics"
+            );
+        }
+    }
+    server.stop().await;
+    world.shutdown().await;
+}
