@@ -4,6 +4,7 @@
 
 mod client;
 mod demo;
+mod sim_cmd;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -47,6 +48,10 @@ enum Command {
     Queue(QueueArgs),
     /// Server status: lists, queue, recent posts, spool.
     Status,
+    /// The simulated Internet on its own: `sim run` (with --config naming a world file) and
+    /// `sim report <run-dir>`.
+    #[command(subcommand)]
+    Sim(sim_cmd::SimCommand),
 }
 
 #[derive(Args)]
@@ -73,17 +78,24 @@ struct QueueArgs {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     let config = match &cli.config {
-        Some(path) => Config::load(path)?,
-        None => Config::default(),
+        // For `herald sim`, --config names a world file, not a server config.
+        Some(path) if !matches!(cli.command, Command::Sim(_)) => Config::load(path)?,
+        _ => Config::default(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(dispatch(cli.command, config, cli.server))
+    let world_file = cli.config.clone();
+    runtime.block_on(dispatch(cli.command, config, cli.server, world_file))
 }
 
-async fn dispatch(command: Command, config: Config, server: Option<String>) -> Result<()> {
+async fn dispatch(
+    command: Command,
+    config: Config,
+    server: Option<String>,
+    world_file: Option<PathBuf>,
+) -> Result<()> {
     let api = || client::Api::new(server.clone(), &config);
     match command {
         Command::Serve => serve(config).await,
@@ -93,6 +105,7 @@ async fn dispatch(command: Command, config: Config, server: Option<String>) -> R
         Command::Post(a) => client::post(&api()?, &a.list, &a.file, a.wait).await,
         Command::Queue(a) => client::queue(&api()?, a.json, a.limit).await,
         Command::Status => client::status(&api()?).await,
+        Command::Sim(cmd) => sim_cmd::run(cmd, world_file).await,
     }
 }
 
