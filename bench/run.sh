@@ -129,12 +129,16 @@ nameservers = ["$DNS"]
 port = 25
 helo_name = "herald.bench.test"
 EOF
+  # Experiments: HERALD_SCHEDULER="max_queued_copies = 20000" adds a [scheduler] section.
+  if [ -n "${HERALD_SCHEDULER:-}" ]; then
+    printf '[scheduler]\n%s\n' "$HERALD_SCHEDULER" >>"$dir/herald.toml"
+  fi
   "$HERALD" serve --config "$dir/herald.toml" >"$dir/herald.log" 2>&1 &
   local hpid=$!
   PIDS+=("$hpid")
   wait_for "herald serve" 60 curl -sf "http://$HTTP/healthz"
   "$HERALD" --server "http://$HTTP" list create "$LIST" --name Bench --policy anyone \
-    --prefix "$PREFIX" --footer "$FOOTER" >/dev/null
+    --prefix "$PREFIX" --footer="$FOOTER" >/dev/null
   "$HERALD" --server "http://$HTTP" member import "$LIST" "$dir/world/members.csv" >/dev/null
   "$BENCH" watch --pid "$hpid" --stop-file "$dir/stop" --out "$dir/resources.json" \
     --max-secs $(( TIMEOUT_SECS + 120 )) &
@@ -172,7 +176,9 @@ smtpd_relay_restrictions = permit_mynetworks, reject
 smtpd_recipient_restrictions = permit_mynetworks, reject
 smtpd_authorized_verp_clients = 127.0.0.0/8
 # Bounces for the list go back to the list manager in real life; here they are discarded.
-transport_maps = inline:{ lists.herald.test = discard: }
+transport_maps = inline:{lists.herald.test=discard:}
+alias_maps =
+alias_database =
 smtp_tls_security_level = may
 # Tuning: enough processes and connections, no inflow throttle, big active queue.
 default_process_limit = 500
@@ -218,7 +224,7 @@ run_postfix() { # <dir> <post> <xverp yes|no>
   [ "$xverp" = yes ] && extra=(--xverp)
   t0=$(now_ms); echo "$t0" >"$dir/world/t0"
   "$BENCH" feed --list "$LIST" --members "$dir/world/members.csv" --post "$post" \
-    --to "$PF_SMTPD" --conns 8 --name Bench --prefix "$PREFIX" --footer "$FOOTER" \
+    --to "$PF_SMTPD" --conns 8 --name Bench --prefix "$PREFIX" --footer="$FOOTER" \
     --secret "$SECRET" --base-url "http://$HTTP" --timeout-secs "$TIMEOUT_SECS" \
     "${extra[@]}" >"$dir/feed.json"
   log "  fed: $(cat "$dir/feed.json")"

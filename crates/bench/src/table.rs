@@ -28,8 +28,10 @@ struct Row {
     t95: Option<f64>,
     t100: Option<f64>,
     rate: Option<f64>,
+    rate95: Option<f64>,
     cpu: Option<f64>,
     rss_mb: Option<f64>,
+    hwm_mb: Option<f64>,
     missing: Option<f64>,
     dups: Option<f64>,
     delivered: Option<f64>,
@@ -55,8 +57,12 @@ fn load(dir: &Path) -> Result<Row> {
         t95: secs("t95_ms"),
         t100: secs("t100_ms"),
         rate: delivered.zip(span).map(|(d, s)| d / s.max(0.001)),
+        rate95: (report["deliverable"].as_f64())
+            .zip(secs("t95_ms"))
+            .map(|(d, s)| 0.95 * d / s.max(0.001)),
         cpu: res["cpu_secs"].as_f64(),
-        rss_mb: res["peak_rss_kb"].as_f64().map(|kb| kb / 1024.0),
+        rss_mb: res["peak_pss_kb"].as_f64().map(|kb| kb / 1024.0),
+        hwm_mb: res["root_hwm_kb"].as_f64().map(|kb| kb / 1024.0),
         missing: report["missing"].as_f64(),
         dups: report["duplicates"].as_f64(),
         delivered,
@@ -93,15 +99,25 @@ pub fn run(a: TableArgs) -> Result<()> {
     out.push_str(&"---:|".repeat(systems.len() + 1));
     out.push('\n');
     type Get = fn(&Row) -> Option<f64>;
-    let metrics: [(&str, Get, usize); 10] = [
+    let metrics: [(&str, Get, usize); 12] = [
         ("wall time (s)", |r| r.wall, 1),
         ("t50 (s)", |r| r.t50, 2),
         ("t95 (s)", |r| r.t95, 2),
         ("t100 (s)", |r| r.t100, 2),
         ("delivered", |r| r.delivered, 0),
-        ("copies/s", |r| r.rate, 0),
+        ("copies/s (delivered / t100)", |r| r.rate, 0),
+        (
+            "copies/s to 95 % (0.95 x deliverable / t95)",
+            |r| r.rate95,
+            0,
+        ),
         ("CPU (s)", |r| r.cpu, 1),
-        ("peak RSS (MB)", |r| r.rss_mb, 0),
+        ("peak memory, PSS (MB)", |r| r.rss_mb, 0),
+        (
+            "peak RSS of the (master) process, VmHWM (MB)",
+            |r| r.hwm_mb,
+            0,
+        ),
         ("missing", |r| r.missing, 0),
         ("duplicates", |r| r.dups, 0),
     ];

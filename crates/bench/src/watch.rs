@@ -5,8 +5,11 @@
 //! CPU: utime + stime from /proc/<pid>/stat (100 clock ticks a second, Linux's USER_HZ),
 //! counted from the first sample for processes alive then and from zero for processes that
 //! appear later; a child that lives and dies between two samples is missed (Postfix's
-//! children live long: `max_idle` 100 s). RSS: the sum of VmRSS over the tree, peak over
-//! samples; for the root process alone, VmHWM (the kernel's own peak) is reported as well.
+//! children live long: `max_idle` 100 s). Memory: the sum of PSS (proportional set size, from
+//! /proc/<pid>/smaps_rollup) over the tree, peak over samples — summing RSS would count the
+//! shared libraries of Postfix's hundreds of processes hundreds of times; for a single process
+//! PSS is its RSS less shared pages. For the root process alone, VmHWM (the kernel's own peak
+//! RSS) is reported as well.
 //!
 //! SECURITY: reads /proc only.
 
@@ -50,9 +53,9 @@ fn stat(pid: u32) -> Option<(u32, u64)> {
     Some((ppid, cpu))
 }
 
-/// A field of /proc/<pid>/status in kB.
-fn status_kb(pid: u32, field: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+/// A field of /proc/<pid>/<file> in kB (0 when unreadable).
+fn proc_kb(pid: u32, file: &str, field: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap_or_default();
     text.lines()
         .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
@@ -99,14 +102,19 @@ pub fn run(a: WatchArgs) -> Result<()> {
     let mut last: HashMap<u32, u64> = baseline.clone();
     let (mut peak_rss_kb, mut samples) = (0u64, 0u64);
     let mut hwm_kb = 0;
+    let mut start_pss_kb = None;
     loop {
         let now = processes(a.pid, a.tree);
         if now.is_empty() {
             break;
         }
-        hwm_kb = status_kb(a.pid, "VmHWM:").max(hwm_kb);
-        let rss: u64 = now.keys().map(|p| status_kb(*p, "VmRSS:")).sum();
+        hwm_kb = proc_kb(a.pid, "status", "VmHWM:").max(hwm_kb);
+        let rss: u64 = now
+            .keys()
+            .map(|p| proc_kb(*p, "smaps_rollup", "Pss:"))
+            .sum();
         peak_rss_kb = peak_rss_kb.max(rss);
+        start_pss_kb.get_or_insert(rss);
         last.extend(now);
         samples += 1;
         if a.stop_file.exists() || started.elapsed() > Duration::from_secs(a.max_secs) {
@@ -119,8 +127,9 @@ pub fn run(a: WatchArgs) -> Result<()> {
         .sum();
     let out = serde_json::json!({
         "cpu_secs": ticks as f64 / TICKS_PER_SEC,
-        "peak_rss_kb": peak_rss_kb,
+        "peak_pss_kb": peak_rss_kb,
         "root_hwm_kb": hwm_kb,
+        "start_pss_kb": start_pss_kb,
         "processes": last.len(),
         "samples": samples,
         "watched_secs": started.elapsed().as_secs_f64(),
