@@ -7,6 +7,7 @@ mod demo;
 mod dkim_cmd;
 mod lists_cmd;
 mod report;
+mod sim_cmd;
 mod stragglers;
 mod top;
 
@@ -68,6 +69,10 @@ enum Command {
     Top(top::TopArgs),
     /// Recipients and destinations holding the most deferred copies, and actions on them.
     Stragglers(stragglers::StragglersArgs),
+    /// The simulated Internet on its own: `sim run` (with --config naming a world file) and
+    /// `sim report <run-dir>`.
+    #[command(subcommand)]
+    Sim(sim_cmd::SimCommand),
 }
 
 #[derive(Args)]
@@ -97,17 +102,24 @@ struct QueueArgs {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     let config = match &cli.config {
-        Some(path) => Config::load(path)?,
-        None => Config::default(),
+        // For `herald sim`, --config names a world file, not a server config.
+        Some(path) if !matches!(cli.command, Command::Sim(_)) => Config::load(path)?,
+        _ => Config::default(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(dispatch(cli.command, config, cli.server))
+    let world_file = cli.config.clone();
+    runtime.block_on(dispatch(cli.command, config, cli.server, world_file))
 }
 
-async fn dispatch(command: Command, config: Config, server: Option<String>) -> Result<()> {
+async fn dispatch(
+    command: Command,
+    config: Config,
+    server: Option<String>,
+    world_file: Option<PathBuf>,
+) -> Result<()> {
     let api = || client::Api::new(server.clone(), &config);
     match command {
         Command::Serve => serve(config).await,
@@ -124,6 +136,7 @@ async fn dispatch(command: Command, config: Config, server: Option<String>) -> R
         Command::Report(cmd) => report::run(&api()?, cmd).await,
         Command::Top(a) => top::run(api()?, a).await,
         Command::Stragglers(a) => stragglers::run(&api()?, a).await,
+        Command::Sim(cmd) => sim_cmd::run(cmd, world_file).await,
     }
 }
 

@@ -12,6 +12,9 @@
 //!   greylisting, unknown users, throttling, hung, refused, dropping mid-DATA, STARTTLS).
 //! - [`recorder`]: every accepted copy, rejection and connection, with duplicate detection.
 //! - [`world`]: starts and stops all of the above.
+//! - [`export`]: streams the recorder to a run directory from a background thread (`herald sim run`).
+//! - [`report`] and [`chart`]: delivered / missing / duplicates / failed, t50/t95/t100, and the
+//!   cumulative delivery curve as PNG and SVG (`herald sim report`).
 //!
 //! Typical use (tests, `herald demo`, benchmarks):
 //!
@@ -36,11 +39,14 @@
 //! treat input as untrusted (bounded lines and messages, no panics on malformed input), because a
 //! developer may point anything at a running `herald sim`.
 
+pub mod chart;
 pub mod config;
 pub mod dns;
 mod error;
+pub mod export;
 pub mod receiver;
 pub mod recorder;
+pub mod report;
 pub mod world;
 
 pub use config::{
@@ -50,6 +56,7 @@ pub use config::{
 pub use dns::{DnsServer, Zone};
 pub use error::{ConfigError, SimError};
 pub use recorder::{CopyRecord, HostCounters, MimeVerdict, Recorder, Rejection, Snapshot};
+pub use report::Report;
 pub use world::World;
 
 use std::net::IpAddr;

@@ -16,7 +16,8 @@
 //! the tables; it is held for a batch of pushes and hash lookups, never across an `.await`.
 //!
 //! Limits: memory grows with the copies recorded (~200 bytes each without `keep_messages`; a
-//! million-member run needs ~200 MB). [`Recorder::reset`] clears everything between runs.
+//! million-member run needs ~200 MB) unless an exporter [`Recorder::drain`]s them to disk; the
+//! duplicate-detection keys (32 bytes a copy) stay. [`Recorder::reset`] clears everything.
 //!
 //! SECURITY: recorded strings come from the network (envelope addresses are printable ASCII,
 //! checked by the session; Message-IDs may hold anything): treat them as untrusted when
@@ -282,6 +283,28 @@ impl Recorder {
             copies: st.copies.clone(),
             rejections: st.rejections.clone(),
         }
+    }
+
+    /// Distinct recipients with at least one accepted copy so far; cheap (no copying).
+    pub fn unique_recipients(&self) -> u64 {
+        self.lock().recipients.len() as u64
+    }
+
+    /// Duplicate copies so far; cheap.
+    pub fn duplicates(&self) -> u64 {
+        self.lock().duplicates
+    }
+
+    /// Takes the copies and rejections recorded since the last drain out of the recorder,
+    /// leaving the counters and duplicate detection intact. Used by an exporter that streams
+    /// records to disk ([`crate::export`]) so a long run's memory stays bounded; after a drain,
+    /// [`Recorder::snapshot`] holds only what was recorded since.
+    pub fn drain(&self) -> (Vec<CopyRecord>, Vec<Rejection>) {
+        let mut st = self.lock();
+        (
+            std::mem::take(&mut st.copies),
+            std::mem::take(&mut st.rejections),
+        )
     }
 
     /// Forgets everything recorded (the clock keeps running).

@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# bench/run.sh <scenario>: one scenario against Herald and, on a fresh instance of the same
+# simulated world, against Postfix; prints the comparison table (results/<scenario>-<time>/).
+#
+#   bench/run.sh mailman-8k | internet-100k | big-post | million | herald-100k
+#
+# Needs root (receivers on port 25 and the world's DNS on 127.0.0.53:53, because Postfix only
+# uses the system resolver; a private mount namespace gives Postfix its own /etc/resolv.conf, so
+# nothing else on the machine is affected). Installs Postfix from Debian if absent. Everything
+# listens on 127.0.0.0/8. Every wait is bounded; every process started here is stopped here.
+#
+# Per system and post:
+#   1. `herald sim run` (its own process) starts the world and writes members.csv;
+#   2. Herald: `herald serve` + `herald list create` + `herald member import`, then t0 and
+#      `herald post`. Postfix: a private instance, then t0 and `herald-bench feed` submitting one
+#      personalized copy per member (rendered by Herald's fan-out crate: the same bytes);
+#      Postfix XVERP: the same, 500 recipients per message with XVERP (no personalization).
+#   3. wait until the world has a copy for every deliverable member (or the scenario's timeout);
+#   4. `herald sim report` (counts, t50/t95/t100, curve.png/svg), CPU and RSS from /proc.
+set -euo pipefail
+
+SCENARIO=${1:?usage: bench/run.sh <scenario>}
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+SPEC="$HERE/scenarios/$SCENARIO.sh"
+[ -f "$SPEC" ] || { echo "no scenario $SPEC" >&2; exit 2; }
+# shellcheck source=/dev/null
+source "$SPEC"
+
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+HERALD=$TARGET/release/herald
+BENCH=$TARGET/release/herald-bench
+RESULTS=${RESULTS:-$HERE/results/$SCENARIO-$(date +%Y%m%d-%H%M%S)}
+WORK=${WORK:-/tmp/herald-bench-$SCENARIO}
+LIST=bench@lists.herald.test
+SECRET=herald-bench-secret
+HTTP=127.0.0.1:18025
+PF_SMTPD=127.0.0.1:2526
+DNS=127.0.0.53:53
+FOOTER='--
+You get this as {{name}} <{{email}}>. Unsubscribe: {{unsubscribe_url}}'
+PREFIX='[bench]'
+
+log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
+now_ms() { date +%s%3N; }
+
+if [ "${SKIP_BUILD:-}" != 1 ]; then
+  log "building release binaries"
+  (cd "$ROOT" && CARGO_TARGET_DIR=$TARGET cargo build --release -q -p herald -p herald-bench)
+fi
+[ "$(id -u)" = 0 ] || { echo "run as root (port 25, port 53, mount namespace)" >&2; exit 2; }
+if [ "$POSTFIX" = yes ] && ! command -v postfix >/dev/null; then
+  log "installing postfix from Debian"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postfix >/dev/null
+fi
+
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  [ -f "$WORK/pf/etc/main.cf" ] && postfix -c "$WORK/pf/etc" stop >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+# wait_for <what> <seconds> <command...>: retry the command every 0.2 s until it succeeds.
+wait_for() {
+  local what=$1 secs=$2; shift 2
+  local deadline=$(( $(date +%s) + secs ))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || { log "timed out waiting for $what"; return 1; }
+    sleep 0.2
+  done
+}
+
+# stop <pid>: SIGTERM, then wait up to 60 s (SIGKILL after that).
+stop() {
+  local pid=$1 i
+  kill "$pid" 2>/dev/null || return 0
+  for i in $(seq 300); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
+  kill -9 "$pid" 2>/dev/null || true
+}
+
+start_world() { # <dir>
+  local dir=$1
+  # shellcheck disable=SC2086
+  "$HERALD" sim run --run-dir "$dir/world" --smtp-port 25 --dns-addr "$DNS" \
+    --check-mime-every 100 --members "$MEMBERS" $WORLD_ARGS >"$dir/world.log" 2>&1 &
+  WORLD_PID=$!
+  PIDS+=("$WORLD_PID")
+  wait_for "the simulated world" 120 test -s "$dir/world/endpoint.json"
+}
+
+# Waits until every deliverable member has a copy, or the scenario's timeout; writes wall_secs.
+wait_done() { # <dir> <t0_ms>
+  local dir=$1 t0=$2 deadline=$(( $(date +%s) + TIMEOUT_SECS )) got want
+  while :; do
+    got=$(jq -r .unique_recipients "$dir/world/status.json" 2>/dev/null || echo 0)
+    want=$(jq -r .deliverable "$dir/world/status.json" 2>/dev/null || echo 1)
+    if [ "$got" -ge "$want" ] || [ "$(date +%s)" -ge "$deadline" ]; then break; fi
+    sleep 0.2
+  done
+  echo "scale=3; ($(now_ms) - $t0) / 1000" | bc >"$dir/wall_secs"
+  log "  $got of $want deliverable members have a copy after $(cat "$dir/wall_secs") s"
+}
+
+finish() { # <dir> <title>: stop the world, write report.json and the charts.
+  local dir=$1
+  stop "$WORLD_PID"
+  "$HERALD" sim report "$dir/world" --json --title "$2" >"$dir/report.json"
+  "$HERALD" sim report "$dir/world" --no-chart >"$dir/report.txt"
+}
+
+run_herald() { # <dir> <post>
+  local dir=$1 post=$2 t0
+  start_world "$dir"
+  mkdir -p "$dir/data"
+  cat >"$dir/herald.toml" <<EOF
+data_dir = "$dir/data"
+hostname = "herald.bench.test"
+secret = "$SECRET"
+[listen]
+smtp = "127.0.0.1:12525"
+lmtp = "127.0.0.1:12424"
+http = "$HTTP"
+[http]
+public_base_url = "http://$HTTP"
+[dns]
+nameservers = ["$DNS"]
+[delivery]
+port = 25
+helo_name = "herald.bench.test"
+EOF
+  # Experiments: HERALD_SCHEDULER="max_queued_copies = 20000" adds a [scheduler] section.
+  if [ -n "${HERALD_SCHEDULER:-}" ]; then
+    printf '[scheduler]\n%s\n' "$HERALD_SCHEDULER" >>"$dir/herald.toml"
+  fi
+  "$HERALD" serve --config "$dir/herald.toml" >"$dir/herald.log" 2>&1 &
+  local hpid=$!
+  PIDS+=("$hpid")
+  wait_for "herald serve" 60 curl -sf "http://$HTTP/healthz"
+  "$HERALD" --server "http://$HTTP" list create "$LIST" --name Bench --policy anyone \
+    --prefix "$PREFIX" --footer="$FOOTER" >/dev/null
+  "$HERALD" --server "http://$HTTP" member import "$LIST" "$dir/world/members.csv" >/dev/null
+  "$BENCH" watch --pid "$hpid" --stop-file "$dir/stop" --out "$dir/resources.json" \
+    --max-secs $(( TIMEOUT_SECS + 120 )) &
+  local wpid=$!
+  t0=$(now_ms); echo "$t0" >"$dir/world/t0"
+  "$HERALD" --server "http://$HTTP" post "$LIST" "$post" >/dev/null
+  wait_done "$dir" "$t0"
+  touch "$dir/stop"; wait "$wpid" || true
+  stop "$hpid"
+  finish "$dir" "Herald: $SCENARIO"
+}
+
+# The tuning a competent administrator gives a Postfix that fans out list mail.
+write_postfix_config() { # <pfdir> <world port>
+  local pf=$1
+  mkdir -p "$pf/etc" "$pf/queue" "$pf/data"
+  chown postfix "$pf/data"
+  cat >"$pf/etc/main.cf" <<EOF
+compatibility_level = 3.6
+queue_directory = $pf/queue
+data_directory = $pf/data
+maillog_file = $pf/maillog
+maillog_file_prefixes = $pf
+myhostname = postfix.bench.herald.test
+mydestination =
+inet_interfaces = 127.0.0.1
+inet_protocols = ipv4
+mynetworks = 127.0.0.0/8
+relayhost =
+# MX lookups by DNS, against the simulated world (resolv.conf in Postfix's mount namespace).
+smtp_host_lookup = dns
+smtp_dns_support_level = enabled
+smtp_tcp_port = 25
+smtpd_relay_restrictions = permit_mynetworks, reject
+smtpd_recipient_restrictions = permit_mynetworks, reject
+smtpd_authorized_verp_clients = 127.0.0.0/8
+# Bounces for the list go back to the list manager in real life; here they are discarded.
+transport_maps = inline:{lists.herald.test=discard:}
+alias_maps =
+alias_database =
+smtp_tls_security_level = may
+# Tuning: enough processes and connections, no inflow throttle, big active queue.
+default_process_limit = 500
+default_destination_concurrency_limit = 50
+initial_destination_concurrency = 10
+smtp_destination_concurrency_limit = 50
+smtpd_client_connection_count_limit = 0
+smtpd_client_message_rate_limit = 0
+in_flow_delay = 0
+qmgr_message_active_limit = 200000
+qmgr_message_recipient_limit = 200000
+smtp_connection_cache_on_demand = yes
+# Retry like Herald's defaults (60 s first retry) rather than Postfix's 300 s.
+queue_run_delay = 30s
+minimal_backoff_time = 60s
+maximal_backoff_time = 300s
+# Timeouts stay at Postfix's defaults (smtp_connect_timeout 30s, smtp_helo_timeout 300s).
+EOF
+  # master.cf: no chroot (resolv.conf comes from the mount namespace), smtpd on $PF_SMTPD.
+  sed -e 's/^smtp\( *inet.*\)$/#&/' /etc/postfix/master.cf |
+    awk '$1 !~ /^#/ && NF >= 8 && $5 == "y" { $5 = "n" } { print }' >"$pf/etc/master.cf"
+  printf "%s inet n - n - - smtpd\n" "$PF_SMTPD" \
+    >>"$pf/etc/master.cf"
+  echo "nameserver ${DNS%:*}" >"$pf/resolv.conf"
+}
+
+run_postfix() { # <dir> <post> <xverp yes|no>
+  local dir=$1 post=$2 xverp=$3 pf="$WORK/pf" t0 master
+  [ -f "$pf/etc/main.cf" ] && postfix -c "$pf/etc" stop >/dev/null 2>&1 || true
+  rm -rf "$pf"
+  start_world "$dir"
+  write_postfix_config "$pf"
+  postfix -c "$pf/etc" check
+  unshare --mount --propagation private -- sh -c \
+    "mount --bind '$pf/resolv.conf' /etc/resolv.conf && postfix -c '$pf/etc' start" >/dev/null 2>&1
+  wait_for "postfix" 30 test -s "$pf/queue/pid/master.pid"
+  master=$(tr -d ' ' <"$pf/queue/pid/master.pid")
+  wait_for "postfix smtpd" 30 bash -c "exec 3<>/dev/tcp/${PF_SMTPD%:*}/${PF_SMTPD#*:}"
+  "$BENCH" watch --pid "$master" --tree --stop-file "$dir/stop" --out "$dir/resources.json" \
+    --max-secs $(( TIMEOUT_SECS + 120 )) &
+  local wpid=$!
+  local extra=()
+  [ "$xverp" = yes ] && extra=(--xverp)
+  t0=$(now_ms); echo "$t0" >"$dir/world/t0"
+  "$BENCH" feed --list "$LIST" --members "$dir/world/members.csv" --post "$post" \
+    --to "$PF_SMTPD" --conns 8 --name Bench --prefix "$PREFIX" --footer="$FOOTER" \
+    --secret "$SECRET" --base-url "http://$HTTP" --timeout-secs "$TIMEOUT_SECS" \
+    "${extra[@]}" >"$dir/feed.json"
+  log "  fed: $(cat "$dir/feed.json")"
+  wait_done "$dir" "$t0"
+  touch "$dir/stop"; wait "$wpid" || true
+  postfix -c "$pf/etc" stop >/dev/null 2>&1 || true
+  cp "$pf/maillog" "$dir/maillog" 2>/dev/null || true
+  finish "$dir" "Postfix: $SCENARIO"
+}
+
+mkdir -p "$RESULTS" "$WORK"
+{
+  echo "scenario: $SCENARIO  date: $(date -u +%FT%TZ)  commit: $(git -C "$ROOT" rev-parse --short HEAD)"
+  echo "machine: nproc=$(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem/{print $2}') GB"
+  echo "postfix: $(postconf -h mail_version 2>/dev/null || echo none)"
+} >"$RESULTS/machine.txt"
+for spec in $POSTS; do
+  kind=${spec%%:*} kb=${spec#*:}
+  label="$kind-${kb}k"
+  base="$RESULTS/$label"
+  mkdir -p "$base"
+  "$BENCH" post --kind "$kind" --kb "$kb" --list "$LIST" --id "bench-$SCENARIO-$label" \
+    --out "$base/post.eml"
+  log "$SCENARIO / $label: Herald"
+  mkdir -p "$base/herald" && run_herald "$base/herald" "$base/post.eml"
+  if [ "$POSTFIX" = yes ]; then
+    log "$SCENARIO / $label: Postfix (one personalized copy per member)"
+    mkdir -p "$base/postfix" && run_postfix "$base/postfix" "$base/post.eml" no
+    if [ "$XVERP" = yes ]; then
+      log "$SCENARIO / $label: Postfix XVERP best case (no personalization)"
+      mkdir -p "$base/postfix-xverp" && run_postfix "$base/postfix-xverp" "$base/post.eml" yes
+    fi
+  fi
+  echo "== $SCENARIO / $label ($MEMBERS members) =="
+  "$BENCH" table "$base"
+done
+cat "$RESULTS/machine.txt"
+rm -rf "$WORK"

@@ -1,0 +1,8 @@
+# herald-100k (issue 2's benchmark): a 10 KB post to 100,000 members across 1,000 domains on
+# the fast loopback sink world. Herald only unless POSTFIX=yes.
+MEMBERS=100000
+WORLD_ARGS="--domains 1000 --seed 5"
+POSTS="text:10"
+TIMEOUT_SECS=900
+POSTFIX=${POSTFIX:-no}
+XVERP=no

@@ -1,0 +1,52 @@
+//! `herald-bench`: the helpers `bench/run.sh` needs around a Herald-versus-Postfix run.
+//!
+//! - `feed`: plays the list manager in front of another MTA — renders the post once with Herald's
+//!   own fan-out crate and submits one personalized copy per member over SMTP (same bytes as
+//!   Herald sends, each with its VERP return path), or Postfix's XVERP best case.
+//! - `post`: writes the scenario posts (text of N KB, a multipart/related with an inline image).
+//! - `watch`: samples a process tree's CPU time and RSS until told to stop.
+//! - `table`: prints the comparison table from each system's report and resources.
+//!
+//! Benchmarks are not tests: nothing here runs under `cargo test` beyond its unit tests.
+
+mod feed;
+mod posts;
+mod table;
+mod watch;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "herald-bench", about = "Helpers for bench/run.sh")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Submit one personalized copy per member to an SMTP server (a list manager in front of an MTA).
+    Feed(feed::FeedArgs),
+    /// Write a scenario post.
+    Post(posts::PostArgs),
+    /// Sample a process tree's CPU and RSS until a stop file appears.
+    Watch(watch::WatchArgs),
+    /// Print the comparison table of a benchmark's results directory.
+    Table(table::TableArgs),
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Feed(a) => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()?;
+            rt.block_on(feed::run(a))
+        }
+        Command::Post(a) => posts::run(a),
+        Command::Watch(a) => watch::run(a),
+        Command::Table(a) => table::run(a),
+    }
+}
