@@ -69,6 +69,8 @@ async fn setup() -> (World, tempfile::TempDir, TestServer, String) {
     let mut cfg = server_config(&world, dir.path().join("data"));
     cfg.http.admin_token = TOKEN.into();
     cfg.stats.flush_secs = 1;
+    // The refusing host must show as down after its first refused connection.
+    cfg.scheduler.host_down_after_failures = 1;
     let server = TestServer::start(cfg).await;
     let api = server.api.clone();
     let settings = json!({"posting_policy": "anyone"});
@@ -366,7 +368,8 @@ async fn admin_routes_need_the_token_and_live_views_have_every_stage() {
         Some(300),
         "per-second rates, 5 minutes"
     );
-    assert_eq!(top["lanes"][0]["lane"], "all");
+    assert_eq!(top["lanes"][0]["lane"], "fast");
+    assert_eq!(top["lanes"][1]["lane"], "slow");
     assert!(
         top["down"]
             .as_array()

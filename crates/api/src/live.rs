@@ -1,8 +1,8 @@
 //! Live views: `/api/top` (everything `herald top` and the dashboard refresh every second, in
 //! one request) and the stragglers with their actions.
 //!
-//! The queue is shown by lane: today the scheduler has one lane (`all`); the JSON is a list so
-//! the lanes the scheduler grows later (fast/slow) appear without a client change.
+//! The queue is shown by lane (`fast`: first attempts; `slow`: retries and stragglers), and the
+//! down hosts come from the scheduler's host health (MX name and address).
 
 use crate::{ApiError, ApiState};
 use axum::extract::{Query, State};
@@ -56,12 +56,24 @@ pub struct Top {
     pub lanes: Vec<Lane>,
     /// Destinations holding the most queued copies.
     pub destinations: Vec<DestinationView>,
-    /// Destinations marked down now.
-    pub down: Vec<DestinationView>,
+    /// Hosts (MX name and address) marked down now, soonest probe first.
+    pub down: Vec<DownHost>,
     /// Destination classes by mean SMTP transaction time, slowest first.
     pub slowest: Vec<ClassView>,
     pub process: ProcessStats,
     pub internals: Internals,
+}
+
+/// A down host as `herald top` and the dashboard show it.
+#[derive(Serialize)]
+pub struct DownHost {
+    /// The MX host name.
+    pub destination: String,
+    pub addr: String,
+    pub consecutive_failures: u32,
+    /// Seconds until the next probe.
+    pub down_for_secs: Option<u64>,
+    pub last_error: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -82,24 +94,38 @@ pub async fn top(State(s): St) -> Result<Json<Top>, ApiError> {
     let mut posts = s.telemetry.all_progress();
     posts.sort_by_key(|p| (p.complete, std::cmp::Reverse(p.accepted_at_ms)));
     posts.truncate(10);
-    let lane = Lane {
-        lane: "all",
-        queued: q.queued,
-        ready: q.destinations.iter().map(|d| d.ready).sum(),
-        waiting: q.destinations.iter().map(|d| d.waiting).sum(),
-        connections: q.connections,
-    };
-    let down: Vec<DestinationView> = q
-        .destinations
+    let lanes = vec![
+        Lane {
+            lane: "fast",
+            queued: q.fast_lane,
+            ready: q.destinations.iter().map(|d| d.ready).sum(),
+            waiting: 0,
+            connections: q.connections.saturating_sub(q.slow_connections),
+        },
+        Lane {
+            lane: "slow",
+            queued: q.slow_lane,
+            ready: q.destinations.iter().map(|d| d.retry_ready).sum(),
+            waiting: q.destinations.iter().map(|d| d.waiting).sum(),
+            connections: q.slow_connections,
+        },
+    ];
+    let down: Vec<DownHost> = q
+        .down_hosts
         .iter()
-        .filter(|d| d.down_for_secs.is_some())
         .take(TOP_DESTINATIONS)
-        .cloned()
+        .map(|h| DownHost {
+            destination: h.host.clone(),
+            addr: h.addr.clone(),
+            consecutive_failures: h.consecutive_failures,
+            down_for_secs: Some(h.probe_in_secs),
+            last_error: h.last_error.clone(),
+        })
         .collect();
     let destinations = q
         .destinations
         .iter()
-        .filter(|d| d.ready + d.waiting > 0)
+        .filter(|d| d.ready + d.retry_ready + d.waiting > 0)
         .take(TOP_DESTINATIONS)
         .cloned()
         .collect();
@@ -117,7 +143,7 @@ pub async fn top(State(s): St) -> Result<Json<Top>, ApiError> {
         queued: q.queued,
         resolving: q.resolving,
         connections: q.connections,
-        lanes: vec![lane],
+        lanes,
         destinations,
         down,
         slowest: m.classes.slowest(),

@@ -180,11 +180,13 @@ mod bench {
             unsubscribe_base_url: "http://x".into(),
             archive_url: None,
             secret: b"0123456789abcdef".to_vec(),
+            dkim: Default::default(),
         };
         let template =
             herald_fanout::render(&list, &lctx, b"Subject: x\r\n\r\nbody\r\n").expect("render");
         let post = Arc::new(PostCtx {
             id: PostId(1),
+            list_id: ListId(1),
             template,
             accepted_at_ms: herald_types::unix_ms_now(),
             max_age_ms: u64::MAX,
