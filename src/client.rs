@@ -23,15 +23,7 @@ impl Api {
             .unwrap_or_else(|| format!("http://{}", config.listen.http))
             .trim_end_matches('/')
             .to_string();
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(300))
-            .build()
-            .context("cannot build the HTTP client")?;
-        Ok(Api {
-            base,
-            http,
-            token: config.http.admin_token(),
-        })
+        Ok(Api::with_base(base)?.with_token(config.http.admin_token()))
     }
 
     pub fn with_base(base: String) -> Result<Api> {

@@ -83,7 +83,7 @@ pub fn keygen(
     let key = generate(algorithm).context("generating the key")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let path = dir.join(format!("{domain}.{selector}.pem"));
-    write_private(&path, key.private_pem.as_bytes())
+    herald_server::write_private(&path, key.private_pem.as_bytes())
         .with_context(|| format!("writing {} (it must not exist yet)", path.display()))?;
     std::fs::write(path.with_extension("txt"), &key.dns_txt)?;
     Ok(path)
@@ -97,16 +97,4 @@ fn quoted(record: &str) -> String {
         .map(|c| format!("\"{}\"", String::from_utf8_lossy(c)))
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
 }

@@ -103,34 +103,47 @@ pub async fn expand(
             .map(|m| Job::new(post.clone(), Arc::new(m)))
             .collect();
         queued += jobs.len() as u64;
-        if jobs.is_empty() {
-            continue;
-        }
-        // One permit per copy, given back when the copy is final (Job's Drop): this post's share
-        // of the queue is bounded, so posts that come later still get in (fairness).
-        let n = u32::try_from(jobs.len()).unwrap_or(u32::MAX);
-        match post.window.acquire_many(n).await {
-            Ok(permits) => permits.forget(),
-            Err(_) => return Err(ExpandError::ShuttingDown { post: id }),
-        }
-        let t = std::time::Instant::now();
-        let sent = ctx.jobs.send(jobs).await;
-        ctx.telemetry
-            .contention()
-            .stage_wait_since(herald_telemetry::StageId::JobsSend, t);
-        if sent.is_err() {
-            return Err(ExpandError::ShuttingDown { post: id });
-        }
+        queue_jobs(&ctx, &post, jobs).await?;
     }
+    report_expanded(&ctx, id, queued, already_done).await;
+    Ok(queued)
+}
+
+/// Hands a page of jobs to the scheduler. One permit of the post's window per copy, given back
+/// when the copy is final (Job's Drop): this post's share of the queue is bounded, so posts that
+/// come later still get in (fairness). Waiting for room in the job channel is measured.
+async fn queue_jobs(
+    ctx: &ExpandCtx,
+    post: &Arc<PostCtx>,
+    jobs: Vec<Job>,
+) -> Result<(), ExpandError> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let stopped = || ExpandError::ShuttingDown { post: post.id };
+    let n = u32::try_from(jobs.len()).unwrap_or(u32::MAX);
+    match post.window.acquire_many(n).await {
+        Ok(permits) => permits.forget(),
+        Err(_) => return Err(stopped()),
+    }
+    let t = std::time::Instant::now();
+    let sent = ctx.jobs.send(jobs).await;
+    ctx.telemetry
+        .contention()
+        .stage_wait_since(herald_telemetry::StageId::JobsSend, t);
+    sent.map_err(|_| stopped())
+}
+
+/// Tells the report loop how many recipients the post has, so it can complete the post.
+async fn report_expanded(ctx: &ExpandCtx, post: PostId, queued: u64, already_done: u64) {
     let _ = ctx
         .reports
         .send(Report::Expanded {
-            post: id,
+            post,
             recipients: queued + already_done,
             already_done,
         })
         .await;
-    Ok(queued)
 }
 
 /// Members a list post skips (issue 5): those who asked not to get the list copy of a post
@@ -261,25 +274,8 @@ pub async fn expand_generated(
         .map(|m| Job::new(post.clone(), Arc::new(m)))
         .collect();
     let queued = jobs.len() as u64;
-    if !jobs.is_empty() {
-        // Same accounting as list posts: every Job gives its permit back when it is dropped.
-        let n = u32::try_from(jobs.len()).unwrap_or(u32::MAX);
-        match post.window.acquire_many(n).await {
-            Ok(permits) => permits.forget(),
-            Err(_) => return Err(ExpandError::ShuttingDown { post: id }),
-        }
-        if ctx.jobs.send(jobs).await.is_err() {
-            return Err(ExpandError::ShuttingDown { post: id });
-        }
-    }
-    let _ = ctx
-        .reports
-        .send(Report::Expanded {
-            post: id,
-            recipients: queued + already_done,
-            already_done,
-        })
-        .await;
+    queue_jobs(&ctx, &post, jobs).await?;
+    report_expanded(&ctx, id, queued, already_done).await;
     Ok(queued)
 }
 

@@ -322,7 +322,9 @@ fn load_or_create_secret(cfg: &Config) -> std::io::Result<Vec<u8>> {
     Ok(secret.to_vec())
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Creates `path` (it must not exist) readable by its owner only (0600), writes `bytes` and
+/// syncs: for secrets and private keys.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
