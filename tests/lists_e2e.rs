@@ -3,7 +3,9 @@
 //! reaches a member of both lists once; double opt-in by mail (the confirmation mail is
 //! delivered to the simulated mailbox, the test takes the token from it and confirms by reply);
 //! mailto unsubscribe with confirmation by link (GET shows, POST confirms); a non-member's post
-//! is held, listed and approved.
+//! is held, listed and approved; a moderator approves or rejects a held post by replying to the
+//! moderation notice (forged tokens and non-moderators refused, the poster told of a
+//! rejection); a member disabled by bounces is told when the list's `bounce_notify` is on.
 
 mod support;
 
@@ -259,6 +261,239 @@ async fn a_non_member_post_is_held_listed_and_approved() {
     .await;
     let (_, after) = http("GET", &format!("{api}/api/held"), None).await;
     assert_eq!(after, json!([]));
+    server.stop().await;
+    world.shutdown().await;
+}
+
+const MODERATED: &str = "mod@lists.test";
+const BOSS: &str = "boss@d0.test";
+const STRANGER: &str = "stranger@d1.test";
+
+/// The kept messages delivered to `rcpt`, as text, oldest first.
+fn messages_for(world: &World, rcpt: &str) -> Vec<String> {
+    let snap = world.recorder().snapshot();
+    snap.copies_for(rcpt)
+        .iter()
+        .filter_map(|c| c.message.as_ref())
+        .map(|m| String::from_utf8_lossy(m).into_owned())
+        .collect()
+}
+
+/// Waits until `rcpt` has received `n` messages and returns them.
+async fn wait_messages(world: &World, rcpt: &str, n: usize) -> Vec<String> {
+    wait_for(
+        Duration::from_secs(30),
+        &format!("{n} messages for {rcpt}"),
+        || {
+            let m = messages_for(world, rcpt);
+            (m.len() >= n).then_some(m)
+        },
+    )
+    .await
+}
+
+/// The approve token (subject) and reject token (body line) of a moderation notice.
+fn moderation_tokens(notice: &str) -> (String, String) {
+    let approve = notice
+        .lines()
+        .find_map(|l| l.strip_prefix("Subject: approve "))
+        .expect("approve token in the subject")
+        .trim()
+        .to_string();
+    let reject = notice
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("reject "))
+        .expect("reject token in the body")
+        .trim()
+        .to_string();
+    (approve, reject)
+}
+
+/// A request mail from `from` to the moderated list's -request address.
+async fn request(server: &TestServer, from: &str, subject: &str, body: &str) {
+    let to = "mod-request@lists.test";
+    let msg = format!("From: {from}\r\nTo: {to}\r\nSubject: {subject}\r\n\r\n{body}\r\n");
+    let r = send(server, from, &[to], &msg).await;
+    assert!(r.starts_with("250"), "{r}");
+}
+
+/// A moderated list (members bob and carol, moderator boss) and one held post from a stranger;
+/// returns the moderator's notice once delivered.
+async fn hold_one(world: &World, server: &TestServer, mid: &str, notices: usize) -> String {
+    let msg = post(STRANGER, MODERATED, mid);
+    let r = send(server, STRANGER, &[MODERATED], &msg).await;
+    assert!(r.starts_with("250"), "{r}");
+    let all = wait_messages(world, BOSS, notices).await;
+    all.into_iter()
+        .rev()
+        .find(|m| m.contains("Subject: approve "))
+        .expect("a moderation notice")
+}
+
+async fn start_moderated() -> (World, TestServer, tempfile::TempDir) {
+    let (world, server, dir) = start().await;
+    create_list(
+        &server.api,
+        MODERATED,
+        json!({"posting_policy": "members", "moderators": [BOSS]}),
+    )
+    .await;
+    for m in ["bob@d0.test", "carol@d1.test"] {
+        add_member(&server.api, MODERATED, m).await;
+    }
+    (world, server, dir)
+}
+
+async fn held_count(api: &str) -> usize {
+    let (st, v) = http("GET", &format!("{api}/api/held?list={MODERATED}"), None).await;
+    assert_eq!(st, 200, "{v}");
+    v.as_array().map_or(0, |a| a.len())
+}
+
+/// Copies of the post with this Message-ID delivered to `rcpt`.
+fn post_copies(world: &World, rcpt: &str, mid: &str) -> usize {
+    messages_for(world, rcpt)
+        .iter()
+        .filter(|m| m.contains(&format!("<{mid}>")))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moderator_approves_by_replying_and_forgeries_are_refused() {
+    let (world, server, _dir) = start_moderated().await;
+    let api = server.api.clone();
+    let notice = hold_one(&world, &server, "mod-1@d1.test", 1).await;
+    assert!(notice.contains(STRANGER), "{notice}");
+    let (approve, _) = moderation_tokens(&notice);
+    assert_eq!(held_count(&api).await, 1);
+
+    // An altered token (one payload character changed) from the moderator: refused.
+    let mut forged = approve.clone().into_bytes();
+    forged[0] = if forged[0] == b'Z' { b'Y' } else { b'Z' };
+    let forged = String::from_utf8(forged).expect("ascii");
+    request(&server, BOSS, &format!("Re: approve {forged}"), "").await;
+    let boss = wait_messages(&world, BOSS, 2).await;
+    assert!(boss[1].contains("not valid"), "{}", boss[1]);
+    // The genuine token from a non-moderator (a member, even): refused.
+    request(
+        &server,
+        "carol@d1.test",
+        &format!("Re: approve {approve}"),
+        "",
+    )
+    .await;
+    let carol = wait_messages(&world, "carol@d1.test", 1).await;
+    assert!(carol[0].contains("is not a moderator"), "{}", carol[0]);
+    assert_eq!(held_count(&api).await, 1, "still held");
+
+    // The moderator replies to the notice: approved, every member gets the post once.
+    request(&server, BOSS, &format!("Re: approve {approve}"), "> quoted").await;
+    wait_for(Duration::from_secs(30), "approved post delivered", || {
+        ["bob@d0.test", "carol@d1.test"]
+            .iter()
+            .all(|m| post_copies(&world, m, "mod-1@d1.test") == 1)
+            .then_some(())
+    })
+    .await;
+    let boss = wait_messages(&world, BOSS, 3).await;
+    assert!(boss[2].contains("Done: approve"), "{}", boss[2]);
+    assert_eq!(held_count(&api).await, 0);
+    // Replaying the reply does nothing more.
+    request(&server, BOSS, &format!("Re: approve {approve}"), "").await;
+    let boss = wait_messages(&world, BOSS, 4).await;
+    assert!(boss[3].contains("no longer waiting"), "{}", boss[3]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for m in ["bob@d0.test", "carol@d1.test"] {
+        assert_eq!(post_copies(&world, m, "mod-1@d1.test"), 1, "{m}");
+    }
+    server.stop().await;
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reject_by_reply_tells_the_poster() {
+    let (world, server, _dir) = start_moderated().await;
+    let api = server.api.clone();
+    let notice = hold_one(&world, &server, "mod-2@d1.test", 1).await;
+    // The poster got the "held" notice.
+    wait_messages(&world, STRANGER, 1).await;
+    let (approve, reject) = moderation_tokens(&notice);
+    // An approve token does not reject (bound to its action).
+    request(&server, BOSS, "Re: held post", &format!("reject {approve}")).await;
+    let boss = wait_messages(&world, BOSS, 2).await;
+    assert!(boss[1].contains("not valid"), "{}", boss[1]);
+    assert_eq!(held_count(&api).await, 1);
+    request(&server, BOSS, "Re: held post", &format!("reject {reject}")).await;
+    let poster = wait_messages(&world, STRANGER, 2).await;
+    assert!(
+        poster[1].contains("Subject: Your message was rejected"),
+        "{}",
+        poster[1]
+    );
+    assert_eq!(held_count(&api).await, 0);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for m in ["bob@d0.test", "carol@d1.test"] {
+        assert_eq!(post_copies(&world, m, "mod-2@d1.test"), 0, "{m}");
+    }
+
+    // Rejecting through the API tells the poster too.
+    hold_one(&world, &server, "mod-3@d1.test", 4).await;
+    let held = wait_for_http(&format!("{api}/api/held?list={MODERATED}"), |v| {
+        v.as_array().is_some_and(|a| a.len() == 1)
+    })
+    .await;
+    let id = held[0]["post"].to_string();
+    let (st, body) = http("POST", &format!("{api}/api/held/{id}/reject"), None).await;
+    assert_eq!(st, 200, "{body}");
+    // held notice + rejection for the first post, then the same for the second.
+    let poster = wait_messages(&world, STRANGER, 4).await;
+    assert!(
+        poster
+            .iter()
+            .filter(|m| m.contains("Subject: Your message was rejected"))
+            .count()
+            == 2
+    );
+    server.stop().await;
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_disabled_by_bounces_is_told_when_bounce_notify_is_on() {
+    let (world, server, _dir) = start().await;
+    let api = server.api.clone();
+    let list = "notify@lists.test";
+    create_list(
+        &api,
+        list,
+        json!({"posting_policy": "members", "bounce_threshold": 1, "bounce_notify": true}),
+    )
+    .await;
+    add_member(&api, list, "bob@d0.test").await;
+    let dsn =
+        std::fs::read_to_string("crates/bounce/tests/corpus/postfix_hard.eml").expect("corpus");
+    let r = send(
+        &server,
+        "",
+        &["notify-bounces+bob=d0.test@lists.test"],
+        &dsn,
+    )
+    .await;
+    assert!(r.starts_with("250"), "{r}");
+    let notice = wait_for(Duration::from_secs(30), "the disabled notice", || {
+        messages_for(&world, "bob@d0.test")
+            .into_iter()
+            .find(|m| m.contains("Subject: Your subscription to notify@lists.test is disabled"))
+    })
+    .await;
+    assert!(notice.contains("bounce score"), "the reason: {notice}");
+    assert!(notice.contains("notify-request@lists.test"), "{notice}");
+    let detail = wait_for_http(
+        &format!("{api}/api/lists/{list}/members/bob@d0.test/detail"),
+        |_| true,
+    )
+    .await;
+    assert_eq!(detail["member"]["status"]["state"], "disabled", "{detail}");
     server.stop().await;
     world.shutdown().await;
 }

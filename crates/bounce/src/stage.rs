@@ -14,6 +14,10 @@
 //! Policy rejections are recorded against the list (no address). A bounce for an address that
 //! is not a member is recorded (for the administrator) and counts against nobody.
 //!
+//! A member this stage disables is reported on `disabled` (when set) so that the server can
+//! notify them (the list's `bounce_notify`); the report is sent after the directory commit, so a
+//! crash in between loses at most that notice, never the disable.
+//!
 //! Limits: both input channels are bounded (the senders wait); each bounce is one directory
 //! transaction.
 
@@ -48,11 +52,20 @@ pub struct Processed {
     pub disabled: bool,
 }
 
+/// A member bounce handling has just disabled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DisabledMember {
+    pub list: ListId,
+    pub address: Address,
+}
+
 /// The stage's dependencies.
 #[derive(Clone)]
 pub struct BounceStage {
     pub directory: Directory,
     pub spool: Spool,
+    /// Where newly disabled members are reported (`None`: nobody is told).
+    pub disabled: Option<mpsc::Sender<DisabledMember>>,
 }
 
 /// Capacity of the spooled-bounce channel from the enqueue path.
@@ -190,6 +203,15 @@ impl BounceStage {
         let applied =
             tokio::task::spawn_blocking(move || d.apply_bounce(list, who.as_ref(), &event))
                 .await??;
+        if let (true, Some(tx), Some(a)) = (applied.disabled, &self.disabled, &address) {
+            let report = DisabledMember {
+                list,
+                address: a.clone(),
+            };
+            if tx.send(report).await.is_err() {
+                tracing::warn!(%list, address = %a, "nobody listens for disabled members; not notified");
+            }
+        }
         Ok(Processed {
             kind: v.kind,
             address,

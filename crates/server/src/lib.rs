@@ -216,9 +216,11 @@ pub async fn run(
         public_base_url: config.public_base_url(),
         cfg: config.lists.clone(),
     });
+    let (disabled_tx, disabled_rx) = tokio::sync::mpsc::channel(lists::SIDE_QUEUE_CAPACITY);
     let bounce_stage = herald_bounce::stage::BounceStage {
         directory: directory.clone(),
         spool: spool.clone(),
+        disabled: Some(disabled_tx),
     };
     let bounce_recovered = side_posts
         .iter()
@@ -237,6 +239,11 @@ pub async fn run(
                 .clone()
                 .run(side_posts, side_rx, bounce_tx, stages_stop.clone()),
         ),
+        tokio::spawn(lists::notify_disabled(
+            lists.clone(),
+            disabled_rx,
+            stages_stop.clone(),
+        )),
         tokio::spawn(lists::flush_dedup(
             dedup,
             std::time::Duration::from_millis(config.lists.dedup_flush_ms),

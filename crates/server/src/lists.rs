@@ -3,25 +3,34 @@
 //! - forwards bounces to the bounce stage (`herald_bounce::stage`);
 //! - answers request mail (subscribe / unsubscribe / help / confirm), sending confirmations and
 //!   results as generated mail through the one enqueue path, then completes the request;
-//! - tells the sender of a held post that it waits for a moderator;
+//! - tells the sender of a held post that it waits for a moderator, and sends each of the
+//!   list's moderators a moderation notice: its subject is `approve <token>` (replying approves)
+//!   and its body gives the `reject <token>` line; the tokens are signed, expiring and bound to
+//!   the held post and the action ([`confirm::moderation_token`]). A moderation command by
+//!   mail acts only with a valid token for this list *and* a sender who is one of its
+//!   moderators;
+//! - tells a member disabled by bounce handling, when the list's `bounce_notify` is on
+//!   ([`Lists::notify_disabled`], fed by the bounce stage), why and how to come back: a confirmed
+//!   `subscribe` re-enables a member that bounces disabled;
 //!
 //! and implements [`ListOps`] for the HTTP API: approve (re-enqueue as a list post, then
 //! complete the held one — crash-safe order: a crash in between leaves both, and the duplicate
-//! is visible in `herald held`, never a lost post), reject, subscription requests and
-//! confirmations. A sweeper completes held posts older than their list's `held_expiry_days`,
+//! is visible in `herald held`, never a lost post), reject (the poster is told), subscription
+//! requests and confirmations. A sweeper completes held posts older than their list's `held_expiry_days`,
 //! and a flusher writes the dedup store every `dedup_flush_ms`.
 //!
 //! Named states: a request is `pending` (live in the spool) until answered, then completed; a
 //! held post is `held` until approved, rejected or expired.
 
 use crate::config::ListsConfig;
-use crate::confirm::{self, Action};
+use crate::confirm::{self, Action, Moderation};
 use crate::enqueue::{EnqueueError, Enqueuer, Origin};
 use crate::requests::{self, Command};
 use herald_api::{ApiError, ConfirmView, ListOps, OpsFuture};
+use herald_bounce::stage::DisabledMember;
 use herald_directory::{DirectoryError, NewMember};
 use herald_spool::{PostKind, SpooledPost};
-use herald_types::{Address, List, ListAddressKind, PostId, SubscriptionPolicy};
+use herald_types::{Address, List, ListAddressKind, MemberStatus, PostId, SubscriptionPolicy};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -93,6 +102,9 @@ impl Lists {
                 if let Err(e) = self.notify_held(&post).await {
                     tracing::warn!(post = %id, error = %e, "poster not told about the held post");
                 }
+                if let Err(e) = self.notify_moderators(&post).await {
+                    tracing::warn!(post = %id, error = %e, "moderators not told about the held post");
+                }
             }
             PostKind::ListPost | PostKind::Generated => {}
         }
@@ -142,6 +154,14 @@ impl Lists {
                     Err(ApiError::Internal(e)) => return Err(ApiError::Internal(e)),
                     Err(_) => Some("That confirmation is not valid or has expired.".into()),
                 },
+                Some(Command::Approve(t)) => Some(
+                    self.moderate_by_mail(&list, &req.sender, &t, Moderation::Approve)
+                        .await?,
+                ),
+                Some(Command::Reject(t)) => Some(
+                    self.moderate_by_mail(&list, &req.sender, &t, Moderation::Reject)
+                        .await?,
+                ),
                 Some(Command::Help) | None => Some(requests::help_text(&list.address)),
             };
             if let Some(text) = reply {
@@ -214,7 +234,19 @@ impl Lists {
                     fields: Default::default(),
                 };
                 match d.add_member(id, &m) {
-                    Ok(_) | Err(DirectoryError::AlreadyMember(_)) => Ok(()),
+                    Ok(_) => Ok(()),
+                    Err(DirectoryError::AlreadyMember(_)) => {
+                        // A member that bounce handling disabled comes back by confirming: the
+                        // round trip proves the mailbox works again. An administrator's own
+                        // "disabled" is not overridden.
+                        let by_bounces = d.member(id, &m.address)?.is_some_and(|x| {
+                            matches!(&x.status, MemberStatus::Disabled(r) if r.starts_with(BOUNCE_REASON_PREFIX))
+                        });
+                        if by_bounces {
+                            d.reset_bounces(id, &m.address)?;
+                        }
+                        Ok(())
+                    }
                     Err(e) => Err(e),
                 }
             }
@@ -238,6 +270,164 @@ impl Lists {
         );
         self.send(&list, &to, "Your message is held for moderation", &text)
             .await
+    }
+
+    /// Sends each moderator of the list a notice for a held post, carrying the approve token in
+    /// its subject (a reply approves) and the reject token in its body.
+    async fn notify_moderators(&self, post: &SpooledPost) -> Result<(), ApiError> {
+        let list = self.list(&post.meta.list_address).await?;
+        if list.settings.moderators.is_empty() {
+            return Ok(());
+        }
+        // Valid as long as the post can be held; at least a day so a zero setting still works.
+        let ttl = u64::from(list.settings.held_expiry_days.max(1)) * 24 * 3600;
+        let expires = herald_types::unix_ms_now() / 1000 + ttl;
+        let sign = |a| confirm::moderation_token(&self.secret, a, &list.address, post.id, expires);
+        let (approve, reject) = (sign(Moderation::Approve), sign(Moderation::Reject));
+        let poster = post
+            .meta
+            .envelope_from
+            .as_ref()
+            .map_or_else(|| "<>".to_string(), |a| a.to_string());
+        let reason = post.meta.hold_reason.as_deref().unwrap_or("moderation");
+        let request = herald_types::verp::request_address(&list.address);
+        let text = format!(
+            "A post to {list} from {poster} is held for moderation ({reason}).\n\
+             Its subject: {subject}\n\
+             Held post: {id}\n\
+             \n\
+             To approve it, reply to this message (keep the subject).\n\
+             To reject it, send a mail to {request} with this subject:\n\
+             \n\
+             \x20 reject {reject}\n\
+             \n\
+             Nobody acting, it expires after {days} days.\n",
+            list = list.address,
+            subject = original_subject(&post.body),
+            id = post.id,
+            days = list.settings.held_expiry_days,
+        );
+        for m in &list.settings.moderators {
+            self.send(&list, m, &format!("approve {approve}"), &text)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// A moderator's `approve` / `reject` reply: the token must verify (MAC in constant time,
+    /// not expired), name this list and the command's action, and the sender must be one of the
+    /// list's moderators. Returns the answer for the sender; refusals are answers, not errors.
+    async fn moderate_by_mail(
+        &self,
+        list: &List,
+        sender: &Address,
+        token: &str,
+        action: Moderation,
+    ) -> Result<String, ApiError> {
+        let now = herald_types::unix_ms_now() / 1000;
+        let grant = confirm::verify_moderation(&self.secret, token, now)
+            .filter(|g| g.action == action && g.list == list.address);
+        let Some(grant) = grant else {
+            tracing::warn!(list = %list.address, sender = %sender, "moderation reply with an invalid token refused");
+            return Ok("That moderation request is not valid or has expired.".into());
+        };
+        let sender_text = sender.to_string();
+        let is_moderator = list
+            .settings
+            .moderators
+            .iter()
+            .any(|m| m.to_string().eq_ignore_ascii_case(&sender_text));
+        if !is_moderator {
+            tracing::warn!(list = %list.address, sender = %sender, post = %grant.post, "moderation reply from a non-moderator refused");
+            return Ok(format!("{sender} is not a moderator of {}.", list.address));
+        }
+        let done = match action {
+            Moderation::Approve => self.approve(grant.post).await.map(|_| ()),
+            Moderation::Reject => self.reject(grant.post).await,
+        };
+        match done {
+            Ok(()) => {
+                tracing::info!(list = %list.address, moderator = %sender, post = %grant.post, action = action.verb(), "moderated by mail");
+                Ok(format!(
+                    "Done: {} held post {} on {}.",
+                    action.verb(),
+                    grant.post,
+                    list.address
+                ))
+            }
+            Err(ApiError::NotFound(_)) => Ok(format!(
+                "Held post {} is no longer waiting (already approved, rejected or expired).",
+                grant.post
+            )),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Tells a member that bounce handling disabled them, if their list asks for it
+    /// (`bounce_notify`): why, and how to come back.
+    pub async fn notify_disabled(&self, d: &DisabledMember) -> Result<(), ApiError> {
+        let dir = self.enqueuer.directory.clone();
+        let (id, who) = (d.list, d.address.clone());
+        let found = tokio::task::spawn_blocking(move || {
+            let Some(list) = dir.list_by_id(id)? else {
+                return Ok::<_, DirectoryError>(None);
+            };
+            let member = dir.member(id, &who)?;
+            Ok(Some((list, member)))
+        })
+        .await??;
+        let Some((list, Some(member))) = found else {
+            return Ok(()); // list or member gone since: nobody to tell
+        };
+        if !list.settings.bounce_notify {
+            return Ok(());
+        }
+        let MemberStatus::Disabled(reason) = &member.status else {
+            return Ok(()); // re-enabled in the meantime
+        };
+        let request = herald_types::verp::request_address(&list.address);
+        let text = format!(
+            "Mail from the list {list} to {who} has been bouncing, so your subscription is now\n\
+             disabled: you will not receive posts.\n\
+             \n\
+             Why: {reason}\n\
+             \n\
+             To receive the list again, send a mail to {request} with the subject\n\
+             'subscribe' and confirm the answer.\n",
+            list = list.address,
+            who = member.address,
+        );
+        self.send(
+            &list,
+            &member.address,
+            &format!("Your subscription to {} is disabled", list.address),
+            &text,
+        )
+        .await
+    }
+
+    /// Rejects a held post and tells its sender (never the null sender).
+    async fn reject_held(&self, post: PostId) -> Result<(), ApiError> {
+        let meta = self.held_meta(post)?;
+        self.enqueuer.spool.complete(post).await.map_err(internal)?;
+        tracing::info!(held = %post, list = %meta.list_address, "held post rejected");
+        let Some(to) = meta.envelope_from.clone() else {
+            return Ok(());
+        };
+        // The rejection is done; a lost notice must not turn it into an error for the caller.
+        let notice = async {
+            let list = self.list(&meta.list_address).await?;
+            let text = format!(
+                "Your message to {} was rejected by a moderator and will not be distributed.\n",
+                list.address
+            );
+            self.send(&list, &to, "Your message was rejected", &text)
+                .await
+        };
+        if let Err(e) = notice.await {
+            tracing::warn!(held = %post, error = %e, "poster not told about the rejection");
+        }
+        Ok(())
     }
 
     /// Completes held posts older than their list's expiry.
@@ -269,6 +459,44 @@ impl Lists {
             .find(|(id, m)| *id == post && m.kind == PostKind::Held)
             .map(|(_, m)| m)
             .ok_or_else(|| ApiError::NotFound(format!("no held post {post}")))
+    }
+}
+
+/// How the directory's bounce-disable reasons begin (`herald_directory` bounces.rs).
+const BOUNCE_REASON_PREFIX: &str = "bounce score";
+
+/// The held post's subject for the moderator's notice: body text only (never a header), one
+/// line, control characters dropped, at most 200 characters.
+fn original_subject(body: &[u8]) -> String {
+    let parsed = mail_parser::MessageParser::new().parse_headers(body);
+    let subject = parsed
+        .as_ref()
+        .and_then(|m| m.subject())
+        .unwrap_or("(none)");
+    subject
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(200)
+        .collect()
+}
+
+/// Runs [`Lists::notify_disabled`] for each member the bounce stage disables, until `shutdown`.
+pub async fn notify_disabled(
+    lists: Arc<Lists>,
+    mut rx: mpsc::Receiver<DisabledMember>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let d = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            d = rx.recv() => match d {
+                Some(d) => d,
+                None => break,
+            },
+        };
+        if let Err(e) = lists.notify_disabled(&d).await {
+            tracing::warn!(list = %d.list, address = %d.address, error = %e, "disabled member not notified");
+        }
     }
 }
 
@@ -307,12 +535,7 @@ impl ListOps for Lists {
     }
 
     fn reject(&self, post: PostId) -> OpsFuture<'_, ()> {
-        Box::pin(async move {
-            let meta = self.held_meta(post)?;
-            self.enqueuer.spool.complete(post).await.map_err(internal)?;
-            tracing::info!(held = %post, list = %meta.list_address, "held post rejected");
-            Ok(())
-        })
+        Box::pin(self.reject_held(post))
     }
 
     fn request(&self, list: Address, address: Address, action: String) -> OpsFuture<'_, String> {

@@ -1,5 +1,6 @@
-//! Mail to `<list>-request`: `subscribe`, `unsubscribe`, `help`, and `confirm <token>` (the
-//! reply to a confirmation mail). One command per mail: the first one found in the subject or,
+//! Mail to `<list>-request`: `subscribe`, `unsubscribe`, `help`, `confirm <token>` (the
+//! reply to a confirmation mail), and `approve <token>` / `reject <token>` (a moderator's reply
+//! to a moderation notice). One command per mail: the first one found in the subject or,
 //! failing that, the first [`ListsConfig::request_max_lines`] lines of the body.
 //!
 //! Loop safety: nothing is answered for the null sender, for `Auto-Submitted` mail other than
@@ -10,7 +11,9 @@
 //! 50-line one beyond MIME parsing, which the SMTP size limit bounds).
 //!
 //! SECURITY: request mail is hostile input. A forged From only sends a confirmation to the
-//! forged address; nothing changes until someone holding that mailbox confirms.
+//! forged address; nothing changes until someone holding that mailbox confirms. A moderation
+//! command acts only with a valid moderation token (sent only to moderators) and a moderator
+//! sender.
 //!
 //! [`ListsConfig::request_max_lines`]: crate::config::ListsConfig
 
@@ -28,6 +31,8 @@ pub enum Command {
     Unsubscribe,
     Help,
     Confirm(String),
+    Approve(String),
+    Reject(String),
 }
 
 /// What a request mail asks, and who asks it.
@@ -105,6 +110,14 @@ fn command_in(line: &str) -> Option<Command> {
             .next()
             .filter(|t| t.len() <= MAX_TOKEN_BYTES)
             .map(|t| Command::Confirm(t.to_string())),
+        "approve" => words
+            .next()
+            .filter(|t| t.len() <= MAX_TOKEN_BYTES)
+            .map(|t| Command::Approve(t.to_string())),
+        "reject" => words
+            .next()
+            .filter(|t| t.len() <= MAX_TOKEN_BYTES)
+            .map(|t| Command::Reject(t.to_string())),
         _ => None,
     }
 }
@@ -144,6 +157,18 @@ mod tests {
             parse(m, Some(&from()), 50).expect("p").command,
             Some(Command::Confirm("abc.def".into()))
         );
+        let m = b"From: mod@x.test\r\nSubject: Re: approve t.k\r\n\r\n";
+        assert_eq!(
+            parse(m, Some(&from()), 50).expect("p").command,
+            Some(Command::Approve("t.k".into()))
+        );
+        let m = b"From: mod@x.test\r\nSubject: Re: held\r\n\r\nreject t.k\r\n";
+        assert_eq!(
+            parse(m, Some(&from()), 50).expect("p").command,
+            Some(Command::Reject("t.k".into()))
+        );
+        let m = b"From: mod@x.test\r\nSubject: approve\r\n\r\n";
+        assert_eq!(parse(m, Some(&from()), 50).expect("p").command, None);
     }
 
     #[test]
