@@ -170,7 +170,13 @@ async fn hung_and_refused_hosts_do_not_hold_back_the_rest_and_are_marked_down() 
         stragglers > 0,
         "unreachable members listed as stragglers: {q}"
     );
-    assert!(metric(&server.api, "herald_hosts_down").await >= 2.0);
+    // A level, not a counter: a probe cycle can move it between two reads on a loaded machine
+    // (seen once in CI-like conditions), so poll it like the checks above.
+    eventually(Duration::from_secs(20), "herald_hosts_down >= 2", || {
+        let api = api.clone();
+        async move { metric(&api, "herald_hosts_down").await >= 2.0 }
+    })
+    .await;
     assert!(metric(&server.api, "herald_lane_moves_total").await >= 200.0);
     let p = progress(&server.api, &id).await;
     assert_eq!(p["failed"], 0, "unreachable is not failed: {p}");
