@@ -250,3 +250,55 @@ async fn implicit_tls_submission_listener() {
 fn server_submissions(server: &TestServer) -> SocketAddr {
     server.submissions.expect("submissions listener configured")
 }
+
+/// Reads the delivery log once the server has stopped (it flushes the log on the way out).
+fn delivery_log(data_dir: &Path) -> String {
+    std::fs::read_to_string(data_dir.join("log/delivery.log")).expect("delivery log")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_log_records_outbound_tls() {
+    // d0.test's MX offers STARTTLS with a self-signed certificate; d1.test's does not.
+    let mut wc = world_config(&vec![Profile::Normal; DOMAINS], false);
+    wc.domains[0].starttls = true;
+    let world = World::start(wc).await.expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data_dir = dir.path().to_path_buf();
+    let server = TestServer::start(server_config(&world, data_dir.clone())).await;
+    create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
+    let (status, report) = http_bytes(
+        &format!("{}/api/lists/{LIST}/import", server.api),
+        members_csv(MEMBERS, DOMAINS).into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    let (mut smtp, _) = Smtp::connect(server.smtp).await;
+    smtp.cmd("EHLO client.outside.test").await;
+    let reply = smtp
+        .send_mail(
+            "poster@outside.test",
+            &[LIST],
+            b"From: <poster@outside.test>\r\nSubject: tls log\r\n\r\nhello\r\n",
+        )
+        .await;
+    let post = queued_id(&reply);
+    let p = wait_complete(&server.api, &post, Duration::from_secs(60)).await;
+    assert_eq!(p["delivered"], MEMBERS as u64, "{p}");
+    server.stop().await;
+
+    let log = delivery_log(&data_dir);
+    let attempts: Vec<&str> = log.lines().filter(|l| l.contains(" to=<")).collect();
+    assert_eq!(attempts.len(), MEMBERS, "{log}");
+    for line in attempts {
+        if line.contains("@d0.test>") {
+            assert!(
+                line.contains(", tls=TLSv1.3/unverified")
+                    || line.contains(", tls=TLSv1.2/unverified"),
+                "self-signed STARTTLS receiver: {line}"
+            );
+        } else {
+            assert!(line.ends_with(", tls=none"), "plaintext receiver: {line}");
+        }
+    }
+    world.shutdown().await;
+}
