@@ -302,3 +302,119 @@ async fn delivery_log_records_outbound_tls() {
     }
     world.shutdown().await;
 }
+
+/// The world's receiver certificate as a PEM trust anchor file.
+fn world_ca_file(world: &World, dir: &Path) -> std::path::PathBuf {
+    use base64::Engine;
+    let der = world.tls_certificate_der().expect("a STARTTLS receiver");
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    for chunk in b64.as_bytes().chunks(64) {
+        pem.push_str(std::str::from_utf8(chunk).expect("base64 is ASCII"));
+        pem.push('\n');
+    }
+    pem.push_str("-----END CERTIFICATE-----\n");
+    let path = dir.join("world-ca.pem");
+    std::fs::write(&path, pem).expect("write ca");
+    path
+}
+
+/// Posts one message through plain SMTP; returns the post id.
+async fn post_plain(server: &TestServer) -> String {
+    create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
+    let (status, report) = http_bytes(
+        &format!("{}/api/lists/{LIST}/import", server.api),
+        members_csv(MEMBERS, DOMAINS).into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    let (mut smtp, _) = Smtp::connect(server.smtp).await;
+    smtp.cmd("EHLO client.outside.test").await;
+    let reply = smtp
+        .send_mail(
+            "poster@outside.test",
+            &[LIST],
+            b"From: <poster@outside.test>\r\nSubject: policy\r\n\r\nhello\r\n",
+        )
+        .await;
+    queued_id(&reply)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn required_verified_tls_defers_an_unverifiable_destination() {
+    // d0.test: STARTTLS with a self-signed certificate, under a required+verify rule.
+    let mut wc = world_config(&vec![Profile::Normal; DOMAINS], false);
+    wc.domains[0].starttls = true;
+    let world = World::start(wc).await.expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data_dir = dir.path().to_path_buf();
+    let mut config = server_config(&world, data_dir.clone());
+    config.delivery.tls_policy = vec![herald_delivery::TlsPolicyRule {
+        mx_suffix: "d0.test".into(),
+        mode: herald_delivery::TlsMode::Required,
+        verify: true,
+    }];
+    let server = TestServer::start(config).await;
+    let post = post_plain(&server).await;
+    // d1.test's copies go out; d0.test's are deferred again and again (retries every ~1 s).
+    let started = std::time::Instant::now();
+    loop {
+        let (_, p) = http("GET", &format!("{}/api/posts/{post}", server.api), None).await;
+        if p["delivered"] == (MEMBERS / 2) as u64 && started.elapsed() > Duration::from_secs(3) {
+            assert_ne!(p["complete"], serde_json::Value::Bool(true), "{p}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{p}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.stop().await;
+    let snap = world.recorder().snapshot();
+    assert_eq!(snap.accepted, (MEMBERS / 2) as u64);
+    for i in (0..MEMBERS).step_by(2) {
+        let addr = format!("m{i}@d0.test");
+        assert!(snap.copies_for(&addr).is_empty(), "{addr} got a copy");
+    }
+    let log = delivery_log(&data_dir);
+    let d0: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("@d0.test>") && l.contains(" to=<"))
+        .collect();
+    assert!(!d0.is_empty(), "{log}");
+    for line in d0 {
+        assert!(line.contains("status=deferred"), "{line}");
+        assert!(line.contains("4.7.5"), "{line}");
+        assert!(line.contains("verified certificate"), "{line}");
+    }
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn required_verified_tls_delivers_when_the_certificate_verifies() {
+    let mut wc = world_config(&vec![Profile::Normal; DOMAINS], false);
+    wc.domains[0].starttls = true;
+    let world = World::start(wc).await.expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data_dir = dir.path().join("data");
+    let mut config = server_config(&world, data_dir.clone());
+    config.delivery.tls_ca_file = Some(world_ca_file(&world, dir.path()));
+    config.delivery.tls_policy = vec![herald_delivery::TlsPolicyRule {
+        mx_suffix: "d0.test".into(),
+        mode: herald_delivery::TlsMode::Required,
+        verify: true,
+    }];
+    let server = TestServer::start(config).await;
+    let post = post_plain(&server).await;
+    let p = wait_complete(&server.api, &post, Duration::from_secs(60)).await;
+    assert_eq!(p["delivered"], MEMBERS as u64, "{p}");
+    server.stop().await;
+    let log = delivery_log(&data_dir);
+    let d0: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("@d0.test>") && l.contains(" to=<"))
+        .collect();
+    assert_eq!(d0.len(), MEMBERS / 2, "{log}");
+    for line in d0 {
+        assert!(line.contains("/verified"), "{line}");
+    }
+    world.shutdown().await;
+}
