@@ -127,6 +127,11 @@ impl<H: InboundHandler> Acceptor<'_, H> {
 
     fn start_session(&self, stream: TcpStream, peer: SocketAddr) {
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+            if self.ctx.tls.as_ref().is_some_and(|t| t.implicit) {
+                // A plaintext 421 means nothing to a TLS client: just close.
+                info!(%peer, "session limit reached; connection refused");
+                return;
+            }
             return refuse_busy(&stream, peer);
         };
         // We batch replies ourselves; Nagle would only add a delayed-ACK wait per batch.
