@@ -43,6 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         accepted_at_ms: 0,
         xdelay_ms: 0,
         tries: 1,
+        tls: None,
         outcome: ok.clone(),
     });
     for p in 0..POSTS {

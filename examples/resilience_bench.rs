@@ -72,7 +72,12 @@ async fn run(
     let (smtp, lmtp, http) = listeners.addrs()?;
     let mut config = Config {
         data_dir: dir.path().to_path_buf(),
-        listen: ListenConfig { smtp, lmtp, http },
+        listen: ListenConfig {
+            smtp,
+            lmtp,
+            http,
+            submissions: None,
+        },
         ..Config::default()
     };
     config.dns.nameservers = vec![world.dns_addr()];

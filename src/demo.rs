@@ -114,7 +114,12 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     let (smtp, lmtp, http) = listeners.addrs()?;
     let mut config = Config {
         data_dir: args.data_dir.clone(),
-        listen: ListenConfig { smtp, lmtp, http },
+        listen: ListenConfig {
+            smtp,
+            lmtp,
+            http,
+            submissions: None,
+        },
         ..Config::default()
     };
     config.dns.nameservers = vec![world.dns_addr()];

@@ -67,6 +67,8 @@ pub struct TestServer {
     pub smtp: SocketAddr,
     pub lmtp: SocketAddr,
     pub http: SocketAddr,
+    /// The implicit-TLS submission listener, when configured.
+    pub submissions: Option<SocketAddr>,
     pub api: String,
     pub data_dir: PathBuf,
     shutdown: CancellationToken,
@@ -77,8 +79,14 @@ impl TestServer {
     pub async fn start(mut config: Config) -> TestServer {
         let listeners = Listeners::bind_ephemeral().await.expect("bind");
         let (smtp, lmtp, http) = listeners.addrs().expect("addrs");
-        config.listen = ListenConfig { smtp, lmtp, http };
+        config.listen = ListenConfig {
+            smtp,
+            lmtp,
+            http,
+            submissions: config.listen.submissions,
+        };
         let data_dir = config.data_dir.clone();
+        let submissions = config.listen.submissions;
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(herald_server::run(config, listeners, shutdown.clone()));
         let api = format!("http://{http}");
@@ -87,6 +95,7 @@ impl TestServer {
             smtp,
             lmtp,
             http,
+            submissions,
             api,
             data_dir,
             shutdown,

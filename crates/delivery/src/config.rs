@@ -64,6 +64,41 @@ pub enum TlsMode {
     Required,
 }
 
+/// One per-destination TLS rule (`[[delivery.tls_policy]]`): MX hosts named `mx_suffix` or
+/// ending in `.<mx_suffix>` use `mode` instead of [`ClientConfig::tls`]. The first matching rule
+/// wins.
+///
+/// SECURITY: with `mode = "required"` and `verify = true` a copy is never sent in plaintext nor
+/// over TLS whose certificate does not verify for the MX name against the trust anchors
+/// ([`ClientConfig::tls_ca_file`] or the system bundle): the session ends before MAIL and the
+/// copies are deferred (`451 4.7.5`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsPolicyRule {
+    /// A domain suffix, e.g. `example.net` (matches `mx.example.net` and `example.net`).
+    pub mx_suffix: String,
+    pub mode: TlsMode,
+    /// Require the certificate to verify (only with `mode = "required"`).
+    #[serde(default)]
+    pub verify: bool,
+}
+
+impl TlsPolicyRule {
+    fn matches(&self, mx_name: &str) -> bool {
+        let suffix = self.mx_suffix.trim_matches('.').to_ascii_lowercase();
+        let name = mx_name.trim_end_matches('.').to_ascii_lowercase();
+        name == suffix || name.ends_with(&format!(".{suffix}"))
+    }
+}
+
+/// The TLS policy for one MX host: [`ClientConfig::tls_for`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TlsPolicy {
+    pub mode: TlsMode,
+    /// The certificate must verify (implies `mode == Required`).
+    pub verify: bool,
+}
+
 /// The outbound SMTP client's settings.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -91,6 +126,8 @@ pub struct ClientConfig {
     /// PEM file of trust anchors used to *record* whether a server certificate verifies. None:
     /// the system bundle at its usual paths, when there is one.
     pub tls_ca_file: Option<PathBuf>,
+    /// Per-destination TLS rules, first match wins (`[[delivery.tls_policy]]`); none by default.
+    pub tls_policy: Vec<TlsPolicyRule>,
     /// The rustls configuration, built once on first STARTTLS and shared by every connection
     /// made with this config. Leave it `Default`.
     #[serde(skip)]
@@ -108,12 +145,28 @@ impl Default for ClientConfig {
             data_timeout: Duration::from_secs(60),
             tls: TlsMode::Opportunistic,
             tls_ca_file: None,
+            tls_policy: Vec::new(),
             tls_cache: TlsCache::default(),
         }
     }
 }
 
 impl ClientConfig {
+    /// The TLS policy for `mx_name`: the first matching [`TlsPolicyRule`], else [`Self::tls`]
+    /// without verification.
+    pub fn tls_for(&self, mx_name: &str) -> TlsPolicy {
+        match self.tls_policy.iter().find(|r| r.matches(mx_name)) {
+            Some(rule) => TlsPolicy {
+                mode: rule.mode,
+                verify: rule.verify && rule.mode == TlsMode::Required,
+            },
+            None => TlsPolicy {
+                mode: self.tls,
+                verify: false,
+            },
+        }
+    }
+
     /// Refuses a HELO name that could not be sent safely and timeouts that would never fire.
     pub fn validate(&self) -> Result<(), DeliveryError> {
         let name = &self.helo_name;
@@ -125,6 +178,25 @@ impl ClientConfig {
                 "client.helo_name",
                 "must be printable ASCII without spaces",
             ));
+        }
+        for rule in &self.tls_policy {
+            let suffix = rule.mx_suffix.trim_matches('.');
+            if suffix.is_empty()
+                || !suffix
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+            {
+                return Err(invalid(
+                    "delivery.tls_policy.mx_suffix",
+                    "must be a domain name",
+                ));
+            }
+            if rule.verify && rule.mode != TlsMode::Required {
+                return Err(invalid(
+                    "delivery.tls_policy.verify",
+                    "needs mode = \"required\"",
+                ));
+            }
         }
         if self.port == 0 {
             return Err(invalid("client.port", "must not be 0"));
@@ -165,6 +237,47 @@ mod tests {
         assert_eq!(c.connect_timeout, Duration::from_secs(10));
         assert_eq!(c.data_timeout, Duration::from_secs(60));
         ResolverConfig::default().validate().expect("valid");
+    }
+
+    #[test]
+    fn tls_policy_rules_match_by_suffix_first_match_wins() {
+        let rule = |suffix: &str, mode, verify| TlsPolicyRule {
+            mx_suffix: suffix.into(),
+            mode,
+            verify,
+        };
+        let c = ClientConfig {
+            tls_policy: vec![
+                rule("secure.example", TlsMode::Required, true),
+                rule(".example", TlsMode::Disabled, false),
+            ],
+            ..ClientConfig::default()
+        };
+        c.validate().expect("valid");
+        let strict = TlsPolicy {
+            mode: TlsMode::Required,
+            verify: true,
+        };
+        assert_eq!(c.tls_for("mx1.secure.example"), strict);
+        assert_eq!(c.tls_for("SECURE.example."), strict);
+        assert_eq!(c.tls_for("mx.example").mode, TlsMode::Disabled);
+        assert_eq!(
+            c.tls_for("insecure-example.org").mode,
+            TlsMode::Opportunistic
+        );
+        assert_eq!(c.tls_for("notsecure.example").mode, TlsMode::Disabled);
+        assert!(!c.tls_for("other.test").verify);
+
+        let bad = ClientConfig {
+            tls_policy: vec![rule("x.example", TlsMode::Opportunistic, true)],
+            ..ClientConfig::default()
+        };
+        assert!(bad.validate().is_err(), "verify without required");
+        let bad = ClientConfig {
+            tls_policy: vec![rule("", TlsMode::Required, false)],
+            ..ClientConfig::default()
+        };
+        assert!(bad.validate().is_err(), "empty suffix");
     }
 
     #[test]

@@ -6,9 +6,11 @@
 //! (seeds/000: a hung host must not hold a worker for minutes per step). The reply reader bounds
 //! reply size ([`crate::reply_reader`]).
 //!
-//! TLS policy ([`TlsMode`]): `Disabled` never sends STARTTLS; `Opportunistic` uses it when
-//! offered, continues in plaintext when the server refuses it with a 4xx/5xx, and reconnects once
-//! in plaintext when the handshake itself fails; `Required` turns all of those into errors.
+//! TLS policy ([`TlsMode`], per MX host from [`ClientConfig::tls_for`]): `Disabled` never sends
+//! STARTTLS; `Opportunistic` uses it when offered, continues in plaintext when the server refuses
+//! it with a 4xx/5xx, and reconnects once in plaintext when the handshake itself fails; `Required`
+//! turns all of those into errors, and with `verify` so is a certificate that does not verify
+//! (checked right after the handshake, before anything else is sent).
 //!
 //! SECURITY: the server is hostile. After the `220` to STARTTLS nothing may be buffered
 //! (plaintext injected ahead of the handshake would otherwise be read as if it came over TLS),
@@ -104,10 +106,11 @@ impl Connection {
         mx_name: &str,
         cfg: &ClientConfig,
     ) -> Result<Connection, SessionError> {
-        let first = Self::open(addr, mx_name, cfg, cfg.tls != TlsMode::Disabled).await;
+        let policy = cfg.tls_for(mx_name);
+        let first = Self::open(addr, mx_name, cfg, policy.mode != TlsMode::Disabled).await;
         match first {
             Err(e)
-                if cfg.tls == TlsMode::Opportunistic
+                if policy.mode == TlsMode::Opportunistic
                     && matches!(e.kind(), SessionErrorKind::Tls(TlsError::Handshake(_))) =>
             {
                 tracing::info!(host = mx_name, %addr, error = %e, "TLS handshake failed, retrying in plaintext");
@@ -268,6 +271,7 @@ async fn secure(
     try_tls: bool,
 ) -> Result<Secured, SessionError> {
     let fail = |stage, kind| SessionError::new(mx_name, addr, stage, kind);
+    let policy = cfg.tls_for(mx_name);
     let plain = |tcp, ext| Secured {
         stream: Stream::Plain(tcp),
         ext,
@@ -276,13 +280,17 @@ async fn secure(
         helo_time: Duration::ZERO,
     };
     if !(try_tls && ext.starttls) {
-        if cfg.tls == TlsMode::Required {
+        if policy.mode == TlsMode::Required {
             return Err(fail(Stage::StartTls, TlsError::NotOffered.into()));
         }
         return Ok(plain(tcp, ext));
     }
     let tls_start = Instant::now();
     match start_tls(tcp, reader, mx_name, addr, cfg).await? {
+        StartTls::Upgraded(_, info) if policy.verify && !info.verified => {
+            let why = info.verify_error.unwrap_or_else(|| "not verified".into());
+            Err(fail(Stage::StartTls, TlsError::NotVerified(why).into()))
+        }
         StartTls::Upgraded(mut s, info) => {
             let tls_time = Some(tls_start.elapsed());
             let helo_start = Instant::now();
@@ -297,7 +305,7 @@ async fn secure(
                 helo_time: helo_start.elapsed(),
             })
         }
-        StartTls::Refused(_, reply) if cfg.tls == TlsMode::Required => {
+        StartTls::Refused(_, reply) if policy.mode == TlsMode::Required => {
             Err(fail(Stage::StartTls, TlsError::Refused(reply).into()))
         }
         StartTls::Refused(tcp, _) => Ok(plain(tcp, ext)),

@@ -90,6 +90,9 @@ pub enum TlsError {
     Refused(Reply),
     #[error("TLS handshake failed: {0}")]
     Handshake(#[source] io::Error),
+    /// A `verify = true` policy rule, and the certificate does not verify for the MX name.
+    #[error("TLS policy requires a verified certificate: {0}")]
+    NotVerified(String),
     #[error("cannot build the TLS client configuration: {0}")]
     Config(#[source] rustls::Error),
 }

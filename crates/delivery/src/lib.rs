@@ -38,7 +38,7 @@ mod stream;
 pub mod tls;
 pub mod transaction;
 
-pub use config::{ClientConfig, ResolverConfig, TlsMode};
+pub use config::{ClientConfig, ResolverConfig, TlsMode, TlsPolicy, TlsPolicyRule};
 pub use connection::{Connection, ConnectionTimings, OutgoingCopy};
 pub use error::{DeliveryError, ProtocolError, SessionError, SessionErrorKind, Stage, TlsError};
 pub use extensions::Extensions;

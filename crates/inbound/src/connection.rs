@@ -15,6 +15,12 @@
 //! once; one inside a transaction may finish it (and gets `421 4.3.2` right after), but only
 //! until the grace period ends. Handler calls in progress are never interrupted.
 //!
+//! TLS: on [`Action::StartTls`] the queued replies (ending with `220 2.0.0`) are flushed, the
+//! read buffer is emptied (CVE-2011-0411: plaintext pipelined after STARTTLS is never
+//! interpreted), the handshake runs within the command timeout, and the session restarts in the
+//! greeting state. On an implicit-TLS listener the handshake precedes the banner. A failed
+//! handshake ends the connection.
+//!
 //! SECURITY: the peer controls timing and volume only; every byte is interpreted by the
 //! `smtp` session. Closing drains unread input briefly (bounded in time and octets) so the kernel
 //! does not reset the connection and destroy our last reply.
@@ -30,9 +36,11 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{sleep_until, timeout, Instant};
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
+use crate::tls::{InboundTls, Stream};
 use crate::{received, InboundHandler, InboundMessage};
 
 /// Octets read per read call.
@@ -49,6 +57,8 @@ pub(crate) struct SessionContext {
     pub hostname: Arc<str>,
     pub limits: Limits,
     pub shutdown_grace: Duration,
+    /// TLS for this listener, when a certificate is configured (never for LMTP).
+    pub tls: Option<InboundTls>,
 }
 
 /// How a session ended: expected outcomes, not errors.
@@ -69,6 +79,19 @@ enum ConnectionError {
     Io(#[from] io::Error),
     #[error("peer did not read our replies within the timeout")]
     WriteTimeout,
+    #[error("TLS handshake failed: {0}")]
+    Handshake(io::Error),
+    #[error("TLS handshake timed out")]
+    HandshakeTimeout,
+}
+
+/// Where [`Connection::process`] stopped.
+enum Processed {
+    /// Every complete command is answered; read more.
+    NeedInput,
+    /// The session asked for a TLS handshake.
+    StartTls,
+    Closed,
 }
 
 /// Why [`Connection::wait_for_input`] returned.
@@ -81,7 +104,7 @@ enum Wake {
 }
 
 struct Connection<H> {
-    stream: TcpStream,
+    stream: Stream,
     peer: SocketAddr,
     ctx: Arc<SessionContext>,
     handler: Arc<H>,
@@ -102,7 +125,26 @@ pub(crate) async fn run<H: InboundHandler>(
     handler: Arc<H>,
     shutdown: CancellationToken,
 ) {
-    let session = Session::new(ctx.mode, ctx.limits, ctx.hostname.clone());
+    let mut session = Session::new(ctx.mode, ctx.limits, ctx.hostname.clone());
+    let stream = match &ctx.tls {
+        Some(tls) if tls.implicit => {
+            match handshake(stream, tls, ctx.limits.command_timeout()).await {
+                Ok(stream) => {
+                    session = session.with_tls_active();
+                    stream
+                }
+                Err(error) => {
+                    debug!(%error, "implicit TLS handshake failed");
+                    return;
+                }
+            }
+        }
+        Some(_) => {
+            session = session.with_starttls(true);
+            Stream::Plain(stream)
+        }
+        None => Stream::Plain(stream),
+    };
     let mut conn = Connection {
         stream,
         peer,
@@ -126,9 +168,17 @@ impl<H: InboundHandler> Connection<H> {
         let greeting = self.session.greeting();
         self.queue(&greeting);
         loop {
-            if self.process().await {
-                self.flush().await?;
-                return Ok(SessionEnd::Closed);
+            match self.process().await {
+                Processed::Closed => {
+                    self.flush().await?;
+                    return Ok(SessionEnd::Closed);
+                }
+                Processed::StartTls => {
+                    self.flush().await?;
+                    self.start_tls().await?;
+                    continue;
+                }
+                Processed::NeedInput => {}
             }
             if self.draining() && !self.session.in_transaction() {
                 return self
@@ -156,12 +206,15 @@ impl<H: InboundHandler> Connection<H> {
         }
     }
 
-    /// Feeds the session until it needs input, carrying out its actions. True once it closed.
-    async fn process(&mut self) -> bool {
+    /// Feeds the session until it needs input, carrying out its actions.
+    async fn process(&mut self) -> Processed {
         loop {
             let actions = self.session.feed(&mut self.buf);
             if actions.is_empty() {
-                return self.session.is_closed();
+                return match self.session.is_closed() {
+                    true => Processed::Closed,
+                    false => Processed::NeedInput,
+                };
             }
             let mut pending = VecDeque::from(actions);
             while let Some(action) = pending.pop_front() {
@@ -176,10 +229,30 @@ impl<H: InboundHandler> Connection<H> {
                         let verdicts = self.accept(envelope).await;
                         pending.extend(self.session.message_done(verdicts));
                     }
-                    Action::Close => return true,
+                    Action::StartTls => return Processed::StartTls,
+                    Action::Close => return Processed::Closed,
                 }
             }
         }
+    }
+
+    /// Upgrades the plaintext stream after `220 2.0.0` was written, then restarts the session.
+    async fn start_tls(&mut self) -> Result<(), ConnectionError> {
+        // CVE-2011-0411: nothing read in plaintext after STARTTLS is ever interpreted.
+        self.buf.clear();
+        let Some(tls) = self.ctx.tls.clone() else {
+            return Err(ConnectionError::Handshake(io::Error::other(
+                "TLS not configured",
+            )));
+        };
+        let Stream::Plain(tcp) = std::mem::replace(&mut self.stream, Stream::Gone) else {
+            return Err(ConnectionError::Handshake(io::Error::other(
+                "already encrypted",
+            )));
+        };
+        self.stream = handshake(tcp, &tls, self.ctx.limits.command_timeout()).await?;
+        self.session.tls_started();
+        Ok(())
     }
 
     /// Prepends the trace header and hands the message to the handler.
@@ -284,4 +357,22 @@ impl<H: InboundHandler> Connection<H> {
             debug!(%error, "error while closing");
         }
     }
+}
+
+/// The server side of a TLS handshake on `tcp`, bounded by `limit`.
+async fn handshake(
+    tcp: TcpStream,
+    tls: &InboundTls,
+    limit: Duration,
+) -> Result<Stream, ConnectionError> {
+    let acceptor = TlsAcceptor::from(tls.config.clone());
+    let stream = match timeout(limit, acceptor.accept(tcp)).await {
+        Err(_elapsed) => return Err(ConnectionError::HandshakeTimeout),
+        Ok(Err(e)) => return Err(ConnectionError::Handshake(e)),
+        Ok(Ok(stream)) => Stream::Tls(Box::new(stream)),
+    };
+    if let Some((version, cipher)) = stream.tls_description() {
+        info!(%version, %cipher, implicit = tls.implicit, "TLS established");
+    }
+    Ok(stream)
 }

@@ -16,6 +16,9 @@
 //! - **Graceful drain**: on shutdown no new connection is accepted; idle sessions get
 //!   `421 4.3.2` at once, sessions in a transaction may finish it within the grace period.
 //!
+//! TLS ([`tls`]): STARTTLS on SMTP when a certificate is configured (RFC 3207), and implicit-TLS
+//! listeners for submission (RFC 8314); see [`serve_with_tls`].
+//!
 //! SECURITY: peers are untrusted; all protocol decisions are made by the no-I/O `smtp` session,
 //! and this crate adds only time and concurrency bounds. The `Received:` header it prepends is
 //! built from validated parts only (see [`received`]).
@@ -24,6 +27,7 @@ pub mod config;
 mod connection;
 mod listener;
 pub mod received;
+pub mod tls;
 
 use herald_smtp::Envelope;
 use herald_types::{Address, Reply};
@@ -32,7 +36,8 @@ use std::net::SocketAddr;
 
 pub use config::InboundConfig;
 pub use herald_smtp::{Limits, Mode};
-pub use listener::serve;
+pub use listener::{serve, serve_with_tls};
+pub use tls::{load_server_config, InboundTls, TlsSetupError};
 
 /// A message ready to be stored: its envelope, with the `Received:` header already prepended to
 /// `envelope.body`, and where and when it arrived.
@@ -68,6 +73,8 @@ pub enum InboundError {
     Limits(#[from] herald_smtp::LimitsError),
     #[error("max_sessions must be greater than zero")]
     NoSessions,
+    #[error("implicit TLS is for SMTP submission, not LMTP")]
+    TlsInLmtp,
     #[error("accepting connections keeps failing: {0}")]
     Accept(#[source] std::io::Error),
 }

@@ -23,6 +23,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn, Instrument};
 
 use crate::connection::{self, SessionContext};
+use crate::tls::InboundTls;
 use crate::{InboundConfig, InboundError, InboundHandler};
 
 /// Consecutive listener-level accept failures before giving up.
@@ -38,12 +39,30 @@ pub async fn serve<H: InboundHandler>(
     handler: Arc<H>,
     shutdown: CancellationToken,
 ) -> Result<(), InboundError> {
+    serve_with_tls(listener, mode, config, None, handler, shutdown).await
+}
+
+/// [`serve`] with TLS: STARTTLS offered in EHLO (`tls.implicit == false`, SMTP only), or TLS
+/// from the first byte (`tls.implicit == true`, RFC 8314 submissions). LMTP never offers
+/// STARTTLS; implicit TLS in LMTP mode is refused as a configuration error.
+pub async fn serve_with_tls<H: InboundHandler>(
+    listener: TcpListener,
+    mode: Mode,
+    config: InboundConfig,
+    tls: Option<InboundTls>,
+    handler: Arc<H>,
+    shutdown: CancellationToken,
+) -> Result<(), InboundError> {
     config.validate()?;
+    if mode == Mode::Lmtp && tls.as_ref().is_some_and(|t| t.implicit) {
+        return Err(InboundError::TlsInLmtp);
+    }
     let ctx = Arc::new(SessionContext {
         mode,
         hostname: config.hostname.as_str().into(),
         limits: config.limits,
         shutdown_grace: config.shutdown_grace(),
+        tls,
     });
     let sessions = TaskTracker::new();
     // A child token, so a failing listener can drain its own sessions without cancelling the
@@ -108,13 +127,19 @@ impl<H: InboundHandler> Acceptor<'_, H> {
 
     fn start_session(&self, stream: TcpStream, peer: SocketAddr) {
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+            if self.ctx.tls.as_ref().is_some_and(|t| t.implicit) {
+                // A plaintext 421 means nothing to a TLS client: just close.
+                info!(%peer, "session limit reached; connection refused");
+                return;
+            }
             return refuse_busy(&stream, peer);
         };
         // We batch replies ourselves; Nagle would only add a delayed-ACK wait per batch.
         if let Err(error) = stream.set_nodelay(true) {
             debug!(%error, %peer, "could not set TCP_NODELAY");
         }
-        let span = tracing::info_span!("session", %peer, mode = ?self.ctx.mode);
+        let implicit_tls = self.ctx.tls.as_ref().is_some_and(|t| t.implicit);
+        let span = tracing::info_span!("session", %peer, mode = ?self.ctx.mode, implicit_tls);
         let (ctx, handler, drain) = (self.ctx.clone(), self.handler.clone(), self.drain.clone());
         self.sessions.spawn(
             async move {

@@ -38,6 +38,9 @@ pub struct OutcomeReport {
     pub xdelay_ms: u64,
     pub tries: u32,
     pub outcome: RcptOutcome,
+    /// The connection's TLS for the delivery log (`TLSv1.3/verified`, `TLSv1.3/unverified`,
+    /// `none` for plaintext); `None` when no connection was made.
+    pub tls: Option<String>,
     /// When the report was made: the report loop measures how long it waited in the channel.
     pub queued_at: std::time::Instant,
 }
@@ -55,6 +58,7 @@ impl OutcomeReport {
             xdelay_ms,
             tries: job.tries,
             outcome,
+            tls: None,
             queued_at: std::time::Instant::now(),
         }
     }
@@ -190,6 +194,7 @@ impl Book {
             accepted_at_ms: o.accepted_at_ms,
             xdelay_ms: o.xdelay_ms,
             tries: o.tries,
+            tls: o.tls,
             outcome: o.outcome,
         })));
         post

@@ -83,6 +83,7 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
     };
     let _ = ctx.ctrl.send(connected).await;
     let relay = format!("{}[{}]:{}", host.name, host.addr, cfg.port);
+    let tls = tls_summary(conn.tls_info());
     let gauges = ctx.telemetry.gauges();
     gauges.connections_open.fetch_add(1, Relaxed);
     let mut bufs: Vec<Vec<u8>> = Vec::new();
@@ -105,6 +106,7 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
         let batch = Batch {
             conn: &mut conn,
             relay: &relay,
+            tls: &tls,
             host: &host,
             dest: &dest,
         };
@@ -117,6 +119,15 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
     // QUIT politely, but never let a slow peer hold the worker.
     let _ = tokio::time::timeout(Duration::from_secs(5), conn.quit()).await;
     let _ = ctx.ctrl.send(Ctrl::WorkerExit { dest, lane }).await;
+}
+
+/// The delivery log's `tls=`: `TLSv1.3/verified`, `TLSv1.3/unverified` or `none` (plaintext).
+fn tls_summary(info: Option<&herald_delivery::TlsInfo>) -> String {
+    match info {
+        Some(t) if t.verified => format!("{}/verified", t.version),
+        Some(t) => format!("{}/unverified", t.version),
+        None => "none".to_string(),
+    }
 }
 
 /// Tries each planned target in order; the first that answers wins. On failure, every attempt
@@ -167,6 +178,8 @@ fn fail_kind(e: &SessionError) -> FailKind {
 struct Batch<'a> {
     conn: &'a mut Connection,
     relay: &'a str,
+    /// The connection's TLS for the delivery log (see [`tls_summary`]).
+    tls: &'a str,
     host: &'a HostKey,
     dest: &'a Arc<str>,
 }
@@ -247,7 +260,8 @@ impl Batch<'_> {
                 RcptOutcome::Failed(_) => {}
             }
             let is_final = outcome.is_final();
-            let report = OutcomeReport::new(&job, outcome, self.relay.to_string(), xdelay_ms);
+            let mut report = OutcomeReport::new(&job, outcome, self.relay.to_string(), xdelay_ms);
+            report.tls = Some(self.tls.to_string());
             let _ = ctx.reports.send(Report::Outcome(Box::new(report))).await;
             if !is_final {
                 done.deferred.push(job);

@@ -36,6 +36,19 @@ pub struct Config {
     pub dkim: BTreeMap<String, DkimDomainConfig>,
     /// Delivery statistics for reports and the dashboard.
     pub stats: StatsSection,
+    /// Inbound TLS: the certificate for STARTTLS and the implicit-TLS submission listener.
+    pub tls: TlsSection,
+}
+
+/// Inbound TLS (`[tls]`). Both files set: SMTP offers STARTTLS (RFC 3207) and
+/// `listen.submissions` may be used. Neither set: no TLS (STARTTLS answers 502).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsSection {
+    /// PEM certificate chain, leaf first.
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1). Keep it 0600.
+    pub key_file: Option<PathBuf>,
 }
 
 /// One list domain's DKIM key.
@@ -68,6 +81,7 @@ impl Default for Config {
             lists: ListsConfig::default(),
             dkim: BTreeMap::new(),
             stats: StatsSection::default(),
+            tls: TlsSection::default(),
         }
     }
 }
@@ -79,6 +93,9 @@ pub struct ListenConfig {
     pub smtp: SocketAddr,
     pub lmtp: SocketAddr,
     pub http: SocketAddr,
+    /// Implicit-TLS submission (RFC 8314, "submissions"): TLS first, then SMTP. Off by default;
+    /// needs `[tls]`.
+    pub submissions: Option<SocketAddr>,
 }
 
 impl Default for ListenConfig {
@@ -87,6 +104,7 @@ impl Default for ListenConfig {
             smtp: SocketAddr::from(([127, 0, 0, 1], 2525)),
             lmtp: SocketAddr::from(([127, 0, 0, 1], 2424)),
             http: SocketAddr::from(([127, 0, 0, 1], 8025)),
+            submissions: None,
         }
     }
 }
@@ -133,6 +151,35 @@ impl Config {
             signers.push(signer);
         }
         Ok(herald_auth::DkimKeys::new(signers))
+    }
+}
+
+impl Config {
+    /// Loads the `[tls]` certificate: `None` when TLS is not configured. Half a configuration,
+    /// an unusable certificate or a submissions listener without one stops the start.
+    pub fn inbound_tls(&self) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, ConfigError> {
+        let unusable = |key: &str, message: String| ConfigError::Unusable {
+            key: key.into(),
+            message,
+        };
+        match (&self.tls.cert_file, &self.tls.key_file) {
+            (Some(cert), Some(key)) => herald_inbound::load_server_config(cert, key)
+                .map(Some)
+                .map_err(|e| unusable("tls", e.to_string())),
+            (None, None) if self.listen.submissions.is_some() => Err(unusable(
+                "listen.submissions",
+                "implicit TLS needs tls.cert_file and tls.key_file".into(),
+            )),
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(unusable(
+                "tls.key_file",
+                "missing (cert_file is set)".into(),
+            )),
+            (None, Some(_)) => Err(unusable(
+                "tls.cert_file",
+                "missing (key_file is set)".into(),
+            )),
+        }
     }
 }
 
@@ -409,5 +456,27 @@ mod tests {
         assert_eq!(c.dns.timeout_ms, d.dns.timeout_ms);
         assert_eq!(c.scheduler.retry_max_secs, d.scheduler.retry_max_secs);
         assert_eq!(c.client_config().helo_name, "herald.localhost");
+        assert!(c.tls.cert_file.is_none() && c.listen.submissions.is_none());
+        assert!(c.inbound_tls().expect("no TLS is fine").is_none());
+    }
+
+    #[test]
+    fn inbound_tls_needs_both_files_and_a_usable_certificate() {
+        let half = Config::parse("[tls]\ncert_file = \"/nonexistent/cert.pem\"\n").expect("parses");
+        let e = half.inbound_tls().expect_err("half a config");
+        assert!(e.to_string().contains("tls.key_file"), "{e}");
+        let sub = Config::parse("[listen]\nsubmissions = \"127.0.0.1:4650\"\n").expect("parses");
+        let e = sub.inbound_tls().expect_err("submissions without a cert");
+        assert!(e.to_string().contains("listen.submissions"), "{e}");
+        let missing = Config::parse(
+            "[tls]\ncert_file = \"/nonexistent/c.pem\"\nkey_file = \"/nonexistent/k.pem\"\n",
+        )
+        .expect("parses");
+        let e = missing.inbound_tls().expect_err("unreadable files");
+        assert!(e.to_string().contains("/nonexistent/c.pem"), "{e}");
+        assert!(
+            Config::parse("[tls]\ncert = \"x\"\n").is_err(),
+            "unknown keys refused"
+        );
     }
 }

@@ -205,21 +205,47 @@ fn crlf(body: Bytes) -> Bytes {
 }
 
 /// Starts the SMTP and LMTP listeners.
+/// `tls` (from [`Config::inbound_tls`]) makes SMTP offer STARTTLS; `submissions` is the
+/// implicit-TLS listener (only started with `tls`).
 pub fn spawn_listeners(
     config: &Config,
     smtp: TcpListener,
     lmtp: TcpListener,
+    tls: Option<(Arc<rustls::ServerConfig>, Option<TcpListener>)>,
     handler: Arc<ListHandler>,
     shutdown: &CancellationToken,
 ) -> Vec<(&'static str, JoinHandle<Result<(), InboundError>>)> {
     let inbound = config.smtp_in.inbound_config(&config.hostname);
-    vec![
+    let mut tasks = Vec::with_capacity(3);
+    let starttls = tls.as_ref().map(|(cfg, _)| herald_inbound::InboundTls {
+        config: cfg.clone(),
+        implicit: false,
+    });
+    if let Some((cfg, Some(listener))) = tls {
+        let implicit = herald_inbound::InboundTls {
+            config: cfg,
+            implicit: true,
+        };
+        tasks.push((
+            "SMTPS",
+            tokio::spawn(herald_inbound::serve_with_tls(
+                listener,
+                Mode::Smtp,
+                inbound.clone(),
+                Some(implicit),
+                handler.clone(),
+                shutdown.clone(),
+            )),
+        ));
+    }
+    tasks.extend([
         (
             "SMTP",
-            tokio::spawn(herald_inbound::serve(
+            tokio::spawn(herald_inbound::serve_with_tls(
                 smtp,
                 Mode::Smtp,
                 inbound.clone(),
+                starttls,
                 handler.clone(),
                 shutdown.clone(),
             )),
@@ -234,7 +260,8 @@ pub fn spawn_listeners(
                 shutdown.clone(),
             )),
         ),
-    ]
+    ]);
+    tasks
 }
 
 #[cfg(test)]

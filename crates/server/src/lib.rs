@@ -119,6 +119,25 @@ pub async fn run(
         path: config.data_dir.display().to_string(),
         source,
     };
+    // TLS first: a bad certificate or an unbindable submissions port stops the start early.
+    let inbound_tls =
+        match config.inbound_tls()? {
+            Some(tls) => {
+                let submissions =
+                    match config.listen.submissions {
+                        Some(addr) => Some(TcpListener::bind(addr).await.map_err(|source| {
+                            ServerError::Bind {
+                                what: "SMTP submissions (implicit TLS)",
+                                addr,
+                                source,
+                            }
+                        })?),
+                        None => None,
+                    };
+                Some((tls, submissions))
+            }
+            None => None,
+        };
     std::fs::create_dir_all(&config.data_dir).map_err(data_err)?;
     let secret = load_or_create_secret(&config).map_err(data_err)?;
     let directory = Directory::open(&config.data_dir.join("herald.db"))?;
@@ -254,8 +273,14 @@ pub async fn run(
         enqueuer.clone(),
         directory.clone(),
     ));
-    let inbound_tasks =
-        handler::spawn_listeners(&config, listeners.smtp, listeners.lmtp, handler, &shutdown);
+    let inbound_tasks = handler::spawn_listeners(
+        &config,
+        listeners.smtp,
+        listeners.lmtp,
+        inbound_tls,
+        handler,
+        &shutdown,
+    );
     let api_state = Arc::new(herald_api::ApiState {
         directory,
         spool: spool.clone(),

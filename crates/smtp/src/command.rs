@@ -84,8 +84,8 @@ pub enum Command {
     Quit,
     Vrfy,
     Help,
-    /// Recognised so the session can answer 502 until TLS is configured; the TLS work adds the
-    /// upgrade here without touching the parser.
+    /// RFC 3207: the session answers 502 unless TLS is configured and the connection is still
+    /// in plaintext (see [`crate::Session::with_starttls`]).
     StartTls,
 }
 

@@ -107,6 +107,8 @@ pub const BAD_SENDER_SYNTAX: Canned = Canned::new(501, 5, 1, 7, "Bad sender addr
 pub const BAD_RECIPIENT_SYNTAX: Canned = Canned::new(501, 5, 1, 3, "Bad recipient address syntax");
 pub const NOT_IMPLEMENTED: Canned = Canned::new(502, 5, 5, 1, "Command not implemented");
 pub const BAD_SEQUENCE: Canned = Canned::new(503, 5, 5, 1, "Bad sequence of commands");
+/// RFC 3207 §4: the go-ahead for the TLS handshake. Nothing else is read in plaintext after it.
+pub const READY_TO_START_TLS: Canned = Canned::new(220, 2, 0, 0, "Ready to start TLS");
 pub const NEED_HELO: Canned = Canned::new(
     503,
     5,
@@ -174,10 +176,17 @@ pub fn helo(hostname: &str) -> Reply {
 }
 
 /// The multi-line 250 answer to EHLO and LHLO: the extensions we implement. STARTTLS joins this
-/// list when TLS is configured.
+/// list when TLS is configured (see [`ehlo_with`]).
 pub fn ehlo(hostname: &str, limits: &Limits) -> Reply {
+    ehlo_with(hostname, limits, false)
+}
+
+/// [`ehlo`], with `STARTTLS` advertised when `starttls` is true (RFC 3207 §4: only on a
+/// connection that can still be upgraded).
+pub fn ehlo_with(hostname: &str, limits: &Limits, starttls: bool) -> Reply {
+    let tls = if starttls { "\nSTARTTLS" } else { "" };
     let text = format!(
-        "{hostname}\nPIPELINING\nSIZE {}\n8BITMIME\nENHANCEDSTATUSCODES",
+        "{hostname}\nPIPELINING\nSIZE {}\n8BITMIME\nENHANCEDSTATUSCODES{tls}",
         limits.max_message_octets
     );
     Reply::new(250, None, text)

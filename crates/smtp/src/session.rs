@@ -11,8 +11,11 @@
 //!    commands) and reads more, waiting at most [`Session::read_timeout`].
 //! 3. After [`Action::Close`] it writes what it has and closes the connection.
 //!
-//! States: `Command` ⇄ `AwaitRecipient`; `Command` → `Data` → `AwaitMessage` → `Command`; any →
-//! `Closed`. A transaction (MAIL … DATA) needs a greeting first; EHLO/HELO/LHLO and RSET abort it.
+//! 4. After [`Action::StartTls`] it writes the queued replies (ending with `220 2.0.0`), runs the
+//!    TLS handshake on the socket and calls [`Session::tls_started`] (or closes on failure).
+//!
+//! States: `Command` ⇄ `AwaitRecipient`; `Command` → `Data` → `AwaitMessage` → `Command`;
+//! `Command` → `AwaitTls` → `Command` (greeting forgotten, RFC 3207 §4.2); any → `Closed`. A transaction (MAIL … DATA) needs a greeting first; EHLO/HELO/LHLO and RSET abort it.
 //!
 //! Invariants: after `feed` returns, the buffer holds less than one command line (or one DATA
 //! line) of unconsumed input, unless the session is waiting on the driver or closed. Every
@@ -21,6 +24,12 @@
 //!
 //! Limits: see [`Limits`]; `max_errors` counts permanent (5xx) replies to commands, refused
 //! recipients and refused message contents, not the handler's verdicts on a finished message.
+//!
+//! SECURITY (STARTTLS, RFC 3207 §4.2 and CVE-2011-0411): bytes the peer pipelined after
+//! STARTTLS arrived in plaintext and could have been injected by a man in the middle; `feed`
+//! discards them with the command, and nothing learned before the handshake (greeting,
+//! transaction) survives it. STARTTLS is offered only when the driver can upgrade, never twice,
+//! and never in LMTP.
 //!
 //! SECURITY: all input is hostile until parsed. A peer cannot make the session buffer more than
 //! the limits allow, cannot get a message with a bare CR/LF accepted or split (see [`crate::data`]),
@@ -85,6 +94,10 @@ pub enum Action {
     CheckRecipient(Address),
     /// Store this message durably, then call [`Session::message_done`].
     Message(Envelope),
+    /// Write the queued replies (the last is `220 2.0.0 Ready to start TLS`), run the server
+    /// side of a TLS handshake, then call [`Session::tls_started`]. Any unread input was already
+    /// discarded by `feed`; the driver must drop whatever else it read in plaintext too.
+    StartTls,
     /// Write the queued replies and close the connection.
     Close,
 }
@@ -98,6 +111,8 @@ enum Phase {
         accepted: Vec<usize>,
         distinct: usize,
     },
+    /// STARTTLS was accepted: nothing is read until [`Session::tls_started`].
+    AwaitTls,
     Closed,
 }
 
@@ -125,6 +140,10 @@ pub struct Session {
     errors: u32,
     /// In the middle of a command line longer than the limit: drop bytes until its LF.
     discarding_line: bool,
+    /// The driver can run a TLS handshake (a certificate is configured).
+    starttls_available: bool,
+    /// The connection is already encrypted (after STARTTLS, or an implicit-TLS listener).
+    tls_active: bool,
 }
 
 impl Session {
@@ -139,7 +158,44 @@ impl Session {
             txn: None,
             errors: 0,
             discarding_line: false,
+            starttls_available: false,
+            tls_active: false,
         }
+    }
+
+    /// Offers STARTTLS (SMTP only; ignored in LMTP): the driver promises to handle
+    /// [`Action::StartTls`].
+    pub fn with_starttls(mut self, available: bool) -> Session {
+        self.starttls_available = available && self.mode == Mode::Smtp;
+        self
+    }
+
+    /// Marks the connection as encrypted from the start (implicit TLS, RFC 8314): STARTTLS is
+    /// not offered.
+    pub fn with_tls_active(mut self) -> Session {
+        self.tls_active = true;
+        self
+    }
+
+    /// True once the connection is encrypted.
+    pub fn tls_active(&self) -> bool {
+        self.tls_active
+    }
+
+    /// The handshake after [`Action::StartTls`] succeeded: the session starts over from the
+    /// greeting state (RFC 3207 §4.2: the client must EHLO again), STARTTLS is no longer offered.
+    pub fn tls_started(&mut self) {
+        if matches!(self.phase, Phase::AwaitTls) {
+            self.phase = Phase::Command;
+            self.helo = None;
+            self.txn = None;
+            self.discarding_line = false;
+            self.tls_active = true;
+        }
+    }
+
+    fn starttls_offered(&self) -> bool {
+        self.starttls_available && !self.tls_active
     }
 
     /// The 220 banner to send first.
@@ -187,6 +243,11 @@ impl Session {
                     DataStep::NeedMore => break,
                     DataStep::Done(result) => self.on_data_end(result, &mut out),
                 },
+                Phase::AwaitTls => {
+                    // CVE-2011-0411: plaintext pipelined after STARTTLS is never interpreted.
+                    buf.clear();
+                    break;
+                }
                 Phase::AwaitRecipient(_) | Phase::AwaitMessage { .. } | Phase::Closed => break,
             }
         }
@@ -304,7 +365,19 @@ impl Session {
             Command::Noop => replies::OK.reply(),
             Command::Vrfy => replies::CANNOT_VRFY.reply(),
             Command::Help => replies::HELP.reply(),
-            Command::StartTls => replies::NOT_IMPLEMENTED.reply(),
+            Command::StartTls => {
+                if !self.starttls_offered() {
+                    replies::NOT_IMPLEMENTED.reply()
+                } else if self.txn.is_some() {
+                    // RFC 3207 §4: not in the middle of a mail transaction.
+                    replies::BAD_SEQUENCE.reply()
+                } else {
+                    out.push(Action::Reply(replies::READY_TO_START_TLS.reply()));
+                    out.push(Action::StartTls);
+                    self.phase = Phase::AwaitTls;
+                    return;
+                }
+            }
             Command::Quit => {
                 out.push(Action::Reply(replies::BYE.reply()));
                 return self.close(out);
@@ -326,7 +399,9 @@ impl Session {
         self.helo = Some(Helo { verb, domain });
         match verb {
             HeloVerb::Helo => replies::helo(&self.hostname),
-            HeloVerb::Ehlo | HeloVerb::Lhlo => replies::ehlo(&self.hostname, &self.limits),
+            HeloVerb::Ehlo | HeloVerb::Lhlo => {
+                replies::ehlo_with(&self.hostname, &self.limits, self.starttls_offered())
+            }
         }
     }
 

@@ -30,6 +30,7 @@ fn run(t: &Telemetry) -> f64 {
             accepted_at_ms: herald_types::unix_ms_now(),
             xdelay_ms: 3,
             tries: 1,
+            tls: None,
             outcome: RcptOutcome::Delivered(Reply::new(250, None, "2.0.0 ok")),
         })));
     }

@@ -43,4 +43,7 @@ pub struct Attempt {
     /// 1 for the first attempt.
     pub tries: u32,
     pub outcome: RcptOutcome,
+    /// The connection's TLS: `TLSv1.3/verified`, `TLSv1.3/unverified` or `none` (plaintext);
+    /// `None` when no connection was made (the log line then has no `tls=`).
+    pub tls: Option<String>,
 }

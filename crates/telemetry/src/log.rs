@@ -157,6 +157,9 @@ pub fn format_line(event: &Event) -> Option<String> {
                 a.outcome.status_word(),
                 clean(&reply.to_string()),
             );
+            if let Some(tls) = &a.tls {
+                let _ = write!(line, ", tls={}", clean(tls));
+            }
         }
     }
     line.push('\n');
@@ -179,6 +182,7 @@ mod tests {
             accepted_at_ms: herald_types::unix_ms_now(),
             xdelay_ms: 4,
             tries: 1,
+            tls: None,
             outcome: RcptOutcome::Failed(Reply::new(
                 550,
                 Some(EnhancedStatus::new(5, 1, 1)),
@@ -199,6 +203,30 @@ mod tests {
             assert!(line.contains(field), "{field} missing in {line}");
         }
         assert!(!line.contains('\r'));
+        assert!(
+            !line.contains("tls="),
+            "no connection, no tls field: {line}"
+        );
+    }
+
+    #[test]
+    fn attempt_line_records_tls() {
+        let a = Attempt {
+            post: PostId(1),
+            member: MemberId(1),
+            rcpt: "a@example.com".into(),
+            relay: "mx.example.com[127.1.0.5]:25".into(),
+            accepted_at_ms: herald_types::unix_ms_now(),
+            xdelay_ms: 1,
+            tries: 1,
+            tls: Some("TLSv1.3/unverified".into()),
+            outcome: RcptOutcome::Delivered(Reply::new(250, None, "ok")),
+        };
+        let line = format_line(&Event::Attempt(Box::new(a))).expect("logged");
+        assert!(
+            line.trim_end().ends_with(", tls=TLSv1.3/unverified"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -225,6 +225,7 @@ mod tests {
             accepted_at_ms: 0,
             xdelay_ms: 0,
             tries: 1,
+            tls: None,
             outcome,
         }))
     }

@@ -159,6 +159,7 @@ mod tests {
             accepted_at_ms: 1_000,
             xdelay_ms: 0,
             tries: 2,
+            tls: None,
             outcome,
         }
     }

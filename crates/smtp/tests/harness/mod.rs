@@ -27,6 +27,8 @@ pub struct Peer {
     pub messages: Vec<Envelope>,
     pub checked: Vec<Address>,
     pub closed: bool,
+    /// `Action::StartTls` seen and not yet answered with `Session::tls_started`.
+    pub tls_pending: bool,
     pub rcpt_verdict: RcptVerdict,
     pub message_verdict: MessageVerdict,
 }
@@ -39,6 +41,7 @@ impl Peer {
             messages: Vec::new(),
             checked: Vec::new(),
             closed: false,
+            tls_pending: false,
             rcpt_verdict: lists_only,
             message_verdict: accept_all,
         }
@@ -84,6 +87,10 @@ impl Peer {
                     self.messages.push(env);
                     let more = self.session.message_done(verdicts);
                     self.run(more, wire);
+                }
+                Action::StartTls => {
+                    assert_eq!(i, last, "the session must stop after StartTls");
+                    self.tls_pending = true;
                 }
                 Action::Close => {
                     assert_eq!(i, last, "Close is the last action");

@@ -231,6 +231,7 @@ mod tests {
             accepted_at_ms: 3_600_000,
             xdelay_ms,
             tries: 1,
+            tls: None,
             outcome,
         }))
     }

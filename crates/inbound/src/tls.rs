@@ -1,0 +1,159 @@
+//! Inbound TLS: the server certificate, loaded once at start-up, and the byte stream a session
+//! runs over (plaintext TCP, or TLS after STARTTLS or on an implicit-TLS listener).
+//!
+//! Two ways in: STARTTLS on the SMTP listener (RFC 3207; offered in EHLO only when a certificate
+//! is configured, never in LMTP) and implicit TLS (RFC 8314 submissions: the handshake comes
+//! first, then the same SMTP session).
+//!
+//! Invariants: the certificate chain and key are read and checked against each other once, by
+//! [`load_server_config`]; a listener never starts with an unusable certificate. Every handshake
+//! is bounded by the session's command timeout.
+//!
+//! SECURITY: TLS 1.2 and 1.3 only (rustls safe defaults, ring provider), no client
+//! certificates. The key file is read once and kept in memory; keep it readable by Herald only.
+//! Plaintext pipelined after STARTTLS is discarded (CVE-2011-0411, see `herald_smtp::session`),
+//! and the session forgets everything learned before the handshake.
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+
+/// TLS for one listener.
+#[derive(Clone)]
+pub struct InboundTls {
+    /// The server configuration from [`load_server_config`].
+    pub config: Arc<rustls::ServerConfig>,
+    /// True: TLS from the first byte (RFC 8314); false: STARTTLS is offered in EHLO.
+    pub implicit: bool,
+}
+
+impl std::fmt::Debug for InboundTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InboundTls")
+            .field("implicit", &self.implicit)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why the certificate or key could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsSetupError {
+    #[error("cannot read {path}: {message}")]
+    Read { path: PathBuf, message: String },
+    #[error("{path} holds no PEM certificate")]
+    NoCertificate { path: PathBuf },
+    #[error("certificate and key do not make a usable TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+/// Reads a PEM certificate chain (leaf first) and a PEM private key (PKCS#8, PKCS#1 or SEC1)
+/// and builds the server configuration (ring provider, TLS 1.2 and 1.3).
+pub fn load_server_config(
+    cert_file: &Path,
+    key_file: &Path,
+) -> Result<Arc<rustls::ServerConfig>, TlsSetupError> {
+    let read_err = |path: &Path, e: &dyn std::fmt::Display| TlsSetupError::Read {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let certs = CertificateDer::pem_file_iter(cert_file)
+        .map_err(|e| read_err(cert_file, &e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| read_err(cert_file, &e))?;
+    if certs.is_empty() {
+        return Err(TlsSetupError::NoCertificate {
+            path: cert_file.to_path_buf(),
+        });
+    }
+    let key = PrivateKeyDer::from_pem_file(key_file).map_err(|e| read_err(key_file, &e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)?;
+    Ok(Arc::new(config))
+}
+
+/// The byte stream under a session.
+pub(crate) enum Stream {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+    /// A handshake consumed the plaintext stream and failed: every operation fails.
+    Gone,
+}
+
+impl Stream {
+    /// `TLSv1.3` and the cipher suite, for the log and the `Received:` header.
+    pub(crate) fn tls_description(&self) -> Option<(String, String)> {
+        let Stream::Tls(tls) = self else {
+            return None;
+        };
+        let (_, conn) = tls.get_ref();
+        let version = conn
+            .protocol_version()
+            .and_then(|v| v.as_str())
+            .unwrap_or("TLS")
+            .replace("TLSv1_", "TLSv1.");
+        let cipher = conn
+            .negotiated_cipher_suite()
+            .and_then(|c| c.suite().as_str())
+            .unwrap_or("unknown")
+            .to_string();
+        Some((version, cipher))
+    }
+}
+
+fn gone() -> io::Error {
+    io::Error::new(io::ErrorKind::NotConnected, "TLS handshake failed")
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::Gone => Poll::Ready(Err(gone())),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::Gone => Poll::Ready(Err(gone())),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::Gone => Poll::Ready(Err(gone())),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::Gone => Poll::Ready(Err(gone())),
+        }
+    }
+}
