@@ -147,9 +147,22 @@ mod bench {
     use std::sync::Arc;
     use std::time::Duration;
 
+    /// The same path at a size CI runs in well under a second: counts must be exact.
     #[tokio::test]
-    #[ignore]
+    async fn queue_snapshot_counts_pending_copies_exactly() {
+        snapshot_with_pending(20_000, 400).await;
+    }
+
+    /// Issue 4's benchmark: `herald queue` under 1 s with 1,000,000 pending copies. Too slow for
+    /// the debug-build suite (building the queue dominates); run it in release:
+    /// `cargo test --release -p herald-scheduler --lib queue_snapshot_with_a_million -- --ignored --nocapture`.
+    #[tokio::test]
+    #[ignore = "benchmark: 1,000,000 pending copies; run in release (see BENCHMARKS.md)"]
     async fn queue_snapshot_with_a_million_pending() {
+        snapshot_with_pending(1_000_000, 20_000).await;
+    }
+
+    async fn snapshot_with_pending(copies: u64, domains: u64) {
         let (ctrl, _ctrl_rx) = tokio::sync::mpsc::channel(8);
         let (reports, _reports_rx) = tokio::sync::mpsc::channel(8);
         let resolver = MxResolver::new(&ResolverConfig {
@@ -192,7 +205,7 @@ mod bench {
             max_age_ms: u64::MAX,
             window: Arc::new(tokio::sync::Semaphore::new(0)),
         });
-        let keys: Vec<Arc<str>> = (0..20_000)
+        let keys: Vec<Arc<str>> = (0..domains)
             .map(|i| {
                 let hosts = vec![MxHost {
                     name: format!("mx.d{i}.test"),
@@ -203,18 +216,18 @@ mod bench {
             })
             .collect();
         let now = std::time::Instant::now() + Duration::from_secs(3600);
-        for i in 0..1_000_000u64 {
+        for i in 0..copies {
             let member = Arc::new(Member {
                 id: MemberId(i as i64 + 1),
                 list_id: ListId(1),
-                address: Address::parse(&format!("m{}@d{}.test", i % 200_000, i % 20_000))
+                address: Address::parse(&format!("m{}@d{}.test", i % (copies / 5), i % domains))
                     .expect("addr"),
                 display_name: None,
                 status: MemberStatus::Enabled,
                 fields: Default::default(),
             });
             let mut job = Job::new(post.clone(), member);
-            let key = &keys[(i % 20_000) as usize];
+            let key = &keys[(i % domains) as usize];
             let d = actor.dests.get_mut(key).expect("dest");
             actor.queued += 1;
             if i % 2 == 0 {
@@ -245,7 +258,7 @@ mod bench {
                 "snapshot stragglers={stragglers}: {:?} ({} queued, {} destinations, {} straggler rows)",
                 took, snap.queued, snap.destinations.len(), snap.stragglers.len()
             );
-            assert_eq!(snap.queued, 1_000_000);
+            assert_eq!(snap.queued as u64, copies);
             assert!(took < Duration::from_secs(1), "snapshot took {took:?}");
         }
         // The jobs' Drop gives permits back to a semaphore nobody waits on: fine.
