@@ -6,63 +6,20 @@
 //! share of a splice+sign copy that signing costs, for RSA-2048 and Ed25519, and the
 //! no-footer case where every copy shares one body hash.
 
+mod common;
+
+use common::members;
 use herald_auth::dkim::generate;
 use herald_auth::{DkimAlgorithm, DkimKeys, DkimSigner};
-use herald_fanout::{render, ListContext, Template};
-use herald_types::{Address, List, ListId, ListSettings, Member, MemberId, MemberStatus};
-use std::collections::BTreeMap;
+use herald_fanout::Template;
+use herald_types::Member;
 use std::hint::black_box;
 use std::time::Instant;
 
 const RUNS: usize = 5;
-const MEMBERS: usize = 1_000;
-
-fn post_10k() -> Vec<u8> {
-    let mut post = b"From: Alice Example <alice@example.com>\r\nTo: announce@lists.example.org\r\n\
-Subject: Weekly report\r\nDate: Mon, 3 Mar 2025 10:00:00 +0000\r\nMessage-ID: <bench@example.com>\r\n\
-MIME-Version: 1.0\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n"
-        .to_vec();
-    let line =
-        b"The quick brown fox jumps over the lazy dog; pack my box with five dozen jugs.\r\n";
-    while post.len() < 10 * 1024 {
-        post.extend_from_slice(line);
-    }
-    post
-}
-
-fn members() -> Vec<Member> {
-    (0..MEMBERS)
-        .map(|i| Member {
-            id: MemberId(i as i64),
-            list_id: ListId(1),
-            address: Address::parse(&format!("member{i}@host{}.example.com", i % 37))
-                .expect("valid"),
-            display_name: Some(format!("Member Number {i}")),
-            status: MemberStatus::Enabled,
-            fields: BTreeMap::from([("company".to_string(), format!("Company {i}"))]),
-        })
-        .collect()
-}
 
 fn template(footer: Option<&str>, dkim: DkimKeys) -> Template {
-    let list = List {
-        id: ListId(1),
-        address: Address::parse("announce@lists.example.org").expect("valid"),
-        settings: ListSettings {
-            display_name: "Announcements".into(),
-            subject_prefix: Some("[announce]".into()),
-            footer: footer.map(str::to_string),
-            ..ListSettings::default()
-        },
-        created_at_ms: 0,
-    };
-    let ctx = ListContext {
-        unsubscribe_base_url: "https://lists.example.org".into(),
-        archive_url: None,
-        secret: b"bench-secret-0123456789abcdef".to_vec(),
-        dkim,
-    };
-    render(&list, &ctx, &post_10k()).expect("renders")
+    common::template(footer, true, None, dkim)
 }
 
 fn keys(algorithm: DkimAlgorithm) -> DkimKeys {

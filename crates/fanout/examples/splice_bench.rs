@@ -5,64 +5,26 @@
 //! 1,000 distinct addresses with names and a custom field, so the per-copy work (To field,
 //! HMAC token, footer values) is the real one, not a cached repeat.
 
-use herald_fanout::{render, unsubscribe_token, ListContext, Template};
-use herald_types::{Address, List, ListId, ListSettings, Member, MemberId, MemberStatus};
-use std::collections::BTreeMap;
+mod common;
+
+use common::{members, post_10k, MEMBERS};
+use herald_fanout::{unsubscribe_token, Template};
+use herald_types::{Address, Member};
 use std::hint::black_box;
 use std::time::Instant;
 
 const COPIES: usize = 100_000;
 const RUNS: usize = 5;
-const MEMBERS: usize = 1_000;
 
-fn post_10k() -> Vec<u8> {
-    let mut post = b"From: Alice Example <alice@example.com>\r\nTo: announce@lists.example.org\r\n\
-Subject: Weekly report\r\nDate: Mon, 3 Mar 2025 10:00:00 +0000\r\nMessage-ID: <bench@example.com>\r\n\
-MIME-Version: 1.0\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n"
-        .to_vec();
-    let line =
-        b"The quick brown fox jumps over the lazy dog; pack my box with five dozen jugs.\r\n";
-    while post.len() < 10 * 1024 {
-        post.extend_from_slice(line);
-    }
-    post
-}
-
-fn members() -> Vec<Member> {
-    (0..MEMBERS)
-        .map(|i| Member {
-            id: MemberId(i as i64),
-            list_id: ListId(1),
-            address: Address::parse(&format!("member{i}@host{}.example.com", i % 37))
-                .expect("valid"),
-            display_name: Some(format!("Member Number {i}")),
-            status: MemberStatus::Enabled,
-            fields: BTreeMap::from([("company".to_string(), format!("Company {i}"))]),
-        })
-        .collect()
-}
-
+/// The benchmark template, and how long rendering it took (once per post).
 fn template(footer: Option<&str>, personalize: bool) -> Template {
-    let list = List {
-        id: ListId(1),
-        address: Address::parse("announce@lists.example.org").expect("valid"),
-        settings: ListSettings {
-            display_name: "Announcements".into(),
-            subject_prefix: Some("[announce]".into()),
-            footer: footer.map(str::to_string),
-            personalize,
-            ..ListSettings::default()
-        },
-        created_at_ms: 0,
-    };
-    let ctx = ListContext {
-        unsubscribe_base_url: "https://lists.example.org".into(),
-        archive_url: Some("https://lists.example.org/archive/announce".into()),
-        secret: b"bench-secret-0123456789abcdef".to_vec(),
-        dkim: Default::default(),
-    };
     let started = Instant::now();
-    let t = render(&list, &ctx, &post_10k()).expect("renders");
+    let t = common::template(
+        footer,
+        personalize,
+        Some("https://lists.example.org/archive/announce"),
+        Default::default(),
+    );
     println!("  render: {:?} (once per post)", started.elapsed());
     t
 }
