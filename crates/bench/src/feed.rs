@@ -136,6 +136,7 @@ fn prepare(args: FeedArgs) -> Result<Job> {
         secret: args.secret.as_bytes().to_vec(),
         // The comparison feeds Postfix unsigned copies; Herald's bench runs sign nothing either.
         dkim: Default::default(),
+        authserv_id: "herald-bench".into(),
     };
     let raw = std::fs::read(&args.post).with_context(|| format!("{}", args.post.display()))?;
     let template = render(&list, &ctx, &raw).context("rendering the post")?;

@@ -61,6 +61,11 @@ pub struct ListContext {
     pub secret: Vec<u8>,
     /// DKIM keys by list domain; a list whose domain has one gets every copy signed.
     pub dkim: DkimKeys,
+    /// Our `authserv-id` (RFC 8601 §2.5, the server's host name): the one
+    /// `Authentication-Results` field of a stored post that fan-out trusts is the topmost one
+    /// carrying it, written by the server on arrival (DMARC policy of the From domain, ARC
+    /// chain result). Fields with other ids are the poster's or a relay's and are ignored.
+    pub authserv_id: String,
 }
 
 impl std::fmt::Debug for ListContext {
@@ -70,6 +75,7 @@ impl std::fmt::Debug for ListContext {
             .field("unsubscribe_base_url", &self.unsubscribe_base_url)
             .field("archive_url", &self.archive_url)
             .field("dkim", &self.dkim)
+            .field("authserv_id", &self.authserv_id)
             .finish_non_exhaustive()
     }
 }

@@ -194,6 +194,7 @@ mod bench {
             archive_url: None,
             secret: b"0123456789abcdef".to_vec(),
             dkim: Default::default(),
+            authserv_id: "herald.test".into(),
         };
         let template =
             herald_fanout::render(&list, &lctx, b"Subject: x\r\n\r\nbody\r\n").expect("render");

@@ -207,6 +207,7 @@ pub async fn run(
             archive_url,
             secret: secret.clone(),
             dkim: config.dkim_keys()?,
+            authserv_id: config.hostname.clone(),
         },
         failures: Some(failures_tx),
         dedup: Some(dedup.clone()),

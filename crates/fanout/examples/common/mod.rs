@@ -60,6 +60,7 @@ pub fn template(
         archive_url: archive_url.map(str::to_string),
         secret: b"bench-secret-0123456789abcdef".to_vec(),
         dkim,
+        authserv_id: "lists.example.org".into(),
     };
     render(&list, &ctx, &post_10k()).expect("renders")
 }

@@ -36,12 +36,16 @@ pub fn member(address: &str, name: Option<&str>, fields: &[(&str, &str)]) -> Mem
     }
 }
 
+/// Our authserv-id: the Authentication-Results field fan-out trusts carries it.
+pub const AUTHSERV_ID: &str = "herald.test";
+
 pub fn ctx(archive: Option<&str>) -> ListContext {
     ListContext {
         unsubscribe_base_url: BASE_URL.to_string(),
         archive_url: archive.map(str::to_string),
         secret: SECRET.to_vec(),
         dkim: Default::default(),
+        authserv_id: AUTHSERV_ID.to_string(),
     }
 }
 
