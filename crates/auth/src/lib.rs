@@ -10,7 +10,9 @@
 //! mail-parser 1.x, which requires rustc 1.98.
 
 pub mod dkim;
+pub mod results;
 pub mod verify;
 
 pub use dkim::{DkimAlgorithm, DkimError, DkimKeys, DkimSigner};
+pub use results::ArrivalResults;
 pub use verify::{ArrivalVerdict, AuthError, Authenticator, DkimVerdict, DmarcPolicy};

@@ -88,7 +88,8 @@ impl std::fmt::Debug for Authenticator {
 }
 
 impl Authenticator {
-    /// Uses `nameservers` (UDP then TCP) with the given per-query timeout and attempts.
+    /// Uses `nameservers` (UDP then TCP) with the given per-query timeout and attempts; none:
+    /// the system's configuration (`/etc/resolv.conf`).
     pub fn new(
         nameservers: &[SocketAddr],
         timeout: Duration,
@@ -96,7 +97,13 @@ impl Authenticator {
         authserv_id: &str,
     ) -> Result<Authenticator, AuthError> {
         if nameservers.is_empty() {
-            return Err(AuthError::Resolver("no nameservers configured".into()));
+            // No `[dns] nameservers`: the system's resolver, as delivery does.
+            let inner = MessageAuthenticator::new_system_conf()
+                .map_err(|e| AuthError::Resolver(e.to_string()))?;
+            return Ok(Authenticator {
+                inner,
+                authserv_id: authserv_id.to_string(),
+            });
         }
         let servers = nameservers
             .iter()
@@ -165,7 +172,10 @@ impl Authenticator {
     ) -> ArrivalVerdict {
         let Some(msg) = AuthenticatedMessage::parse(raw) else {
             return ArrivalVerdict {
-                auth_results: format!("Authentication-Results: {}; none\r\n", self.authserv_id),
+                auth_results: format!(
+                    "Authentication-Results: {}; none (not a message)\r\n",
+                    self.authserv_id
+                ),
                 from_policy: DmarcPolicy::None,
             };
         };
@@ -208,7 +218,7 @@ impl Authenticator {
         };
         results = results.with_dmarc_result(&dmarc);
         ArrivalVerdict {
-            auth_results: results.to_string(),
+            auth_results: format!("Authentication-Results: {results}\r\n"),
             from_policy,
         }
     }

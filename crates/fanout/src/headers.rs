@@ -17,12 +17,13 @@
 //! the post's own fields are copied, never re-interpreted, except Subject, which is read with
 //! mail-parser only to decide whether the prefix is already there.
 
+use crate::dmarc::{trim_value, FromRewritePlan};
 use crate::encode::{clean_line, for_each_word, write_phrase, Folder};
 use crate::message::{Field, Post};
 use crate::mime::HeaderEdits;
 use crate::template::{Builder, Slot};
 use crate::ListContext;
-use herald_types::{verp, List, ReplyToPolicy};
+use herald_types::{verp, List, PosterDkim, ReplyToPolicy};
 use mail_parser::MessageParser;
 
 /// Incoming fields a list always drops (it sets its own, or they must not be forwarded).
@@ -40,7 +41,8 @@ const REMOVED: &[&str] = &[
     "Bcc",
 ];
 
-/// Writes the rewritten header block (without the blank line that ends it).
+/// Writes the rewritten header block (without the blank line that ends it). `from`: the
+/// DMARC From rewrite decided for this post (see `dmarc`).
 pub(crate) fn write(
     b: &mut Builder,
     post: &Post<'_>,
@@ -48,6 +50,7 @@ pub(crate) fn write(
     ctx: &ListContext,
     edits: &HeaderEdits,
     url_prefix: &[u8],
+    from: Option<&FromRewritePlan>,
 ) {
     let s = &list.settings;
     let prefix = s
@@ -57,9 +60,43 @@ pub(crate) fn write(
         .filter(|p| !p.is_empty());
     let mut saw_to = false;
     let mut saw_subject = false;
+    let mut saw_from = false;
+    let mut saw_cc = false;
     for f in &post.fields {
         if REMOVED.iter().any(|n| f.is(n)) {
             continue;
+        }
+        if let Some(plan) = from {
+            if f.is("From") {
+                if !saw_from {
+                    b.push(&plan.from_field);
+                    saw_from = true;
+                }
+                continue;
+            }
+            if let (true, false, Some(poster)) = (
+                f.is("Cc") && s.reply_to != ReplyToPolicy::Poster,
+                saw_cc,
+                &plan.original_value,
+            ) {
+                // Replies go to the list (or a fixed address): the poster is copied, as
+                // Mailman does, so "reply all" still reaches them.
+                saw_cc = true;
+                b.push(&field_with_poster("Cc", Some(f.value), poster));
+                continue;
+            }
+        }
+        if f.is("DKIM-Signature") {
+            match s.poster_dkim {
+                PosterDkim::Remove => continue,
+                PosterDkim::RenameWhenRewritten if from.is_some() => {
+                    let mut renamed = b"X-Original-".to_vec();
+                    renamed.extend_from_slice(f.raw);
+                    b.push(&renamed);
+                    continue;
+                }
+                PosterDkim::Keep | PosterDkim::RenameWhenRewritten => {}
+            }
         }
         if f.is("To") && s.personalize {
             if !saw_to {
@@ -101,8 +138,30 @@ pub(crate) fn write(
     if let Some(a) = reply_to {
         b.push(format!("Reply-To: <{a}>\r\n").as_bytes());
     }
+    if let Some(poster) = from.and_then(|p| p.original_value.as_deref()) {
+        if post.first("Reply-To").is_none() && reply_to.is_none() {
+            b.push(&field_with_poster("Reply-To", None, poster));
+        } else if reply_to.is_some() && !saw_cc {
+            b.push(&field_with_poster("Cc", None, poster));
+        }
+    }
     write_mime_edits(b, edits);
     write_list_fields(b, list, ctx, url_prefix);
+}
+
+/// `name: <existing value>,\r\n <poster>` (or just the poster): the poster's original From
+/// value, copied byte-for-byte, added to an address field.
+fn field_with_poster(name: &str, existing: Option<&[u8]>, poster: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(name.len() + poster.len() + 8);
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    if let Some(v) = existing.map(trim_value).filter(|v| !v.is_empty()) {
+        out.extend_from_slice(v);
+        out.extend_from_slice(b",\r\n ");
+    }
+    out.extend_from_slice(poster);
+    out.extend_from_slice(b"\r\n");
+    out
 }
 
 fn write_mime_edits(b: &mut Builder, edits: &HeaderEdits) {

@@ -25,6 +25,7 @@
 //! unsubscribe link carries an HMAC token keyed by the list secret.
 
 pub mod dedup;
+mod dmarc;
 mod encode;
 mod error;
 mod footer;
@@ -91,8 +92,10 @@ pub fn render(list: &List, ctx: &ListContext, raw_post: &[u8]) -> Result<Templat
         .as_deref()
         .filter(|f| !f.trim().is_empty());
     let (plan, edits) = mime::plan(&post, &msg, footer_text, &ctx.secret)?;
+    let arrival = dmarc::arrival_results(&post, &ctx.authserv_id);
+    let from = dmarc::plan(&post, list, arrival.as_ref());
     let mut b = template::Builder::new(msg.len());
-    headers::write(&mut b, &post, list, ctx, &edits, &url_prefix);
+    headers::write(&mut b, &post, list, ctx, &edits, &url_prefix, from.as_ref());
     b.push(b"\r\n");
     b.mark_body();
     let pieces = footer_text

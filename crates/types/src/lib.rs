@@ -15,7 +15,8 @@ pub mod verp;
 pub use address::{Address, AddressError};
 pub use ids::{ListId, MemberId, PostId};
 pub use list::{
-    List, ListSettings, Member, MemberStatus, PostingPolicy, ReplyToPolicy, SubscriptionPolicy,
+    FromRewrite, List, ListSettings, Member, MemberStatus, PosterDkim, PostingPolicy,
+    ReplyToPolicy, SubscriptionPolicy,
 };
 pub use outcome::RcptOutcome;
 pub use reply::{EnhancedStatus, Reply, ReplyError};

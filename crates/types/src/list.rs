@@ -31,6 +31,38 @@ pub enum ReplyToPolicy {
     Explicit(Address),
 }
 
+/// When a copy's From is replaced by the list address (Mailman 3's "munge from"): a list that
+/// re-sends a post From a `p=reject` domain with its own changes fails DMARC at receivers
+/// (RFC 7489 §3.1: neither the poster's broken signature nor our SPF aligns with that From).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FromRewrite {
+    /// When the poster's domain publishes DMARC `p=reject` or `p=quarantine` (or its policy
+    /// could not be looked up: a DNS hiccup must not get a whole fan-out rejected).
+    #[default]
+    WhenNeeded,
+    /// Every post (lists that want one sending identity).
+    Always,
+    /// Never (the operator accepts that copies of posts from strict domains may be refused).
+    Never,
+}
+
+/// What becomes of the poster's own `DKIM-Signature` fields in the copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PosterDkim {
+    /// Kept as they arrived. They rarely survive a list (personalized To, Subject prefix,
+    /// footer), and a broken signature counts as no signature (RFC 6376 §6.3).
+    Keep,
+    /// Renamed to `X-Original-DKIM-Signature` when From is rewritten, kept otherwise: after
+    /// rewriting, the signature is for a domain that is no longer the author's and only adds
+    /// a `dkim=fail` some filters score; the renamed field keeps it for forensics.
+    #[default]
+    RenameWhenRewritten,
+    /// Removed from every copy (the ARC set carries the arrival result instead).
+    Remove,
+}
+
 /// The settings an administrator chooses for a list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -70,6 +102,10 @@ pub struct ListSettings {
     pub allowed_content_types: Vec<String>,
     /// Hold posts with executable attachments (.exe, .bat, .js, … or application/x-msdownload).
     pub hold_executables: bool,
+    /// DMARC-aware From rewriting.
+    pub from_rewrite: FromRewrite,
+    /// The poster's DKIM-Signature fields in copies.
+    pub poster_dkim: PosterDkim,
 }
 
 /// Who may join a list.
@@ -102,6 +138,8 @@ impl Default for ListSettings {
             held_expiry_days: 14,
             allowed_content_types: Vec::new(),
             hold_executables: true,
+            from_rewrite: FromRewrite::default(),
+            poster_dkim: PosterDkim::default(),
         }
     }
 }
