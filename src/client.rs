@@ -103,6 +103,24 @@ impl Api {
     }
 }
 
+/// When From is rewritten to the list address (DMARC).
+#[derive(Clone, Copy, ValueEnum)]
+pub enum FromRewrite {
+    /// When the poster's domain publishes DMARC p=reject or p=quarantine.
+    WhenNeeded,
+    Always,
+    Never,
+}
+
+/// The poster's own DKIM-Signature in copies.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum PosterDkim {
+    Keep,
+    /// Renamed to X-Original-DKIM-Signature when From is rewritten.
+    RenameWhenRewritten,
+    Remove,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Policy {
     Members,
@@ -140,6 +158,12 @@ pub enum ListCommand {
         /// Give up on a copy after this many hours (default 120).
         #[arg(long)]
         max_age_hours: Option<u64>,
+        /// Rewrite From to "Poster via List" <list> (DMARC).
+        #[arg(long, value_enum, default_value_t = FromRewrite::WhenNeeded)]
+        from_rewrite: FromRewrite,
+        /// What becomes of the poster's DKIM-Signature.
+        #[arg(long, value_enum, default_value_t = PosterDkim::RenameWhenRewritten)]
+        poster_dkim: PosterDkim,
     },
     /// List all lists with member counts.
     Ls,
@@ -205,6 +229,8 @@ pub async fn list(api: &Api, cmd: ListCommand) -> Result<()> {
             footer_file,
             no_personalize,
             max_age_hours,
+            from_rewrite,
+            poster_dkim,
         } => {
             let footer = match footer_file {
                 Some(p) => Some(
@@ -230,6 +256,16 @@ pub async fn list(api: &Api, cmd: ListCommand) -> Result<()> {
                 "reply_to": reply_to,
                 "footer": footer,
                 "personalize": !no_personalize,
+                "from_rewrite": match from_rewrite {
+                    FromRewrite::WhenNeeded => "when_needed",
+                    FromRewrite::Always => "always",
+                    FromRewrite::Never => "never",
+                },
+                "poster_dkim": match poster_dkim {
+                    PosterDkim::Keep => "keep",
+                    PosterDkim::RenameWhenRewritten => "rename_when_rewritten",
+                    PosterDkim::Remove => "remove",
+                },
             });
             if let Some(h) = max_age_hours {
                 settings["max_age_secs"] = json!(h * 3600);

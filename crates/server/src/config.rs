@@ -38,6 +38,29 @@ pub struct Config {
     pub stats: StatsSection,
     /// Inbound TLS: the certificate for STARTTLS and the implicit-TLS submission listener.
     pub tls: TlsSection,
+    /// Authentication of arriving posts (SPF, DKIM, ARC, DMARC).
+    pub auth: AuthSection,
+}
+
+/// Authentication of arriving posts (`[auth]`): the results decide DMARC From rewriting and
+/// are carried to receivers in the ARC set.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthSection {
+    /// Check SPF, DKIM, ARC and DMARC of each list post once on arrival (through `[dns]`).
+    /// Off: lists with `from_rewrite = "when_needed"` never rewrite, and no ARC set is added.
+    pub verify_arrivals: bool,
+    /// Longest the check may take; past it the post is stored with `temperror` results.
+    pub arrival_timeout_secs: u64,
+}
+
+impl Default for AuthSection {
+    fn default() -> Self {
+        AuthSection {
+            verify_arrivals: true,
+            arrival_timeout_secs: 10,
+        }
+    }
 }
 
 /// Inbound TLS (`[tls]`). Both files set: SMTP offers STARTTLS (RFC 3207) and
@@ -82,6 +105,7 @@ impl Default for Config {
             dkim: BTreeMap::new(),
             stats: StatsSection::default(),
             tls: TlsSection::default(),
+            auth: AuthSection::default(),
         }
     }
 }
@@ -346,6 +370,9 @@ impl Config {
         if self.hostname.is_empty() || self.hostname.contains(char::is_whitespace) {
             return Err("hostname: must be a host name without spaces".into());
         }
+        if self.auth.arrival_timeout_secs == 0 || self.auth.arrival_timeout_secs > 300 {
+            return Err("auth.arrival_timeout_secs: must be between 1 and 300".into());
+        }
         let s = &self.scheduler;
         if s.max_connections == 0 || s.max_connections_per_destination == 0 {
             return Err(
@@ -458,6 +485,8 @@ mod tests {
         assert_eq!(c.client_config().helo_name, "herald.localhost");
         assert!(c.tls.cert_file.is_none() && c.listen.submissions.is_none());
         assert!(c.inbound_tls().expect("no TLS is fine").is_none());
+        assert_eq!(c.auth.verify_arrivals, d.auth.verify_arrivals);
+        assert_eq!(c.auth.arrival_timeout_secs, d.auth.arrival_timeout_secs);
     }
 
     #[test]

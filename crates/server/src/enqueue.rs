@@ -6,6 +6,7 @@
 //! member-id snapshot, makes the post durable, hands list posts and generated mail to the
 //! scheduler, and bounces, requests and held posts to the lists stage.
 
+use crate::arrival::{ArrivalCheck, Client};
 use bytes::Bytes;
 use herald_directory::{Directory, DirectoryError};
 use herald_fanout::{DedupStore, Seen};
@@ -46,12 +47,19 @@ pub struct Enqueuer {
     pub dedup: Option<DedupStore>,
     /// Bounces, requests and held posts go to the lists stage (bounded; the sender waits).
     pub side: Option<mpsc::Sender<SpooledPost>>,
+    /// Authentication results of list posts, taken once on arrival.
+    pub arrival: ArrivalCheck,
 }
 
 /// How the message reached the list.
 pub enum Origin {
     /// Over SMTP/LMTP: the posting policy decides between fan-out and moderation.
-    Smtp { envelope_from: Option<Address> },
+    Smtp {
+        envelope_from: Option<Address>,
+        /// The client's address and HELO name (for SPF).
+        peer: std::net::IpAddr,
+        helo: String,
+    },
     /// Injected by an administrator (CLI / HTTP API): approved.
     Admin,
     /// A held post a moderator approved: a list post, exempt from the duplicate check (its
@@ -77,10 +85,24 @@ impl Enqueuer {
             return Err(EnqueueError::TooBig { limit });
         }
         let envelope_from = match &origin {
-            Origin::Smtp { envelope_from } | Origin::Approved { envelope_from } => {
+            Origin::Smtp { envelope_from, .. } | Origin::Approved { envelope_from } => {
                 envelope_from.clone()
             }
             Origin::Admin => None,
+        };
+        // An approved post was stamped when it arrived and was held; keep that verdict.
+        let body = match (role, &origin) {
+            (ListAddressKind::Post, Origin::Smtp { peer, helo, .. }) => {
+                let mail_from = envelope_from.as_ref().map(ToString::to_string);
+                let client = Client {
+                    ip: *peer,
+                    helo,
+                    mail_from: mail_from.as_deref().unwrap_or(""),
+                };
+                self.arrival.stamp(body, Some(client)).await
+            }
+            (ListAddressKind::Post, Origin::Admin) => self.arrival.stamp(body, None).await,
+            _ => body,
         };
         let message_id = message_id(&body);
         let now = herald_types::unix_ms_now();

@@ -6,6 +6,7 @@
 //! finish their transaction), then the scheduler (workers finish their batch, every reported
 //! outcome is journaled), then the spool is flushed and the delivery log written out.
 
+mod arrival;
 pub mod config;
 mod confirm;
 mod enqueue;
@@ -228,6 +229,7 @@ pub async fn run(
         max_message_bytes: config.smtp_in.limits.max_message_octets,
         dedup: Some(dedup.clone()),
         side: Some(side_tx),
+        arrival: arrival_check(&config)?,
     });
     let lists = Arc::new(lists::Lists {
         enqueuer: enqueuer.clone(),
@@ -334,6 +336,28 @@ pub async fn run(
 
 /// The unsubscribe-token secret: from the config, else `<data_dir>/secret`, created with 32
 /// random bytes (mode 0600) on first start so links survive restarts.
+/// The arrival check with its own resolver (mail-auth's, through the same `[dns]` servers).
+fn arrival_check(config: &Config) -> Result<arrival::ArrivalCheck, ServerError> {
+    let auth = if config.auth.verify_arrivals {
+        let d = &config.dns;
+        let auth = herald_auth::Authenticator::new(
+            &d.nameservers,
+            std::time::Duration::from_millis(d.timeout_ms),
+            d.attempts,
+            &config.hostname,
+        )
+        .map_err(|e| ServerError::Resolver(e.to_string()))?;
+        Some(auth)
+    } else {
+        None
+    };
+    Ok(arrival::ArrivalCheck::new(
+        auth,
+        &config.hostname,
+        std::time::Duration::from_secs(config.auth.arrival_timeout_secs),
+    ))
+}
+
 fn load_or_create_secret(cfg: &Config) -> std::io::Result<Vec<u8>> {
     if !cfg.secret.is_empty() {
         return Ok(cfg.secret.as_bytes().to_vec());

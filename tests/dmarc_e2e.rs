@@ -1,0 +1,211 @@
+//! DMARC-aware From handling end to end: posts arrive over SMTP (and HTTP injection), the
+//! server looks up the From domain's `_dmarc` record on the simulated world's DNS server once
+//! on arrival, records it in its Authentication-Results field, and fan-out rewrites From for
+//! `p=reject` and `p=quarantine` only. Hostile input (malformed DMARC records and
+//! DKIM-Signature fields, a forged Authentication-Results claiming our authserv-id) never
+//! blocks a post and never decides the rewrite.
+
+mod support;
+
+use herald_sim::{Profile, World};
+use serde_json::json;
+use std::time::{Duration, Instant};
+use support::*;
+
+const LIST: &str = "dev@lists.test";
+const MEMBER: &str = "bob@d0.test";
+
+async fn start() -> (World, TestServer, tempfile::TempDir) {
+    let world = World::start(world_config(&[Profile::Normal], true))
+        .await
+        .expect("world");
+    world
+        .dns()
+        .update_zone(|z| {
+            z.add_txt(
+                "_dmarc.reject.test",
+                "v=DMARC1; p=reject; rua=mailto:d@reject.test",
+            );
+            z.add_txt("_dmarc.quar.test", "v=DMARC1; p=quarantine; pct=100");
+            z.add_txt("_dmarc.none.test", "v=DMARC1; p=none");
+            // Hostile: not a DMARC record at all, a broken one, and a huge one.
+            z.add_txt("_dmarc.garbage.test", "v=DMARC1; p=banana; ;;; =x; sp");
+            z.add_txt("_dmarc.junk.test", "\u{0}\u{1}not-dmarc p=reject");
+            z.add_txt(
+                "_dmarc.huge.test",
+                &format!("v=DMARC1; p=reject; x={}", "a".repeat(200)),
+            );
+        })
+        .expect("zone");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = TestServer::start(server_config(&world, dir.path().to_path_buf())).await;
+    create_list(
+        &server.api,
+        LIST,
+        json!({"posting_policy": "anyone", "display_name": "Dev"}),
+    )
+    .await;
+    let (st, body) = http(
+        "POST",
+        &format!("{}/api/lists/{LIST}/members", server.api),
+        Some(json!({ "address": MEMBER })),
+    )
+    .await;
+    assert_eq!(st, 201, "add member: {body}");
+    (world, server, dir)
+}
+
+fn post(from_domain: &str, mid: &str, extra: &str) -> String {
+    format!(
+        "{extra}From: Alice <alice@{from_domain}>\r\nTo: {LIST}\r\nSubject: hello\r\nMessage-ID: <{mid}@x.test>\r\n\r\nbody\r\n"
+    )
+}
+
+async fn send(server: &TestServer, from: &str, msg: &str) -> String {
+    let (mut c, _) = Smtp::connect(server.smtp).await;
+    c.cmd("EHLO client.test").await;
+    let r = c.send_mail(from, &[LIST], msg.as_bytes()).await;
+    c.cmd("QUIT").await;
+    r
+}
+
+/// The copy of the post with this Message-ID that the member received.
+async fn copy_of(world: &World, mid: &str) -> String {
+    let want = format!("{mid}@x.test");
+    let start = Instant::now();
+    loop {
+        let snap = world.recorder().snapshot();
+        let found = snap.copies_for(MEMBER).into_iter().find_map(|c| {
+            let id = c.message_id.as_deref()?;
+            let body = c.message.as_deref()?;
+            (id.trim_matches(['<', '>']) == want)
+                .then(|| String::from_utf8_lossy(body).into_owned())
+        });
+        if let Some(m) = found {
+            return m;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no copy of {mid}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn field<'a>(msg: &'a str, name: &str) -> Option<&'a str> {
+    let head = msg.split("\r\n\r\n").next()?;
+    head.split("\r\n").find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_published_policy_decides_from_rewriting() {
+    let (world, server, _dir) = start().await;
+    let cases = [
+        ("reject.test", true),
+        ("quar.test", true),
+        ("none.test", false),
+        ("absent.test", false),
+        ("garbage.test", false),
+        ("junk.test", false),
+    ];
+    for (i, (domain, rewritten)) in cases.iter().enumerate() {
+        let mid = format!("p{i}");
+        let r = send(&server, &format!("alice@{domain}"), &post(domain, &mid, "")).await;
+        assert!(r.starts_with("250"), "{domain}: {r}");
+        let copy = copy_of(&world, &mid).await;
+        let from = field(&copy, "From").expect("From");
+        if *rewritten {
+            assert_eq!(
+                from, "\"Alice via Dev\" <dev@lists.test>",
+                "{domain}: {copy}"
+            );
+            assert_eq!(
+                field(&copy, "Reply-To"),
+                Some(&*format!("Alice <alice@{domain}>"))
+            );
+        } else {
+            assert_eq!(from, format!("Alice <alice@{domain}>"), "{domain}: {copy}");
+            assert_eq!(field(&copy, "Reply-To"), None, "{domain}: {copy}");
+        }
+        // Our arrival results travel with the copy.
+        let ar = field(&copy, "Authentication-Results").expect("our results");
+        assert!(ar.starts_with("herald.test;"), "{ar}");
+    }
+    server.stop().await;
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_authentication_fields_never_block_or_decide() {
+    let (world, server, _dir) = start().await;
+    // A forged Authentication-Results with our authserv-id claims p=reject for a domain
+    // without a record: it is removed on arrival and does not cause a rewrite.
+    let forged = "Authentication-Results: herald.test; dmarc=fail header.from=absent.test policy.dmarc=reject\r\n";
+    let r = send(
+        &server,
+        "alice@absent.test",
+        &post("absent.test", "f1", forged),
+    )
+    .await;
+    assert!(r.starts_with("250"), "{r}");
+    let copy = copy_of(&world, "f1").await;
+    assert_eq!(
+        field(&copy, "From"),
+        Some("Alice <alice@absent.test>"),
+        "{copy}"
+    );
+    assert_eq!(copy.matches("policy.dmarc=reject").count(), 0, "{copy}");
+
+    // Malformed DKIM-Signature fields from a p=reject domain: the post still goes out,
+    // rewritten, with the poster's signatures renamed.
+    let bad_sigs = [
+        "DKIM-Signature: v=1; a=rsa-sha256; d=reject.test; s=x; bh=!!!; b=\r\n",
+        "DKIM-Signature: garbage without tags\r\n",
+        "DKIM-Signature: v=1; a=ed25519-sha256; d=reject.test; s=nokey; h=from; bh=AAAA; b=AAAA\r\n",
+        &format!("DKIM-Signature: v=1; d=reject.test; {}\r\n", "x=y; ".repeat(150)),
+        "DKIM-Signature: v=1; a=rsa-sha256; l=99999999999999999999; d=reject.test\r\n",
+    ]
+    .concat();
+    let r = send(
+        &server,
+        "alice@reject.test",
+        &post("reject.test", "f2", &bad_sigs),
+    )
+    .await;
+    assert!(r.starts_with("250"), "{r}");
+    let copy = copy_of(&world, "f2").await;
+    assert_eq!(
+        field(&copy, "From"),
+        Some("\"Alice via Dev\" <dev@lists.test>")
+    );
+    assert!(field(&copy, "DKIM-Signature").is_none(), "{copy}");
+    assert_eq!(
+        copy.matches("X-Original-DKIM-Signature:").count(),
+        5,
+        "{copy}"
+    );
+
+    // A post from a domain with an over-long record and one injected over HTTP.
+    let r = send(&server, "alice@huge.test", &post("huge.test", "f3", "")).await;
+    assert!(r.starts_with("250"), "{r}");
+    assert!(copy_of(&world, "f3")
+        .await
+        .contains("From: \"Alice via Dev\""));
+    let (st, body) = http_bytes(
+        &format!("{}/api/lists/{LIST}/posts", server.api),
+        post("quar.test", "f4", "").into_bytes(),
+    )
+    .await;
+    assert!(st == 200 || st == 202 || st == 201, "{st} {body}");
+    let copy = copy_of(&world, "f4").await;
+    assert_eq!(
+        field(&copy, "From"),
+        Some("\"Alice via Dev\" <dev@lists.test>"),
+        "{copy}"
+    );
+    server.stop().await;
+    world.shutdown().await;
+}
