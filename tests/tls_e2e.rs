@@ -183,7 +183,16 @@ async fn starttls_session_posts_and_fans_out() {
 
     let p = wait_complete(&server.api, &post, Duration::from_secs(60)).await;
     assert_eq!(p["delivered"], MEMBERS as u64, "{p}");
-    assert_eq!(world.recorder().snapshot().accepted, MEMBERS as u64);
+    let snap = world.recorder().snapshot();
+    assert_eq!(snap.accepted, MEMBERS as u64);
+    // The trace header says the post arrived encrypted (RFC 3848) and how.
+    let copy = snap.copies[0].message.as_deref().expect("kept");
+    let copy = String::from_utf8_lossy(copy);
+    assert!(
+        copy.contains("\r\n\tby herald.test (Herald) with ESMTPS\r\n")
+            && copy.contains("(using TLSv1.3 with cipher TLS13_"),
+        "{copy}"
+    );
 
     // LMTP never offers STARTTLS.
     let mut lmtp = Client::new(TcpStream::connect(server.lmtp).await.expect("lmtp"));

@@ -258,7 +258,14 @@ impl<H: InboundHandler> Connection<H> {
     /// Prepends the trace header and hands the message to the handler.
     async fn accept(&mut self, mut envelope: Envelope) -> Vec<Reply> {
         let received_at_ms = herald_types::unix_ms_now();
-        let header = received::header(&envelope, self.peer, &self.ctx.hostname, received_at_ms);
+        let tls = self.stream.tls_description();
+        let header = received::header(
+            &envelope,
+            self.peer,
+            &self.ctx.hostname,
+            received_at_ms,
+            tls.as_ref(),
+        );
         let mut body = BytesMut::with_capacity(header.len() + envelope.body.len());
         body.extend_from_slice(header.as_bytes());
         body.extend_from_slice(&envelope.body);

@@ -20,24 +20,41 @@ const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 ];
 
-/// The header for `envelope`, received from `peer` by `hostname` at `received_at_ms`.
+/// The header for `envelope`, received from `peer` by `hostname` at `received_at_ms`; `tls` is
+/// the protocol version and cipher suite when the session was encrypted (RFC 3848: the
+/// protocol becomes `ESMTPS`/`LMTPS`, and a comment names them, as Postfix writes it).
 pub fn header(
     envelope: &Envelope,
     peer: SocketAddr,
     hostname: &str,
     received_at_ms: u64,
+    tls: Option<&(String, String)>,
 ) -> String {
     let ip = match peer.ip().to_canonical() {
         IpAddr::V4(v4) => v4.to_string(),
         IpAddr::V6(v6) => format!("IPv6:{v6}"),
     };
     let protocol = envelope.helo.verb.protocol();
+    // RFC 3848 registers the "S" forms for ESMTP and LMTP only (STARTTLS needs EHLO/LHLO; a
+    // HELO client over implicit TLS keeps "SMTP"). Version and cipher come from rustls'
+    // own names: no peer-controlled text.
+    let (protocol, using) = match tls {
+        Some((version, cipher)) => (
+            match protocol {
+                "ESMTP" => "ESMTPS",
+                "LMTP" => "LMTPS",
+                p => p,
+            },
+            format!("\r\n\t(using {version} with cipher {cipher})"),
+        ),
+        None => (protocol, String::new()),
+    };
     let rcpt = match envelope.rcpts.as_slice() {
         [only] => format!("\r\n\tfor <{only}>"),
         _ => String::new(),
     };
     format!(
-        "Received: from {helo} ([{ip}])\r\n\tby {hostname} (Herald) with {protocol}{rcpt};\r\n\t{date}\r\n",
+        "Received: from {helo} ([{ip}]){using}\r\n\tby {hostname} (Herald) with {protocol}{rcpt};\r\n\t{date}\r\n",
         helo = envelope.helo.domain,
         date = rfc5322_date(received_at_ms),
     )
@@ -116,7 +133,7 @@ mod tests {
     fn names_the_single_recipient_only() {
         let peer: SocketAddr = "192.0.2.7:2525".parse().unwrap();
         assert_eq!(
-            header(&envelope(&["list@l.example"]), peer, "mx.example", 0),
+            header(&envelope(&["list@l.example"]), peer, "mx.example", 0, None),
             "Received: from client.example ([192.0.2.7])\r\n\tby mx.example (Herald) with ESMTP\r\n\tfor <list@l.example>;\r\n\tThu, 1 Jan 1970 00:00:00 +0000\r\n"
         );
         let two = header(
@@ -124,11 +141,25 @@ mod tests {
             peer,
             "mx.example",
             0,
+            None,
         );
         assert!(!two.contains("for <"));
         let v6: SocketAddr = "[2001:db8::1]:25".parse().unwrap();
-        assert!(header(&envelope(&[]), v6, "mx.example", 0).contains("([IPv6:2001:db8::1])"));
+        assert!(header(&envelope(&[]), v6, "mx.example", 0, None).contains("([IPv6:2001:db8::1])"));
         let mapped: SocketAddr = "[::ffff:192.0.2.7]:25".parse().unwrap();
-        assert!(header(&envelope(&[]), mapped, "mx.example", 0).contains("([192.0.2.7])"));
+        assert!(header(&envelope(&[]), mapped, "mx.example", 0, None).contains("([192.0.2.7])"));
+    }
+
+    #[test]
+    fn tls_sessions_say_esmtps_and_name_the_cipher() {
+        let peer: SocketAddr = "192.0.2.7:2525".parse().unwrap();
+        let tls = (
+            "TLSv1.3".to_string(),
+            "TLS13_AES_256_GCM_SHA384".to_string(),
+        );
+        assert_eq!(
+            header(&envelope(&["list@l.example"]), peer, "mx.example", 0, Some(&tls)),
+            "Received: from client.example ([192.0.2.7])\r\n\t(using TLSv1.3 with cipher TLS13_AES_256_GCM_SHA384)\r\n\tby mx.example (Herald) with ESMTPS\r\n\tfor <list@l.example>;\r\n\tThu, 1 Jan 1970 00:00:00 +0000\r\n"
+        );
     }
 }
