@@ -89,6 +89,10 @@ impl Api {
         self.send(self.http.post(format!("{}{path}", self.base)).json(body))
             .await
     }
+    pub async fn patch_json(&self, path: &str, body: &Value) -> Result<Value> {
+        self.send(self.http.patch(format!("{}{path}", self.base)).json(body))
+            .await
+    }
     pub async fn post_bytes(&self, path: &str, body: Vec<u8>, content_type: &str) -> Result<Value> {
         let req = self
             .http
@@ -169,6 +173,14 @@ pub enum ListCommand {
     Ls,
     /// Show one list's settings and counts.
     Show { address: String },
+    /// Change settings of a list: `name=value` pairs with the names `list show` prints, e.g.
+    /// `from_rewrite=always`, `subject_prefix="[dev]"`, `personalize=false`. A value that
+    /// reads as JSON (true, 5, "x", null, [..]) is taken as such; anything else as a string.
+    Set {
+        address: String,
+        #[arg(required = true, value_parser = parse_setting)]
+        settings: Vec<(String, Value)>,
+    },
     /// Delete a list and its members.
     Rm { address: String },
 }
@@ -197,6 +209,15 @@ pub enum MemberCommand {
     Import { list: String, file: PathBuf },
     /// A member's status, bounce score and bounce history.
     Show { list: String, address: String },
+}
+
+fn parse_setting(s: &str) -> Result<(String, Value), String> {
+    let (k, v) = s
+        .split_once('=')
+        .filter(|(k, _)| !k.trim().is_empty())
+        .ok_or_else(|| format!("expected name=value, got {s:?}"))?;
+    let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()));
+    Ok((k.trim().to_string(), value))
 }
 
 fn parse_field(s: &str) -> Result<(String, String), String> {
@@ -301,6 +322,16 @@ pub async fn list(api: &Api, cmd: ListCommand) -> Result<()> {
         ListCommand::Show { address } => {
             let l = api.get(&format!("/api/lists/{}", enc(&address))).await?;
             println!("{}", serde_json::to_string_pretty(&l)?);
+        }
+        ListCommand::Set { address, settings } => {
+            let changes: serde_json::Map<String, Value> = settings.into_iter().collect();
+            let l = api
+                .patch_json(
+                    &format!("/api/lists/{}", enc(&address)),
+                    &Value::Object(changes),
+                )
+                .await?;
+            println!("{}", serde_json::to_string_pretty(&l["settings"])?);
         }
         ListCommand::Rm { address } => {
             api.delete(&format!("/api/lists/{}", enc(&address))).await?;

@@ -139,6 +139,47 @@ async fn the_published_policy_decides_from_rewriting() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_list_setting_can_turn_rewriting_off_and_on() {
+    let (world, server, _dir) = start().await;
+    let url = format!("{}/api/lists/{LIST}", server.api);
+    let (st, body) = http("PATCH", &url, Some(json!({"from_rewrite": "never"}))).await;
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(body["settings"]["from_rewrite"], "never");
+    assert_eq!(
+        body["settings"]["display_name"], "Dev",
+        "other settings are kept"
+    );
+    let r = send(&server, "alice@reject.test", &post("reject.test", "s1", "")).await;
+    assert!(r.starts_with("250"), "{r}");
+    let copy = copy_of(&world, "s1").await;
+    assert_eq!(
+        field(&copy, "From"),
+        Some("Alice <alice@reject.test>"),
+        "{copy}"
+    );
+
+    let (st, _) = http("PATCH", &url, Some(json!({"from_rewrite": "always"}))).await;
+    assert_eq!(st, 200);
+    let r = send(&server, "alice@none.test", &post("none.test", "s2", "")).await;
+    assert!(r.starts_with("250"), "{r}");
+    let copy = copy_of(&world, "s2").await;
+    assert_eq!(
+        field(&copy, "From"),
+        Some("\"Alice via Dev\" <dev@lists.test>")
+    );
+
+    // Typos and bad values are refused, and change nothing.
+    let (st, body) = http("PATCH", &url, Some(json!({"from_rewrit": "never"}))).await;
+    assert_eq!(st, 400, "{body}");
+    let (st, body) = http("PATCH", &url, Some(json!({"from_rewrite": "sometimes"}))).await;
+    assert_eq!(st, 400, "{body}");
+    let (_, list) = http("GET", &url, None).await;
+    assert_eq!(list["settings"]["from_rewrite"], "always", "{list}");
+    server.stop().await;
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_authentication_fields_never_block_or_decide() {
     let (world, server, _dir) = start().await;
     // A forged Authentication-Results with our authserv-id claims p=reject for a domain

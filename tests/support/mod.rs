@@ -134,6 +134,7 @@ pub async fn http(method: &str, url: &str, body: Option<Value>) -> (u16, Value) 
         "GET" => client.get(url),
         "POST" => client.post(url),
         "DELETE" => client.delete(url),
+        "PATCH" => client.patch(url),
         other => panic!("method {other}"),
     };
     let req = match body {

@@ -88,6 +88,35 @@ pub async fn show_list(State(s): St, Path(list): Path<String>) -> Result<Json<Li
     Ok(Json(ListView { list, members }))
 }
 
+/// Changes some of a list's settings: the body is a JSON object of setting names and new
+/// values (`{"from_rewrite": "always"}`); the others keep their values. Unknown names are
+/// refused (a typo must not silently do nothing).
+pub async fn update_list(
+    State(s): St,
+    Path(list): Path<String>,
+    Json(changes): Json<serde_json::Map<String, serde_json::Value>>,
+) -> Result<Json<List>, ApiError> {
+    let list = find_list(&s, &list).await?;
+    let mut merged = match serde_json::to_value(&list.settings) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => return Err(ApiError::Internal("settings do not serialize".into())),
+    };
+    for (key, value) in changes {
+        if !merged.contains_key(&key) {
+            return Err(ApiError::BadRequest(format!(
+                "unknown list setting {key:?}"
+            )));
+        }
+        merged.insert(key, value);
+    }
+    let settings: herald_types::ListSettings =
+        serde_json::from_value(serde_json::Value::Object(merged))
+            .map_err(|e| ApiError::BadRequest(format!("invalid settings: {e}")))?;
+    let id = list.id;
+    let updated = dir(&s, move |d| d.update_list(id, &settings)).await?;
+    Ok(Json(updated))
+}
+
 pub async fn delete_list(State(s): St, Path(list): Path<String>) -> Result<StatusCode, ApiError> {
     let address = parse_address("list", &list)?;
     match dir(&s, move |d| d.delete_list(&address)).await? {

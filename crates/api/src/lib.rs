@@ -78,7 +78,9 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/api/lists", get(admin::lists).post(admin::create_list))
         .route(
             "/api/lists/{list}",
-            get(admin::show_list).delete(admin::delete_list),
+            get(admin::show_list)
+                .patch(admin::update_list)
+                .delete(admin::delete_list),
         )
         .route(
             "/api/lists/{list}/members",
