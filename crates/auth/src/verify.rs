@@ -1,10 +1,11 @@
 //! Verifying incoming posts (SPF, DKIM, ARC, DMARC) once on arrival, and looking up a
 //! domain's DMARC policy, through the server's configured nameservers.
 //!
-//! Place in the flow: tests use [`Authenticator::verify_dkim`] as the independent verifier
-//! of our signatures. [`Authenticator::check_arrival`] is meant for the server's arrival path
-//! (an `Authentication-Results` field at the top of the stored post, whose DMARC policy then
-//! decides From rewriting at render time); NOT WIRED YET and not yet covered by tests.
+//! Place in the flow: the server's arrival check (`server::arrival`) calls
+//! [`Authenticator::check_arrival`] once per list post and prepends the field it returns; at
+//! render time fan-out reads it back (`crate::results`) for DMARC From rewriting and the ARC
+//! hop. Tests use [`Authenticator::verify_dkim`] and [`Authenticator::verify_arc`] as the
+//! independent verifier of our signatures and seals.
 //!
 //! Caching: DNS answers are cached by hickory's resolver cache, by TTL (positive and
 //! negative), so a busy poster's domain costs one lookup per TTL.
