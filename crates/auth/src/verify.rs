@@ -4,7 +4,8 @@
 //! Place in the flow: tests use [`Authenticator::verify_dkim`] as the independent verifier
 //! of our signatures. [`Authenticator::check_arrival`] is meant for the server's arrival path
 //! (an `Authentication-Results` field at the top of the stored post, whose DMARC policy then
-//! decides From rewriting at render time); NOT WIRED YET and not yet covered by tests.
+//! decides From rewriting at render time, and whose `arc=` result sets the cv of fan-out's
+//! ARC seals); NOT WIRED YET. Its output feeds fan-out's ARC tests (crates/fanout/tests/arc.rs).
 //!
 //! Caching: DNS answers are cached by hickory's resolver cache, by TTL (positive and
 //! negative), so a busy poster's domain costs one lookup per TTL.
@@ -14,6 +15,7 @@
 //! `permerror`/`none` result, never an error that blocks the post. Lookups are bounded by
 //! the resolver's `timeout × attempts`.
 
+use mail_auth::common::auth_results::AsAuthResult;
 use mail_auth::dmarc::verify::DmarcParameters;
 use mail_auth::dmarc::Policy;
 use mail_auth::hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
@@ -50,7 +52,9 @@ impl DmarcPolicy {
 /// What the arrival check found.
 #[derive(Debug, Clone)]
 pub struct ArrivalVerdict {
-    /// The `Authentication-Results: ...` field, CRLF-terminated, folded.
+    /// The `Authentication-Results: ...` field, CRLF-terminated, folded (mail-auth's layout:
+    /// `<authserv-id>;\r\n\tdkim=...;\r\n\tspf=...;\r\n\tarc=...;\r\n\tdmarc=...`). `arc=` is
+    /// always present: fan-out's ARC seal takes its cv from it. `spf=` only with a peer.
     pub auth_results: String,
     /// The DMARC policy of the From domain.
     pub from_policy: DmarcPolicy,
@@ -196,6 +200,14 @@ impl Authenticator {
             }
             None => None,
         };
+        let mut text = results.to_string();
+        if peer.is_none() {
+            // mail-auth's `with_arc_result` needs the peer's IP (for `smtp.remote-ip`). Fan-out
+            // reads `arc=` to decide the ARC seal's cv, so it is always written: here in the
+            // same layout, without the IP.
+            text.push_str(";\r\n\tarc=");
+            arc.result().as_auth_result(&mut text);
+        }
         let spf = spf.unwrap_or_else(|| mail_auth::SpfOutput::new(mail_from_domain.clone()));
         let dmarc = self
             .inner
@@ -206,9 +218,15 @@ impl Authenticator {
             Policy::Quarantine => DmarcPolicy::Quarantine,
             Policy::None | Policy::Unspecified => DmarcPolicy::None,
         };
-        results = results.with_dmarc_result(&dmarc);
+        // An empty authserv-id renders just the `;\r\n\tdmarc=...` part, in mail-auth's format.
+        text.push_str(
+            &AuthenticationResults::new("")
+                .with_dmarc_result(&dmarc)
+                .to_string(),
+        );
         ArrivalVerdict {
-            auth_results: results.to_string(),
+            // mail-auth's Display is the value only; the verdict carries the whole field.
+            auth_results: format!("Authentication-Results: {text}\r\n"),
             from_policy,
         }
     }
