@@ -256,7 +256,8 @@ impl Template {
     }
 
     /// Copies that went out without the ARC set they should have had (sealing failed; they
-    /// are DKIM-signed if that worked). Exported as a metric; zero in a healthy system.
+    /// are DKIM-signed if that worked). Meant for a metric beside `sign_failures` (neither is
+    /// wired to telemetry yet); zero in a healthy system.
     pub fn seal_failures(&self) -> u64 {
         self.signing
             .as_ref()
