@@ -36,97 +36,129 @@ impl ArrivalResults {
 }
 
 /// Parses the value of an `Authentication-Results` field (the bytes after the colon) and
-/// returns it if its authserv-id is `authserv_id`.
+/// returns it if its authserv-id is `authserv_id` (ASCII case-insensitive, as host names are;
+/// an empty id matches nothing).
 pub fn parse_ours(value: &[u8], authserv_id: &str) -> Option<ArrivalResults> {
-    let text = std::str::from_utf8(value).ok()?;
-    let unfolded: String = text
-        .split(['\r', '\n'])
-        .map(|l| l.trim_matches([' ', '\t']))
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let parts = split_resinfo(&unfolded);
-    let mut parts = parts.into_iter();
-    // authserv-id [version]
-    let id = parts.next()?;
-    let id = id.split_whitespace().next()?;
-    if !id.eq_ignore_ascii_case(authserv_id) {
+    let id = authserv_id_of(value)?;
+    if authserv_id.is_empty() || !id.eq_ignore_ascii_case(authserv_id.as_bytes()) {
         return None;
     }
+    let payload = std::str::from_utf8(value)
+        .ok()?
+        .trim_matches([' ', '\t', '\r', '\n']);
     let mut out = ArrivalResults {
-        payload: unfolded.clone(),
+        payload: payload.to_string(),
         dmarc: None,
         dmarc_domain: None,
         dmarc_policy: DmarcPolicy::None,
         arc: None,
     };
-    for resinfo in parts {
-        let mut tokens = resinfo.split_whitespace();
-        let Some((method, result)) = tokens.next().and_then(|t| t.split_once('=')) else {
+    let mut arc_results = 0;
+    // The first part is the authserv-id (and version); each later one is a resinfo.
+    for resinfo in resinfos(payload).iter().skip(1) {
+        let Some((method, result, props)) = method_result(resinfo) else {
             continue;
         };
-        let result = result.to_ascii_lowercase();
-        match method.to_ascii_lowercase().as_str() {
-            // The first result of a method is the one that counts (we write one of each).
+        match method.as_str() {
+            // We write one DMARC result; the first counts.
             "dmarc" if out.dmarc.is_none() => {
                 out.dmarc = Some(result);
-                for t in tokens {
-                    match t.split_once('=') {
-                        Some((p, v)) if p.eq_ignore_ascii_case("header.from") => {
-                            out.dmarc_domain = Some(v.trim_matches('"').to_ascii_lowercase());
-                        }
-                        Some((p, v)) if p.eq_ignore_ascii_case("policy.dmarc") => {
-                            out.dmarc_policy = match v.to_ascii_lowercase().as_str() {
-                                "reject" => DmarcPolicy::Reject,
-                                "quarantine" => DmarcPolicy::Quarantine,
-                                _ => DmarcPolicy::None,
-                            };
-                        }
-                        _ => {}
+                for (p, v) in props.split_whitespace().filter_map(|t| t.split_once('=')) {
+                    if p.eq_ignore_ascii_case("header.from") {
+                        out.dmarc_domain = Some(v.trim_matches('"').to_ascii_lowercase());
+                    } else if p.eq_ignore_ascii_case("policy.dmarc") {
+                        out.dmarc_policy = match v.to_ascii_lowercase().as_str() {
+                            "reject" => DmarcPolicy::Reject,
+                            "quarantine" => DmarcPolicy::Quarantine,
+                            _ => DmarcPolicy::None,
+                        };
                     }
                 }
             }
-            "arc" if out.arc.is_none() => out.arc = Some(result),
+            "arc" => {
+                arc_results += 1;
+                out.arc = Some(result);
+            }
             _ => {}
         }
+    }
+    // Several arc= results name no verdict (ARC sealing then treats the chain as failed).
+    if arc_results > 1 {
+        out.arc = None;
     }
     Some(out)
 }
 
-/// Splits on `;` outside comments and quoted strings, dropping comments (RFC 8601 §2.2 allows
-/// CFWS anywhere; mail-auth writes reasons as comments, which may hold any text).
-fn split_resinfo(s: &str) -> Vec<String> {
-    let mut parts = vec![String::new()];
-    let mut depth = 0usize;
-    let mut quoted = false;
-    let mut escaped = false;
-    for c in s.chars() {
-        let Some(cur) = parts.last_mut() else { break };
+/// The authserv-id at the start of an A-R value (RFC 8601 §2.2): a token, or the content of
+/// a quoted string without escapes.
+pub fn authserv_id_of(value: &[u8]) -> Option<&[u8]> {
+    let start = value
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'))?;
+    let rest = &value[start..];
+    if let Some(quoted) = rest.strip_prefix(b"\"") {
+        let end = quoted.iter().position(|&b| b == b'"' || b == b'\\')?;
+        return (quoted[end] == b'"').then_some(&quoted[..end]);
+    }
+    let end = rest
+        .iter()
+        .position(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n' | b';' | b'('))
+        .unwrap_or(rest.len());
+    (end > 0).then_some(&rest[..end])
+}
+
+/// `method [/ version] = result props…` (RFC 8601 §2.2): the lower-cased method and result
+/// (letters only, so `pass` in `pass(comment)` or `passed` stays apart), and the rest.
+fn method_result(resinfo: &str) -> Option<(String, String, &str)> {
+    let (method, rest) = resinfo.split_once('=')?;
+    let method = method.split('/').next().unwrap_or_default().trim();
+    let rest = rest.trim_start();
+    let end = rest
+        .find(|c: char| !c.is_ascii_alphabetic())
+        .unwrap_or(rest.len());
+    let (result, props) = rest.split_at(end);
+    if result.is_empty() || !props.is_empty() && !props.starts_with([' ', '\t']) {
+        return None;
+    }
+    Some((
+        method.to_ascii_lowercase(),
+        result.to_ascii_lowercase(),
+        props,
+    ))
+}
+
+/// The `;`-separated parts of an A-R payload, with comments removed (they may hold `;` or
+/// `=`; mail-auth writes reasons as comments) and `;` inside quoted strings kept. Nesting
+/// depth is bounded by the payload length.
+fn resinfos(payload: &str) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut part = String::new();
+    let (mut depth, mut quoted, mut escaped) = (0usize, false, false);
+    for c in payload.chars() {
         if escaped {
             escaped = false;
-            if depth == 0 {
-                cur.push(c);
-            }
+        } else if c == '\\' && (quoted || depth > 0) {
+            escaped = true;
+        } else if quoted {
+            quoted = c != '"';
+        } else if c == '(' {
+            depth += 1;
+            continue;
+        } else if c == ')' && depth > 0 {
+            depth -= 1;
+            continue;
+        } else if depth == 0 && c == '"' {
+            quoted = true;
+        } else if depth == 0 && c == ';' {
+            parts.push(std::mem::take(&mut part).trim().to_string());
             continue;
         }
-        match c {
-            '\\' if quoted || depth > 0 => escaped = true,
-            '"' if depth == 0 => {
-                quoted = !quoted;
-                cur.push(c);
-            }
-            '(' if !quoted => depth += 1,
-            ')' if !quoted && depth > 0 => depth -= 1,
-            ';' if !quoted && depth == 0 => parts.push(String::new()),
-            _ if depth == 0 => cur.push(c),
-            _ => {}
+        if depth == 0 {
+            part.push(c);
         }
     }
+    parts.push(part.trim().to_string());
     parts
-        .into_iter()
-        .map(|p| p.trim().to_string())
-        .filter(|p| !p.is_empty())
-        .collect()
 }
 
 /// Removes every `Authentication-Results` field whose authserv-id is `authserv_id` from the
@@ -198,11 +230,11 @@ mod tests {
         assert_eq!(r.dmarc_policy, DmarcPolicy::Reject);
         assert_eq!(r.arc.as_deref(), Some("none"));
         assert!(
-            r.payload.starts_with("herald.test; dkim=pass"),
+            r.payload.starts_with("herald.test;\r\n\tdkim=pass"),
             "{}",
             r.payload
         );
-        assert!(!r.payload.contains('\r'));
+        assert!(!r.payload.ends_with(['\r', '\n']));
         assert!(parse_ours(OURS.as_bytes(), "other.host").is_none());
     }
 
@@ -230,6 +262,30 @@ mod tests {
         )
         .expect("ours");
         assert!(r.dmarc_unknown());
+    }
+
+    #[test]
+    fn comments_quotes_and_repeats_do_not_fool_the_arc_result() {
+        let arc = |v: &str| parse_ours(v.as_bytes(), "x").and_then(|r| r.arc);
+        assert_eq!(
+            arc("x; dkim=pass (arc=fail; x); arc=pass").as_deref(),
+            Some("pass")
+        );
+        assert_eq!(
+            arc("x; dkim=pass header.i=\"a;arc=fail\"; arc=none").as_deref(),
+            Some("none")
+        );
+        assert_eq!(arc("x; ARC / 1 = PASS").as_deref(), Some("pass"));
+        assert_eq!(arc("x; arc=passed").as_deref(), Some("passed"));
+        assert_eq!(
+            arc("x; arc=pass; arc=pass"),
+            None,
+            "two results name no verdict"
+        );
+        assert_eq!(arc("arc=pass"), None, "the first part is the authserv-id");
+        assert_eq!(arc("x; ((((("), None);
+        assert!(parse_ours(b" \"x\"; arc=none", "x").is_some());
+        assert!(parse_ours(b" ; arc=none", "").is_none());
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! `permerror`/`none` result, never an error that blocks the post. Lookups are bounded by
 //! the resolver's `timeout × attempts`.
 
+use mail_auth::common::auth_results::AsAuthResult;
 use mail_auth::dmarc::verify::DmarcParameters;
 use mail_auth::dmarc::Policy;
 use mail_auth::hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
@@ -51,7 +52,9 @@ impl DmarcPolicy {
 /// What the arrival check found.
 #[derive(Debug, Clone)]
 pub struct ArrivalVerdict {
-    /// The `Authentication-Results: ...` field, CRLF-terminated, folded.
+    /// The `Authentication-Results: ...` field, CRLF-terminated, folded (mail-auth's layout:
+    /// `<authserv-id>;\r\n\tdkim=...;\r\n\tspf=...;\r\n\tarc=...;\r\n\tdmarc=...`). `arc=` is
+    /// always present: fan-out's ARC seal takes its cv from it. `spf=` only with a peer.
     pub auth_results: String,
     /// The DMARC policy of the From domain.
     pub from_policy: DmarcPolicy,
@@ -207,6 +210,14 @@ impl Authenticator {
             }
             None => None,
         };
+        let mut text = results.to_string();
+        if peer.is_none() {
+            // mail-auth's `with_arc_result` needs the peer's IP (for `smtp.remote-ip`). Fan-out
+            // reads `arc=` to decide the ARC seal's cv, so it is always written: here in the
+            // same layout, without the IP.
+            text.push_str(";\r\n\tarc=");
+            arc.result().as_auth_result(&mut text);
+        }
         let spf = spf.unwrap_or_else(|| mail_auth::SpfOutput::new(mail_from_domain.clone()));
         let dmarc = self
             .inner
@@ -217,9 +228,15 @@ impl Authenticator {
             Policy::Quarantine => DmarcPolicy::Quarantine,
             Policy::None | Policy::Unspecified => DmarcPolicy::None,
         };
-        results = results.with_dmarc_result(&dmarc);
+        // An empty authserv-id renders just the `;\r\n\tdmarc=...` part, in mail-auth's format.
+        text.push_str(
+            &AuthenticationResults::new("")
+                .with_dmarc_result(&dmarc)
+                .to_string(),
+        );
         ArrivalVerdict {
-            auth_results: format!("Authentication-Results: {results}\r\n"),
+            // mail-auth's Display is the value only; the verdict carries the whole field.
+            auth_results: format!("Authentication-Results: {text}\r\n"),
             from_policy,
         }
     }

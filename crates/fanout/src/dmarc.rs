@@ -34,10 +34,8 @@ pub(crate) struct FromRewritePlan {
 
 /// The topmost `Authentication-Results` field with our authserv-id (see module docs).
 pub(crate) fn arrival_results(post: &Post<'_>, authserv_id: &str) -> Option<ArrivalResults> {
-    post.fields
-        .iter()
-        .filter(|f| f.is("Authentication-Results"))
-        .find_map(|f| parse_ours(f.value, authserv_id))
+    let field = crate::arc::trusted_auth_results(post, authserv_id)?;
+    parse_ours(field.value, authserv_id)
 }
 
 /// Decides whether `post` is rewritten for `list`; `None` keeps the poster's From.

@@ -24,6 +24,7 @@
 //! `encode` (no CR/LF/control characters can reach a header or break a body line); the
 //! unsubscribe link carries an HMAC token keyed by the list secret.
 
+mod arc;
 pub mod dedup;
 mod dmarc;
 mod encode;
@@ -108,6 +109,7 @@ pub fn render(list: &List, ctx: &ListContext, raw_post: &[u8]) -> Result<Templat
         mac: token::keyed_mac(&ctx.secret),
         url_prefix,
         signer: ctx.dkim.get(list.address.domain()),
+        arc: arc::hop(&post, &ctx.authserv_id),
     }))
 }
 
@@ -129,6 +131,7 @@ pub fn verbatim(list: &Address, ctx: &ListContext, raw: &[u8]) -> Template {
         mac: token::keyed_mac(&ctx.secret),
         url_prefix: Vec::new(),
         signer: ctx.dkim.get(list.domain()),
+        arc: None,
     })
 }
 

@@ -11,11 +11,18 @@
 //! Invariant: the hasher sees exactly the spliced wire bytes (dot-stuffed, CRLF) and
 //! un-stuffs them itself, so what is hashed is what the receiver reassembles from DATA.
 //!
+//! ARC: when the post carries our trusted Authentication-Results (see `arc`), each copy is
+//! also sealed (RFC 8617) with the same key, right after DKIM: the seal's AMS covers the
+//! DKIM-Signature and reuses its body hash. Both fields are prepended in one splice, so the
+//! copy is moved once: ARC-Seal, ARC-Message-Signature, ARC-Authentication-Results,
+//! DKIM-Signature, then the copy as spliced.
+//!
 //! Failure: a copy that cannot be signed (no From field) goes out unsigned and is counted
-//! in `failures`; signing never blocks or drops a copy.
+//! in `failures`; one that cannot be sealed goes out unsealed and is counted in
+//! `seal_failures`. Neither ever blocks or drops a copy.
 
 use herald_auth::dkim::BodyHasher;
-use herald_auth::DkimSigner;
+use herald_auth::{arc, ArcHop, DkimSigner};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -32,12 +39,21 @@ pub(crate) struct Signing {
     body: BodyPlan,
     /// Index of the segment where each copy's own tail starts (the first footer slot).
     pub tail_seg: Option<usize>,
+    /// The ARC set to add to every copy, when the post has a trusted A-R.
+    arc: Option<ArcHop>,
     pub failures: AtomicU64,
+    pub seal_failures: AtomicU64,
 }
 
 impl Signing {
-    /// `prefix`: the shared body bytes (wire form); `tail_seg`: the first footer slot.
-    pub fn new(signer: Arc<DkimSigner>, prefix: &[u8], tail_seg: Option<usize>) -> Signing {
+    /// `prefix`: the shared body bytes (wire form); `tail_seg`: the first footer slot; `arc`:
+    /// the hop to seal, if any.
+    pub fn new(
+        signer: Arc<DkimSigner>,
+        prefix: &[u8],
+        tail_seg: Option<usize>,
+        arc: Option<ArcHop>,
+    ) -> Signing {
         let mut hasher = BodyHasher::new();
         hasher.update(prefix);
         let body = match tail_seg {
@@ -48,12 +64,25 @@ impl Signing {
             signer,
             body,
             tail_seg,
+            arc,
             failures: AtomicU64::new(0),
+            seal_failures: AtomicU64::new(0),
         }
     }
 
-    /// Prepends the DKIM-Signature field to a spliced copy. `tail_at`: where the copy's own
-    /// tail starts in `out` (recorded by `splice` at `tail_seg`).
+    pub fn seals(&self) -> bool {
+        self.arc.is_some()
+    }
+
+    /// Room the prepended fields take: a DKIM-Signature, plus an ARC set (two signatures and
+    /// the A-R text) when sealing.
+    pub fn fields_hint(&self) -> usize {
+        1024 + self.arc.as_ref().map_or(0, |h| 2048 + h.auth_results.len())
+    }
+
+    /// Prepends the DKIM-Signature field, and the ARC set when sealing, to a spliced copy.
+    /// `tail_at`: where the copy's own tail starts in `out` (recorded by `splice` at
+    /// `tail_seg`).
     pub fn sign_copy(&self, out: &mut Vec<u8>, tail_at: Option<usize>) {
         let body_hash = match (&self.body, tail_at) {
             (BodyPlan::Fixed(h), _) => *h,
@@ -62,22 +91,49 @@ impl Signing {
                 h.update(&out[at..]);
                 h.finish()
             }
-            (BodyPlan::Prefix(_), _) => return self.fail(),
+            (BodyPlan::Prefix(_), _) => return self.fail_both(),
         };
         let Some(header_end) = out.windows(4).position(|w| w == b"\r\n\r\n") else {
-            return self.fail();
+            return self.fail_both();
         };
+        let header = &out[..header_end + 2];
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        match self.signer.sign(&out[..header_end + 2], &body_hash, now) {
-            // One memmove of the copy: cheaper than a second buffer in every worker.
-            Ok(field) => drop(out.splice(0..0, field)),
-            Err(_) => self.fail(),
+        let mut fields = self
+            .signer
+            .sign(header, &body_hash, now)
+            .unwrap_or_else(|_| {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                Vec::new()
+            });
+        if let Some(hop) = &self.arc {
+            // The AMS must cover our DKIM-Signature, which is not in `out` yet: seal a copy
+            // of the header block (a few KB) rather than move the whole copy twice.
+            let mut sealed = Vec::with_capacity(fields.len() + header.len());
+            sealed.extend_from_slice(&fields);
+            sealed.extend_from_slice(header);
+            match arc::seal(&self.signer, &sealed, &body_hash, now, hop) {
+                Ok(mut set) => {
+                    set.extend_from_slice(&fields);
+                    fields = set;
+                }
+                Err(_) => {
+                    self.seal_failures.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        // One memmove of the copy: cheaper than a second buffer in every worker.
+        if !fields.is_empty() {
+            drop(out.splice(0..0, fields));
         }
     }
 
-    fn fail(&self) {
+    /// The copy could not be hashed or split: it goes out neither signed nor sealed.
+    fn fail_both(&self) {
         self.failures.fetch_add(1, Ordering::Relaxed);
+        if self.arc.is_some() {
+            self.seal_failures.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }

@@ -23,7 +23,7 @@ use crate::encode::{sanitize_name, write_phrase, write_value, Folder, NAME_BUF};
 use crate::footer::Value;
 use crate::sign::Signing;
 use crate::token::{token_with, write_url_tail, HmacSha256, TOKEN_CHARS};
-use herald_auth::DkimSigner;
+use herald_auth::{ArcHop, DkimSigner};
 use herald_types::{verp, Address, Member};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -144,12 +144,14 @@ impl Builder {
         self.segs.push(Seg::Slot(slot));
     }
 
-    pub fn finish(self, parts: TemplateParts) -> Template {
+    pub fn finish(self, mut parts: TemplateParts) -> Template {
         let slots = self
             .segs
             .iter()
             .filter(|s| matches!(s, Seg::Slot(_)))
             .count();
+        // The ARC hop goes with the key: a list without a DKIM key seals nothing.
+        let arc = parts.arc.take();
         let signing = parts.signer.clone().map(|signer| {
             let body_start = self.body_start.unwrap_or(self.bytes.len());
             let prefix_end = self.first_body_slot.map_or(self.bytes.len(), |(_, at)| at);
@@ -157,6 +159,7 @@ impl Builder {
                 signer,
                 &self.bytes[body_start.min(prefix_end)..prefix_end],
                 self.first_body_slot.map(|(seg, _)| seg),
+                arc,
             )
         });
         Template {
@@ -165,7 +168,7 @@ impl Builder {
             segs: self.segs,
             dynamic_hint: slots * 128
                 + parts.url_prefix.len()
-                + signing.as_ref().map_or(0, |_| 1024),
+                + signing.as_ref().map_or(0, Signing::fields_hint),
             parts,
             signing,
         }
@@ -181,6 +184,9 @@ pub(crate) struct TemplateParts {
     pub url_prefix: Vec<u8>,
     /// The list domain's DKIM key, when one is configured.
     pub signer: Option<Arc<DkimSigner>>,
+    /// The ARC set every copy gets (from the post's trusted Authentication-Results), sealed
+    /// with `signer`; taken by `Builder::finish`.
+    pub arc: Option<ArcHop>,
 }
 
 /// A post rendered once for a list; each member's copy is spliced from it.
@@ -247,6 +253,21 @@ impl Template {
     /// Whether copies of this template carry the list's DKIM signature.
     pub fn is_signed(&self) -> bool {
         self.signing.is_some()
+    }
+
+    /// Copies that went out without the ARC set they should have had (sealing failed; they
+    /// are DKIM-signed if that worked). Meant for a metric beside `sign_failures` (neither is
+    /// wired to telemetry yet); zero in a healthy system.
+    pub fn seal_failures(&self) -> u64 {
+        self.signing
+            .as_ref()
+            .map_or(0, |s| s.seal_failures.load(Ordering::Relaxed))
+    }
+
+    /// Whether copies of this template are ARC-sealed (a DKIM key for the list domain and a
+    /// trusted Authentication-Results field in the post).
+    pub fn is_sealed(&self) -> bool {
+        self.signing.as_ref().is_some_and(Signing::seals)
     }
 
     fn fill(&self, slot: &Slot, member: &Member, token: &[u8; TOKEN_CHARS], out: &mut Vec<u8>) {

@@ -18,6 +18,7 @@ mod sign;
 
 pub use canon::{relaxed_header, BodyHasher};
 pub use keygen::{generate, GeneratedKey};
+pub(crate) use sign::canonical_signed_fields;
 pub use sign::{header_fields, DkimSigner, SIGNED_FIELDS};
 
 use mail_auth::common::crypto::{DkimKey, Ed25519Key, RsaKey, Sha256};

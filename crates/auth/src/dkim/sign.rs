@@ -3,7 +3,9 @@
 //!
 //! Signature format: `v=1; a=rsa-sha256|ed25519-sha256; c=relaxed/relaxed; d; s; t; h; bh; b`.
 //! The cryptography is mail-auth's (`SigningKey::sign` over ring); this module only lays out
-//! the tag list, because mail-auth's signer insists on hashing the whole body itself.
+//! the tag list, because mail-auth's signer insists on hashing the whole body itself. The
+//! field selection and the sign-and-fold step are shared with the ARC sealer (`crate::arc`),
+//! which signs with the same key.
 //!
 //! Signed fields: every instance present of [`SIGNED_FIELDS`], bottom-up per RFC 6376 §5.4.2,
 //! plus one extra `from` (over-signing: a From added in transit then breaks the signature).
@@ -96,42 +98,40 @@ impl DkimSigner {
         body_hash: &[u8; 32],
         now: u64,
     ) -> Result<Vec<u8>, DkimError> {
-        let fields = header_fields(header);
         let mut canonical = Vec::with_capacity(1024);
-        let mut names: Vec<&str> = Vec::with_capacity(SIGNED_FIELDS.len() + 1);
-        for &name in SIGNED_FIELDS {
-            for raw in fields
-                .iter()
-                .rev()
-                .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            {
-                if relaxed_header(raw.1, &mut canonical) {
-                    names.push(name);
-                }
-            }
-        }
-        if !names.contains(&"From") {
-            return Err(DkimError::NoFrom);
-        }
-        names.push("From");
-        let b64 = base64::engine::general_purpose::STANDARD;
-        let mut field = format!(
-            "DKIM-Signature: v=1; a={}; c=relaxed/relaxed; d={}; s={};\r\n t={now}; h={};\r\n bh={};\r\n b=",
+        let names = canonical_signed_fields(&header_fields(header), &[], &mut canonical)?;
+        let field = format!(
+            "DKIM-Signature: v=1; a={}; c=relaxed/relaxed; d={}; s={};\r\n t={now}; h={names};\r\n bh={};\r\n b=",
             self.algorithm.tag(),
             self.domain,
             self.selector,
-            names.join(":").to_ascii_lowercase(),
-            b64.encode(body_hash),
-        )
-        .into_bytes();
-        relaxed_header(&field, &mut canonical);
+            base64::engine::general_purpose::STANDARD.encode(body_hash),
+        );
+        self.finish_field(field.into_bytes(), &mut canonical)
+    }
+
+    /// Signs `canonical` (the relaxed canonical fields this signature covers) followed by
+    /// `field` itself, and returns `field` completed: the signature in base64, folded, and
+    /// the final CRLF. `field` is a whole signature field ending in the empty `b=` tag.
+    ///
+    /// Shared by DKIM-Signature and the ARC fields (`arc`), which differ only in their tag
+    /// lists and in what `canonical` holds. Crate-private: a public "sign these bytes" would
+    /// be a signing oracle for the list domain's key.
+    pub(crate) fn finish_field(
+        &self,
+        mut field: Vec<u8>,
+        canonical: &mut Vec<u8>,
+    ) -> Result<Vec<u8>, DkimError> {
+        if !relaxed_header(&field, canonical) {
+            return Err(DkimError::Sign("signature field without a colon".into()));
+        }
         // The signed form of our own field has no trailing CRLF (RFC 6376 §3.7).
         canonical.truncate(canonical.len() - 2);
         let signature = self
             .key
             .sign(canonical.as_slice())
             .map_err(|e| DkimError::Sign(e.to_string()))?;
-        let encoded = b64.encode(signature);
+        let encoded = base64::engine::general_purpose::STANDARD.encode(signature);
         for (i, chunk) in encoded.as_bytes().chunks(72).enumerate() {
             if i > 0 {
                 field.extend_from_slice(b"\r\n ");
@@ -141,6 +141,33 @@ impl DkimSigner {
         field.extend_from_slice(b"\r\n");
         Ok(field)
     }
+}
+
+/// Appends the relaxed canonical form of every instance present of [`SIGNED_FIELDS`] and of
+/// `extra` (bottom-up per name, RFC 6376 §5.4.2) to `canonical`, and returns the `h=` value:
+/// those names in that order plus one more `from` (over-signing). Fails without a From.
+pub(crate) fn canonical_signed_fields(
+    fields: &[(&str, &[u8])],
+    extra: &[&str],
+    canonical: &mut Vec<u8>,
+) -> Result<String, DkimError> {
+    let mut names: Vec<&str> = Vec::with_capacity(SIGNED_FIELDS.len() + extra.len() + 1);
+    for &name in SIGNED_FIELDS.iter().chain(extra) {
+        for raw in fields
+            .iter()
+            .rev()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        {
+            if relaxed_header(raw.1, canonical) {
+                names.push(name);
+            }
+        }
+    }
+    if !names.contains(&"From") {
+        return Err(DkimError::NoFrom);
+    }
+    names.push("From");
+    Ok(names.join(":").to_ascii_lowercase())
 }
 
 /// Splits a header block into (name, raw field) pairs; stops at the blank line. Lines that

@@ -1,6 +1,7 @@
 //! Fixtures shared by the fan-out benchmarks (splice_bench, sign_bench): a ~10 KB plain-text
-//! post, 1,000 distinct members with a name and a custom field, and the list they belong to.
-//! One copy, so the benchmarks measure the same work.
+//! post (optionally as stored after the arrival check, with our Authentication-Results on
+//! top, which makes copies ARC-sealed), 1,000 distinct members with a name and a custom field,
+//! and the list they belong to. One copy, so the benchmarks measure the same work.
 
 use herald_auth::DkimKeys;
 use herald_fanout::{render, ListContext, Template};
@@ -20,6 +21,21 @@ MIME-Version: 1.0\r\nContent-Type: text/plain; charset=us-ascii\r\n\r\n"
         post.extend_from_slice(line);
     }
     post
+}
+
+/// The authserv-id of the benchmark server (`ListContext::authserv_id`).
+pub const AUTHSERV_ID: &str = "lists.example.org";
+
+/// The 10 KB post as the server stores it after `check_arrival`: a typical arrival result of
+/// ours on top (mail-auth's layout), so that copies of it are ARC-sealed at i=1.
+#[allow(dead_code)] // sign_bench only; splice_bench shares this module
+pub fn post_10k_arrived() -> Vec<u8> {
+    let ar = format!(
+        "Authentication-Results: {AUTHSERV_ID};\r\n\tdkim=pass header.d=example.com header.s=s1 header.b=AbCdEfGh;\r\n\t\
+spf=pass (lists.example.org: domain of alice@example.com designates 192.0.2.1 as permitted sender) smtp.mailfrom=alice@example.com;\r\n\t\
+arc=none smtp.remote-ip=192.0.2.1;\r\n\tdmarc=pass header.from=example.com policy.dmarc=reject\r\n"
+    );
+    [ar.as_bytes(), &post_10k()].concat()
 }
 
 pub fn members() -> Vec<Member> {
@@ -43,6 +59,17 @@ pub fn template(
     archive_url: Option<&str>,
     dkim: DkimKeys,
 ) -> Template {
+    template_of(&post_10k(), footer, personalize, archive_url, dkim)
+}
+
+/// The benchmark list's template for `post`.
+pub fn template_of(
+    post: &[u8],
+    footer: Option<&str>,
+    personalize: bool,
+    archive_url: Option<&str>,
+    dkim: DkimKeys,
+) -> Template {
     let list = List {
         id: ListId(1),
         address: Address::parse("announce@lists.example.org").expect("valid"),
@@ -60,7 +87,7 @@ pub fn template(
         archive_url: archive_url.map(str::to_string),
         secret: b"bench-secret-0123456789abcdef".to_vec(),
         dkim,
-        authserv_id: "lists.example.org".into(),
+        authserv_id: AUTHSERV_ID.into(),
     };
-    render(&list, &ctx, &post_10k()).expect("renders")
+    render(&list, &ctx, post).expect("renders")
 }

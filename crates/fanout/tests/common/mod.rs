@@ -190,3 +190,43 @@ pub fn crlf(data: &[u8]) -> Vec<u8> {
     }
     out
 }
+
+/// dkimpy in a virtualenv under the target directory (installed on first use); shared by the
+/// DKIM and ARC cross-checks.
+pub fn dkimpy_python() -> Option<std::path::PathBuf> {
+    let venv = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dkimpy-venv");
+    let python = venv.join("bin/python");
+    let ok = |p: &std::path::Path| {
+        std::process::Command::new(p)
+            .args(["-c", "import dkim, nacl"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if python.exists() && ok(&python) {
+        return Some(python);
+    }
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .is_ok_and(|s| s.success());
+    let installed = made
+        && std::process::Command::new(&python)
+            .args(["-m", "pip", "install", "-q", "dkimpy", "pynacl"])
+            .status()
+            .is_ok_and(|s| s.success());
+    (installed && ok(&python)).then_some(python)
+}
+
+/// `None` when dkimpy cannot be installed here; a failure under CI=true (where it must run).
+pub fn dkimpy_or_skip() -> Option<std::path::PathBuf> {
+    let python = dkimpy_python();
+    if python.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "dkimpy could not be installed (pip install dkimpy pynacl) and CI=true"
+        );
+        eprintln!("SKIPPED: dkimpy is not installable here (no network?); CI would fail");
+    }
+    python
+}
