@@ -16,6 +16,13 @@ const LIST: &str = "dev@lists.test";
 const MEMBER: &str = "bob@d0.test";
 
 async fn start() -> (World, TestServer, tempfile::TempDir) {
+    start_with(|_, _| {}).await
+}
+
+/// Starts the world and a server whose configuration `adjust` may change (given the data dir).
+async fn start_with(
+    adjust: impl FnOnce(&mut herald_server::Config, &std::path::Path),
+) -> (World, TestServer, tempfile::TempDir) {
     let world = World::start(world_config(&[Profile::Normal], true))
         .await
         .expect("world");
@@ -38,7 +45,9 @@ async fn start() -> (World, TestServer, tempfile::TempDir) {
         })
         .expect("zone");
     let dir = tempfile::tempdir().expect("tempdir");
-    let server = TestServer::start(server_config(&world, dir.path().to_path_buf())).await;
+    let mut config = server_config(&world, dir.path().join("data"));
+    adjust(&mut config, dir.path());
+    let server = TestServer::start(config).await;
     create_list(
         &server.api,
         LIST,
@@ -246,6 +255,65 @@ async fn hostile_authentication_fields_never_block_or_decide() {
         field(&copy, "From"),
         Some("\"Alice via Dev\" <dev@lists.test>"),
         "{copy}"
+    );
+    server.stop().await;
+    world.shutdown().await;
+}
+
+/// The whole point: a post From a p=reject domain, re-sent by a list with its own DKIM key,
+/// reaches members as mail that passes DMARC (From rewritten to the list, signed by the list
+/// domain) and carries an ARC set that verifies, vouching for what we saw on arrival.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_pass_dmarc_and_carry_a_verifying_arc_set() {
+    let key = herald_auth::dkim::generate(herald_auth::DkimAlgorithm::Rsa).expect("key");
+    let (world, server, _dir) = start_with(|config, dir| {
+        let key_file = dir.join("lists.test.pem");
+        std::fs::write(&key_file, &key.private_pem).expect("write key");
+        config.dkim.insert(
+            "lists.test".into(),
+            herald_server::config::DkimDomainConfig {
+                selector: "s1".into(),
+                key_file,
+                algorithm: herald_auth::DkimAlgorithm::Rsa,
+            },
+        );
+    })
+    .await;
+    world
+        .dns()
+        .update_zone(|z| {
+            z.add_txt("s1._domainkey.lists.test", &key.dns_txt);
+            z.add_txt("_dmarc.lists.test", "v=DMARC1; p=reject");
+        })
+        .expect("zone");
+    let r = send(&server, "alice@reject.test", &post("reject.test", "a1", "")).await;
+    assert!(r.starts_with("250"), "{r}");
+    let copy = copy_of(&world, "a1").await;
+    assert_eq!(field(&copy, "From"), Some("\"Alice via Dev\" <dev@lists.test>"));
+
+    // A receiver's view, through the same DNS.
+    let receiver = herald_auth::Authenticator::new(
+        &[world.dns_addr()],
+        Duration::from_secs(2),
+        2,
+        "mx.d0.test",
+    )
+    .expect("authenticator");
+    let dkim = receiver.verify_dkim(copy.as_bytes()).await;
+    assert!(
+        dkim.iter().any(|v| v.pass && v.domain == "lists.test"),
+        "{dkim:?}\n{copy}"
+    );
+    receiver
+        .verify_arc(copy.as_bytes())
+        .await
+        .unwrap_or_else(|e| panic!("ARC: {e}\n{copy}"));
+    assert!(copy.contains("ARC-Seal: i=1;"), "{copy}");
+    let verdict = receiver.check_arrival(copy.as_bytes(), None, "", "").await;
+    assert!(
+        verdict.auth_results.contains("dmarc=pass header.from=lists.test"),
+        "{}",
+        verdict.auth_results
     );
     server.stop().await;
     world.shutdown().await;
