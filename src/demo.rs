@@ -140,6 +140,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
                 selector: "demo".into(),
                 key_file,
                 algorithm,
+                arc: true,
             },
         );
         println!("signing every copy with a {alg} DKIM key (selector demo._domainkey.{domain})");

@@ -275,6 +275,7 @@ async fn copies_pass_dmarc_and_carry_a_verifying_arc_set() {
                 selector: "s1".into(),
                 key_file,
                 algorithm: herald_auth::DkimAlgorithm::Rsa,
+                arc: true,
             },
         );
     })
@@ -289,7 +290,10 @@ async fn copies_pass_dmarc_and_carry_a_verifying_arc_set() {
     let r = send(&server, "alice@reject.test", &post("reject.test", "a1", "")).await;
     assert!(r.starts_with("250"), "{r}");
     let copy = copy_of(&world, "a1").await;
-    assert_eq!(field(&copy, "From"), Some("\"Alice via Dev\" <dev@lists.test>"));
+    assert_eq!(
+        field(&copy, "From"),
+        Some("\"Alice via Dev\" <dev@lists.test>")
+    );
 
     // A receiver's view, through the same DNS.
     let receiver = herald_auth::Authenticator::new(
@@ -311,7 +315,9 @@ async fn copies_pass_dmarc_and_carry_a_verifying_arc_set() {
     assert!(copy.contains("ARC-Seal: i=1;"), "{copy}");
     let verdict = receiver.check_arrival(copy.as_bytes(), None, "", "").await;
     assert!(
-        verdict.auth_results.contains("dmarc=pass header.from=lists.test"),
+        verdict
+            .auth_results
+            .contains("dmarc=pass header.from=lists.test"),
         "{}",
         verdict.auth_results
     );

@@ -150,8 +150,12 @@ impl Builder {
             .iter()
             .filter(|s| matches!(s, Seg::Slot(_)))
             .count();
-        // The ARC hop goes with the key: a list without a DKIM key seals nothing.
-        let arc = parts.arc.take();
+        // The ARC hop goes with the key: a list without a DKIM key (or whose key is configured
+        // not to seal) seals nothing.
+        let arc = parts
+            .arc
+            .take()
+            .filter(|_| parts.signer.as_ref().is_some_and(|s| s.seals_arc()));
         let signing = parts.signer.clone().map(|signer| {
             let body_start = self.body_start.unwrap_or(self.bytes.len());
             let prefix_end = self.first_body_slot.map_or(self.bytes.len(), |(_, at)| at);

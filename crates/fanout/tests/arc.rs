@@ -12,7 +12,7 @@ mod common;
 use arc_world::*;
 use common::*;
 use herald_auth::dkim::header_fields;
-use herald_auth::DkimAlgorithm;
+use herald_auth::{DkimAlgorithm, DkimKeys, DkimSigner};
 use herald_fanout::{render, ListContext};
 use herald_types::ListSettings;
 
@@ -191,6 +191,21 @@ async fn no_seal_without_trusted_results_or_key() {
         ..ctx(None)
     };
     let t = herald_fanout::verbatim(&addr(LIST), &c, &stored);
+    assert!(t.is_signed() && !t.is_sealed());
+    // A key configured with `arc = false` signs but does not seal.
+    let signer = DkimSigner::from_pem(
+        "lists.example.org",
+        "sel1",
+        DkimAlgorithm::Ed25519,
+        w.list_pem.as_bytes(),
+    )
+    .unwrap()
+    .with_arc(false);
+    let c = ListContext {
+        dkim: DkimKeys::new([signer]),
+        ..ctx(None)
+    };
+    let t = render(&list(LIST, ListSettings::default()), &c, &stored).unwrap();
     assert!(t.is_signed() && !t.is_sealed());
     w.dns.shutdown().await;
 }

@@ -85,6 +85,14 @@ pub struct DkimDomainConfig {
     /// `rsa` (rsa-sha256, default) or `ed25519` (ed25519-sha256).
     #[serde(default)]
     pub algorithm: herald_auth::DkimAlgorithm,
+    /// Also add an ARC set (RFC 8617) to every copy, vouching for the arrival results. Two
+    /// more signatures per copy: with RSA-2048 about 0.9 ms of CPU each copy.
+    #[serde(default = "yes")]
+    pub arc: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for Config {
@@ -172,7 +180,7 @@ impl Config {
                     key,
                     message: format!("{}: {e}", d.key_file.display()),
                 })?;
-            signers.push(signer);
+            signers.push(signer.with_arc(d.arc));
         }
         Ok(herald_auth::DkimKeys::new(signers))
     }

@@ -32,6 +32,8 @@ pub struct World {
     pub dns: DnsServer,
     pub auth: Authenticator,
     pub list: DkimKeys,
+    /// The list key's PEM (to build signers with other settings).
+    pub list_pem: String,
     fwd: GeneratedKey,
     algorithm: DkimAlgorithm,
     pub records: Vec<(&'static str, String)>,
@@ -64,6 +66,7 @@ impl World {
             dns,
             auth,
             list: DkimKeys::new([signer]),
+            list_pem: list.private_pem.clone(),
             fwd,
             algorithm,
             records,
