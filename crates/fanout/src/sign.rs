@@ -103,8 +103,8 @@ impl Signing {
         let mut fields = self
             .signer
             .sign(header, &body_hash, now)
-            .unwrap_or_else(|_| {
-                self.failures.fetch_add(1, Ordering::Relaxed);
+            .unwrap_or_else(|e| {
+                self.count_failure(&self.failures, "DKIM signing", &e.to_string());
                 Vec::new()
             });
         if let Some(hop) = &self.arc {
@@ -118,9 +118,7 @@ impl Signing {
                     set.extend_from_slice(&fields);
                     fields = set;
                 }
-                Err(_) => {
-                    self.seal_failures.fetch_add(1, Ordering::Relaxed);
-                }
+                Err(e) => self.count_failure(&self.seal_failures, "ARC sealing", &e.to_string()),
             }
         }
         // One memmove of the copy: cheaper than a second buffer in every worker.
@@ -131,9 +129,18 @@ impl Signing {
 
     /// The copy could not be hashed or split: it goes out neither signed nor sealed.
     fn fail_both(&self) {
-        self.failures.fetch_add(1, Ordering::Relaxed);
+        self.count_failure(&self.failures, "DKIM signing", "no header block");
         if self.arc.is_some() {
-            self.seal_failures.fetch_add(1, Ordering::Relaxed);
+            self.count_failure(&self.seal_failures, "ARC sealing", "no header block");
+        }
+    }
+
+    /// Counts a failure; the first of each kind per post is logged, so an operator sees that
+    /// copies of a post went out unsigned without a line per copy.
+    fn count_failure(&self, counter: &AtomicU64, what: &str, why: &str) {
+        if counter.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!(domain = %self.signer.domain(), reason = why,
+                "{what} failed; the copy goes out without it (further failures for this post are counted, not logged)");
         }
     }
 }
