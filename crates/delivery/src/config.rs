@@ -99,6 +99,84 @@ pub struct TlsPolicy {
     pub verify: bool,
 }
 
+impl TlsPolicy {
+    /// What an MTA-STS policy in `enforce` mode demands of every MX host (RFC 8461 §4.2).
+    pub const VERIFIED: TlsPolicy = TlsPolicy {
+        mode: TlsMode::Required,
+        verify: true,
+    };
+
+    /// The stricter of two policies, requirement by requirement: an explicit rule and an
+    /// MTA-STS policy both apply, and neither may weaken the other.
+    pub fn stricter(self, other: TlsPolicy) -> TlsPolicy {
+        let rank = |m: TlsMode| match m {
+            TlsMode::Disabled => 0,
+            TlsMode::Opportunistic => 1,
+            TlsMode::Required => 2,
+        };
+        let mode = if rank(other.mode) > rank(self.mode) {
+            other.mode
+        } else {
+            self.mode
+        };
+        TlsPolicy {
+            mode,
+            verify: (self.verify || other.verify) && mode == TlsMode::Required,
+        }
+    }
+}
+
+/// MTA-STS (`[delivery.mta_sts]`): before a recipient domain is routed, its `_mta-sts` TXT record
+/// is looked up and its policy fetched over HTTPS (or taken from the cache); an `enforce` policy
+/// limits delivery to the MX hosts it names, over TLS whose certificate verifies.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MtaStsConfig {
+    /// Look up and apply recipient domains' MTA-STS policies.
+    pub enabled: bool,
+    /// Domains whose policy is cached at most (in memory and in `<data_dir>/mta-sts.json`).
+    pub cache_max_domains: usize,
+    /// The whole policy fetch: address lookup, connect, TLS, request and response.
+    #[serde(rename = "fetch_timeout_secs", deserialize_with = "secs")]
+    pub fetch_timeout: Duration,
+    /// Port of the policy host's HTTPS server. RFC 8461 says 443; another value is only for
+    /// tests that serve policies on a loopback port.
+    pub https_port: u16,
+}
+
+impl Default for MtaStsConfig {
+    fn default() -> Self {
+        MtaStsConfig {
+            enabled: true,
+            cache_max_domains: 10_000,
+            fetch_timeout: Duration::from_secs(10),
+            https_port: 443,
+        }
+    }
+}
+
+impl MtaStsConfig {
+    /// Refuses a cache that holds nothing or a fetch that could never finish or hang routing.
+    pub fn validate(&self) -> Result<(), DeliveryError> {
+        if !(1..=1_000_000).contains(&self.cache_max_domains) {
+            return Err(invalid(
+                "delivery.mta_sts.cache_max_domains",
+                "must be between 1 and 1000000",
+            ));
+        }
+        if self.fetch_timeout.is_zero() || self.fetch_timeout > Duration::from_secs(300) {
+            return Err(invalid(
+                "delivery.mta_sts.fetch_timeout_secs",
+                "must be greater than 0 and at most 300",
+            ));
+        }
+        if self.https_port == 0 {
+            return Err(invalid("delivery.mta_sts.https_port", "must not be 0"));
+        }
+        Ok(())
+    }
+}
+
 /// The outbound SMTP client's settings.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -128,6 +206,8 @@ pub struct ClientConfig {
     pub tls_ca_file: Option<PathBuf>,
     /// Per-destination TLS rules, first match wins (`[[delivery.tls_policy]]`); none by default.
     pub tls_policy: Vec<TlsPolicyRule>,
+    /// MTA-STS (RFC 8461): recipient domains' published TLS policies (`[delivery.mta_sts]`).
+    pub mta_sts: MtaStsConfig,
     /// The rustls configuration, built once on first STARTTLS and shared by every connection
     /// made with this config. Leave it `Default`.
     #[serde(skip)]
@@ -146,6 +226,7 @@ impl Default for ClientConfig {
             tls: TlsMode::Opportunistic,
             tls_ca_file: None,
             tls_policy: Vec::new(),
+            mta_sts: MtaStsConfig::default(),
             tls_cache: TlsCache::default(),
         }
     }
@@ -201,6 +282,7 @@ impl ClientConfig {
         if self.port == 0 {
             return Err(invalid("client.port", "must not be 0"));
         }
+        self.mta_sts.validate()?;
         let timeouts = [
             ("client.connect_timeout_secs", self.connect_timeout),
             ("client.banner_timeout_secs", self.banner_timeout),
@@ -278,6 +360,44 @@ mod tests {
             ..ClientConfig::default()
         };
         assert!(bad.validate().is_err(), "empty suffix");
+    }
+
+    #[test]
+    fn the_stricter_tls_policy_wins() {
+        let p = |mode, verify| TlsPolicy { mode, verify };
+        let opportunistic = p(TlsMode::Opportunistic, false);
+        let disabled = p(TlsMode::Disabled, false);
+        let required = p(TlsMode::Required, false);
+        assert_eq!(disabled.stricter(TlsPolicy::VERIFIED), TlsPolicy::VERIFIED);
+        assert_eq!(TlsPolicy::VERIFIED.stricter(disabled), TlsPolicy::VERIFIED);
+        assert_eq!(opportunistic.stricter(disabled), opportunistic);
+        assert_eq!(required.stricter(opportunistic), required);
+        assert_eq!(required.stricter(TlsPolicy::VERIFIED), TlsPolicy::VERIFIED);
+    }
+
+    #[test]
+    fn mta_sts_config_is_checked() {
+        MtaStsConfig::default()
+            .validate()
+            .expect("defaults are valid");
+        let bad = [
+            MtaStsConfig {
+                cache_max_domains: 0,
+                ..MtaStsConfig::default()
+            },
+            MtaStsConfig {
+                fetch_timeout: Duration::ZERO,
+                ..MtaStsConfig::default()
+            },
+            MtaStsConfig {
+                https_port: 0,
+                ..MtaStsConfig::default()
+            },
+        ];
+        for c in bad {
+            let err = c.validate().expect_err("invalid");
+            assert!(err.to_string().contains("delivery.mta_sts."), "{err}");
+        }
     }
 
     #[test]

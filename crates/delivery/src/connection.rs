@@ -6,17 +6,18 @@
 //! (seeds/000: a hung host must not hold a worker for minutes per step). The reply reader bounds
 //! reply size ([`crate::reply_reader`]).
 //!
-//! TLS policy ([`TlsMode`], per MX host from [`ClientConfig::tls_for`]): `Disabled` never sends
-//! STARTTLS; `Opportunistic` uses it when offered, continues in plaintext when the server refuses
-//! it with a 4xx/5xx, and reconnects once in plaintext when the handshake itself fails; `Required`
-//! turns all of those into errors, and with `verify` so is a certificate that does not verify
-//! (checked right after the handshake, before anything else is sent).
+//! TLS policy ([`TlsMode`], per MX host from [`ClientConfig::tls_for`], made stricter by an
+//! enforced MTA-STS policy in [`Connection::connect_with`]): `Disabled` never sends STARTTLS;
+//! `Opportunistic` uses it when offered, continues in plaintext when the server refuses it with a
+//! 4xx/5xx, and reconnects once in plaintext when the handshake itself fails; `Required` turns all
+//! of those into errors, and with `verify` so is a certificate that does not verify (checked
+//! right after the handshake, before anything else is sent).
 //!
 //! SECURITY: the server is hostile. After the `220` to STARTTLS nothing may be buffered
 //! (plaintext injected ahead of the handshake would otherwise be read as if it came over TLS),
 //! so buffered octets there are a protocol error. The HELO name is validated by the config.
 
-use crate::config::{ClientConfig, TlsMode};
+use crate::config::{ClientConfig, TlsMode, TlsPolicy};
 use crate::error::{ProtocolError, SessionError, SessionErrorKind, Stage, TlsError};
 use crate::extensions::Extensions;
 use crate::reply_reader::{is_closed, ReadError, ReplyReader};
@@ -106,15 +107,42 @@ impl Connection {
         mx_name: &str,
         cfg: &ClientConfig,
     ) -> Result<Connection, SessionError> {
-        let policy = cfg.tls_for(mx_name);
-        let first = Self::open(addr, mx_name, cfg, policy.mode != TlsMode::Disabled).await;
+        Self::connect_with(addr, mx_name, cfg, false).await
+    }
+
+    /// Like [`Connection::connect`], for a recipient domain whose MTA-STS policy is enforced
+    /// (`mta_sts_enforce`): TLS is then required and its certificate must verify for `mx_name`
+    /// whatever the configured rules say (the stricter applies), and a failure of either names
+    /// MTA-STS ([`TlsError::MtaSts`]).
+    pub async fn connect_with(
+        addr: SocketAddr,
+        mx_name: &str,
+        cfg: &ClientConfig,
+        mta_sts_enforce: bool,
+    ) -> Result<Connection, SessionError> {
+        let mut policy = cfg.tls_for(mx_name);
+        if mta_sts_enforce {
+            policy = policy.stricter(TlsPolicy::VERIFIED);
+        }
+        let policy = Policy {
+            tls: policy,
+            mta_sts: mta_sts_enforce,
+        };
+        let first = Self::open(
+            addr,
+            mx_name,
+            cfg,
+            policy,
+            policy.tls.mode != TlsMode::Disabled,
+        )
+        .await;
         match first {
             Err(e)
-                if policy.mode == TlsMode::Opportunistic
+                if policy.tls.mode == TlsMode::Opportunistic
                     && matches!(e.kind(), SessionErrorKind::Tls(TlsError::Handshake(_))) =>
             {
                 tracing::info!(host = mx_name, %addr, error = %e, "TLS handshake failed, retrying in plaintext");
-                Self::open(addr, mx_name, cfg, false).await
+                Self::open(addr, mx_name, cfg, policy, false).await
             }
             other => other,
         }
@@ -124,6 +152,7 @@ impl Connection {
         addr: SocketAddr,
         mx_name: &str,
         cfg: &ClientConfig,
+        policy: Policy,
         try_tls: bool,
     ) -> Result<Connection, SessionError> {
         let fail = |stage, kind| SessionError::new(mx_name, addr, stage, kind);
@@ -149,7 +178,9 @@ impl Connection {
             .map_err(|(stage, k)| fail(stage, k))?;
         timings.helo = helo_start.elapsed();
 
-        let secured = secure(tcp, &mut reader, ext, mx_name, addr, cfg, try_tls).await?;
+        let secured = secure(tcp, &mut reader, ext, mx_name, addr, cfg, policy, try_tls)
+            .await
+            .map_err(|e| policy.attribute(e))?;
         let Secured {
             stream,
             ext,
@@ -249,6 +280,25 @@ impl Connection {
     }
 }
 
+/// The TLS policy of one connection and whether MTA-STS is behind it.
+#[derive(Debug, Clone, Copy)]
+struct Policy {
+    tls: TlsPolicy,
+    mta_sts: bool,
+}
+
+impl Policy {
+    /// TLS failures under an enforced MTA-STS policy say so (the operator reading the deferral
+    /// needs to know the recipient domain asked for it).
+    fn attribute(self, e: SessionError) -> SessionError {
+        if self.mta_sts {
+            e.map_tls(|t| TlsError::MtaSts(Box::new(t)))
+        } else {
+            e
+        }
+    }
+}
+
 /// The session after the STARTTLS decision.
 struct Secured {
     stream: Stream,
@@ -261,6 +311,7 @@ struct Secured {
 }
 
 /// Applies the TLS policy: STARTTLS when offered and allowed, then EHLO again.
+#[allow(clippy::too_many_arguments)] // the session's parts, passed once from `open`
 async fn secure(
     tcp: TcpStream,
     reader: &mut ReplyReader,
@@ -268,10 +319,11 @@ async fn secure(
     mx_name: &str,
     addr: SocketAddr,
     cfg: &ClientConfig,
+    policy: Policy,
     try_tls: bool,
 ) -> Result<Secured, SessionError> {
     let fail = |stage, kind| SessionError::new(mx_name, addr, stage, kind);
-    let policy = cfg.tls_for(mx_name);
+    let policy = policy.tls;
     let plain = |tcp, ext| Secured {
         stream: Stream::Plain(tcp),
         ext,
