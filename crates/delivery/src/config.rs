@@ -6,6 +6,7 @@
 //! Durations are written in seconds in TOML (`connect_timeout_secs = 10`, fractions allowed).
 
 use crate::error::DeliveryError;
+pub use crate::mta_sts::config::MtaStsConfig;
 use crate::tls::TlsCache;
 use serde::{Deserialize, Deserializer};
 use std::net::SocketAddr;
@@ -123,57 +124,6 @@ impl TlsPolicy {
             mode,
             verify: (self.verify || other.verify) && mode == TlsMode::Required,
         }
-    }
-}
-
-/// MTA-STS (`[delivery.mta_sts]`): before a recipient domain is routed, its `_mta-sts` TXT record
-/// is looked up and its policy fetched over HTTPS (or taken from the cache); an `enforce` policy
-/// limits delivery to the MX hosts it names, over TLS whose certificate verifies.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct MtaStsConfig {
-    /// Look up and apply recipient domains' MTA-STS policies.
-    pub enabled: bool,
-    /// Domains whose policy is cached at most (in memory and in `<data_dir>/mta-sts.json`).
-    pub cache_max_domains: usize,
-    /// The whole policy fetch: address lookup, connect, TLS, request and response.
-    #[serde(rename = "fetch_timeout_secs", deserialize_with = "secs")]
-    pub fetch_timeout: Duration,
-    /// Port of the policy host's HTTPS server. RFC 8461 says 443; another value is only for
-    /// tests that serve policies on a loopback port.
-    pub https_port: u16,
-}
-
-impl Default for MtaStsConfig {
-    fn default() -> Self {
-        MtaStsConfig {
-            enabled: true,
-            cache_max_domains: 10_000,
-            fetch_timeout: Duration::from_secs(10),
-            https_port: 443,
-        }
-    }
-}
-
-impl MtaStsConfig {
-    /// Refuses a cache that holds nothing or a fetch that could never finish or hang routing.
-    pub fn validate(&self) -> Result<(), DeliveryError> {
-        if !(1..=1_000_000).contains(&self.cache_max_domains) {
-            return Err(invalid(
-                "delivery.mta_sts.cache_max_domains",
-                "must be between 1 and 1000000",
-            ));
-        }
-        if self.fetch_timeout.is_zero() || self.fetch_timeout > Duration::from_secs(300) {
-            return Err(invalid(
-                "delivery.mta_sts.fetch_timeout_secs",
-                "must be greater than 0 and at most 300",
-            ));
-        }
-        if self.https_port == 0 {
-            return Err(invalid("delivery.mta_sts.https_port", "must not be 0"));
-        }
-        Ok(())
     }
 }
 
@@ -298,12 +248,12 @@ impl ClientConfig {
     }
 }
 
-fn invalid(key: &'static str, reason: &'static str) -> DeliveryError {
+pub(crate) fn invalid(key: &'static str, reason: &'static str) -> DeliveryError {
     DeliveryError::InvalidConfig { key, reason }
 }
 
 /// Seconds as an integer or a fraction (`0.5`), refusing negative and absurd values.
-fn secs<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub(crate) fn secs<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let v = f64::deserialize(d)?;
     Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
 }
@@ -373,31 +323,6 @@ mod tests {
         assert_eq!(opportunistic.stricter(disabled), opportunistic);
         assert_eq!(required.stricter(opportunistic), required);
         assert_eq!(required.stricter(TlsPolicy::VERIFIED), TlsPolicy::VERIFIED);
-    }
-
-    #[test]
-    fn mta_sts_config_is_checked() {
-        MtaStsConfig::default()
-            .validate()
-            .expect("defaults are valid");
-        let bad = [
-            MtaStsConfig {
-                cache_max_domains: 0,
-                ..MtaStsConfig::default()
-            },
-            MtaStsConfig {
-                fetch_timeout: Duration::ZERO,
-                ..MtaStsConfig::default()
-            },
-            MtaStsConfig {
-                https_port: 0,
-                ..MtaStsConfig::default()
-            },
-        ];
-        for c in bad {
-            let err = c.validate().expect_err("invalid");
-            assert!(err.to_string().contains("delivery.mta_sts."), "{err}");
-        }
     }
 
     #[test]

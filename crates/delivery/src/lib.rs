@@ -38,6 +38,7 @@ pub mod extensions;
 pub mod mta_sts;
 pub mod reply_reader;
 pub mod resolve;
+mod starttls;
 mod stream;
 pub mod tls;
 pub mod transaction;

@@ -23,6 +23,7 @@
 
 pub mod apply;
 pub mod cache;
+pub mod config;
 pub mod fetch;
 pub mod http;
 pub mod policy;
@@ -34,9 +35,9 @@ pub use fetch::FetchError;
 pub use policy::{Mode, MxPattern, Policy, PolicyError};
 pub use record::TxtRecord;
 
-use crate::config::MtaStsConfig;
 use crate::resolve::{classify, fqdn, Failure, MxResolver};
 use cache::PolicyCache;
+use config::MtaStsConfig;
 use fetch::Fetcher;
 use hickory_resolver::TokioResolver;
 use std::path::{Path, PathBuf};
