@@ -71,6 +71,8 @@ pub struct BatchDone {
 }
 pub mod operator;
 mod routes;
+#[cfg(test)]
+mod routes_tests;
 
 pub use routes::{RouteError, Routing};
 
