@@ -44,6 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         xdelay_ms: 0,
         tries: 1,
         tls: None,
+        mta_sts: None,
         outcome: ok.clone(),
     });
     for p in 0..POSTS {

@@ -6,6 +6,7 @@
 //! Durations are written in seconds in TOML (`connect_timeout_secs = 10`, fractions allowed).
 
 use crate::error::DeliveryError;
+pub use crate::mta_sts::config::MtaStsConfig;
 use crate::tls::TlsCache;
 use serde::{Deserialize, Deserializer};
 use std::net::SocketAddr;
@@ -99,6 +100,33 @@ pub struct TlsPolicy {
     pub verify: bool,
 }
 
+impl TlsPolicy {
+    /// What an MTA-STS policy in `enforce` mode demands of every MX host (RFC 8461 §4.2).
+    pub const VERIFIED: TlsPolicy = TlsPolicy {
+        mode: TlsMode::Required,
+        verify: true,
+    };
+
+    /// The stricter of two policies, requirement by requirement: an explicit rule and an
+    /// MTA-STS policy both apply, and neither may weaken the other.
+    pub fn stricter(self, other: TlsPolicy) -> TlsPolicy {
+        let rank = |m: TlsMode| match m {
+            TlsMode::Disabled => 0,
+            TlsMode::Opportunistic => 1,
+            TlsMode::Required => 2,
+        };
+        let mode = if rank(other.mode) > rank(self.mode) {
+            other.mode
+        } else {
+            self.mode
+        };
+        TlsPolicy {
+            mode,
+            verify: (self.verify || other.verify) && mode == TlsMode::Required,
+        }
+    }
+}
+
 /// The outbound SMTP client's settings.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -128,6 +156,8 @@ pub struct ClientConfig {
     pub tls_ca_file: Option<PathBuf>,
     /// Per-destination TLS rules, first match wins (`[[delivery.tls_policy]]`); none by default.
     pub tls_policy: Vec<TlsPolicyRule>,
+    /// MTA-STS (RFC 8461): recipient domains' published TLS policies (`[delivery.mta_sts]`).
+    pub mta_sts: MtaStsConfig,
     /// The rustls configuration, built once on first STARTTLS and shared by every connection
     /// made with this config. Leave it `Default`.
     #[serde(skip)]
@@ -146,6 +176,7 @@ impl Default for ClientConfig {
             tls: TlsMode::Opportunistic,
             tls_ca_file: None,
             tls_policy: Vec::new(),
+            mta_sts: MtaStsConfig::default(),
             tls_cache: TlsCache::default(),
         }
     }
@@ -201,6 +232,7 @@ impl ClientConfig {
         if self.port == 0 {
             return Err(invalid("client.port", "must not be 0"));
         }
+        self.mta_sts.validate()?;
         let timeouts = [
             ("client.connect_timeout_secs", self.connect_timeout),
             ("client.banner_timeout_secs", self.banner_timeout),
@@ -216,12 +248,12 @@ impl ClientConfig {
     }
 }
 
-fn invalid(key: &'static str, reason: &'static str) -> DeliveryError {
+pub(crate) fn invalid(key: &'static str, reason: &'static str) -> DeliveryError {
     DeliveryError::InvalidConfig { key, reason }
 }
 
 /// Seconds as an integer or a fraction (`0.5`), refusing negative and absurd values.
-fn secs<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub(crate) fn secs<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let v = f64::deserialize(d)?;
     Duration::try_from_secs_f64(v).map_err(serde::de::Error::custom)
 }
@@ -278,6 +310,19 @@ mod tests {
             ..ClientConfig::default()
         };
         assert!(bad.validate().is_err(), "empty suffix");
+    }
+
+    #[test]
+    fn the_stricter_tls_policy_wins() {
+        let p = |mode, verify| TlsPolicy { mode, verify };
+        let opportunistic = p(TlsMode::Opportunistic, false);
+        let disabled = p(TlsMode::Disabled, false);
+        let required = p(TlsMode::Required, false);
+        assert_eq!(disabled.stricter(TlsPolicy::VERIFIED), TlsPolicy::VERIFIED);
+        assert_eq!(TlsPolicy::VERIFIED.stricter(disabled), TlsPolicy::VERIFIED);
+        assert_eq!(opportunistic.stricter(disabled), opportunistic);
+        assert_eq!(required.stricter(opportunistic), required);
+        assert_eq!(required.stricter(TlsPolicy::VERIFIED), TlsPolicy::VERIFIED);
     }
 
     #[test]

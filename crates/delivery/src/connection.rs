@@ -6,20 +6,22 @@
 //! (seeds/000: a hung host must not hold a worker for minutes per step). The reply reader bounds
 //! reply size ([`crate::reply_reader`]).
 //!
-//! TLS policy ([`TlsMode`], per MX host from [`ClientConfig::tls_for`]): `Disabled` never sends
-//! STARTTLS; `Opportunistic` uses it when offered, continues in plaintext when the server refuses
-//! it with a 4xx/5xx, and reconnects once in plaintext when the handshake itself fails; `Required`
-//! turns all of those into errors, and with `verify` so is a certificate that does not verify
-//! (checked right after the handshake, before anything else is sent).
+//! TLS policy ([`TlsMode`], per MX host from [`ClientConfig::tls_for`], made stricter by an
+//! enforced MTA-STS policy in [`Connection::connect_with`]): `Disabled` never sends STARTTLS;
+//! `Opportunistic` uses it when offered, continues in plaintext when the server refuses it with a
+//! 4xx/5xx, and reconnects once in plaintext when the handshake itself fails; `Required` turns all
+//! of those into errors, and with `verify` so is a certificate that does not verify (checked
+//! right after the handshake, before anything else is sent).
 //!
 //! SECURITY: the server is hostile. After the `220` to STARTTLS nothing may be buffered
 //! (plaintext injected ahead of the handshake would otherwise be read as if it came over TLS),
 //! so buffered octets there are a protocol error. The HELO name is validated by the config.
 
-use crate::config::{ClientConfig, TlsMode};
+use crate::config::{ClientConfig, TlsMode, TlsPolicy};
 use crate::error::{ProtocolError, SessionError, SessionErrorKind, Stage, TlsError};
 use crate::extensions::Extensions;
 use crate::reply_reader::{is_closed, ReadError, ReplyReader};
+use crate::starttls::{secure, Policy, Secured};
 use crate::stream::Stream;
 use crate::tls::TlsInfo;
 use herald_types::{RcptOutcome, Reply};
@@ -28,7 +30,6 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
-use tokio_rustls::client::TlsStream;
 
 /// One personalized copy to deliver: one return path, one recipient, one DATA payload.
 #[derive(Debug, Clone)]
@@ -92,13 +93,6 @@ pub struct Connection {
     pub(crate) transactions: u64,
 }
 
-/// What came of a STARTTLS command.
-enum StartTls {
-    Upgraded(Box<TlsStream<TcpStream>>, TlsInfo),
-    /// The server answered with something other than 220; the session stays in plaintext.
-    Refused(TcpStream, Reply),
-}
-
 impl Connection {
     /// Opens a session with `mx_name` at `addr` (the port in `addr` is used as given).
     pub async fn connect(
@@ -106,15 +100,42 @@ impl Connection {
         mx_name: &str,
         cfg: &ClientConfig,
     ) -> Result<Connection, SessionError> {
-        let policy = cfg.tls_for(mx_name);
-        let first = Self::open(addr, mx_name, cfg, policy.mode != TlsMode::Disabled).await;
+        Self::connect_with(addr, mx_name, cfg, false).await
+    }
+
+    /// Like [`Connection::connect`], for a recipient domain whose MTA-STS policy is enforced
+    /// (`mta_sts_enforce`): TLS is then required and its certificate must verify for `mx_name`
+    /// whatever the configured rules say (the stricter applies), and a failure of either names
+    /// MTA-STS ([`TlsError::MtaSts`]).
+    pub async fn connect_with(
+        addr: SocketAddr,
+        mx_name: &str,
+        cfg: &ClientConfig,
+        mta_sts_enforce: bool,
+    ) -> Result<Connection, SessionError> {
+        let mut policy = cfg.tls_for(mx_name);
+        if mta_sts_enforce {
+            policy = policy.stricter(TlsPolicy::VERIFIED);
+        }
+        let policy = Policy {
+            tls: policy,
+            mta_sts: mta_sts_enforce,
+        };
+        let first = Self::open(
+            addr,
+            mx_name,
+            cfg,
+            policy,
+            policy.tls.mode != TlsMode::Disabled,
+        )
+        .await;
         match first {
             Err(e)
-                if policy.mode == TlsMode::Opportunistic
+                if policy.tls.mode == TlsMode::Opportunistic
                     && matches!(e.kind(), SessionErrorKind::Tls(TlsError::Handshake(_))) =>
             {
                 tracing::info!(host = mx_name, %addr, error = %e, "TLS handshake failed, retrying in plaintext");
-                Self::open(addr, mx_name, cfg, false).await
+                Self::open(addr, mx_name, cfg, policy, false).await
             }
             other => other,
         }
@@ -124,6 +145,7 @@ impl Connection {
         addr: SocketAddr,
         mx_name: &str,
         cfg: &ClientConfig,
+        policy: Policy,
         try_tls: bool,
     ) -> Result<Connection, SessionError> {
         let fail = |stage, kind| SessionError::new(mx_name, addr, stage, kind);
@@ -149,7 +171,9 @@ impl Connection {
             .map_err(|(stage, k)| fail(stage, k))?;
         timings.helo = helo_start.elapsed();
 
-        let secured = secure(tcp, &mut reader, ext, mx_name, addr, cfg, try_tls).await?;
+        let secured = secure(tcp, &mut reader, ext, mx_name, addr, cfg, policy, try_tls)
+            .await
+            .map_err(|e| policy.attribute(e))?;
         let Secured {
             stream,
             ext,
@@ -249,69 +273,6 @@ impl Connection {
     }
 }
 
-/// The session after the STARTTLS decision.
-struct Secured {
-    stream: Stream,
-    /// From the EHLO after the handshake when TLS is on, the first EHLO otherwise.
-    ext: Extensions,
-    tls: Option<TlsInfo>,
-    tls_time: Option<Duration>,
-    /// The second EHLO, when there was one.
-    helo_time: Duration,
-}
-
-/// Applies the TLS policy: STARTTLS when offered and allowed, then EHLO again.
-async fn secure(
-    tcp: TcpStream,
-    reader: &mut ReplyReader,
-    ext: Extensions,
-    mx_name: &str,
-    addr: SocketAddr,
-    cfg: &ClientConfig,
-    try_tls: bool,
-) -> Result<Secured, SessionError> {
-    let fail = |stage, kind| SessionError::new(mx_name, addr, stage, kind);
-    let policy = cfg.tls_for(mx_name);
-    let plain = |tcp, ext| Secured {
-        stream: Stream::Plain(tcp),
-        ext,
-        tls: None,
-        tls_time: None,
-        helo_time: Duration::ZERO,
-    };
-    if !(try_tls && ext.starttls) {
-        if policy.mode == TlsMode::Required {
-            return Err(fail(Stage::StartTls, TlsError::NotOffered.into()));
-        }
-        return Ok(plain(tcp, ext));
-    }
-    let tls_start = Instant::now();
-    match start_tls(tcp, reader, mx_name, addr, cfg).await? {
-        StartTls::Upgraded(_, info) if policy.verify && !info.verified => {
-            let why = info.verify_error.unwrap_or_else(|| "not verified".into());
-            Err(fail(Stage::StartTls, TlsError::NotVerified(why).into()))
-        }
-        StartTls::Upgraded(mut s, info) => {
-            let tls_time = Some(tls_start.elapsed());
-            let helo_start = Instant::now();
-            let ext = hello(s.as_mut(), reader, cfg)
-                .await
-                .map_err(|(stage, k)| fail(stage, k))?;
-            Ok(Secured {
-                stream: Stream::Tls(s),
-                ext,
-                tls: Some(info),
-                tls_time,
-                helo_time: helo_start.elapsed(),
-            })
-        }
-        StartTls::Refused(_, reply) if policy.mode == TlsMode::Required => {
-            Err(fail(Stage::StartTls, TlsError::Refused(reply).into()))
-        }
-        StartTls::Refused(tcp, _) => Ok(plain(tcp, ext)),
-    }
-}
-
 async fn tcp_connect(addr: SocketAddr, timeout: Duration) -> Result<TcpStream, SessionErrorKind> {
     let tcp = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
         Err(_elapsed) => return Err(SessionErrorKind::Timeout),
@@ -332,7 +293,7 @@ fn check_greeting(greeting: &Reply) -> Result<(), SessionErrorKind> {
 }
 
 /// EHLO, falling back to HELO when the server does not know EHLO (RFC 5321 §3.2).
-async fn hello<S: AsyncRead + AsyncWrite + Unpin>(
+pub(crate) async fn hello<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     reader: &mut ReplyReader,
     cfg: &ClientConfig,
@@ -365,40 +326,8 @@ fn refusal(reply: Reply) -> SessionErrorKind {
     }
 }
 
-async fn start_tls(
-    mut tcp: TcpStream,
-    reader: &mut ReplyReader,
-    mx_name: &str,
-    addr: SocketAddr,
-    cfg: &ClientConfig,
-) -> Result<StartTls, SessionError> {
-    let fail = |stage, kind| SessionError::new(mx_name, addr, stage, kind);
-    let reply = exchange(&mut tcp, reader, b"STARTTLS\r\n", cfg.command_timeout)
-        .await
-        .map_err(|k| fail(Stage::StartTls, k))?;
-    if reply.code == 421 {
-        return Err(fail(Stage::StartTls, SessionErrorKind::Rejected(reply)));
-    }
-    if reply.code != 220 {
-        return Ok(StartTls::Refused(tcp, reply));
-    }
-    if reader.buffered() > 0 {
-        return Err(fail(Stage::StartTls, ProtocolError::Unsolicited.into()));
-    }
-    let ctx = cfg
-        .tls_cache
-        .get(cfg.tls_ca_file.as_deref())
-        .map_err(|e| fail(Stage::TlsHandshake, e.into()))?;
-    let handshake = ctx.handshake(tcp, mx_name, addr);
-    match tokio::time::timeout(cfg.command_timeout, handshake).await {
-        Err(_elapsed) => Err(fail(Stage::TlsHandshake, SessionErrorKind::Timeout)),
-        Ok(Err(e)) => Err(fail(Stage::TlsHandshake, e.into())),
-        Ok(Ok((stream, info))) => Ok(StartTls::Upgraded(Box::new(stream), info)),
-    }
-}
-
 /// Writes one command and reads its reply, both within `timeout`.
-async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     reader: &mut ReplyReader,
     command: &[u8],

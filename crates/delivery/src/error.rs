@@ -95,6 +95,9 @@ pub enum TlsError {
     NotVerified(String),
     #[error("cannot build the TLS client configuration: {0}")]
     Config(#[source] rustls::Error),
+    /// The recipient domain's MTA-STS policy (`enforce`) demanded what failed.
+    #[error("MTA-STS policy requires verified TLS: {0}")]
+    MtaSts(#[source] Box<TlsError>),
 }
 
 /// What went wrong in a session.
@@ -179,11 +182,24 @@ impl SessionError {
         self.0.addr
     }
 
+    /// Applies `f` to the TLS error inside, if that is what this is.
+    pub(crate) fn map_tls(mut self, f: impl FnOnce(TlsError) -> TlsError) -> SessionError {
+        let kind = std::mem::replace(&mut self.0.kind, SessionErrorKind::Unusable);
+        self.0.kind = match kind {
+            SessionErrorKind::Tls(t) => SessionErrorKind::Tls(f(t)),
+            other => other,
+        };
+        self
+    }
+
     /// True when the host (not this one conversation) is the problem and it should count against
     /// the host in host health: unreachable, hung, broken or refusing sessions. A 421 in the
-    /// middle of a transaction (typically a per-session limit) is not: the host answers.
+    /// middle of a transaction (typically a per-session limit) is not: the host answers. Nor is
+    /// a host falling short of one recipient domain's MTA-STS policy: it may serve other domains
+    /// well, and marking it down would hold their mail too.
     pub fn is_host_problem(&self) -> bool {
         match self.kind() {
+            SessionErrorKind::Tls(TlsError::MtaSts(_)) => false,
             SessionErrorKind::Rejected(_) => matches!(
                 self.stage(),
                 Stage::Banner | Stage::Ehlo | Stage::Helo | Stage::StartTls

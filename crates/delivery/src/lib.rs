@@ -14,6 +14,8 @@
 //! * [`Connection`] (module [`connection`]) is one outbound SMTP session: connect, greeting,
 //!   EHLO, STARTTLS, then any number of transactions sent by [`Connection::send`] with PIPELINING,
 //!   so that a copy on an open connection costs one round trip plus its body.
+//! * [`MtaSts`] (module [`mta_sts`]) discovers and caches recipient domains' MTA-STS policies
+//!   (RFC 8461); [`mta_sts::apply`] turns one into the hosts to use and the TLS they must offer.
 //!
 //! Invariants:
 //! * No call can hold a worker longer than its configured timeout: every reply has a deadline for
@@ -23,24 +25,28 @@
 //! * Errors are typed with classifiers ([`SessionError::is_host_problem`],
 //!   [`SessionError::synthetic_reply`], [`ResolveError::is_permanent`]); nothing matches strings.
 //!
-//! SECURITY: everything read from DNS and from SMTP servers is hostile input. Reply lines are
-//! bounded in length and count, control characters are replaced before replies reach logs, no
-//! plaintext read-ahead is carried across STARTTLS, and addresses are checked for CR/LF before
-//! they are written into command lines.
+//! SECURITY: everything read from DNS, from SMTP servers and from MTA-STS policy hosts is hostile
+//! input. Reply lines are bounded in length and count, control characters are replaced before
+//! replies reach logs, no plaintext read-ahead is carried across STARTTLS, addresses are checked
+//! for CR/LF before they are written into command lines, and policy responses are bounded and
+//! parsed strictly (see [`mta_sts`]).
 
 pub mod config;
 pub mod connection;
 pub mod error;
 pub mod extensions;
+pub mod mta_sts;
 pub mod reply_reader;
 pub mod resolve;
+mod starttls;
 mod stream;
 pub mod tls;
 pub mod transaction;
 
-pub use config::{ClientConfig, ResolverConfig, TlsMode, TlsPolicy, TlsPolicyRule};
+pub use config::{ClientConfig, MtaStsConfig, ResolverConfig, TlsMode, TlsPolicy, TlsPolicyRule};
 pub use connection::{Connection, ConnectionTimings, OutgoingCopy};
 pub use error::{DeliveryError, ProtocolError, SessionError, SessionErrorKind, Stage, TlsError};
 pub use extensions::Extensions;
+pub use mta_sts::{MtaSts, StsLookup, StsRoute};
 pub use resolve::{MxHost, MxResolver, ResolveError};
 pub use tls::{TlsCache, TlsInfo};

@@ -101,7 +101,7 @@ impl ResolveError {
 }
 
 /// How one DNS query failed.
-enum Failure {
+pub(crate) enum Failure {
     /// The name exists but has no records of that type.
     NoData,
     NxDomain,
@@ -112,7 +112,7 @@ enum Failure {
 /// Resolves recipient domains to MX hosts. Cheap to clone; clones share the cache.
 #[derive(Debug, Clone)]
 pub struct MxResolver {
-    resolver: TokioResolver,
+    pub(crate) resolver: TokioResolver,
 }
 
 impl MxResolver {
@@ -247,7 +247,10 @@ fn order_exchanges(mut exchanges: Vec<(u16, Name)>) -> Option<Vec<(u16, Name)>> 
 }
 
 /// A and AAAA for one name, concurrently. Ok(empty) when the name has neither.
-async fn lookup_addrs(resolver: &TokioResolver, name: Name) -> Result<Vec<IpAddr>, Failure> {
+pub(crate) async fn lookup_addrs(
+    resolver: &TokioResolver,
+    name: Name,
+) -> Result<Vec<IpAddr>, Failure> {
     let (v4, v6) = tokio::join!(
         resolver.ipv4_lookup(name.clone()),
         resolver.ipv6_lookup(name)
@@ -270,6 +273,18 @@ async fn lookup_addrs(resolver: &TokioResolver, name: Name) -> Result<Vec<IpAddr
     }
 }
 
+impl Failure {
+    /// For logs: what went wrong.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Failure::NoData => "no records".into(),
+            Failure::NxDomain => "no such name".into(),
+            Failure::Timeout => "timed out".into(),
+            Failure::Other(detail) => detail.clone(),
+        }
+    }
+}
+
 /// Failures that say "try again later", as opposed to "there are no such records".
 fn hard_failure(f: Failure) -> Option<Failure> {
     match f {
@@ -287,7 +302,7 @@ fn transient(domain: String, f: Failure) -> ResolveError {
     }
 }
 
-fn classify(e: &hickory_resolver::ResolveError) -> Failure {
+pub(crate) fn classify(e: &hickory_resolver::ResolveError) -> Failure {
     let Some(proto) = e.proto() else {
         return Failure::Other(e.to_string());
     };
@@ -303,7 +318,7 @@ fn classify(e: &hickory_resolver::ResolveError) -> Failure {
 }
 
 /// The domain as a fully qualified name, so no search domains are appended.
-fn fqdn(domain: &str) -> Option<Name> {
+pub(crate) fn fqdn(domain: &str) -> Option<Name> {
     if domain.is_empty() || domain.parse::<IpAddr>().is_ok() {
         return None;
     }

@@ -5,7 +5,9 @@
 //! accepts any certificate (while still checking the handshake signatures, so the session key is
 //! bound to the certificate presented), and *afterwards* the chain is checked against trust
 //! anchors only to record, in [`TlsInfo::verified`], whether it would have verified. Policy that
-//! demands verification (DANE, MTA-STS) is a later layer; this module gives it the data.
+//! demands verification (a `verify` rule, MTA-STS `enforce`) acts on that record before anything
+//! is sent (`connection.rs`). The MTA-STS policy fetch, which is HTTPS and must verify, uses
+//! [`verifying_config`] instead.
 //!
 //! The rustls configuration and the trust anchors are built once per [`crate::ClientConfig`]
 //! (in its [`TlsCache`]) on the first STARTTLS, not per connection.
@@ -155,6 +157,22 @@ impl TlsContext {
 fn server_name(mx_name: &str, addr: SocketAddr) -> ServerName<'static> {
     let trimmed = mx_name.trim_end_matches('.').to_string();
     ServerName::try_from(trimmed).unwrap_or_else(|_| ServerName::IpAddress(addr.ip().into()))
+}
+
+/// A client configuration that verifies the server's certificate chain and name against the
+/// trust anchors (`ca_file`, else the system bundle), as the MTA-STS policy fetch must (RFC 8461
+/// §3.3). Err names why no anchors could be loaded.
+pub(crate) fn verifying_config(
+    ca_file: Option<&Path>,
+) -> Result<Arc<rustls::ClientConfig>, String> {
+    let roots = load_roots(ca_file)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
 }
 
 fn load_roots(ca_file: Option<&Path>) -> Result<Arc<RootCertStore>, String> {

@@ -4,8 +4,9 @@
 //! backpressure up to the directory reads); workers ask it for batches and report each batch and
 //! connection; it never blocks on a worker.
 //!
-//! The actor is split by concern: this file (messages, the loop, routes and DNS, housekeeping),
-//! `dispatch.rs` (batches and starting connections), `outcome.rs` (what worker reports change),
+//! The actor is split by concern: this file (messages, the loop, housekeeping), `actor/routes.rs`
+//! (domains → destinations: DNS, MTA-STS, refresh), `dispatch.rs` (batches and starting
+//! connections), `outcome.rs` (what worker reports change),
 //! `snapshot.rs` (the queue view).
 //!
 //! Invariants:
@@ -18,14 +19,14 @@
 
 use crate::health::{HealthConfig, HostHealth, HostKey};
 use crate::job::Job;
-use crate::queue::{destination_key, Destination, QueueSnapshot, SnapshotRequest};
+use crate::queue::{Destination, QueueSnapshot, SnapshotRequest};
 use crate::report::{OutcomeReport, Report};
-use crate::shaping::{rule_for, Budget};
+use crate::shaping::Budget;
 use crate::stragglers::Stragglers;
 use crate::worker::WorkerCtx;
 use crate::SchedulerConfig;
-use herald_delivery::{ConnectionTimings, MxHost, ResolveError};
-use herald_telemetry::{Event, LaneKind, SchedulerEvent};
+use herald_delivery::ConnectionTimings;
+use herald_telemetry::{Event, LaneKind, MtaStsNote, SchedulerEvent};
 use herald_types::{EnhancedStatus, RcptOutcome, Reply};
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
@@ -69,12 +70,17 @@ pub struct BatchDone {
     pub finished_slow: Vec<Box<str>>,
 }
 pub mod operator;
+mod routes;
+#[cfg(test)]
+mod routes_tests;
+
+pub use routes::{RouteError, Routing};
 
 /// Messages to the actor from workers, resolver tasks and the API.
 pub enum Ctrl {
     Resolved {
         domain: String,
-        result: Result<Vec<MxHost>, ResolveError>,
+        result: Result<Routing, RouteError>,
     },
     NeedWork {
         dest: Arc<str>,
@@ -105,7 +111,13 @@ pub enum Ctrl {
 /// How a recipient domain is reached.
 pub(crate) enum Route {
     Resolving(Vec<Job>),
-    Routed(Arc<str>),
+    /// Copies go to destination `key`. At `refresh_at` the domain is resolved again (MX hosts
+    /// and MTA-STS policy); `refreshing` while that runs, copies still going to `key`.
+    Routed {
+        key: Arc<str>,
+        refresh_at: Instant,
+        refreshing: bool,
+    },
     /// DNS failed temporarily: jobs wait, resolution is tried again at `until`.
     RetryDns {
         until: Instant,
@@ -260,7 +272,7 @@ impl Actor {
         for job in jobs {
             let domain = job.domain().to_string();
             match self.routes.get_mut(&domain) {
-                Some(Route::Routed(key)) => {
+                Some(Route::Routed { key, .. }) => {
                     let key = key.clone();
                     if let Some(d) = self.dests.get_mut(&key) {
                         self.queued += 1;
@@ -291,112 +303,6 @@ impl Actor {
         for key in touched {
             self.pump(&key);
         }
-    }
-
-    fn spawn_resolve(&self, domain: String) {
-        let resolver = self.ctx.resolver.clone();
-        let ctrl = self.ctx.ctrl.clone();
-        let permits = self.resolve_permits.clone();
-        tokio::spawn(async move {
-            let _permit = permits.acquire_owned().await;
-            let result = resolver.resolve(&domain).await;
-            let _ = ctrl.send(Ctrl::Resolved { domain, result }).await;
-        });
-    }
-
-    async fn on_resolved(&mut self, domain: String, result: Result<Vec<MxHost>, ResolveError>) {
-        let jobs = match self.routes.remove(&domain) {
-            Some(Route::Resolving(jobs)) | Some(Route::RetryDns { jobs, .. }) => jobs,
-            Some(other) => {
-                self.routes.insert(domain, other);
-                return;
-            }
-            None => Vec::new(),
-        };
-        match result {
-            Ok(hosts) => {
-                let key = self.destination_for(hosts);
-                if let Some(d) = self.dests.get_mut(&key) {
-                    for job in jobs {
-                        match job.lane {
-                            LaneKind::Fast => d.fast.push_back(job),
-                            LaneKind::Slow => d.slow.push_back(job),
-                        }
-                    }
-                }
-                self.routes.insert(domain, Route::Routed(key.clone()));
-                self.pump(&key);
-            }
-            Err(e) if e.is_permanent() => {
-                let reply = e.synthetic_reply();
-                for job in jobs {
-                    self.leave_queue(&job);
-                    self.finish(job, RcptOutcome::Failed(reply.clone())).await;
-                }
-                let until = Instant::now() + Duration::from_secs(self.cfg.dns_negative_cache_secs);
-                self.routes.insert(domain, Route::Dead { until, reply });
-            }
-            Err(e) => {
-                let reply = e.synthetic_reply();
-                let mut keep = Vec::with_capacity(jobs.len());
-                for mut job in jobs {
-                    job.tries += 1;
-                    self.report_deferred(&job, &reply).await;
-                    if job.expired(herald_types::unix_ms_now()) {
-                        self.leave_queue(&job);
-                        self.expire(job).await;
-                    } else {
-                        keep.push(job);
-                    }
-                }
-                let until = Instant::now() + Duration::from_secs(self.cfg.retry_initial_secs);
-                self.routes
-                    .insert(domain, Route::RetryDns { until, jobs: keep });
-            }
-        }
-    }
-
-    /// The destination of a resolved MX host set, created (with its shaping budget) if new.
-    pub(crate) fn destination_for(&mut self, hosts: Vec<MxHost>) -> Arc<str> {
-        let key = destination_key(&hosts);
-        if self.dests.contains_key(&key) {
-            return key;
-        }
-        let first = hosts.first().map_or("", |h| h.name.as_str());
-        let cfg = &self.cfg;
-        let cooldown = Duration::from_millis(cfg.throttle_cooldown_ms);
-        let budget: Arc<str> = match rule_for(&cfg.shaping, first) {
-            Some(rule) => {
-                let name: Arc<str> = Arc::from(format!("rule:{}", rule.name));
-                self.budgets.entry(name.clone()).or_insert_with(|| {
-                    Budget::new(
-                        name.clone(),
-                        rule.max_connections
-                            .unwrap_or(cfg.max_connections_per_destination),
-                        rule.max_messages_per_connection
-                            .unwrap_or(cfg.max_messages_per_connection),
-                        rule.max_messages_per_minute,
-                        cooldown,
-                    )
-                });
-                name
-            }
-            None => {
-                self.budgets.entry(key.clone()).or_insert_with(|| {
-                    Budget::new(
-                        key.clone(),
-                        cfg.max_connections_per_destination,
-                        cfg.max_messages_per_connection,
-                        None,
-                        cooldown,
-                    )
-                });
-                key.clone()
-            }
-        };
-        let d = Destination::new(key.clone(), Arc::new(hosts), budget);
-        self.dests.insert(key.clone(), d);
-        key
     }
 
     pub(crate) fn release_worker(&mut self, dest: &Arc<str>, lane: LaneKind) {
@@ -473,24 +379,6 @@ impl Actor {
         }
     }
 
-    fn retry_routes(&mut self, now: Instant) {
-        let mut redo = Vec::new();
-        self.routes.retain(|domain, route| match route {
-            Route::RetryDns { until, .. } if *until <= now => {
-                redo.push(domain.clone());
-                true
-            }
-            Route::Dead { until, .. } => *until > now,
-            _ => true,
-        });
-        for domain in redo {
-            if let Some(Route::RetryDns { jobs, .. }) = self.routes.remove(&domain) {
-                self.routes.insert(domain.clone(), Route::Resolving(jobs));
-                self.spawn_resolve(domain);
-            }
-        }
-    }
-
     /// Writes host health to its file (periodically, and at shutdown), serialized and written
     /// off the actor's task.
     async fn persist_health(&mut self, wait: bool) {
@@ -509,9 +397,12 @@ impl Actor {
         }
     }
 
-    pub(crate) async fn report_deferred(&self, job: &Job, reply: &Reply) {
-        let report =
+    /// Reports a deferral decided without a connection (DNS, MTA-STS, a failed connect), with
+    /// the MTA-STS note of the destination, if any.
+    pub(crate) async fn report_deferred(&self, job: &Job, reply: &Reply, sts: Option<MtaStsNote>) {
+        let mut report =
             OutcomeReport::new(job, RcptOutcome::Deferred(reply.clone()), "none".into(), 0);
+        report.mta_sts = sts;
         let _ = self
             .ctx
             .reports

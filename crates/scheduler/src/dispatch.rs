@@ -196,6 +196,7 @@ impl Actor {
             lane,
             targets,
             max_messages: budget.messages_per_connection,
+            sts: d.sts.clone(),
         };
         d.connecting += 1;
         match lane {

@@ -40,7 +40,7 @@ pub use queue::{DestinationView, HostView, QueueSnapshot, SnapshotRequest, Strag
 pub use report::{FailedCopy, FAILED_COPY_CAPACITY};
 pub use shaping::ShapingRule;
 
-use herald_delivery::{ClientConfig, MxResolver};
+use herald_delivery::{ClientConfig, MtaSts, MxResolver};
 use herald_directory::Directory;
 use herald_fanout::ListContext;
 use herald_spool::{PostKind, RecoveredPost, Spool, SpooledPost};
@@ -85,6 +85,9 @@ pub struct SchedulerConfig {
     pub resolve_concurrency: usize,
     /// A domain that does not exist is remembered this long.
     pub dns_negative_cache_secs: u64,
+    /// A routed domain is resolved again this often (its MX hosts and its MTA-STS policy, which
+    /// also makes the route expire no later than the policy does), so changes reach the queue.
+    pub route_refresh_secs: u64,
     /// Scheduler housekeeping interval (retry promotion, idle connections).
     pub tick_ms: u64,
     /// Copies of one post queued at most: a huge post leaves room for the others (fairness).
@@ -135,6 +138,7 @@ impl Default for SchedulerConfig {
             expansion_page: 2000,
             resolve_concurrency: 64,
             dns_negative_cache_secs: 600,
+            route_refresh_secs: 3600,
             tick_ms: 200,
             max_queued_copies_per_post: 50_000,
             slow_lane_max_connections: 100,
@@ -190,6 +194,9 @@ impl SchedulerConfig {
         if self.host_down_after_failures == 0 {
             return bad("host_down_after_failures", "must be at least 1");
         }
+        if self.route_refresh_secs == 0 {
+            return bad("route_refresh_secs", "must be at least 1");
+        }
         for (i, r) in self.shaping.iter().enumerate() {
             if r.mx_suffixes.iter().all(|s| s.trim_matches('.').is_empty()) {
                 return Err(ConfigError {
@@ -228,6 +235,8 @@ pub struct SchedulerDeps {
     pub dedup: Option<herald_fanout::DedupStore>,
     /// Where host health is kept across restarts (`None`: not persisted).
     pub health_path: Option<std::path::PathBuf>,
+    /// Where MTA-STS policies are cached across restarts (`None`: memory only).
+    pub mta_sts_path: Option<std::path::PathBuf>,
 }
 
 /// Why the scheduler refused work.
@@ -259,10 +268,19 @@ impl Scheduler {
         let (jobs_tx, jobs_rx) = mpsc::channel(64);
         let (ctrl_tx, ctrl_rx) = mpsc::channel(4096);
         let (report_tx, report_rx) = mpsc::channel(16_384);
+        let mta_sts = deps.client.mta_sts.enabled.then(|| {
+            Arc::new(MtaSts::new(
+                &deps.client.mta_sts,
+                &deps.resolver,
+                deps.client.tls_ca_file.as_deref(),
+                deps.mta_sts_path,
+            ))
+        });
         let worker_ctx = Arc::new(worker::WorkerCtx {
             slow_client: Arc::new(cfg.slow_client(&deps.client)),
             client: Arc::new(deps.client),
             resolver: deps.resolver,
+            mta_sts,
             ctrl: ctrl_tx.clone(),
             reports: report_tx.clone(),
             telemetry: deps.telemetry.clone(),

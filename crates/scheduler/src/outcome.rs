@@ -13,7 +13,7 @@ use crate::health::HostKey;
 use crate::job::Job;
 use crate::queue::Waiting;
 use herald_delivery::ConnectionTimings;
-use herald_telemetry::{DeferralKind, LaneKind, SchedulerEvent};
+use herald_telemetry::{DeferralKind, LaneKind, MtaStsNote, SchedulerEvent};
 use herald_types::Reply;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -111,8 +111,14 @@ impl Actor {
         } else {
             DeferralKind::HostDown
         };
+        // A failed connection under an enforced policy is MTA-STS at work (or at least in play).
+        let note = d
+            .sts
+            .as_ref()
+            .filter(|r| r.mode == herald_delivery::mta_sts::Mode::Enforce)
+            .map(|_| MtaStsNote::Enforce);
         for job in &jobs {
-            self.report_deferred(job, &error).await;
+            self.report_deferred(job, &error, note).await;
         }
         let jobs = jobs
             .into_iter()
@@ -173,13 +179,19 @@ impl Actor {
                     .add(&job.member.address.to_string(), job.post.accepted_at_ms);
             }
             self.seq += 1;
+            // A copy follows its domain's current route: if that changed while the copy was
+            // out (a new MX set, a new MTA-STS policy), it waits in the new destination.
+            let target = match self.current_destination(job.domain()) {
+                Some(key) if key != dest && self.dests.contains_key(key) => key.clone(),
+                _ => dest.clone(),
+            };
             let w = Waiting {
                 at: now + delay,
                 seq: self.seq,
                 kind,
                 job,
             };
-            match self.dests.get_mut(dest) {
+            match self.dests.get_mut(&target) {
                 Some(d) => {
                     d.deferred += 1;
                     d.push_waiting(w);

@@ -1,6 +1,7 @@
 //! Per-destination queues. A destination is the set of MX hosts that serves one or more recipient
-//! domains (keyed by the sorted MX host names), so every domain hosted at one provider shares one
-//! queue; pending copies of every post for it are one entry (stragglers are coalesced).
+//! domains (keyed by the sorted MX host names, plus the MTA-STS requirements when a domain's
+//! policy applies: `actor/routes.rs`), so every domain hosted at one provider shares one queue;
+//! pending copies of every post for it are one entry (stragglers are coalesced).
 //!
 //! Each destination has two lanes: `fast` (first attempts) and the slow lane (`slow` ready
 //! retries and `waiting` retries not yet due). Ready queues are round robin over posts
@@ -11,7 +12,7 @@
 //! Owned by the scheduler actor alone: no locks. Workers get batches through the actor.
 
 use crate::job::Job;
-use herald_delivery::MxHost;
+use herald_delivery::{MxHost, StsRoute};
 use herald_telemetry::{DeferralKind, LaneKind};
 use herald_types::PostId;
 use serde::Serialize;
@@ -152,8 +153,10 @@ impl ReadyQueue {
 pub struct Destination {
     pub key: Arc<str>,
     pub hosts: Arc<Vec<MxHost>>,
-    /// The shaping budget this destination draws from (a rule's name or its own key).
+    /// The shaping budget this destination draws from (a rule's name or its MX host set).
     pub budget: Arc<str>,
+    /// What the MTA-STS policy of the domains routed here requires (None: no policy applies).
+    pub sts: Option<Arc<StsRoute>>,
     pub fast: ReadyQueue,
     pub slow: ReadyQueue,
     pub waiting: BinaryHeap<Waiting>,
@@ -178,6 +181,7 @@ impl Destination {
             key,
             hosts,
             budget,
+            sts: None,
             fast: ReadyQueue::default(),
             slow: ReadyQueue::default(),
             waiting: BinaryHeap::new(),

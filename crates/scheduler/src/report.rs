@@ -4,7 +4,7 @@
 
 use crate::job::Job;
 use herald_spool::{FinalState, Spool};
-use herald_telemetry::{Attempt, Event, StageId, Telemetry};
+use herald_telemetry::{Attempt, Event, MtaStsNote, StageId, Telemetry};
 use herald_types::{Address, ListId, MemberId, PostId, RcptOutcome, Reply};
 use std::collections::HashMap;
 use tokio::sync::mpsc;
@@ -41,6 +41,8 @@ pub struct OutcomeReport {
     /// The connection's TLS for the delivery log (`TLSv1.3/verified`, `TLSv1.3/unverified`,
     /// `none` for plaintext); `None` when no connection was made.
     pub tls: Option<String>,
+    /// How the recipient domain's MTA-STS policy applied (`mta-sts=` in the log).
+    pub mta_sts: Option<MtaStsNote>,
     /// When the report was made: the report loop measures how long it waited in the channel.
     pub queued_at: std::time::Instant,
 }
@@ -59,6 +61,7 @@ impl OutcomeReport {
             tries: job.tries,
             outcome,
             tls: None,
+            mta_sts: None,
             queued_at: std::time::Instant::now(),
         }
     }
@@ -195,6 +198,7 @@ impl Book {
             xdelay_ms: o.xdelay_ms,
             tries: o.tries,
             tls: o.tls,
+            mta_sts: o.mta_sts,
             outcome: o.outcome,
         })));
         post

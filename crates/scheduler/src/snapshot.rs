@@ -174,6 +174,7 @@ mod bench {
             client: Arc::new(ClientConfig::default()),
             slow_client: Arc::new(ClientConfig::default()),
             resolver: Arc::new(resolver),
+            mta_sts: None,
             ctrl,
             reports,
             telemetry: Telemetry::disabled_log(),
@@ -213,7 +214,7 @@ mod bench {
                     preference: 10,
                     addrs: vec![],
                 }];
-                actor.destination_for(hosts)
+                actor.destination_for(hosts, None)
             })
             .collect();
         let now = std::time::Instant::now() + Duration::from_secs(3600);

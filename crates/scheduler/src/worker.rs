@@ -16,10 +16,12 @@ use crate::classify::classify;
 use crate::health::{HostKey, Target};
 use crate::job::Job;
 use crate::report::{OutcomeReport, Report};
+use herald_delivery::mta_sts::Mode;
 use herald_delivery::{
-    ClientConfig, Connection, MxResolver, OutgoingCopy, SessionError, SessionErrorKind, Stage,
+    ClientConfig, Connection, MtaSts, MxResolver, OutgoingCopy, SessionError, SessionErrorKind,
+    Stage, StsRoute,
 };
-use herald_telemetry::{DeferralKind, LaneKind, Telemetry};
+use herald_telemetry::{DeferralKind, LaneKind, MtaStsNote, Telemetry};
 use herald_types::{EnhancedStatus, RcptOutcome, Reply};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -33,6 +35,8 @@ pub struct WorkerCtx {
     /// Slow-lane client settings (RFC 5321 timeouts).
     pub slow_client: Arc<ClientConfig>,
     pub resolver: Arc<MxResolver>,
+    /// MTA-STS policy discovery (None: `delivery.mta_sts.enabled = false`).
+    pub mta_sts: Option<Arc<MtaSts>>,
     pub ctrl: mpsc::Sender<Ctrl>,
     pub reports: mpsc::Sender<Report>,
     pub telemetry: Telemetry,
@@ -45,6 +49,8 @@ pub struct WorkerPlan {
     pub targets: Vec<Target>,
     /// Copies on this connection at most (the destination's shaping budget).
     pub max_messages: usize,
+    /// The MTA-STS requirements of the destination's domains, if a policy applies.
+    pub sts: Option<Arc<StsRoute>>,
 }
 
 /// Runs one worker to completion. Always tells the actor how it ended.
@@ -54,12 +60,14 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
         lane,
         targets,
         max_messages,
+        sts,
     } = plan;
     let cfg = match lane {
         LaneKind::Fast => ctx.client.clone(),
         LaneKind::Slow => ctx.slow_client.clone(),
     };
-    let (mut conn, host, failed) = match connect_any(&targets, &cfg).await {
+    let enforce = sts.as_ref().is_some_and(|r| r.mode == Mode::Enforce);
+    let (mut conn, host, failed) = match connect_any(&targets, &cfg, enforce).await {
         Ok(c) => c,
         Err((failed, error)) => {
             let _ = ctx
@@ -84,6 +92,7 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
     let _ = ctx.ctrl.send(connected).await;
     let relay = format!("{}[{}]:{}", host.name, host.addr, cfg.port);
     let tls = tls_summary(conn.tls_info());
+    let mta_sts = sts_note(sts.as_deref(), &dest, &host, conn.tls_info());
     let gauges = ctx.telemetry.gauges();
     gauges.connections_open.fetch_add(1, Relaxed);
     let mut bufs: Vec<Vec<u8>> = Vec::new();
@@ -107,6 +116,7 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
             conn: &mut conn,
             relay: &relay,
             tls: &tls,
+            mta_sts,
             host: &host,
             dest: &dest,
         };
@@ -130,11 +140,43 @@ fn tls_summary(info: Option<&herald_delivery::TlsInfo>) -> String {
     }
 }
 
+/// How the destination's MTA-STS policy applies to copies sent over this connection. Under a
+/// testing policy, a connection that enforcement would have refused (host outside the policy,
+/// TLS missing or unverified) is logged here and counted per copy (`testing-failed`).
+fn sts_note(
+    sts: Option<&StsRoute>,
+    dest: &str,
+    host: &HostKey,
+    tls: Option<&herald_delivery::TlsInfo>,
+) -> Option<MtaStsNote> {
+    let sts = sts?;
+    if sts.mode == Mode::Enforce {
+        // connect_with refused anything else.
+        return Some(MtaStsNote::Enforce);
+    }
+    let verified = tls.is_some_and(|t| t.verified);
+    if sts.satisfied_by(&host.name, verified) {
+        return Some(MtaStsNote::Testing);
+    }
+    let why = match tls {
+        _ if !sts.satisfied_by(&host.name, true) => "MX host not in the policy".to_string(),
+        None => "no TLS".to_string(),
+        Some(t) => format!(
+            "certificate not verified: {}",
+            t.verify_error.as_deref().unwrap_or("unknown reason")
+        ),
+    };
+    tracing::warn!(%dest, host = %host.name, reason = %why, "MTA-STS testing policy: enforcement would refuse this connection");
+    Some(MtaStsNote::TestingFailed)
+}
+
 /// Tries each planned target in order; the first that answers wins. On failure, every attempt
-/// with its classification and the reply recorded for the destination's copies.
+/// with its classification and the reply recorded for the destination's copies. `enforce`: the
+/// domains' MTA-STS policy is enforced (verified TLS or nothing).
 async fn connect_any(
     targets: &[Target],
     cfg: &ClientConfig,
+    enforce: bool,
 ) -> Result<(Connection, HostKey, Vec<HostFailure>), (Vec<HostFailure>, Reply)> {
     let mut failed = Vec::new();
     let mut last = Reply::new(
@@ -143,7 +185,7 @@ async fn connect_any(
         "no MX host is reachable now",
     );
     for t in targets {
-        match Connection::connect(t.addr, &t.key.name, cfg).await {
+        match Connection::connect_with(t.addr, &t.key.name, cfg, enforce).await {
             Ok(conn) => return Ok((conn, t.key.clone(), failed)),
             Err(e) => {
                 last = e.synthetic_reply();
@@ -180,6 +222,8 @@ struct Batch<'a> {
     relay: &'a str,
     /// The connection's TLS for the delivery log (see [`tls_summary`]).
     tls: &'a str,
+    /// How MTA-STS applied (see [`sts_note`]).
+    mta_sts: Option<MtaStsNote>,
     host: &'a HostKey,
     dest: &'a Arc<str>,
 }
@@ -262,6 +306,7 @@ impl Batch<'_> {
             let is_final = outcome.is_final();
             let mut report = OutcomeReport::new(&job, outcome, self.relay.to_string(), xdelay_ms);
             report.tls = Some(self.tls.to_string());
+            report.mta_sts = self.mta_sts;
             let _ = ctx.reports.send(Report::Outcome(Box::new(report))).await;
             if !is_final {
                 done.deferred.push(job);

@@ -400,6 +400,7 @@ impl Config {
             return Err("lists.request_max_lines must be between 1 and 10000".into());
         }
         s.validate().map_err(|e| e.to_string())?;
+        self.delivery.validate().map_err(|e| e.to_string())?;
         if self.stats.flush_secs == 0 || self.stats.flush_secs > 3600 {
             return Err("stats.flush_secs must be between 1 and 3600".into());
         }
@@ -476,6 +477,10 @@ mod tests {
         assert!(e.contains("retry_jitter"), "{e}");
         let e = Config::parse("hostname = \"a b\"\n").unwrap_err();
         assert!(e.contains("hostname"), "{e}");
+        let e = Config::parse("[delivery.mta_sts]\nenable = true\n").unwrap_err();
+        assert!(e.contains("enable"), "unknown MTA-STS key refused: {e}");
+        let e = Config::parse("[delivery.mta_sts]\nhttps_port = 0\n").unwrap_err();
+        assert!(e.contains("delivery.mta_sts.https_port"), "{e}");
     }
 
     #[test]
@@ -492,6 +497,11 @@ mod tests {
         assert_eq!(c.scheduler.retry_max_secs, d.scheduler.retry_max_secs);
         assert_eq!(c.client_config().helo_name, "herald.localhost");
         assert!(c.tls.cert_file.is_none() && c.listen.submissions.is_none());
+        assert_eq!(c.delivery.mta_sts, d.delivery.mta_sts);
+        assert_eq!(
+            c.scheduler.route_refresh_secs,
+            d.scheduler.route_refresh_secs
+        );
         assert!(c.inbound_tls().expect("no TLS is fine").is_none());
         assert_eq!(c.auth.verify_arrivals, d.auth.verify_arrivals);
         assert_eq!(c.auth.arrival_timeout_secs, d.auth.arrival_timeout_secs);

@@ -213,6 +213,7 @@ pub async fn run(
         failures: Some(failures_tx),
         dedup: Some(dedup.clone()),
         health_path: Some(config.data_dir.join("host-health.json")),
+        mta_sts_path: Some(config.data_dir.join("mta-sts.json")),
     };
     let (scheduler, scheduler_task) = Scheduler::start(
         config.scheduler.clone(),

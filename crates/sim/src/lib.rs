@@ -10,6 +10,8 @@
 //!   profiles), and [`GenSpec`] to generate large Zipf-shaped worlds deterministically.
 //! - [`receiver`]: fast SMTP receivers with one behaviour profile per domain (normal, slow,
 //!   greylisting, unknown users, throttling, hung, refused, dropping mid-DATA, STARTTLS).
+//! - [`https`] and [`pki`]: an HTTPS server for MTA-STS policies and a test CA to sign its
+//!   certificate.
 //! - [`recorder`]: every accepted copy, rejection and connection, with duplicate detection.
 //! - [`world`]: starts and stops all of the above.
 //! - [`export`]: streams the recorder to a run directory from a background thread (`herald sim run`).
@@ -44,6 +46,8 @@ pub mod config;
 pub mod dns;
 mod error;
 pub mod export;
+pub mod https;
+pub mod pki;
 pub mod receiver;
 pub mod recorder;
 pub mod report;

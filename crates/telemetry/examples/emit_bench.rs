@@ -31,6 +31,7 @@ fn run(t: &Telemetry) -> f64 {
             xdelay_ms: 3,
             tries: 1,
             tls: None,
+            mta_sts: None,
             outcome: RcptOutcome::Delivered(Reply::new(250, None, "2.0.0 ok")),
         })));
     }

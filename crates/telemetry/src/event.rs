@@ -46,4 +46,45 @@ pub struct Attempt {
     /// The connection's TLS: `TLSv1.3/verified`, `TLSv1.3/unverified` or `none` (plaintext);
     /// `None` when no connection was made (the log line then has no `tls=`).
     pub tls: Option<String>,
+    /// Whether the recipient domain's MTA-STS policy applied, and how (`mta-sts=` in the log);
+    /// `None` when it has none (or MTA-STS is off).
+    pub mta_sts: Option<MtaStsNote>,
+}
+
+/// How MTA-STS (RFC 8461) applied to one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MtaStsNote {
+    /// An `enforce` policy: only its MX hosts, verified TLS (or the copy was deferred).
+    Enforce,
+    /// A `testing` policy, and the delivery satisfied it.
+    Testing,
+    /// A `testing` policy that enforcement would have failed (MX not in the policy, or TLS
+    /// missing or unverified): delivered as usual, logged and counted.
+    TestingFailed,
+}
+
+impl MtaStsNote {
+    pub const ALL: [MtaStsNote; 3] = [
+        MtaStsNote::Enforce,
+        MtaStsNote::Testing,
+        MtaStsNote::TestingFailed,
+    ];
+
+    /// Position in [`MtaStsNote::ALL`] (the metric's counter array).
+    pub fn index(self) -> usize {
+        match self {
+            MtaStsNote::Enforce => 0,
+            MtaStsNote::Testing => 1,
+            MtaStsNote::TestingFailed => 2,
+        }
+    }
+
+    /// The word in the delivery log and the metric label.
+    pub fn word(self) -> &'static str {
+        match self {
+            MtaStsNote::Enforce => "enforce",
+            MtaStsNote::Testing => "testing",
+            MtaStsNote::TestingFailed => "testing-failed",
+        }
+    }
 }

@@ -160,6 +160,9 @@ pub fn format_line(event: &Event) -> Option<String> {
             if let Some(tls) = &a.tls {
                 let _ = write!(line, ", tls={}", clean(tls));
             }
+            if let Some(note) = a.mta_sts {
+                let _ = write!(line, ", mta-sts={}", note.word());
+            }
         }
     }
     line.push('\n');
@@ -183,6 +186,7 @@ mod tests {
             xdelay_ms: 4,
             tries: 1,
             tls: None,
+            mta_sts: None,
             outcome: RcptOutcome::Failed(Reply::new(
                 550,
                 Some(EnhancedStatus::new(5, 1, 1)),
@@ -220,11 +224,22 @@ mod tests {
             xdelay_ms: 1,
             tries: 1,
             tls: Some("TLSv1.3/unverified".into()),
+            mta_sts: None,
             outcome: RcptOutcome::Delivered(Reply::new(250, None, "ok")),
         };
-        let line = format_line(&Event::Attempt(Box::new(a))).expect("logged");
+        let line = format_line(&Event::Attempt(Box::new(a.clone()))).expect("logged");
         assert!(
             line.trim_end().ends_with(", tls=TLSv1.3/unverified"),
+            "{line}"
+        );
+        let sts = Attempt {
+            mta_sts: Some(crate::MtaStsNote::TestingFailed),
+            ..a
+        };
+        let line = format_line(&Event::Attempt(Box::new(sts))).expect("logged");
+        assert!(
+            line.trim_end()
+                .ends_with(", tls=TLSv1.3/unverified, mta-sts=testing-failed"),
             "{line}"
         );
     }

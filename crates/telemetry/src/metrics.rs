@@ -5,7 +5,7 @@
 //! keeps state out of statics (STYLE.md rule 9). Label sets are fixed and small, so cardinality
 //! is bounded by construction.
 
-use crate::event::Event;
+use crate::event::{Event, MtaStsNote};
 use crate::rate::Kind;
 use herald_types::RcptOutcome;
 use std::fmt::Write as _;
@@ -132,6 +132,8 @@ pub struct Metrics {
     pub rates: crate::rate::RateRing,
     /// SMTP transaction time per destination class.
     pub classes: crate::classes::ClassLatency,
+    /// Attempts under an MTA-STS policy, by [`MtaStsNote`] (in `MtaStsNote::ALL` order).
+    pub mta_sts: [AtomicU64; 3],
 }
 
 impl Default for Metrics {
@@ -149,6 +151,7 @@ impl Default for Metrics {
             scheduling: crate::scheduling::SchedulerMetrics::default(),
             rates: Default::default(),
             classes: Default::default(),
+            mta_sts: Default::default(),
         }
     }
 }
@@ -171,6 +174,9 @@ impl Metrics {
             Event::Scheduler(e) => self.scheduling.observe(e),
             Event::Attempt(a) => {
                 self.transaction_latency.observe_ms(a.xdelay_ms);
+                if let Some(note) = a.mta_sts {
+                    self.mta_sts[note.index()].fetch_add(1, Relaxed);
+                }
                 self.classes.observe(&a.relay, a.xdelay_ms);
                 let now = herald_types::unix_ms_now();
                 let kind = match &a.outcome {
@@ -228,6 +234,19 @@ impl Metrics {
             ("failed", &self.copies_failed),
         ] {
             let _ = writeln!(out, "{name}{{outcome=\"{label}\"}} {}", v.load(Relaxed));
+        }
+        let name = "herald_mta_sts_attempts_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Delivery attempts under a recipient domain's MTA-STS policy (testing-failed: enforcement would have refused it).\n# TYPE {name} counter"
+        );
+        for (note, v) in MtaStsNote::ALL.iter().zip(&self.mta_sts) {
+            let _ = writeln!(
+                out,
+                "{name}{{policy=\"{}\"}} {}",
+                note.word(),
+                v.load(Relaxed)
+            );
         }
         self.delivery_latency.render(
             out,
@@ -329,6 +348,7 @@ mod tests {
         assert!(out.contains("herald_smtp_transaction_seconds_bucket{le=\"0.005\"} 1\n"));
         assert!(out.contains("herald_smtp_transaction_seconds_count 1\n"));
         assert!(out.contains("herald_connections_open 5\n"));
+        assert!(out.contains("herald_mta_sts_attempts_total{policy=\"testing-failed\"} 0\n"));
         for line in out.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').expect("name value");
             assert!(value.parse::<f64>().is_ok(), "bad value in {line}");

@@ -226,6 +226,7 @@ mod tests {
             xdelay_ms: 0,
             tries: 1,
             tls: None,
+            mta_sts: None,
             outcome,
         }))
     }

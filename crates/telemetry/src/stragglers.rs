@@ -160,6 +160,7 @@ mod tests {
             xdelay_ms: 0,
             tries: 2,
             tls: None,
+            mta_sts: None,
             outcome,
         }
     }

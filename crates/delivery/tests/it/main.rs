@@ -6,6 +6,7 @@
 
 mod client;
 mod hostile;
+mod mta_sts;
 mod resolver;
 mod support;
 mod tls;

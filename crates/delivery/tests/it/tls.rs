@@ -164,3 +164,79 @@ async fn required_tls_does_not_fall_back() {
     );
     assert_eq!(err.stage(), Stage::TlsHandshake);
 }
+
+/// An enforced MTA-STS policy overrides a configured `disabled` rule and demands a verified
+/// certificate; its failures name MTA-STS and do not count against the host.
+#[tokio::test]
+async fn mta_sts_enforcement_requires_verified_tls_whatever_the_config_says() {
+    let rule = herald_delivery::TlsPolicyRule {
+        mx_suffix: "mx.test".into(),
+        mode: TlsMode::Disabled,
+        verify: false,
+    };
+    let cfg = ClientConfig {
+        tls_ca_file: Some("/nonexistent/ca.pem".into()),
+        tls_policy: vec![rule],
+        ..with_tls(TlsMode::Opportunistic)
+    };
+    // A self-signed certificate nothing vouches for: refused before any mail command.
+    let script = Script {
+        tls: Some(self_signed_tls()),
+        ..Script::default()
+    };
+    let (addr, server) = serve(script).await;
+    let err = Connection::connect_with(addr, "mx.test", &cfg, true)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), SessionErrorKind::Tls(TlsError::MtaSts(inner)) if matches!(**inner, TlsError::NotVerified(_))),
+        "{err}"
+    );
+    assert!(!err.is_host_problem());
+    let reply = err.synthetic_reply();
+    assert_eq!(
+        reply.enhanced.map(|e| e.to_string()).as_deref(),
+        Some("4.7.5")
+    );
+    assert!(reply.text.contains("MTA-STS"), "{reply}");
+    let rec = server.await.unwrap();
+    assert!(!rec.commands.iter().any(|c| c.starts_with("MAIL")));
+
+    // No STARTTLS at all: refused, not sent in plaintext.
+    let (addr, _server) = serve(Script::default()).await;
+    let err = Connection::connect_with(addr, "mx.test", &cfg, true)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), SessionErrorKind::Tls(TlsError::MtaSts(inner)) if matches!(**inner, TlsError::NotOffered)),
+        "{err}"
+    );
+
+    // Without enforcement the same rule keeps the session in plaintext.
+    let (addr, _server) = serve(Script::default()).await;
+    let conn = Connection::connect_with(addr, "mx.test", &cfg, false)
+        .await
+        .unwrap();
+    assert!(conn.tls_info().is_none());
+}
+
+#[tokio::test]
+async fn mta_sts_enforcement_accepts_a_certificate_that_verifies() {
+    let ck = rcgen::generate_simple_self_signed(vec!["mx.test".to_string()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, ck.cert.pem()).unwrap();
+    let script = Script {
+        tls: Some(crate::support::smtp::tls_config_for(&ck)),
+        ..Script::default()
+    };
+    let (addr, _server) = serve(script).await;
+    let cfg = ClientConfig {
+        tls_ca_file: Some(ca),
+        ..with_tls(TlsMode::Opportunistic)
+    };
+    let conn = Connection::connect_with(addr, "mx.test", &cfg, true)
+        .await
+        .unwrap();
+    assert!(conn.tls_info().is_some_and(|t| t.verified));
+}

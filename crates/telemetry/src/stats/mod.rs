@@ -232,6 +232,7 @@ mod tests {
             xdelay_ms,
             tries: 1,
             tls: None,
+            mta_sts: None,
             outcome,
         }))
     }

@@ -1,0 +1,367 @@
+//! Routes: which destination a recipient domain's copies go to. A child module of the actor (it
+//! works on the actor's own state, in its task).
+//!
+//! Resolving a domain is two lookups run together: its MX hosts (DNS) and its MTA-STS policy
+//! (`herald_delivery::MtaSts`: TXT record, HTTPS fetch, cache). The policy is applied to the
+//! hosts (`mta_sts::apply`): an `enforce` policy keeps only the MX hosts it names and marks the
+//! destination as needing verified TLS; a `testing` policy marks it for reporting. Destinations
+//! are keyed by the MX host set *and* that marking, so a domain with a policy never shares a
+//! connection with one whose requirements differ, while it still shares the host set's shaping
+//! budget.
+//!
+//! A route is resolved again every `route_refresh_secs`, and no later than its policy expires.
+//! When the destination changes (new hosts, a new policy), the domain's queued copies move to
+//! the new one ([`Actor::reroute`]), and copies coming back deferred follow the current route
+//! (`outcome.rs` asks [`Actor::current_destination`]): a policy applies to every copy sent
+//! after it is known. A refresh that fails keeps the route it had (RFC 8461 §5.1: a cached
+//! policy outlives failed lookups); one that finds an enforced policy allowing no MX host turns
+//! the route into a DNS-style retry with the domain's copies deferred.
+//!
+//! Invariant: every job stays in exactly one place; moving jobs between destinations or into a
+//! route's own list never changes `queued` or `slow_queued`.
+
+use super::{Actor, Ctrl, Route};
+use crate::job::Job;
+use crate::queue::{destination_key, Destination, Waiting};
+use crate::shaping::{rule_for, Budget};
+use herald_delivery::mta_sts::{self, Mode, PolicySource};
+use herald_delivery::{MtaSts, MxHost, MxResolver, ResolveError, StsRoute};
+use herald_telemetry::{LaneKind, MtaStsNote};
+use herald_types::{RcptOutcome, Reply};
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Refreshes are never more frequent than this (a policy with `max_age: 0` would otherwise be
+/// fetched on every tick), unless `route_refresh_secs` itself is shorter.
+const MIN_REFRESH: Duration = Duration::from_secs(60);
+
+/// A resolved domain: the hosts to use and what MTA-STS requires of them.
+#[derive(Debug)]
+pub struct Routing {
+    pub hosts: Vec<MxHost>,
+    pub sts: Option<StsRoute>,
+}
+
+/// Why a domain cannot be routed now.
+#[derive(Debug)]
+pub enum RouteError {
+    Dns(ResolveError),
+    /// An enforced MTA-STS policy allows none of the domain's MX hosts (the reply, 4.7.5).
+    MtaSts(Reply),
+}
+
+impl RouteError {
+    fn is_permanent(&self) -> bool {
+        matches!(self, RouteError::Dns(e) if e.is_permanent())
+    }
+
+    fn reply(&self) -> Reply {
+        match self {
+            RouteError::Dns(e) => e.synthetic_reply(),
+            RouteError::MtaSts(reply) => reply.clone(),
+        }
+    }
+
+    fn note(&self) -> Option<MtaStsNote> {
+        matches!(self, RouteError::MtaSts(_)).then_some(MtaStsNote::Enforce)
+    }
+}
+
+/// Resolves `domain`'s MX hosts and (when enabled) its MTA-STS policy concurrently, and applies
+/// the policy.
+pub async fn resolve_route(
+    domain: &str,
+    resolver: &MxResolver,
+    sts: Option<&MtaSts>,
+) -> Result<Routing, RouteError> {
+    let (hosts, lookup) = match sts {
+        Some(sts) => {
+            let (hosts, lookup) = tokio::join!(resolver.resolve(domain), sts.lookup(domain));
+            (hosts, Some(lookup))
+        }
+        None => (resolver.resolve(domain).await, None),
+    };
+    let hosts = hosts.map_err(RouteError::Dns)?;
+    let policy = lookup.as_ref().and_then(|l| {
+        if let Some(problem) = &l.problem {
+            tracing::info!(domain, source = ?l.source, %problem, "MTA-STS policy discovery incomplete");
+        }
+        if let (PolicySource::Fetched, Some(p)) = (l.source, &l.policy) {
+            tracing::info!(domain, id = %p.id, mode = p.policy.mode.as_str(), max_age = p.policy.max_age_secs, "MTA-STS policy fetched");
+        }
+        l.policy.as_ref()
+    });
+    let (hosts, sts) = mta_sts::apply(domain, policy, hosts).map_err(RouteError::MtaSts)?;
+    if let Some(r) = sts.as_ref().filter(|r| !r.unmatched.is_empty()) {
+        tracing::warn!(domain, unmatched = ?r.unmatched, "MTA-STS testing: MX hosts outside the policy (enforcement would not use them)");
+    }
+    Ok(Routing { hosts, sts })
+}
+
+/// The destination key suffix for a route's MTA-STS requirements (empty without any).
+fn sts_suffix(sts: Option<&StsRoute>) -> String {
+    match sts {
+        None => String::new(),
+        Some(r) if r.mode == Mode::Enforce => "|mta-sts=enforce".into(),
+        Some(r) if r.unmatched.is_empty() => "|mta-sts=testing".into(),
+        Some(r) => format!("|mta-sts=testing;unmatched={}", r.unmatched.join(",")),
+    }
+}
+
+impl Actor {
+    pub(super) fn spawn_resolve(&self, domain: String) {
+        let resolver = self.ctx.resolver.clone();
+        let sts = self.ctx.mta_sts.clone();
+        let ctrl = self.ctx.ctrl.clone();
+        let permits = self.resolve_permits.clone();
+        tokio::spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            let result = resolve_route(&domain, &resolver, sts.as_deref()).await;
+            let _ = ctrl.send(Ctrl::Resolved { domain, result }).await;
+        });
+    }
+
+    pub(super) async fn on_resolved(
+        &mut self,
+        domain: String,
+        result: Result<Routing, RouteError>,
+    ) {
+        let (jobs, previous) = match self.routes.remove(&domain) {
+            Some(Route::Resolving(jobs)) | Some(Route::RetryDns { jobs, .. }) => (jobs, None),
+            Some(Route::Routed { key, .. }) => (Vec::new(), Some(key)),
+            Some(other) => {
+                self.routes.insert(domain, other);
+                return;
+            }
+            None => (Vec::new(), None),
+        };
+        match (result, previous) {
+            (Ok(routing), previous) => {
+                let refresh_at = self.refresh_time(routing.sts.as_ref());
+                let key = self.destination_for(routing.hosts, routing.sts);
+                if let Some(d) = self.dests.get_mut(&key) {
+                    for job in jobs {
+                        match job.lane {
+                            LaneKind::Fast => d.fast.push_back(job),
+                            LaneKind::Slow => d.slow.push_back(job),
+                        }
+                    }
+                }
+                let route = Route::Routed {
+                    key: key.clone(),
+                    refresh_at,
+                    refreshing: false,
+                };
+                self.routes.insert(domain.clone(), route);
+                if let Some(old) = previous.filter(|old| *old != key) {
+                    self.reroute(&domain, &old, &key);
+                }
+                self.pump(&key);
+            }
+            (Err(RouteError::MtaSts(reply)), Some(old)) => {
+                // The policy now allows none of the hosts: the domain's queued copies leave the
+                // old destination and wait with the route, deferred.
+                let (ready, waiting) = self.take_domain(&old, &domain);
+                let jobs = ready.into_iter().chain(waiting.into_iter().map(|w| w.job));
+                self.retry_route(domain, jobs.collect(), RouteError::MtaSts(reply))
+                    .await;
+            }
+            (Err(e), Some(key)) => {
+                // A failed refresh keeps the route it had: hosts and policy as last known.
+                tracing::info!(%domain, error = ?e, "route refresh failed; keeping the current route");
+                let refresh_at = Instant::now() + self.refresh_interval();
+                let route = Route::Routed {
+                    key,
+                    refresh_at,
+                    refreshing: false,
+                };
+                self.routes.insert(domain, route);
+            }
+            (Err(e), None) if e.is_permanent() => {
+                let reply = e.reply();
+                for job in jobs {
+                    self.leave_queue(&job);
+                    self.finish(job, RcptOutcome::Failed(reply.clone())).await;
+                }
+                let until = Instant::now() + Duration::from_secs(self.cfg.dns_negative_cache_secs);
+                self.routes.insert(domain, Route::Dead { until, reply });
+            }
+            (Err(e), None) => self.retry_route(domain, jobs, e).await,
+        }
+    }
+
+    /// Defers `jobs` with the route error's reply and retries the route later.
+    async fn retry_route(&mut self, domain: String, jobs: Vec<Job>, e: RouteError) {
+        let reply = e.reply();
+        let mut keep = Vec::with_capacity(jobs.len());
+        for mut job in jobs {
+            job.tries += 1;
+            self.report_deferred(&job, &reply, e.note()).await;
+            if job.expired(herald_types::unix_ms_now()) {
+                self.leave_queue(&job);
+                self.expire(job).await;
+            } else {
+                keep.push(job);
+            }
+        }
+        let until = Instant::now() + Duration::from_secs(self.cfg.retry_initial_secs);
+        self.routes
+            .insert(domain, Route::RetryDns { until, jobs: keep });
+    }
+
+    fn refresh_interval(&self) -> Duration {
+        Duration::from_secs(self.cfg.route_refresh_secs.max(1))
+    }
+
+    /// When a route made now must be resolved again: after `route_refresh_secs`, and before its
+    /// MTA-STS policy expires.
+    fn refresh_time(&self, sts: Option<&StsRoute>) -> Instant {
+        let every = self.refresh_interval();
+        let due = match sts {
+            Some(r) => {
+                let now = herald_types::unix_ms_now() / 1000;
+                let left = Duration::from_secs(r.expires_at.saturating_sub(now));
+                left.clamp(MIN_REFRESH.min(every), every)
+            }
+            None => every,
+        };
+        Instant::now() + due
+    }
+
+    /// The destination of a resolved route, created (with its shaping budget) if new. The key is
+    /// the MX host set plus the MTA-STS marking; the budget is the host set's (or a rule's).
+    pub(crate) fn destination_for(
+        &mut self,
+        hosts: Vec<MxHost>,
+        sts: Option<StsRoute>,
+    ) -> Arc<str> {
+        let base = destination_key(&hosts);
+        let key: Arc<str> = Arc::from(format!("{base}{}", sts_suffix(sts.as_ref())));
+        if self.dests.contains_key(&key) {
+            return key;
+        }
+        let first = hosts.first().map_or("", |h| h.name.as_str());
+        let cfg = &self.cfg;
+        let cooldown = Duration::from_millis(cfg.throttle_cooldown_ms);
+        let budget: Arc<str> = match rule_for(&cfg.shaping, first) {
+            Some(rule) => {
+                let name: Arc<str> = Arc::from(format!("rule:{}", rule.name));
+                self.budgets.entry(name.clone()).or_insert_with(|| {
+                    Budget::new(
+                        name.clone(),
+                        rule.max_connections
+                            .unwrap_or(cfg.max_connections_per_destination),
+                        rule.max_messages_per_connection
+                            .unwrap_or(cfg.max_messages_per_connection),
+                        rule.max_messages_per_minute,
+                        cooldown,
+                    )
+                });
+                name
+            }
+            None => {
+                self.budgets.entry(base.clone()).or_insert_with(|| {
+                    Budget::new(
+                        base.clone(),
+                        cfg.max_connections_per_destination,
+                        cfg.max_messages_per_connection,
+                        None,
+                        cooldown,
+                    )
+                });
+                base
+            }
+        };
+        let mut d = Destination::new(key.clone(), Arc::new(hosts), budget);
+        d.sts = sts.map(Arc::new);
+        self.dests.insert(key.clone(), d);
+        key
+    }
+
+    /// The destination `domain`'s copies go to now, if it is routed.
+    pub(crate) fn current_destination(&self, domain: &str) -> Option<&Arc<str>> {
+        match self.routes.get(domain) {
+            Some(Route::Routed { key, .. }) => Some(key),
+            _ => None,
+        }
+    }
+
+    /// Moves `domain`'s queued copies from destination `from` to `to`, keeping each one's lane
+    /// and retry time.
+    fn reroute(&mut self, domain: &str, from: &Arc<str>, to: &Arc<str>) {
+        let (ready, waiting) = self.take_domain(from, domain);
+        if ready.is_empty() && waiting.is_empty() {
+            return;
+        }
+        tracing::info!(domain, from = %from, to = %to, copies = ready.len() + waiting.len(), "route changed: queued copies moved");
+        if let Some(d) = self.dests.get_mut(to) {
+            for job in ready {
+                match job.lane {
+                    LaneKind::Fast => d.fast.push_back(job),
+                    LaneKind::Slow => d.slow.push_back(job),
+                }
+            }
+            for w in waiting {
+                d.push_waiting(w);
+            }
+        }
+    }
+
+    /// Takes `domain`'s copies out of destination `key`'s ready and waiting queues.
+    fn take_domain(&mut self, key: &Arc<str>, domain: &str) -> (Vec<Job>, Vec<Waiting>) {
+        let Some(d) = self.dests.get_mut(key) else {
+            return (Vec::new(), Vec::new());
+        };
+        let mine = |j: &Job| j.domain().eq_ignore_ascii_case(domain);
+        let mut ready = Vec::new();
+        for q in [&mut d.fast, &mut d.slow] {
+            let (hit, keep): (Vec<Job>, Vec<Job>) = q.drain().into_iter().partition(|j| mine(j));
+            for job in keep {
+                q.push_back(job);
+            }
+            ready.extend(hit);
+        }
+        let heap = std::mem::take(&mut d.waiting);
+        let (waiting, keep): (Vec<Waiting>, Vec<Waiting>) =
+            heap.into_iter().partition(|w| mine(&w.job));
+        d.waiting = BinaryHeap::from(keep);
+        if d.waiting.is_empty() {
+            d.oldest_waiting_ms = None;
+        }
+        (ready, waiting)
+    }
+
+    /// Starts the DNS retries that are due, the route refreshes that are due, and forgets
+    /// negative entries that have expired.
+    pub(crate) fn retry_routes(&mut self, now: Instant) {
+        let mut redo = Vec::new();
+        let mut refresh = Vec::new();
+        self.routes.retain(|domain, route| match route {
+            Route::RetryDns { until, .. } if *until <= now => {
+                redo.push(domain.clone());
+                true
+            }
+            Route::Routed {
+                refresh_at,
+                refreshing,
+                ..
+            } if *refresh_at <= now && !*refreshing => {
+                *refreshing = true;
+                refresh.push(domain.clone());
+                true
+            }
+            Route::Dead { until, .. } => *until > now,
+            _ => true,
+        });
+        for domain in redo {
+            if let Some(Route::RetryDns { jobs, .. }) = self.routes.remove(&domain) {
+                self.routes.insert(domain.clone(), Route::Resolving(jobs));
+                self.spawn_resolve(domain);
+            }
+        }
+        for domain in refresh {
+            self.spawn_resolve(domain);
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! Route changes move a domain's queued copies, and only that domain's: tests on the actor's
+//! own state (no network: the hosts have no addresses, so no worker ever connects).
+
+use super::routes::{RouteError, Routing};
+use super::{Actor, Route};
+use crate::job::{Job, PostCtx};
+use crate::queue::Waiting;
+use crate::worker::WorkerCtx;
+use crate::SchedulerConfig;
+use herald_delivery::mta_sts::Mode;
+use herald_delivery::{ClientConfig, MxHost, MxResolver, ResolverConfig, StsRoute};
+use herald_telemetry::{DeferralKind, LaneKind, Telemetry};
+use herald_types::{
+    Address, EnhancedStatus, List, ListId, ListSettings, Member, MemberId, MemberStatus, PostId,
+    Reply,
+};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn actor() -> (Actor, tokio::sync::mpsc::Receiver<crate::report::Report>) {
+    let (ctrl, _ctrl_rx) = tokio::sync::mpsc::channel(8);
+    let (reports, reports_rx) = tokio::sync::mpsc::channel(64);
+    let resolver = MxResolver::new(&ResolverConfig {
+        nameservers: vec!["127.0.0.1:9".parse().expect("addr")],
+        ..ResolverConfig::default()
+    })
+    .expect("resolver");
+    let ctx = Arc::new(WorkerCtx {
+        client: Arc::new(ClientConfig::default()),
+        slow_client: Arc::new(ClientConfig::default()),
+        resolver: Arc::new(resolver),
+        mta_sts: None,
+        ctrl,
+        reports,
+        telemetry: Telemetry::disabled_log(),
+    });
+    let actor = Actor::new(Arc::new(SchedulerConfig::default()), ctx, None);
+    (actor, reports_rx)
+}
+
+fn post() -> Arc<PostCtx> {
+    let list = List {
+        id: ListId(1),
+        address: Address::parse("l@lists.test").expect("addr"),
+        settings: ListSettings::default(),
+        created_at_ms: 0,
+    };
+    let lctx = herald_fanout::ListContext {
+        unsubscribe_base_url: "http://x".into(),
+        archive_url: None,
+        secret: b"0123456789abcdef".to_vec(),
+        dkim: Default::default(),
+        authserv_id: "herald.test".into(),
+    };
+    let template =
+        herald_fanout::render(&list, &lctx, b"Subject: x\r\n\r\nbody\r\n").expect("render");
+    Arc::new(PostCtx {
+        id: PostId(1),
+        list_id: ListId(1),
+        template,
+        accepted_at_ms: herald_types::unix_ms_now(),
+        max_age_ms: u64::MAX,
+        window: Arc::new(tokio::sync::Semaphore::new(0)),
+    })
+}
+
+fn job(post: &Arc<PostCtx>, id: i64, rcpt: &str) -> Job {
+    let member = Arc::new(Member {
+        id: MemberId(id),
+        list_id: ListId(1),
+        address: Address::parse(rcpt).expect("addr"),
+        display_name: None,
+        status: MemberStatus::Enabled,
+        fields: Default::default(),
+    });
+    Job::new(post.clone(), member)
+}
+
+fn hosts() -> Vec<MxHost> {
+    vec![MxHost {
+        name: "mx.shared.test".into(),
+        preference: 10,
+        addrs: vec![],
+    }]
+}
+
+fn routed(actor: &Actor, domain: &str) -> Option<Arc<str>> {
+    actor.current_destination(domain).cloned()
+}
+
+fn domains_in(actor: &mut Actor, key: &Arc<str>) -> Vec<String> {
+    let d = actor.dests.get_mut(key).expect("dest");
+    let mut out: Vec<String> = d
+        .fast
+        .drain()
+        .iter()
+        .map(|j| j.domain().to_string())
+        .collect();
+    out.extend(d.waiting.iter().map(|w| w.job.domain().to_string()));
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn a_new_policy_moves_only_that_domains_queued_copies() {
+    let (mut actor, _reports) = actor();
+    let post = post();
+    // a.test and b.test share an MX host and a destination, with a ready and a waiting copy each.
+    let plain = actor.destination_for(hosts(), None);
+    for (domain, base) in [("a.test", 1), ("b.test", 10)] {
+        let route = Route::Routed {
+            key: plain.clone(),
+            refresh_at: Instant::now(),
+            refreshing: true,
+        };
+        actor.routes.insert(domain.into(), route);
+        let d = actor.dests.get_mut(&plain).expect("dest");
+        d.fast
+            .push_back(job(&post, base, &format!("r{base}@{domain}")));
+        let mut waiting = job(&post, base + 1, &format!("w{base}@{domain}"));
+        waiting.lane = LaneKind::Slow;
+        d.push_waiting(Waiting {
+            at: Instant::now() + Duration::from_secs(600),
+            seq: base as u64,
+            kind: DeferralKind::Other,
+            job: waiting,
+        });
+        actor.queued += 2;
+        actor.slow_queued += 1;
+    }
+    let enforce = StsRoute {
+        mode: Mode::Enforce,
+        unmatched: Vec::new(),
+        expires_at: herald_types::unix_ms_now() / 1000 + 86_400,
+    };
+    let routing = Routing {
+        hosts: hosts(),
+        sts: Some(enforce),
+    };
+    actor.on_resolved("a.test".into(), Ok(routing)).await;
+
+    let strict = routed(&actor, "a.test").expect("routed");
+    assert_eq!(&*strict, "mx.shared.test|mta-sts=enforce");
+    assert_eq!(routed(&actor, "b.test"), Some(plain.clone()));
+    assert_eq!(actor.queued, 4, "moving copies does not change the counts");
+    let d = &actor.dests[&strict];
+    assert_eq!(
+        d.budget, actor.dests[&plain].budget,
+        "one host set, one shaping budget"
+    );
+    assert_eq!((d.fast.len(), d.waiting.len()), (1, 1));
+    assert_eq!(domains_in(&mut actor, &strict), ["a.test", "a.test"]);
+    assert_eq!(domains_in(&mut actor, &plain), ["b.test", "b.test"]);
+}
+
+#[tokio::test]
+async fn a_policy_allowing_no_mx_takes_the_domain_out_of_its_destination() {
+    let (mut actor, mut reports) = actor();
+    let post = post();
+    let plain = actor.destination_for(hosts(), None);
+    let route = Route::Routed {
+        key: plain.clone(),
+        refresh_at: Instant::now(),
+        refreshing: true,
+    };
+    actor.routes.insert("a.test".into(), route);
+    let d = actor.dests.get_mut(&plain).expect("dest");
+    d.fast.push_back(job(&post, 1, "r@a.test"));
+    d.fast.push_back(job(&post, 2, "r@b.test"));
+    actor.queued += 2;
+    let reply = Reply::new(
+        451,
+        Some(EnhancedStatus::new(4, 7, 5)),
+        "MTA-STS: no MX allowed",
+    );
+    actor
+        .on_resolved("a.test".into(), Err(RouteError::MtaSts(reply)))
+        .await;
+
+    match actor.routes.get("a.test") {
+        Some(Route::RetryDns { jobs, .. }) => assert_eq!(jobs.len(), 1),
+        _ => panic!("a.test should wait for a retry"),
+    }
+    assert_eq!(domains_in(&mut actor, &plain), ["b.test"]);
+    assert_eq!(actor.queued, 2);
+    let Some(crate::report::Report::Outcome(o)) = reports.recv().await else {
+        panic!("a deferral report");
+    };
+    assert_eq!(o.rcpt, "r@a.test");
+    assert_eq!(o.mta_sts, Some(herald_telemetry::MtaStsNote::Enforce));
+}
+
+#[tokio::test]
+async fn a_failed_refresh_keeps_the_route() {
+    let (mut actor, _reports) = actor();
+    let plain = actor.destination_for(hosts(), None);
+    let route = Route::Routed {
+        key: plain.clone(),
+        refresh_at: Instant::now(),
+        refreshing: true,
+    };
+    actor.routes.insert("a.test".into(), route);
+    let e = herald_delivery::ResolveError::Timeout {
+        domain: "a.test".into(),
+    };
+    actor
+        .on_resolved("a.test".into(), Err(RouteError::Dns(e)))
+        .await;
+    match actor.routes.get("a.test") {
+        Some(Route::Routed {
+            key,
+            refresh_at,
+            refreshing,
+        }) => {
+            assert_eq!(key, &plain);
+            assert!(!refreshing && *refresh_at > Instant::now());
+        }
+        _ => panic!("route kept"),
+    }
+}
+
+#[tokio::test]
+async fn a_copy_deferred_after_its_route_changed_waits_in_the_new_destination() {
+    let (mut actor, _reports) = actor();
+    let post = post();
+    let old = actor.destination_for(hosts(), None);
+    let testing = StsRoute {
+        mode: Mode::Testing,
+        unmatched: vec!["mx.shared.test".into()],
+        expires_at: u64::MAX,
+    };
+    let new = actor.destination_for(hosts(), Some(testing));
+    assert_eq!(
+        &*new,
+        "mx.shared.test|mta-sts=testing;unmatched=mx.shared.test"
+    );
+    let route = Route::Routed {
+        key: new.clone(),
+        refresh_at: Instant::now() + Duration::from_secs(60),
+        refreshing: false,
+    };
+    actor.routes.insert("a.test".into(), route);
+    // The copy was out on a connection of the old destination when the route changed.
+    actor.defer(&old, vec![job(&post, 1, "r@a.test")]).await;
+    assert_eq!(actor.dests[&old].waiting.len(), 0);
+    assert_eq!(actor.dests[&new].waiting.len(), 1);
+    assert_eq!(actor.queued, 1);
+}
