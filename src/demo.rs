@@ -146,7 +146,11 @@ pub async fn run(args: DemoArgs) -> Result<()> {
                 arc: !args.no_arc,
             },
         );
-        let arc = if args.no_arc { "" } else { " and ARC-sealing it" };
+        let arc = if args.no_arc {
+            ""
+        } else {
+            " and ARC-sealing it"
+        };
         println!(
             "signing every copy with a {alg} DKIM key{arc} (selector demo._domainkey.{domain})"
         );

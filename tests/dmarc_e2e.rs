@@ -143,6 +143,27 @@ async fn the_published_policy_decides_from_rewriting() {
         let ar = field(&copy, "Authentication-Results").expect("our results");
         assert!(ar.starts_with("herald.test;"), "{ar}");
     }
+    // The lookup is cached by TTL (60 s here): a record withdrawn meanwhile still decides
+    // the next post from that domain, without asking DNS again.
+    world
+        .dns()
+        .update_zone(|z| {
+            z.remove("_dmarc.reject.test");
+        })
+        .expect("zone");
+    let r = send(
+        &server,
+        "alice@reject.test",
+        &post("reject.test", "again", ""),
+    )
+    .await;
+    assert!(r.starts_with("250"), "{r}");
+    let copy = copy_of(&world, "again").await;
+    assert_eq!(
+        field(&copy, "From"),
+        Some("\"Alice via Dev\" <dev@lists.test>"),
+        "{copy}"
+    );
     server.stop().await;
     world.shutdown().await;
 }
