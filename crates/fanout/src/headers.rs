@@ -6,6 +6,11 @@
 //! member), `Subject` (prefix added once), `Reply-To` (per policy), and `Content-*` fields as
 //! the body plan requires. Every other field is kept byte-for-byte, folding included.
 //!
+//! DMARC (see `dmarc`): when the post's From is rewritten, `From` is replaced by the list's,
+//! the poster goes to `Reply-To` (or `Cc` when replies go to the list), and the poster's
+//! `DKIM-Signature` fields are kept, renamed `X-Original-DKIM-Signature` or removed as the
+//! list's `poster_dkim` says.
+//!
 //! Added at the end of the header: `List-Id`, `List-Unsubscribe` (per member),
 //! `List-Unsubscribe-Post`, `List-Archive` (when configured), `List-Post`, `List-Help`,
 //! `List-Subscribe`, `Precedence: list`.
@@ -74,11 +79,11 @@ pub(crate) fn write(
                 }
                 continue;
             }
-            if let (true, false, Some(poster)) = (
-                f.is("Cc") && s.reply_to != ReplyToPolicy::Poster,
-                saw_cc,
-                &plan.original_value,
-            ) {
+            let cc_poster = plan
+                .original_value
+                .as_deref()
+                .filter(|_| s.reply_to != ReplyToPolicy::Poster);
+            if let (true, false, Some(poster)) = (f.is("Cc"), saw_cc, cc_poster) {
                 // Replies go to the list (or a fixed address): the poster is copied, as
                 // Mailman does, so "reply all" still reaches them.
                 saw_cc = true;
