@@ -342,6 +342,16 @@ async fn copies_pass_dmarc_and_carry_a_verifying_arc_set() {
         "{}",
         verdict.auth_results
     );
+    // The operator sees it too.
+    let (_, metrics) = http("GET", &format!("{}/metrics", server.api), None).await;
+    let metrics = metrics.as_str().unwrap_or_default().to_string();
+    for series in [
+        "herald_copy_auth_total{step=\"dkim\",result=\"added\"} 1\n",
+        "herald_copy_auth_total{step=\"arc\",result=\"added\"} 1\n",
+        "herald_copy_auth_total{step=\"dkim\",result=\"failed\"} 0\n",
+    ] {
+        assert!(metrics.contains(series), "{series}{metrics}");
+    }
     server.stop().await;
     world.shutdown().await;
 }

@@ -40,6 +40,7 @@ mod token;
 pub use dedup::{DedupConfig, DedupError, DedupStore, Seen};
 pub use error::FanoutError;
 pub use message::MAX_HEADER_BYTES;
+pub use sign::{CopyAuth, Stamp};
 pub use template::Template;
 pub use token::{unsubscribe_token, unsubscribe_url, verify_unsubscribe_token};
 

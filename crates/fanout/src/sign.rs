@@ -27,6 +27,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// What one authentication step did to a copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Stamp {
+    /// Not configured for this copy (no key for the list domain, no trusted arrival results).
+    #[default]
+    NotWanted,
+    Added,
+    /// Wanted but failed: the copy went out without it (see the log for the reason).
+    Failed,
+}
+
+/// The DKIM signature and ARC set of one spliced copy, for the caller's metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CopyAuth {
+    pub dkim: Stamp,
+    pub arc: Stamp,
+}
+
 enum BodyPlan {
     /// Every copy has this body hash.
     Fixed([u8; 32]),
@@ -83,7 +101,7 @@ impl Signing {
     /// Prepends the DKIM-Signature field, and the ARC set when sealing, to a spliced copy.
     /// `tail_at`: where the copy's own tail starts in `out` (recorded by `splice` at
     /// `tail_seg`).
-    pub fn sign_copy(&self, out: &mut Vec<u8>, tail_at: Option<usize>) {
+    pub fn sign_copy(&self, out: &mut Vec<u8>, tail_at: Option<usize>) -> CopyAuth {
         let body_hash = match (&self.body, tail_at) {
             (BodyPlan::Fixed(h), _) => *h,
             (BodyPlan::Prefix(state), Some(at)) if at <= out.len() => {
@@ -96,6 +114,10 @@ impl Signing {
         let Some(header_end) = out.windows(4).position(|w| w == b"\r\n\r\n") else {
             return self.fail_both();
         };
+        let mut auth = CopyAuth {
+            dkim: Stamp::Added,
+            arc: Stamp::NotWanted,
+        };
         let header = &out[..header_end + 2];
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -105,6 +127,7 @@ impl Signing {
             .sign(header, &body_hash, now)
             .unwrap_or_else(|e| {
                 self.count_failure(&self.failures, "DKIM signing", &e.to_string());
+                auth.dkim = Stamp::Failed;
                 Vec::new()
             });
         if let Some(hop) = &self.arc {
@@ -117,22 +140,33 @@ impl Signing {
                 Ok(mut set) => {
                     set.extend_from_slice(&fields);
                     fields = set;
+                    auth.arc = Stamp::Added;
                 }
-                Err(e) => self.count_failure(&self.seal_failures, "ARC sealing", &e.to_string()),
+                Err(e) => {
+                    self.count_failure(&self.seal_failures, "ARC sealing", &e.to_string());
+                    auth.arc = Stamp::Failed;
+                }
             }
         }
         // One memmove of the copy: cheaper than a second buffer in every worker.
         if !fields.is_empty() {
             drop(out.splice(0..0, fields));
         }
+        auth
     }
 
     /// The copy could not be hashed or split: it goes out neither signed nor sealed.
-    fn fail_both(&self) {
+    fn fail_both(&self) -> CopyAuth {
         self.count_failure(&self.failures, "DKIM signing", "no header block");
+        let mut auth = CopyAuth {
+            dkim: Stamp::Failed,
+            arc: Stamp::NotWanted,
+        };
         if self.arc.is_some() {
             self.count_failure(&self.seal_failures, "ARC sealing", "no header block");
+            auth.arc = Stamp::Failed;
         }
+        auth
     }
 
     /// Counts a failure; the first of each kind per post is logged, so an operator sees that

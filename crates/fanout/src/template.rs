@@ -21,7 +21,7 @@
 
 use crate::encode::{sanitize_name, write_phrase, write_value, Folder, NAME_BUF};
 use crate::footer::Value;
-use crate::sign::Signing;
+use crate::sign::{CopyAuth, Signing};
 use crate::token::{token_with, write_url_tail, HmacSha256, TOKEN_CHARS};
 use herald_auth::{ArcHop, DkimSigner};
 use herald_types::{verp, Address, Member};
@@ -216,8 +216,9 @@ impl std::fmt::Debug for Template {
 
 impl Template {
     /// Writes `member`'s copy into `out` (cleared first): the exact SMTP DATA payload, CRLF
-    /// line endings, dot-stuffed, without the final ".\r\n".
-    pub fn splice(&self, member: &Member, out: &mut Vec<u8>) {
+    /// line endings, dot-stuffed, without the final ".\r\n". Returns whether the copy got its
+    /// DKIM signature and ARC set (for metrics; a failure never stops the copy).
+    pub fn splice(&self, member: &Member, out: &mut Vec<u8>) -> CopyAuth {
         out.clear();
         out.reserve(self.size_hint());
         let token = token_with(&self.parts.mac, &self.parts.list, &member.address);
@@ -241,13 +242,15 @@ impl Template {
                 Seg::Slot(slot) => self.fill(slot, member, &token, out),
             }
         }
-        if let Some(signing) = &self.signing {
-            signing.sign_copy(out, tail_at);
+        match &self.signing {
+            Some(signing) => signing.sign_copy(out, tail_at),
+            None => CopyAuth::default(),
         }
     }
 
     /// Copies that went out unsigned because signing failed (the DKIM key is unusable, or
-    /// the post has no From). Exported as a metric; zero in a healthy system.
+    /// the post has no From); zero in a healthy system. The delivery workers count the same
+    /// per attempt from [`Template::splice`]'s result for `/metrics`.
     pub fn sign_failures(&self) -> u64 {
         self.signing
             .as_ref()
@@ -260,8 +263,7 @@ impl Template {
     }
 
     /// Copies that went out without the ARC set they should have had (sealing failed; they
-    /// are DKIM-signed if that worked). Meant for a metric beside `sign_failures` (neither is
-    /// wired to telemetry yet); zero in a healthy system.
+    /// are DKIM-signed if that worked); zero in a healthy system.
     pub fn seal_failures(&self) -> u64 {
         self.signing
             .as_ref()

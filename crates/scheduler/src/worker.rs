@@ -21,6 +21,7 @@ use herald_delivery::{
     ClientConfig, Connection, MtaSts, MxResolver, OutgoingCopy, SessionError, SessionErrorKind,
     Stage, StsRoute,
 };
+use herald_fanout::Stamp;
 use herald_telemetry::{DeferralKind, LaneKind, MtaStsNote, Telemetry};
 use herald_types::{EnhancedStatus, RcptOutcome, Reply};
 use std::sync::atomic::Ordering::Relaxed;
@@ -201,6 +202,15 @@ async fn connect_any(
     Err((failed, last))
 }
 
+/// A copy's DKIM or ARC step for `Metrics::count_copy_auth`.
+fn stamp(s: Stamp) -> Option<bool> {
+    match s {
+        Stamp::NotWanted => None,
+        Stamp::Added => Some(true),
+        Stamp::Failed => Some(false),
+    }
+}
+
 /// How a failed connection attempt counts: a 421 (or a rate-limit reply) before the first
 /// transaction is the host saying "not so fast", not the host being down.
 fn fail_kind(e: &SessionError) -> FailKind {
@@ -240,8 +250,10 @@ impl Batch<'_> {
             .map(|j| j.post.template.return_path(&j.member))
             .collect();
         let rcpts: Vec<String> = jobs.iter().map(|j| j.member.address.to_string()).collect();
+        let metrics = ctx.telemetry.metrics();
         for (job, buf) in jobs.iter().zip(bufs.iter_mut()) {
-            job.post.template.splice(&job.member, buf);
+            let auth = job.post.template.splice(&job.member, buf);
+            metrics.count_copy_auth(stamp(auth.dkim), stamp(auth.arc));
         }
         let mut copies: Vec<OutgoingCopy<'_>> = (0..jobs.len())
             .map(|i| OutgoingCopy::new(&return_paths[i], &rcpts[i], &bufs[i]))

@@ -134,6 +134,9 @@ pub struct Metrics {
     pub classes: crate::classes::ClassLatency,
     /// Attempts under an MTA-STS policy, by [`MtaStsNote`] (in `MtaStsNote::ALL` order).
     pub mta_sts: [AtomicU64; 3],
+    /// Copies spliced for an attempt, by what they got: DKIM signature added / failed, ARC
+    /// set added / failed (see [`Metrics::count_copy_auth`]).
+    pub copy_auth: [AtomicU64; 4],
 }
 
 impl Default for Metrics {
@@ -152,11 +155,22 @@ impl Default for Metrics {
             rates: Default::default(),
             classes: Default::default(),
             mta_sts: Default::default(),
+            copy_auth: Default::default(),
         }
     }
 }
 
 impl Metrics {
+    /// Counts one spliced copy's authentication: `Some(true)` added, `Some(false)` wanted but
+    /// failed (the copy went out without it), `None` not configured.
+    pub fn count_copy_auth(&self, dkim: Option<bool>, arc: Option<bool>) {
+        for (step, offset) in [(dkim, 0), (arc, 2)] {
+            if let Some(added) = step {
+                self.copy_auth[offset + usize::from(!added)].fetch_add(1, Relaxed);
+            }
+        }
+    }
+
     pub(crate) fn observe(&self, event: &Event) {
         match event {
             Event::PostAccepted { recovered, .. } => {
@@ -246,6 +260,26 @@ impl Metrics {
                 "{name}{{policy=\"{}\"}} {}",
                 note.word(),
                 v.load(Relaxed)
+            );
+        }
+        let name = "herald_copy_auth_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Copies spliced for delivery attempts, by DKIM signature and ARC set added or failed (failed: sent without it).\n# TYPE {name} counter"
+        );
+        for (i, (step, result)) in [
+            ("dkim", "added"),
+            ("dkim", "failed"),
+            ("arc", "added"),
+            ("arc", "failed"),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let _ = writeln!(
+                out,
+                "{name}{{step=\"{step}\",result=\"{result}\"}} {}",
+                self.copy_auth[i].load(Relaxed)
             );
         }
         self.delivery_latency.render(
@@ -349,6 +383,14 @@ mod tests {
         assert!(out.contains("herald_smtp_transaction_seconds_count 1\n"));
         assert!(out.contains("herald_connections_open 5\n"));
         assert!(out.contains("herald_mta_sts_attempts_total{policy=\"testing-failed\"} 0\n"));
+        m.count_copy_auth(Some(true), Some(false));
+        m.count_copy_auth(Some(true), None);
+        m.count_copy_auth(None, None);
+        let mut out = String::new();
+        m.render(&mut out);
+        assert!(out.contains("herald_copy_auth_total{step=\"dkim\",result=\"added\"} 2\n"));
+        assert!(out.contains("herald_copy_auth_total{step=\"arc\",result=\"failed\"} 1\n"));
+        assert!(out.contains("herald_copy_auth_total{step=\"arc\",result=\"added\"} 0\n"));
         for line in out.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').expect("name value");
             assert!(value.parse::<f64>().is_ok(), "bad value in {line}");
