@@ -168,6 +168,37 @@ async fn the_published_policy_decides_from_rewriting() {
     world.shutdown().await;
 }
 
+/// Over LMTP the client is the MTA in front of Herald: SPF is not checked against it (it would
+/// be a false result), while DKIM and the DMARC policy still are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lmtp_posts_are_not_spf_checked_against_the_front_mta() {
+    let (world, server, _dir) = start().await;
+    let (mut c, _) = Smtp::connect(server.lmtp).await;
+    c.cmd("LHLO front.test").await;
+    let r = c
+        .send_mail(
+            "alice@reject.test",
+            &[LIST],
+            post("reject.test", "l1", "").as_bytes(),
+        )
+        .await;
+    assert!(r.starts_with("250"), "{r}");
+    let copy = copy_of(&world, "l1").await;
+    let ar = field(&copy, "Authentication-Results").expect("ours");
+    let head = copy.split("\r\n\r\n").next().unwrap_or_default();
+    assert!(!head.contains("spf="), "{head}");
+    assert!(ar.starts_with("herald.test;"), "{ar}");
+    assert_eq!(
+        field(&copy, "From"),
+        Some("\"Alice via Dev\" <dev@lists.test>")
+    );
+    let r = send(&server, "alice@reject.test", &post("reject.test", "s0", "")).await;
+    assert!(r.starts_with("250"), "{r}");
+    assert!(copy_of(&world, "s0").await.contains("spf=none"));
+    server.stop().await;
+    world.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_list_setting_can_turn_rewriting_off_and_on() {
     let (world, server, _dir) = start().await;

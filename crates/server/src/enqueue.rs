@@ -56,8 +56,10 @@ pub enum Origin {
     /// Over SMTP/LMTP: the posting policy decides between fan-out and moderation.
     Smtp {
         envelope_from: Option<Address>,
-        /// The client's address and HELO name (for SPF).
-        peer: std::net::IpAddr,
+        /// The client's address and HELO name, for SPF. `None` over LMTP: the client is the
+        /// MTA in front of Herald (often 127.0.0.1), and SPF against it would be a false
+        /// result; that MTA checked the real client.
+        peer: Option<std::net::IpAddr>,
         helo: String,
     },
     /// Injected by an administrator (CLI / HTTP API): approved.
@@ -94,12 +96,12 @@ impl Enqueuer {
         let body = match (role, &origin) {
             (ListAddressKind::Post, Origin::Smtp { peer, helo, .. }) => {
                 let mail_from = envelope_from.as_ref().map(ToString::to_string);
-                let client = Client {
-                    ip: *peer,
+                let client = peer.map(|ip| Client {
+                    ip,
                     helo,
                     mail_from: mail_from.as_deref().unwrap_or(""),
-                };
-                self.arrival.stamp(body, Some(client)).await
+                });
+                self.arrival.stamp(body, client).await
             }
             (ListAddressKind::Post, Origin::Admin) => self.arrival.stamp(body, None).await,
             _ => body,

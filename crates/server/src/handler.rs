@@ -139,7 +139,8 @@ impl InboundHandler for ListHandler {
                 }
                 let origin = Origin::Smtp {
                     envelope_from: envelope.mail_from.clone(),
-                    peer: message.peer.ip().to_canonical(),
+                    peer: (envelope.mode == herald_smtp::Mode::Smtp)
+                        .then(|| message.peer.ip().to_canonical()),
                     helo: envelope.helo.domain.to_string(),
                 };
                 let result = self
