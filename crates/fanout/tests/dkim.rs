@@ -155,7 +155,10 @@ async fn signed_fields_include_rfc8058_ones() {
         "list-unsubscribe",
         "list-unsubscribe-post",
     ] {
-        assert!(h.split(':').any(|n| n == name), "{name} not in h={h}");
+        assert!(
+            h.split(':').any(|n| n.trim() == name),
+            "{name} not in h={h}"
+        );
     }
 }
 

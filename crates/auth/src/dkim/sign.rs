@@ -183,7 +183,33 @@ pub(crate) fn canonical_signed_fields(
         return Err(DkimError::NoFrom);
     }
     names.push("From");
-    Ok(names.join(":").to_ascii_lowercase())
+    Ok(fold_h(&names))
+}
+
+/// Where the `h=` value starts on its line: ` t=<10 digits>; h=`.
+const H_COLUMN: usize = 17;
+/// Lines stay within RFC 5322's 78 octets (leaving room for the `;` after the value).
+const FOLD_AT: usize = 77;
+
+/// The `h=` value, lower-cased and folded after a colon where the line would pass 78 octets.
+/// RFC 6376 §3.5 allows FWS around the colons, and the field is signed in the relaxed form of
+/// exactly these bytes, so signer and verifier see the same text.
+fn fold_h(names: &[&str]) -> String {
+    let mut out = String::with_capacity(names.iter().map(|n| n.len() + 1).sum::<usize>() + 8);
+    let mut column = H_COLUMN;
+    for (i, name) in names.iter().enumerate() {
+        if i > 0 {
+            out.push(':');
+            column += 1;
+            if column + name.len() > FOLD_AT {
+                out.push_str("\r\n ");
+                column = 1;
+            }
+        }
+        out.push_str(&name.to_ascii_lowercase());
+        column += name.len();
+    }
+    out
 }
 
 /// Splits a header block into (name, raw field) pairs; stops at the blank line. Lines that
@@ -219,6 +245,20 @@ pub fn header_fields(header: &[u8]) -> Vec<(&str, &[u8])> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn h_is_folded_within_78_octets() {
+        let h = fold_h(SIGNED_FIELDS);
+        let first = format!(" t=1795239116; h={h};");
+        for line in first.split("\r\n") {
+            assert!(line.len() <= 78, "{line:?}");
+        }
+        assert_eq!(
+            h.replace("\r\n ", ""),
+            SIGNED_FIELDS.join(":").to_ascii_lowercase()
+        );
+        assert_eq!(fold_h(&["From", "To"]), "from:to");
+    }
 
     #[test]
     fn fields_are_split_with_their_folding() {
