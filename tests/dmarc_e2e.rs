@@ -139,9 +139,10 @@ async fn the_published_policy_decides_from_rewriting() {
             assert_eq!(from, format!("Alice <alice@{domain}>"), "{domain}: {copy}");
             assert_eq!(field(&copy, "Reply-To"), None, "{domain}: {copy}");
         }
-        // Our arrival results travel with the copy.
+        // Our arrival results travel with the copy (the post was not signed: dkim=none).
         let ar = field(&copy, "Authentication-Results").expect("our results");
         assert!(ar.starts_with("herald.test;"), "{ar}");
+        assert!(copy.contains("\r\n\tdkim=none;\r\n"), "{copy}");
     }
     // The lookup is cached by TTL (60 s here): a record withdrawn meanwhile still decides
     // the next post from that domain, without asking DNS again.

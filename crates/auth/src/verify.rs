@@ -211,6 +211,11 @@ impl Authenticator {
             None => None,
         };
         let mut text = results.to_string();
+        if dkim.is_empty() {
+            // mail-auth writes nothing for an unsigned post; say so (RFC 8601 §2.7.1), so the
+            // ARC-Authentication-Results receivers read shows DKIM was looked at.
+            text.push_str(";\r\n\tdkim=none");
+        }
         if peer.is_none() {
             // mail-auth's `with_arc_result` needs the peer's IP (for `smtp.remote-ip`). Fan-out
             // reads `arc=` to decide the ARC seal's cv, so it is always written: here in the
