@@ -137,10 +137,9 @@ mod bench {
     use crate::actor::Actor;
     use crate::job::{Job, PostCtx};
     use crate::queue::Waiting;
-    use crate::worker::WorkerCtx;
     use crate::SchedulerConfig;
-    use herald_delivery::{ClientConfig, MxHost, MxResolver, ResolverConfig};
-    use herald_telemetry::{DeferralKind, LaneKind, Telemetry};
+    use herald_delivery::MxHost;
+    use herald_telemetry::{DeferralKind, LaneKind};
     use herald_types::{
         Address, List, ListId, ListSettings, Member, MemberId, MemberStatus, PostId,
     };
@@ -165,20 +164,7 @@ mod bench {
     async fn snapshot_with_pending(copies: u64, domains: u64) {
         let (ctrl, _ctrl_rx) = tokio::sync::mpsc::channel(8);
         let (reports, _reports_rx) = tokio::sync::mpsc::channel(8);
-        let resolver = MxResolver::new(&ResolverConfig {
-            nameservers: vec!["127.0.0.1:9".parse().expect("addr")],
-            ..ResolverConfig::default()
-        })
-        .expect("resolver");
-        let ctx = Arc::new(WorkerCtx {
-            client: Arc::new(ClientConfig::default()),
-            slow_client: Arc::new(ClientConfig::default()),
-            resolver: Arc::new(resolver),
-            mta_sts: None,
-            ctrl,
-            reports,
-            telemetry: Telemetry::disabled_log(),
-        });
+        let ctx = crate::worker::test_ctx(ctrl, reports);
         let cfg = SchedulerConfig {
             max_queued_copies: 2_000_000,
             ..SchedulerConfig::default()

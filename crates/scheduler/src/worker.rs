@@ -338,3 +338,23 @@ fn no_reply() -> Reply {
         "no reply for this copy",
     )
 }
+
+/// A worker context for unit tests: default client settings, a resolver pointed at a closed
+/// port (nothing is resolved), no MTA-STS, telemetry without a log.
+#[cfg(test)]
+pub(crate) fn test_ctx(ctrl: mpsc::Sender<Ctrl>, reports: mpsc::Sender<Report>) -> Arc<WorkerCtx> {
+    let resolver = MxResolver::new(&herald_delivery::ResolverConfig {
+        nameservers: vec![std::net::SocketAddr::from(([127, 0, 0, 1], 9))],
+        ..herald_delivery::ResolverConfig::default()
+    })
+    .expect("resolver");
+    Arc::new(WorkerCtx {
+        client: Arc::new(ClientConfig::default()),
+        slow_client: Arc::new(ClientConfig::default()),
+        resolver: Arc::new(resolver),
+        mta_sts: None,
+        ctrl,
+        reports,
+        telemetry: Telemetry::disabled_log(),
+    })
+}

@@ -5,11 +5,10 @@ use super::routes::{RouteError, Routing};
 use super::{Actor, Route};
 use crate::job::{Job, PostCtx};
 use crate::queue::Waiting;
-use crate::worker::WorkerCtx;
 use crate::SchedulerConfig;
 use herald_delivery::mta_sts::Mode;
-use herald_delivery::{ClientConfig, MxHost, MxResolver, ResolverConfig, StsRoute};
-use herald_telemetry::{DeferralKind, LaneKind, Telemetry};
+use herald_delivery::{MxHost, StsRoute};
+use herald_telemetry::{DeferralKind, LaneKind};
 use herald_types::{
     Address, EnhancedStatus, List, ListId, ListSettings, Member, MemberId, MemberStatus, PostId,
     Reply,
@@ -20,20 +19,7 @@ use std::time::{Duration, Instant};
 fn actor() -> (Actor, tokio::sync::mpsc::Receiver<crate::report::Report>) {
     let (ctrl, _ctrl_rx) = tokio::sync::mpsc::channel(8);
     let (reports, reports_rx) = tokio::sync::mpsc::channel(64);
-    let resolver = MxResolver::new(&ResolverConfig {
-        nameservers: vec!["127.0.0.1:9".parse().expect("addr")],
-        ..ResolverConfig::default()
-    })
-    .expect("resolver");
-    let ctx = Arc::new(WorkerCtx {
-        client: Arc::new(ClientConfig::default()),
-        slow_client: Arc::new(ClientConfig::default()),
-        resolver: Arc::new(resolver),
-        mta_sts: None,
-        ctrl,
-        reports,
-        telemetry: Telemetry::disabled_log(),
-    });
+    let ctx = crate::worker::test_ctx(ctrl, reports);
     let actor = Actor::new(Arc::new(SchedulerConfig::default()), ctx, None);
     (actor, reports_rx)
 }
