@@ -3,6 +3,7 @@
 # simulated world, against Postfix; prints the comparison table (results/<scenario>-<time>/).
 #
 #   bench/run.sh mailman-8k | internet-100k | big-post | million | herald-100k
+#   DKIM=rsa|ed25519 [ARC=no] POSTFIX=no bench/run.sh mailman-8k   # Herald signing every copy
 #
 # Needs root (receivers on port 25 and the world's DNS on 127.0.0.53:53, because Postfix only
 # uses the system resolver; a private mount namespace gives Postfix its own /etc/resolv.conf, so
@@ -129,6 +130,14 @@ nameservers = ["$DNS"]
 port = 25
 helo_name = "herald.bench.test"
 EOF
+  # DKIM=rsa|ed25519 signs every copy with a fresh key for the list domain (ARC=no: DKIM only).
+  # The world does not verify; the cost is what this measures (BENCHMARKS.md, issue 7).
+  if [ -n "${DKIM:-}" ]; then
+    "$HERALD" dkim keygen lists.herald.test --algorithm "$DKIM" --out-dir "$dir" >/dev/null
+    printf '[dkim."lists.herald.test"]\nselector = "herald"\nkey_file = "%s"\nalgorithm = "%s"\narc = %s\n' \
+      "$dir/lists.herald.test.herald.pem" "$DKIM" "$([ "${ARC:-yes}" = no ] && echo false || echo true)" \
+      >>"$dir/herald.toml"
+  fi
   # Experiments: HERALD_SCHEDULER="max_queued_copies = 20000" adds a [scheduler] section.
   if [ -n "${HERALD_SCHEDULER:-}" ]; then
     printf '[scheduler]\n%s\n' "$HERALD_SCHEDULER" >>"$dir/herald.toml"
@@ -240,6 +249,7 @@ mkdir -p "$RESULTS" "$WORK"
   echo "scenario: $SCENARIO  date: $(date -u +%FT%TZ)  commit: $(git -C "$ROOT" rev-parse --short HEAD)"
   echo "machine: nproc=$(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem/{print $2}') GB"
   echo "postfix: $(postconf -h mail_version 2>/dev/null || echo none)"
+  echo "herald signing: ${DKIM:-none}${DKIM:+ (arc: ${ARC:-yes})}"
 } >"$RESULTS/machine.txt"
 for spec in $POSTS; do
   kind=${spec%%:*} kb=${spec#*:}

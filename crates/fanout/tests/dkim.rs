@@ -106,6 +106,60 @@ async fn rsa_copies_verify() {
     check_all_pass(DkimAlgorithm::Rsa, Some(FOOTER)).await;
 }
 
+/// A 1024-bit RSA key, generated for this test only. RFC 8301 §3.2 still allows 1024 bits, but
+/// neither aws-lc-rs nor ring signs with them: loading must fail with a reason an operator can
+/// act on, never quoting the key.
+const RSA_1024_PEM: &str = "-----BEGIN PRIVATE KEY-----
+MIICdQIBADANBgkqhkiG9w0BAQEFAASCAl8wggJbAgEAAoGBANkPvlIyoWr/P9NZ
+c9ByVh4Sl1ERe78q+s/t4f3vl1/USHP1Uf2u2LzjeCiTOgTlbdD5nMiLemp20nLi
+3rcV/UYf/uDqr9uX8DFtdiyJ/THjkXYedO9T6x/9JR89IHXtUk5z+BYQo5R1d3uL
+H1hzBIf5HsrKxxVINxcDi5V+gszBAgMBAAECgYBbtDMMNyfLNJuahyhO4H9RpTkY
+nvJRCa99OVtJFXg2nFEf7Hz/WGdpJhEV012nw+Zpa4u5jnPhluHCd+bwIvIlbvHh
+IOYwiFkaDqeKpzLUX+UMaNVKqgONtcMtG0+n11RcKsLorRg2ryrBA243O2XKEJMR
+GW9aYz636qwfZMoGoQJBAPX8t99Y7xtwS5dnyvBRWcGk1vQANsRLbiAcUlXSWRde
+2mvdZaW92K3RbyXsuvSRFyXjJJ01tRz+OyzI7KfKVGcCQQDh5Zu91BAT+BJwx835
+Qo5ctwegfdxLJZPlA75+cyQYCegrBnbfBHgIInWX302+FxROtea1qb/bsoFdROV7
+ulyXAkAHeCMFLygjhydkc4xf+7hj/uNgCVmgYEH5y6JcZMS7xu+O8uwROlCIBqH/
+Xs7WeklfpyQHeggD11xoobk95xDlAkBntKiOOnfzIvUcT64w26xNxj07IezrluHR
+xqlClgug+ZNbhUk3U27jlSZVRdAED8Zj6EB1b+vDqayYLBQKfGEbAkBV6Tdhgltl
+TxgmAItoAGSrGklNDCL7izRmJY2bCn7rYAiUmDA7Jy1JNeYM00ffv2T7AZbLKTfb
+44T+r3l/hypj
+-----END PRIVATE KEY-----";
+
+#[test]
+fn keys_under_2048_bits_and_non_keys_are_refused_clearly() {
+    let err = DkimSigner::from_pem(DOMAIN, "s", DkimAlgorithm::Rsa, RSA_1024_PEM.as_bytes())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("2048–8192 bits"), "{err}");
+    assert!(
+        !err.contains("MIIC"),
+        "the key leaked into the error: {err}"
+    );
+    let ed = generate(DkimAlgorithm::Ed25519).unwrap().private_pem;
+    let cases: [(&str, DkimAlgorithm, &[u8]); 4] = [
+        ("ed25519 key as rsa", DkimAlgorithm::Rsa, ed.as_bytes()),
+        (
+            "rsa key as ed25519",
+            DkimAlgorithm::Ed25519,
+            RSA_1024_PEM.as_bytes(),
+        ),
+        ("no pem", DkimAlgorithm::Rsa, b"not a key"),
+        (
+            "garbage in a pem",
+            DkimAlgorithm::Rsa,
+            b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        ),
+    ];
+    for (what, algorithm, pem) in cases {
+        let err = DkimSigner::from_pem(DOMAIN, "s", algorithm, pem).unwrap_err();
+        assert!(
+            matches!(err, herald_auth::DkimError::BadKey { .. }),
+            "{what}: {err}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn altered_copies_fail() {
     let (dkim, key) = keys(DkimAlgorithm::Ed25519, "sel1");

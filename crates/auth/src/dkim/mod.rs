@@ -6,13 +6,13 @@
 //! `Template`, which hashes the shared body once at render time ([`BodyHasher`], resumable)
 //! and signs each spliced copy's header block ([`DkimSigner::sign`]).
 //!
-//! Limits: RSA keys of 1024–8192 bits (ring's accepted range; keygen makes 2048); Ed25519
-//! keys in PKCS#8 (v1 or v2).
+//! Limits: RSA keys of 2048–8192 bits (keygen makes 2048); Ed25519 keys in PKCS#8 (v1 or v2).
 //!
 //! SECURITY: private keys are read from operator-supplied PEM files, never logged, and never
 //! part of any `Debug` output.
 
 mod canon;
+mod key;
 mod keygen;
 mod sign;
 
@@ -21,7 +21,6 @@ pub use keygen::{generate, GeneratedKey};
 pub(crate) use sign::canonical_signed_fields;
 pub use sign::{header_fields, DkimSigner, SIGNED_FIELDS};
 
-use mail_auth::common::crypto::{DkimKey, Ed25519Key, RsaKey, Sha256};
 use rustls_pki_types::{pem::PemObject, PrivateKeyDer};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -31,10 +30,10 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DkimAlgorithm {
-    /// rsa-sha256: universally verified; ~1 ms per signature at 2048 bits.
+    /// rsa-sha256: universally verified; ~0.23 ms per signature at 2048 bits (one x86-64 core).
     #[default]
     Rsa,
-    /// ed25519-sha256 (RFC 8463): ~50× cheaper to sign; not every receiver verifies it yet,
+    /// ed25519-sha256 (RFC 8463): ~30× cheaper to sign; not every receiver verifies it yet,
     /// so operators usually publish both.
     Ed25519,
 }
@@ -85,16 +84,7 @@ impl DkimSigner {
     ) -> Result<DkimSigner, DkimError> {
         let bad = |reason: String| DkimError::BadKey { algorithm, reason };
         let der = PrivateKeyDer::from_pem_slice(pem).map_err(|e| bad(e.to_string()))?;
-        let key = match (algorithm, der) {
-            (DkimAlgorithm::Rsa, der) => {
-                DkimKey::Rsa(RsaKey::<Sha256>::from_key_der(der).map_err(|e| bad(e.to_string()))?)
-            }
-            (DkimAlgorithm::Ed25519, PrivateKeyDer::Pkcs8(der)) => DkimKey::Ed25519(
-                Ed25519Key::from_pkcs8_maybe_unchecked_der(der.secret_pkcs8_der())
-                    .map_err(|e| bad(e.to_string()))?,
-            ),
-            (DkimAlgorithm::Ed25519, _) => return Err(bad("Ed25519 keys must be PKCS#8".into())),
-        };
+        let key = key::PrivateKey::from_der(algorithm, der).map_err(bad)?;
         Ok(DkimSigner::new(domain, selector, algorithm, key))
     }
 }

@@ -2,10 +2,10 @@
 //! block and a body hash computed elsewhere (shared prefix + per-copy tail, see `canon`).
 //!
 //! Signature format: `v=1; a=rsa-sha256|ed25519-sha256; c=relaxed/relaxed; d; s; t; h; bh; b`.
-//! The cryptography is mail-auth's (`SigningKey::sign` over ring); this module only lays out
-//! the tag list, because mail-auth's signer insists on hashing the whole body itself. The
-//! field selection and the sign-and-fold step are shared with the ARC sealer (`crate::arc`),
-//! which signs with the same key.
+//! The cryptography is in `key` (aws-lc-rs); this module only lays out the tag list, because
+//! mail-auth's signer insists on hashing the whole body itself. The field selection and the
+//! sign-and-fold step are shared with the ARC sealer (`crate::arc`), which signs with the same
+//! key.
 //!
 //! Signed fields: every instance present of [`SIGNED_FIELDS`], bottom-up per RFC 6376 §5.4.2,
 //! plus one extra `from` (over-signing: a From added in transit then breaks the signature).
@@ -15,9 +15,9 @@
 //! parsed defensively (no panics, bounded by its length).
 
 use super::canon::relaxed_header;
+use super::key::PrivateKey;
 use super::{DkimAlgorithm, DkimError};
 use base64::Engine;
-use mail_auth::common::crypto::{DkimKey, SigningKey};
 
 /// Fields covered by the list's signature when present. RFC 8058 §4 requires the two
 /// List-Unsubscribe fields; the rest are what a reader sees or what decides MIME rendering.
@@ -48,7 +48,7 @@ pub struct DkimSigner {
     domain: String,
     selector: String,
     algorithm: DkimAlgorithm,
-    key: DkimKey,
+    key: PrivateKey,
     /// Also ARC-seal copies with this key (two more signatures per copy).
     seals_arc: bool,
 }
@@ -70,7 +70,7 @@ impl DkimSigner {
         domain: &str,
         selector: &str,
         algorithm: DkimAlgorithm,
-        key: DkimKey,
+        key: PrivateKey,
     ) -> Self {
         DkimSigner {
             domain: domain.to_ascii_lowercase(),
@@ -143,10 +143,7 @@ impl DkimSigner {
         }
         // The signed form of our own field has no trailing CRLF (RFC 6376 §3.7).
         canonical.truncate(canonical.len() - 2);
-        let signature = self
-            .key
-            .sign(canonical.as_slice())
-            .map_err(|e| DkimError::Sign(e.to_string()))?;
+        let signature = self.key.sign(canonical)?;
         let encoded = base64::engine::general_purpose::STANDARD.encode(signature);
         for (i, chunk) in encoded.as_bytes().chunks(72).enumerate() {
             if i > 0 {
