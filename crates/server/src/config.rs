@@ -180,6 +180,10 @@ impl Config {
                     key,
                     message: format!("{}: {e}", d.key_file.display()),
                 })?;
+            // Says at start which domains sign, so an operator reading the log need not
+            // open a copy to learn whether the key was picked up.
+            tracing::info!(domain = %domain, selector = %d.selector, algorithm = d.algorithm.tag(),
+                arc = d.arc, "copies will be DKIM-signed");
             signers.push(signer.with_arc(d.arc));
         }
         Ok(herald_auth::DkimKeys::new(signers))
