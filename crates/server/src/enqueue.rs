@@ -149,6 +149,7 @@ impl Enqueuer {
             message_id,
             recipients,
             hold_reason,
+            null_sender: false,
         };
         let id = self.spool.accept(meta.clone(), body.clone()).await?;
         if let (Some(d), Some(mid), PostKind::ListPost | PostKind::Held) =
@@ -180,7 +181,7 @@ impl Enqueuer {
                 self.scheduler.submit(SpooledPost { id, meta, body });
             }
             PostKind::Generated => self.scheduler.submit(SpooledPost { id, meta, body }),
-            PostKind::Held | PostKind::Bounce | PostKind::Request => {
+            PostKind::Held | PostKind::Bounce | PostKind::Request | PostKind::Postmaster => {
                 tracing::info!(post = %id, list = %meta.list_address, kind = ?meta.kind,
                     reason = ?meta.hold_reason, "kept for the lists stage");
                 if let Some(side) = &self.side {
@@ -211,6 +212,7 @@ impl Enqueuer {
             message_id: message_id(&body),
             recipients: vec![to],
             hold_reason: None,
+            null_sender: false,
         };
         let id = self.spool.accept(meta.clone(), body.clone()).await?;
         self.dispatch(id, meta, body).await;

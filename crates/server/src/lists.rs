@@ -106,7 +106,8 @@ impl Lists {
                     tracing::warn!(post = %id, error = %e, "moderators not told about the held post");
                 }
             }
-            PostKind::ListPost | PostKind::Generated => {}
+            // Nothing enqueues postmaster mail yet.
+            PostKind::ListPost | PostKind::Generated | PostKind::Postmaster => {}
         }
     }
 
