@@ -468,6 +468,38 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn the_sweep_deletes_postmaster_mail_past_its_retention_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (spool, _) =
+            Spool::open(herald_spool::SpoolConfig::new(dir.path())).expect("open spool");
+        let mut cfg = Config::default();
+        cfg.postmaster.max_stored = 2;
+        let pm = Postmaster::new(&cfg);
+        let day = herald_directory::DAY_MS;
+        let now = herald_types::unix_ms_now();
+        let mut old = stored("Subject: old\n\nx\n", None);
+        old.meta.received_at_ms = now - 15 * day;
+        let mut young = old.meta.clone();
+        young.received_at_ms = now - 13 * day;
+        let mut held = old.meta.clone();
+        held.kind = PostKind::Held;
+        let mut ids = Vec::new();
+        for meta in [old.meta.clone(), young, held] {
+            ids.push(spool.accept(meta, old.body.clone()).await.expect("accept"));
+        }
+        assert!(!pm.has_room(&spool), "two stored, two allowed");
+        pm.sweep(&spool).await;
+        let live: Vec<PostId> = spool.live_posts().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(
+            live,
+            ids[1..].to_vec(),
+            "14 days by default; held posts are not ours"
+        );
+        assert!(pm.has_room(&spool));
+        spool.close().await.expect("close");
+    }
+
     #[test]
     fn hostile_subjects_stay_one_header_and_non_ascii_is_encoded() {
         let injected = stored(
