@@ -49,7 +49,8 @@ impl Api {
         &self.base
     }
 
-    async fn send(&self, req: reqwest::RequestBuilder) -> Result<Value> {
+    /// Sends a request: the status and the body, or a plain error when nothing answers.
+    async fn raw(&self, req: reqwest::RequestBuilder) -> Result<(reqwest::StatusCode, Vec<u8>)> {
         let req = match &self.token {
             Some(t) => req.bearer_auth(t),
             None => req,
@@ -65,18 +66,20 @@ impl Api {
             }
         })?;
         let status = resp.status();
-        let text = resp.text().await.context("reading the server's answer")?;
+        let body = resp.bytes().await.context("reading the server's answer")?;
+        Ok((status, body.to_vec()))
+    }
+
+    async fn send(&self, req: reqwest::RequestBuilder) -> Result<Value> {
+        let (status, body) = self.raw(req).await?;
+        let text = String::from_utf8_lossy(&body).into_owned();
         let value: Value = if text.trim().is_empty() {
             Value::Null
         } else {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
         if !status.is_success() {
-            let msg = value["error"]
-                .as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| value.to_string());
-            bail!("{msg} (HTTP {status})");
+            bail!("{} (HTTP {status})", error_text(&value));
         }
         Ok(value)
     }
@@ -101,10 +104,30 @@ impl Api {
             .body(body);
         self.send(req).await
     }
+    /// A raw body (a stored message), not JSON; errors read like [`Api::get`]'s.
+    pub async fn get_bytes(&self, path: &str) -> Result<Vec<u8>> {
+        let (status, body) = self
+            .raw(self.http.get(format!("{}{path}", self.base)))
+            .await?;
+        if !status.is_success() {
+            let value = serde_json::from_slice(&body)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+            bail!("{} (HTTP {status})", error_text(&value));
+        }
+        Ok(body)
+    }
     pub async fn delete(&self, path: &str) -> Result<Value> {
         self.send(self.http.delete(format!("{}{path}", self.base)))
             .await
     }
+}
+
+/// The `error` of an API error body, or the whole body.
+fn error_text(value: &Value) -> String {
+    value["error"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| value.to_string())
 }
 
 /// When From is rewritten to the list address (DMARC).

@@ -1,8 +1,8 @@
 //! List housekeeping commands (issue 5): held posts, bounces, member details, subscription
-//! requests. Thin clients of the HTTP API, like `client.rs`.
+//! requests, stored postmaster mail. Thin clients of the HTTP API, like `client.rs`.
 
 use crate::client::{enc, Api};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
@@ -22,6 +22,24 @@ pub enum HeldAction {
     Approve { post: String },
     /// Discard a held post.
     Reject { post: String },
+}
+
+/// `herald postmaster [show|delete <id>]`.
+#[derive(Args)]
+pub struct PostmasterArgs {
+    /// List at most this many messages (oldest first).
+    #[arg(long, default_value_t = 100)]
+    limit: usize,
+    #[command(subcommand)]
+    action: Option<PostmasterAction>,
+}
+
+#[derive(Subcommand)]
+pub enum PostmasterAction {
+    /// Print a stored message as it arrived (RFC 5322, to stdout).
+    Show { post: String },
+    /// Delete a stored message (it is not forwarded again).
+    Delete { post: String },
 }
 
 /// `herald bounces [--list L] [--kind K]`.
@@ -85,6 +103,56 @@ pub async fn held(api: &Api, a: HeldArgs) -> Result<()> {
                 );
             }
             println!("{} held", rows.len());
+        }
+    }
+    Ok(())
+}
+
+pub async fn postmaster(api: &Api, a: PostmasterArgs) -> Result<()> {
+    match a.action {
+        Some(PostmasterAction::Show { post }) => {
+            let raw = api
+                .get_bytes(&format!("/api/postmaster/{}", enc(&post)))
+                .await?;
+            use std::io::Write as _;
+            std::io::stdout()
+                .write_all(&raw)
+                .context("writing the message to stdout")?;
+        }
+        Some(PostmasterAction::Delete { post }) => {
+            api.delete(&format!("/api/postmaster/{}", enc(&post)))
+                .await?;
+            println!("deleted {post}");
+        }
+        None => {
+            let v = api
+                .get(&format!("/api/postmaster?limit={}", a.limit))
+                .await?;
+            let rows = v.as_array().cloned().unwrap_or_default();
+            println!(
+                "{:<17} {:<20} {:<30} {:<30} forward",
+                "post", "received", "to", "from"
+            );
+            for r in &rows {
+                let from = match &r["from"] {
+                    Value::Null => "<>".to_string(),
+                    other => s(other),
+                };
+                let received = r["received_at_ms"]
+                    .as_u64()
+                    .map(herald_telemetry::time::rfc3339_ms)
+                    .and_then(|t| t.get(..19).map(str::to_string))
+                    .unwrap_or_else(|| "-".into());
+                println!(
+                    "{:<17} {:<20} {:<30} {:<30} {}",
+                    s(&r["post"]),
+                    received,
+                    s(&r["to"]),
+                    from,
+                    s(&r["forward"])
+                );
+            }
+            println!("{} stored", rows.len());
         }
     }
     Ok(())

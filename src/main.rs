@@ -57,6 +57,8 @@ enum Command {
     Held(lists_cmd::HeldArgs),
     /// Recent bounces by member and reason.
     Bounces(lists_cmd::BouncesArgs),
+    /// Mail to postmaster stored for the operator: list it, show or delete one.
+    Postmaster(lists_cmd::PostmasterArgs),
     /// Ask for a subscription (or, with --unsubscribe, its end) with double opt-in.
     Subscribe(lists_cmd::SubscribeArgs),
     /// DKIM keys for list domains.
@@ -131,6 +133,7 @@ async fn dispatch(
         Command::Status => client::status(&api()?).await,
         Command::Held(a) => lists_cmd::held(&api()?, a).await,
         Command::Bounces(a) => lists_cmd::bounces(&api()?, a).await,
+        Command::Postmaster(a) => lists_cmd::postmaster(&api()?, a).await,
         Command::Subscribe(a) => lists_cmd::subscribe(&api()?, a).await,
         Command::Dkim(cmd) => dkim_cmd::run(cmd),
         Command::Report(cmd) => report::run(&api()?, cmd).await,

@@ -329,6 +329,7 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
     let mut out = String::with_capacity(8192);
     s.telemetry.metrics().render(&mut out);
     crate::spool_metrics::render(&s.spool.stats(), &mut out);
+    crate::postmaster::render_gauge(&s.spool, &mut out);
     s.telemetry.contention().render(&mut out);
     crate::spool_metrics::render_channels(&s.scheduler.channels(), &mut out);
     (

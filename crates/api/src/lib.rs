@@ -3,8 +3,8 @@
 //! every copy.
 //!
 //! It also serves the web dashboard (`/`), the report endpoints over the statistics store
-//! (`/api/reports/*`), the live view behind `herald top` (`/api/top`) and the stragglers with
-//! their actions (`/api/stragglers*`).
+//! (`/api/reports/*`), the live view behind `herald top` (`/api/top`), the stragglers with
+//! their actions (`/api/stragglers*`) and stored postmaster mail (`/api/postmaster*`).
 //!
 //! SECURITY: every admin route is behind `auth::guard` (bearer token or dashboard cookie when
 //! `http.admin_token` is set; loopback clients only when it is not); the unsubscribe endpoint is
@@ -18,6 +18,7 @@ mod dashboard;
 mod error;
 mod lists_ops;
 mod live;
+mod postmaster;
 mod reports;
 mod spool_metrics;
 mod unsubscribe;
@@ -117,6 +118,11 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route(
             "/api/bounces/{post}",
             axum::routing::delete(lists_ops::dismiss_bounce),
+        )
+        .route("/api/postmaster", get(postmaster::list))
+        .route(
+            "/api/postmaster/{post}",
+            get(postmaster::show).delete(postmaster::delete),
         )
         .route(
             "/api/lists/{list}/members/{member}/detail",

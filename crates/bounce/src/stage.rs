@@ -165,6 +165,17 @@ impl BounceStage {
     /// Scores one of our own permanent failures.
     pub async fn process_failure(&self, f: FailedCopy) -> Result<Processed, StageError> {
         let kind = classify_reply(&f.reply);
+        if f.list == ListId::NONE {
+            // Server mail (a postmaster forward) has no list to score a member on; the failure
+            // is in the delivery log, and the forwarded message stays stored for the operator.
+            tracing::warn!(post = %f.post, rcpt = %f.rcpt, reply = %f.reply, "server mail failed permanently");
+            return Ok(Processed {
+                kind,
+                address: None,
+                counted: false,
+                disabled: false,
+            });
+        }
         let verdict = Verdict {
             kind,
             recipient: Some(f.rcpt.clone()),

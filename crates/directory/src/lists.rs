@@ -126,6 +126,21 @@ impl Directory {
         list_by_id_on(&*self.store.reader()?, id)
     }
 
+    /// True when some list's address is in `domain` (lower-case, as [`Address::domain`] gives
+    /// it): Herald accepts `postmaster@<domain>` for every domain it has lists in (RFC 5321
+    /// §4.5.1). One suffix comparison per list row; lists are few.
+    pub fn has_list_in_domain(&self, domain: &str) -> Result<bool, DirectoryError> {
+        let conn = self.store.reader()?;
+        // A suffix test, not LIKE: nothing in the domain can act as a wildcard. The domain part
+        // of a stored address never contains '@', so "ends with @<domain>" is "is in <domain>".
+        let suffix = format!("@{}", domain.to_ascii_lowercase());
+        conn.prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM lists WHERE substr(address, -length(?1)) = ?1)",
+        )
+        .and_then(|mut st| st.query_row([&suffix], |r| r.get::<_, bool>(0)))
+        .map_err(storage("look up lists by domain"))
+    }
+
     /// All lists, oldest first.
     pub fn lists(&self) -> Result<Vec<List>, DirectoryError> {
         let conn = self.store.reader()?;

@@ -86,6 +86,25 @@ fn list_crud_round_trip() {
 }
 
 #[test]
+fn lists_by_domain_match_the_whole_domain_only() {
+    let (_tmp, d) = open_tmp();
+    assert!(!d.has_list_in_domain("lists.example.org").unwrap());
+    d.create_list(&addr("Dev@Lists.Example.org"), &ListSettings::default())
+        .unwrap();
+    assert!(d.has_list_in_domain("lists.example.org").unwrap());
+    assert!(d.has_list_in_domain("LISTS.example.ORG").unwrap());
+    for other in [
+        "example.org",
+        "s.example.org",
+        "xlists.example.org",
+        "%",
+        "_",
+    ] {
+        assert!(!d.has_list_in_domain(other).unwrap(), "{other}");
+    }
+}
+
+#[test]
 fn list_settings_are_validated() {
     let (_tmp, d) = open_tmp();
     let cases = [

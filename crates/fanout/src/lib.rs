@@ -111,6 +111,7 @@ pub fn render(list: &List, ctx: &ListContext, raw_post: &[u8]) -> Result<Templat
         url_prefix,
         signer: ctx.dkim.get(list.address.domain()),
         arc: arc::hop(&post, &ctx.authserv_id),
+        null_return_path: false,
     }))
 }
 
@@ -133,6 +134,7 @@ pub fn verbatim(list: &Address, ctx: &ListContext, raw: &[u8]) -> Template {
         url_prefix: Vec::new(),
         signer: ctx.dkim.get(list.domain()),
         arc: None,
+        null_return_path: false,
     })
 }
 

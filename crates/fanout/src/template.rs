@@ -191,6 +191,9 @@ pub(crate) struct TemplateParts {
     /// The ARC set every copy gets (from the post's trusted Authentication-Results), sealed
     /// with `signer`; taken by `Builder::finish`.
     pub arc: Option<ArcHop>,
+    /// Send with the null reverse path `<>` instead of VERP (see
+    /// [`Template::with_null_return_path`]).
+    pub null_return_path: bool,
 }
 
 /// A post rendered once for a list; each member's copy is spliced from it.
@@ -323,9 +326,21 @@ impl Template {
         }
     }
 
-    /// The VERP envelope sender for `member`'s copy.
+    /// The VERP envelope sender for `member`'s copy, or the empty string for the null reverse
+    /// path (`MAIL FROM:<>`).
     pub fn return_path(&self, member: &Member) -> String {
+        if self.parts.null_return_path {
+            return String::new();
+        }
         verp::verp_return_path(&self.parts.list, &member.address)
+    }
+
+    /// The same template sent with the null reverse path (`MAIL FROM:<>`): for server mail
+    /// that must draw no bounce or auto-reply back to Herald (RFC 3834 §3.3), such as
+    /// postmaster forwards, so nothing can loop.
+    pub fn with_null_return_path(mut self) -> Template {
+        self.parts.null_return_path = true;
+        self
     }
 
     /// A capacity that fits a typical spliced copy (static bytes plus room for the slots), so

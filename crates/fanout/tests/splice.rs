@@ -210,6 +210,23 @@ fn return_path_is_verp() {
 }
 
 #[test]
+fn verbatim_mail_can_go_out_with_the_null_reverse_path() {
+    let list = herald_types::Address::parse("postmaster@lists.example.org").unwrap();
+    let m = member("ops@example.com", None, &[]);
+    let t = herald_fanout::verbatim(&list, &ctx(None), POST);
+    assert_eq!(
+        t.return_path(&m),
+        "postmaster-bounces+ops=example.com@lists.example.org"
+    );
+    let t = t.with_null_return_path();
+    assert_eq!(t.return_path(&m), "", "MAIL FROM:<>");
+    let mut out = Vec::new();
+    t.splice(&m, &mut out);
+    check_wire(&out);
+    assert!(out.ends_with(b"body\r\n"), "sent as written");
+}
+
+#[test]
 fn reply_to_list_policy_replaces_posters_reply_to() {
     let mut s = settings(None, true);
     s.reply_to = ReplyToPolicy::List;

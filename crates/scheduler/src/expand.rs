@@ -239,7 +239,8 @@ fn addressed(body: &[u8]) -> Vec<herald_types::Address> {
 }
 
 /// Expands a `Generated` post: one job per explicit recipient in `meta.recipients` (never the
-/// list's members), the body sent verbatim. Recipient `i` gets the member id `i + 1`, which is
+/// list's members), the body sent verbatim, from the VERP address or — `meta.null_sender` — from
+/// the null reverse path. Recipient `i` gets the member id `i + 1`, which is
 /// what the spool journals, so recovery skips the ones already final.
 pub async fn expand_generated(
     ctx: Arc<ExpandCtx>,
@@ -248,7 +249,10 @@ pub async fn expand_generated(
     body: bytes::Bytes,
     done: Option<DoneSet>,
 ) -> Result<u64, ExpandError> {
-    let template = herald_fanout::verbatim(&meta.list_address, &ctx.list_ctx, &body);
+    let mut template = herald_fanout::verbatim(&meta.list_address, &ctx.list_ctx, &body);
+    if meta.null_sender {
+        template = template.with_null_return_path();
+    }
     let post = Arc::new(PostCtx {
         id,
         list_id: meta.list_id,

@@ -40,6 +40,76 @@ pub struct Config {
     pub tls: TlsSection,
     /// Authentication of arriving posts (SPF, DKIM, ARC, DMARC).
     pub auth: AuthSection,
+    /// Mail to postmaster (RFC 5321 §4.5.1): where it is forwarded, how long and how much of
+    /// it is kept.
+    pub postmaster: PostmasterSection,
+}
+
+/// Mail to postmaster (`[postmaster]`). Herald accepts `<postmaster>` and
+/// `postmaster@<domain>` for its hostname and every domain it has a list in, stores each
+/// message (250 after fsync), and forwards it to `forward`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PostmasterSection {
+    /// Operator addresses each postmaster message is forwarded to (attached unchanged to a
+    /// short note, sent from the null sender `<>`). Empty: messages are only stored, for
+    /// `herald postmaster` and `/api/postmaster`.
+    pub forward: Vec<String>,
+    /// Stored postmaster messages are deleted this many days after they arrived.
+    pub retention_days: u32,
+    /// Most postmaster messages stored at once; beyond it `RCPT TO:<postmaster>` gets
+    /// `452 4.3.1` (the sender keeps the mail and retries) until some expire or are deleted.
+    pub max_stored: usize,
+}
+
+/// Most `postmaster.forward` addresses: every postmaster message becomes one copy each.
+pub const MAX_POSTMASTER_FORWARD: usize = 10;
+
+impl Default for PostmasterSection {
+    fn default() -> Self {
+        PostmasterSection {
+            forward: Vec::new(),
+            retention_days: 14,
+            max_stored: 1000,
+        }
+    }
+}
+
+impl PostmasterSection {
+    /// The forward addresses, parsed (checked at load, so none is dropped here).
+    pub fn forward_addresses(&self) -> Vec<herald_types::Address> {
+        self.forward
+            .iter()
+            .filter_map(|a| herald_types::Address::parse(a).ok())
+            .collect()
+    }
+
+    fn check(&self, hostname: &str) -> Result<(), String> {
+        if self.forward.len() > MAX_POSTMASTER_FORWARD {
+            return Err(format!(
+                "postmaster.forward: at most {MAX_POSTMASTER_FORWARD} addresses"
+            ));
+        }
+        for (i, text) in self.forward.iter().enumerate() {
+            let a = herald_types::Address::parse(text).map_err(|e| {
+                format!("postmaster.forward[{i}]: {text:?} is not a mail address: {e}")
+            })?;
+            // Loop-safe anyway (forwards are marked and never forwarded again), but a forward
+            // that can only land back in Herald's own store is a mistake worth stopping.
+            if a.is_postmaster() && a.domain().eq_ignore_ascii_case(hostname) {
+                return Err(format!(
+                    "postmaster.forward[{i}]: {text:?} is this server's own postmaster"
+                ));
+            }
+        }
+        if !(1..=3650).contains(&self.retention_days) {
+            return Err("postmaster.retention_days: must be between 1 and 3650".into());
+        }
+        if !(1..=1_000_000).contains(&self.max_stored) {
+            return Err("postmaster.max_stored: must be between 1 and 1000000".into());
+        }
+        Ok(())
+    }
 }
 
 /// Authentication of arriving posts (`[auth]`): the results decide DMARC From rewriting and
@@ -114,6 +184,7 @@ impl Default for Config {
             stats: StatsSection::default(),
             tls: TlsSection::default(),
             auth: AuthSection::default(),
+            postmaster: PostmasterSection::default(),
         }
     }
 }
@@ -382,6 +453,7 @@ impl Config {
         if self.hostname.is_empty() || self.hostname.contains(char::is_whitespace) {
             return Err("hostname: must be a host name without spaces".into());
         }
+        self.postmaster.check(&self.hostname)?;
         if self.auth.arrival_timeout_secs == 0 || self.auth.arrival_timeout_secs > 300 {
             return Err("auth.arrival_timeout_secs: must be between 1 and 300".into());
         }
@@ -509,6 +581,45 @@ mod tests {
         assert!(c.inbound_tls().expect("no TLS is fine").is_none());
         assert_eq!(c.auth.verify_arrivals, d.auth.verify_arrivals);
         assert_eq!(c.auth.arrival_timeout_secs, d.auth.arrival_timeout_secs);
+        assert_eq!(c.postmaster.forward, d.postmaster.forward);
+        assert_eq!(c.postmaster.retention_days, d.postmaster.retention_days);
+        assert_eq!(c.postmaster.max_stored, d.postmaster.max_stored);
+    }
+
+    #[test]
+    fn postmaster_forward_addresses_are_checked_and_errors_name_the_key() {
+        let c =
+            Config::parse("[postmaster]\nforward = [\"ops@example.org\", \"<noc@Example.NET>\"]\n")
+                .expect("valid forward addresses");
+        let f = c.postmaster.forward_addresses();
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[1].to_string(), "noc@example.net");
+        for (bad, key) in [
+            (
+                "forward = [\"ops@example.org\", \"not an address\"]",
+                "postmaster.forward[1]",
+            ),
+            ("forward = [\"ops@\"]", "postmaster.forward[0]"),
+            (
+                "forward = [\"a\\r\\nBcc: x@y.test\"]",
+                "postmaster.forward[0]",
+            ),
+            (
+                "forward = [\"Postmaster@herald.localhost\"]",
+                "own postmaster",
+            ),
+            ("forward = \"ops@example.org\"", "forward"),
+            ("retention_days = 0", "postmaster.retention_days"),
+            ("max_stored = 0", "postmaster.max_stored"),
+            ("forwards = []", "forwards"),
+        ] {
+            let e = Config::parse(&format!("[postmaster]\n{bad}\n")).expect_err(bad);
+            assert!(e.contains(key), "{bad}: {e}");
+        }
+        let many: Vec<String> = (0..11).map(|i| format!("\"o{i}@example.org\"")).collect();
+        let e = Config::parse(&format!("[postmaster]\nforward = [{}]\n", many.join(",")))
+            .expect_err("too many");
+        assert!(e.contains("postmaster.forward: at most 10"), "{e}");
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! generated mail), suppresses retried duplicates (same Message-ID on the same list within the
 //! dedup window: acknowledged with the first post's id, not spooled again), records the
 //! member-id snapshot, makes the post durable, hands list posts and generated mail to the
-//! scheduler, and bounces, requests and held posts to the lists stage.
+//! scheduler, and bounces, requests and held posts to the lists stage. Mail to postmaster
+//! (`enqueue_postmaster`) is stored the same way and handed to the lists stage too; its
+//! forwards to the operators (`enqueue_server_mail`) are generated mail from `<>`.
 
 use crate::arrival::{ArrivalCheck, Client};
 use bytes::Bytes;
@@ -13,7 +15,7 @@ use herald_fanout::{DedupStore, Seen};
 use herald_scheduler::Scheduler;
 use herald_spool::{PostKind, PostMeta, Spool, SpoolError, SpooledPost};
 use herald_telemetry::{Event, Telemetry};
-use herald_types::{Address, List, ListAddressKind, PostId};
+use herald_types::{Address, List, ListAddressKind, ListId, PostId};
 use tokio::sync::mpsc;
 
 /// Why a message could not be enqueued.
@@ -149,6 +151,7 @@ impl Enqueuer {
             message_id,
             recipients,
             hold_reason,
+            null_sender: false,
         };
         let id = self.spool.accept(meta.clone(), body.clone()).await?;
         if let (Some(d), Some(mid), PostKind::ListPost | PostKind::Held) =
@@ -180,7 +183,7 @@ impl Enqueuer {
                 self.scheduler.submit(SpooledPost { id, meta, body });
             }
             PostKind::Generated => self.scheduler.submit(SpooledPost { id, meta, body }),
-            PostKind::Held | PostKind::Bounce | PostKind::Request => {
+            PostKind::Held | PostKind::Bounce | PostKind::Request | PostKind::Postmaster => {
                 tracing::info!(post = %id, list = %meta.list_address, kind = ?meta.kind,
                     reason = ?meta.hold_reason, "kept for the lists stage");
                 if let Some(side) = &self.side {
@@ -211,6 +214,63 @@ impl Enqueuer {
             message_id: message_id(&body),
             recipients: vec![to],
             hold_reason: None,
+            null_sender: false,
+        };
+        let id = self.spool.accept(meta.clone(), body.clone()).await?;
+        self.dispatch(id, meta, body).await;
+        Ok(id)
+    }
+
+    /// Stores a message to postmaster (`rcpt`, already checked to be one of ours) for the
+    /// operator. The server-wide size limit applies; it is never fanned out and gets no arrival
+    /// check (nothing is decided from its authentication, and a flood must not cost DNS work).
+    pub async fn enqueue_postmaster(
+        &self,
+        rcpt: &Address,
+        envelope_from: Option<Address>,
+        body: Bytes,
+    ) -> Result<PostId, EnqueueError> {
+        if body.len() as u64 > self.max_message_bytes {
+            return Err(EnqueueError::TooBig {
+                limit: self.max_message_bytes,
+            });
+        }
+        let meta = PostMeta {
+            kind: PostKind::Postmaster,
+            list_id: ListId::NONE,
+            list_address: rcpt.clone(),
+            envelope_from,
+            received_at_ms: herald_types::unix_ms_now(),
+            max_member_id: herald_types::MemberId(0),
+            message_id: message_id(&body),
+            recipients: Vec::new(),
+            hold_reason: None,
+            null_sender: false,
+        };
+        let id = self.spool.accept(meta.clone(), body.clone()).await?;
+        self.dispatch(id, meta, body).await;
+        Ok(id)
+    }
+
+    /// Spools server mail from `from` (a postmaster address) to `to`, sent from the null
+    /// reverse path so that no bounce or auto-reply can come back to Herald.
+    pub async fn enqueue_server_mail(
+        &self,
+        from: &Address,
+        to: Vec<Address>,
+        body: Bytes,
+    ) -> Result<PostId, EnqueueError> {
+        let meta = PostMeta {
+            kind: PostKind::Generated,
+            list_id: ListId::NONE,
+            list_address: from.clone(),
+            envelope_from: None,
+            received_at_ms: herald_types::unix_ms_now(),
+            max_member_id: herald_types::MemberId(0),
+            message_id: message_id(&body),
+            recipients: to,
+            hold_reason: None,
+            null_sender: true,
         };
         let id = self.spool.accept(meta.clone(), body.clone()).await?;
         self.dispatch(id, meta, body).await;
@@ -256,7 +316,7 @@ impl Enqueuer {
 }
 
 /// The first address of the From header, if it parses as an address Herald accepts.
-fn from_header(body: &[u8]) -> Option<Address> {
+pub(crate) fn from_header(body: &[u8]) -> Option<Address> {
     let msg = mail_parser::MessageParser::new().parse_headers(body)?;
     let addr = msg.from()?.first()?.address()?;
     Address::parse(addr).ok()

@@ -2,16 +2,19 @@
 //! (`Injector`).
 //!
 //! Recipient policy (never an open relay): a recipient is accepted when it is a list's address,
-//! or that address's `-bounces`, `-bounces+<verp>` or `-request` form; everything else is refused
-//! with 550 5.1.1 before DATA.
+//! or that address's `-bounces`, `-bounces+<verp>` or `-request` form, or postmaster (RFC 5321
+//! §4.5.1: `<Postmaster>`, or `postmaster@<d>` where `<d>` is the hostname or a list's domain);
+//! everything else is refused with 550 5.1.1 before DATA. Postmaster comes first: a list
+//! created as `postmaster@<d>` would never receive mail, Herald keeps that address itself.
 
 use crate::config::Config;
 use crate::enqueue::{EnqueueError, Enqueuer, Origin};
+use crate::postmaster::Postmaster;
 use bytes::Bytes;
 use herald_directory::Directory;
 use herald_inbound::{InboundError, InboundHandler, InboundMessage, Mode};
 use herald_types::{
-    Address, EnhancedStatus, List, ListAddressKind, ListAddressParts, PostId, Reply,
+    Address, EnhancedStatus, List, ListAddressKind, ListAddressParts, ListId, PostId, Reply,
 };
 use std::future::Future;
 use std::pin::Pin;
@@ -23,24 +26,45 @@ use tokio_util::sync::CancellationToken;
 pub struct ListHandler {
     enqueuer: Arc<Enqueuer>,
     directory: Directory,
+    postmaster: Arc<Postmaster>,
+}
+
+/// Who a recipient we accept is.
+enum Target {
+    /// A list, in one of its roles (boxed: a `List` with its settings is large).
+    List(Box<List>, ListAddressKind),
+    /// Postmaster, as `postmaster@<domain>` (local part normalized).
+    Postmaster(Address),
 }
 
 impl ListHandler {
-    pub fn new(enqueuer: Arc<Enqueuer>, directory: Directory) -> ListHandler {
+    pub fn new(
+        enqueuer: Arc<Enqueuer>,
+        directory: Directory,
+        postmaster: Arc<Postmaster>,
+    ) -> ListHandler {
         ListHandler {
             enqueuer,
             directory,
+            postmaster,
         }
     }
 
-    /// The list a recipient belongs to and the role it plays, or `None` when it is not ours.
-    async fn resolve(&self, rcpt: &Address) -> Result<Option<(List, ListAddressKind)>, Reply> {
+    /// What a recipient is to us, or `None` when it is not ours.
+    async fn resolve(&self, rcpt: &Address) -> Result<Option<Target>, Reply> {
+        if rcpt.is_postmaster() && self.postmaster.is_hostname(rcpt.domain()) {
+            return Ok(postmaster_target(rcpt));
+        }
         let dir = self.directory.clone();
         let rcpt = rcpt.clone();
         let found = tokio::task::spawn_blocking(move || {
+            if rcpt.is_postmaster() {
+                let ours = dir.has_list_in_domain(rcpt.domain())?;
+                return Ok(ours.then(|| postmaster_target(&rcpt)).flatten());
+            }
             // A list's own address wins over suffix parsing (a list may be called "x-request").
             if let Some(list) = dir.list_by_address(&rcpt)? {
-                return Ok(Some((list, ListAddressKind::Post)));
+                return Ok(Some(Target::List(Box::new(list), ListAddressKind::Post)));
             }
             let parts = ListAddressParts::classify(&rcpt);
             if parts.kind == ListAddressKind::Post {
@@ -48,7 +72,7 @@ impl ListHandler {
             }
             Ok::<_, herald_directory::DirectoryError>(
                 dir.list_by_address(&parts.list_address)?
-                    .map(|l| (l, parts.kind)),
+                    .map(|l| Target::List(Box::new(l), parts.kind)),
             )
         })
         .await;
@@ -64,6 +88,23 @@ impl ListHandler {
             }
         }
     }
+}
+
+/// `postmaster@<domain>` spelled the one way the store and the log show it.
+fn postmaster_target(rcpt: &Address) -> Option<Target> {
+    Address::from_parts(herald_types::address::POSTMASTER, rcpt.domain())
+        .ok()
+        .map(Target::Postmaster)
+}
+
+/// Too much postmaster mail is stored: the sender keeps the message and retries (RFC 5321
+/// §4.2.2 "452 insufficient system storage").
+fn postmaster_full() -> Reply {
+    Reply::new(
+        452,
+        Some(EnhancedStatus::new(4, 3, 1)),
+        "too much mail for postmaster waiting here, try again later",
+    )
 }
 
 fn local_error() -> Reply {
@@ -106,6 +147,10 @@ impl InboundHandler for ListHandler {
         let rcpt = rcpt.clone();
         async move {
             match self.resolve(&rcpt).await? {
+                Some(Target::Postmaster(_)) if !self.postmaster.has_room(&self.enqueuer.spool) => {
+                    tracing::warn!(rcpt = %rcpt, "postmaster mail refused for now: postmaster.max_stored reached");
+                    Err(postmaster_full())
+                }
                 Some(_) => Ok(()),
                 None => Err(no_such_list(&rcpt)),
             }
@@ -117,11 +162,12 @@ impl InboundHandler for ListHandler {
             let envelope = message.envelope;
             let body = envelope.body.clone();
             // One post per (list, role): a message to a list and its -request address is two
-            // spooled items, but two recipients naming the same list address are one.
-            let mut done: Vec<(herald_types::ListId, u8, Reply)> = Vec::new();
+            // spooled items, but two recipients naming the same list address are one. All
+            // postmaster recipients of a message are one stored message.
+            let mut done: Vec<(ListId, u8, Reply)> = Vec::new();
             let mut replies = Vec::with_capacity(envelope.rcpts.len());
             for rcpt in &envelope.rcpts {
-                let (list, role) = match self.resolve(rcpt).await {
+                let target = match self.resolve(rcpt).await {
                     Ok(Some(v)) => v,
                     Ok(None) => {
                         replies.push(no_such_list(rcpt));
@@ -132,21 +178,33 @@ impl InboundHandler for ListHandler {
                         continue;
                     }
                 };
-                let key = (list.id, role_key(&role));
+                let key = match &target {
+                    Target::List(list, role) => (list.id, role_key(role)),
+                    Target::Postmaster(_) => (ListId::NONE, POSTMASTER_KEY),
+                };
                 if let Some((_, _, r)) = done.iter().find(|(l, k, _)| (*l, *k) == key) {
                     replies.push(r.clone());
                     continue;
                 }
-                let origin = Origin::Smtp {
-                    envelope_from: envelope.mail_from.clone(),
-                    peer: (envelope.mode == herald_smtp::Mode::Smtp)
-                        .then(|| message.peer.ip().to_canonical()),
-                    helo: envelope.helo.domain.to_string(),
+                let result = match &target {
+                    Target::List(list, role) => {
+                        let origin = Origin::Smtp {
+                            envelope_from: envelope.mail_from.clone(),
+                            peer: (envelope.mode == herald_smtp::Mode::Smtp)
+                                .then(|| message.peer.ip().to_canonical()),
+                            helo: envelope.helo.domain.to_string(),
+                        };
+                        self.enqueuer
+                            .enqueue(list, role, origin, body.clone())
+                            .await
+                    }
+                    Target::Postmaster(pm) => {
+                        let from = envelope.mail_from.clone();
+                        self.enqueuer
+                            .enqueue_postmaster(pm, from, body.clone())
+                            .await
+                    }
                 };
-                let result = self
-                    .enqueuer
-                    .enqueue(&list, &role, origin, body.clone())
-                    .await;
                 let reply = enqueue_reply(&result);
                 done.push((key.0, key.1, reply.clone()));
                 replies.push(reply);
@@ -163,6 +221,9 @@ fn role_key(role: &ListAddressKind) -> u8 {
         ListAddressKind::Request => 2,
     }
 }
+
+/// The dedup key role of postmaster mail (with `ListId::NONE`).
+const POSTMASTER_KEY: u8 = 3;
 
 impl herald_api::Injector for Enqueuer {
     fn inject(

@@ -13,6 +13,7 @@ mod enqueue;
 mod handler;
 mod lists;
 mod policy;
+mod postmaster;
 mod requests;
 
 pub use config::{Config, ConfigError};
@@ -174,7 +175,7 @@ pub async fn run(
         path: e.path.display().to_string(),
         source: e.source,
     })?;
-    let side_posts: Vec<herald_spool::SpooledPost> = recovered
+    let mut side_posts: Vec<herald_spool::SpooledPost> = recovered
         .iter()
         .filter(|p| {
             matches!(
@@ -188,6 +189,9 @@ pub async fn run(
             body: p.body.clone(),
         })
         .collect();
+    // Postmaster mail stored but not yet forwarded (or kept) when the server stopped.
+    side_posts.extend(postmaster::unhandled(&recovered));
+    let postmaster = Arc::new(postmaster::Postmaster::new(&config));
     let (failures_tx, failures_rx) =
         tokio::sync::mpsc::channel(herald_scheduler::FAILED_COPY_CAPACITY);
     let (side_tx, side_rx) = tokio::sync::mpsc::channel(lists::SIDE_QUEUE_CAPACITY);
@@ -234,6 +238,7 @@ pub async fn run(
     });
     let lists = Arc::new(lists::Lists {
         enqueuer: enqueuer.clone(),
+        postmaster: postmaster.clone(),
         secret: secret.clone(),
         hostname: config.hostname.clone(),
         public_base_url: config.public_base_url(),
@@ -276,6 +281,7 @@ pub async fn run(
     let handler = Arc::new(handler::ListHandler::new(
         enqueuer.clone(),
         directory.clone(),
+        postmaster,
     ));
     let inbound_tasks = handler::spawn_listeners(
         &config,

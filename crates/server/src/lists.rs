@@ -1,5 +1,5 @@
 //! The lists stage (Mailman's runners for bounces, requests and moderation, in one task): it
-//! takes the posts the enqueue path keeps (`Bounce`, `Request`, `Held`) and
+//! takes the posts the enqueue path keeps (`Bounce`, `Request`, `Held`, `Postmaster`) and
 //! - forwards bounces to the bounce stage (`herald_bounce::stage`);
 //! - answers request mail (subscribe / unsubscribe / help / confirm), sending confirmations and
 //!   results as generated mail through the one enqueue path, then completes the request;
@@ -9,6 +9,8 @@
 //!   the held post and the action ([`confirm::moderation_token`]). A moderation command by
 //!   mail acts only with a valid token for this list *and* a sender who is one of its
 //!   moderators;
+//! - forwards mail to postmaster to the operators, or keeps it only ([`Postmaster::handle`]),
+//!   and deletes it when its retention ends;
 //! - tells a member disabled by bounce handling, when the list's `bounce_notify` is on
 //!   ([`Lists::notify_disabled`], fed by the bounce stage), why and how to come back: a confirmed
 //!   `subscribe` re-enables a member that bounces disabled;
@@ -25,6 +27,7 @@
 use crate::config::ListsConfig;
 use crate::confirm::{self, Action, Moderation};
 use crate::enqueue::{EnqueueError, Enqueuer, Origin};
+use crate::postmaster::Postmaster;
 use crate::requests::{self, Command};
 use herald_api::{ApiError, ConfirmView, ListOps, OpsFuture};
 use herald_bounce::stage::DisabledMember;
@@ -42,6 +45,8 @@ pub const SIDE_QUEUE_CAPACITY: usize = 1024;
 /// Everything the stage and the API operations need.
 pub struct Lists {
     pub enqueuer: Arc<Enqueuer>,
+    /// Stored postmaster mail: forwarded (or kept) on arrival, expired by the sweep.
+    pub postmaster: Arc<Postmaster>,
     pub secret: Vec<u8>,
     pub hostname: String,
     pub public_base_url: String,
@@ -68,7 +73,7 @@ impl Lists {
         shutdown: CancellationToken,
     ) {
         for p in recovered {
-            if p.meta.kind == PostKind::Request {
+            if matches!(p.meta.kind, PostKind::Request | PostKind::Postmaster) {
                 self.handle(p, &bounces).await;
             }
         }
@@ -76,7 +81,10 @@ impl Lists {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = sweep.tick() => self.sweep_held().await,
+                _ = sweep.tick() => {
+                    self.sweep_held().await;
+                    self.postmaster.sweep(&self.enqueuer.spool).await;
+                }
                 p = rx.recv() => match p {
                     Some(p) => self.handle(p, &bounces).await,
                     None => break,
@@ -106,6 +114,7 @@ impl Lists {
                     tracing::warn!(post = %id, error = %e, "moderators not told about the held post");
                 }
             }
+            PostKind::Postmaster => self.postmaster.handle(&self.enqueuer, &post).await,
             PostKind::ListPost | PostKind::Generated => {}
         }
     }

@@ -24,6 +24,7 @@ fn meta() -> PostMeta {
         message_id: None,
         recipients: Vec::new(),
         hold_reason: None,
+        null_sender: false,
     }
 }
 

@@ -9,7 +9,7 @@
 //! location, two counters and a roaring set (bounded by members, ~128 KiB per million dense ids).
 //! Bodies are not kept; compaction reads them back from disk.
 
-use crate::model::{DoneSet, FinalState, PostMeta, PostProgress, RecoveredPost};
+use crate::model::{DoneSet, FinalState, PostKind, PostMeta, PostProgress, RecoveredPost};
 use crate::scan::FrameLoc;
 use herald_types::{MemberId, PostId};
 use std::collections::HashMap;
@@ -40,6 +40,9 @@ pub(crate) enum Applied {
 #[derive(Debug, Default)]
 pub(crate) struct LiveTable {
     posts: HashMap<PostId, LivePost>,
+    /// Live posts by kind, kept with every insert and remove: admission checks (how much
+    /// postmaster mail is stored) read it in O(1) instead of scanning `posts`.
+    kinds: HashMap<PostKind, usize>,
 }
 
 impl LiveTable {
@@ -52,6 +55,7 @@ impl LiveTable {
                 p.loc = loc;
             }
             None => {
+                *self.kinds.entry(meta.kind).or_default() += 1;
                 let post = LivePost {
                     meta,
                     base,
@@ -104,7 +108,16 @@ impl LiveTable {
     }
 
     pub(crate) fn remove(&mut self, post: PostId) -> Option<LivePost> {
-        self.posts.remove(&post)
+        let removed = self.posts.remove(&post)?;
+        if let Some(n) = self.kinds.get_mut(&removed.meta.kind) {
+            *n = n.saturating_sub(1);
+        }
+        Some(removed)
+    }
+
+    /// Live posts of `kind`.
+    pub(crate) fn count(&self, kind: PostKind) -> usize {
+        self.kinds.get(&kind).copied().unwrap_or(0)
     }
 
     pub(crate) fn get(&self, post: PostId) -> Option<&LivePost> {

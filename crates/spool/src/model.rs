@@ -13,7 +13,8 @@ use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 
 /// Why a post is in the spool. Only `ListPost` is fanned out; the others wait, durably, for
-/// moderation, bounce processing or request handling, so nothing accepted is ever dropped.
+/// moderation, bounce processing, request handling or the operator (postmaster), so nothing
+/// accepted is ever dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PostKind {
@@ -24,6 +25,12 @@ pub enum PostKind {
     /// Mail Herald writes itself (confirmations, notices): delivered to
     /// [`PostMeta::recipients`], never to the list's members.
     Generated,
+    /// Mail to `postmaster` (RFC 5321 §4.5.1), kept for the operator until it is deleted or
+    /// its retention ends; never fanned out. `list_address` is the postmaster address it was
+    /// sent to and `list_id` is `ListId::NONE`. Its one journaled outcome (member 1) records
+    /// that it was handled at arrival: `Delivered` = forwarded to the operators, `Failed` =
+    /// kept only (so a restart does not forward it again).
+    Postmaster,
 }
 
 /// What the spool keeps about a post besides its body.
@@ -45,6 +52,11 @@ pub struct PostMeta {
     /// `Held`: why the post waits for a moderator (shown by `herald held`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_reason: Option<String>,
+    /// `Generated`: send with the null reverse path (`MAIL FROM:<>`) instead of the list's VERP
+    /// address. For server mail (postmaster forwards) that must never draw a bounce or an
+    /// auto-reply back to Herald, so it cannot loop.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub null_sender: bool,
 }
 
 /// What inbound hands to fan-out once `accept` has returned.

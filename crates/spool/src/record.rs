@@ -262,6 +262,7 @@ mod tests {
             message_id: Some("<m1@example.com>".into()),
             recipients: Vec::new(),
             hold_reason: None,
+            null_sender: false,
         }
     }
 

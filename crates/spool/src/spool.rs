@@ -19,7 +19,7 @@
 use crate::config::SpoolConfig;
 use crate::error::SpoolError;
 use crate::journal::{Journal, Resume};
-use crate::model::{FinalState, PostMeta, PostProgress, RecoveredPost, SpoolStats};
+use crate::model::{FinalState, PostKind, PostMeta, PostProgress, RecoveredPost, SpoolStats};
 use crate::record::{self, MAX_BODY_BYTES};
 use crate::recovery;
 use crate::shared::Shared;
@@ -201,6 +201,12 @@ impl Spool {
     /// Every live post and its metadata, sorted by id (for status pages).
     pub fn live_posts(&self) -> Vec<(PostId, PostMeta)> {
         self.inner.shared.live().metas()
+    }
+
+    /// How many live posts are of `kind` (O(1): kept as posts come and go). Inbound uses it to
+    /// bound stored postmaster mail before accepting more.
+    pub fn live_count(&self, kind: PostKind) -> usize {
+        self.inner.shared.live().count(kind)
     }
 
     /// Delivered/failed counts of a live post (including records not yet committed).

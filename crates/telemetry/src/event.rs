@@ -26,6 +26,65 @@ pub enum Event {
     PostCompleted { post: PostId },
     /// A scheduling decision: host state, lane move, throttling, greylisting, expiry.
     Scheduler(Box<crate::scheduling::SchedulerEvent>),
+    /// Mail to postmaster (RFC 5321 §4.5.1) was stored and handled: forwarded to the operators
+    /// or kept only, and why.
+    Postmaster(Box<PostmasterMail>),
+}
+
+/// One stored postmaster message and what its arrival led to.
+#[derive(Debug, Clone)]
+pub struct PostmasterMail {
+    /// The stored message (`herald postmaster show <post>`).
+    pub post: PostId,
+    /// The postmaster address it was sent to.
+    pub rcpt: Address,
+    /// The envelope sender; `None` for the null reverse path.
+    pub from: Option<Address>,
+    pub size: usize,
+    pub forward: PostmasterForward,
+}
+
+/// What became of a postmaster message at arrival. It is stored in every case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostmasterForward {
+    /// Wrapped and spooled for the operators as post `copy` (its delivery is logged under it).
+    Forwarded { copy: PostId },
+    /// It carries `Auto-Submitted:` other than `no` (RFC 3834): not forwarded, so automatic
+    /// mail cannot start a conversation between machines.
+    AutoSubmitted,
+    /// It carries our own loop marker: a forward came back.
+    Loop,
+    /// `postmaster.forward` is empty: kept for the operator only.
+    NotConfigured,
+    /// The forward could not be spooled; it is tried again at the next start.
+    Failed,
+}
+
+impl PostmasterForward {
+    /// Every variant's word, in [`PostmasterForward::index`] order (the metric's counters).
+    pub const WORDS: [&'static str; 5] = [
+        "forwarded",
+        "auto_submitted",
+        "loop",
+        "not_configured",
+        "failed",
+    ];
+
+    /// Position in [`PostmasterForward::WORDS`].
+    pub fn index(self) -> usize {
+        match self {
+            PostmasterForward::Forwarded { .. } => 0,
+            PostmasterForward::AutoSubmitted => 1,
+            PostmasterForward::Loop => 2,
+            PostmasterForward::NotConfigured => 3,
+            PostmasterForward::Failed => 4,
+        }
+    }
+
+    /// The word in the delivery log and the metric label.
+    pub fn word(self) -> &'static str {
+        Self::WORDS[self.index()]
+    }
 }
 
 /// The facts of one attempt: what the delivery log line and the metrics are made of.

@@ -138,6 +138,21 @@ pub fn format_line(event: &Event) -> Option<String> {
             let _ = write!(line, "{post}: completed");
         }
         Event::Scheduler(e) => crate::scheduling::format(e, &mut line),
+        Event::Postmaster(p) => {
+            let from = p.from.as_ref().map(ToString::to_string).unwrap_or_default();
+            // Addresses are validated (no control characters); nothing here needs `clean`.
+            let _ = write!(
+                line,
+                "{}: postmaster to=<{}>, from=<{from}>, size={}, forward={}",
+                p.post,
+                p.rcpt,
+                p.size,
+                p.forward.word()
+            );
+            if let crate::event::PostmasterForward::Forwarded { copy } = p.forward {
+                let _ = write!(line, ", copy={copy}");
+            }
+        }
         Event::Attempt(a) => {
             let reply = a.outcome.reply();
             let dsn = reply
@@ -240,6 +255,31 @@ mod tests {
         assert!(
             line.trim_end()
                 .ends_with(", tls=TLSv1.3/unverified, mta-sts=testing-failed"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn postmaster_line_names_the_message_and_its_forward() {
+        use crate::event::{PostmasterForward, PostmasterMail};
+        let mail = |forward| {
+            Event::Postmaster(Box::new(PostmasterMail {
+                post: PostId(0xA),
+                rcpt: herald_types::Address::parse("postmaster@herald.test").expect("address"),
+                from: None,
+                size: 321,
+                forward,
+            }))
+        };
+        let line =
+            format_line(&mail(PostmasterForward::Forwarded { copy: PostId(0xB) })).expect("logged");
+        assert!(
+            line.ends_with("000000000000000A: postmaster to=<postmaster@herald.test>, from=<>, size=321, forward=forwarded, copy=000000000000000B\n"),
+            "{line}"
+        );
+        let line = format_line(&mail(PostmasterForward::AutoSubmitted)).expect("logged");
+        assert!(
+            line.trim_end().ends_with("forward=auto_submitted"),
             "{line}"
         );
     }

@@ -5,7 +5,7 @@
 //! keeps state out of statics (STYLE.md rule 9). Label sets are fixed and small, so cardinality
 //! is bounded by construction.
 
-use crate::event::{Event, MtaStsNote};
+use crate::event::{Event, MtaStsNote, PostmasterForward};
 use crate::rate::Kind;
 use herald_types::RcptOutcome;
 use std::fmt::Write as _;
@@ -137,6 +137,8 @@ pub struct Metrics {
     /// Copies spliced for an attempt, by what they got: DKIM signature added / failed, ARC
     /// set added / failed (see [`Metrics::count_copy_auth`]).
     pub copy_auth: [AtomicU64; 4],
+    /// Postmaster messages stored, by what became of them (in `PostmasterForward::WORDS` order).
+    pub postmaster: [AtomicU64; 5],
 }
 
 impl Default for Metrics {
@@ -156,6 +158,7 @@ impl Default for Metrics {
             classes: Default::default(),
             mta_sts: Default::default(),
             copy_auth: Default::default(),
+            postmaster: Default::default(),
         }
     }
 }
@@ -185,6 +188,9 @@ impl Metrics {
                 self.posts_completed.fetch_add(1, Relaxed);
             }
             Event::PostExpanded { .. } => {}
+            Event::Postmaster(p) => {
+                self.postmaster[p.forward.index()].fetch_add(1, Relaxed);
+            }
             Event::Scheduler(e) => self.scheduling.observe(e),
             Event::Attempt(a) => {
                 self.transaction_latency.observe_ms(a.xdelay_ms);
@@ -281,6 +287,14 @@ impl Metrics {
                 "{name}{{step=\"{step}\",result=\"{result}\"}} {}",
                 self.copy_auth[i].load(Relaxed)
             );
+        }
+        let name = "herald_postmaster_messages_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Messages to postmaster stored, by what became of them (forwarded to the operators or kept only, and why).\n# TYPE {name} counter"
+        );
+        for (word, v) in PostmasterForward::WORDS.iter().zip(&self.postmaster) {
+            let _ = writeln!(out, "{name}{{forward=\"{word}\"}} {}", v.load(Relaxed));
         }
         self.delivery_latency.render(
             out,

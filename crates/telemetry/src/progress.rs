@@ -103,7 +103,7 @@ impl ProgressBook {
                     p.complete.store(true, Relaxed);
                 }
             }
-            Event::Scheduler(_) => {}
+            Event::Scheduler(_) | Event::Postmaster(_) => {}
         }
     }
 

@@ -109,7 +109,22 @@ impl Address {
     pub fn is_dot_atom(&self) -> bool {
         !self.local.starts_with('"')
     }
+
+    /// True for the `postmaster` mailbox of this address's domain (RFC 5321 §4.5.1): the local
+    /// part compares case-insensitively, and the quoted form `"postmaster"` names the same
+    /// mailbox (§4.1.2: quoting is only syntax).
+    pub fn is_postmaster(&self) -> bool {
+        let local = self.local.as_str();
+        let bare = local
+            .strip_prefix('"')
+            .and_then(|l| l.strip_suffix('"'))
+            .unwrap_or(local);
+        bare.eq_ignore_ascii_case(POSTMASTER)
+    }
 }
+
+/// The reserved local part every SMTP server must accept mail for (RFC 5321 §4.5.1).
+pub const POSTMASTER: &str = "postmaster";
 
 impl fmt::Display for Address {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -277,6 +292,24 @@ mod tests {
             Address::parse(&long_domain),
             Err(AddressError::DomainTooLong)
         );
+    }
+
+    #[test]
+    fn postmaster_in_any_case_or_quoting_but_nothing_else() {
+        for yes in [
+            "postmaster@a.test",
+            "PostMaster@a.test",
+            "\"POSTMASTER\"@a.test",
+        ] {
+            assert!(Address::parse(yes).expect("valid").is_postmaster(), "{yes}");
+        }
+        for no in [
+            "postmaster1@a.test",
+            "post.master@a.test",
+            "x-postmaster@a.test",
+        ] {
+            assert!(!Address::parse(no).expect("valid").is_postmaster(), "{no}");
+        }
     }
 
     #[test]

@@ -26,6 +26,12 @@ impl std::str::FromStr for PostId {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ListId(pub i64);
 
+impl ListId {
+    /// No list: server mail such as postmaster's (RFC 5321 §4.5.1). Directory ids are SQLite
+    /// rowids, which start at 1, so no list ever has this id.
+    pub const NONE: ListId = ListId(0);
+}
+
 impl fmt::Display for ListId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)

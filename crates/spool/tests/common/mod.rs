@@ -19,6 +19,7 @@ pub fn meta(n: u64) -> PostMeta {
         message_id: Some(format!("<{n}@example.com>")),
         recipients: Vec::new(),
         hold_reason: None,
+        null_sender: false,
     }
 }
 

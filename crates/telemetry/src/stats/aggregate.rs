@@ -117,6 +117,8 @@ impl Pending {
             // Scheduling decisions (host state, lanes, shaping) change no delivery counts: every
             // copy they affect also ends in an Attempt, which is what the reports add up.
             Event::Scheduler(_) => {}
+            // Postmaster mail is not a list post; its forward's delivery is an Attempt.
+            Event::Postmaster(_) => {}
             Event::Attempt(a) => {
                 let (outcome, reason) = match &a.outcome {
                     RcptOutcome::Delivered(_) => (DELIVERED, 0),

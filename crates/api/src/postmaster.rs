@@ -1,0 +1,136 @@
+//! Stored postmaster mail over HTTP (RFC 5321 §4.5.1; the server keeps it as
+//! `PostKind::Postmaster`): list it, read one message as it arrived, delete one. Like held posts
+//! and kept bounces, this reads the spool directly; the server's lists stage forwards it and
+//! expires it.
+//!
+//! Ids are the hex form the SMTP reply (`250 … queued as <id>`), the delivery log and the
+//! forwarded note show, so an operator can paste any of them.
+//!
+//! SECURITY: admin routes (behind `auth::guard`). A message is served as `message/rfc822`
+//! with `nosniff` and as an attachment, never as HTML: its content is untrusted.
+
+use crate::{ApiError, ApiState};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::Json;
+use herald_spool::{PostKind, PostMeta, Spool};
+use herald_types::PostId;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+type St = State<Arc<ApiState>>;
+
+/// Most rows one listing returns.
+const MAX_LIMIT: usize = 10_000;
+
+#[derive(Deserialize)]
+pub struct Filter {
+    pub limit: Option<usize>,
+}
+
+/// A stored postmaster message, as `herald postmaster` shows it.
+#[derive(Serialize)]
+pub struct PostmasterView {
+    /// Hex id (as in the SMTP reply and the delivery log).
+    pub post: String,
+    /// The postmaster address it was sent to.
+    pub to: String,
+    /// Envelope sender; `None` for `<>`.
+    pub from: Option<String>,
+    pub message_id: Option<String>,
+    pub received_at_ms: u64,
+    /// `forwarded`, `kept` (not forwarded: auto-submitted, loop, or no forward configured;
+    /// the delivery log says which) or `pending` (not handled yet).
+    pub forward: &'static str,
+}
+
+/// `GET /api/postmaster?limit=N`: oldest first.
+pub async fn list(State(s): St, Query(f): Query<Filter>) -> Json<Vec<PostmasterView>> {
+    let views = s
+        .spool
+        .live_posts()
+        .into_iter()
+        .filter(|(_, m)| m.kind == PostKind::Postmaster)
+        .take(f.limit.unwrap_or(1000).min(MAX_LIMIT))
+        .map(|(post, m)| view(&s.spool, post, m))
+        .collect();
+    Json(views)
+}
+
+fn view(spool: &Spool, post: PostId, m: PostMeta) -> PostmasterView {
+    let forward = match spool.progress(post) {
+        Some(p) if p.delivered > 0 => "forwarded",
+        Some(p) if p.failed > 0 => "kept",
+        _ => "pending",
+    };
+    PostmasterView {
+        post: post.to_string(),
+        to: m.list_address.to_string(),
+        from: m.envelope_from.map(|a| a.to_string()),
+        message_id: m.message_id,
+        received_at_ms: m.received_at_ms,
+        forward,
+    }
+}
+
+fn stored_id(s: &ApiState, text: &str) -> Result<PostId, ApiError> {
+    let id: PostId = text
+        .parse()
+        .map_err(|_| ApiError::BadRequest(format!("not a post id: {text:?}")))?;
+    let is_postmaster = s
+        .spool
+        .live_posts()
+        .iter()
+        .any(|(p, m)| *p == id && m.kind == PostKind::Postmaster);
+    if is_postmaster {
+        Ok(id)
+    } else {
+        Err(ApiError::NotFound(format!(
+            "no stored postmaster message {text}"
+        )))
+    }
+}
+
+/// `GET /api/postmaster/<id>`: the message as it arrived (with our Received header on top).
+pub async fn show(State(s): St, Path(post): Path<String>) -> Result<impl IntoResponse, ApiError> {
+    let id = stored_id(&s, &post)?;
+    let body = s
+        .spool
+        .body(id)
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .ok_or_else(|| ApiError::NotFound(format!("no stored postmaster message {post}")))?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "message/rfc822".to_string()),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"postmaster-{id}.eml\""),
+            ),
+        ],
+        body,
+    ))
+}
+
+/// `DELETE /api/postmaster/<id>`: the operator is done with it.
+pub async fn delete(State(s): St, Path(post): Path<String>) -> Result<StatusCode, ApiError> {
+    let id = stored_id(&s, &post)?;
+    s.spool
+        .complete(id)
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    tracing::info!(post = %id, "postmaster mail deleted by the operator");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The gauge next to the server's `herald_postmaster_messages_total` counter.
+pub fn render_gauge(spool: &Spool, out: &mut String) {
+    herald_telemetry::metrics::write_gauge(
+        out,
+        "herald_postmaster_stored",
+        "Messages to postmaster stored for the operator (bounded by postmaster.max_stored).",
+        spool.live_count(PostKind::Postmaster) as i64,
+    );
+}
