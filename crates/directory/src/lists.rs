@@ -62,12 +62,20 @@ impl ListRow {
 }
 
 impl Directory {
-    /// Creates a list. `AlreadyExists` if the address (any case) is taken.
+    /// Creates a list. `AlreadyExists` if the address (any case) is taken; `InvalidInput` for
+    /// a postmaster address, which belongs to the server (RFC 5321 §4.5.1) and would never
+    /// reach the list.
     pub fn create_list(
         &self,
         address: &Address,
         settings: &ListSettings,
     ) -> Result<List, DirectoryError> {
+        if address.is_postmaster() {
+            return Err(DirectoryError::InvalidInput {
+                field: "address",
+                reason: format!("{address} is the server's postmaster address, not a list's"),
+            });
+        }
         validate_settings(settings)?;
         let json = settings_json(settings)?;
         let created_at_ms = unix_ms_now();

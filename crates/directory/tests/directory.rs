@@ -61,6 +61,20 @@ fn list_crud_round_trip() {
         .create_list(&addr("Announce@lists.example.org"), &settings)
         .unwrap_err();
     assert!(matches!(dup, DirectoryError::AlreadyExists(_)) && dup.is_conflict());
+    // Postmaster belongs to the server: a list there would never get its mail.
+    for pm in ["postmaster@lists.example.org", "PostMaster@other.test"] {
+        let refused = d.create_list(&addr(pm), &settings).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                DirectoryError::InvalidInput {
+                    field: "address",
+                    ..
+                }
+            ),
+            "{pm}: {refused}"
+        );
+    }
 
     let other = d
         .create_list(&addr("talk@lists.example.org"), &ListSettings::default())
