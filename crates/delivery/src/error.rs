@@ -98,6 +98,10 @@ pub enum TlsError {
     /// The recipient domain's MTA-STS policy (`enforce`) demanded what failed.
     #[error("MTA-STS policy requires verified TLS: {0}")]
     MtaSts(#[source] Box<TlsError>),
+    /// The handshake failed because the MX host's TLSA records do not authenticate its
+    /// certificate (said plainly, instead of rustls's nested error).
+    #[error("{0}")]
+    NotAuthenticated(crate::dane::DaneError),
     /// The MX host's DANE TLSA records demanded what failed: TLS, and a certificate they
     /// authenticate (RFC 7672).
     #[error("DANE TLSA records require authenticated TLS: {0}")]

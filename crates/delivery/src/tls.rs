@@ -17,7 +17,7 @@
 //! SECURITY: the server's certificate and handshake are hostile input, handled by rustls.
 //! Plaintext read-ahead is never carried into the TLS session (checked by the caller).
 
-use crate::dane::{DaneVerifier, TlsaSet};
+use crate::dane::{DaneError, DaneVerifier, TlsaSet};
 use crate::error::TlsError;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
@@ -157,7 +157,10 @@ impl TlsContext {
         let stream = TlsConnector::from(Arc::new(config))
             .connect(name.clone(), tcp)
             .await
-            .map_err(TlsError::Handshake)?;
+            .map_err(|e| match dane_error(&e) {
+                Some(d) => TlsError::NotAuthenticated(d),
+                None => TlsError::Handshake(e),
+            })?;
         let mut info = self.describe(&stream, &name);
         info.dane = true;
         Ok((stream, info))
@@ -190,6 +193,17 @@ impl TlsContext {
             dane: false,
         }
     }
+}
+
+/// The verifier's own error inside a failed handshake (tokio-rustls wraps the rustls error in
+/// an `io::Error`), when that is why it failed.
+fn dane_error(e: &std::io::Error) -> Option<DaneError> {
+    let rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other)) =
+        e.get_ref()?.downcast_ref::<rustls::Error>()?
+    else {
+        return None;
+    };
+    other.0.downcast_ref::<DaneError>().cloned()
 }
 
 /// The name the certificate is checked against: the MX name, or the address when the name is

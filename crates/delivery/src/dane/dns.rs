@@ -202,10 +202,14 @@ async fn tcp_exchange(
 fn judge(server: SocketAddr, msg: Message, rtype: RecordType) -> Result<Answer, QueryError> {
     let rcode = msg.response_code();
     if !matches!(rcode, ResponseCode::NoError | ResponseCode::NXDomain) {
-        return Err(QueryError::Failed {
-            server,
-            rcode: rcode.to_string(),
-        });
+        let rcode = match rcode {
+            // The mnemonics operators grep for (hickory's words are "Server Failure", …).
+            ResponseCode::ServFail => "SERVFAIL".to_string(),
+            ResponseCode::Refused => "REFUSED".to_string(),
+            ResponseCode::FormErr => "FORMERR".to_string(),
+            other => other.to_string(),
+        };
+        return Err(QueryError::Failed { server, rcode });
     }
     let records: Vec<&Record> = msg
         .answers()
