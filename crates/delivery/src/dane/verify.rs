@@ -113,11 +113,15 @@ impl DaneVerifier {
             let Ok(parsed) = EndEntityCert::try_from(cert) else {
                 continue;
             };
-            let selected = match record.selector {
-                Selector::Cert => cert.as_ref().to_vec(),
-                Selector::Spki => parsed.subject_public_key_info().as_ref().to_vec(),
+            let spki;
+            let selected: &[u8] = match record.selector {
+                Selector::Cert => cert.as_ref(),
+                Selector::Spki => {
+                    spki = parsed.subject_public_key_info();
+                    spki.as_ref()
+                }
             };
-            if record.matches(&selected) {
+            if record.matches(selected) {
                 if let Ok(anchor) = webpki::anchor_from_trusted_cert(cert) {
                     anchors.push(anchor.to_owned());
                 }

@@ -324,6 +324,11 @@ async fn net() -> Net {
         .add_tlsa("_25._tcp.mx.plain.test", 3, 1, 1, &[7; 32]);
     z.add_mx("bogus.test", 10, "mx.bogus.test")
         .set_bogus("bogus.test", true);
+    // An answer over the 1232-octet EDNS size: truncated over UDP, asked again over TCP.
+    let mut big = vec![0x30u8];
+    big.resize(2000, 0x55);
+    z.add_a("big.signed.test", lo)
+        .add_tlsa("_25._tcp.big.signed.test", 3, 1, 0, &big);
     let dns = DnsServer::start(SocketAddr::from((lo, 0)), z)
         .await
         .unwrap();
@@ -378,6 +383,11 @@ async fn host_lookups_follow_rfc_7672() {
     );
     assert_eq!(left, Duration::ZERO, "failures are not cached");
     assert_eq!(n.dane.tlsa_name("mx.x.test."), "_25._tcp.mx.x.test");
+    let (big, _) = n.dane.host("big.signed.test").await;
+    assert!(
+        matches!(&big, HostDane::Required(set) if set.records()[0].data.len() == 2000),
+        "{big:?}"
+    );
 }
 
 #[tokio::test]
