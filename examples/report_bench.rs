@@ -45,6 +45,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         tries: 1,
         tls: None,
         mta_sts: None,
+        dane: None,
         outcome: ok.clone(),
     });
     for p in 0..POSTS {

@@ -37,6 +37,7 @@ pub fn world_config(profiles: &[Profile], keep_messages: bool) -> WorldConfig {
             extra_mx: Vec::new(),
             profile: profile.clone(),
             starttls: false,
+            dane: Default::default(),
         });
     }
     cfg

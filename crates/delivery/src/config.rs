@@ -5,6 +5,7 @@
 //! for minutes per SMTP step); a slow lane may run with a second, longer `ClientConfig`.
 //! Durations are written in seconds in TOML (`connect_timeout_secs = 10`, fractions allowed).
 
+pub use crate::dane::config::DaneConfig;
 use crate::error::DeliveryError;
 pub use crate::mta_sts::config::MtaStsConfig;
 use crate::tls::TlsCache;
@@ -158,6 +159,9 @@ pub struct ClientConfig {
     pub tls_policy: Vec<TlsPolicyRule>,
     /// MTA-STS (RFC 8461): recipient domains' published TLS policies (`[delivery.mta_sts]`).
     pub mta_sts: MtaStsConfig,
+    /// DANE (RFC 7672): MX hosts' DNSSEC-signed TLSA records (`[delivery.dane]`, off by
+    /// default: it needs a validating resolver).
+    pub dane: DaneConfig,
     /// The rustls configuration, built once on first STARTTLS and shared by every connection
     /// made with this config. Leave it `Default`.
     #[serde(skip)]
@@ -177,6 +181,7 @@ impl Default for ClientConfig {
             tls_ca_file: None,
             tls_policy: Vec::new(),
             mta_sts: MtaStsConfig::default(),
+            dane: DaneConfig::default(),
             tls_cache: TlsCache::default(),
         }
     }
@@ -233,6 +238,7 @@ impl ClientConfig {
             return Err(invalid("client.port", "must not be 0"));
         }
         self.mta_sts.validate()?;
+        self.dane.validate()?;
         let timeouts = [
             ("client.connect_timeout_secs", self.connect_timeout),
             ("client.banner_timeout_secs", self.banner_timeout),

@@ -7,7 +7,8 @@
 //! reply size ([`crate::reply_reader`]).
 //!
 //! TLS policy ([`TlsMode`], per MX host from [`ClientConfig::tls_for`], made stricter by an
-//! enforced MTA-STS policy in [`Connection::connect_with`]): `Disabled` never sends STARTTLS;
+//! enforced MTA-STS policy in [`Connection::connect_with`], or required and authenticated by
+//! DANE TLSA records in [`Connection::connect_dane`]): `Disabled` never sends STARTTLS;
 //! `Opportunistic` uses it when offered, continues in plaintext when the server refuses it with a
 //! 4xx/5xx, and reconnects once in plaintext when the handshake itself fails; `Required` turns all
 //! of those into errors, and with `verify` so is a certificate that does not verify (checked
@@ -18,6 +19,7 @@
 //! so buffered octets there are a protocol error. The HELO name is validated by the config.
 
 use crate::config::{ClientConfig, TlsMode, TlsPolicy};
+use crate::dane::TlsaSet;
 use crate::error::{ProtocolError, SessionError, SessionErrorKind, Stage, TlsError};
 use crate::extensions::Extensions;
 use crate::reply_reader::{is_closed, ReadError, ReplyReader};
@@ -26,6 +28,7 @@ use crate::stream::Stream;
 use crate::tls::TlsInfo;
 use herald_types::{RcptOutcome, Reply};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -120,22 +123,51 @@ impl Connection {
         let policy = Policy {
             tls: policy,
             mta_sts: mta_sts_enforce,
+            dane: None,
         };
-        let first = Self::open(
-            addr,
-            mx_name,
-            cfg,
-            policy,
-            policy.tls.mode != TlsMode::Disabled,
-        )
-        .await;
+        Self::open_with_fallback(addr, mx_name, cfg, policy).await
+    }
+
+    /// Like [`Connection::connect`], for an MX host whose DANE TLSA records apply (RFC 7672):
+    /// TLS is required whatever the configured rules say, and the handshake succeeds only when
+    /// `tlsa` authenticates the server's certificate ([`crate::dane::DaneVerifier`]). Failures
+    /// name DANE ([`TlsError::Dane`]); there is no plaintext fallback. A `verify = true` rule
+    /// for the host still applies on top (the stricter applies).
+    pub async fn connect_dane(
+        addr: SocketAddr,
+        mx_name: &str,
+        cfg: &ClientConfig,
+        tlsa: Arc<TlsaSet>,
+    ) -> Result<Connection, SessionError> {
+        let required = TlsPolicy {
+            mode: TlsMode::Required,
+            verify: false,
+        };
+        let policy = Policy {
+            tls: cfg.tls_for(mx_name).stricter(required),
+            mta_sts: false,
+            dane: Some(tlsa),
+        };
+        Self::open_with_fallback(addr, mx_name, cfg, policy).await
+    }
+
+    /// Opens the session; under an opportunistic policy a failed handshake is retried once in
+    /// plaintext.
+    async fn open_with_fallback(
+        addr: SocketAddr,
+        mx_name: &str,
+        cfg: &ClientConfig,
+        policy: Policy,
+    ) -> Result<Connection, SessionError> {
+        let try_tls = policy.tls.mode != TlsMode::Disabled;
+        let first = Self::open(addr, mx_name, cfg, &policy, try_tls).await;
         match first {
             Err(e)
                 if policy.tls.mode == TlsMode::Opportunistic
                     && matches!(e.kind(), SessionErrorKind::Tls(TlsError::Handshake(_))) =>
             {
                 tracing::info!(host = mx_name, %addr, error = %e, "TLS handshake failed, retrying in plaintext");
-                Self::open(addr, mx_name, cfg, policy, false).await
+                Self::open(addr, mx_name, cfg, &policy, false).await
             }
             other => other,
         }
@@ -145,7 +177,7 @@ impl Connection {
         addr: SocketAddr,
         mx_name: &str,
         cfg: &ClientConfig,
-        policy: Policy,
+        policy: &Policy,
         try_tls: bool,
     ) -> Result<Connection, SessionError> {
         let fail = |stage, kind| SessionError::new(mx_name, addr, stage, kind);

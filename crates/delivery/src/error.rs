@@ -98,6 +98,14 @@ pub enum TlsError {
     /// The recipient domain's MTA-STS policy (`enforce`) demanded what failed.
     #[error("MTA-STS policy requires verified TLS: {0}")]
     MtaSts(#[source] Box<TlsError>),
+    /// The handshake failed because the MX host's TLSA records do not authenticate its
+    /// certificate (said plainly, instead of rustls's nested error).
+    #[error("{0}")]
+    NotAuthenticated(crate::dane::DaneError),
+    /// The MX host's DANE TLSA records demanded what failed: TLS, and a certificate they
+    /// authenticate (RFC 7672).
+    #[error("DANE TLSA records require authenticated TLS: {0}")]
+    Dane(#[source] Box<TlsError>),
 }
 
 /// What went wrong in a session.
@@ -196,10 +204,11 @@ impl SessionError {
     /// the host in host health: unreachable, hung, broken or refusing sessions. A 421 in the
     /// middle of a transaction (typically a per-session limit) is not: the host answers. Nor is
     /// a host falling short of one recipient domain's MTA-STS policy: it may serve other domains
-    /// well, and marking it down would hold their mail too.
+    /// well, and marking it down would hold their mail too. The same holds for DANE: domains
+    /// whose MX answers are not signed still reach the host without it.
     pub fn is_host_problem(&self) -> bool {
         match self.kind() {
-            SessionErrorKind::Tls(TlsError::MtaSts(_)) => false,
+            SessionErrorKind::Tls(TlsError::MtaSts(_) | TlsError::Dane(_)) => false,
             SessionErrorKind::Rejected(_) => matches!(
                 self.stage(),
                 Stage::Banner | Stage::Ehlo | Stage::Helo | Stage::StartTls

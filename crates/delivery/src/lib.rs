@@ -16,6 +16,9 @@
 //!   so that a copy on an open connection costs one round trip plus its body.
 //! * [`MtaSts`] (module [`mta_sts`]) discovers and caches recipient domains' MTA-STS policies
 //!   (RFC 8461); [`mta_sts::apply`] turns one into the hosts to use and the TLS they must offer.
+//! * [`Dane`] (module [`dane`], opt-in) looks up DNSSEC-signed TLSA records of MX hosts
+//!   (RFC 7672); [`dane::apply`] marks the hosts whose TLS those records must authenticate, and
+//!   [`Connection::connect_dane`] checks them in the handshake.
 //!
 //! Invariants:
 //! * No call can hold a worker longer than its configured timeout: every reply has a deadline for
@@ -26,13 +29,15 @@
 //!   [`SessionError::synthetic_reply`], [`ResolveError::is_permanent`]); nothing matches strings.
 //!
 //! SECURITY: everything read from DNS, from SMTP servers and from MTA-STS policy hosts is hostile
-//! input. Reply lines are bounded in length and count, control characters are replaced before
+//! input (DANE trusts only answers the configured validating resolver marked authentic).
+//! Reply lines are bounded in length and count, control characters are replaced before
 //! replies reach logs, no plaintext read-ahead is carried across STARTTLS, addresses are checked
 //! for CR/LF before they are written into command lines, and policy responses are bounded and
 //! parsed strictly (see [`mta_sts`]).
 
 pub mod config;
 pub mod connection;
+pub mod dane;
 pub mod error;
 pub mod extensions;
 pub mod mta_sts;
@@ -45,6 +50,7 @@ pub mod transaction;
 
 pub use config::{ClientConfig, MtaStsConfig, ResolverConfig, TlsMode, TlsPolicy, TlsPolicyRule};
 pub use connection::{Connection, ConnectionTimings, OutgoingCopy};
+pub use dane::{Dane, DaneConfig, DaneRoute, HostDane, MxSecurity, TlsaSet};
 pub use error::{DeliveryError, ProtocolError, SessionError, SessionErrorKind, Stage, TlsError};
 pub use extensions::Extensions;
 pub use mta_sts::{MtaSts, StsLookup, StsRoute};

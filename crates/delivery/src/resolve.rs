@@ -26,6 +26,7 @@
 //! at internal addresses — a network-level egress policy is the place to stop that.
 
 use crate::config::ResolverConfig;
+use crate::dane::dns::SecureDns;
 use crate::error::DeliveryError;
 use herald_types::{EnhancedStatus, Reply};
 use hickory_resolver::config::{
@@ -39,7 +40,7 @@ use hickory_resolver::proto::ProtoErrorKind;
 use hickory_resolver::{Name, TokioResolver};
 use std::collections::HashSet;
 use std::hash::BuildHasher;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use tokio::task::JoinSet;
 
@@ -113,6 +114,9 @@ pub(crate) enum Failure {
 #[derive(Debug, Clone)]
 pub struct MxResolver {
     pub(crate) resolver: TokioResolver,
+    /// The same nameservers and limits, for DANE's DNSSEC-aware queries (which need the AD
+    /// bit that hickory-resolver does not show).
+    secure: SecureDns,
 }
 
 impl MxResolver {
@@ -136,11 +140,27 @@ impl MxResolver {
         opts.timeout = Duration::from_millis(cfg.timeout_ms);
         // hickory's `attempts` counts retries after the first try; ours counts tries.
         opts.attempts = cfg.attempts.saturating_sub(1);
+        let mut nameservers: Vec<SocketAddr> = Vec::new();
+        for ns in config.name_servers() {
+            if !nameservers.contains(&ns.socket_addr) {
+                nameservers.push(ns.socket_addr);
+            }
+        }
+        let secure = SecureDns {
+            nameservers,
+            timeout: opts.timeout,
+            attempts: cfg.attempts,
+        };
         let resolver =
             TokioResolver::builder_with_config(config, TokioConnectionProvider::default())
                 .with_options(opts)
                 .build();
-        Ok(MxResolver { resolver })
+        Ok(MxResolver { resolver, secure })
+    }
+
+    /// Where DANE sends its DNSSEC-aware queries: the nameservers this resolver uses.
+    pub(crate) fn secure_dns(&self) -> SecureDns {
+        self.secure.clone()
     }
 
     /// The hosts to try for `domain`, best first. See the module docs for the rules.

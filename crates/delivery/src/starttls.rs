@@ -5,10 +5,12 @@
 //! SECURITY: after the `220` to STARTTLS nothing may be buffered (plaintext injected ahead of the
 //! handshake would otherwise be read as if it came over TLS), so buffered octets there are a
 //! protocol error. Under a `verify` policy the certificate is checked right after the handshake,
-//! before the second EHLO, so nothing of the session goes to an unverified peer.
+//! before the second EHLO, so nothing of the session goes to an unverified peer; under DANE it
+//! is checked in the handshake itself (`crate::dane::verify`).
 
 use crate::config::{ClientConfig, TlsMode, TlsPolicy};
 use crate::connection::{exchange, hello};
+use crate::dane::TlsaSet;
 use crate::error::{ProtocolError, SessionError, SessionErrorKind, Stage, TlsError};
 use crate::extensions::Extensions;
 use crate::reply_reader::ReplyReader;
@@ -16,6 +18,7 @@ use crate::stream::Stream;
 use crate::tls::TlsInfo;
 use herald_types::Reply;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -28,18 +31,22 @@ enum StartTls {
     Refused(TcpStream, Reply),
 }
 
-/// The TLS policy of one connection and whether MTA-STS is behind it.
-#[derive(Debug, Clone, Copy)]
+/// The TLS policy of one connection and whether MTA-STS or DANE is behind it.
+#[derive(Debug, Clone)]
 pub(crate) struct Policy {
     pub tls: TlsPolicy,
     pub mta_sts: bool,
+    /// The MX host's usable DANE TLSA records: the handshake must be authenticated by them.
+    pub dane: Option<Arc<TlsaSet>>,
 }
 
 impl Policy {
-    /// TLS failures under an enforced MTA-STS policy say so (the operator reading the deferral
-    /// needs to know the recipient domain asked for it).
-    pub fn attribute(self, e: SessionError) -> SessionError {
-        if self.mta_sts {
+    /// TLS failures under DANE or an enforced MTA-STS policy say so (the operator reading the
+    /// deferral needs to know the recipient's DNS asked for it).
+    pub fn attribute(&self, e: SessionError) -> SessionError {
+        if self.dane.is_some() {
+            e.map_tls(|t| TlsError::Dane(Box::new(t)))
+        } else if self.mta_sts {
             e.map_tls(|t| TlsError::MtaSts(Box::new(t)))
         } else {
             e
@@ -67,10 +74,11 @@ pub(crate) async fn secure(
     mx_name: &str,
     addr: SocketAddr,
     cfg: &ClientConfig,
-    policy: Policy,
+    policy: &Policy,
     try_tls: bool,
 ) -> Result<Secured, SessionError> {
     let fail = |stage, kind| SessionError::new(mx_name, addr, stage, kind);
+    let dane = policy.dane.clone();
     let policy = policy.tls;
     let plain = |tcp, ext| Secured {
         stream: Stream::Plain(tcp),
@@ -86,7 +94,7 @@ pub(crate) async fn secure(
         return Ok(plain(tcp, ext));
     }
     let tls_start = Instant::now();
-    match start_tls(tcp, reader, mx_name, addr, cfg).await? {
+    match start_tls(tcp, reader, mx_name, addr, cfg, dane).await? {
         StartTls::Upgraded(_, info) if policy.verify && !info.verified => {
             let why = info.verify_error.unwrap_or_else(|| "not verified".into());
             Err(fail(Stage::StartTls, TlsError::NotVerified(why).into()))
@@ -118,6 +126,7 @@ async fn start_tls(
     mx_name: &str,
     addr: SocketAddr,
     cfg: &ClientConfig,
+    dane: Option<Arc<TlsaSet>>,
 ) -> Result<StartTls, SessionError> {
     let fail = |stage, kind| SessionError::new(mx_name, addr, stage, kind);
     let reply = exchange(&mut tcp, reader, b"STARTTLS\r\n", cfg.command_timeout)
@@ -136,7 +145,12 @@ async fn start_tls(
         .tls_cache
         .get(cfg.tls_ca_file.as_deref())
         .map_err(|e| fail(Stage::TlsHandshake, e.into()))?;
-    let handshake = ctx.handshake(tcp, mx_name, addr);
+    let handshake = async {
+        match dane {
+            Some(tlsa) => ctx.handshake_dane(tcp, mx_name, addr, tlsa).await,
+            None => ctx.handshake(tcp, mx_name, addr).await,
+        }
+    };
     match tokio::time::timeout(cfg.command_timeout, handshake).await {
         Err(_elapsed) => Err(fail(Stage::TlsHandshake, SessionErrorKind::Timeout)),
         Ok(Err(e)) => Err(fail(Stage::TlsHandshake, e.into())),

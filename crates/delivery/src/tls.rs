@@ -6,7 +6,9 @@
 //! bound to the certificate presented), and *afterwards* the chain is checked against trust
 //! anchors only to record, in [`TlsInfo::verified`], whether it would have verified. Policy that
 //! demands verification (a `verify` rule, MTA-STS `enforce`) acts on that record before anything
-//! is sent (`connection.rs`). The MTA-STS policy fetch, which is HTTPS and must verify, uses
+//! is sent (`connection.rs`). A host whose DANE TLSA records apply is different: its
+//! handshake runs with [`crate::dane::DaneVerifier`], so an unauthenticated server fails the
+//! handshake itself ([`TlsContext::handshake_dane`]). The MTA-STS policy fetch, which is HTTPS and must verify, uses
 //! [`verifying_config`] instead.
 //!
 //! The rustls configuration and the trust anchors are built once per [`crate::ClientConfig`]
@@ -15,6 +17,7 @@
 //! SECURITY: the server's certificate and handshake are hostile input, handled by rustls.
 //! Plaintext read-ahead is never carried into the TLS session (checked by the caller).
 
+use crate::dane::{DaneError, DaneVerifier, TlsaSet};
 use crate::error::TlsError;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
@@ -48,6 +51,9 @@ pub struct TlsInfo {
     pub verified: bool,
     /// Why it did not verify (or why it could not be checked).
     pub verify_error: Option<String>,
+    /// True when the host's DANE TLSA records authenticated the certificate in the handshake
+    /// (independent of `verified`: a DANE-EE certificate is often self-signed).
+    pub dane: bool,
 }
 
 /// The built TLS client state shared by every connection of one [`crate::ClientConfig`].
@@ -56,6 +62,8 @@ pub struct TlsCache(Arc<OnceLock<Arc<TlsContext>>>);
 
 pub(crate) struct TlsContext {
     connector: TlsConnector,
+    /// For DANE sessions, which need a verifier per host (its TLSA records).
+    provider: Arc<rustls::crypto::CryptoProvider>,
     /// None when no trust anchors could be loaded; the reason is in `no_verifier`.
     verifier: Option<Arc<WebPkiServerVerifier>>,
     no_verifier: String,
@@ -93,15 +101,17 @@ impl TlsContext {
             .with_custom_certificate_verifier(accept_any)
             .with_no_client_auth();
         let (verifier, no_verifier) = match load_roots(ca_file) {
-            Ok(roots) => match WebPkiServerVerifier::builder_with_provider(roots, provider).build()
-            {
-                Ok(v) => (Some(v), String::new()),
-                Err(e) => (None, format!("trust anchors unusable: {e}")),
-            },
+            Ok(roots) => {
+                match WebPkiServerVerifier::builder_with_provider(roots, provider.clone()).build() {
+                    Ok(v) => (Some(v), String::new()),
+                    Err(e) => (None, format!("trust anchors unusable: {e}")),
+                }
+            }
             Err(why) => (None, why),
         };
         Ok(TlsContext {
             connector: TlsConnector::from(Arc::new(config)),
+            provider,
             verifier,
             no_verifier,
         })
@@ -121,6 +131,38 @@ impl TlsContext {
             .await
             .map_err(TlsError::Handshake)?;
         let info = self.describe(&stream, &name);
+        Ok((stream, info))
+    }
+
+    /// Runs the handshake with `mx_name`'s DANE TLSA records as the only authority: a server
+    /// they do not authenticate fails the handshake. The rustls configuration is built per
+    /// call (it holds the records); that costs microseconds against a handshake's milliseconds.
+    pub(crate) async fn handshake_dane(
+        &self,
+        tcp: TcpStream,
+        mx_name: &str,
+        addr: SocketAddr,
+        tlsa: Arc<TlsaSet>,
+    ) -> Result<(TlsStream<TcpStream>, TlsInfo), TlsError> {
+        let verifier = DaneVerifier::new(tlsa, self.provider.signature_verification_algorithms);
+        let config = rustls::ClientConfig::builder_with_provider(self.provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(TlsError::Config)?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        // RFC 7672 §8.1: SNI names the TLSA base domain, the MX host (rustls sends it for a
+        // DNS name).
+        let name = server_name(mx_name, addr);
+        let stream = TlsConnector::from(Arc::new(config))
+            .connect(name.clone(), tcp)
+            .await
+            .map_err(|e| match dane_error(&e) {
+                Some(d) => TlsError::NotAuthenticated(d),
+                None => TlsError::Handshake(e),
+            })?;
+        let mut info = self.describe(&stream, &name);
+        info.dane = true;
         Ok((stream, info))
     }
 
@@ -148,8 +190,20 @@ impl TlsContext {
             cipher,
             verified: verdict.is_ok(),
             verify_error: verdict.err(),
+            dane: false,
         }
     }
+}
+
+/// The verifier's own error inside a failed handshake (tokio-rustls wraps the rustls error in
+/// an `io::Error`), when that is why it failed.
+fn dane_error(e: &std::io::Error) -> Option<DaneError> {
+    let rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other)) =
+        e.get_ref()?.downcast_ref::<rustls::Error>()?
+    else {
+        return None;
+    };
+    other.0.downcast_ref::<DaneError>().cloned()
 }
 
 /// The name the certificate is checked against: the MX name, or the address when the name is

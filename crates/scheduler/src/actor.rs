@@ -20,13 +20,13 @@
 use crate::health::{HealthConfig, HostHealth, HostKey};
 use crate::job::Job;
 use crate::queue::{Destination, QueueSnapshot, SnapshotRequest};
-use crate::report::{OutcomeReport, Report};
+use crate::report::{OutcomeReport, PolicyNotes, Report};
 use crate::shaping::Budget;
 use crate::stragglers::Stragglers;
 use crate::worker::WorkerCtx;
 use crate::SchedulerConfig;
 use herald_delivery::ConnectionTimings;
-use herald_telemetry::{Event, LaneKind, MtaStsNote, SchedulerEvent};
+use herald_telemetry::{Event, LaneKind, SchedulerEvent};
 use herald_types::{EnhancedStatus, RcptOutcome, Reply};
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
@@ -97,6 +97,8 @@ pub enum Ctrl {
         dest: Arc<str>,
         failed: Vec<HostFailure>,
         error: Reply,
+        /// Some attempt failed because DANE demanded what the host did not give.
+        dane_failed: bool,
     },
     BatchDone(Box<BatchDone>),
     WorkerExit {
@@ -253,7 +255,11 @@ impl Actor {
                 dest,
                 failed,
                 error,
-            } => self.on_connect_failed(dest, failed, error).await,
+                dane_failed,
+            } => {
+                self.on_connect_failed(dest, failed, error, dane_failed)
+                    .await
+            }
             Ctrl::BatchDone(b) => self.on_batch_done(*b).await,
             Ctrl::WorkerExit { dest, lane } => {
                 self.release_worker(&dest, lane);
@@ -397,12 +403,13 @@ impl Actor {
         }
     }
 
-    /// Reports a deferral decided without a connection (DNS, MTA-STS, a failed connect), with
-    /// the MTA-STS note of the destination, if any.
-    pub(crate) async fn report_deferred(&self, job: &Job, reply: &Reply, sts: Option<MtaStsNote>) {
+    /// Reports a deferral decided without a connection (DNS, MTA-STS, DANE, a failed connect),
+    /// with the policy notes that apply, if any.
+    pub(crate) async fn report_deferred(&self, job: &Job, reply: &Reply, notes: PolicyNotes) {
         let mut report =
             OutcomeReport::new(job, RcptOutcome::Deferred(reply.clone()), "none".into(), 0);
-        report.mta_sts = sts;
+        report.mta_sts = notes.mta_sts;
+        report.dane = notes.dane;
         let _ = self
             .ctx
             .reports

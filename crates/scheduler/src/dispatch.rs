@@ -197,6 +197,7 @@ impl Actor {
             targets,
             max_messages: budget.messages_per_connection,
             sts: d.sts.clone(),
+            dane: d.dane.clone(),
         };
         d.connecting += 1;
         match lane {

@@ -40,7 +40,7 @@ pub use queue::{DestinationView, HostView, QueueSnapshot, SnapshotRequest, Strag
 pub use report::{FailedCopy, FAILED_COPY_CAPACITY};
 pub use shaping::ShapingRule;
 
-use herald_delivery::{ClientConfig, MtaSts, MxResolver};
+use herald_delivery::{ClientConfig, Dane, MtaSts, MxResolver};
 use herald_directory::Directory;
 use herald_fanout::ListContext;
 use herald_spool::{PostKind, RecoveredPost, Spool, SpooledPost};
@@ -85,8 +85,9 @@ pub struct SchedulerConfig {
     pub resolve_concurrency: usize,
     /// A domain that does not exist is remembered this long.
     pub dns_negative_cache_secs: u64,
-    /// A routed domain is resolved again this often (its MX hosts and its MTA-STS policy, which
-    /// also makes the route expire no later than the policy does), so changes reach the queue.
+    /// A routed domain is resolved again this often (its MX hosts, its MTA-STS policy and its
+    /// DANE TLSA answers, which also make the route expire no later than the policy or the
+    /// answers do), so changes reach the queue.
     pub route_refresh_secs: u64,
     /// Scheduler housekeeping interval (retry promotion, idle connections).
     pub tick_ms: u64,
@@ -276,11 +277,18 @@ impl Scheduler {
                 deps.mta_sts_path,
             ))
         });
+        // DANE looks up TLSA records for the delivery port (`_25._tcp` on the Internet).
+        let dane = deps
+            .client
+            .dane
+            .enabled
+            .then(|| Dane::new(&deps.client.dane, &deps.resolver, deps.client.port));
         let worker_ctx = Arc::new(worker::WorkerCtx {
             slow_client: Arc::new(cfg.slow_client(&deps.client)),
             client: Arc::new(deps.client),
             resolver: deps.resolver,
             mta_sts,
+            dane,
             ctrl: ctrl_tx.clone(),
             reports: report_tx.clone(),
             telemetry: deps.telemetry.clone(),

@@ -12,8 +12,9 @@ use crate::classify::implied_interval;
 use crate::health::HostKey;
 use crate::job::Job;
 use crate::queue::Waiting;
+use crate::report::PolicyNotes;
 use herald_delivery::ConnectionTimings;
-use herald_telemetry::{DeferralKind, LaneKind, MtaStsNote, SchedulerEvent};
+use herald_telemetry::{DaneNote, DeferralKind, LaneKind, MtaStsNote, SchedulerEvent};
 use herald_types::Reply;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -87,6 +88,7 @@ impl Actor {
         dest: Arc<str>,
         failed: Vec<HostFailure>,
         error: Reply,
+        dane_failed: bool,
     ) {
         self.record_failures(&dest, &failed);
         let Some(d) = self.dests.get_mut(&dest) else {
@@ -111,14 +113,18 @@ impl Actor {
         } else {
             DeferralKind::HostDown
         };
-        // A failed connection under an enforced policy is MTA-STS at work (or at least in play).
-        let note = d
-            .sts
-            .as_ref()
-            .filter(|r| r.mode == herald_delivery::mta_sts::Mode::Enforce)
-            .map(|_| MtaStsNote::Enforce);
+        // A failed connection under an enforced policy is MTA-STS at work (or at least in play);
+        // DANE is named only when it was why (a refused connection is not DANE's result).
+        let notes = PolicyNotes {
+            mta_sts: d
+                .sts
+                .as_ref()
+                .filter(|r| r.mode == herald_delivery::mta_sts::Mode::Enforce)
+                .map(|_| MtaStsNote::Enforce),
+            dane: dane_failed.then_some(DaneNote::Failed),
+        };
         for job in &jobs {
-            self.report_deferred(job, &error, note).await;
+            self.report_deferred(job, &error, notes).await;
         }
         let jobs = jobs
             .into_iter()

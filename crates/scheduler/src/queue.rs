@@ -1,6 +1,6 @@
 //! Per-destination queues. A destination is the set of MX hosts that serves one or more recipient
-//! domains (keyed by the sorted MX host names, plus the MTA-STS requirements when a domain's
-//! policy applies: `actor/routes.rs`), so every domain hosted at one provider shares one queue;
+//! domains (keyed by the sorted MX host names, plus the MTA-STS and DANE requirements when they
+//! apply: `actor/routes.rs`), so every domain hosted at one provider shares one queue;
 //! pending copies of every post for it are one entry (stragglers are coalesced).
 //!
 //! Each destination has two lanes: `fast` (first attempts) and the slow lane (`slow` ready
@@ -12,7 +12,7 @@
 //! Owned by the scheduler actor alone: no locks. Workers get batches through the actor.
 
 use crate::job::Job;
-use herald_delivery::{MxHost, StsRoute};
+use herald_delivery::{DaneRoute, MxHost, StsRoute};
 use herald_telemetry::{DeferralKind, LaneKind};
 use herald_types::PostId;
 use serde::Serialize;
@@ -157,6 +157,10 @@ pub struct Destination {
     pub budget: Arc<str>,
     /// What the MTA-STS policy of the domains routed here requires (None: no policy applies).
     pub sts: Option<Arc<StsRoute>>,
+    /// What DANE requires of the hosts (None: DANE is off). Replaced on each resolution of a
+    /// domain routed here: TLSA records belong to the hosts, so the newest answer is right for
+    /// every domain that shares them (the key keeps apart domains whose MX answers differ).
+    pub dane: Option<Arc<DaneRoute>>,
     pub fast: ReadyQueue,
     pub slow: ReadyQueue,
     pub waiting: BinaryHeap<Waiting>,
@@ -182,6 +186,7 @@ impl Destination {
             hosts,
             budget,
             sts: None,
+            dane: None,
             fast: ReadyQueue::default(),
             slow: ReadyQueue::default(),
             waiting: BinaryHeap::new(),

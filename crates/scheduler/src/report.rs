@@ -4,7 +4,7 @@
 
 use crate::job::Job;
 use herald_spool::{FinalState, Spool};
-use herald_telemetry::{Attempt, Event, MtaStsNote, StageId, Telemetry};
+use herald_telemetry::{Attempt, DaneNote, Event, MtaStsNote, StageId, Telemetry};
 use herald_types::{Address, ListId, MemberId, PostId, RcptOutcome, Reply};
 use std::collections::HashMap;
 use tokio::sync::mpsc;
@@ -43,6 +43,8 @@ pub struct OutcomeReport {
     pub tls: Option<String>,
     /// How the recipient domain's MTA-STS policy applied (`mta-sts=` in the log).
     pub mta_sts: Option<MtaStsNote>,
+    /// What DANE concluded (`dane=` in the log).
+    pub dane: Option<DaneNote>,
     /// When the report was made: the report loop measures how long it waited in the channel.
     pub queued_at: std::time::Instant,
 }
@@ -62,9 +64,17 @@ impl OutcomeReport {
             outcome,
             tls: None,
             mta_sts: None,
+            dane: None,
             queued_at: std::time::Instant::now(),
         }
     }
+}
+
+/// How a recipient domain's TLS policies applied to an attempt (`mta-sts=`, `dane=`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PolicyNotes {
+    pub mta_sts: Option<MtaStsNote>,
+    pub dane: Option<DaneNote>,
 }
 
 /// What stages tell the report loop.
@@ -199,6 +209,7 @@ impl Book {
             tries: o.tries,
             tls: o.tls,
             mta_sts: o.mta_sts,
+            dane: o.dane,
             outcome: o.outcome,
         })));
         post

@@ -200,7 +200,7 @@ mod bench {
                     preference: 10,
                     addrs: vec![],
                 }];
-                actor.destination_for(hosts, None)
+                actor.destination_for(hosts, None, None)
             })
             .collect();
         let now = std::time::Instant::now() + Duration::from_secs(3600);

@@ -18,11 +18,11 @@ use crate::job::Job;
 use crate::report::{OutcomeReport, Report};
 use herald_delivery::mta_sts::Mode;
 use herald_delivery::{
-    ClientConfig, Connection, MtaSts, MxResolver, OutgoingCopy, SessionError, SessionErrorKind,
-    Stage, StsRoute,
+    ClientConfig, Connection, Dane, DaneRoute, HostDane, MtaSts, MxResolver, OutgoingCopy,
+    SessionError, SessionErrorKind, Stage, StsRoute, TlsError,
 };
 use herald_fanout::Stamp;
-use herald_telemetry::{DeferralKind, LaneKind, MtaStsNote, Telemetry};
+use herald_telemetry::{DaneNote, DeferralKind, LaneKind, MtaStsNote, Telemetry};
 use herald_types::{EnhancedStatus, RcptOutcome, Reply};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -38,6 +38,8 @@ pub struct WorkerCtx {
     pub resolver: Arc<MxResolver>,
     /// MTA-STS policy discovery (None: `delivery.mta_sts.enabled = false`).
     pub mta_sts: Option<Arc<MtaSts>>,
+    /// DANE TLSA lookups (None: `delivery.dane.enabled = false`, the default).
+    pub dane: Option<Dane>,
     pub ctrl: mpsc::Sender<Ctrl>,
     pub reports: mpsc::Sender<Report>,
     pub telemetry: Telemetry,
@@ -52,6 +54,8 @@ pub struct WorkerPlan {
     pub max_messages: usize,
     /// The MTA-STS requirements of the destination's domains, if a policy applies.
     pub sts: Option<Arc<StsRoute>>,
+    /// What DANE requires of each host (None: DANE is off).
+    pub dane: Option<Arc<DaneRoute>>,
 }
 
 /// Runs one worker to completion. Always tells the actor how it ended.
@@ -62,21 +66,28 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
         targets,
         max_messages,
         sts,
+        dane,
     } = plan;
     let cfg = match lane {
         LaneKind::Fast => ctx.client.clone(),
         LaneKind::Slow => ctx.slow_client.clone(),
     };
     let enforce = sts.as_ref().is_some_and(|r| r.mode == Mode::Enforce);
-    let (mut conn, host, failed) = match connect_any(&targets, &cfg, enforce).await {
+    let (mut conn, host, failed) = match connect_any(&targets, &cfg, enforce, dane.as_deref()).await
+    {
         Ok(c) => c,
-        Err((failed, error)) => {
+        Err(ConnectFailure {
+            failed,
+            reply,
+            dane_failed,
+        }) => {
             let _ = ctx
                 .ctrl
                 .send(Ctrl::ConnectFailed {
                     dest: dest.clone(),
                     failed,
-                    error,
+                    error: reply,
+                    dane_failed,
                 })
                 .await;
             let _ = ctx.ctrl.send(Ctrl::WorkerExit { dest, lane }).await;
@@ -94,6 +105,7 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
     let relay = format!("{}[{}]:{}", host.name, host.addr, cfg.port);
     let tls = tls_summary(conn.tls_info());
     let mta_sts = sts_note(sts.as_deref(), &dest, &host, conn.tls_info());
+    let dane = dane.as_deref().map(|r| dane_note(r, &host.name));
     let gauges = ctx.telemetry.gauges();
     gauges.connections_open.fetch_add(1, Relaxed);
     let mut bufs: Vec<Vec<u8>> = Vec::new();
@@ -118,6 +130,7 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
             relay: &relay,
             tls: &tls,
             mta_sts,
+            dane,
             host: &host,
             dest: &dest,
         };
@@ -171,24 +184,53 @@ fn sts_note(
     Some(MtaStsNote::TestingFailed)
 }
 
-/// Tries each planned target in order; the first that answers wins. On failure, every attempt
-/// with its classification and the reply recorded for the destination's copies. `enforce`: the
-/// domains' MTA-STS policy is enforced (verified TLS or nothing).
+/// What DANE concluded for a connection to `host` that succeeded: a host with usable records
+/// was authenticated by them (`connect_dane` refuses anything else).
+fn dane_note(route: &DaneRoute, host: &str) -> DaneNote {
+    match route.host(host) {
+        HostDane::Required(_) => DaneNote::Verified,
+        HostDane::NoRecords => DaneNote::None,
+        HostDane::Insecure => DaneNote::Insecure,
+        // Not kept in a route; named for totality.
+        HostDane::Failed(_) => DaneNote::Failed,
+    }
+}
+
+/// Why no planned target could be used.
+struct ConnectFailure {
+    /// Every attempt with its classification.
+    failed: Vec<HostFailure>,
+    /// The reply recorded for the destination's copies (the last attempt's).
+    reply: Reply,
+    /// Some attempt failed because of DANE (`dane=failed` for the copies).
+    dane_failed: bool,
+}
+
+/// Tries each planned target in order; the first that answers wins. `enforce`: the domains'
+/// MTA-STS policy is enforced (verified TLS or nothing); `dane`: hosts with usable TLSA records
+/// are reached with DANE-authenticated TLS or not at all.
 async fn connect_any(
     targets: &[Target],
     cfg: &ClientConfig,
     enforce: bool,
-) -> Result<(Connection, HostKey, Vec<HostFailure>), (Vec<HostFailure>, Reply)> {
+    dane: Option<&DaneRoute>,
+) -> Result<(Connection, HostKey, Vec<HostFailure>), ConnectFailure> {
     let mut failed = Vec::new();
+    let mut dane_failed = false;
     let mut last = Reply::new(
         451,
         Some(EnhancedStatus::new(4, 4, 1)),
         "no MX host is reachable now",
     );
     for t in targets {
-        match Connection::connect_with(t.addr, &t.key.name, cfg, enforce).await {
+        let attempt = match dane.and_then(|r| r.tlsa_for(&t.key.name)) {
+            Some(tlsa) => Connection::connect_dane(t.addr, &t.key.name, cfg, tlsa).await,
+            None => Connection::connect_with(t.addr, &t.key.name, cfg, enforce).await,
+        };
+        match attempt {
             Ok(conn) => return Ok((conn, t.key.clone(), failed)),
             Err(e) => {
+                dane_failed |= matches!(e.kind(), SessionErrorKind::Tls(TlsError::Dane(_)));
                 last = e.synthetic_reply();
                 tracing::debug!(host = %t.key.name, addr = %t.key.addr, probe = t.probe, error = %e, "connect failed");
                 failed.push(HostFailure {
@@ -199,7 +241,11 @@ async fn connect_any(
             }
         }
     }
-    Err((failed, last))
+    Err(ConnectFailure {
+        failed,
+        reply: last,
+        dane_failed,
+    })
 }
 
 /// A copy's DKIM or ARC step for `Metrics::count_copy_auth`.
@@ -234,6 +280,8 @@ struct Batch<'a> {
     tls: &'a str,
     /// How MTA-STS applied (see [`sts_note`]).
     mta_sts: Option<MtaStsNote>,
+    /// What DANE concluded (see [`dane_note`]).
+    dane: Option<DaneNote>,
     host: &'a HostKey,
     dest: &'a Arc<str>,
 }
@@ -319,6 +367,7 @@ impl Batch<'_> {
             let mut report = OutcomeReport::new(&job, outcome, self.relay.to_string(), xdelay_ms);
             report.tls = Some(self.tls.to_string());
             report.mta_sts = self.mta_sts;
+            report.dane = self.dane;
             let _ = ctx.reports.send(Report::Outcome(Box::new(report))).await;
             if !is_final {
                 done.deferred.push(job);
@@ -353,6 +402,7 @@ pub(crate) fn test_ctx(ctrl: mpsc::Sender<Ctrl>, reports: mpsc::Sender<Report>) 
         slow_client: Arc::new(ClientConfig::default()),
         resolver: Arc::new(resolver),
         mta_sts: None,
+        dane: None,
         ctrl,
         reports,
         telemetry: Telemetry::disabled_log(),

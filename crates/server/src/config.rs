@@ -557,6 +557,14 @@ mod tests {
         assert!(e.contains("enable"), "unknown MTA-STS key refused: {e}");
         let e = Config::parse("[delivery.mta_sts]\nhttps_port = 0\n").unwrap_err();
         assert!(e.contains("delivery.mta_sts.https_port"), "{e}");
+        let e = Config::parse("[delivery.dane]\nenable = true\n").unwrap_err();
+        assert!(e.contains("enable"), "unknown DANE key refused: {e}");
+        let e = Config::parse("[delivery.dane]\ncache_max_hosts = 0\n").unwrap_err();
+        assert!(e.contains("delivery.dane.cache_max_hosts"), "{e}");
+        let e = Config::parse("[delivery.dane]\nenabled = \"yes\"\n").unwrap_err();
+        assert!(e.contains("enabled"), "{e}");
+        let c = Config::parse("[delivery.dane]\nenabled = true\n").expect("valid");
+        assert!(c.delivery.dane.enabled);
     }
 
     #[test]
@@ -574,6 +582,8 @@ mod tests {
         assert_eq!(c.client_config().helo_name, "herald.localhost");
         assert!(c.tls.cert_file.is_none() && c.listen.submissions.is_none());
         assert_eq!(c.delivery.mta_sts, d.delivery.mta_sts);
+        assert_eq!(c.delivery.dane, d.delivery.dane);
+        assert!(!c.delivery.dane.enabled, "DANE is opt-in");
         assert_eq!(
             c.scheduler.route_refresh_secs,
             d.scheduler.route_refresh_secs

@@ -135,6 +135,7 @@ fn sink_world(mime_every: u32) -> WorldConfig {
         extra_mx: vec![],
         profile: Profile::Normal,
         starttls: false,
+        dane: Default::default(),
     });
     cfg
 }

@@ -5,7 +5,9 @@
 //! [`dns::DnsServer`] and delivers to the receivers a [`World`] starts; the world's
 //! [`Recorder`] says what arrived, when, and whether anything arrived twice.
 //!
-//! - [`dns`]: an authoritative DNS server (UDP and TCP) for a [`dns::Zone`] built in code.
+//! - [`dns`]: an authoritative DNS server (UDP and TCP) for a [`dns::Zone`] built in code; it
+//!   can also play a validating resolver for DANE (AD on signed names, SERVFAIL on bogus ones)
+//!   and serve TLSA records.
 //! - [`config`]: [`WorldConfig`], the TOML description of a world (domains, MX hosts, behaviour
 //!   profiles), and [`GenSpec`] to generate large Zipf-shaped worlds deterministically.
 //! - [`receiver`]: fast SMTP receivers with one behaviour profile per domain (normal, slow,
@@ -54,8 +56,8 @@ pub mod report;
 pub mod world;
 
 pub use config::{
-    DomainConfig, Expectation, ExtraMx, GenSpec, HostSpec, Profile, ProfileFractions,
-    ReceiverSettings, WorldConfig,
+    DaneSpec, Dnssec, DomainConfig, Expectation, ExtraMx, GenSpec, HostSpec, Profile,
+    ProfileFractions, ReceiverSettings, TlsaData, TlsaSpec, WorldConfig,
 };
 pub use dns::{DnsServer, Zone};
 pub use error::{ConfigError, SimError};

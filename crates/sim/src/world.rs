@@ -1,7 +1,9 @@
 //! [`World`]: starts the DNS server and the receivers of a [`WorldConfig`], and stops them.
 //!
 //! The zone is derived from the config: for each domain, MX records for its primary and extra
-//! MX hosts, and an A record per host. Herald is pointed at [`World::dns_addr`] and delivers on
+//! MX hosts, and an A record per host; for DANE, the domain's DNSSEC marking (its own names and
+//! its MX hosts') and TLSA records at `_<smtp port>._tcp.<mx host>`, those without data computed
+//! from the receivers' certificate. Herald is pointed at [`World::dns_addr`] and delivers on
 //! [`World::smtp_port`]; what arrives is in [`World::recorder`].
 //!
 //! Invariants: nothing binds outside 127.0.0.0/8; receivers never use 127.0.0.1 (Herald's own
@@ -12,7 +14,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
-use crate::config::{DomainConfig, Expectation, HostSpec, WorldConfig};
+use crate::config::{Dnssec, DomainConfig, Expectation, HostSpec, TlsaData, TlsaSpec, WorldConfig};
 use crate::dns::{DnsServer, Zone};
 use crate::receiver::Receivers;
 use crate::{Recorder, SimError};
@@ -37,8 +39,19 @@ impl std::fmt::Debug for World {
     }
 }
 
-/// The DNS zone a world publishes.
-pub fn zone_of(config: &WorldConfig) -> Zone {
+/// What TLSA records without data are computed from: the receivers' certificate and key.
+#[derive(Debug, Clone, Copy)]
+pub struct ReceiverCert<'a> {
+    /// The DER certificate (selector 0).
+    pub der: &'a [u8],
+    /// Its DER SubjectPublicKeyInfo (selector 1).
+    pub spki_der: &'a [u8],
+}
+
+/// The DNS zone a world publishes, with TLSA owner names for `config.smtp_port` (resolved, not
+/// 0) and computed TLSA data from `cert` (records that need it are left out without one;
+/// validation makes sure a started world has it).
+pub fn zone_of(config: &WorldConfig, cert: Option<ReceiverCert<'_>>) -> Zone {
     let mut zone = Zone::new();
     for d in &config.domains {
         zone.add_mx(&d.name, d.mx_preference, &d.mx_host);
@@ -47,8 +60,59 @@ pub fn zone_of(config: &WorldConfig) -> Zone {
             zone.add_mx(&d.name, x.preference, &x.host);
             zone.add_a(&x.host, x.addr);
         }
+        publish_dane(&mut zone, config.smtp_port, d, cert);
     }
     zone
+}
+
+/// A domain's DNSSEC marking and TLSA records (see the config docs for the meaning).
+fn publish_dane(zone: &mut Zone, port: u16, d: &DomainConfig, cert: Option<ReceiverCert<'_>>) {
+    let hosts: Vec<&str> = std::iter::once(d.mx_host.as_str())
+        .chain(d.extra_mx.iter().map(|x| x.host.as_str()))
+        .collect();
+    let marked = std::iter::once(d.name.as_str()).chain(hosts.iter().copied());
+    match d.dane.dnssec {
+        Dnssec::Unsigned => {}
+        Dnssec::Signed => marked.for_each(|n| {
+            zone.set_signed(n, true);
+        }),
+        Dnssec::Bogus => marked.for_each(|n| {
+            zone.set_bogus(n, true);
+        }),
+    }
+    for host in hosts {
+        let owner = format!("_{port}._tcp.{host}");
+        for t in &d.dane.tlsa {
+            let data = match &t.data {
+                TlsaData::Bytes(b) => b.clone(),
+                TlsaData::Receiver => match cert.and_then(|c| computed_tlsa(t, c)) {
+                    Some(b) => b,
+                    None => continue,
+                },
+            };
+            zone.add_tlsa(&owner, t.usage, t.selector, t.matching, &data);
+        }
+        if d.dane.tlsa_bogus {
+            zone.set_servfail(&owner, true);
+        }
+    }
+}
+
+/// The association data naming the receivers' certificate or key; None for parameters that
+/// name neither (validation refuses those).
+fn computed_tlsa(t: &TlsaSpec, cert: ReceiverCert<'_>) -> Option<Vec<u8>> {
+    use sha2::{Digest, Sha256, Sha512};
+    let selected = match t.selector {
+        0 => cert.der,
+        1 => cert.spki_der,
+        _ => return None,
+    };
+    match t.matching {
+        0 => Some(selected.to_vec()),
+        1 => Some(Sha256::digest(selected).to_vec()),
+        2 => Some(Sha512::digest(selected).to_vec()),
+        _ => None,
+    }
 }
 
 impl World {
@@ -60,15 +124,20 @@ impl World {
         let hosts = config.hosts();
         let receivers =
             Receivers::start(&hosts, config.smtp_port, &config.receiver, &recorder).await?;
-        let dns = match DnsServer::start(config.dns_addr, zone_of(&config)).await {
+        let mut config = config;
+        config.smtp_port = receivers.port;
+        let cert = match (&receivers.certificate_der, &receivers.spki_der) {
+            (Some(der), Some(spki_der)) => Some(ReceiverCert { der, spki_der }),
+            _ => None,
+        };
+        let zone = zone_of(&config, cert);
+        let dns = match DnsServer::start(config.dns_addr, zone).await {
             Ok(dns) => dns,
             Err(e) => {
                 receivers.shutdown().await;
                 return Err(e);
             }
         };
-        let mut config = config;
-        config.smtp_port = receivers.port;
         let domain_index = (config.domains.iter().enumerate())
             .map(|(i, d)| (d.name.clone(), i))
             .collect();
@@ -135,6 +204,11 @@ impl World {
     /// The DER of the self-signed certificate STARTTLS hosts present, if any offers STARTTLS.
     pub fn tls_certificate_der(&self) -> Option<&[u8]> {
         self.receivers.certificate_der.as_deref()
+    }
+
+    /// The DER SubjectPublicKeyInfo of that certificate (what a TLSA `3 1 x` record names).
+    pub fn tls_spki_der(&self) -> Option<&[u8]> {
+        self.receivers.spki_der.as_deref()
     }
 
     /// Stops the receivers and the DNS server and waits until their sockets are closed. The

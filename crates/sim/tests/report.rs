@@ -23,6 +23,7 @@ fn domain(name: &str, addr: Ipv4Addr, profile: Profile) -> DomainConfig {
         extra_mx: vec![],
         profile,
         starttls: false,
+        dane: Default::default(),
     }
 }
 

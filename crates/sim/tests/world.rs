@@ -7,7 +7,7 @@ mod common;
 
 use herald_sim::config::Expectation;
 use herald_sim::{GenSpec, Profile, ProfileFractions, World, WorldConfig};
-use hickory_proto::op::{Message, Query};
+use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::{Name, RData, RecordType};
 use std::net::Ipv4Addr;
 
@@ -139,6 +139,64 @@ fn bad_configs_name_the_key() {
             "receiver.max_recipients",
             "> 0",
         ),
+        (
+            domain("dnssec = \"maybe\""),
+            "domains[0].dnssec",
+            "unknown variant",
+        ),
+        (
+            domain("tlsa_bogus = true"),
+            "domains[0].tlsa_bogus",
+            "needs dnssec = \"signed\"",
+        ),
+        (
+            domain("dnssec = \"bogus\"\ntlsa_bogus = true"),
+            "domains[0].tlsa_bogus",
+            "needs dnssec",
+        ),
+        (
+            domain("tlsa = [{ usage = 3, selector = 1, matching = 1 }]"),
+            "domains[0].tlsa[0].data",
+            "no STARTTLS",
+        ),
+        (
+            domain("starttls = true\ntlsa = [{ usage = 3, selector = 2, matching = 1 }]"),
+            "domains[0].tlsa[0].data",
+            "can be computed",
+        ),
+        (
+            domain("tlsa = [{ usage = 3, selector = 1, matching = 1, data = \"abc\" }]"),
+            "domains[0].tlsa[0].data",
+            "hexadecimal",
+        ),
+        (
+            domain("tlsa = [{ usage = 3, selector = 1, matching = 1, data = \"zz\" }]"),
+            "domains[0].tlsa[0].data",
+            "hexadecimal",
+        ),
+        (
+            domain("tlsa = [{ usage = 3, selector = 1, matching = 1, data = \"\" }]"),
+            "domains[0].tlsa[0].data",
+            "1 to 16384 octets",
+        ),
+        (
+            domain(&format!(
+                "tlsa = [{{ usage = 3, selector = 1, matching = 0, data = \"{}\" }}]",
+                "00".repeat(16 * 1024 + 1)
+            )),
+            "domains[0].tlsa[0].data",
+            "1 to 16384 octets",
+        ),
+        (
+            domain("tlsa = [{ usage = 256, selector = 1, matching = 1, data = \"00\" }]"),
+            "domains[0].tlsa[0].usage",
+            "",
+        ),
+        (
+            domain("tlsa = [{ usage = 3, selector = 1, matching = 1, data = \"00\", ttl = 5 }]"),
+            "domains[0].tlsa[0].ttl",
+            "unknown key",
+        ),
     ];
     for (text, key, fragment) in cases {
         let err = WorldConfig::from_toml(&text).unwrap_err();
@@ -262,6 +320,101 @@ async fn a_world_publishes_its_mx_hosts_in_dns() {
         world.mx_addr("bigmail.example").map(|a| a.port()),
         Some(world.smtp_port())
     );
+    world.shutdown().await;
+}
+
+/// Sends one query with DO set and returns the answer.
+async fn ask_dnssec(dns: std::net::SocketAddr, name: &str, qtype: RecordType) -> Message {
+    let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let mut q = Message::new();
+    q.set_id(2).set_recursion_desired(true);
+    q.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
+    let mut edns = hickory_proto::op::Edns::new();
+    edns.set_dnssec_ok(true);
+    q.set_edns(edns);
+    sock.send_to(&q.to_vec().unwrap(), dns).await.unwrap();
+    let mut buf = [0u8; 4096];
+    let (n, _) = sock.recv_from(&mut buf).await.unwrap();
+    Message::from_vec(&buf[..n]).unwrap()
+}
+
+const DANE_WORLD: &str = r#"
+smtp_port = 0
+
+[[domains]]
+name = "signed.example"
+mx_addr = "127.1.9.1"
+starttls = true
+dnssec = "signed"
+tlsa = [
+    { usage = 3, selector = 1, matching = 1 },
+    { usage = 3, selector = 0, matching = 0 },
+    { usage = 1, selector = 1, matching = 1, data = "00ff" },
+]
+
+[[domains]]
+name = "bogus.example"
+mx_addr = "127.1.9.2"
+dnssec = "bogus"
+
+[[domains]]
+name = "badtlsa.example"
+mx_addr = "127.1.9.3"
+dnssec = "signed"
+tlsa = [{ usage = 3, selector = 1, matching = 1, data = "0011" }]
+tlsa_bogus = true
+"#;
+
+#[tokio::test]
+async fn a_world_publishes_dnssec_status_and_tlsa_records() {
+    use sha2::{Digest, Sha256};
+    let cfg = WorldConfig::from_toml(DANE_WORLD).unwrap();
+    assert_eq!(
+        WorldConfig::from_toml(&cfg.to_toml().unwrap()).unwrap(),
+        cfg
+    );
+    let world = World::start(cfg).await.unwrap();
+    let dns = world.dns_addr();
+    let port = world.smtp_port();
+    let r = ask_dnssec(
+        dns,
+        &format!("_{port}._tcp.mx.signed.example."),
+        RecordType::TLSA,
+    )
+    .await;
+    assert!(r.authentic_data(), "{r:?}");
+    let records: Vec<(u8, u8, u8, Vec<u8>)> = r
+        .answers()
+        .iter()
+        .filter_map(|a| match a.data() {
+            RData::TLSA(t) => Some((
+                u8::from(t.cert_usage()),
+                u8::from(t.selector()),
+                u8::from(t.matching()),
+                t.cert_data().to_vec(),
+            )),
+            _ => None,
+        })
+        .collect();
+    let spki = world.tls_spki_der().unwrap();
+    let cert = world.tls_certificate_der().unwrap();
+    assert_eq!(
+        records,
+        vec![
+            (3, 1, 1, Sha256::digest(spki).to_vec()),
+            (3, 0, 0, cert.to_vec()),
+            (1, 1, 1, vec![0x00, 0xff]),
+        ]
+    );
+    let mx = ask_dnssec(dns, "signed.example.", RecordType::MX).await;
+    assert!(mx.authentic_data() && mx.answers().len() == 1);
+    let bogus = ask_dnssec(dns, "bogus.example.", RecordType::MX).await;
+    assert_eq!(bogus.response_code(), ResponseCode::ServFail);
+    let badtlsa = ask_dnssec(dns, "badtlsa.example.", RecordType::MX).await;
+    assert!(badtlsa.authentic_data());
+    let name = format!("_{port}._tcp.mx.badtlsa.example.");
+    let r = ask_dnssec(dns, &name, RecordType::TLSA).await;
+    assert_eq!(r.response_code(), ResponseCode::ServFail);
     world.shutdown().await;
 }
 

@@ -32,6 +32,7 @@ fn run(t: &Telemetry) -> f64 {
             tries: 1,
             tls: None,
             mta_sts: None,
+            dane: None,
             outcome: RcptOutcome::Delivered(Reply::new(250, None, "2.0.0 ok")),
         })));
     }

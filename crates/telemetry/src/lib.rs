@@ -27,7 +27,7 @@ pub mod stragglers;
 pub mod time;
 
 pub use contention::{Contention, LockId, StageId};
-pub use event::{Attempt, Event, MtaStsNote, PostmasterForward, PostmasterMail};
+pub use event::{Attempt, DaneNote, Event, MtaStsNote, PostmasterForward, PostmasterMail};
 pub use metrics::{Gauges, Metrics};
 pub use progress::PostSummary;
 pub use scheduling::{DeferralKind, HostStateKind, LaneKind, SchedulerEvent};

@@ -178,6 +178,9 @@ pub fn format_line(event: &Event) -> Option<String> {
             if let Some(note) = a.mta_sts {
                 let _ = write!(line, ", mta-sts={}", note.word());
             }
+            if let Some(note) = a.dane {
+                let _ = write!(line, ", dane={}", note.word());
+            }
         }
     }
     line.push('\n');
@@ -202,6 +205,7 @@ mod tests {
             tries: 1,
             tls: None,
             mta_sts: None,
+            dane: None,
             outcome: RcptOutcome::Failed(Reply::new(
                 550,
                 Some(EnhancedStatus::new(5, 1, 1)),
@@ -240,6 +244,7 @@ mod tests {
             tries: 1,
             tls: Some("TLSv1.3/unverified".into()),
             mta_sts: None,
+            dane: None,
             outcome: RcptOutcome::Delivered(Reply::new(250, None, "ok")),
         };
         let line = format_line(&Event::Attempt(Box::new(a.clone()))).expect("logged");
@@ -251,10 +256,21 @@ mod tests {
             mta_sts: Some(crate::MtaStsNote::TestingFailed),
             ..a
         };
-        let line = format_line(&Event::Attempt(Box::new(sts))).expect("logged");
+        let line = format_line(&Event::Attempt(Box::new(sts.clone()))).expect("logged");
         assert!(
             line.trim_end()
                 .ends_with(", tls=TLSv1.3/unverified, mta-sts=testing-failed"),
+            "{line}"
+        );
+        let dane = Attempt {
+            mta_sts: None,
+            dane: Some(crate::DaneNote::Verified),
+            ..sts
+        };
+        let line = format_line(&Event::Attempt(Box::new(dane))).expect("logged");
+        assert!(
+            line.trim_end()
+                .ends_with(", tls=TLSv1.3/unverified, dane=verified"),
             "{line}"
         );
     }

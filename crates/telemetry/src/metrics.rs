@@ -5,7 +5,7 @@
 //! keeps state out of statics (STYLE.md rule 9). Label sets are fixed and small, so cardinality
 //! is bounded by construction.
 
-use crate::event::{Event, MtaStsNote, PostmasterForward};
+use crate::event::{DaneNote, Event, MtaStsNote, PostmasterForward};
 use crate::rate::Kind;
 use herald_types::RcptOutcome;
 use std::fmt::Write as _;
@@ -134,6 +134,8 @@ pub struct Metrics {
     pub classes: crate::classes::ClassLatency,
     /// Attempts under an MTA-STS policy, by [`MtaStsNote`] (in `MtaStsNote::ALL` order).
     pub mta_sts: [AtomicU64; 3],
+    /// Attempts with DANE on, by [`DaneNote`] (in `DaneNote::ALL` order).
+    pub dane: [AtomicU64; 4],
     /// Copies spliced for an attempt, by what they got: DKIM signature added / failed, ARC
     /// set added / failed (see [`Metrics::count_copy_auth`]).
     pub copy_auth: [AtomicU64; 4],
@@ -157,6 +159,7 @@ impl Default for Metrics {
             rates: Default::default(),
             classes: Default::default(),
             mta_sts: Default::default(),
+            dane: Default::default(),
             copy_auth: Default::default(),
             postmaster: Default::default(),
         }
@@ -196,6 +199,9 @@ impl Metrics {
                 self.transaction_latency.observe_ms(a.xdelay_ms);
                 if let Some(note) = a.mta_sts {
                     self.mta_sts[note.index()].fetch_add(1, Relaxed);
+                }
+                if let Some(note) = a.dane {
+                    self.dane[note.index()].fetch_add(1, Relaxed);
                 }
                 self.classes.observe(&a.relay, a.xdelay_ms);
                 let now = herald_types::unix_ms_now();
@@ -264,6 +270,19 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "{name}{{policy=\"{}\"}} {}",
+                note.word(),
+                v.load(Relaxed)
+            );
+        }
+        let name = "herald_dane_attempts_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Delivery attempts with DANE on, by what DANE concluded (failed: deferred, never sent in plaintext).\n# TYPE {name} counter"
+        );
+        for (note, v) in DaneNote::ALL.iter().zip(&self.dane) {
+            let _ = writeln!(
+                out,
+                "{name}{{result=\"{}\"}} {}",
                 note.word(),
                 v.load(Relaxed)
             );
@@ -397,6 +416,7 @@ mod tests {
         assert!(out.contains("herald_smtp_transaction_seconds_count 1\n"));
         assert!(out.contains("herald_connections_open 5\n"));
         assert!(out.contains("herald_mta_sts_attempts_total{policy=\"testing-failed\"} 0\n"));
+        assert!(out.contains("herald_dane_attempts_total{result=\"verified\"} 0\n"));
         m.count_copy_auth(Some(true), Some(false));
         m.count_copy_auth(Some(true), None);
         m.count_copy_auth(None, None);

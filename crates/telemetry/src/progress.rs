@@ -227,6 +227,7 @@ mod tests {
             tries: 1,
             tls: None,
             mta_sts: None,
+            dane: None,
             outcome,
         }))
     }

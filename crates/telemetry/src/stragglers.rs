@@ -161,6 +161,7 @@ mod tests {
             tries: 2,
             tls: None,
             mta_sts: None,
+            dane: None,
             outcome,
         }
     }

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod client;
+mod dane;
 mod hostile;
 mod mta_sts;
 mod resolver;

@@ -1,21 +1,26 @@
 //! Routes: which destination a recipient domain's copies go to. A child module of the actor (it
 //! works on the actor's own state, in its task).
 //!
-//! Resolving a domain is two lookups run together: its MX hosts (DNS) and its MTA-STS policy
-//! (`herald_delivery::MtaSts`: TXT record, HTTPS fetch, cache). The policy is applied to the
-//! hosts (`mta_sts::apply`): an `enforce` policy keeps only the MX hosts it names and marks the
-//! destination as needing verified TLS; a `testing` policy marks it for reporting. Destinations
-//! are keyed by the MX host set *and* that marking, so a domain with a policy never shares a
-//! connection with one whose requirements differ, while it still shares the host set's shaping
-//! budget.
+//! Resolving a domain is up to three lookups run together: its MX hosts (DNS), its MTA-STS
+//! policy (`herald_delivery::MtaSts`: TXT record, HTTPS fetch, cache) and, when DANE is on,
+//! whether its MX answer is DNSSEC-signed (`herald_delivery::Dane`), followed by the MX hosts'
+//! TLSA lookups. DANE goes first (`dane::apply`): hosts whose TLSA lookup failed are dropped,
+//! and when some host has usable records DANE decides for the domain and the MTA-STS policy is
+//! not applied (RFC 8461 §2). Otherwise the policy is applied to the hosts (`mta_sts::apply`):
+//! an `enforce` policy keeps only the MX hosts it names and marks the destination as needing
+//! verified TLS; a `testing` policy marks it for reporting. Destinations are keyed by the MX
+//! host set *and* those markings, so a domain with a policy never shares a connection with one
+//! whose requirements differ, while it still shares the host set's shaping budget.
 //!
-//! A route is resolved again every `route_refresh_secs`, and no later than its policy expires.
+//! A route is resolved again every `route_refresh_secs`, and no later than its policy or its
+//! TLSA answers expire.
 //! When the destination changes (new hosts, a new policy), the domain's queued copies move to
 //! the new one ([`Actor::reroute`]), and copies coming back deferred follow the current route
 //! (`outcome.rs` asks [`Actor::current_destination`]): a policy applies to every copy sent
 //! after it is known. A refresh that fails keeps the route it had (RFC 8461 §5.1: a cached
-//! policy outlives failed lookups); one that finds an enforced policy allowing no MX host turns
-//! the route into a DNS-style retry with the domain's copies deferred.
+//! policy outlives failed lookups); one that finds an enforced policy allowing no MX host, or
+//! DANE lookups that leave no usable host, turns the route into a DNS-style retry with the
+//! domain's copies deferred.
 //!
 //! Invariant: every job stays in exactly one place; moving jobs between destinations or into a
 //! route's own list never changes `queued` or `slow_queued`.
@@ -23,10 +28,13 @@
 use super::{Actor, Ctrl, Route};
 use crate::job::Job;
 use crate::queue::{destination_key, Destination, Waiting};
+use crate::report::PolicyNotes;
 use crate::shaping::{rule_for, Budget};
 use herald_delivery::mta_sts::{self, Mode, PolicySource};
-use herald_delivery::{MtaSts, MxHost, MxResolver, ResolveError, StsRoute};
-use herald_telemetry::{LaneKind, MtaStsNote};
+use herald_delivery::{
+    dane, Dane, DaneRoute, MtaSts, MxHost, MxResolver, MxSecurity, ResolveError, StsRoute,
+};
+use herald_telemetry::{DaneNote, LaneKind, MtaStsNote};
 use herald_types::{RcptOutcome, Reply};
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -36,11 +44,13 @@ use std::time::{Duration, Instant};
 /// fetched on every tick), unless `route_refresh_secs` itself is shorter.
 const MIN_REFRESH: Duration = Duration::from_secs(60);
 
-/// A resolved domain: the hosts to use and what MTA-STS requires of them.
+/// A resolved domain: the hosts to use and what MTA-STS and DANE require of them.
 #[derive(Debug)]
 pub struct Routing {
     pub hosts: Vec<MxHost>,
     pub sts: Option<StsRoute>,
+    /// None when DANE is off.
+    pub dane: Option<DaneRoute>,
 }
 
 /// Why a domain cannot be routed now.
@@ -49,6 +59,8 @@ pub enum RouteError {
     Dns(ResolveError),
     /// An enforced MTA-STS policy allows none of the domain's MX hosts (the reply, 4.7.5).
     MtaSts(Reply),
+    /// DANE leaves no usable MX host (bogus or unanswered MX or TLSA lookups; 4.7.5).
+    Dane(Reply),
 }
 
 impl RouteError {
@@ -59,30 +71,68 @@ impl RouteError {
     fn reply(&self) -> Reply {
         match self {
             RouteError::Dns(e) => e.synthetic_reply(),
-            RouteError::MtaSts(reply) => reply.clone(),
+            RouteError::MtaSts(reply) | RouteError::Dane(reply) => reply.clone(),
         }
     }
 
-    fn note(&self) -> Option<MtaStsNote> {
-        matches!(self, RouteError::MtaSts(_)).then_some(MtaStsNote::Enforce)
+    fn notes(&self) -> PolicyNotes {
+        PolicyNotes {
+            mta_sts: matches!(self, RouteError::MtaSts(_)).then_some(MtaStsNote::Enforce),
+            dane: matches!(self, RouteError::Dane(_)).then_some(DaneNote::Failed),
+        }
+    }
+
+    /// A policy (not DNS) keeps the domain from being routed.
+    fn is_policy(&self) -> bool {
+        matches!(self, RouteError::MtaSts(_) | RouteError::Dane(_))
     }
 }
 
-/// Resolves `domain`'s MX hosts and (when enabled) its MTA-STS policy concurrently, and applies
-/// the policy.
+/// Resolves `domain`'s MX hosts, (when enabled) its MTA-STS policy and its MX answer's DNSSEC
+/// status concurrently; applies DANE, then (unless DANE decides) the policy.
 pub async fn resolve_route(
     domain: &str,
     resolver: &MxResolver,
     sts: Option<&MtaSts>,
+    dane: Option<&Dane>,
 ) -> Result<Routing, RouteError> {
-    let (hosts, lookup) = match sts {
-        Some(sts) => {
-            let (hosts, lookup) = tokio::join!(resolver.resolve(domain), sts.lookup(domain));
-            (hosts, Some(lookup))
+    let sts_lookup = async {
+        match sts {
+            Some(sts) => Some(sts.lookup(domain).await),
+            None => None,
         }
-        None => (resolver.resolve(domain).await, None),
     };
+    let mx_security = async {
+        match dane {
+            Some(dane) => Some(dane.mx_security(domain).await),
+            None => None,
+        }
+    };
+    let (hosts, lookup, mx_security) =
+        tokio::join!(resolver.resolve(domain), sts_lookup, mx_security);
     let hosts = hosts.map_err(RouteError::Dns)?;
+    let (hosts, dane_route) = match (dane, mx_security) {
+        (Some(dane), Some(mx)) => {
+            let (hosts, route) = dane_route(domain, dane, mx, hosts)
+                .await
+                .map_err(RouteError::Dane)?;
+            (hosts, Some(route))
+        }
+        _ => (hosts, None),
+    };
+    if dane_route.as_ref().is_some_and(DaneRoute::applies) {
+        if lookup.as_ref().is_some_and(|l| l.policy.is_some()) {
+            tracing::info!(
+                domain,
+                "DANE applies to the MX hosts; the MTA-STS policy is not used (RFC 8461 §2)"
+            );
+        }
+        return Ok(Routing {
+            hosts,
+            sts: None,
+            dane: dane_route,
+        });
+    }
     let policy = lookup.as_ref().and_then(|l| {
         if let Some(problem) = &l.problem {
             tracing::info!(domain, source = ?l.source, %problem, "MTA-STS policy discovery incomplete");
@@ -96,7 +146,35 @@ pub async fn resolve_route(
     if let Some(r) = sts.as_ref().filter(|r| !r.unmatched.is_empty()) {
         tracing::warn!(domain, unmatched = ?r.unmatched, "MTA-STS testing: MX hosts outside the policy (enforcement would not use them)");
     }
-    Ok(Routing { hosts, sts })
+    Ok(Routing {
+        hosts,
+        sts,
+        dane: dane_route,
+    })
+}
+
+/// The TLSA lookups of `hosts` (only when the MX answer is secure) and what they do to the
+/// route; Err: the reply to defer the domain's copies with.
+async fn dane_route(
+    domain: &str,
+    dane: &Dane,
+    mx: MxSecurity,
+    hosts: Vec<MxHost>,
+) -> Result<(Vec<MxHost>, DaneRoute), Reply> {
+    let (per_host, valid_for) = match mx {
+        MxSecurity::Secure => dane.hosts(&hosts).await,
+        // Nothing of the hosts is looked at; the route refresh interval governs.
+        _ => (Vec::new(), Duration::MAX),
+    };
+    let now = herald_types::unix_ms_now() / 1000;
+    let expires_at = now.saturating_add(valid_for.as_secs());
+    let routed = dane::apply(domain, mx, hosts, per_host, expires_at);
+    if let Ok((_, route)) = &routed {
+        if route.applies() {
+            tracing::debug!(domain, hosts = ?route.hosts, "DANE applies");
+        }
+    }
+    routed
 }
 
 /// The destination key suffix for a route's MTA-STS requirements (empty without any).
@@ -113,11 +191,12 @@ impl Actor {
     pub(super) fn spawn_resolve(&self, domain: String) {
         let resolver = self.ctx.resolver.clone();
         let sts = self.ctx.mta_sts.clone();
+        let dane = self.ctx.dane.clone();
         let ctrl = self.ctx.ctrl.clone();
         let permits = self.resolve_permits.clone();
         tokio::spawn(async move {
             let _permit = permits.acquire_owned().await;
-            let result = resolve_route(&domain, &resolver, sts.as_deref()).await;
+            let result = resolve_route(&domain, &resolver, sts.as_deref(), dane.as_ref()).await;
             let _ = ctrl.send(Ctrl::Resolved { domain, result }).await;
         });
     }
@@ -138,8 +217,8 @@ impl Actor {
         };
         match (result, previous) {
             (Ok(routing), previous) => {
-                let refresh_at = self.refresh_time(routing.sts.as_ref());
-                let key = self.destination_for(routing.hosts, routing.sts);
+                let refresh_at = self.refresh_time(routing.sts.as_ref(), routing.dane.as_ref());
+                let key = self.destination_for(routing.hosts, routing.sts, routing.dane);
                 if let Some(d) = self.dests.get_mut(&key) {
                     for job in jobs {
                         match job.lane {
@@ -159,13 +238,12 @@ impl Actor {
                 }
                 self.pump(&key);
             }
-            (Err(RouteError::MtaSts(reply)), Some(old)) => {
-                // The policy now allows none of the hosts: the domain's queued copies leave the
-                // old destination and wait with the route, deferred.
+            (Err(e), Some(old)) if e.is_policy() => {
+                // The policy (or DANE) now allows none of the hosts: the domain's queued copies
+                // leave the old destination and wait with the route, deferred.
                 let (ready, waiting) = self.take_domain(&old, &domain);
                 let jobs = ready.into_iter().chain(waiting.into_iter().map(|w| w.job));
-                self.retry_route(domain, jobs.collect(), RouteError::MtaSts(reply))
-                    .await;
+                self.retry_route(domain, jobs.collect(), e).await;
             }
             (Err(e), Some(key)) => {
                 // A failed refresh keeps the route it had: hosts and policy as last known.
@@ -197,7 +275,7 @@ impl Actor {
         let mut keep = Vec::with_capacity(jobs.len());
         for mut job in jobs {
             job.tries += 1;
-            self.report_deferred(&job, &reply, e.note()).await;
+            self.report_deferred(&job, &reply, e.notes()).await;
             if job.expired(herald_types::unix_ms_now()) {
                 self.leave_queue(&job);
                 self.expire(job).await;
@@ -215,13 +293,17 @@ impl Actor {
     }
 
     /// When a route made now must be resolved again: after `route_refresh_secs`, and before its
-    /// MTA-STS policy expires.
-    fn refresh_time(&self, sts: Option<&StsRoute>) -> Instant {
+    /// MTA-STS policy or its DANE answers expire.
+    fn refresh_time(&self, sts: Option<&StsRoute>, dane: Option<&DaneRoute>) -> Instant {
         let every = self.refresh_interval();
-        let due = match sts {
-            Some(r) => {
+        let expiry = [sts.map(|r| r.expires_at), dane.map(|r| r.expires_at)]
+            .into_iter()
+            .flatten()
+            .min();
+        let due = match expiry {
+            Some(expires_at) => {
                 let now = herald_types::unix_ms_now() / 1000;
-                let left = Duration::from_secs(r.expires_at.saturating_sub(now));
+                let left = Duration::from_secs(expires_at.saturating_sub(now));
                 left.clamp(MIN_REFRESH.min(every), every)
             }
             None => every,
@@ -230,15 +312,21 @@ impl Actor {
     }
 
     /// The destination of a resolved route, created (with its shaping budget) if new. The key is
-    /// the MX host set plus the MTA-STS marking; the budget is the host set's (or a rule's).
+    /// the MX host set plus the MTA-STS and DANE markings; the budget is the host set's (or a
+    /// rule's). An existing destination takes the newest DANE answers.
     pub(crate) fn destination_for(
         &mut self,
         hosts: Vec<MxHost>,
         sts: Option<StsRoute>,
+        dane: Option<DaneRoute>,
     ) -> Arc<str> {
         let base = destination_key(&hosts);
-        let key: Arc<str> = Arc::from(format!("{base}{}", sts_suffix(sts.as_ref())));
-        if self.dests.contains_key(&key) {
+        let dane_suffix = dane.as_ref().map_or("", DaneRoute::key_suffix);
+        let key: Arc<str> = Arc::from(format!("{base}{}{dane_suffix}", sts_suffix(sts.as_ref())));
+        if let Some(d) = self.dests.get_mut(&key) {
+            if dane.is_some() {
+                d.dane = dane.map(Arc::new);
+            }
             return key;
         }
         let first = hosts.first().map_or("", |h| h.name.as_str());
@@ -275,6 +363,7 @@ impl Actor {
         };
         let mut d = Destination::new(key.clone(), Arc::new(hosts), budget);
         d.sts = sts.map(Arc::new);
+        d.dane = dane.map(Arc::new);
         self.dests.insert(key.clone(), d);
         key
     }

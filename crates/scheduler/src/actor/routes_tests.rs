@@ -7,8 +7,8 @@ use crate::job::{Job, PostCtx};
 use crate::queue::Waiting;
 use crate::SchedulerConfig;
 use herald_delivery::mta_sts::Mode;
-use herald_delivery::{MxHost, StsRoute};
-use herald_telemetry::{DeferralKind, LaneKind};
+use herald_delivery::{DaneRoute, HostDane, MxHost, StsRoute, TlsaSet};
+use herald_telemetry::{DaneNote, DeferralKind, LaneKind};
 use herald_types::{
     Address, EnhancedStatus, List, ListId, ListSettings, Member, MemberId, MemberStatus, PostId,
     Reply,
@@ -92,7 +92,7 @@ async fn a_new_policy_moves_only_that_domains_queued_copies() {
     let (mut actor, _reports) = actor();
     let post = post();
     // a.test and b.test share an MX host and a destination, with a ready and a waiting copy each.
-    let plain = actor.destination_for(hosts(), None);
+    let plain = actor.destination_for(hosts(), None, None);
     for (domain, base) in [("a.test", 1), ("b.test", 10)] {
         let route = Route::Routed {
             key: plain.clone(),
@@ -122,6 +122,7 @@ async fn a_new_policy_moves_only_that_domains_queued_copies() {
     let routing = Routing {
         hosts: hosts(),
         sts: Some(enforce),
+        dane: None,
     };
     actor.on_resolved("a.test".into(), Ok(routing)).await;
 
@@ -143,7 +144,7 @@ async fn a_new_policy_moves_only_that_domains_queued_copies() {
 async fn a_policy_allowing_no_mx_takes_the_domain_out_of_its_destination() {
     let (mut actor, mut reports) = actor();
     let post = post();
-    let plain = actor.destination_for(hosts(), None);
+    let plain = actor.destination_for(hosts(), None, None);
     let route = Route::Routed {
         key: plain.clone(),
         refresh_at: Instant::now(),
@@ -176,10 +177,81 @@ async fn a_policy_allowing_no_mx_takes_the_domain_out_of_its_destination() {
     assert_eq!(o.mta_sts, Some(herald_telemetry::MtaStsNote::Enforce));
 }
 
+fn dane_route(mx_secure: bool, marks: Vec<HostDane>) -> DaneRoute {
+    DaneRoute {
+        mx_secure,
+        hosts: marks
+            .into_iter()
+            .map(|m| ("mx.shared.test".to_string(), m))
+            .collect(),
+        expires_at: herald_types::unix_ms_now() / 1000 + 60,
+    }
+}
+
+fn tlsa(byte: u8) -> HostDane {
+    let rdata = [&[3u8, 1, 1][..], &[byte; 32]].concat();
+    let record = herald_delivery::dane::tlsa::parse(&rdata).expect("usable");
+    HostDane::Required(Arc::new(TlsaSet::new(vec![record])))
+}
+
+#[tokio::test]
+async fn dane_routes_have_their_own_destinations_and_take_the_newest_answers() {
+    let (mut actor, _reports) = actor();
+    let plain = actor.destination_for(hosts(), None, None);
+    let dane = actor.destination_for(hosts(), None, Some(dane_route(true, vec![tlsa(1)])));
+    assert_eq!(&*dane, "mx.shared.test|dane");
+    assert_eq!(actor.dests[&dane].budget, actor.dests[&plain].budget);
+    // New TLSA answers for the same hosts replace the old ones (a key rollover).
+    let again = actor.destination_for(hosts(), None, Some(dane_route(true, vec![tlsa(2)])));
+    assert_eq!(again, dane);
+    let d = actor.dests[&dane].dane.as_ref().expect("DANE route");
+    assert_eq!(d.host("mx.shared.test"), &tlsa(2));
+    let none = actor.destination_for(
+        hosts(),
+        None,
+        Some(dane_route(true, vec![HostDane::NoRecords])),
+    );
+    let insecure = actor.destination_for(
+        hosts(),
+        None,
+        Some(dane_route(false, vec![HostDane::Insecure])),
+    );
+    assert_eq!(&*none, "mx.shared.test|dane=none");
+    assert_eq!(&*insecure, "mx.shared.test|dane=insecure");
+}
+
+#[tokio::test]
+async fn dane_leaving_no_usable_host_defers_the_domain_with_dane_failed() {
+    let (mut actor, mut reports) = actor();
+    let post = post();
+    let old = actor.destination_for(hosts(), None, Some(dane_route(true, vec![tlsa(1)])));
+    let route = Route::Routed {
+        key: old.clone(),
+        refresh_at: Instant::now(),
+        refreshing: true,
+    };
+    actor.routes.insert("a.test".into(), route);
+    let d = actor.dests.get_mut(&old).expect("dest");
+    d.fast.push_back(job(&post, 1, "r@a.test"));
+    actor.queued += 1;
+    let reply = Reply::new(451, Some(EnhancedStatus::new(4, 7, 5)), "DANE: no MX host");
+    actor
+        .on_resolved("a.test".into(), Err(RouteError::Dane(reply)))
+        .await;
+    match actor.routes.get("a.test") {
+        Some(Route::RetryDns { jobs, .. }) => assert_eq!(jobs.len(), 1),
+        _ => panic!("a.test should wait for a retry"),
+    }
+    let Some(crate::report::Report::Outcome(o)) = reports.recv().await else {
+        panic!("a deferral report");
+    };
+    assert_eq!((o.mta_sts, o.dane), (None, Some(DaneNote::Failed)));
+}
+
 #[tokio::test]
 async fn a_failed_refresh_keeps_the_route() {
     let (mut actor, _reports) = actor();
-    let plain = actor.destination_for(hosts(), None);
+    let plain = actor.destination_for(hosts(), None, None);
     let route = Route::Routed {
         key: plain.clone(),
         refresh_at: Instant::now(),
@@ -209,13 +281,13 @@ async fn a_failed_refresh_keeps_the_route() {
 async fn a_copy_deferred_after_its_route_changed_waits_in_the_new_destination() {
     let (mut actor, _reports) = actor();
     let post = post();
-    let old = actor.destination_for(hosts(), None);
+    let old = actor.destination_for(hosts(), None, None);
     let testing = StsRoute {
         mode: Mode::Testing,
         unmatched: vec!["mx.shared.test".into()],
         expires_at: u64::MAX,
     };
-    let new = actor.destination_for(hosts(), Some(testing));
+    let new = actor.destination_for(hosts(), Some(testing), None);
     assert_eq!(
         &*new,
         "mx.shared.test|mta-sts=testing;unmatched=mx.shared.test"

@@ -23,7 +23,9 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use super::{DomainConfig, ExtraMx, Profile, ReceiverSettings, WorldConfig, DEFAULT_MX_PREFERENCE};
+use super::{
+    DaneSpec, DomainConfig, ExtraMx, Profile, ReceiverSettings, WorldConfig, DEFAULT_MX_PREFERENCE,
+};
 use crate::ConfigError;
 
 /// Most domains a generated world may have (the 127.1.0.0–127.254.255.255 address plan).
@@ -245,6 +247,7 @@ impl WorldConfig {
                     extra_mx,
                     profile: profiles[r].clone(),
                     starttls: tls[r],
+                    dane: DaneSpec::default(),
                 }
             })
             .collect();

@@ -16,7 +16,18 @@
 //! starttls = true
 //! profile = { kind = "throttle", max_msgs_per_conn = 100 }
 //! extra_mx = [{ host = "mx2.bigmail.example", addr = "127.1.0.2", preference = 20 }]
+//! dnssec = "signed"                # "unsigned" (default), "signed" or "bogus"
+//! tlsa = [{ usage = 3, selector = 1, matching = 1 }]   # data omitted: the receivers' key
+//! tlsa_bogus = false               # true: the TLSA answers alone are bogus (SERVFAIL)
 //! ```
+//!
+//! DANE keys (see [`DaneSpec`]): `dnssec` says how a validating resolver would report the
+//! domain's zone — its names *and its MX hosts' names* (the world has no separate zones for
+//! hosts): `signed` answers carry the AD bit when DNSSEC is asked for, `bogus` answers are
+//! SERVFAIL. `tlsa` records are published at `_<smtp_port>._tcp.<mx host>` for every MX host
+//! of the domain; `data` is hex, or omitted to publish the receivers' own certificate
+//! (selector 0) or key (selector 1) in the given matching type. `tlsa_bogus` (needs
+//! `dnssec = "signed"`) makes only those TLSA names answer SERVFAIL.
 //!
 //! Profiles (`kind` plus its keys): `normal`; `slow` {`delay_ms`}; `greylist`
 //! {`retry_after_secs`}; `unknown_users` {`users` and/or `fraction`}; `throttle`
@@ -114,7 +125,55 @@ pub struct DomainConfig {
     pub profile: Profile,
     /// Whether the host(s) offer STARTTLS (with a self-signed certificate).
     pub starttls: bool,
+    /// DNSSEC status and TLSA records (DANE).
+    pub dane: DaneSpec,
 }
+
+/// What a domain publishes for DANE (RFC 7672).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DaneSpec {
+    /// How a validating resolver reports the domain's zone (and its MX hosts' names).
+    pub dnssec: Dnssec,
+    /// TLSA records published for each MX host of the domain.
+    pub tlsa: Vec<TlsaSpec>,
+    /// The TLSA answers alone are bogus (SERVFAIL) in an otherwise signed zone.
+    pub tlsa_bogus: bool,
+}
+
+/// DNSSEC status of a domain's zone, as a validating resolver in front of it would report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dnssec {
+    /// Not signed: answers never carry AD.
+    #[default]
+    Unsigned,
+    /// Signed and valid: answers carry AD when the query asks for DNSSEC.
+    Signed,
+    /// Signed with signatures that do not validate: every query answers SERVFAIL.
+    Bogus,
+}
+
+/// One TLSA record to publish. Parameters may be any octet, so that unusable records can be
+/// published too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsaSpec {
+    pub usage: u8,
+    pub selector: u8,
+    pub matching: u8,
+    pub data: TlsaData,
+}
+
+/// The certificate association data of a [`TlsaSpec`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsaData {
+    /// Computed at start from the receivers' certificate (selector 0) or its key (selector 1)
+    /// with the record's matching type (0 full, 1 SHA-256, 2 SHA-512).
+    Receiver,
+    /// These octets, as given.
+    Bytes(Vec<u8>),
+}
+
+/// Longest TLSA data accepted in a world file (the delivery side's own limit is 16 KiB too).
+pub const MAX_TLSA_DATA: usize = 16 * 1024;
 
 /// A further MX host of a domain.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,8 +14,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use super::{
-    DomainConfig, ExtraMx, Profile, ReceiverSettings, WorldConfig, DEFAULT_MX_PREFERENCE,
-    DEFAULT_SMTP_PORT,
+    DaneSpec, Dnssec, DomainConfig, ExtraMx, Profile, ReceiverSettings, TlsaData, TlsaSpec,
+    WorldConfig, DEFAULT_MX_PREFERENCE, DEFAULT_SMTP_PORT, MAX_TLSA_DATA,
 };
 use crate::ConfigError;
 
@@ -68,6 +68,36 @@ struct RawDomain {
     profile: RawProfile,
     #[serde(default)]
     starttls: bool,
+    #[serde(default, skip_serializing_if = "is_unsigned")]
+    dnssec: RawDnssec,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tlsa: Vec<RawTlsa>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    tlsa_bogus: bool,
+}
+
+#[derive(Serialize, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum RawDnssec {
+    #[default]
+    Unsigned,
+    Signed,
+    Bogus,
+}
+
+fn is_unsigned(d: &RawDnssec) -> bool {
+    *d == RawDnssec::Unsigned
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTlsa {
+    usage: u8,
+    selector: u8,
+    matching: u8,
+    /// Hex; absent: computed from the receivers' certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    data: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -201,7 +231,64 @@ fn build_domain(key: &str, d: RawDomain) -> Result<DomainConfig, ConfigError> {
         extra_mx,
         profile: build_profile(&format!("{key}.profile"), d.profile)?,
         starttls: d.starttls,
+        dane: build_dane(key, d.dnssec, d.tlsa, d.tlsa_bogus)?,
     })
+}
+
+fn build_dane(
+    key: &str,
+    dnssec: RawDnssec,
+    tlsa: Vec<RawTlsa>,
+    tlsa_bogus: bool,
+) -> Result<DaneSpec, ConfigError> {
+    let mut records = Vec::with_capacity(tlsa.len());
+    for (j, t) in tlsa.into_iter().enumerate() {
+        let data = match t.data {
+            None => TlsaData::Receiver,
+            Some(text) => {
+                let bytes = unhex(&text).ok_or_else(|| {
+                    ConfigError::key(
+                        format!("{key}.tlsa[{j}].data"),
+                        "expected hexadecimal octets (an even number of 0-9, a-f)",
+                    )
+                })?;
+                TlsaData::Bytes(bytes)
+            }
+        };
+        records.push(TlsaSpec {
+            usage: t.usage,
+            selector: t.selector,
+            matching: t.matching,
+            data,
+        });
+    }
+    Ok(DaneSpec {
+        dnssec: match dnssec {
+            RawDnssec::Unsigned => Dnssec::Unsigned,
+            RawDnssec::Signed => Dnssec::Signed,
+            RawDnssec::Bogus => Dnssec::Bogus,
+        },
+        tlsa: records,
+        tlsa_bogus,
+    })
+}
+
+/// Lower-case hex of `bytes`.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Octets from hex (either case, no separators); None for anything else.
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    let digits = text.as_bytes();
+    if digits.len() % 2 != 0 {
+        return None;
+    }
+    let nibble = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    digits
+        .chunks(2)
+        .map(|pair| Some(nibble(pair[0])? << 4 | nibble(pair[1])?))
+        .collect()
 }
 
 fn parse_ipv4(key: &str, text: &str) -> Result<Ipv4Addr, ConfigError> {
@@ -335,6 +422,38 @@ pub(super) fn validate(cfg: &WorldConfig) -> Result<(), ConfigError> {
             check_host(&mut hosts, h, profile, d.starttls)?;
         }
         check_profile(&format!("{key}.profile"), &d.profile)?;
+        check_dane(&key, d)?;
+    }
+    Ok(())
+}
+
+/// TLSA data that can be computed, a bogus TLSA only in a signed zone, bounded data.
+fn check_dane(key: &str, d: &DomainConfig) -> Result<(), ConfigError> {
+    if d.dane.tlsa_bogus && d.dane.dnssec != Dnssec::Signed {
+        return Err(ConfigError::key(
+            format!("{key}.tlsa_bogus"),
+            "needs dnssec = \"signed\" (in a bogus zone everything is SERVFAIL already)",
+        ));
+    }
+    for (j, t) in d.dane.tlsa.iter().enumerate() {
+        let data_key = format!("{key}.tlsa[{j}].data");
+        match &t.data {
+            TlsaData::Receiver if !d.starttls => {
+                let msg = "required: the domain's hosts offer no STARTTLS, so there is no \
+                           certificate to compute it from";
+                return Err(ConfigError::key(data_key, msg));
+            }
+            TlsaData::Receiver if t.selector > 1 || t.matching > 2 => {
+                let msg = "required: only selector 0 or 1 with matching 0, 1 or 2 can be \
+                           computed from the receivers' certificate";
+                return Err(ConfigError::key(data_key, msg));
+            }
+            TlsaData::Bytes(b) if b.is_empty() || b.len() > MAX_TLSA_DATA => {
+                let msg = format!("expected 1 to {MAX_TLSA_DATA} octets, got {}", b.len());
+                return Err(ConfigError::key(data_key, msg));
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -451,6 +570,26 @@ fn raw_domain(d: &DomainConfig) -> RawDomain {
             .collect(),
         profile: raw_profile(&d.profile),
         starttls: d.starttls,
+        dnssec: match d.dane.dnssec {
+            Dnssec::Unsigned => RawDnssec::Unsigned,
+            Dnssec::Signed => RawDnssec::Signed,
+            Dnssec::Bogus => RawDnssec::Bogus,
+        },
+        tlsa: d
+            .dane
+            .tlsa
+            .iter()
+            .map(|t| RawTlsa {
+                usage: t.usage,
+                selector: t.selector,
+                matching: t.matching,
+                data: match &t.data {
+                    TlsaData::Receiver => None,
+                    TlsaData::Bytes(b) => Some(hex(b)),
+                },
+            })
+            .collect(),
+        tlsa_bogus: d.dane.tlsa_bogus,
     }
 }
 

@@ -5,7 +5,8 @@
 //! echoes the query id, question and RD flag, and sets AA and RA, which is what a stub resolver
 //! expects from its configured nameserver. UDP answers longer than the client's limit (512
 //! octets, or its EDNS payload size up to 4096) are sent truncated (TC) so that the client
-//! retries over TCP, as RFC 1035 requires.
+//! retries over TCP, as RFC 1035 requires. Answers for names in signed zones carry the AD bit
+//! when the query asks for DNSSEC (see [`Zone`] for how DNSSEC is simulated).
 //!
 //! Limits: one UDP task answers queries in order (a query costs microseconds; the simulated
 //! Internet needs thousands, not millions); at most [`MAX_TCP_CONNECTIONS`] TCP connections, each

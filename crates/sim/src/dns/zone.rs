@@ -6,16 +6,27 @@
 //! asked type gets NOERROR with an empty answer (RFC 2308 NODATA); both carry a SOA in the
 //! authority section so that resolvers can cache the negative answer for `negative_ttl` seconds.
 //!
-//! Limits: only the record types a mail system needs (MX, A, AAAA, TXT) and SOA for negative
-//! answers; no wildcards, no CNAMEs, no delegation, no DNSSEC.
+//! Limits: only the record types a mail system needs (MX, A, AAAA, TXT, TLSA) and SOA for
+//! negative answers; no wildcards, no CNAMEs, no delegation.
+//!
+//! DNSSEC is simulated the way a stub resolver sees it behind a *validating* resolver, not
+//! with signatures: a name at or below a domain marked [`Zone::set_signed`] is answered with
+//! the AD (authenticated data) bit when the query asks for DNSSEC — DO set in its EDNS, or AD
+//! set in its header (RFC 6840 §5.7) — exactly when a validating resolver would set it; a
+//! query that asks for neither (hickory-resolver's ordinary lookups) gets AD=0, as from a real
+//! one. A name at or below a domain marked [`Zone::set_bogus`] answers SERVFAIL to every query,
+//! which is what a validating resolver answers for data whose signatures do not validate;
+//! [`Zone::set_servfail`] does the same for one name (e.g. only a TLSA RRset is bogus). No
+//! RRSIG, DNSKEY or NSEC records are served.
 //!
 //! SECURITY: [`answer`] takes a decoded query from the network; it never panics on odd input
 //! (multiple questions, other opcodes, other classes all get a well-formed error response).
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
-use hickory_proto::rr::rdata::{A, AAAA, MX, SOA, TXT};
+use hickory_proto::rr::rdata::tlsa::{CertUsage, Matching, Selector};
+use hickory_proto::rr::rdata::{A, AAAA, MX, SOA, TLSA, TXT};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::SimError;
@@ -36,7 +47,17 @@ struct NameRecords {
     a: Vec<Ipv4Addr>,
     aaaa: Vec<Ipv6Addr>,
     txt: Vec<String>,
+    tlsa: Vec<TlsaRecord>,
     servfail: bool,
+}
+
+/// A TLSA record as published: any parameter values (unusable ones too), any data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TlsaRecord {
+    usage: u8,
+    selector: u8,
+    matching: u8,
+    data: Vec<u8>,
 }
 
 /// The records of the simulated Internet, built in code. Methods chain and never fail; names
@@ -44,6 +65,10 @@ struct NameRecords {
 #[derive(Debug, Clone)]
 pub struct Zone {
     names: HashMap<String, NameRecords>,
+    /// Domains whose names (and everything below) answer with AD when DNSSEC is asked for.
+    signed: HashSet<String>,
+    /// Domains whose names (and everything below) answer SERVFAIL (bogus signatures).
+    bogus: HashSet<String>,
     ttl: u32,
     negative_ttl: u32,
 }
@@ -64,6 +89,8 @@ impl Zone {
     pub fn new() -> Zone {
         Zone {
             names: HashMap::new(),
+            signed: HashSet::new(),
+            bogus: HashSet::new(),
             ttl: DEFAULT_TTL_SECS,
             negative_ttl: DEFAULT_NEGATIVE_TTL_SECS,
         }
@@ -116,6 +143,54 @@ impl Zone {
         self
     }
 
+    /// Adds a TLSA record (RFC 6698) at `name` (e.g. `_25._tcp.mx.example`). Parameters are
+    /// published as given, unusable values included, so that clients can be tested against
+    /// them. An identical record is added once.
+    pub fn add_tlsa(
+        &mut self,
+        name: &str,
+        usage: u8,
+        selector: u8,
+        matching: u8,
+        data: &[u8],
+    ) -> &mut Self {
+        let rec = TlsaRecord {
+            usage,
+            selector,
+            matching,
+            data: data.to_vec(),
+        };
+        let e = self.entry(name);
+        if !e.tlsa.contains(&rec) {
+            e.tlsa.push(rec);
+        }
+        self
+    }
+
+    /// Marks `domain` and every name below it as DNSSEC-signed (see the module docs: AD=1 on
+    /// answers to queries that ask for DNSSEC). `false` unmarks it.
+    pub fn set_signed(&mut self, domain: &str, signed: bool) -> &mut Self {
+        set_mark(&mut self.signed, domain, signed);
+        self
+    }
+
+    /// Marks `domain` and every name below it as bogus: every query answers SERVFAIL, as a
+    /// validating resolver does when signatures do not validate. `false` unmarks it.
+    pub fn set_bogus(&mut self, domain: &str, bogus: bool) -> &mut Self {
+        set_mark(&mut self.bogus, domain, bogus);
+        self
+    }
+
+    /// True when `name` is at or below a domain marked signed.
+    pub fn is_signed(&self, name: &str) -> bool {
+        under_any(&self.signed, &key(name))
+    }
+
+    /// True when `name` is at or below a domain marked bogus.
+    pub fn is_bogus(&self, name: &str) -> bool {
+        under_any(&self.bogus, &key(name))
+    }
+
     /// Makes every query for `name` (any type) answer SERVFAIL, as a broken authoritative
     /// server would. `false` restores normal answers.
     pub fn set_servfail(&mut self, name: &str, servfail: bool) -> &mut Self {
@@ -134,8 +209,11 @@ impl Zone {
         self.names.contains_key(&key(name))
     }
 
-    /// Checks that every owner name and MX host is a valid DNS name.
+    /// Checks that every owner name, MX host and marked domain is a valid DNS name.
     pub fn check(&self) -> Result<(), SimError> {
+        for domain in self.signed.iter().chain(&self.bogus) {
+            parse_name(domain)?;
+        }
         for (name, recs) in &self.names {
             parse_name(name)?;
             for (_, host) in &recs.mx {
@@ -143,6 +221,32 @@ impl Zone {
             }
         }
         Ok(())
+    }
+}
+
+fn set_mark(set: &mut HashSet<String>, domain: &str, on: bool) {
+    if on {
+        set.insert(key(domain));
+    } else {
+        set.remove(&key(domain));
+    }
+}
+
+/// True when `name` (a key) is one of `domains` or below one of them: its suffixes after each
+/// dot are looked up, so the cost is one lookup per label.
+fn under_any(domains: &HashSet<String>, name: &str) -> bool {
+    if domains.is_empty() {
+        return false;
+    }
+    let mut rest = name;
+    loop {
+        if domains.contains(rest) {
+            return true;
+        }
+        match rest.split_once('.') {
+            Some((_, parent)) => rest = parent,
+            None => return false,
+        }
     }
 }
 
@@ -172,10 +276,15 @@ pub(crate) fn answer(zone: &Zone, request: &Message) -> Message {
         .set_recursion_available(true)
         .set_authoritative(true);
     resp.add_queries(request.queries().iter().cloned());
+    let mut wants_dnssec = request.authentic_data();
     if let Some(req_edns) = request.extensions() {
+        let dnssec_ok = req_edns.flags().dnssec_ok;
+        wants_dnssec |= dnssec_ok;
         let mut edns = Edns::new();
+        // RFC 3225 §3: the DO bit is copied into the response.
         edns.set_max_payload(req_edns.max_payload().clamp(512, 4096))
-            .set_version(0);
+            .set_version(0)
+            .set_dnssec_ok(dnssec_ok);
         resp.set_edns(edns);
     }
     if request.message_type() != MessageType::Query || request.op_code() != OpCode::Query {
@@ -186,7 +295,21 @@ pub(crate) fn answer(zone: &Zone, request: &Message) -> Message {
         resp.set_response_code(ResponseCode::FormErr);
         return resp;
     };
+    let qkey = key(&query.name().to_ascii());
+    if under_any(&zone.bogus, &qkey) {
+        resp.set_response_code(ResponseCode::ServFail);
+        return resp;
+    }
     fill_answer(zone, query, &mut resp);
+    // A validating resolver sets AD on validated answers (positive or an authenticated denial)
+    // only for queries that ask for it (RFC 6840 §5.7, RFC 4035 §3.2.3).
+    let answered = matches!(
+        resp.response_code(),
+        ResponseCode::NoError | ResponseCode::NXDomain
+    );
+    if answered && wants_dnssec && under_any(&zone.signed, &qkey) {
+        resp.set_authentic_data(true);
+    }
     resp
 }
 
@@ -245,6 +368,16 @@ fn records_of(zone: &Zone, qname: &Name, recs: &NameRecords, qtype: RecordType) 
                 .iter()
                 .map(|t| rec(RData::TXT(TXT::new(txt_chunks(t))))),
         );
+    }
+    if any || qtype == RecordType::TLSA {
+        out.extend(recs.tlsa.iter().map(|t| {
+            rec(RData::TLSA(TLSA::new(
+                CertUsage::from(t.usage),
+                Selector::from(t.selector),
+                Matching::from(t.matching),
+                t.data.clone(),
+            )))
+        }));
     }
     out
 }
@@ -333,6 +466,82 @@ mod tests {
             [255, 255, 90]
         );
         assert_eq!(txt_chunks(""), vec![String::new()]);
+    }
+
+    fn ask_dnssec(zone: &Zone, name: &str, qtype: RecordType, dnssec_ok: bool) -> Message {
+        let mut q = Message::new();
+        q.set_id(78).set_recursion_desired(true);
+        q.add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
+        let mut edns = Edns::new();
+        edns.set_dnssec_ok(dnssec_ok);
+        q.set_edns(edns);
+        answer(zone, &q)
+    }
+
+    #[test]
+    fn signed_zones_answer_with_ad_only_when_dnssec_is_asked_for() {
+        let mut z = Zone::new();
+        z.add_mx("signed.example", 10, "mx.signed.example")
+            .add_a("mx.signed.example", Ipv4Addr::new(127, 1, 0, 1))
+            .add_tlsa("_25._tcp.mx.signed.example", 3, 1, 1, &[7; 32])
+            .add_tlsa("_25._tcp.mx.signed.example", 3, 1, 1, &[7; 32])
+            .add_mx("plain.example", 10, "mx.plain.example")
+            .set_signed("Signed.Example.", true);
+        z.check().expect("valid");
+        let r = ask_dnssec(&z, "_25._tcp.mx.signed.example.", RecordType::TLSA, true);
+        assert!(r.authentic_data());
+        assert_eq!(r.answers().len(), 1, "a duplicate record is published once");
+        let Some(RData::TLSA(t)) = r.answers().first().map(|a| a.data()) else {
+            panic!("not a TLSA answer: {r:?}");
+        };
+        assert_eq!(
+            (
+                u8::from(t.cert_usage()),
+                u8::from(t.selector()),
+                u8::from(t.matching())
+            ),
+            (3, 1, 1)
+        );
+        assert!(r.extensions().as_ref().is_some_and(|e| e.flags().dnssec_ok));
+        // An authenticated denial: the name does not exist, and the zone is signed.
+        let r = ask_dnssec(&z, "_25._tcp.mx2.signed.example.", RecordType::TLSA, true);
+        assert_eq!(r.response_code(), ResponseCode::NXDomain);
+        assert!(r.authentic_data());
+        // Without DO or AD in the query, no AD; outside the signed domain, never.
+        assert!(!ask(&z, "signed.example.", RecordType::MX).authentic_data());
+        assert!(!ask_dnssec(&z, "signed.example.", RecordType::MX, false).authentic_data());
+        let mut q = Message::new();
+        q.set_authentic_data(true);
+        q.add_query(Query::query(
+            Name::from_ascii("signed.example.").unwrap(),
+            RecordType::MX,
+        ));
+        assert!(answer(&z, &q).authentic_data(), "AD in the query asks too");
+        assert!(!ask_dnssec(&z, "plain.example.", RecordType::MX, true).authentic_data());
+        assert!(z.is_signed("x.mx.signed.example") && !z.is_signed("unsigned.example"));
+    }
+
+    #[test]
+    fn bogus_zones_and_names_answer_servfail() {
+        let mut z = Zone::new();
+        z.add_mx("bad.example", 10, "mx.bad.example")
+            .add_mx("good.example", 10, "mx.good.example")
+            .add_tlsa("_25._tcp.mx.good.example", 3, 1, 1, &[7; 32])
+            .set_signed("bad.example", true)
+            .set_signed("good.example", true)
+            .set_bogus("bad.example", true)
+            .set_servfail("_25._tcp.mx.good.example", true);
+        for name in ["bad.example.", "mx.bad.example.", "nothing.bad.example."] {
+            let r = ask_dnssec(&z, name, RecordType::MX, true);
+            assert_eq!(r.response_code(), ResponseCode::ServFail, "{name}");
+            assert!(!r.authentic_data());
+        }
+        let r = ask_dnssec(&z, "_25._tcp.mx.good.example.", RecordType::TLSA, true);
+        assert_eq!(r.response_code(), ResponseCode::ServFail);
+        let r = ask_dnssec(&z, "good.example.", RecordType::MX, true);
+        assert!(r.response_code() == ResponseCode::NoError && r.authentic_data());
+        z.set_bogus("bad.example", false);
+        assert!(!z.is_bogus("mx.bad.example"));
     }
 
     #[test]

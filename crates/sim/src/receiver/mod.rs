@@ -127,6 +127,8 @@ impl HostState {
 pub(crate) struct Receivers {
     pub port: u16,
     pub certificate_der: Option<Vec<u8>>,
+    /// The certificate's SubjectPublicKeyInfo, for TLSA records computed at start.
+    pub spki_der: Option<Vec<u8>>,
     tasks: JoinSet<()>,
 }
 
@@ -164,9 +166,14 @@ impl Receivers {
                 tasks.spawn(accept_loop(listener, state));
             }
         }
+        let (certificate_der, spki_der) = match tls {
+            Some(t) => (Some(t.certificate_der), Some(t.spki_der)),
+            None => (None, None),
+        };
         Ok(Receivers {
             port,
-            certificate_der: tls.map(|t| t.certificate_der),
+            certificate_der,
+            spki_der,
             tasks,
         })
     }

@@ -20,6 +20,8 @@ use crate::SimError;
 pub(crate) struct TlsSetup {
     pub acceptor: TlsAcceptor,
     pub certificate_der: Vec<u8>,
+    /// The certificate's DER SubjectPublicKeyInfo (what TLSA selector 1 names).
+    pub spki_der: Vec<u8>,
 }
 
 impl TlsSetup {
@@ -28,6 +30,7 @@ impl TlsSetup {
         let tls_err = |e: &dyn std::fmt::Display| SimError::Tls(e.to_string());
         let certified = rcgen::generate_simple_self_signed(names).map_err(|e| tls_err(&e))?;
         let cert: CertificateDer<'static> = certified.cert.der().clone();
+        let spki_der = certified.key_pair.public_key_der();
         let key =
             PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der()));
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -40,6 +43,7 @@ impl TlsSetup {
         Ok(TlsSetup {
             acceptor: TlsAcceptor::from(Arc::new(config)),
             certificate_der: cert.to_vec(),
+            spki_der,
         })
     }
 }

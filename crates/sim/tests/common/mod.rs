@@ -24,6 +24,7 @@ pub fn world_config(name: &str, addr: Ipv4Addr, profile: Profile, starttls: bool
         extra_mx: vec![],
         profile,
         starttls,
+        dane: Default::default(),
     });
     cfg
 }

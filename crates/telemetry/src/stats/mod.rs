@@ -233,6 +233,7 @@ mod tests {
             tries: 1,
             tls: None,
             mta_sts: None,
+            dane: None,
             outcome,
         }))
     }
