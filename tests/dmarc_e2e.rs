@@ -164,27 +164,92 @@ async fn the_published_policy_decides_from_rewriting() {
     world.shutdown().await;
 }
 
-/// Over LMTP the client is the MTA in front of Herald: SPF is not checked against it (it would
-/// be a false result), while DKIM and the DMARC policy still are.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lmtp_posts_are_not_spf_checked_against_the_front_mta() {
-    let (world, server, _dir) = start().await;
-    let (mut c, _) = Smtp::connect(server.lmtp).await;
-    c.cmd("LHLO front.test").await;
-    let r = c
-        .send_mail(
-            "alice@reject.test",
-            &[LIST],
-            post("reject.test", "l1", "").as_bytes(),
-        )
-        .await;
-    assert!(r.starts_with("250"), "{r}");
-    let copy = copy_of(&world, "l1").await;
-    let ar = field(&copy, "Authentication-Results").expect("ours");
+/// Our whole Authentication-Results field in a copy, unfolded.
+fn our_results(copy: &str) -> String {
     let head = copy.split("\r\n\r\n").next().unwrap_or_default();
-    assert!(!head.contains("spf="), "{head}");
-    assert!(ar.starts_with("herald.test;"), "{ar}");
-    assert_eq!(field(&copy, "From"), Some(REWRITTEN));
+    let start = head
+        .find("Authentication-Results: herald.test;")
+        .unwrap_or_else(|| panic!("no results of ours in {head}"));
+    let mut out = String::new();
+    for (i, line) in head[start..].split("\r\n").enumerate() {
+        if i > 0 && !line.starts_with([' ', '\t']) {
+            break;
+        }
+        out.push_str(line.trim());
+        out.push(' ');
+    }
+    out
+}
+
+/// Over LMTP the client is the MTA in front of Herald: SPF is checked against the client that
+/// MTA recorded in its Received field (past loopback content-filter hops), never against the
+/// MTA itself, and not at all when no such field can be read. DKIM and DMARC are always checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lmtp_posts_are_spf_checked_against_the_client_the_front_mta_recorded() {
+    let (world, server, _dir) = start().await;
+    world
+        .dns()
+        .update_zone(|z| {
+            z.add_txt("spf.test", "v=spf1 ip4:192.0.2.1 -all");
+        })
+        .expect("zone");
+    // (Message-ID, trace fields the front MTA wrote, what SPF must say). The addresses in the
+    // fields are text only: no socket goes to them.
+    let front = "Received: from mail.spf.test (mail.spf.test [192.0.2.1])\r\n\tby mx.lists.test (Postfix) with ESMTPS id 1; Sat, 21 Nov 2026 07:00:00 +0000\r\n";
+    let filter = "Received: from localhost (localhost [127.0.0.1])\r\n\tby mx.lists.test (Postfix) with ESMTP id 2; Sat, 21 Nov 2026 07:00:01 +0000\r\n";
+    let cases = [
+        ("l-none", String::new(), None),
+        ("l-pass", front.to_string(), Some("spf=pass")),
+        ("l-filter", format!("{filter}{front}"), Some("spf=pass")),
+        (
+            "l-fail",
+            front.replace("192.0.2.1", "198.51.100.7"),
+            Some("spf=fail"),
+        ),
+        // Unreadable: local submission, garbage, an oversized field.
+        (
+            "l-local",
+            "Received: by mx.lists.test (Postfix, from userid 1000) id 3\r\n".into(),
+            None,
+        ),
+        (
+            "l-junk",
+            "Received: from (([[[]]] by by by\r\n".into(),
+            None,
+        ),
+        (
+            "l-huge",
+            format!(
+                "Received: from a.test ({}[192.0.2.1]) by mx\r\n",
+                "xxxxxxxxxx\r\n\t".repeat(500)
+            ),
+            None,
+        ),
+    ];
+    for (mid, trace, want) in &cases {
+        let (mut c, _) = Smtp::connect(server.lmtp).await;
+        c.cmd("LHLO front.test").await;
+        let r = c
+            .send_mail(
+                "alice@spf.test",
+                &[LIST],
+                post("reject.test", mid, trace).as_bytes(),
+            )
+            .await;
+        assert!(r.starts_with("250"), "{mid}: {r}");
+        let copy = copy_of(&world, mid).await;
+        let ours = our_results(&copy);
+        match want {
+            Some(spf) => assert!(
+                ours.contains(&format!("{spf} ")) && ours.contains("smtp.mailfrom=alice@spf.test"),
+                "{mid}: {ours}"
+            ),
+            None => assert!(!ours.contains("spf="), "{mid}: {ours}"),
+        }
+        assert!(ours.contains("dmarc="), "{mid}: {ours}");
+        assert_eq!(field(&copy, "From"), Some(REWRITTEN), "{mid}");
+    }
+    // Over SMTP the client itself is checked (127.0.0.1 here, with no SPF record).
     let r = send(&server, "alice@reject.test", &post("reject.test", "s0", "")).await;
     assert!(r.starts_with("250"), "{r}");
     assert!(copy_of(&world, "s0").await.contains("spf=none"));

@@ -11,6 +11,7 @@
 
 pub mod arc;
 pub mod dkim;
+pub mod received;
 pub mod results;
 pub mod verify;
 

@@ -10,6 +10,10 @@
 //! problem costs the poster a little latency, not the fan-out), and every later stage reads
 //! one field instead of asking DNS again.
 //!
+//! SPF over LMTP: the client Herald sees is the MTA in front of it, so SPF is checked against
+//! the client that MTA recorded in its `Received:` field (`herald_auth::received`), or not at
+//! all when that field cannot be read or `[auth] lmtp_client_from_received` is off.
+//!
 //! Failure: the check never refuses or loses a post. It is bounded by `timeout`; when that
 //! passes, the field records `temperror` (fan-out then rewrites From to be safe).
 //!
@@ -18,16 +22,33 @@
 //! ours; the verification itself (mail-auth) never panics on malformed signatures or records.
 
 use bytes::Bytes;
+use herald_auth::received::{relay_client, IpBlock};
 use herald_auth::Authenticator;
 use std::net::IpAddr;
 use std::time::Duration;
 
-/// Where a post came from, for SPF (absent for posts injected over HTTP).
-pub struct Client<'a> {
-    pub ip: IpAddr,
-    pub helo: &'a str,
-    /// The envelope sender, empty for the null reverse path.
-    pub mail_from: &'a str,
+/// Where a post came from, for SPF. `mail_from` is the envelope sender, empty for the null
+/// reverse path.
+pub enum Source<'a> {
+    /// An SMTP client: SPF checks its address and HELO name.
+    Smtp {
+        ip: IpAddr,
+        helo: &'a str,
+        mail_from: &'a str,
+    },
+    /// The MTA in front of Herald, over LMTP: the real client is in its `Received:` field.
+    Lmtp { mail_from: &'a str },
+    /// Injected over HTTP by an administrator: no client, no SPF.
+    Injected,
+}
+
+/// How LMTP posts find their real client.
+#[derive(Debug, Clone)]
+pub enum LmtpClients {
+    /// From the `Received:` field of the MTA in front, walking past these internal relays.
+    FromReceived(Vec<IpBlock>),
+    /// Not at all: LMTP posts get no SPF result.
+    Unknown,
 }
 
 pub struct ArrivalCheck {
@@ -36,6 +57,7 @@ pub struct ArrivalCheck {
     auth: Option<Authenticator>,
     authserv_id: String,
     timeout: Duration,
+    lmtp_clients: LmtpClients,
 }
 
 impl std::fmt::Debug for ArrivalCheck {
@@ -49,16 +71,22 @@ impl std::fmt::Debug for ArrivalCheck {
 }
 
 impl ArrivalCheck {
-    pub fn new(auth: Option<Authenticator>, authserv_id: &str, timeout: Duration) -> Self {
+    pub fn new(
+        auth: Option<Authenticator>,
+        authserv_id: &str,
+        timeout: Duration,
+        lmtp_clients: LmtpClients,
+    ) -> Self {
         ArrivalCheck {
             auth,
             authserv_id: authserv_id.to_string(),
             timeout,
+            lmtp_clients,
         }
     }
 
     /// Removes forged fields with our authserv-id and prepends our results.
-    pub async fn stamp(&self, body: Bytes, client: Option<Client<'_>>) -> Bytes {
+    pub async fn stamp(&self, body: Bytes, source: Source<'_>) -> Bytes {
         let body = match herald_auth::results::strip_ours(&body, &self.authserv_id) {
             std::borrow::Cow::Borrowed(_) => body,
             std::borrow::Cow::Owned(stripped) => {
@@ -72,9 +100,28 @@ impl ArrivalCheck {
         let Some(auth) = &self.auth else {
             return body;
         };
-        let (ip, helo, mail_from) = match &client {
-            Some(c) => (Some(c.ip), c.helo, c.mail_from),
-            None => (None, "", ""),
+        let relayed;
+        let (ip, helo, mail_from) = match source {
+            Source::Smtp {
+                ip,
+                helo,
+                mail_from,
+            } => (Some(ip), helo, mail_from),
+            Source::Lmtp { mail_from } => {
+                // One field at the top is ours: the inbound listener prepends it.
+                relayed = match &self.lmtp_clients {
+                    LmtpClients::FromReceived(internal) => relay_client(&body, 1, internal),
+                    LmtpClients::Unknown => None,
+                };
+                if relayed.is_none() {
+                    tracing::debug!("LMTP post without a readable Received field: no SPF");
+                }
+                match &relayed {
+                    Some(c) => (Some(c.ip), c.helo.as_str(), mail_from),
+                    None => (None, "", mail_from),
+                }
+            }
+            Source::Injected => (None, "", ""),
         };
         let check = auth.check_arrival(&body, ip, helo, mail_from);
         let field = match tokio::time::timeout(self.timeout, check).await {

@@ -122,6 +122,12 @@ pub struct AuthSection {
     pub verify_arrivals: bool,
     /// Longest the check may take; past it the post is stored with `temperror` results.
     pub arrival_timeout_secs: u64,
+    /// Over LMTP, check SPF against the client the MTA in front recorded in its `Received:`
+    /// field. Off: LMTP posts get no SPF result (DKIM and DMARC are still checked).
+    pub lmtp_client_from_received: bool,
+    /// Relays whose recorded clients are walked past to the outside one: a content filter
+    /// re-injecting over loopback adds such a hop. Addresses or CIDR blocks.
+    pub internal_relays: Vec<String>,
 }
 
 impl Default for AuthSection {
@@ -129,7 +135,28 @@ impl Default for AuthSection {
         AuthSection {
             verify_arrivals: true,
             arrival_timeout_secs: 10,
+            lmtp_client_from_received: true,
+            internal_relays: vec!["127.0.0.0/8".into(), "::1".into()],
         }
+    }
+}
+
+impl AuthSection {
+    /// How LMTP posts find their real client; errors name the bad `internal_relays` entry.
+    pub fn lmtp_clients(&self) -> Result<crate::arrival::LmtpClients, String> {
+        if !self.lmtp_client_from_received {
+            return Ok(crate::arrival::LmtpClients::Unknown);
+        }
+        let blocks = self
+            .internal_relays
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                herald_auth::received::IpBlock::parse(r)
+                    .map_err(|e| format!("auth.internal_relays[{i}]: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(crate::arrival::LmtpClients::FromReceived(blocks))
     }
 }
 
@@ -457,6 +484,10 @@ impl Config {
         if self.auth.arrival_timeout_secs == 0 || self.auth.arrival_timeout_secs > 300 {
             return Err("auth.arrival_timeout_secs: must be between 1 and 300".into());
         }
+        if self.auth.internal_relays.len() > 64 {
+            return Err("auth.internal_relays: at most 64 entries".into());
+        }
+        self.auth.lmtp_clients()?;
         let s = &self.scheduler;
         if s.max_connections == 0 || s.max_connections_per_destination == 0 {
             return Err(
@@ -565,6 +596,21 @@ mod tests {
         assert!(e.contains("enabled"), "{e}");
         let c = Config::parse("[delivery.dane]\nenabled = true\n").expect("valid");
         assert!(c.delivery.dane.enabled);
+        for bad in ["\"10.0.0.0/33\"", "\"mx.example\"", "\"\""] {
+            let e = Config::parse(&format!("[auth]\ninternal_relays = [\"::1\", {bad}]\n"))
+                .unwrap_err();
+            assert!(e.contains("auth.internal_relays[1]"), "{bad}: {e}");
+        }
+        let c = Config::parse("[auth]\ninternal_relays = [\"10.1.0.0/16\"]\n").expect("valid");
+        assert!(matches!(
+            c.auth.lmtp_clients(),
+            Ok(crate::arrival::LmtpClients::FromReceived(b)) if b.len() == 1
+        ));
+        let c = Config::parse("[auth]\nlmtp_client_from_received = false\n").expect("valid");
+        assert!(matches!(
+            c.auth.lmtp_clients(),
+            Ok(crate::arrival::LmtpClients::Unknown)
+        ));
     }
 
     #[test]

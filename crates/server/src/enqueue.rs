@@ -8,7 +8,7 @@
 //! (`enqueue_postmaster`) is stored the same way and handed to the lists stage too; its
 //! forwards to the operators (`enqueue_server_mail`) are generated mail from `<>`.
 
-use crate::arrival::{ArrivalCheck, Client};
+use crate::arrival::{ArrivalCheck, Source};
 use bytes::Bytes;
 use herald_directory::{Directory, DirectoryError};
 use herald_fanout::{DedupStore, Seen};
@@ -60,7 +60,7 @@ pub enum Origin {
         envelope_from: Option<Address>,
         /// The client's address and HELO name, for SPF. `None` over LMTP: the client is the
         /// MTA in front of Herald (often 127.0.0.1), and SPF against it would be a false
-        /// result; that MTA checked the real client.
+        /// result; the arrival check reads the real client from that MTA's `Received:`.
         peer: Option<std::net::IpAddr>,
         helo: String,
     },
@@ -98,14 +98,20 @@ impl Enqueuer {
         let body = match (role, &origin) {
             (ListAddressKind::Post, Origin::Smtp { peer, helo, .. }) => {
                 let mail_from = envelope_from.as_ref().map(ToString::to_string);
-                let client = peer.map(|ip| Client {
-                    ip,
-                    helo,
-                    mail_from: mail_from.as_deref().unwrap_or(""),
-                });
-                self.arrival.stamp(body, client).await
+                let mail_from = mail_from.as_deref().unwrap_or("");
+                let source = match *peer {
+                    Some(ip) => Source::Smtp {
+                        ip,
+                        helo,
+                        mail_from,
+                    },
+                    None => Source::Lmtp { mail_from },
+                };
+                self.arrival.stamp(body, source).await
             }
-            (ListAddressKind::Post, Origin::Admin) => self.arrival.stamp(body, None).await,
+            (ListAddressKind::Post, Origin::Admin) => {
+                self.arrival.stamp(body, Source::Injected).await
+            }
             _ => body,
         };
         let message_id = message_id(&body);

@@ -362,6 +362,13 @@ fn arrival_check(config: &Config) -> Result<arrival::ArrivalCheck, ServerError> 
         auth,
         &config.hostname,
         std::time::Duration::from_secs(config.auth.arrival_timeout_secs),
+        config
+            .auth
+            .lmtp_clients()
+            .map_err(|message| ConfigError::Unusable {
+                key: "auth".into(),
+                message,
+            })?,
     ))
 }
 
