@@ -135,14 +135,12 @@ impl Actor {
 mod bench {
     use super::*;
     use crate::actor::Actor;
-    use crate::job::{Job, PostCtx};
+    use crate::job::Job;
     use crate::queue::Waiting;
     use crate::SchedulerConfig;
     use herald_delivery::MxHost;
     use herald_telemetry::{DeferralKind, LaneKind};
-    use herald_types::{
-        Address, List, ListId, ListSettings, Member, MemberId, MemberStatus, PostId,
-    };
+    use herald_types::{Address, ListId, Member, MemberId, MemberStatus};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -170,29 +168,7 @@ mod bench {
             ..SchedulerConfig::default()
         };
         let mut actor = Actor::new(Arc::new(cfg), ctx, None);
-        let list = List {
-            id: ListId(1),
-            address: Address::parse("l@lists.test").expect("addr"),
-            settings: ListSettings::default(),
-            created_at_ms: 0,
-        };
-        let lctx = herald_fanout::ListContext {
-            unsubscribe_base_url: "http://x".into(),
-            archive_url: None,
-            secret: b"0123456789abcdef".to_vec(),
-            dkim: Default::default(),
-            authserv_id: "herald.test".into(),
-        };
-        let template =
-            herald_fanout::render(&list, &lctx, b"Subject: x\r\n\r\nbody\r\n").expect("render");
-        let post = Arc::new(PostCtx {
-            id: PostId(1),
-            list_id: ListId(1),
-            template,
-            accepted_at_ms: herald_types::unix_ms_now(),
-            max_age_ms: u64::MAX,
-            window: Arc::new(tokio::sync::Semaphore::new(0)),
-        });
+        let post = crate::worker::test_post();
         let keys: Vec<Arc<str>> = (0..domains)
             .map(|i| {
                 let hosts = vec![MxHost {

@@ -408,3 +408,32 @@ pub(crate) fn test_ctx(ctrl: mpsc::Sender<Ctrl>, reports: mpsc::Sender<Report>) 
         telemetry: Telemetry::disabled_log(),
     })
 }
+
+/// A one-line post of list 1 (`l@lists.test`), unsigned, with no window, for unit tests.
+#[cfg(test)]
+pub(crate) fn test_post() -> Arc<crate::job::PostCtx> {
+    use herald_types::{Address, List, ListId, ListSettings, PostId};
+    let list = List {
+        id: ListId(1),
+        address: Address::parse("l@lists.test").expect("addr"),
+        settings: ListSettings::default(),
+        created_at_ms: 0,
+    };
+    let lctx = herald_fanout::ListContext {
+        unsubscribe_base_url: "http://x".into(),
+        archive_url: None,
+        secret: b"0123456789abcdef".to_vec(),
+        dkim: Default::default(),
+        authserv_id: "herald.test".into(),
+    };
+    let template =
+        herald_fanout::render(&list, &lctx, b"Subject: x\r\n\r\nbody\r\n").expect("render");
+    Arc::new(crate::job::PostCtx {
+        id: PostId(1),
+        list_id: ListId(1),
+        template,
+        accepted_at_ms: herald_types::unix_ms_now(),
+        max_age_ms: u64::MAX,
+        window: Arc::new(tokio::sync::Semaphore::new(0)),
+    })
+}

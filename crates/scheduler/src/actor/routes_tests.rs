@@ -9,10 +9,7 @@ use crate::SchedulerConfig;
 use herald_delivery::mta_sts::Mode;
 use herald_delivery::{DaneRoute, HostDane, MxHost, StsRoute, TlsaSet};
 use herald_telemetry::{DaneNote, DeferralKind, LaneKind};
-use herald_types::{
-    Address, EnhancedStatus, List, ListId, ListSettings, Member, MemberId, MemberStatus, PostId,
-    Reply,
-};
+use herald_types::{Address, EnhancedStatus, ListId, Member, MemberId, MemberStatus, Reply};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,29 +22,7 @@ fn actor() -> (Actor, tokio::sync::mpsc::Receiver<crate::report::Report>) {
 }
 
 fn post() -> Arc<PostCtx> {
-    let list = List {
-        id: ListId(1),
-        address: Address::parse("l@lists.test").expect("addr"),
-        settings: ListSettings::default(),
-        created_at_ms: 0,
-    };
-    let lctx = herald_fanout::ListContext {
-        unsubscribe_base_url: "http://x".into(),
-        archive_url: None,
-        secret: b"0123456789abcdef".to_vec(),
-        dkim: Default::default(),
-        authserv_id: "herald.test".into(),
-    };
-    let template =
-        herald_fanout::render(&list, &lctx, b"Subject: x\r\n\r\nbody\r\n").expect("render");
-    Arc::new(PostCtx {
-        id: PostId(1),
-        list_id: ListId(1),
-        template,
-        accepted_at_ms: herald_types::unix_ms_now(),
-        max_age_ms: u64::MAX,
-        window: Arc::new(tokio::sync::Semaphore::new(0)),
-    })
+    crate::worker::test_post()
 }
 
 fn job(post: &Arc<PostCtx>, id: i64, rcpt: &str) -> Job {
