@@ -241,6 +241,11 @@ impl Session {
         }
     }
 
+    /// True while a DATA body is being read (for the driver's timeout accounting).
+    pub fn in_data(&self) -> bool {
+        matches!(self.phase, Phase::Data(_))
+    }
+
     /// True between MAIL and the reply to the end of DATA: a graceful shutdown lets it finish.
     pub fn in_transaction(&self) -> bool {
         self.txn.is_some()
