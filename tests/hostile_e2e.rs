@@ -274,3 +274,54 @@ fn the_cli_says_clearly_when_no_server_is_running() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no Herald server is answering"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_take_every_smtp_session_and_refusals_show_in_metrics() {
+    let world = World::start(world_config(&[Profile::Normal], true))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = server_config(&world, dir.path().to_path_buf());
+    cfg.smtp_in.max_sessions_per_client = 2;
+    let server = TestServer::start(cfg).await;
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let (s, banner) = Smtp::connect(server.smtp).await;
+        assert!(banner.starts_with("220"), "{banner}");
+        open.push(s);
+    }
+    let (mut refused, banner) = Smtp::connect(server.smtp).await;
+    assert!(banner.starts_with("421 4.7.0"), "{banner}");
+    assert_eq!(refused.reply().await, "<closed>");
+    // LMTP comes from the front MTA's one address: never limited per client.
+    let mut lmtp = Vec::new();
+    for _ in 0..4 {
+        let (s, banner) = Smtp::connect(server.lmtp).await;
+        assert!(banner.starts_with("220"), "{banner}");
+        lmtp.push(s);
+    }
+    // A slot given back is usable again.
+    let mut leaving = open.pop().expect("two open");
+    assert!(leaving.cmd("QUIT").await.starts_with("221"));
+    assert_eq!(leaving.reply().await, "<closed>");
+    let mut admitted = false;
+    for _ in 0..100 {
+        let (_s, banner) = Smtp::connect(server.smtp).await;
+        if banner.starts_with("220") {
+            admitted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(admitted, "the closed session's slot was released");
+    let (_, metrics) = http("GET", &format!("{}/metrics", server.api), None).await;
+    let metrics = metrics.as_str().expect("text").to_string();
+    assert!(
+        !metrics.contains("herald_inbound_refusals_total{reason=\"per_client_limit\"} 0"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("herald_inbound_refusals_total{reason=\"buffer_budget\"} 0"));
+    drop((open, lmtp));
+    server.stop().await;
+    drop(world);
+}

@@ -4,8 +4,10 @@
 //! domain (it is spliced into the banner, every EHLO reply and every `Received:` header), sane
 //! [`Limits`], and at least one session slot.
 //!
-//! SECURITY: `max_sessions` × `limits.max_message_octets` is the worst-case memory the listener
-//! can be made to hold; size them together.
+//! SECURITY: message bodies buffered by all sessions together are bounded by
+//! `max_buffered_octets` (shared by the listeners given one [`crate::InboundShared`]), not by
+//! `max_sessions` × `limits.max_message_octets`; `max_sessions_per_client` keeps one address
+//! from taking every session slot.
 
 use herald_smtp::Limits;
 use herald_types::Address;
@@ -25,6 +27,16 @@ pub struct InboundConfig {
     pub limits: Limits,
     /// Concurrent sessions (default 500); one more gets `421 4.3.2` and is closed.
     pub max_sessions: usize,
+    /// Concurrent sessions from one client address (IPv6: one /64), default 20, 0 = no limit;
+    /// one more gets `421 4.7.0` and is closed without taking a session slot. Not applied in
+    /// LMTP mode: the MTA in front of Herald is one address that legitimately opens many
+    /// connections, and LMTP listens only where that MTA can reach it; `max_sessions` still
+    /// bounds it.
+    pub max_sessions_per_client: usize,
+    /// Message octets all sessions may buffer at once (default 256 MiB); a message that would
+    /// go past it gets `452 4.3.1` (try again later). At least `limits.max_message_octets`, or
+    /// a message of the largest size could never be taken.
+    pub max_buffered_octets: u64,
     /// On shutdown, how long a session in the middle of a transaction may take to finish it
     /// (default 30).
     pub shutdown_grace_secs: u64,
@@ -43,6 +55,8 @@ impl InboundConfig {
             hostname: hostname.into(),
             limits: Limits::default(),
             max_sessions: 500,
+            max_sessions_per_client: 20,
+            max_buffered_octets: 256 * 1024 * 1024,
             shutdown_grace_secs: 30,
         }
     }
@@ -63,6 +77,9 @@ impl InboundConfig {
         if self.max_sessions == 0 {
             return Err(InboundError::NoSessions);
         }
+        if self.max_buffered_octets < self.limits.max_message_octets {
+            return Err(InboundError::BufferBudgetTooSmall);
+        }
         Ok(())
     }
 }
@@ -76,6 +93,8 @@ mod tests {
         let c: InboundConfig =
             toml::from_str("hostname = \"mx.example\"\n[limits]\nmax_recipients = 7").unwrap();
         assert_eq!(c.max_sessions, 500);
+        assert_eq!(c.max_sessions_per_client, 20);
+        assert_eq!(c.max_buffered_octets, 256 << 20);
         assert_eq!(c.limits.max_recipients, 7);
         assert_eq!(c.shutdown_grace(), Duration::from_secs(30));
         assert!(c.validate().is_ok());
@@ -109,5 +128,11 @@ mod tests {
         c.max_sessions = 1;
         c.limits.max_errors = 0;
         assert!(matches!(c.validate(), Err(InboundError::Limits(_))));
+        c.limits.max_errors = 10;
+        c.max_buffered_octets = c.limits.max_message_octets - 1;
+        let e = c.validate().unwrap_err();
+        assert!(e.to_string().contains("max_buffered_octets"), "{e}");
+        c.max_buffered_octets = 0;
+        assert!(c.validate().is_err());
     }
 }

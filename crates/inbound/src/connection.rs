@@ -11,6 +11,15 @@
 //! peer (read or write) is bounded by the session's current timeout; on expiry the peer gets
 //! `421 4.4.2` and the connection is closed.
 //!
+//! Deadlines: besides the idle limit per read, the input the peer owes has a deadline counted
+//! from our last reply: a whole command line within `command_timeout_secs`, the whole DATA body
+//! within `data_deadline_secs` of the 354. From our last reply rather than from the first byte
+//! of the line: it is the RFC 5321 §4.5.3.2.7 server timeout (the wait for the next command),
+//! a peer cannot add an idle period before its first byte to a trickled line, and it needs no
+//! state about partial lines. Pipelined commands are answered in one batch, and each batch
+//! restarts the clock, so a pipelining peer is never cut off early. A DATA phase cut off this
+//! way drops the body (and its share of the buffer budget) without handing it over.
+//!
 //! Shutdown: once the token is cancelled, a session between transactions gets `421 4.3.2` at
 //! once; one inside a transaction may finish it (and gets `421 4.3.2` right after), but only
 //! until the grace period ends. Handler calls in progress are never interrupted.
@@ -26,7 +35,7 @@
 //! does not reset the connection and destroy our last reply.
 
 use bytes::BytesMut;
-use herald_smtp::{replies, Action, Canned, Envelope, Limits, Mode, Session};
+use herald_smtp::{replies, Action, BufferBudget, Canned, Envelope, Limits, Mode, Session};
 use herald_types::Reply;
 use std::collections::VecDeque;
 use std::io;
@@ -35,13 +44,13 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::time::{sleep_until, timeout, Instant};
+use tokio::time::{sleep_until, timeout, timeout_at, Instant};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use crate::tls::{InboundTls, Stream};
-use crate::{received, InboundHandler, InboundMessage};
+use crate::{received, InboundHandler, InboundMessage, Refusal};
 
 /// Octets read per read call.
 pub(crate) const READ_CHUNK: usize = 16 * 1024;
@@ -59,6 +68,8 @@ pub(crate) struct SessionContext {
     pub shutdown_grace: Duration,
     /// TLS for this listener, when a certificate is configured (never for LMTP).
     pub tls: Option<InboundTls>,
+    /// The global budget message bodies are buffered against (shared by listeners).
+    pub budget: Arc<BufferBudget>,
 }
 
 /// How a session ended: expected outcomes, not errors.
@@ -115,6 +126,9 @@ struct Connection<H> {
     shutdown: CancellationToken,
     /// Set once shutdown has been seen: the session must be gone by then.
     drain_deadline: Option<Instant>,
+    /// When the input the peer owes (a command line, or the DATA body) must be complete;
+    /// restarted by every reply we write (see the module docs).
+    input_deadline: Instant,
 }
 
 /// Runs one session to its end, then closes the connection.
@@ -125,7 +139,8 @@ pub(crate) async fn run<H: InboundHandler>(
     handler: Arc<H>,
     shutdown: CancellationToken,
 ) {
-    let mut session = Session::new(ctx.mode, ctx.limits, ctx.hostname.clone());
+    let mut session =
+        Session::new(ctx.mode, ctx.limits, ctx.hostname.clone()).with_budget(ctx.budget.clone());
     let stream = match &ctx.tls {
         Some(tls) if tls.implicit => {
             match handshake(stream, tls, ctx.limits.command_timeout()).await {
@@ -145,6 +160,7 @@ pub(crate) async fn run<H: InboundHandler>(
         }
         None => Stream::Plain(stream),
     };
+    let ctx_command_timeout = ctx.limits.command_timeout();
     let mut conn = Connection {
         stream,
         peer,
@@ -155,6 +171,7 @@ pub(crate) async fn run<H: InboundHandler>(
         out: Vec::new(),
         shutdown,
         drain_deadline: None,
+        input_deadline: Instant::now() + ctx_command_timeout,
     };
     match conn.drive().await {
         Ok(end) => debug!(?end, "session ended"),
@@ -190,9 +207,15 @@ impl<H: InboundHandler> Connection<H> {
                 Wake::Input => {}
                 Wake::Eof => return Ok(SessionEnd::PeerGone),
                 Wake::TimedOut => {
+                    let refusal = match self.session.in_data() {
+                        true => Refusal::DataTimeout,
+                        false => Refusal::CommandTimeout,
+                    };
+                    self.handler.refused(refusal, self.peer);
+                    info!(reason = refusal.word(), "peer too slow; closing");
                     return self
                         .close_with(replies::TIMEOUT, SessionEnd::TimedOut)
-                        .await
+                        .await;
                 }
                 Wake::ShutdownStarted => {
                     self.draining();
@@ -219,7 +242,16 @@ impl<H: InboundHandler> Connection<H> {
             let mut pending = VecDeque::from(actions);
             while let Some(action) = pending.pop_front() {
                 match action {
-                    Action::Reply(reply) => self.queue(&reply),
+                    Action::Reply(reply) => {
+                        if replies::INSUFFICIENT_STORAGE.matches(&reply) {
+                            self.handler.refused(Refusal::BufferBudget, self.peer);
+                            info!(
+                                buffered = self.ctx.budget.used(),
+                                "buffer budget spent; transaction refused with 452"
+                            );
+                        }
+                        self.queue(&reply);
+                    }
                     Action::CheckRecipient(rcpt) => {
                         let verdict = self.handler.check_recipient(&rcpt).await;
                         debug!(%rcpt, accepted = verdict.is_ok(), "recipient checked");
@@ -252,6 +284,8 @@ impl<H: InboundHandler> Connection<H> {
         };
         self.stream = handshake(tcp, &tls, self.ctx.limits.command_timeout()).await?;
         self.session.tls_started();
+        // The handshake was the peer's answer to our 220: the EHLO it owes starts now.
+        self.input_deadline = Instant::now() + self.session.input_deadline();
         Ok(())
     }
 
@@ -293,7 +327,8 @@ impl<H: InboundHandler> Connection<H> {
     }
 
     async fn wait_for_input(&mut self) -> Result<Wake, ConnectionError> {
-        let read_timeout = self.session.read_timeout();
+        // The idle limit for this read, but never past the deadline for the whole input.
+        let wake_by = (Instant::now() + self.session.read_timeout()).min(self.input_deadline);
         let deadline = self.drain_deadline;
         let grace = async move {
             match deadline {
@@ -305,7 +340,7 @@ impl<H: InboundHandler> Connection<H> {
         // `take` caps one read at READ_CHUNK whatever the buffer's spare capacity.
         let mut reader = (&mut self.stream).take(READ_CHUNK as u64);
         tokio::select! {
-            read = timeout(read_timeout, reader.read_buf(&mut self.buf)) => match read {
+            read = timeout_at(wake_by, reader.read_buf(&mut self.buf)) => match read {
                 Err(_elapsed) => Ok(Wake::TimedOut),
                 Ok(Ok(0)) => Ok(Wake::Eof),
                 Ok(Ok(_)) => Ok(Wake::Input),
@@ -331,6 +366,8 @@ impl<H: InboundHandler> Connection<H> {
             Err(_elapsed) => return Err(ConnectionError::WriteTimeout),
         }
         self.out.clear();
+        // Our reply is written: the peer's next input is due within the phase's deadline.
+        self.input_deadline = Instant::now() + self.session.input_deadline();
         Ok(())
     }
 

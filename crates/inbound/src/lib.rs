@@ -11,8 +11,12 @@
 //!   [`InboundHandler::accept_message`] returns, and it is the handler's verdict.
 //! - **Never an open relay**: every RCPT goes through [`InboundHandler::check_recipient`].
 //! - **Bounded**: at most `max_sessions` sessions (a permit is taken before a session starts;
-//!   the next connection gets `421 4.3.2`); per session one read chunk plus the
-//!   [`herald_smtp::Limits`] buffers; every wait on the peer has a timeout (`421 4.4.2`).
+//!   the next connection gets `421 4.3.2`), at most `max_sessions_per_client` from one address
+//!   (SMTP and submissions; `421 4.7.0`); per session one read chunk plus the
+//!   [`herald_smtp::Limits`] buffers, and message bodies of all sessions together within
+//!   `max_buffered_octets` (`452 4.3.1`). A whole command line, and a whole DATA phase, have
+//!   deadlines as well as the idle timeout per read (`421 4.4.2`), so trickling bytes does not
+//!   hold a session.
 //! - **Graceful drain**: on shutdown no new connection is accepted; idle sessions get
 //!   `421 4.3.2` at once, sessions in a transaction may finish it within the grace period.
 //!
@@ -27,6 +31,7 @@ pub mod config;
 mod connection;
 mod listener;
 pub mod received;
+mod shared;
 pub mod tls;
 
 use herald_smtp::Envelope;
@@ -36,7 +41,8 @@ use std::net::SocketAddr;
 
 pub use config::InboundConfig;
 pub use herald_smtp::{Limits, Mode};
-pub use listener::{serve, serve_with_tls};
+pub use listener::{serve, serve_shared, serve_with_tls};
+pub use shared::InboundShared;
 pub use tls::{load_server_config, InboundTls, TlsSetupError};
 
 /// A message ready to be stored: its envelope, with the `Received:` header already prepended to
@@ -61,6 +67,49 @@ pub trait InboundHandler: Send + Sync + 'static {
     /// a 2xx only once the message is on disk. LMTP sends them per recipient; SMTP sends one
     /// (see [`herald_smtp::Session::message_done`] for how they are combined).
     fn accept_message(&self, message: InboundMessage) -> impl Future<Output = Vec<Reply>> + Send;
+
+    /// A peer was refused or cut off by one of the listener's bounds (for metrics; the
+    /// listener has already replied). Must not block: it runs on the session's task. Default:
+    /// nothing.
+    fn refused(&self, _refusal: Refusal, _peer: SocketAddr) {}
+}
+
+/// Which bound refused a peer; the label of the `/metrics` counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `max_sessions_per_client` reached at connect (`421 4.7.0`).
+    TooManyFromClient,
+    /// No command line within `command_timeout_secs` of our last reply (`421 4.4.2`).
+    CommandTimeout,
+    /// DATA idle longer than `data_timeout_secs`, or longer in all than `data_deadline_secs`
+    /// (`421 4.4.2`); the message is dropped, never stored.
+    DataTimeout,
+    /// The global `max_buffered_octets` budget was spent (`452 4.3.1`).
+    BufferBudget,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 4] = [
+        Refusal::TooManyFromClient,
+        Refusal::CommandTimeout,
+        Refusal::DataTimeout,
+        Refusal::BufferBudget,
+    ];
+
+    /// Position in [`Refusal::ALL`], for counter arrays.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Stable label text.
+    pub fn word(self) -> &'static str {
+        match self {
+            Refusal::TooManyFromClient => "per_client_limit",
+            Refusal::CommandTimeout => "command_timeout",
+            Refusal::DataTimeout => "data_timeout",
+            Refusal::BufferBudget => "buffer_budget",
+        }
+    }
 }
 
 /// Why a listener could not start or had to stop. Per-connection problems are logged, never
@@ -73,6 +122,8 @@ pub enum InboundError {
     Limits(#[from] herald_smtp::LimitsError),
     #[error("max_sessions must be greater than zero")]
     NoSessions,
+    #[error("max_buffered_octets must be at least limits.max_message_octets (and above zero)")]
+    BufferBudgetTooSmall,
     #[error("implicit TLS is for SMTP submission, not LMTP")]
     TlsInLmtp,
     #[error("accepting connections keeps failing: {0}")]

@@ -3,15 +3,19 @@
 //!
 //! Invariants: a permit is taken before a session task is spawned and released when it ends, so
 //! at most `max_sessions` sessions run; a connection beyond that gets `421 4.3.2` with a single
-//! non-blocking write (no task, no wait) and is closed. [`serve`] returns only after every
-//! session it started has ended.
+//! non-blocking write (no task, no wait) and is closed. Before that, in SMTP mode, a client
+//! slot is taken from [`InboundShared`]: an address already at `max_sessions_per_client` gets
+//! `421 4.7.0` the same way, without touching the session permits. Both the permit and the slot
+//! move into the session task and are released when it ends, however it ends (RAII).
+//! [`serve`] returns only after every session it started has ended.
 //!
 //! Limits: accept errors that concern one connection are skipped; others (e.g. out of file
 //! descriptors) back off from 10 ms to ~1.3 s and end the listener after 64 in a row.
 //!
-//! SECURITY: the only work done before a permit is held is `accept` and, when full, one write.
+//! SECURITY: the only work done before a permit is held is `accept`, one short lock of the
+//! client table and, when refused, one write.
 
-use herald_smtp::{replies, Mode};
+use herald_smtp::{replies, Canned, Mode};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,8 +27,9 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn, Instrument};
 
 use crate::connection::{self, SessionContext};
+use crate::shared::{ClientSlot, InboundShared};
 use crate::tls::InboundTls;
-use crate::{InboundConfig, InboundError, InboundHandler};
+use crate::{InboundConfig, InboundError, InboundHandler, Refusal};
 
 /// Consecutive listener-level accept failures before giving up.
 const MAX_ACCEPT_FAILURES: u32 = 64;
@@ -53,6 +58,22 @@ pub async fn serve_with_tls<H: InboundHandler>(
     handler: Arc<H>,
     shutdown: CancellationToken,
 ) -> Result<(), InboundError> {
+    let shared = InboundShared::new(&config);
+    serve_shared(listener, mode, config, tls, shared, handler, shutdown).await
+}
+
+/// [`serve_with_tls`] with state shared with other listeners: the buffer budget and the
+/// per-client session counts (see [`InboundShared`]). `config.max_buffered_octets` is ignored
+/// here; the budget is the one `shared` was made with.
+pub async fn serve_shared<H: InboundHandler>(
+    listener: TcpListener,
+    mode: Mode,
+    config: InboundConfig,
+    tls: Option<InboundTls>,
+    shared: Arc<InboundShared>,
+    handler: Arc<H>,
+    shutdown: CancellationToken,
+) -> Result<(), InboundError> {
     config.validate()?;
     if mode == Mode::Lmtp && tls.as_ref().is_some_and(|t| t.implicit) {
         return Err(InboundError::TlsInLmtp);
@@ -63,7 +84,13 @@ pub async fn serve_with_tls<H: InboundHandler>(
         limits: config.limits,
         shutdown_grace: config.shutdown_grace(),
         tls,
+        budget: shared.budget().clone(),
     });
+    // LMTP is not limited per client: see `InboundConfig::max_sessions_per_client`.
+    let per_client = match mode {
+        Mode::Smtp => Some(config.max_sessions_per_client),
+        Mode::Lmtp => None,
+    };
     let sessions = TaskTracker::new();
     // A child token, so a failing listener can drain its own sessions without cancelling the
     // caller's token.
@@ -72,6 +99,8 @@ pub async fn serve_with_tls<H: InboundHandler>(
     let accepting = Acceptor {
         listener: &listener,
         permits: Arc::new(Semaphore::new(config.max_sessions)),
+        shared,
+        per_client,
         ctx,
         handler,
         sessions: &sessions,
@@ -89,6 +118,9 @@ pub async fn serve_with_tls<H: InboundHandler>(
 struct Acceptor<'a, H> {
     listener: &'a TcpListener,
     permits: Arc<Semaphore>,
+    shared: Arc<InboundShared>,
+    /// `max_sessions_per_client` (0: no limit); `None`: clients are not counted (LMTP).
+    per_client: Option<usize>,
     ctx: Arc<SessionContext>,
     handler: Arc<H>,
     sessions: &'a TaskTracker,
@@ -126,13 +158,23 @@ impl<H: InboundHandler> Acceptor<'_, H> {
     }
 
     fn start_session(&self, stream: TcpStream, peer: SocketAddr) {
+        // The client slot first: a refused client must not hold, even briefly, a permit that
+        // another client could have had.
+        let slot: Option<ClientSlot> = match self.per_client {
+            None => None,
+            Some(limit) => match self.shared.admit(peer.ip(), limit) {
+                Some(slot) => Some(slot),
+                None => {
+                    self.handler.refused(Refusal::TooManyFromClient, peer);
+                    // Debug, not info: this is what a flood looks like; the counter shows it.
+                    debug!(%peer, limit, "per-client session limit reached; connection refused");
+                    return self.refuse(&stream, peer, replies::TOO_MANY_CONNECTIONS);
+                }
+            },
+        };
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
-            if self.ctx.tls.as_ref().is_some_and(|t| t.implicit) {
-                // A plaintext 421 means nothing to a TLS client: just close.
-                info!(%peer, "session limit reached; connection refused");
-                return;
-            }
-            return refuse_busy(&stream, peer);
+            info!(%peer, "session limit reached; connection refused");
+            return self.refuse(&stream, peer, replies::SERVICE_UNAVAILABLE);
         };
         // We batch replies ourselves; Nagle would only add a delayed-ACK wait per batch.
         if let Err(error) = stream.set_nodelay(true) {
@@ -145,20 +187,26 @@ impl<H: InboundHandler> Acceptor<'_, H> {
             async move {
                 connection::run(stream, peer, ctx, handler, drain).await;
                 drop(permit);
+                drop(slot);
             }
             .instrument(span),
         );
     }
 }
 
-/// All session slots are taken: one best-effort, non-blocking write of `421 4.3.2`, then close.
-/// A fresh socket's send buffer always has room for one reply line.
-fn refuse_busy(stream: &TcpStream, peer: SocketAddr) {
-    let wire = replies::SERVICE_UNAVAILABLE.reply().to_wire();
-    if let Err(error) = stream.try_write(wire.as_bytes()) {
-        debug!(%error, %peer, "could not send 421 to refused connection");
+impl<H> Acceptor<'_, H> {
+    /// One best-effort, non-blocking write of `reply` (a 421), then close. A fresh socket's send
+    /// buffer always has room for one reply line. On an implicit-TLS listener nothing is
+    /// written: a plaintext 421 means nothing to a TLS client.
+    fn refuse(&self, stream: &TcpStream, peer: SocketAddr, reply: Canned) {
+        if self.ctx.tls.as_ref().is_some_and(|t| t.implicit) {
+            return;
+        }
+        let wire = reply.reply().to_wire();
+        if let Err(error) = stream.try_write(wire.as_bytes()) {
+            debug!(%error, %peer, "could not send 421 to refused connection");
+        }
     }
-    info!(%peer, "session limit reached; connection refused");
 }
 
 /// Accept errors caused by one connection (it was reset before we took it), not the listener.

@@ -247,6 +247,12 @@ pub struct SmtpInConfig {
     pub limits: Limits,
     /// Concurrent sessions per listener; beyond it a connection gets 421 4.3.2.
     pub max_sessions: usize,
+    /// Concurrent SMTP and submissions sessions from one client address (IPv6: per /64),
+    /// 0 = no limit; beyond it 421 4.7.0. Never applied to LMTP (see `herald.example.toml`).
+    pub max_sessions_per_client: usize,
+    /// Message octets all inbound sessions may buffer at once, all listeners together; a
+    /// message that would go past it gets 452 4.3.1 and is retried by its sender.
+    pub max_buffered_octets: u64,
     /// On shutdown, open transactions get this long to finish.
     pub shutdown_grace_secs: u64,
 }
@@ -257,6 +263,8 @@ impl Default for SmtpInConfig {
         SmtpInConfig {
             limits: d.limits,
             max_sessions: d.max_sessions,
+            max_sessions_per_client: d.max_sessions_per_client,
+            max_buffered_octets: d.max_buffered_octets,
             shutdown_grace_secs: d.shutdown_grace_secs,
         }
     }
@@ -318,11 +326,30 @@ impl Config {
 }
 
 impl SmtpInConfig {
+    /// The checks the listeners would make at start, made at load so the error names its key.
+    fn check(&self) -> Result<(), String> {
+        self.limits
+            .validate()
+            .map_err(|e| format!("smtp_in.limits.{e}"))?;
+        if self.max_sessions == 0 {
+            return Err("smtp_in.max_sessions: must be > 0".into());
+        }
+        if self.max_buffered_octets < self.limits.max_message_octets {
+            return Err(
+                "smtp_in.max_buffered_octets: must be at least smtp_in.limits.max_message_octets"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     pub fn inbound_config(&self, hostname: &str) -> herald_inbound::InboundConfig {
         herald_inbound::InboundConfig {
             hostname: hostname.to_string(),
             limits: self.limits,
             max_sessions: self.max_sessions,
+            max_sessions_per_client: self.max_sessions_per_client,
+            max_buffered_octets: self.max_buffered_octets,
             shutdown_grace_secs: self.shutdown_grace_secs,
         }
     }
@@ -488,6 +515,7 @@ impl Config {
             return Err("auth.internal_relays: at most 64 entries".into());
         }
         self.auth.lmtp_clients()?;
+        self.smtp_in.check()?;
         let s = &self.scheduler;
         if s.max_connections == 0 || s.max_connections_per_destination == 0 {
             return Err(
@@ -614,6 +642,61 @@ mod tests {
     }
 
     #[test]
+    fn inbound_limit_keys_are_checked_and_named() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.smtp_in.max_sessions_per_client, 20);
+        assert_eq!(c.smtp_in.max_buffered_octets, 256 << 20);
+        assert_eq!(c.smtp_in.limits.data_deadline_secs, 1800);
+        for (text, key) in [
+            (
+                "[smtp_in]\nmax_buffered_octets = 1000\n",
+                "smtp_in.max_buffered_octets",
+            ),
+            (
+                "[smtp_in]\nmax_buffered_octets = 0\n",
+                "smtp_in.max_buffered_octets",
+            ),
+            (
+                "[smtp_in]\nmax_buffered_octets = -1\n",
+                "max_buffered_octets",
+            ),
+            (
+                "[smtp_in]\nmax_sessions_per_client = -1\n",
+                "max_sessions_per_client",
+            ),
+            (
+                "[smtp_in]\nmax_sessions_per_client = \"many\"\n",
+                "max_sessions_per_client",
+            ),
+            (
+                "[smtp_in.limits]\ndata_deadline_secs = 0\n",
+                "smtp_in.limits.data_deadline_secs",
+            ),
+            (
+                "[smtp_in.limits]\ndata_deadline_secs = 60\n",
+                "smtp_in.limits.data_deadline_secs",
+            ),
+            (
+                "[smtp_in.limits]\ncommand_timeout_secs = 0\n",
+                "smtp_in.limits.command_timeout_secs",
+            ),
+        ] {
+            let e = Config::parse(text).unwrap_err();
+            assert!(e.contains(key), "{text:?}: {e}");
+        }
+        let c = Config::parse(
+            "[smtp_in]\nmax_sessions_per_client = 0\nmax_buffered_octets = 26214400\n",
+        )
+        .expect("0 = no per-client limit; a budget of one largest message is allowed");
+        assert_eq!(
+            c.smtp_in
+                .inbound_config("mx.example")
+                .max_sessions_per_client,
+            0
+        );
+    }
+
+    #[test]
     fn the_example_config_parses_and_matches_the_defaults() {
         let text = include_str!("../../../herald.example.toml");
         let c = Config::parse(text).expect("herald.example.toml must parse");
@@ -622,6 +705,11 @@ mod tests {
         assert_eq!(c.scheduler.max_connections, d.scheduler.max_connections);
         assert_eq!(c.spool.commit_interval_ms, d.spool.commit_interval_ms);
         assert_eq!(c.smtp_in.limits, d.smtp_in.limits);
+        assert_eq!(
+            c.smtp_in.max_sessions_per_client,
+            d.smtp_in.max_sessions_per_client
+        );
+        assert_eq!(c.smtp_in.max_buffered_octets, d.smtp_in.max_buffered_octets);
         assert_eq!(c.delivery.connect_timeout, d.delivery.connect_timeout);
         assert_eq!(c.dns.timeout_ms, d.dns.timeout_ms);
         assert_eq!(c.scheduler.retry_max_secs, d.scheduler.retry_max_secs);

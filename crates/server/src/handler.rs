@@ -12,7 +12,8 @@ use crate::enqueue::{EnqueueError, Enqueuer, Origin};
 use crate::postmaster::Postmaster;
 use bytes::Bytes;
 use herald_directory::Directory;
-use herald_inbound::{InboundError, InboundHandler, InboundMessage, Mode};
+use herald_inbound::{InboundError, InboundHandler, InboundMessage, InboundShared, Mode, Refusal};
+use herald_telemetry::InboundRefusal;
 use herald_types::{
     Address, EnhancedStatus, List, ListAddressKind, ListAddressParts, ListId, PostId, Reply,
 };
@@ -143,6 +144,16 @@ fn enqueue_reply(result: &Result<PostId, EnqueueError>) -> Reply {
 }
 
 impl InboundHandler for ListHandler {
+    fn refused(&self, refusal: Refusal, _peer: std::net::SocketAddr) {
+        let why = match refusal {
+            Refusal::TooManyFromClient => InboundRefusal::PerClientLimit,
+            Refusal::CommandTimeout => InboundRefusal::CommandTimeout,
+            Refusal::DataTimeout => InboundRefusal::DataTimeout,
+            Refusal::BufferBudget => InboundRefusal::BufferBudget,
+        };
+        self.enqueuer.telemetry.metrics().count_inbound_refusal(why);
+    }
+
     fn check_recipient(&self, rcpt: &Address) -> impl Future<Output = Result<(), Reply>> + Send {
         let rcpt = rcpt.clone();
         async move {
@@ -270,7 +281,9 @@ fn crlf(body: Bytes) -> Bytes {
 
 /// Starts the SMTP and LMTP listeners.
 /// `tls` (from [`Config::inbound_tls`]) makes SMTP offer STARTTLS; `submissions` is the
-/// implicit-TLS listener (only started with `tls`).
+/// implicit-TLS listener (only started with `tls`). The listeners share one buffer budget
+/// (`smtp_in.max_buffered_octets` bounds them together) and one per-client table (a client's
+/// SMTP and submissions sessions count together; LMTP is not counted).
 pub fn spawn_listeners(
     config: &Config,
     smtp: TcpListener,
@@ -280,6 +293,7 @@ pub fn spawn_listeners(
     shutdown: &CancellationToken,
 ) -> Vec<(&'static str, JoinHandle<Result<(), InboundError>>)> {
     let inbound = config.smtp_in.inbound_config(&config.hostname);
+    let shared = InboundShared::new(&inbound);
     let mut tasks = Vec::with_capacity(3);
     let starttls = tls.as_ref().map(|(cfg, _)| herald_inbound::InboundTls {
         config: cfg.clone(),
@@ -292,11 +306,12 @@ pub fn spawn_listeners(
         };
         tasks.push((
             "SMTPS",
-            tokio::spawn(herald_inbound::serve_with_tls(
+            tokio::spawn(herald_inbound::serve_shared(
                 listener,
                 Mode::Smtp,
                 inbound.clone(),
                 Some(implicit),
+                shared.clone(),
                 handler.clone(),
                 shutdown.clone(),
             )),
@@ -305,21 +320,24 @@ pub fn spawn_listeners(
     tasks.extend([
         (
             "SMTP",
-            tokio::spawn(herald_inbound::serve_with_tls(
+            tokio::spawn(herald_inbound::serve_shared(
                 smtp,
                 Mode::Smtp,
                 inbound.clone(),
                 starttls,
+                shared.clone(),
                 handler.clone(),
                 shutdown.clone(),
             )),
         ),
         (
             "LMTP",
-            tokio::spawn(herald_inbound::serve(
+            tokio::spawn(herald_inbound::serve_shared(
                 lmtp,
                 Mode::Lmtp,
                 inbound,
+                None,
+                shared,
                 handler,
                 shutdown.clone(),
             )),

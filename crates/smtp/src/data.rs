@@ -14,7 +14,10 @@
 //!   only to find the end.
 //!
 //! Limits: at most one partial line (≤ `max_data_line_octets` + 1 for a stuffing dot) stays in the
-//! caller's buffer; the body never exceeds `max_message_octets`. Line length is measured after
+//! caller's buffer; the body never exceeds `max_message_octets`, nor what its [`Reservation`]
+//! against the global [`BufferBudget`](crate::budget::BufferBudget) covers (the first allocation
+//! included; allocator growth slack is not counted, so real memory is at most about twice the
+//! budget). Line length is measured after
 //! dot-unstuffing, CRLF included. When several problems occur, the first one found is reported.
 //!
 //! SECURITY: the input is untrusted and may be arbitrarily long; nothing here grows without the
@@ -23,6 +26,7 @@
 use bytes::{Bytes, BytesMut};
 use herald_types::Reply;
 
+use crate::budget::Reservation;
 use crate::{replies, Limits};
 
 /// Largest initial allocation taken on the word of a `SIZE=` declaration: the body still grows
@@ -38,6 +42,10 @@ pub enum DataProblem {
     LineTooLong,
     /// More than `max_message_octets`: `552 5.3.4` (RFC 1870).
     TooBig,
+    /// The global buffer budget was spent while the body grew: `452 4.3.1`, transient, so the
+    /// client keeps its copy and retries. Reading continues to the real end (the protocol stays
+    /// in sync) without keeping anything.
+    NoBufferSpace,
 }
 
 impl DataProblem {
@@ -46,6 +54,7 @@ impl DataProblem {
             DataProblem::BareLineEnding => replies::BARE_LINE_ENDING.reply(),
             DataProblem::LineTooLong => replies::DATA_LINE_TOO_LONG.reply(),
             DataProblem::TooBig => replies::MESSAGE_TOO_BIG.reply(),
+            DataProblem::NoBufferSpace => replies::INSUFFICIENT_STORAGE.reply(),
         }
     }
 }
@@ -76,15 +85,27 @@ pub struct DataReader {
     prev_crlf: bool,
     long_line: Option<LongLine>,
     problem: Option<DataProblem>,
+    /// What the body holds against the global budget; `None`: unbounded (tests, tools).
+    reservation: Option<Reservation>,
 }
 
 impl DataReader {
     /// `size_hint` is the `SIZE=` the peer declared, used only to size the first allocation.
-    pub fn new(limits: &Limits, size_hint: Option<u64>) -> DataReader {
+    /// With a `reservation`, that first allocation is reserved too, or not made.
+    pub fn new(
+        limits: &Limits,
+        size_hint: Option<u64>,
+        mut reservation: Option<Reservation>,
+    ) -> DataReader {
         let hint = size_hint.unwrap_or(0).min(limits.max_message_octets);
-        let capacity = usize::try_from(hint)
+        let mut capacity = usize::try_from(hint)
             .unwrap_or(usize::MAX)
             .min(MAX_PREALLOCATION);
+        if let Some(r) = reservation.as_mut() {
+            if !r.grow_to(capacity as u64, capacity as u64) {
+                capacity = 0;
+            }
+        }
         DataReader {
             body: BytesMut::with_capacity(capacity),
             max_message_octets: limits.max_message_octets,
@@ -92,7 +113,13 @@ impl DataReader {
             prev_crlf: true,
             long_line: None,
             problem: None,
+            reservation,
         }
+    }
+
+    /// The reservation, for the session to hold until the finished message is stored.
+    pub fn take_reservation(&mut self) -> Option<Reservation> {
+        self.reservation.take()
     }
 
     /// Consumes every complete line in `buf`, and any over-long partial line. Leaves at most one
@@ -176,6 +203,13 @@ impl DataReader {
             self.note(DataProblem::TooBig);
             return;
         }
+        if let Some(r) = self.reservation.as_mut() {
+            // One atomic update per GRANT_STEP octets, not per line.
+            if !r.grow_to(would_be, self.max_message_octets) {
+                self.note(DataProblem::NoBufferSpace);
+                return;
+            }
+        }
         self.body.extend_from_slice(data);
     }
 
@@ -184,6 +218,9 @@ impl DataReader {
         if self.problem.is_none() {
             self.problem = Some(problem);
             self.body = BytesMut::new();
+            if let Some(r) = self.reservation.as_mut() {
+                r.release();
+            }
         }
     }
 
@@ -219,7 +256,7 @@ mod tests {
     }
 
     fn read_in_chunks(chunks: &[&[u8]], max: u64) -> (Result<Bytes, DataProblem>, Vec<u8>) {
-        let mut reader = DataReader::new(&limits(max), None);
+        let mut reader = DataReader::new(&limits(max), None, None);
         let mut buf = BytesMut::new();
         for (i, chunk) in chunks.iter().enumerate() {
             buf.extend_from_slice(chunk);
@@ -325,7 +362,7 @@ mod tests {
 
     #[test]
     fn oversize_stops_buffering_and_reads_to_the_end() {
-        let mut reader = DataReader::new(&limits(10), Some(u64::MAX));
+        let mut reader = DataReader::new(&limits(10), Some(u64::MAX), None);
         let mut buf = BytesMut::from(&b"0123456789\r\n"[..]);
         assert_eq!(reader.consume(&mut buf), DataStep::NeedMore);
         assert_eq!(reader.body.capacity(), 0, "refused body is freed");
@@ -336,5 +373,34 @@ mod tests {
         );
         let (r, _) = read_all_splits(b"01234567\r\n.\r\n", 10);
         assert_eq!(r.unwrap().len(), 10, "exactly the limit is accepted");
+    }
+
+    #[test]
+    fn a_spent_budget_refuses_transiently_reads_to_the_end_and_frees_everything() {
+        let budget = crate::budget::BufferBudget::new(20);
+        let mut reader = DataReader::new(&limits(1000), Some(500), Some(budget.reservation()));
+        assert_eq!(reader.body.capacity(), 0, "no unreserved preallocation");
+        let mut buf = BytesMut::from(&b"0123456789\r\n"[..]);
+        assert_eq!(reader.consume(&mut buf), DataStep::NeedMore);
+        assert_eq!(
+            budget.used(),
+            12,
+            "no room for a step: exactly what is needed"
+        );
+        buf.extend_from_slice(b"0123456789\r\n.\r\nQUIT\r\n");
+        assert_eq!(
+            reader.consume(&mut buf),
+            DataStep::Done(Err(DataProblem::NoBufferSpace))
+        );
+        assert_eq!(&buf[..], b"QUIT\r\n", "in sync: the next command is intact");
+        assert_eq!(budget.used(), 0, "a refused message holds nothing");
+        assert!(DataProblem::NoBufferSpace.reply().is_transient());
+
+        let mut reader = DataReader::new(&limits(1000), None, Some(budget.reservation()));
+        let mut buf = BytesMut::from(&b"0123456789\r\n.\r\n"[..]);
+        assert!(matches!(reader.consume(&mut buf), DataStep::Done(Ok(_))));
+        assert_eq!(budget.used(), 12, "held until the session lets go");
+        drop(reader.take_reservation());
+        assert_eq!(budget.used(), 0);
     }
 }

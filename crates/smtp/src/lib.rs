@@ -10,6 +10,7 @@
 //! - [`session`]: the state machine tying them together.
 //! - [`replies`]: every reply the server side sends, as named constants.
 //! - [`limits`]: the bounds on lines, messages, recipients, errors and time.
+//! - [`budget`]: the global bound on message octets buffered by all sessions together.
 //!
 //! Invariants: a session never buffers more than one command line or one DATA line of unread
 //! input, plus the message body up to [`Limits::max_message_octets`]; a message with a bare CR or
@@ -19,12 +20,14 @@
 //! refuses control characters and non-ASCII in commands, validates every address through
 //! [`herald_types::Address`], and bounds every buffer by a [`Limits`] field.
 
+pub mod budget;
 pub mod command;
 pub mod data;
 pub mod limits;
 pub mod replies;
 pub mod session;
 
+pub use budget::{BufferBudget, Reservation};
 pub use command::{BodyType, Command, ForwardPath, HeloVerb, MailParams, ParseError};
 pub use limits::{Limits, LimitsError};
 pub use replies::Canned;

@@ -36,11 +36,17 @@ pub struct Limits {
     pub max_recipients: usize,
     /// Permanent (5xx) replies a session may earn before it gets `421 4.7.0` and is closed.
     pub max_errors: u32,
-    /// How long the driver waits for the next command line.
+    /// How long the peer has for a whole command line, counted from our last reply (RFC 5321
+    /// §4.5.3.2.7 server timeout). A deadline, not a per-read idle limit: trickling one byte at
+    /// a time does not extend it.
     pub command_timeout_secs: u64,
-    /// How long the driver waits for the next chunk of a DATA body (RFC 5321 §4.5.3.2.5 suggests
-    /// 3 minutes per block; the whole transfer is not bounded, only each wait).
+    /// How long the driver waits for the next chunk of a DATA body: the idle limit between reads
+    /// (RFC 5321 §4.5.3.2.5 suggests 3 minutes per block).
     pub data_timeout_secs: u64,
+    /// How long the whole DATA phase may take, from our 354 to the peer's final `.`, however
+    /// busy the peer keeps the connection. At least `data_timeout_secs`. Generous: 25 MiB at
+    /// 15 KiB/s fits in the default.
+    pub data_deadline_secs: u64,
 }
 
 impl Default for Limits {
@@ -53,6 +59,7 @@ impl Default for Limits {
             max_errors: 10,
             command_timeout_secs: 300,
             data_timeout_secs: 600,
+            data_deadline_secs: 1800,
         }
     }
 }
@@ -68,6 +75,8 @@ pub enum LimitsError {
     DataLineTooSmall,
     #[error("{0} must be greater than zero")]
     Zero(&'static str),
+    #[error("data_deadline_secs must be at least data_timeout_secs")]
+    DataDeadlineBelowTimeout,
 }
 
 impl Limits {
@@ -85,11 +94,15 @@ impl Limits {
             ("max_errors", self.max_errors == 0),
             ("command_timeout_secs", self.command_timeout_secs == 0),
             ("data_timeout_secs", self.data_timeout_secs == 0),
+            ("data_deadline_secs", self.data_deadline_secs == 0),
         ];
-        match zero.iter().find(|(_, is_zero)| *is_zero) {
-            Some((key, _)) => Err(LimitsError::Zero(key)),
-            None => Ok(()),
+        if let Some((key, _)) = zero.iter().find(|(_, is_zero)| *is_zero) {
+            return Err(LimitsError::Zero(key));
         }
+        if self.data_deadline_secs < self.data_timeout_secs {
+            return Err(LimitsError::DataDeadlineBelowTimeout);
+        }
+        Ok(())
     }
 
     pub fn command_timeout(&self) -> Duration {
@@ -98,6 +111,10 @@ impl Limits {
 
     pub fn data_timeout(&self) -> Duration {
         Duration::from_secs(self.data_timeout_secs)
+    }
+
+    pub fn data_deadline(&self) -> Duration {
+        Duration::from_secs(self.data_deadline_secs)
     }
 }
 
@@ -115,6 +132,7 @@ mod tests {
         assert_eq!((l.max_recipients, l.max_errors), (100, 10));
         assert_eq!(l.command_timeout(), Duration::from_secs(300));
         assert_eq!(l.data_timeout(), Duration::from_secs(600));
+        assert_eq!(l.data_deadline(), Duration::from_secs(1800));
     }
 
     #[test]
@@ -149,5 +167,15 @@ mod tests {
             bad(|l| l.data_timeout_secs = 0),
             Err(LimitsError::Zero("data_timeout_secs"))
         );
+        assert_eq!(
+            bad(|l| l.data_deadline_secs = 0),
+            Err(LimitsError::Zero("data_deadline_secs"))
+        );
+        let below = bad(|l| l.data_deadline_secs = 599);
+        assert_eq!(below, Err(LimitsError::DataDeadlineBelowTimeout));
+        assert!(below
+            .unwrap_err()
+            .to_string()
+            .contains("data_deadline_secs"));
     }
 }

@@ -81,6 +81,20 @@ pub const SERVICE_UNAVAILABLE: Canned =
 pub const TIMEOUT: Canned = Canned::new(421, 4, 4, 2, "Timeout exceeded, closing channel");
 /// The peer reached `max_errors` permanent errors.
 pub const TOO_MANY_ERRORS: Canned = Canned::new(421, 4, 7, 0, "Too many errors, closing channel");
+/// The peer's address already has `max_sessions_per_client` sessions open (sent at connect,
+/// before the banner; RFC 5321 §3.1 allows 421 in place of the greeting).
+pub const TOO_MANY_CONNECTIONS: Canned = Canned::new(
+    421,
+    4,
+    7,
+    0,
+    "Too many connections from your address, closing channel",
+);
+/// RFC 5321 §4.2.2 / RFC 1870: the global buffer budget for inbound messages is spent. Sent
+/// instead of 354, or at the end of DATA after the body was read to its end; transient, so
+/// the client keeps the message and retries.
+pub const INSUFFICIENT_STORAGE: Canned =
+    Canned::new(452, 4, 3, 1, "Insufficient system storage, try again later");
 pub const TOO_MANY_RECIPIENTS: Canned = Canned::new(452, 4, 5, 3, "Too many recipients");
 /// What a handler answers when it cannot look up or store right now (directory or spool error).
 pub const LOCAL_ERROR: Canned =

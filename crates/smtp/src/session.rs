@@ -8,7 +8,8 @@
 //!    in order, then the driver calls `feed` again on the same buffer.
 //! 2. When `feed` returns nothing, every complete command has been answered: the driver writes
 //!    the batch of replies in one write (RFC 2920 §3.1 lets a server batch replies to pipelined
-//!    commands) and reads more, waiting at most [`Session::read_timeout`].
+//!    commands) and reads more, waiting at most [`Session::read_timeout`] per read and at most
+//!    [`Session::input_deadline`] in all since its last reply.
 //! 3. After [`Action::Close`] it writes what it has and closes the connection.
 //!
 //! 4. After [`Action::StartTls`] it writes the queued replies (ending with `220 2.0.0`), runs the
@@ -22,7 +23,8 @@
 //! command gets exactly one reply, in order; in LMTP the end of DATA gets one reply per
 //! successful RCPT (RFC 2033 §4.2). Recipients handed over are distinct.
 //!
-//! Limits: see [`Limits`]; `max_errors` counts permanent (5xx) replies to commands, refused
+//! Limits: see [`Limits`]; with [`Session::with_budget`] message bodies are also bounded by the
+//! global [`BufferBudget`] (`452 4.3.1` when it is spent); `max_errors` counts permanent (5xx) replies to commands, refused
 //! recipients and refused message contents, not the handler's verdicts on a finished message.
 //!
 //! SECURITY (STARTTLS, RFC 3207 §4.2 and CVE-2011-0411): bytes the peer pipelined after
@@ -40,6 +42,7 @@ use herald_types::{Address, Reply};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::budget::{BufferBudget, Reservation, GRANT_STEP};
 use crate::command::{self, Command, ForwardPath, HeloVerb, MailParams};
 use crate::data::{DataProblem, DataReader, DataStep};
 use crate::replies::{self, Canned};
@@ -107,9 +110,11 @@ enum Phase {
     Data(DataReader),
     AwaitRecipient(Address),
     /// `accepted[i]` is the index in `Envelope::rcpts` of the i-th successful RCPT.
+    /// `_held` keeps the body's share of the budget until the handler has stored it.
     AwaitMessage {
         accepted: Vec<usize>,
         distinct: usize,
+        _held: Option<Reservation>,
     },
     /// STARTTLS was accepted: nothing is read until [`Session::tls_started`].
     AwaitTls,
@@ -144,6 +149,8 @@ pub struct Session {
     starttls_available: bool,
     /// The connection is already encrypted (after STARTTLS, or an implicit-TLS listener).
     tls_active: bool,
+    /// The global budget message bodies are buffered against; `None`: unbounded.
+    budget: Option<Arc<BufferBudget>>,
 }
 
 impl Session {
@@ -160,7 +167,16 @@ impl Session {
             discarding_line: false,
             starttls_available: false,
             tls_active: false,
+            budget: None,
         }
+    }
+
+    /// Buffers message bodies against `budget`, shared with other sessions: when it is spent,
+    /// DATA (or `MAIL … SIZE=`) gets `452 4.3.1`, or the body is read to its end and refused
+    /// with it.
+    pub fn with_budget(mut self, budget: Arc<BufferBudget>) -> Session {
+        self.budget = Some(budget);
+        self
     }
 
     /// Offers STARTTLS (SMTP only; ignored in LMTP): the driver promises to handle
@@ -215,6 +231,21 @@ impl Session {
         }
     }
 
+    /// How long the peer has, from our last reply, for all the input it owes now: one command
+    /// line, or in DATA the whole body up to its final `.` (a deadline that trickled bytes do
+    /// not extend; the driver also applies [`Session::read_timeout`] to each read).
+    pub fn input_deadline(&self) -> Duration {
+        match self.phase {
+            Phase::Data(_) => self.limits.data_deadline(),
+            _ => self.limits.command_timeout(),
+        }
+    }
+
+    /// True while a DATA body is being read (for the driver's timeout accounting).
+    pub fn in_data(&self) -> bool {
+        matches!(self.phase, Phase::Data(_))
+    }
+
     /// True between MAIL and the reply to the end of DATA: a graceful shutdown lets it finish.
     pub fn in_transaction(&self) -> bool {
         self.txn.is_some()
@@ -241,7 +272,10 @@ impl Session {
                 },
                 Phase::Data(reader) => match reader.consume(buf) {
                     DataStep::NeedMore => break,
-                    DataStep::Done(result) => self.on_data_end(result, &mut out),
+                    DataStep::Done(result) => {
+                        let held = reader.take_reservation();
+                        self.on_data_end(result, held, &mut out);
+                    }
                 },
                 Phase::AwaitTls => {
                     // CVE-2011-0411: plaintext pipelined after STARTTLS is never interpreted.
@@ -291,8 +325,11 @@ impl Session {
     /// else the first permanent one. A handler should therefore be all-or-nothing in SMTP mode.
     /// A 421 among the replies closes the session after them.
     pub fn message_done(&mut self, verdicts: Vec<Reply>) -> Vec<Action> {
+        // The body's reservation is dropped here: the handler has stored (or refused) it.
         let (accepted, distinct) = match std::mem::replace(&mut self.phase, Phase::Command) {
-            Phase::AwaitMessage { accepted, distinct } => (accepted, distinct),
+            Phase::AwaitMessage {
+                accepted, distinct, ..
+            } => (accepted, distinct),
             other => {
                 self.phase = other;
                 return Vec::new();
@@ -422,6 +459,10 @@ impl Session {
         {
             return replies::MESSAGE_TOO_BIG.reply();
         }
+        // RFC 1870 §6.1: a declared size we cannot hold right now is a transient refusal.
+        if params.size.is_some_and(|s| self.budget_short(s)) {
+            return replies::INSUFFICIENT_STORAGE.reply();
+        }
         self.txn = Some(Transaction {
             helo: helo.clone(),
             mail_from: from,
@@ -473,11 +514,28 @@ impl Session {
                 _ => replies::NEED_RCPT.reply(),
             };
         }
-        self.phase = Phase::Data(DataReader::new(&self.limits, txn.params.size));
+        // Refusing before 354 spares the peer sending a body we would read and drop. A first
+        // step's worth (or the declared size) must be free; the reservation is the real bound.
+        let first = txn.params.size.unwrap_or(GRANT_STEP);
+        if self.budget_short(first.min(self.limits.max_message_octets)) {
+            return replies::INSUFFICIENT_STORAGE.reply();
+        }
+        let reservation = self.budget.as_ref().map(BufferBudget::reservation);
+        self.phase = Phase::Data(DataReader::new(&self.limits, txn.params.size, reservation));
         replies::start_data()
     }
 
-    fn on_data_end(&mut self, result: Result<Bytes, DataProblem>, out: &mut Vec<Action>) {
+    /// True when the global budget cannot take `octets` more right now.
+    fn budget_short(&self, octets: u64) -> bool {
+        self.budget.as_ref().is_some_and(|b| b.available() < octets)
+    }
+
+    fn on_data_end(
+        &mut self,
+        result: Result<Bytes, DataProblem>,
+        held: Option<Reservation>,
+        out: &mut Vec<Action>,
+    ) {
         self.phase = Phase::Command;
         let Some(txn) = self.txn.take() else {
             return self.respond(replies::NEED_MAIL.reply(), out);
@@ -487,6 +545,7 @@ impl Session {
                 self.phase = Phase::AwaitMessage {
                     accepted: txn.accepted,
                     distinct: txn.rcpts.len(),
+                    _held: held,
                 };
                 out.push(Action::Message(Envelope {
                     mode: self.mode,

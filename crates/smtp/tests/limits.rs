@@ -3,7 +3,7 @@
 mod harness;
 
 use harness::{want, Peer};
-use herald_smtp::{Limits, Mode};
+use herald_smtp::{BufferBudget, Limits, Mode, Session};
 
 const OPEN: &[u8] =
     b"EHLO c.example\r\nMAIL FROM:<a@c.example>\r\nRCPT TO:<list@l.example>\r\nDATA\r\n";
@@ -189,4 +189,74 @@ fn errors_from_refused_recipients_count_towards_the_limit() {
     );
     assert!(p.closed);
     assert_eq!(p.checked.len(), 3);
+}
+
+/// `n` lines of 100 octets, CRLF included.
+fn lines(n: usize) -> Vec<u8> {
+    let mut line = vec![b'x'; 98];
+    line.extend_from_slice(b"\r\n");
+    line.repeat(n)
+}
+
+#[test]
+fn a_spent_buffer_budget_refuses_transiently_and_the_session_stays_in_sync() {
+    let budget = BufferBudget::new(100_000);
+    let mut p = Peer::smtp();
+    p.session = Session::new(Mode::Smtp, Limits::default(), "mx.herald.example")
+        .with_budget(budget.clone());
+    // Another session holds most of the budget.
+    let mut other = budget.reservation();
+    assert!(other.grow_to(60_000, 60_000));
+    let codes = p.codes(b"EHLO c.example\r\nMAIL FROM:<a@c.example> SIZE=50000\r\n");
+    assert_eq!(
+        codes,
+        want(&["250", "452 4.3.1"]),
+        "declared size cannot fit"
+    );
+    let codes = p.codes(b"MAIL FROM:<a@c.example>\r\nRCPT TO:<list@l.example>\r\nDATA\r\n");
+    assert_eq!(
+        codes,
+        want(&["250 2.1.0", "250 2.1.5", "452 4.3.1"]),
+        "no room for a first step: refused before 354, no body sent"
+    );
+    drop(other);
+    assert_eq!(p.codes(b"DATA\r\n"), want(&["354"]));
+    assert!(p.send(&lines(100)).is_empty());
+    assert_eq!(budget.used(), 65_536, "one grant step");
+    // The other session takes the rest while this body is still arriving.
+    let mut other = budget.reservation();
+    assert!(other.grow_to(34_464, 34_464));
+    let mut rest = lines(600);
+    rest.extend_from_slice(b".\r\nNOOP\r\n");
+    assert_eq!(
+        p.codes(&rest),
+        want(&["452 4.3.1", "250 2.0.0"]),
+        "read to its real end, refused transiently, next command in sync"
+    );
+    assert!(p.messages.is_empty(), "nothing half-stored");
+    assert_eq!(budget.used(), 34_464, "the refused body holds nothing");
+    drop(other);
+    let mut retry = OPEN[16..].to_vec(); // the same transaction again, without EHLO
+    retry.extend_from_slice(&lines(700));
+    retry.extend_from_slice(b".\r\n");
+    assert_eq!(
+        p.codes(&retry),
+        want(&["250 2.1.0", "250 2.1.5", "354", "250 2.0.0"])
+    );
+    assert_eq!(p.messages.len(), 1);
+    assert_eq!(budget.used(), 0, "returned once the message was stored");
+}
+
+#[test]
+fn input_deadline_covers_a_whole_command_or_the_whole_data_phase() {
+    let l = limits(|l| {
+        l.command_timeout_secs = 7;
+        l.data_timeout_secs = 3;
+        l.data_deadline_secs = 30;
+    });
+    let mut p = Peer::new(Mode::Smtp, l);
+    assert_eq!(p.session.input_deadline().as_secs(), 7);
+    p.send(OPEN);
+    assert_eq!(p.session.read_timeout().as_secs(), 3, "idle limit in DATA");
+    assert_eq!(p.session.input_deadline().as_secs(), 30, "whole DATA phase");
 }

@@ -28,7 +28,7 @@ pub mod time;
 
 pub use contention::{Contention, LockId, StageId};
 pub use event::{Attempt, DaneNote, Event, MtaStsNote, PostmasterForward, PostmasterMail};
-pub use metrics::{Gauges, Metrics};
+pub use metrics::{Gauges, InboundRefusal, Metrics};
 pub use progress::PostSummary;
 pub use scheduling::{DeferralKind, HostStateKind, LaneKind, SchedulerEvent};
 pub use stats::{StatsConfig, StatsError, StatsReader};

@@ -88,6 +88,43 @@ impl Histogram {
     }
 }
 
+/// Why an inbound peer was refused or cut off by a listener bound (the `reason` label of
+/// `herald_inbound_refusals_total`). Telemetry does not import `inbound`; the server maps
+/// inbound's refusal kinds onto these with an exhaustive match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InboundRefusal {
+    /// `max_sessions_per_client` reached (421 4.7.0 at connect).
+    PerClientLimit,
+    /// No complete command line by its deadline (421 4.4.2).
+    CommandTimeout,
+    /// DATA idle too long or past its deadline (421 4.4.2, message dropped).
+    DataTimeout,
+    /// The global buffer budget was spent (452 4.3.1).
+    BufferBudget,
+}
+
+impl InboundRefusal {
+    pub const ALL: [InboundRefusal; 4] = [
+        InboundRefusal::PerClientLimit,
+        InboundRefusal::CommandTimeout,
+        InboundRefusal::DataTimeout,
+        InboundRefusal::BufferBudget,
+    ];
+
+    pub fn word(self) -> &'static str {
+        match self {
+            InboundRefusal::PerClientLimit => "per_client_limit",
+            InboundRefusal::CommandTimeout => "command_timeout",
+            InboundRefusal::DataTimeout => "data_timeout",
+            InboundRefusal::BufferBudget => "buffer_budget",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
 const DELIVERY_BOUNDS: &[f64] = &[
     0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0, 86400.0,
 ];
@@ -141,6 +178,8 @@ pub struct Metrics {
     pub copy_auth: [AtomicU64; 4],
     /// Postmaster messages stored, by what became of them (in `PostmasterForward::WORDS` order).
     pub postmaster: [AtomicU64; 5],
+    /// Inbound peers refused or cut off, by [`InboundRefusal`] (in `InboundRefusal::ALL` order).
+    pub inbound_refusals: [AtomicU64; 4],
 }
 
 impl Default for Metrics {
@@ -162,11 +201,21 @@ impl Default for Metrics {
             dane: Default::default(),
             copy_auth: Default::default(),
             postmaster: Default::default(),
+            inbound_refusals: Default::default(),
         }
     }
 }
 
 impl Metrics {
+    /// Counts one inbound refusal (called from the listeners' sessions; one atomic add).
+    pub fn count_inbound_refusal(&self, why: InboundRefusal) {
+        self.inbound_refusals[why.index()].fetch_add(1, Relaxed);
+    }
+
+    pub fn inbound_refusals(&self, why: InboundRefusal) -> u64 {
+        self.inbound_refusals[why.index()].load(Relaxed)
+    }
+
     /// Counts one spliced copy's authentication: `Some(true)` added, `Some(false)` wanted but
     /// failed (the copy went out without it), `None` not configured.
     pub fn count_copy_auth(&self, dkim: Option<bool>, arc: Option<bool>) {
@@ -314,6 +363,19 @@ impl Metrics {
         );
         for (word, v) in PostmasterForward::WORDS.iter().zip(&self.postmaster) {
             let _ = writeln!(out, "{name}{{forward=\"{word}\"}} {}", v.load(Relaxed));
+        }
+        let name = "herald_inbound_refusals_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Inbound SMTP/LMTP peers refused or cut off by a listener bound: per-client session limit (421 4.7.0), command or DATA deadline (421 4.4.2), buffer budget (452 4.3.1).\n# TYPE {name} counter"
+        );
+        for why in InboundRefusal::ALL {
+            let _ = writeln!(
+                out,
+                "{name}{{reason=\"{}\"}} {}",
+                why.word(),
+                self.inbound_refusals(why)
+            );
         }
         self.delivery_latency.render(
             out,

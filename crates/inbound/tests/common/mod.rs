@@ -1,6 +1,12 @@
 //! Test fixtures: a recording handler, a server on 127.0.0.1:0 and a line-oriented client.
 
-use herald_inbound::{serve, InboundConfig, InboundError, InboundHandler, InboundMessage, Mode};
+// Each test binary uses a different subset of the fixtures.
+#![allow(dead_code)]
+
+use herald_inbound::{
+    serve_shared, InboundConfig, InboundError, InboundHandler, InboundMessage, InboundShared, Mode,
+    Refusal,
+};
 use herald_smtp::replies;
 use herald_types::{Address, EnhancedStatus, ListAddressParts, Reply};
 use std::net::SocketAddr;
@@ -22,6 +28,8 @@ pub struct Recorder {
     /// Every message handed over. A std Mutex: held only to push or clone, never across `.await`.
     pub messages: Mutex<Vec<InboundMessage>>,
     pub checked: Mutex<Vec<Address>>,
+    /// Every bound the listener reported hitting, in order.
+    pub refusals: Mutex<Vec<Refusal>>,
 }
 
 impl Recorder {
@@ -34,6 +42,7 @@ impl Recorder {
             lists,
             messages: Mutex::new(Vec::new()),
             checked: Mutex::new(Vec::new()),
+            refusals: Mutex::new(Vec::new()),
         }
     }
 
@@ -43,6 +52,10 @@ impl Recorder {
 
     pub fn checked(&self) -> Vec<Address> {
         self.checked.lock().expect("not poisoned").clone()
+    }
+
+    pub fn refusals(&self) -> Vec<Refusal> {
+        self.refusals.lock().expect("not poisoned").clone()
     }
 }
 
@@ -73,11 +86,17 @@ impl InboundHandler for Recorder {
         self.messages.lock().expect("not poisoned").push(message);
         verdicts
     }
+
+    fn refused(&self, refusal: Refusal, _peer: SocketAddr) {
+        self.refusals.lock().expect("not poisoned").push(refusal);
+    }
 }
 
 pub struct Server {
     pub addr: SocketAddr,
     pub recorder: Arc<Recorder>,
+    /// The buffer budget and per-client counts of this listener.
+    pub shared: Arc<InboundShared>,
     pub shutdown: CancellationToken,
     pub task: JoinHandle<Result<(), InboundError>>,
 }
@@ -89,16 +108,20 @@ pub async fn start(mode: Mode, tune: impl FnOnce(&mut InboundConfig)) -> Server 
     tune(&mut config);
     let recorder = Arc::new(Recorder::new());
     let shutdown = CancellationToken::new();
-    let task = tokio::spawn(serve(
+    let shared = InboundShared::new(&config);
+    let task = tokio::spawn(serve_shared(
         listener,
         mode,
         config,
+        None,
+        shared.clone(),
         recorder.clone(),
         shutdown.clone(),
     ));
     Server {
         addr,
         recorder,
+        shared,
         shutdown,
         task,
     }
@@ -113,6 +136,19 @@ impl Client {
     /// Connects without reading the banner.
     pub async fn connect_raw(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect(addr).await.expect("connect");
+        let (r, w) = stream.into_split();
+        Client {
+            reader: BufReader::new(r),
+            writer: w,
+        }
+    }
+
+    /// Connects from `local` (any 127.0.0.0/8 address works on loopback) without reading the
+    /// banner.
+    pub async fn connect_from(local: std::net::IpAddr, addr: SocketAddr) -> Client {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.bind(SocketAddr::new(local, 0)).expect("bind local");
+        let stream = socket.connect(addr).await.expect("connect");
         let (r, w) = stream.into_split();
         Client {
             reader: BufReader::new(r),
@@ -170,6 +206,38 @@ impl Client {
             }
             _ => code,
         }
+    }
+
+    /// Writes `bytes` one octet every `every` (ignoring write errors: the server may close
+    /// first) until a reply arrives; returns it and how long after the call it came.
+    pub async fn trickle_until_reply(
+        &mut self,
+        bytes: &[u8],
+        every: Duration,
+    ) -> (String, Duration) {
+        let started = tokio::time::Instant::now();
+        let writer = &mut self.writer;
+        let trickle = async move {
+            for b in bytes {
+                tokio::time::sleep(every).await;
+                if writer.write_all(&[*b]).await.is_err() {
+                    break;
+                }
+            }
+            std::future::pending::<()>().await
+        };
+        let mut line = String::new();
+        let read = async {
+            tokio::time::timeout(PATIENCE, self.reader.read_line(&mut line))
+                .await
+                .expect("a reply within the patience limit")
+                .expect("read")
+        };
+        tokio::select! {
+            () = trickle => unreachable!("pending"),
+            _ = read => {}
+        }
+        (line, started.elapsed())
     }
 
     pub async fn replies(&mut self, n: usize) -> Vec<String> {
