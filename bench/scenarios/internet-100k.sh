@@ -5,5 +5,5 @@ MEMBERS=100000
 WORLD_ARGS="--domains 2000 --seed 7 --hung 0.02 --refused 0.01 --greylist 0.01 --greylist-secs 60 --slow 0.03 --slow-delay-ms 500 --unknown-users 0.005"
 POSTS="text:10"
 TIMEOUT_SECS=1200
-POSTFIX=yes
+POSTFIX=${POSTFIX:-yes}
 XVERP=no
