@@ -140,10 +140,13 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         config.dkim.insert(
             domain.to_string(),
             herald_server::config::DkimDomainConfig {
-                selector: "demo".into(),
-                key_file,
-                algorithm,
+                key: herald_server::config::DkimKeyConfig {
+                    selector: "demo".into(),
+                    key_file,
+                    algorithm,
+                },
                 arc: !args.no_arc,
+                second: None,
             },
         );
         let arc = if args.no_arc {

@@ -372,10 +372,13 @@ async fn copies_pass_dmarc_and_carry_a_verifying_arc_set() {
         config.dkim.insert(
             "lists.test".into(),
             herald_server::config::DkimDomainConfig {
-                selector: "s1".into(),
-                key_file,
-                algorithm: herald_auth::DkimAlgorithm::Rsa,
+                key: herald_server::config::DkimKeyConfig {
+                    selector: "s1".into(),
+                    key_file,
+                    algorithm: herald_auth::DkimAlgorithm::Rsa,
+                },
                 arc: true,
+                second: None,
             },
         );
     })

@@ -95,7 +95,8 @@ impl Signing {
     /// Room the prepended fields take: a DKIM-Signature, plus an ARC set (two signatures and
     /// the A-R text) when sealing.
     pub fn fields_hint(&self) -> usize {
-        1024 + self.arc.as_ref().map_or(0, |h| 2048 + h.auth_results.len())
+        1024 * (1 + usize::from(self.signer.second().is_some()))
+            + self.arc.as_ref().map_or(0, |h| 2048 + h.auth_results.len())
     }
 
     /// Prepends the DKIM-Signature field, and the ARC set when sealing, to a spliced copy.
@@ -122,14 +123,18 @@ impl Signing {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let mut fields = self
-            .signer
-            .sign(header, &body_hash, now)
-            .unwrap_or_else(|e| {
-                self.count_failure(&self.failures, "DKIM signing", &e.to_string());
-                auth.dkim = Stamp::Failed;
-                Vec::new()
-            });
+        let mut fields = Vec::new();
+        // The second signature (if any) goes on top; both share the body hash (c=relaxed,
+        // SHA-256 for either algorithm) and neither covers the other.
+        for signer in self.signer.second().into_iter().chain([&*self.signer]) {
+            match signer.sign(header, &body_hash, now) {
+                Ok(field) => fields.extend_from_slice(&field),
+                Err(e) => {
+                    self.count_failure(&self.failures, "DKIM signing", &e.to_string());
+                    auth.dkim = Stamp::Failed;
+                }
+            }
+        }
         if let Some(hop) = &self.arc {
             // The AMS must cover our DKIM-Signature, which is not in `out` yet: seal a copy
             // of the header block (a few KB) rather than move the whole copy twice.

@@ -160,6 +160,78 @@ fn keys_under_2048_bits_and_non_keys_are_refused_clearly() {
     }
 }
 
+/// RSA and Ed25519 together (RFC 8463 §3): every copy carries both signatures, each verifies
+/// against its own selector, and altering a signed field breaks both.
+#[tokio::test]
+async fn dual_signed_copies_carry_two_verifying_signatures() {
+    let rsa = generate(DkimAlgorithm::Rsa).unwrap();
+    let ed = generate(DkimAlgorithm::Ed25519).unwrap();
+    let signer = DkimSigner::from_pem(
+        DOMAIN,
+        "rsa1",
+        DkimAlgorithm::Rsa,
+        rsa.private_pem.as_bytes(),
+    )
+    .unwrap()
+    .with_second(
+        DkimSigner::from_pem(
+            DOMAIN,
+            "ed1",
+            DkimAlgorithm::Ed25519,
+            ed.private_pem.as_bytes(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let (dns, auth) = dns_with(&[
+        ("rsa1._domainkey.lists.example.org", &rsa.dns_txt),
+        ("ed1._domainkey.lists.example.org", &ed.dns_txt),
+    ])
+    .await;
+    let t = template(DkimKeys::new([signer]), Some(FOOTER));
+    for m in members() {
+        let msg = received(&t, &m);
+        let verdicts = auth.verify_dkim(&msg).await;
+        assert_eq!(verdicts.len(), 2, "{}", String::from_utf8_lossy(&msg));
+        assert!(
+            verdicts.iter().all(|v| v.pass && v.domain == DOMAIN),
+            "{verdicts:?}"
+        );
+        let text = String::from_utf8_lossy(&msg).into_owned();
+        assert!(text.contains("a=rsa-sha256") && text.contains("a=ed25519-sha256"));
+        let altered = text.replacen("Subject: [announce]", "Subject: [announce] X", 1);
+        let verdicts = auth.verify_dkim(altered.as_bytes()).await;
+        assert!(verdicts.iter().all(|v| !v.pass), "{verdicts:?}");
+    }
+    assert_eq!(t.sign_failures(), 0);
+    // A second key must be another selector of the same domain.
+    let same = DkimSigner::from_pem(
+        DOMAIN,
+        "rsa1",
+        DkimAlgorithm::Rsa,
+        rsa.private_pem.as_bytes(),
+    )
+    .unwrap();
+    let other = DkimSigner::from_pem(
+        "other.test",
+        "x",
+        DkimAlgorithm::Ed25519,
+        ed.private_pem.as_bytes(),
+    )
+    .unwrap();
+    for second in [same, other] {
+        let first = DkimSigner::from_pem(
+            DOMAIN,
+            "rsa1",
+            DkimAlgorithm::Rsa,
+            rsa.private_pem.as_bytes(),
+        )
+        .unwrap();
+        assert!(first.with_second(second).is_err());
+    }
+    dns.shutdown().await;
+}
+
 #[tokio::test]
 async fn altered_copies_fail() {
     let (dkim, key) = keys(DkimAlgorithm::Ed25519, "sel1");

@@ -72,6 +72,8 @@ pub enum DkimError {
     Sign(String),
     #[error("the message has no From field to sign")]
     NoFrom,
+    #[error("{0}")]
+    Second(String),
 }
 
 impl DkimSigner {

@@ -51,6 +51,9 @@ pub struct DkimSigner {
     key: PrivateKey,
     /// Also ARC-seal copies with this key (two more signatures per copy).
     seals_arc: bool,
+    /// A second key of the same domain that signs every copy too, typically Ed25519 beside
+    /// RSA (RFC 8463 §3): receivers that do not know one algorithm use the other signature.
+    second: Option<Box<DkimSigner>>,
 }
 
 impl std::fmt::Debug for DkimSigner {
@@ -61,6 +64,7 @@ impl std::fmt::Debug for DkimSigner {
             .field("selector", &self.selector)
             .field("algorithm", &self.algorithm)
             .field("seals_arc", &self.seals_arc)
+            .field("second", &self.second)
             .finish_non_exhaustive()
     }
 }
@@ -78,7 +82,28 @@ impl DkimSigner {
             algorithm,
             key,
             seals_arc: true,
+            second: None,
         }
+    }
+
+    /// Adds a second signature with `other`, a key of the same domain under another selector.
+    pub fn with_second(mut self, other: DkimSigner) -> Result<Self, DkimError> {
+        if other.domain != self.domain || other.selector == self.selector {
+            return Err(DkimError::Second(format!(
+                "the second key must be of {} under another selector than {}",
+                self.domain, self.selector
+            )));
+        }
+        self.second = Some(Box::new(DkimSigner {
+            second: None,
+            ..other
+        }));
+        Ok(self)
+    }
+
+    /// The second signer, if copies carry two signatures.
+    pub fn second(&self) -> Option<&DkimSigner> {
+        self.second.as_deref()
     }
 
     /// Turns ARC sealing with this key on or off (on by default). With RSA-2048 an ARC set
