@@ -21,6 +21,17 @@ fn actor() -> (Actor, tokio::sync::mpsc::Receiver<crate::report::Report>) {
     (actor, reports_rx)
 }
 
+/// Routes `domain` to `key` with a refresh under way, as the actor leaves it before
+/// `on_resolved`.
+fn refreshing_route(actor: &mut Actor, domain: &str, key: &Arc<str>) {
+    let route = Route::Routed {
+        key: key.clone(),
+        refresh_at: Instant::now(),
+        refreshing: true,
+    };
+    actor.routes.insert(domain.into(), route);
+}
+
 fn post() -> Arc<PostCtx> {
     crate::worker::test_post()
 }
@@ -69,12 +80,7 @@ async fn a_new_policy_moves_only_that_domains_queued_copies() {
     // a.test and b.test share an MX host and a destination, with a ready and a waiting copy each.
     let plain = actor.destination_for(hosts(), None, None);
     for (domain, base) in [("a.test", 1), ("b.test", 10)] {
-        let route = Route::Routed {
-            key: plain.clone(),
-            refresh_at: Instant::now(),
-            refreshing: true,
-        };
-        actor.routes.insert(domain.into(), route);
+        refreshing_route(&mut actor, domain, &plain);
         let d = actor.dests.get_mut(&plain).expect("dest");
         d.fast
             .push_back(job(&post, base, &format!("r{base}@{domain}")));
@@ -120,12 +126,7 @@ async fn a_policy_allowing_no_mx_takes_the_domain_out_of_its_destination() {
     let (mut actor, mut reports) = actor();
     let post = post();
     let plain = actor.destination_for(hosts(), None, None);
-    let route = Route::Routed {
-        key: plain.clone(),
-        refresh_at: Instant::now(),
-        refreshing: true,
-    };
-    actor.routes.insert("a.test".into(), route);
+    refreshing_route(&mut actor, "a.test", &plain);
     let d = actor.dests.get_mut(&plain).expect("dest");
     d.fast.push_back(job(&post, 1, "r@a.test"));
     d.fast.push_back(job(&post, 2, "r@b.test"));
@@ -200,12 +201,7 @@ async fn dane_leaving_no_usable_host_defers_the_domain_with_dane_failed() {
     let (mut actor, mut reports) = actor();
     let post = post();
     let old = actor.destination_for(hosts(), None, Some(dane_route(true, vec![tlsa(1)])));
-    let route = Route::Routed {
-        key: old.clone(),
-        refresh_at: Instant::now(),
-        refreshing: true,
-    };
-    actor.routes.insert("a.test".into(), route);
+    refreshing_route(&mut actor, "a.test", &old);
     let d = actor.dests.get_mut(&old).expect("dest");
     d.fast.push_back(job(&post, 1, "r@a.test"));
     actor.queued += 1;
@@ -227,12 +223,7 @@ async fn dane_leaving_no_usable_host_defers_the_domain_with_dane_failed() {
 async fn a_failed_refresh_keeps_the_route() {
     let (mut actor, _reports) = actor();
     let plain = actor.destination_for(hosts(), None, None);
-    let route = Route::Routed {
-        key: plain.clone(),
-        refresh_at: Instant::now(),
-        refreshing: true,
-    };
-    actor.routes.insert("a.test".into(), route);
+    refreshing_route(&mut actor, "a.test", &plain);
     let e = herald_delivery::ResolveError::Timeout {
         domain: "a.test".into(),
     };
