@@ -5,6 +5,19 @@ use herald_spool::SpoolStats;
 use herald_telemetry::metrics::{write_counter, write_gauge};
 
 pub fn render(s: &SpoolStats, out: &mut String) {
+    write_gauge(
+        out,
+        "herald_spool_writable",
+        "1 when the journal can be written; 0 during an outage (a full disk): new posts get 452 4.3.1 and fan-out pauses until a repair succeeds.",
+        i64::from(s.writable),
+    );
+    write_counter(
+        out,
+        "herald_spool_outages_total",
+        "Times the journal became unwritable (each outage once).",
+        &[],
+        s.outages,
+    );
     write_counter(
         out,
         "herald_spool_commits_total",

@@ -292,7 +292,15 @@ impl Scheduler {
             ctrl: ctrl_tx.clone(),
             reports: report_tx.clone(),
             telemetry: deps.telemetry.clone(),
+            shutdown: shutdown.clone(),
         });
+        let bound = cfg
+            .max_connections
+            .saturating_mul(cfg.max_copies_per_batch.max(1));
+        deps.telemetry.gauges().unjournaled_copies_bound.store(
+            i64::try_from(bound).unwrap_or(i64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let actor = actor::Actor::new(cfg.clone(), worker_ctx, deps.health_path);
         let expand_ctx = Arc::new(expand::ExpandCtx {
             directory: deps.directory,

@@ -3,11 +3,11 @@
 //! when all of a post's recipients are final the post is completed in the spool.
 
 use crate::job::Job;
-use herald_spool::{FinalState, Spool};
+use herald_spool::{Durable, FinalState, Spool};
 use herald_telemetry::{Attempt, DaneNote, Event, MtaStsNote, StageId, Telemetry};
 use herald_types::{Address, ListId, MemberId, PostId, RcptOutcome, Reply};
 use std::collections::HashMap;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// A permanent failure of one of our own SMTP transactions, handed to the bounce stage as data
@@ -23,6 +23,9 @@ pub struct FailedCopy {
 /// Capacity of the failed-copy channel to the bounce stage. When it is full the report loop
 /// waits (backpressure), so no failure is lost while the stage catches up.
 pub const FAILED_COPY_CAPACITY: usize = 4096;
+
+/// How long shutdown waits for the last outcomes to be journaled.
+const FINAL_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One attempt's result, detached from the job so the job can go back to its queue.
 pub struct OutcomeReport {
@@ -87,6 +90,10 @@ pub enum Report {
         already_done: u64,
     },
     Outcome(Box<OutcomeReport>),
+    /// A worker's batch is reported: answer with a promise that its outcomes (queued to the
+    /// spool before this) are durable. The worker waits on it before taking more work, which
+    /// bounds the copies delivered but not journaled (see `worker.rs`).
+    Barrier(oneshot::Sender<Durable>),
 }
 
 #[derive(Default)]
@@ -125,8 +132,12 @@ pub async fn run(
             }
         }
     }
-    if let Err(e) = book.spool.flush().await {
-        tracing::error!(error = %e, "final spool flush failed");
+    // Bounded: during a disk outage the flush waits for a repair that may never come before
+    // the process exits; what is lost then is only the unjournaled window.
+    match tokio::time::timeout(FINAL_FLUSH_WAIT, book.spool.flush()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!(error = %e, "final spool flush failed"),
+        Err(_) => tracing::error!("final spool flush did not finish: the journal is unwritable"),
     }
 }
 
@@ -156,6 +167,17 @@ impl Book {
                 post
             }
             Report::Outcome(o) => self.outcome(*o).await,
+            Report::Barrier(reply) => {
+                // The report loop does not wait for the commit itself: the next worker's
+                // outcomes go on being queued and share the same fdatasync.
+                match self.spool.commit_point().await {
+                    Ok(durable) => {
+                        let _ = reply.send(durable);
+                    }
+                    Err(e) => tracing::error!(error = %e, "cannot ask the spool for a commit"),
+                }
+                return;
+            }
         };
         let complete = self
             .tracks
@@ -184,6 +206,7 @@ impl Book {
             let r = self.spool.record(post, o.member, state).await;
             c.stage_wait_since(StageId::SpoolRecord, t);
             if let Err(e) = r {
+                // Only a closed spool refuses a record (an unwritable one keeps it in memory).
                 tracing::error!(%post, error = %e, "cannot journal an outcome");
             }
             self.tracks.entry(post).or_default().finished += 1;

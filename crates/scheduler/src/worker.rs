@@ -7,6 +7,13 @@
 //! A fast-lane worker uses the short first-pass timeouts, a slow-lane worker the RFC 5321 ones:
 //! no call holds a worker past its lane's timeout (the delivery crate bounds every step).
 //!
+//! The unjournaled window: after a batch, a worker waits until the batch's final outcomes are
+//! durable in the journal (one group commit shared with every other worker finishing then)
+//! before it asks for more. So copies delivered but not yet journaled — what a `kill -9` would
+//! send again — never exceed open connections × `max_copies_per_batch` (`/metrics`:
+//! `herald_unjournaled_copies` and its bound). The same wait pauses fan-out while the journal
+//! cannot be written (a full disk): no copy goes out that Herald could not remember.
+//!
 //! A worker never decides policy: outcomes go to the report loop; each connection attempt and
 //! each batch (delivered count, deferred copies with their classification, throttling seen) goes
 //! to the actor, which owns host health, lanes and shaping.
@@ -28,6 +35,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 /// What every worker shares.
 pub struct WorkerCtx {
@@ -43,7 +51,13 @@ pub struct WorkerCtx {
     pub ctrl: mpsc::Sender<Ctrl>,
     pub reports: mpsc::Sender<Report>,
     pub telemetry: Telemetry,
+    /// The scheduler's shutdown: a worker waiting for a journal that cannot be written stops
+    /// waiting [`DURABLE_WAIT_AT_SHUTDOWN`] after it.
+    pub shutdown: CancellationToken,
 }
+
+/// How long a worker still waits for its batch to be journaled once shutdown has begun.
+const DURABLE_WAIT_AT_SHUTDOWN: Duration = Duration::from_secs(5);
 
 /// What the actor asks one worker to do.
 pub struct WorkerPlan {
@@ -307,9 +321,9 @@ impl Batch<'_> {
             .map(|i| OutgoingCopy::new(&return_paths[i], &rcpts[i], &bufs[i]))
             .collect();
         let gauges = ctx.telemetry.gauges();
-        gauges
-            .inflight_copies
-            .fetch_add(copies.len() as i64, Relaxed);
+        let handed = copies.len() as i64;
+        gauges.unjournaled_copies.fetch_add(handed, Relaxed);
+        gauges.inflight_copies.fetch_add(handed, Relaxed);
         let started = Instant::now();
         let result = self.conn.send(&mut copies).await;
         let elapsed = started.elapsed();
@@ -375,8 +389,39 @@ impl Batch<'_> {
                 done.finished_slow.push(rcpt.into_boxed_str());
             }
         }
+        let finals = handed - done.deferred.len() as i64;
+        gauges
+            .unjournaled_copies
+            .fetch_sub(handed - finals, Relaxed);
         let _ = ctx.ctrl.send(Ctrl::BatchDone(Box::new(done))).await;
+        if finals > 0 {
+            wait_until_journaled(ctx).await;
+            gauges.unjournaled_copies.fetch_sub(finals, Relaxed);
+        }
         result.is_ok() && self.conn.is_reusable()
+    }
+}
+
+/// Waits until every outcome this worker reported is durable (see the module docs).
+async fn wait_until_journaled(ctx: &WorkerCtx) {
+    let (tx, rx) = oneshot::channel();
+    if ctx.reports.send(Report::Barrier(tx)).await.is_err() {
+        return;
+    }
+    let durable = async {
+        if let Ok(d) = rx.await {
+            if let Err(e) = d.wait().await {
+                tracing::warn!(error = %e, "a batch's outcomes may not be journaled");
+            }
+        }
+    };
+    let stopping = async {
+        ctx.shutdown.cancelled().await;
+        tokio::time::sleep(DURABLE_WAIT_AT_SHUTDOWN).await;
+    };
+    tokio::select! {
+        () = durable => {}
+        () = stopping => tracing::warn!("shutting down before a batch's outcomes were journaled"),
     }
 }
 
@@ -406,6 +451,7 @@ pub(crate) fn test_ctx(ctrl: mpsc::Sender<Ctrl>, reports: mpsc::Sender<Report>) 
         ctrl,
         reports,
         telemetry: Telemetry::disabled_log(),
+        shutdown: CancellationToken::new(),
     })
 }
 

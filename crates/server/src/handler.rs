@@ -136,6 +136,10 @@ fn enqueue_reply(result: &Result<PostId, EnqueueError>) -> Reply {
             Some(EnhancedStatus::new(5, 3, 4)),
             format!("message larger than the list allows ({limit} bytes)"),
         ),
+        Err(EnqueueError::Spool(e)) if e.is_storage_shortage() => {
+            tracing::warn!(error = %e, "message refused for now: the spool cannot store it");
+            herald_smtp::replies::INSUFFICIENT_STORAGE.reply()
+        }
         Err(e) => {
             tracing::error!(error = %e, "cannot enqueue a message");
             local_error()
@@ -157,6 +161,11 @@ impl InboundHandler for ListHandler {
     fn check_recipient(&self, rcpt: &Address) -> impl Future<Output = Result<(), Reply>> + Send {
         let rcpt = rcpt.clone();
         async move {
+            // The journal cannot take mail now (a full disk): say so before the body is sent;
+            // the sender keeps the message and retries.
+            if !self.enqueuer.spool.is_writable() {
+                return Err(herald_smtp::replies::INSUFFICIENT_STORAGE.reply());
+            }
             match self.resolve(&rcpt).await? {
                 Some(Target::Postmaster(_)) if !self.postmaster.has_room(&self.enqueuer.spool) => {
                     tracing::warn!(rcpt = %rcpt, "postmaster mail refused for now: postmaster.max_stored reached");

@@ -16,6 +16,8 @@
 //!   certificate.
 //! - [`recorder`]: every accepted copy, rejection and connection, with duplicate detection.
 //! - [`world`]: starts and stops all of the above.
+//! - [`disk`]: a small tmpfs for disk-full tests (not the Internet, but the same kind of
+//!   stand-in: a real filesystem that really runs out of space).
 //! - [`export`]: streams the recorder to a run directory from a background thread (`herald sim run`).
 //! - [`report`] and [`chart`]: delivered / missing / duplicates / failed, t50/t95/t100, and the
 //!   cumulative delivery curve as PNG and SVG (`herald sim report`).
@@ -45,6 +47,7 @@
 
 pub mod chart;
 pub mod config;
+pub mod disk;
 pub mod dns;
 mod error;
 pub mod export;

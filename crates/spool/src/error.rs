@@ -46,11 +46,12 @@ pub enum SpoolError {
     #[error("cannot encode post metadata: {0}")]
     Encode(#[from] serde_json::Error),
 
-    /// An earlier write or fdatasync failed. After a failed fsync the kernel may have dropped
-    /// dirty pages, so the journal's tail is unknowable: the writer refuses all further work and
-    /// the process must restart (recovery then trusts only what verifies on disk).
-    #[error("spool journal failed and is refusing writes until restart: {reason}")]
-    Failed { reason: String },
+    /// The journal cannot be written right now (a full disk, an I/O error). New posts are
+    /// refused with this (inbound answers `452 4.3.1`, so the sender keeps the message); outcomes
+    /// and completions are kept in memory and made durable by the repair the writer retries with
+    /// backoff — no restart needed. `reason` is the first error of the outage.
+    #[error("spool journal cannot be written now (retrying by itself): {reason}")]
+    Unwritable { reason: String },
 
     /// The spool was closed (or its writer thread is gone) before the request was answered.
     #[error("spool is closed")]
@@ -58,16 +59,27 @@ pub enum SpoolError {
 }
 
 impl SpoolError {
-    /// True when retrying later (after a restart, for `Failed`) may succeed: inbound answers these
-    /// with a 4xx reply. `TooLarge`, `UnknownPost` and `Config` will fail the same way again.
+    /// True when retrying later may succeed: inbound answers these with a 4xx reply.
+    /// `TooLarge`, `UnknownPost` and `Config` will fail the same way again.
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
             SpoolError::Io { .. }
                 | SpoolError::Corrupt { .. }
-                | SpoolError::Failed { .. }
+                | SpoolError::Unwritable { .. }
                 | SpoolError::Closed
         )
+    }
+
+    /// True when the spool is short of storage or cannot write: the sender should keep the
+    /// message and retry (`452 4.3.1`, RFC 3463 "mail system full"), not be told of a local
+    /// error in processing.
+    pub fn is_storage_shortage(&self) -> bool {
+        match self {
+            SpoolError::Unwritable { .. } => true,
+            SpoolError::Io { source, .. } => source.kind() == std::io::ErrorKind::StorageFull,
+            _ => false,
+        }
     }
 
     /// Builds a closure for `map_err` that wraps an `io::Error` with the operation and path.

@@ -13,6 +13,15 @@
 //!   deleted, oldest first. So at steady state the journal is the active segment plus the one
 //!   before it, and a long-lived post is copied at most once per roll.
 //!
+//! - A failed write or fdatasync makes the journal *broken*: the active file's bytes past
+//!   `durable_len` (the end of the last successful fdatasync) are unknown, so nothing more is
+//!   appended until [`Journal::heal`] cuts the file back to `durable_len` and restates what the
+//!   failed batch held — a PostDone for every post completed since, a Checkpoint of every live
+//!   post's final-state set — in one new commit. Posts appended in the failed batch are
+//!   forgotten (their `accept` is answered with the error, so the sender retries). Cutting the
+//!   file back before rewriting is what makes a retry honest after a failed fsync: the pages the
+//!   kernel may have dropped are discarded, not trusted (the "fsyncgate" lesson).
+//!
 //! Limits: the buffer is bounded by the writer's batch limit plus one post; compaction copies at
 //! most the live posts' bytes per roll, and a segment holding copies rolls only after
 //! `segment_max_bytes` of *new* records, so write amplification stays ≤ 2× even when the live set
@@ -65,6 +74,17 @@ pub(crate) struct Journal {
     unsynced: bool,
     /// A post ended since the last compaction: some segment may have become deletable.
     compact_due: bool,
+    /// Length of the active segment at its last successful fdatasync (see the module docs).
+    durable_len: u64,
+    /// Posts appended since the last commit: forgotten if that commit fails.
+    fresh_posts: Vec<PostId>,
+    /// Posts completed since the last commit: [`Journal::heal`] writes their PostDone again.
+    done_since: Vec<PostId>,
+    /// Relocated posts (copy + Checkpoint appended, not yet durable) with their new segment and
+    /// location: the live table points at a copy only once the copy is durable.
+    moves: Vec<(PostId, u64, FrameLoc)>,
+    /// A write or fdatasync failed and [`Journal::heal`] has not succeeded since.
+    broken: bool,
     shared: Arc<Shared>,
 }
 
@@ -113,6 +133,7 @@ impl Journal {
             }
         };
         shared.stats.segments.store(segments.len() as u64, Relaxed);
+        let durable_len = active.len;
         Ok(Journal {
             dir,
             segment_max_bytes,
@@ -123,6 +144,11 @@ impl Journal {
             pending_records: 0,
             unsynced: false,
             compact_due: true,
+            durable_len,
+            fresh_posts: Vec::new(),
+            done_since: Vec::new(),
+            moves: Vec::new(),
+            broken: false,
             shared,
         })
     }
@@ -143,6 +169,11 @@ impl Journal {
         self.buf.len()
     }
 
+    /// True after a failed write or fdatasync, until [`Journal::heal`] succeeds.
+    pub(crate) fn is_broken(&self) -> bool {
+        self.broken
+    }
+
     /// Appends a Post frame (`head` from [`record::encode_post_head`], then the body).
     pub(crate) fn append_post(&mut self, id: PostId, meta: PostMeta, head: &[u8], body: &[u8]) {
         let loc = FrameLoc {
@@ -152,6 +183,7 @@ impl Journal {
         self.buf.extend_from_slice(head);
         self.buf.extend_from_slice(body);
         self.pending_records += 1;
+        self.fresh_posts.push(id);
         self.shared
             .live()
             .insert_post(id, meta, self.active.seq, loc);
@@ -174,24 +206,103 @@ impl Journal {
 
     /// Appends a PostDone and forgets the post; false if it was not live.
     pub(crate) fn append_done(&mut self, post: PostId) -> bool {
-        if self.shared.live().remove(post).is_none() {
+        if !self.forget(post) {
             return false;
         }
         record::encode_post_done(&mut self.buf, post);
         self.pending_records += 1;
+        true
+    }
+
+    /// While broken: applies an outcome to the live table only. The Checkpoint that
+    /// [`Journal::heal`] writes carries it to disk.
+    pub(crate) fn note_outcome(
+        &mut self,
+        post: PostId,
+        member: MemberId,
+        state: FinalState,
+    ) -> Applied {
+        self.shared.live().apply_outcome(post, member, state)
+    }
+
+    /// Forgets a completed post; its PostDone is written by the next commit (or by
+    /// [`Journal::heal`] when broken). False if it was not live.
+    pub(crate) fn forget(&mut self, post: PostId) -> bool {
+        if self.shared.live().remove(post).is_none() {
+            return false;
+        }
+        self.done_since.push(post);
         self.compact_due = true;
         true
+    }
+
+    /// After a failed write or commit: drops the unwritten batch and the posts appended in it
+    /// (their senders get the error and retry), keeps the old locations of relocated posts, and
+    /// refuses appends until [`Journal::heal`] succeeds. Returns the forgotten posts.
+    pub(crate) fn abandon_batch(&mut self) -> Vec<PostId> {
+        self.broken = true;
+        self.buf.clear();
+        self.pending_records = 0;
+        self.moves.clear();
+        let fresh = std::mem::take(&mut self.fresh_posts);
+        let mut live = self.shared.live();
+        for id in &fresh {
+            live.remove(*id);
+        }
+        fresh
+    }
+
+    /// Makes the journal whole again after a failure: cuts the active segment back to its last
+    /// durable length, then writes a PostDone for every post completed since and a Checkpoint
+    /// of every live post, and commits them. On error the journal stays broken (try again
+    /// later); nothing in memory is lost either way.
+    pub(crate) fn heal(&mut self) -> Result<(), SpoolError> {
+        self.buf.clear();
+        self.pending_records = 0;
+        self.moves.clear();
+        let path = self.active.path.clone();
+        self.active
+            .file
+            .set_len(self.durable_len)
+            .map_err(SpoolError::io("truncate segment", &path))?;
+        self.active.len = self.durable_len;
+        self.unsynced = true;
+        for post in self.done_since.clone() {
+            record::encode_post_done(&mut self.buf, post);
+            self.pending_records += 1;
+        }
+        {
+            let live = self.shared.live();
+            for id in live.based_before(u64::MAX) {
+                if let Some(p) = live.get(id) {
+                    record::encode_checkpoint(&mut self.buf, id, p.delivered, p.failed, &p.done);
+                    self.pending_records += 1;
+                }
+            }
+        }
+        self.broken = false;
+        let result = self.commit();
+        if result.is_err() {
+            self.abandon_batch();
+        }
+        result
     }
 
     fn write_buf(&mut self) -> Result<(), SpoolError> {
         if self.buf.is_empty() {
             return Ok(());
         }
+        if self.broken {
+            return Err(SpoolError::Unwritable {
+                reason: "an earlier journal write failed and has not been repaired yet".into(),
+            });
+        }
         self.unsynced = true;
-        self.active
-            .file
-            .write_all(&self.buf)
-            .map_err(SpoolError::io("write", &self.active.path))?;
+        let written = self.active.file.write_all(&self.buf);
+        if let Err(e) = written {
+            self.broken = true;
+            return Err(SpoolError::io("write", &self.active.path)(e));
+        }
         self.active.len += self.buf.len() as u64;
         self.shared
             .stats
@@ -208,15 +319,27 @@ impl Journal {
         }
         self.write_buf()?;
         let start = Instant::now();
-        self.active
-            .file
-            .sync_data()
-            .map_err(SpoolError::io("fdatasync", &self.active.path))?;
+        if let Err(e) = self.active.file.sync_data() {
+            self.broken = true;
+            return Err(SpoolError::io("fdatasync", &self.active.path)(e));
+        }
         self.shared
             .stats
             .on_commit(self.pending_records, start.elapsed());
         self.pending_records = 0;
         self.unsynced = false;
+        self.durable_len = self.active.len;
+        self.fresh_posts.clear();
+        self.done_since.clear();
+        if !self.moves.is_empty() {
+            let mut live = self.shared.live();
+            for (id, seq, loc) in self.moves.drain(..) {
+                if let Some(p) = live.get_mut(id) {
+                    p.base = seq;
+                    p.loc = loc;
+                }
+            }
+        }
         Ok(())
     }
 
@@ -247,6 +370,8 @@ impl Journal {
             len,
             relocated: 0,
         };
+        // `segment::create` made the header durable.
+        self.durable_len = len;
         let stats = &self.shared.stats;
         stats.rolls.fetch_add(1, Relaxed);
         stats.segments.store(self.segments.len() as u64, Relaxed);
@@ -308,8 +433,11 @@ impl Journal {
             Some(p) => (p.base, p.loc),
             None => return Ok(None),
         };
-        // The newest copy may still sit in the buffer (a relocation not yet written).
-        self.write_buf()?;
+        // A post appended in this batch still sits in the buffer (relocated copies do not:
+        // the live table moves to them only once they are durable).
+        if base == self.active.seq && loc.offset + loc.frame_len > self.active.len {
+            self.write_buf()?;
+        }
         let path = self
             .segments
             .get(&base)
@@ -333,15 +461,16 @@ impl Journal {
         }
     }
 
-    /// Appends a Checkpoint for a post whose Post frame was just appended at `loc`.
+    /// Appends a Checkpoint for a post whose Post frame was just appended at `loc`; the live
+    /// table moves to the copy when the commit succeeds.
     fn checkpoint(&mut self, id: PostId, loc: FrameLoc) {
         let seq = self.active.seq;
-        let mut live = self.shared.live();
-        if let Some(p) = live.get_mut(id) {
+        let live = self.shared.live();
+        if let Some(p) = live.get(id) {
             record::encode_checkpoint(&mut self.buf, id, p.delivered, p.failed, &p.done);
-            p.base = seq;
-            p.loc = loc;
+            self.moves.push((id, seq, loc));
         }
+        drop(live);
         self.pending_records += 2;
         self.shared.stats.relocated.fetch_add(1, Relaxed);
     }

@@ -45,4 +45,4 @@ pub use error::SpoolError;
 pub use model::{
     DoneSet, FinalState, PostKind, PostMeta, PostProgress, RecoveredPost, SpoolStats, SpooledPost,
 };
-pub use spool::{Spool, QUEUE_CAPACITY};
+pub use spool::{Durable, Spool, QUEUE_CAPACITY};

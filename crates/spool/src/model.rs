@@ -185,6 +185,11 @@ pub struct SpoolStats {
     pub quarantined_segments: u64,
     /// Bytes of torn tail (an interrupted write) cut from the last segment at `open`.
     pub torn_tail_bytes: u64,
+    /// The journal can be written now (a gauge). False during an outage (a full disk, an I/O
+    /// error): new posts are refused with `452 4.3.1` and fan-out pauses until a repair succeeds.
+    pub writable: bool,
+    /// Times the journal became unwritable since `open`.
+    pub outages: u64,
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! State shared between the `Spool` handles (any task) and the writer thread: the live-post
-//! table, the statistics counters, the post-id counter and the failure latch.
+//! table, the statistics counters, the post-id counter and whether the journal can be written.
 //!
 //! Invariants: only the writer thread mutates the live table; handles only read it. The mutex is
 //! a std `Mutex` because it is never held across an `.await` — every critical section is a map
@@ -18,8 +18,10 @@ pub(crate) struct Shared {
     pub stats: StatsCell,
     /// Next post id to hand out (see `Spool::open` for how it is seeded).
     pub next_id: AtomicU64,
-    failed: AtomicBool,
-    failure: Mutex<Option<String>>,
+    /// The journal cannot be written now (see [`Shared::set_unwritable`]).
+    unwritable: AtomicBool,
+    /// Why, while `unwritable`: the first error of the current outage.
+    outage: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -28,8 +30,8 @@ impl Shared {
             live: Mutex::new(live),
             stats: StatsCell::default(),
             next_id: AtomicU64::new(next_id),
-            failed: AtomicBool::new(false),
-            failure: Mutex::new(None),
+            unwritable: AtomicBool::new(false),
+            outage: Mutex::new(None),
         }
     }
 
@@ -39,22 +41,35 @@ impl Shared {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Latches the journal as failed; the first reason wins.
-    pub(crate) fn fail(&self, reason: String) {
-        let mut f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+    /// The journal cannot be written: new posts are refused until [`Shared::set_writable`].
+    /// The first reason of an outage is kept.
+    pub(crate) fn set_unwritable(&self, reason: String) {
+        let mut f = self.outage.lock().unwrap_or_else(|e| e.into_inner());
         if f.is_none() {
             *f = Some(reason);
+            self.stats.outages.fetch_add(1, Relaxed);
         }
-        self.failed.store(true, Relaxed);
+        self.unwritable.store(true, Relaxed);
     }
 
-    /// The latched failure as an error, if any. Cheap when healthy (one relaxed load).
+    /// A repair succeeded: the journal takes new posts again.
+    pub(crate) fn set_writable(&self) {
+        let mut f = self.outage.lock().unwrap_or_else(|e| e.into_inner());
+        *f = None;
+        self.unwritable.store(false, Relaxed);
+    }
+
+    pub(crate) fn is_writable(&self) -> bool {
+        !self.unwritable.load(Relaxed)
+    }
+
+    /// The current outage as an error, if any. Cheap when healthy (one relaxed load).
     pub(crate) fn failure(&self) -> Option<SpoolError> {
-        if !self.failed.load(Relaxed) {
+        if !self.unwritable.load(Relaxed) {
             return None;
         }
-        let f = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-        Some(SpoolError::Failed {
+        let f = self.outage.lock().unwrap_or_else(|e| e.into_inner());
+        Some(SpoolError::Unwritable {
             reason: f.clone().unwrap_or_default(),
         })
     }
@@ -78,6 +93,8 @@ pub(crate) struct StatsCell {
     pub ignored: AtomicU64,
     pub quarantined: AtomicU64,
     pub torn_bytes: AtomicU64,
+    /// Times the journal became unwritable (each outage once, however long).
+    pub outages: AtomicU64,
 }
 
 impl StatsCell {
@@ -93,7 +110,7 @@ impl StatsCell {
         self.group_max.fetch_max(records, Relaxed);
     }
 
-    pub(crate) fn snapshot(&self, live_posts: u64) -> SpoolStats {
+    pub(crate) fn snapshot(&self, live_posts: u64, writable: bool) -> SpoolStats {
         let commits = self.commits.load(Relaxed);
         let records = self.records.load(Relaxed);
         SpoolStats {
@@ -118,6 +135,8 @@ impl StatsCell {
             ignored_outcomes: self.ignored.load(Relaxed),
             quarantined_segments: self.quarantined.load(Relaxed),
             torn_tail_bytes: self.torn_bytes.load(Relaxed),
+            writable,
+            outages: self.outages.load(Relaxed),
         }
     }
 }

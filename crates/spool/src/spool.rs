@@ -63,6 +63,28 @@ impl Drop for WriterThread {
     }
 }
 
+/// A promise that what was queued before [`Spool::commit_point`] is durable once
+/// [`Durable::wait`] returns `Ok`.
+pub struct Durable {
+    rx: oneshot::Receiver<Result<(), SpoolError>>,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Durable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Durable").finish_non_exhaustive()
+    }
+}
+
+impl Durable {
+    pub async fn wait(self) -> Result<(), SpoolError> {
+        match self.rx.await {
+            Ok(result) => result,
+            Err(_) => Err(self.shared.failure().unwrap_or(SpoolError::Closed)),
+        }
+    }
+}
+
 impl std::fmt::Debug for Spool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Spool").finish_non_exhaustive()
@@ -150,7 +172,8 @@ impl Spool {
         member: MemberId,
         state: FinalState,
     ) -> Result<(), SpoolError> {
-        self.check_failed()?;
+        // Not refused while the journal is unwritable: the writer keeps the state in memory and
+        // its repair writes it (a delivered copy must never be forgotten).
         self.send(Request::Outcome {
             post,
             member,
@@ -160,26 +183,36 @@ impl Spool {
     }
 
     /// Ends a post: it will not be recovered again and its records may be compacted away.
-    /// Returns once the PostDone record is committed (within `commit_interval_ms`).
+    /// Returns once the PostDone record is committed (within `commit_interval_ms`; while the
+    /// journal is unwritable, once a repair succeeds).
     pub async fn complete(&self, post: PostId) -> Result<(), SpoolError> {
-        self.check_failed()?;
         let (reply, rx) = oneshot::channel();
         self.send(Request::Complete { post, reply }).await?;
         self.wait(rx).await
     }
 
-    /// Commits everything queued before this call and waits for it to be durable.
+    /// Commits everything queued before this call and waits for it to be durable (while the
+    /// journal is unwritable: until a repair succeeds).
     pub async fn flush(&self) -> Result<(), SpoolError> {
-        self.check_failed()?;
+        self.commit_point().await?.wait().await
+    }
+
+    /// Asks for everything queued before this call to be committed now, without waiting for
+    /// it: the returned [`Durable`] resolves once it is. Concurrent callers share one
+    /// fdatasync (group commit). This is how a delivery worker waits for its batch's outcomes
+    /// to be journaled before it takes more work, while the report loop goes on.
+    pub async fn commit_point(&self) -> Result<Durable, SpoolError> {
         let (reply, rx) = oneshot::channel();
         self.send(Request::Flush { reply }).await?;
-        self.wait(rx).await
+        Ok(Durable {
+            rx,
+            shared: self.inner.shared.clone(),
+        })
     }
 
     /// The body of a live post (`None` when it is not live), read back from the journal. Used
     /// by moderation and the bounce/request stages; not on the fan-out path.
     pub async fn body(&self, post: PostId) -> Result<Option<Bytes>, SpoolError> {
-        self.check_failed()?;
         let (reply, rx) = oneshot::channel();
         self.send(Request::Body { post, reply }).await?;
         rx.await.map_err(|_| self.closed())?
@@ -195,7 +228,14 @@ impl Spool {
 
     pub fn stats(&self) -> SpoolStats {
         let live = self.inner.shared.live().len() as u64;
-        self.inner.shared.stats.snapshot(live)
+        let shared = &self.inner.shared;
+        shared.stats.snapshot(live, shared.is_writable())
+    }
+
+    /// False while the journal cannot be written (a full disk, an I/O error): new posts would
+    /// be refused. It turns true by itself when the writer's repair succeeds.
+    pub fn is_writable(&self) -> bool {
+        self.inner.shared.is_writable()
     }
 
     /// Every live post and its metadata, sorted by id (for status pages).

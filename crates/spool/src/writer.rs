@@ -13,10 +13,19 @@
 //! `thread::park_timeout` and is woken by the channel through a waker that unparks it.
 //!
 //! Invariants: requests are applied in channel order, so a `complete` sent after a post's
-//! `record`s is written after them. A failed write or fdatasync latches the journal as failed
-//! (the kernel may have dropped the dirty pages; retrying the fsync would lie), every waiter gets
-//! the error, and later requests are refused until the process restarts and recovery re-reads
-//! what is really on disk.
+//! `record`s is written after them.
+//!
+//! Outages: a failed write or fdatasync (a full disk, an I/O error) makes the journal
+//! *unwritable*. The posts of the failed batch are forgotten and their `accept`s answered with
+//! [`SpoolError::Unwritable`] (inbound says `452 4.3.1`; the sender keeps the message). Outcomes
+//! and completions are not refused: they are applied in memory, and `flush`/`complete` callers
+//! wait. The writer retries the repair ([`Journal::heal`]: cut the file back to its last
+//! durable length — never trusting an fsync retry on pages the kernel may have dropped — and
+//! restate every live post's state) with backoff from [`HEAL_BACKOFF_MIN`] to
+//! [`HEAL_BACKOFF_MAX`]; when it succeeds every waiter is answered and new posts are taken again.
+//! No restart is needed and nothing in memory is lost. Delivery workers wait for their batch to
+//! be durable before taking more (see the scheduler), so fan-out pauses during an outage by
+//! itself.
 //!
 //! Limits: a batch stops growing at `commit_max_records` records or [`MAX_BATCH_BYTES`] bytes.
 
@@ -36,6 +45,10 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Most bytes gathered into one commit before it is written out.
 const MAX_BATCH_BYTES: usize = 16 << 20;
+/// First wait before retrying a repair after the journal failed, doubled on each failure.
+pub(crate) const HEAL_BACKOFF_MIN: Duration = Duration::from_millis(50);
+/// Longest wait between repair attempts: a freed disk is noticed within this.
+pub(crate) const HEAL_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 pub(crate) type Reply = oneshot::Sender<Result<(), SpoolError>>;
 
@@ -90,8 +103,10 @@ pub(crate) fn spawn(
         policy,
         shared,
         waiters: Vec::new(),
+        post_waiters: Vec::new(),
         urgent: false,
         dirty_since: None,
+        outage: None,
     };
     thread::Builder::new()
         .name("herald-spool-writer".into())
@@ -104,12 +119,23 @@ struct Writer {
     rx: mpsc::Receiver<Request>,
     policy: Policy,
     shared: Arc<Shared>,
-    /// Replies owed once the current batch is durable.
+    /// Replies owed once the current batch is durable (flushes, completions).
     waiters: Vec<Reply>,
+    /// `accept` replies owed once the current batch is durable; refused if it fails.
+    post_waiters: Vec<Reply>,
     /// Someone waits for durability: commit as soon as the queue is drained.
     urgent: bool,
     /// When the oldest uncommitted record was appended.
     dirty_since: Option<Instant>,
+    /// The journal is unwritable: when the next repair is due (see the module docs).
+    outage: Option<Outage>,
+}
+
+struct Outage {
+    since: Instant,
+    next_try: Instant,
+    backoff: Duration,
+    attempts: u64,
 }
 
 /// Wakes the parked writer thread when the channel has something for it.
@@ -161,7 +187,10 @@ impl Writer {
         let waker = Waker::from(Arc::new(Unparker(thread::current())));
         let mut cx = Context::from_waker(&waker);
         loop {
-            let deadline = self.dirty_since.map(|t| t + self.policy.interval);
+            let deadline = match &self.outage {
+                Some(o) => Some(o.next_try),
+                None => self.dirty_since.map(|t| t + self.policy.interval),
+            };
             match next_request(&mut self.rx, &mut cx, deadline) {
                 Next::Request(req) => {
                     self.handle(req);
@@ -170,12 +199,20 @@ impl Writer {
                 Next::Timeout => {}
                 Next::Closed => {
                     // Every handle is gone: commit what is left (this is what makes Drop flush).
-                    self.commit();
+                    if self.outage.is_some() {
+                        self.try_heal();
+                    } else {
+                        self.commit();
+                    }
+                    self.give_up_waiters();
                     break;
                 }
             }
-            if self.commit_due() {
-                self.commit();
+            match &self.outage {
+                Some(o) if Instant::now() >= o.next_try => self.try_heal(),
+                Some(_) => {}
+                None if self.commit_due() => self.commit(),
+                None => {}
             }
         }
         tracing::debug!("spool writer stopped");
@@ -207,8 +244,8 @@ impl Writer {
     }
 
     fn handle(&mut self, req: Request) {
-        if let Some(err) = self.shared.failure() {
-            refuse(req, err);
+        if self.outage.is_some() {
+            self.handle_in_outage(req);
             return;
         }
         match req {
@@ -221,7 +258,7 @@ impl Writer {
                     reply,
                 } = *p;
                 self.journal.append_post(id, meta, &head, &body);
-                self.waiters.push(reply);
+                self.post_waiters.push(reply);
                 self.urgent = true;
                 self.mark_dirty();
             }
@@ -251,7 +288,85 @@ impl Writer {
             }
             Request::Body { post, reply } => {
                 let _ = reply.send(self.journal.read_body(post));
+                if self.journal.is_broken() {
+                    // Writing out the buffer to read a fresh post failed.
+                    self.fail(SpoolError::Unwritable {
+                        reason: "a journal write failed while reading a post back".into(),
+                    });
+                }
             }
+        }
+    }
+
+    /// While the journal is unwritable: new posts are refused; outcomes and completions are
+    /// applied in memory (the repair writes them); flushes and completions wait for the repair.
+    fn handle_in_outage(&mut self, req: Request) {
+        match req {
+            Request::Post(p) => {
+                let err = self.shared.failure().unwrap_or(SpoolError::Closed);
+                let _ = p.reply.send(Err(err));
+            }
+            Request::Outcome {
+                post,
+                member,
+                state,
+            } => {
+                if self.journal.note_outcome(post, member, state) == Applied::UnknownPost {
+                    self.shared.stats.ignored.fetch_add(1, Relaxed);
+                }
+            }
+            Request::Complete { post, reply } => {
+                if self.journal.forget(post) {
+                    self.waiters.push(reply);
+                } else {
+                    let _ = reply.send(Err(SpoolError::UnknownPost(post)));
+                }
+            }
+            Request::Flush { reply } => self.waiters.push(reply),
+            Request::Body { post, reply } => {
+                let _ = reply.send(self.journal.read_body(post));
+            }
+        }
+    }
+
+    /// One repair attempt (see the module docs); on success everyone waiting is answered.
+    fn try_heal(&mut self) {
+        let Some(outage) = self.outage.as_mut() else {
+            return;
+        };
+        outage.attempts += 1;
+        match self.journal.heal() {
+            Ok(()) => {
+                let since = outage.since;
+                let attempts = outage.attempts;
+                self.outage = None;
+                self.shared.set_writable();
+                tracing::warn!(
+                    outage_ms = since.elapsed().as_millis() as u64,
+                    attempts,
+                    "spool journal writable again: taking posts and resuming fan-out"
+                );
+                for w in self.waiters.drain(..) {
+                    let _ = w.send(Ok(()));
+                }
+                if let Err(e) = self.journal.after_commit() {
+                    self.fail(e);
+                }
+            }
+            Err(e) => {
+                outage.backoff = (outage.backoff * 2).min(HEAL_BACKOFF_MAX);
+                outage.next_try = Instant::now() + outage.backoff;
+                // Once per doubling, then every HEAL_BACKOFF_MAX: enough to follow, not a flood.
+                tracing::debug!(error = %e, attempts = outage.attempts, "spool journal repair failed; will retry");
+            }
+        }
+    }
+
+    /// The writer is stopping: whoever still waits will not get an answer from us.
+    fn give_up_waiters(&mut self) {
+        let err = self.shared.failure().unwrap_or(SpoolError::Closed);
+        for w in self.waiters.drain(..).chain(self.post_waiters.drain(..)) {
+            let _ = w.send(Err(clone_err(&err)));
         }
     }
 
@@ -259,14 +374,10 @@ impl Writer {
     fn commit(&mut self) {
         self.urgent = false;
         self.dirty_since = None;
-        let result = match self.shared.failure() {
-            Some(err) => Err(err),
-            None => self.journal.commit(),
-        };
-        match result {
+        match self.journal.commit() {
             Ok(()) => {
-                for w in self.waiters.drain(..) {
-                    // A dropped receiver is a caller that stopped waiting; the work is done anyway.
+                // A dropped receiver is a caller that stopped waiting; the work is done anyway.
+                for w in self.waiters.drain(..).chain(self.post_waiters.drain(..)) {
                     let _ = w.send(Ok(()));
                 }
                 if let Err(e) = self.journal.after_commit() {
@@ -277,31 +388,44 @@ impl Writer {
         }
     }
 
+    /// Starts an outage (see the module docs): the failed batch's posts are refused, everyone
+    /// else waits for the repair.
     fn fail(&mut self, e: SpoolError) {
-        let reason = match e {
-            SpoolError::Failed { reason } => reason,
-            other => {
-                tracing::error!(error = %other, "spool journal write failed; refusing further writes until restart");
-                self.shared.fail(other.to_string());
-                other.to_string()
-            }
-        };
-        for w in self.waiters.drain(..) {
-            let reason = reason.clone();
-            let _ = w.send(Err(SpoolError::Failed { reason }));
+        let forgotten = self.journal.abandon_batch();
+        self.urgent = false;
+        self.dirty_since = None;
+        let reason = e.to_string();
+        if self.outage.is_none() {
+            tracing::error!(
+                error = %reason, refused_posts = forgotten.len(),
+                "spool journal cannot be written: refusing new posts (452 4.3.1) and pausing fan-out; \
+                 retrying by itself, no restart needed"
+            );
+            let now = Instant::now();
+            self.outage = Some(Outage {
+                since: now,
+                next_try: now + HEAL_BACKOFF_MIN,
+                backoff: HEAL_BACKOFF_MIN,
+                attempts: 0,
+            });
+        }
+        self.shared.set_unwritable(reason);
+        let err = self.shared.failure().unwrap_or(SpoolError::Closed);
+        for w in self.post_waiters.drain(..) {
+            let _ = w.send(Err(clone_err(&err)));
         }
     }
 }
 
-fn refuse(req: Request, err: SpoolError) {
-    let reply = match req {
-        Request::Post(p) => p.reply,
-        Request::Complete { reply, .. } | Request::Flush { reply } => reply,
-        Request::Outcome { .. } => return,
-        Request::Body { reply, .. } => {
-            let _ = reply.send(Err(err));
-            return;
-        }
-    };
-    let _ = reply.send(Err(err));
+/// `SpoolError` holds an `io::Error`, which is not `Clone`; the errors answered to waiters are
+/// always `Unwritable` or `Closed`, which are.
+fn clone_err(e: &SpoolError) -> SpoolError {
+    match e {
+        SpoolError::Unwritable { reason } => SpoolError::Unwritable {
+            reason: reason.clone(),
+        },
+        other => SpoolError::Unwritable {
+            reason: other.to_string(),
+        },
+    }
 }

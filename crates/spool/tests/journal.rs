@@ -315,24 +315,32 @@ async fn oversized_bodies_are_refused_before_the_journal() {
 }
 
 #[tokio::test]
-async fn a_journal_failure_is_latched_and_reported() {
+async fn a_failed_roll_refuses_posts_but_keeps_outcomes_waiting() {
     let dir = tempfile::tempdir().unwrap();
     let mut c = cfg(dir.path());
     c.segment_max_bytes = 4096;
     let (spool, _) = open(&c);
     // Pull the directory out from under the writer: the next roll cannot create its segment.
     std::fs::remove_dir_all(dir.path().join("journal")).unwrap();
-    let _ = spool.accept(meta(1), body(1, 5000)).await;
+    let first = spool.accept(meta(1), body(1, 5000)).await.unwrap();
     let err = spool.accept(meta(2), body(2, 100)).await.unwrap_err();
-    assert!(matches!(err, SpoolError::Failed { .. }), "{err}");
-    assert!(err.is_transient());
+    assert!(matches!(err, SpoolError::Unwritable { .. }), "{err}");
+    assert!(err.is_transient() && err.is_storage_shortage());
     assert!(err.to_string().contains("create segment"), "{err}");
-    assert!(matches!(
-        spool.flush().await,
-        Err(SpoolError::Failed { .. })
-    ));
-    assert!(spool
-        .record(PostId(1), MemberId(1), FinalState::Delivered)
+    assert!(!spool.is_writable());
+    assert!(!spool.stats().writable);
+    assert_eq!(spool.stats().outages, 1);
+    // Outcomes are not refused: they wait in memory for the repair.
+    spool
+        .record(first, MemberId(1), FinalState::Delivered)
         .await
-        .is_err());
+        .unwrap();
+    // The writer applies it in memory (asynchronously): wait for it to show.
+    for _ in 0..100 {
+        if spool.progress(first).unwrap().delivered == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the outcome was not kept during the outage");
 }

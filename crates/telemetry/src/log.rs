@@ -74,14 +74,14 @@ impl DeliveryLog {
 }
 
 fn write_loop(rx: Receiver<LogMsg>, mut out: std::io::BufWriter<std::fs::File>) {
+    let mut outage = LogOutage::default();
     while let Ok(msg) = rx.recv() {
         let mut pending = Some(msg);
         while let Some(msg) = pending.take() {
             match msg {
                 LogMsg::Line(line) => {
-                    if let Err(e) = out.write_all(line.as_bytes()) {
-                        tracing::error!("delivery log write failed: {e}");
-                    }
+                    let written = out.write_all(line.as_bytes());
+                    outage.note(written);
                 }
                 LogMsg::Flush(done) => {
                     let _ = out.flush();
@@ -90,8 +90,52 @@ fn write_loop(rx: Receiver<LogMsg>, mut out: std::io::BufWriter<std::fs::File>) 
             }
             pending = rx.try_recv().ok();
         }
-        if let Err(e) = out.flush() {
-            tracing::error!("delivery log flush failed: {e}");
+        let flushed = out.flush();
+        outage.note_flush(flushed);
+    }
+}
+
+/// A disk that cannot take the log (full, failing) must not flood the server's own log with an
+/// error per delivery: the first failure is reported once, lines that could not be buffered are
+/// counted, and the count is reported when writes succeed again. The log is telemetry; the
+/// journal, not the log, is what must not lose a record.
+#[derive(Default)]
+struct LogOutage {
+    failing: bool,
+    dropped: u64,
+}
+
+impl LogOutage {
+    /// A line handed to the buffer: success only means it was buffered, so recovery is
+    /// judged by flushes alone.
+    fn note(&mut self, written: std::io::Result<()>) {
+        if let Err(e) = written {
+            self.dropped += 1;
+            self.failed(&e);
+        }
+    }
+
+    fn note_flush(&mut self, flushed: std::io::Result<()>) {
+        match flushed {
+            Ok(()) => self.recovered(),
+            Err(e) => self.failed(&e),
+        }
+    }
+
+    fn failed(&mut self, e: &std::io::Error) {
+        if !self.failing {
+            self.failing = true;
+            tracing::error!(
+                "delivery log write failed: {e}; lines are dropped until it can be written again"
+            );
+        }
+    }
+
+    fn recovered(&mut self) {
+        if self.failing {
+            self.failing = false;
+            tracing::warn!(dropped_lines = self.dropped, "delivery log writable again");
+            self.dropped = 0;
         }
     }
 }

@@ -150,6 +150,12 @@ pub struct Gauges {
     pub lane_slow: AtomicI64,
     /// Open connections of the slow lane.
     pub slow_connections: AtomicI64,
+    /// Copies handed to a connection whose outcome is not yet durable in the journal: what a
+    /// `kill -9` now could send twice. Never above `unjournaled_copies_bound`.
+    pub unjournaled_copies: AtomicI64,
+    /// The bound on `unjournaled_copies`: connections × copies per batch (each worker waits for
+    /// its batch's group commit before taking more).
+    pub unjournaled_copies_bound: AtomicI64,
 }
 
 /// Everything `/metrics` shows that telemetry itself counts.
@@ -404,6 +410,16 @@ impl Metrics {
                 "herald_connections_open",
                 "Open outbound SMTP connections.",
                 &g.connections_open,
+            ),
+            (
+                "herald_unjournaled_copies",
+                "Copies handed to a connection whose outcome is not yet durable (duplicates a crash now could cause).",
+                &g.unjournaled_copies,
+            ),
+            (
+                "herald_unjournaled_copies_bound",
+                "Most copies ever unjournaled at once: max_connections x max_copies_per_batch.",
+                &g.unjournaled_copies_bound,
             ),
             (
                 "herald_destinations_active",

@@ -23,6 +23,13 @@ pub(crate) struct Sum {
 }
 
 impl Sum {
+    fn merge(&mut self, o: &Sum) {
+        self.copies += o.copies;
+        self.xdelay_ms += o.xdelay_ms;
+        self.xdelay_max_ms = self.xdelay_max_ms.max(o.xdelay_max_ms);
+        self.last_ms = self.last_ms.max(o.last_ms);
+    }
+
     fn add(&mut self, xdelay_ms: u64, now_ms: u64) {
         self.copies += 1;
         self.xdelay_ms += xdelay_ms;
@@ -92,6 +99,44 @@ fn curve_offset(off_ms: u64) -> u32 {
 impl Pending {
     pub(crate) fn cells(&self) -> usize {
         self.cells + self.posts.len()
+    }
+
+    /// Puts back a batch that could not be written (a full disk), so the next flush writes it:
+    /// statistics survive an outage instead of leaving a hole in the reports. `self` holds what
+    /// was added since the batch was taken; the sums are order-independent.
+    pub(crate) fn merge_back(&mut self, old: Pending) {
+        for (k, v) in old.minutes {
+            let before = self.minutes.len();
+            self.minutes.entry(k).or_default().merge(&v);
+            self.cells += self.minutes.len() - before;
+        }
+        for (domain, cells) in old.domains {
+            let mine = self.domains.entry(domain).or_default();
+            let before = mine.hours.len() + mine.posts.len();
+            for (k, n) in cells.hours {
+                *mine.hours.entry(k).or_default() += n;
+            }
+            for (k, v) in cells.posts {
+                mine.posts.entry(k).or_default().merge(&v);
+            }
+            self.cells += mine.hours.len() + mine.posts.len() - before;
+        }
+        for (k, v) in old.curve {
+            let before = self.curve.len();
+            let c = self.curve.entry(k).or_default();
+            c[0] += v[0];
+            c[1] += v[1];
+            self.cells += self.curve.len() - before;
+        }
+        for (post, f) in old.posts {
+            let mine = self.posts.entry(post).or_default();
+            // Newer facts (already in `self`) win; the old batch fills the gaps.
+            mine.list = mine.list.take().or(f.list);
+            mine.accepted_at_ms = mine.accepted_at_ms.or(f.accepted_at_ms);
+            mine.size = mine.size.or(f.size);
+            mine.recipients = mine.recipients.or(f.recipients);
+            mine.completed_at_ms = mine.completed_at_ms.or(f.completed_at_ms);
+        }
     }
 
     pub(crate) fn add(&mut self, event: &Event, now_ms: u64) {

@@ -154,7 +154,16 @@ fn write_pending(
     if batch.cells() == 0 {
         return Ok(());
     }
-    store::write(conn, &batch)
+    let written = store::write(conn, &batch);
+    if written.is_err() {
+        // A full or failing disk: keep the batch for the next flush (bounded: past
+        // MAX_PENDING_CELLS it is dropped rather than grow without limit).
+        let mut p = contention.lock(LockId::StatsPending, pending);
+        if p.cells() + batch.cells() <= 4 * MAX_PENDING_CELLS {
+            p.merge_back(batch);
+        }
+    }
+    written
 }
 
 /// Read access to a statistics database, for reports (the server's API, or a benchmark).
