@@ -3,6 +3,8 @@
 //! a raw SMTP client and small HTTP helpers. Everything runs on loopback.
 #![allow(dead_code)]
 
+pub mod binary;
+
 use herald_server::{config::ListenConfig, Config, Listeners, ServerError};
 use herald_sim::{DomainConfig, Profile, ReceiverSettings, World, WorldConfig};
 use serde_json::Value;

@@ -1,0 +1,128 @@
+//! The real `herald` binary as a child process, for tests that must kill it (`kill -9`) or run
+//! it the way an operator does: a config file pointing at the simulated world, a data
+//! directory, and `herald serve`.
+
+use herald_sim::World;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use super::{wait_healthy, SECRET};
+
+/// A port free right now on 127.0.0.1 (the child binds it a moment later).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A `herald serve` child process and where to reach it.
+pub struct BinaryServer {
+    pub config: PathBuf,
+    pub smtp: SocketAddr,
+    pub http: SocketAddr,
+    pub api: String,
+    /// Started under `nice -n` this much (a server beside a busy process, as in production).
+    pub nice: u8,
+    child: Option<Child>,
+}
+
+impl BinaryServer {
+    /// Writes `<dir>/herald.toml` for `data` pointed at `world`, with `extra` TOML appended
+    /// (sections of its own, e.g. `[scheduler]`). Does not start it.
+    pub fn configure(dir: &Path, data: &Path, world: &World, extra: &str) -> BinaryServer {
+        let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let smtp: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let toml = format!(
+            r#"data_dir = "{data}"
+hostname = "herald.test"
+secret = "{SECRET}"
+[listen]
+smtp = "{smtp}"
+lmtp = "127.0.0.1:{lmtp}"
+http = "{http}"
+[dns]
+nameservers = ["{dns}"]
+timeout_ms = 1000
+[delivery]
+port = {port}
+connect_timeout_secs = 2
+banner_timeout_secs = 2
+{extra}
+"#,
+            data = data.display(),
+            lmtp = free_port(),
+            dns = world.dns_addr(),
+            port = world.smtp_port(),
+        );
+        let config = dir.join("herald.toml");
+        std::fs::write(&config, toml).expect("write config");
+        BinaryServer {
+            config,
+            smtp,
+            http,
+            api: format!("http://{http}"),
+            nice: 0,
+            child: None,
+        }
+    }
+
+    /// Starts `herald serve` and waits until its API answers.
+    pub async fn start(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        let mut cmd = if self.nice > 0 {
+            let mut c = Command::new("nice");
+            c.args(["-n", &self.nice.to_string()])
+                .arg(env!("CARGO_BIN_EXE_herald"));
+            c
+        } else {
+            Command::new(env!("CARGO_BIN_EXE_herald"))
+        };
+        let child = cmd
+            .args(["serve", "--config"])
+            .arg(&self.config)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn herald serve");
+        self.child = Some(child);
+        wait_healthy(&self.api).await;
+    }
+
+    /// SIGKILL: no drain, no flush — a crash.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("SIGKILL");
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait: the graceful stop must succeed.
+    pub async fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let status = tokio::task::spawn_blocking(move || child.wait())
+            .await
+            .expect("join")
+            .expect("wait");
+        assert!(
+            status.success(),
+            "graceful shutdown after SIGTERM: {status:?}"
+        );
+    }
+}
+
+impl Drop for BinaryServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
