@@ -320,7 +320,7 @@ pub async fn list(api: &Api, cmd: ListCommand) -> Result<()> {
                     &json!({"address": address, "settings": settings}),
                 )
                 .await?;
-            println!(
+            outln!(
                 "created list {} (id {})",
                 list["address"].as_str().unwrap_or("?"),
                 list["id"]
@@ -328,12 +328,15 @@ pub async fn list(api: &Api, cmd: ListCommand) -> Result<()> {
         }
         ListCommand::Ls => {
             let lists = api.get("/api/lists").await?;
-            println!(
+            outln!(
                 "{:<40} {:>10} {:>10} {:>10}",
-                "LIST", "MEMBERS", "ENABLED", "DISABLED"
+                "LIST",
+                "MEMBERS",
+                "ENABLED",
+                "DISABLED"
             );
             for l in lists.as_array().into_iter().flatten() {
-                println!(
+                outln!(
                     "{:<40} {:>10} {:>10} {:>10}",
                     l["address"].as_str().unwrap_or("?"),
                     l["members"]["total"],
@@ -344,7 +347,7 @@ pub async fn list(api: &Api, cmd: ListCommand) -> Result<()> {
         }
         ListCommand::Show { address } => {
             let l = api.get(&format!("/api/lists/{}", enc(&address))).await?;
-            println!("{}", serde_json::to_string_pretty(&l)?);
+            outln!("{}", serde_json::to_string_pretty(&l)?);
         }
         ListCommand::Set { address, settings } => {
             let changes: serde_json::Map<String, Value> = settings.into_iter().collect();
@@ -354,11 +357,11 @@ pub async fn list(api: &Api, cmd: ListCommand) -> Result<()> {
                     &Value::Object(changes),
                 )
                 .await?;
-            println!("{}", serde_json::to_string_pretty(&l["settings"])?);
+            outln!("{}", serde_json::to_string_pretty(&l["settings"])?);
         }
         ListCommand::Rm { address } => {
             api.delete(&format!("/api/lists/{}", enc(&address))).await?;
-            println!("deleted list {address}");
+            outln!("deleted list {address}");
         }
     }
     Ok(())
@@ -385,7 +388,7 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
                     &json!({"address": address, "name": name, "fields": fields}),
                 )
                 .await?;
-            println!(
+            outln!(
                 "added {} to {list} (member id {})",
                 m["address"].as_str().unwrap_or("?"),
                 m["id"]
@@ -398,7 +401,7 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
                 enc(&address)
             ))
             .await?;
-            println!("removed {address} from {list}");
+            outln!("removed {address} from {list}");
         }
         MemberCommand::Ls { list, limit } => {
             let ms = api
@@ -410,7 +413,7 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
                 .await?;
             for m in ms.as_array().into_iter().flatten() {
                 let status = m["status"]["state"].as_str().unwrap_or("?");
-                println!(
+                outln!(
                     "{:<8} {:<40} {:<10} {}",
                     m["id"],
                     m["address"].as_str().unwrap_or("?"),
@@ -492,12 +495,12 @@ pub async fn import_bytes(api: &Api, list: &str, text: &[u8]) -> Result<()> {
         bar.set_message(format!("{} rejected", rejected.len()));
     }
     bar.finish_and_clear();
-    println!(
+    outln!(
         "imported into {list}: {added} added, {updated} updated, {} rejected",
         rejected.len()
     );
     for (line, reason) in &rejected {
-        println!("  line {line}: {reason}");
+        outln!("  line {line}: {reason}");
     }
     Ok(())
 }
@@ -512,7 +515,7 @@ pub async fn post(api: &Api, list: &str, file: &Path, wait: bool) -> Result<()> 
         )
         .await?;
     let id = r["post"].as_str().unwrap_or("?").to_string();
-    println!("post {id} accepted for {list}");
+    outln!("post {id} accepted for {list}");
     if wait {
         let summary = wait_for_post(api, &id, Duration::from_secs(7 * 24 * 3600)).await?;
         print_summary(&summary);
@@ -563,19 +566,19 @@ fn ms(v: &Value) -> String {
 }
 
 pub fn print_summary(p: &Value) {
-    println!(
+    outln!(
         "post {} to {}",
         p["post"].as_str().unwrap_or("?"),
         p["list"].as_str().unwrap_or("?")
     );
-    println!("  recipients        {}", p["recipients"]);
-    println!("  delivered         {}", p["delivered"]);
-    println!("  failed            {}", p["failed"]);
-    println!("  deferred attempts {}", p["deferred_attempts"]);
-    println!("  first copy        {}", ms(&p["t_first_ms"]));
-    println!("  50 % delivered    {}", ms(&p["t50_ms"]));
-    println!("  95 % delivered    {}", ms(&p["t95_ms"]));
-    println!("  100 % delivered   {}", ms(&p["t100_ms"]));
+    outln!("  recipients        {}", p["recipients"]);
+    outln!("  delivered         {}", p["delivered"]);
+    outln!("  failed            {}", p["failed"]);
+    outln!("  deferred attempts {}", p["deferred_attempts"]);
+    outln!("  first copy        {}", ms(&p["t_first_ms"]));
+    outln!("  50 % delivered    {}", ms(&p["t50_ms"]));
+    outln!("  95 % delivered    {}", ms(&p["t95_ms"]));
+    outln!("  100 % delivered   {}", ms(&p["t100_ms"]));
 }
 
 pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> Result<()> {
@@ -583,10 +586,10 @@ pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> 
         .get(&format!("/api/queue?limit={limit}&stragglers={stragglers}"))
         .await?;
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&q)?);
+        outln!("{}", serde_json::to_string_pretty(&q)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "queued {}  (fast {}  slow {})  resolving {}  connections {} (slow {})  hosts down {}",
         q["queued"],
         q["fast_lane"],
@@ -596,9 +599,15 @@ pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> 
         q["slow_connections"],
         q["hosts_down"]
     );
-    println!(
+    outln!(
         "{:<40} {:>7} {:>7} {:>7} {:>9} {:>8} {:>8}  LAST ERROR",
-        "DESTINATION", "READY", "RETRY", "WAITING", "CONNS", "OLDEST", "DOWN"
+        "DESTINATION",
+        "READY",
+        "RETRY",
+        "WAITING",
+        "CONNS",
+        "OLDEST",
+        "DOWN"
     );
     for d in q["destinations"]
         .as_array()
@@ -609,7 +618,7 @@ pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> 
         let down = d["down_for_secs"]
             .as_u64()
             .map_or("-".into(), |s| format!("{s}s"));
-        println!(
+        outln!(
             "{:<40} {:>7} {:>7} {:>7} {:>9} {:>7}s {:>8}  {}",
             d["destination"].as_str().unwrap_or("?"),
             d["ready"],
@@ -622,9 +631,9 @@ pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> 
         );
     }
     if stragglers {
-        println!("\n{:<50} {:>8} {:>10}", "STRAGGLER", "PENDING", "OLDEST");
+        outln!("\n{:<50} {:>8} {:>10}", "STRAGGLER", "PENDING", "OLDEST");
         for s in q["stragglers"].as_array().into_iter().flatten().take(limit) {
-            println!(
+            outln!(
                 "{:<50} {:>8} {:>9}s",
                 s["recipient"].as_str().unwrap_or("?"),
                 s["pending"],
@@ -639,12 +648,15 @@ pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> 
         .take(limit)
         .collect();
     if !down.is_empty() {
-        println!(
+        outln!(
             "\n{:<40} {:<16} {:>8} {:>8}  LAST ERROR",
-            "DOWN HOST", "ADDRESS", "FAILURES", "PROBE IN"
+            "DOWN HOST",
+            "ADDRESS",
+            "FAILURES",
+            "PROBE IN"
         );
         for h in down {
-            println!(
+            outln!(
                 "{:<40} {:<16} {:>8} {:>7}s  {}",
                 h["host"].as_str().unwrap_or("?"),
                 h["addr"].as_str().unwrap_or("?"),
@@ -659,24 +671,29 @@ pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> 
 
 pub async fn status(api: &Api) -> Result<()> {
     let s = api.get("/api/status").await?;
-    println!(
+    outln!(
         "herald {}  up {} s",
         s["version"].as_str().unwrap_or("?"),
         s["uptime_secs"]
     );
-    println!("lists {}  members {}", s["lists"], s["members"]);
-    println!(
+    outln!("lists {}  members {}", s["lists"], s["members"]);
+    outln!(
         "queue: {} copies queued, {} connections, {} destinations with work",
-        s["queued"], s["connections"], s["destinations"]
+        s["queued"],
+        s["connections"],
+        s["destinations"]
     );
     let sp = &s["spool"];
-    println!(
+    outln!(
         "spool: {} live posts, {} segments, {} commits, fsync avg {} µs",
-        sp["live_posts"], sp["segments"], sp["commits"], sp["fsync_avg_us"]
+        sp["live_posts"],
+        sp["segments"],
+        sp["commits"],
+        sp["fsync_avg_us"]
     );
-    println!("recent posts:");
+    outln!("recent posts:");
     for p in s["posts"].as_array().into_iter().flatten() {
-        println!(
+        outln!(
             "  {} {:<32} recipients {} delivered {} failed {} pending {}{}",
             p["post"].as_str().unwrap_or("?"),
             p["list"].as_str().unwrap_or("?"),

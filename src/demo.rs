@@ -102,7 +102,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     let world = World::start(world_cfg)
         .await
         .context("starting the simulated world")?;
-    println!(
+    outln!(
         "simulated Internet: {} domains, DNS on {}, receivers on 127.x addresses port {}",
         args.domains,
         world.dns_addr(),
@@ -154,9 +154,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         } else {
             " and ARC-sealing it"
         };
-        println!(
-            "signing every copy with a {alg} DKIM key{arc} (selector demo._domainkey.{domain})"
-        );
+        outln!("signing every copy with a {alg} DKIM key{arc} (selector demo._domainkey.{domain})");
     }
     // A demo should show retries happen, not wait minutes for them.
     config.scheduler.retry_initial_secs = 2;
@@ -165,7 +163,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     config.http.admin_token = args.admin_token.clone().unwrap_or_default();
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(herald_server::run(config, listeners, shutdown.clone()));
-    println!(
+    outln!(
         "herald: SMTP {smtp}, LMTP {lmtp}, HTTP {http}, data in {}",
         args.data_dir.display()
     );
@@ -185,17 +183,18 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     client::print_summary(&summary);
     let snap = world.recorder().snapshot();
     let elapsed_ms = summary["t100_ms"].as_u64().unwrap_or(0).max(1);
-    println!(
+    outln!(
         "  rate              {:.0} copies/s",
         summary["delivered"].as_u64().unwrap_or(0) as f64 * 1000.0 / elapsed_ms as f64
     );
-    println!("receivers saw:");
-    println!("  copies accepted   {}", snap.accepted);
-    println!("  unique recipients {}", snap.unique_recipients);
-    println!("  duplicates        {}", snap.duplicates);
-    println!(
+    outln!("receivers saw:");
+    outln!("  copies accepted   {}", snap.accepted);
+    outln!("  unique recipients {}", snap.unique_recipients);
+    outln!("  duplicates        {}", snap.duplicates);
+    outln!(
         "  malformed MIME    {} of {} checked",
-        snap.mime_malformed, snap.mime_checked
+        snap.mime_malformed,
+        snap.mime_checked
     );
     if args.serve {
         serve_on(&api, &args).await;
@@ -203,7 +202,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     shutdown.cancel();
     server.await.context("server task")??;
     world.shutdown().await;
-    println!(
+    outln!(
         "delivery log: {}",
         args.data_dir.join("log").join("delivery.log").display()
     );
@@ -213,12 +212,12 @@ pub async fn run(args: DemoArgs) -> Result<()> {
 /// Keeps the demo server up for the dashboard, posting again every `repost_secs`.
 async fn serve_on(api: &Api, args: &DemoArgs) {
     use std::io::Write as _;
-    println!("dashboard: {}/", api.base());
+    outln!("dashboard: {}/", api.base());
     match &args.admin_token {
-        Some(_) => println!("sign in with the admin token given by --admin-token"),
-        None => println!("no admin token: the dashboard answers loopback clients only"),
+        Some(_) => outln!("sign in with the admin token given by --admin-token"),
+        None => outln!("no admin token: the dashboard answers loopback clients only"),
     }
-    println!("serving; Ctrl-C to stop");
+    outln!("serving; Ctrl-C to stop");
     let _ = std::io::stdout().flush();
     let limit = (args.serve_secs > 0).then(|| Duration::from_secs(args.serve_secs));
     let started = Instant::now();
@@ -242,8 +241,8 @@ async fn serve_on(api: &Api, args: &DemoArgs) {
                 )
                 .await
             {
-                Ok(r) => println!("posted {}", r["post"].as_str().unwrap_or("?")),
-                Err(e) => println!("repost failed: {e}"),
+                Ok(r) => outln!("posted {}", r["post"].as_str().unwrap_or("?")),
+                Err(e) => outln!("repost failed: {e}"),
             }
             let _ = std::io::stdout().flush();
         }
@@ -291,7 +290,7 @@ async fn fan_out(api: &Api, addresses: &[String], size_kb: usize) -> Result<serd
         )
         .await?;
     let id = r["post"].as_str().unwrap_or_default().to_string();
-    println!("posted {id} to {LIST} ({} members)", addresses.len());
+    outln!("posted {id} to {LIST} ({} members)", addresses.len());
     client::wait_for_post(api, &id, Duration::from_secs(600)).await
 }
 

@@ -44,16 +44,16 @@ pub fn run(cmd: DkimCommand) -> Result<()> {
     };
     let path = keygen(&args.domain, &args.selector, algorithm, &args.out_dir)?;
     let record = std::fs::read_to_string(path.with_extension("txt"))?;
-    println!("private key written to {} (mode 0600)\n", path.display());
-    println!("publish this DNS TXT record:\n");
-    println!(
+    outln!("private key written to {} (mode 0600)\n", path.display());
+    outln!("publish this DNS TXT record:\n");
+    outln!(
         "{}._domainkey.{}. IN TXT ( {} )\n",
         args.selector,
         args.domain,
         quoted(&record)
     );
-    println!("and add to the configuration:\n");
-    println!(
+    outln!("and add to the configuration:\n");
+    outln!(
         "[dkim.\"{}\"]\nselector = \"{}\"\nkey_file = \"{}\"\nalgorithm = \"{}\"",
         args.domain,
         args.selector,

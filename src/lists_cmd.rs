@@ -2,7 +2,7 @@
 //! requests, stored postmaster mail. Thin clients of the HTTP API, like `client.rs`.
 
 use crate::client::{enc, Api};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
 
@@ -78,12 +78,12 @@ pub async fn held(api: &Api, a: HeldArgs) -> Result<()> {
             let r = api
                 .post_json(&format!("/api/held/{}/approve", enc(&post)), &json!({}))
                 .await?;
-            println!("approved {post}: fanned out as post {}", s(&r["post"]));
+            outln!("approved {post}: fanned out as post {}", s(&r["post"]));
         }
         Some(HeldAction::Reject { post }) => {
             api.post_json(&format!("/api/held/{}/reject", enc(&post)), &json!({}))
                 .await?;
-            println!("rejected {post}");
+            outln!("rejected {post}");
         }
         None => {
             let q = a
@@ -92,9 +92,9 @@ pub async fn held(api: &Api, a: HeldArgs) -> Result<()> {
                 .unwrap_or_default();
             let v = api.get(&format!("/api/held{q}")).await?;
             let rows = v.as_array().cloned().unwrap_or_default();
-            println!("{:<22} {:<30} {:<30} reason", "post", "list", "from");
+            outln!("{:<22} {:<30} {:<30} reason", "post", "list", "from");
             for r in &rows {
-                println!(
+                outln!(
                     "{:<22} {:<30} {:<30} {}",
                     s(&r["post"]),
                     s(&r["list"]),
@@ -102,7 +102,7 @@ pub async fn held(api: &Api, a: HeldArgs) -> Result<()> {
                     s(&r["reason"])
                 );
             }
-            println!("{} held", rows.len());
+            outln!("{} held", rows.len());
         }
     }
     Ok(())
@@ -114,24 +114,24 @@ pub async fn postmaster(api: &Api, a: PostmasterArgs) -> Result<()> {
             let raw = api
                 .get_bytes(&format!("/api/postmaster/{}", enc(&post)))
                 .await?;
-            use std::io::Write as _;
-            std::io::stdout()
-                .write_all(&raw)
-                .context("writing the message to stdout")?;
+            crate::output::write_bytes(&raw);
         }
         Some(PostmasterAction::Delete { post }) => {
             api.delete(&format!("/api/postmaster/{}", enc(&post)))
                 .await?;
-            println!("deleted {post}");
+            outln!("deleted {post}");
         }
         None => {
             let v = api
                 .get(&format!("/api/postmaster?limit={}", a.limit))
                 .await?;
             let rows = v.as_array().cloned().unwrap_or_default();
-            println!(
+            outln!(
                 "{:<17} {:<20} {:<30} {:<30} forward",
-                "post", "received", "to", "from"
+                "post",
+                "received",
+                "to",
+                "from"
             );
             for r in &rows {
                 let from = match &r["from"] {
@@ -143,7 +143,7 @@ pub async fn postmaster(api: &Api, a: PostmasterArgs) -> Result<()> {
                     .map(herald_telemetry::time::rfc3339_ms)
                     .and_then(|t| t.get(..19).map(str::to_string))
                     .unwrap_or_else(|| "-".into());
-                println!(
+                outln!(
                     "{:<17} {:<20} {:<30} {:<30} {}",
                     s(&r["post"]),
                     received,
@@ -152,7 +152,7 @@ pub async fn postmaster(api: &Api, a: PostmasterArgs) -> Result<()> {
                     s(&r["forward"])
                 );
             }
-            println!("{} stored", rows.len());
+            outln!("{} stored", rows.len());
         }
     }
     Ok(())
@@ -168,16 +168,20 @@ pub async fn bounces(api: &Api, a: BouncesArgs) -> Result<()> {
     }
     let v = api.get(&format!("/api/bounces{q}")).await?;
     let rows = v.as_array().cloned().unwrap_or_default();
-    println!(
+    outln!(
         "{:<28} {:<13} {:<8} {:>5} {:<5} diagnostic",
-        "member", "kind", "status", "score", "count"
+        "member",
+        "kind",
+        "status",
+        "score",
+        "count"
     );
     for r in &rows {
         let who = match s(&r["address"]) {
             a if a.is_empty() => "(list reputation)".to_string(),
             a => a,
         };
-        println!(
+        outln!(
             "{:<28} {:<13} {:<8} {:>5} {:<5} {}",
             who,
             s(&r["kind"]),
@@ -209,16 +213,16 @@ pub async fn member_show(api: &Api, list: &str, address: &str) -> Result<()> {
         }
         other => s(other),
     };
-    println!("member:       {}", s(&m["address"]));
-    println!("status:       {status}");
-    println!(
+    outln!("member:       {}", s(&m["address"]));
+    outln!("status:       {status}");
+    outln!(
         "bounce score: {}",
         v["bounce_score"]["score"].as_f64().unwrap_or(0.0)
     );
     let hist = v["bounces"].as_array().cloned().unwrap_or_default();
-    println!("bounces:      {}", hist.len());
+    outln!("bounces:      {}", hist.len());
     for b in &hist {
-        println!(
+        outln!(
             "  {} {:<13} {:<8} {}",
             s(&b["at_ms"]),
             s(&b["kind"]),
@@ -241,6 +245,6 @@ pub async fn subscribe(api: &Api, a: SubscribeArgs) -> Result<()> {
             &json!({ "address": a.address }),
         )
         .await?;
-    println!("{what} {}: {}", a.address, s(&r["status"]));
+    outln!("{what} {}: {}", a.address, s(&r["status"]));
     Ok(())
 }

@@ -2,6 +2,8 @@
 //! (`herald_server::run`), `demo` runs it against a simulated Internet, and the admin commands
 //! talk to a running server over its HTTP API (`client.rs`).
 
+#[macro_use]
+mod output;
 mod client;
 mod demo;
 mod dkim_cmd;
@@ -101,7 +103,19 @@ struct QueueArgs {
     stragglers: bool,
 }
 
-fn main() -> Result<()> {
+/// Errors end the process with one line on stderr (the cause chain joined by `: `) and status
+/// 1: a server that goes away mid-request is a message, never a panic or a backtrace.
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("herald: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
     let cli = Cli::parse();
     let config = match &cli.config {
         // For `herald sim`, --config names a world file, not a server config.

@@ -202,13 +202,13 @@ async fn run_world(args: RunArgs, world_file: Option<PathBuf>) -> Result<()> {
         world.shutdown().await;
         return Err(e);
     }
-    println!("dns {}", world.dns_addr());
-    println!("smtp_port {}", world.smtp_port());
-    println!("domains {}", world.config().domains.len());
+    outln!("dns {}", world.dns_addr());
+    outln!("smtp_port {}", world.smtp_port());
+    outln!("domains {}", world.config().domains.len());
     if let (Some(ms), Some(d)) = (&members, deliverable) {
-        println!("members {} (deliverable {d})", ms.len());
+        outln!("members {} (deliverable {d})", ms.len());
     }
-    println!("run_dir {}", dir.display());
+    outln!("run_dir {}", dir.display());
     match args.duration {
         Some(secs) => {
             tokio::select! {
@@ -220,7 +220,7 @@ async fn run_world(args: RunArgs, world_file: Option<PathBuf>) -> Result<()> {
     }
     world.shutdown().await;
     let stats = exporter.finish()?;
-    println!(
+    outln!(
         "stopped: {} copies and {} rejections recorded in {}",
         stats.copies,
         stats.rejections,
@@ -265,9 +265,9 @@ fn report(args: ReportArgs) -> Result<()> {
     }
     let report = Report::from_run_dir(&args.run_dir, args.members.as_deref())?;
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        outln!("{}", serde_json::to_string(&report)?);
     } else {
-        println!("{report}");
+        outln!("{report}");
     }
     if !args.no_chart {
         let title = args.title.unwrap_or_else(|| {
@@ -283,7 +283,7 @@ fn report(args: ReportArgs) -> Result<()> {
         );
         herald_sim::chart::write_charts(&report, &title, &png, &svg)?;
         if !args.json {
-            println!("chart: {} {}", png.display(), svg.display());
+            outln!("chart: {} {}", png.display(), svg.display());
         }
     }
     Ok(())

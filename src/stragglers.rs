@@ -48,9 +48,9 @@ pub async fn run(api: &Api, a: StragglersArgs) -> Result<()> {
         }
         let body = json!({"recipient": a.recipient, "domain": a.domain, "list": a.list});
         let r = api.post_json(path, &body).await?;
-        println!("{} queued copies matched", r["matched"]);
+        outln!("{} queued copies matched", r["matched"]);
         for l in r["disabled_on"].as_array().into_iter().flatten() {
-            println!("member disabled on {}", l.as_str().unwrap_or("?"));
+            outln!("member disabled on {}", l.as_str().unwrap_or("?"));
         }
         return Ok(());
     }
@@ -58,10 +58,10 @@ pub async fn run(api: &Api, a: StragglersArgs) -> Result<()> {
         .get(&format!("/api/stragglers?limit={}", a.limit.clamp(1, 1000)))
         .await?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        outln!("{}", serde_json::to_string_pretty(&s)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "{} deferred copies pending{}",
         s["total"],
         match s["untracked"].as_u64() {
@@ -83,13 +83,15 @@ fn age(secs: u64) -> String {
 }
 
 fn table(title: &str, rows: &Value) {
-    println!();
-    println!(
+    outln!();
+    outln!(
         "{title:<40} {:>7} {:>6} {:>5}  LAST ERROR",
-        "PENDING", "AGE", "TRIES"
+        "PENDING",
+        "AGE",
+        "TRIES"
     );
     for g in rows.as_array().into_iter().flatten() {
-        println!(
+        outln!(
             "{:<40} {:>7} {:>6} {:>5}  {}",
             g["key"].as_str().unwrap_or("?"),
             g["pending"],

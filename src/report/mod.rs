@@ -80,11 +80,11 @@ pub async fn run(api: &Api, cmd: ReportCommand) -> Result<()> {
                 .await?;
             bar.finish_and_clear();
             if json {
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                outln!("{}", serde_json::to_string_pretty(&v)?);
                 return Ok(());
             }
             let rows: Vec<HourRow> = serde_json::from_value(v).context("unexpected answer")?;
-            print!("{}", hourly_table(&rows, herald_types::unix_ms_now()));
+            out!("{}", hourly_table(&rows, herald_types::unix_ms_now()));
         }
         ReportCommand::Day { date, out } => {
             let bar = steps(2);
@@ -107,7 +107,7 @@ pub async fn run(api: &Api, cmd: ReportCommand) -> Result<()> {
             let (rep2, out2) = (rep.clone(), out.clone());
             tokio::task::spawn_blocking(move || chart::day(&rep2, &title, &out2)).await??;
             bar.finish_and_clear();
-            println!(
+            outln!(
                 "{}: {} delivered, {} failed, {} deferred attempts, {} posts, busiest minute {}",
                 out.display(),
                 rep.delivered,
@@ -132,7 +132,7 @@ async fn post(api: &Api, id: &str, out: Option<PathBuf>, json: bool) -> Result<(
     bar.inc(1);
     if json {
         bar.finish_and_clear();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
     let rep: PostReport = serde_json::from_value(v).context("unexpected answer")?;
@@ -142,9 +142,9 @@ async fn post(api: &Api, id: &str, out: Option<PathBuf>, json: bool) -> Result<(
         tokio::task::spawn_blocking(move || chart::post(&r, &o)).await??;
     }
     bar.finish_and_clear();
-    print!("{}", post_text(&rep));
+    out!("{}", post_text(&rep));
     if let Some(out) = out {
-        println!("curve drawn to {}", out.display());
+        outln!("curve drawn to {}", out.display());
     }
     Ok(())
 }
