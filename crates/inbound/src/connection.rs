@@ -177,7 +177,12 @@ pub(crate) async fn run<H: InboundHandler>(
         Session::new(ctx.mode, ctx.limits, ctx.hostname.clone()).with_budget(ctx.budget.clone());
     let stream = match &ctx.tls {
         Some(tls) if tls.implicit => {
-            let shaking = handshake(stream, tls, ctx.limits.command_timeout());
+            // Under stress a handshake idler gets the short timeout like any idler.
+            let limit = match *seat.stress.borrow() {
+                true => ctx.stress_command_timeout,
+                false => ctx.limits.command_timeout(),
+            };
+            let shaking = handshake(stream, tls, limit);
             match unless_shed(seat.slot.shed_signal(), shaking)
                 .await
                 .and_then(|r| r)
@@ -264,7 +269,11 @@ impl<H: InboundHandler> Connection<H> {
                 Wake::Shed => return Ok(SessionEnd::Shed),
                 Wake::TimedOut(refusal) => {
                     self.handler.refused(refusal, self.peer);
-                    info!(reason = refusal.word(), "peer too slow; closing");
+                    match refusal {
+                        // Debug: under a flood this is every idler; the counter shows it.
+                        Refusal::StressTimeout => debug!("idle under stress; closing"),
+                        _ => info!(reason = refusal.word(), "peer too slow; closing"),
+                    }
                     return self
                         .close_with(replies::TIMEOUT, SessionEnd::TimedOut)
                         .await;

@@ -6,6 +6,12 @@
 //! §4.5.1: `<Postmaster>`, or `postmaster@<d>` where `<d>` is the hostname or a list's domain);
 //! everything else is refused with 550 5.1.1 before DATA. Postmaster comes first: a list
 //! created as `postmaster@<d>` would never receive mail, Herald keeps that address itself.
+//!
+//! SECURITY: every recipient and body here comes from an untrusted SMTP peer (or the MTA in front
+//! over LMTP) and reaches the directory only as a parsed `Address`; reply texts are built from
+//! validated addresses only. The listener bounds (per-client and per-network limits, stress mode,
+//! shedding: `herald_inbound`) are reported here as counters and a gauge, never as log lines per
+//! peer, so a flood cannot flood the logs through this file.
 
 use crate::config::Config;
 use crate::enqueue::{EnqueueError, Enqueuer, Origin};
