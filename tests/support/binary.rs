@@ -9,6 +9,14 @@ use std::process::{Child, Command, Stdio};
 
 use super::{wait_healthy, SECRET};
 
+/// The binary to run: `HERALD_BIN` when set (a benchmark comparing two builds on the same
+/// harness, e.g. a release build before and after a change), else the one cargo built.
+pub fn herald_bin() -> PathBuf {
+    std::env::var_os("HERALD_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_herald")))
+}
+
 /// A port free right now on 127.0.0.1 (the child binds it a moment later).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -73,11 +81,10 @@ banner_timeout_secs = 2
         assert!(self.child.is_none(), "already running");
         let mut cmd = if self.nice > 0 {
             let mut c = Command::new("nice");
-            c.args(["-n", &self.nice.to_string()])
-                .arg(env!("CARGO_BIN_EXE_herald"));
+            c.args(["-n", &self.nice.to_string()]).arg(herald_bin());
             c
         } else {
-            Command::new(env!("CARGO_BIN_EXE_herald"))
+            Command::new(herald_bin())
         };
         let child = cmd
             .args(["serve", "--config"])

@@ -6,8 +6,10 @@
 //!
 //! SECURITY: message bodies buffered by all sessions together are bounded by
 //! `max_buffered_octets` (shared by the listeners given one [`crate::InboundShared`]), not by
-//! `max_sessions` × `limits.max_message_octets`; `max_sessions_per_client` keeps one address
-//! from taking every session slot.
+//! `max_sessions` × `limits.max_message_octets`; `max_sessions_per_client` keeps one address,
+//! and `max_sessions_per_network` one /24 (IPv6 /48), from taking every session slot; the
+//! stress keys (issue 12) keep many addresses from holding the slots idle: see
+//! `board.rs`.
 
 use herald_smtp::Limits;
 use herald_types::Address;
@@ -37,6 +39,26 @@ pub struct InboundConfig {
     /// go past it gets `452 4.3.1` (try again later). At least `limits.max_message_octets`, or
     /// a message of the largest size could never be taken.
     pub max_buffered_octets: u64,
+    /// Concurrent sessions from one IPv4 /24 or IPv6 /48 (default 80, four times the
+    /// per-client default; 0 = no limit): a small botnet often sits in one provider's block.
+    /// One more gets `421 4.7.0`, like the per-client limit. SMTP only, like it. Either 0 or at
+    /// least `max_sessions_per_client`.
+    pub max_sessions_per_network: usize,
+    /// Open sessions, as a percentage of `max_sessions`, from which the listener is in stress
+    /// mode (default 75; 0 = never; at most 100). In stress mode idle sessions with no MAIL
+    /// yet get `stress_command_timeout_secs` instead of `limits.command_timeout_secs`, those
+    /// already open included (Postfix `smtpd_timeout = ${stress?10}`). Stress mode ends once
+    /// the count falls a twentieth of `max_sessions` below the threshold, so it does not flap.
+    /// SMTP only.
+    pub stress_threshold_percent: u8,
+    /// In stress mode, how long an idle session with no MAIL yet has for its next command
+    /// line, from our last reply (default 10, as Postfix under stress). At least 1; when
+    /// `limits.command_timeout_secs` is shorter, that one applies.
+    pub stress_command_timeout_secs: u64,
+    /// When every session slot is taken, shed the session that has been idle longest with no
+    /// MAIL yet (`421 4.7.0`, closed) to admit the newcomer (default true): a newcomer is never
+    /// locked out by idlers. Sessions in a transaction are never shed. SMTP only.
+    pub shed_idle_sessions: bool,
     /// On shutdown, how long a session in the middle of a transaction may take to finish it
     /// (default 30).
     pub shutdown_grace_secs: u64,
@@ -56,6 +78,10 @@ impl InboundConfig {
             limits: Limits::default(),
             max_sessions: 500,
             max_sessions_per_client: 20,
+            max_sessions_per_network: 80,
+            stress_threshold_percent: 75,
+            stress_command_timeout_secs: 10,
+            shed_idle_sessions: true,
             max_buffered_octets: 256 * 1024 * 1024,
             shutdown_grace_secs: 30,
         }
@@ -63,6 +89,39 @@ impl InboundConfig {
 
     pub fn shutdown_grace(&self) -> Duration {
         Duration::from_secs(self.shutdown_grace_secs)
+    }
+
+    /// The stress deadline in effect: never longer than the normal command timeout.
+    pub fn stress_command_timeout(&self) -> Duration {
+        Duration::from_secs(
+            self.stress_command_timeout_secs
+                .min(self.limits.command_timeout_secs),
+        )
+    }
+
+    /// The flood keys (issue 12); each error names its key, so the server can prefix its
+    /// section name and report it as is.
+    pub fn validate_flood_keys(&self) -> Result<(), InboundError> {
+        let invalid = |key, rule| Err(InboundError::Invalid { key, rule });
+        if self.max_sessions_per_network != 0
+            && self.max_sessions_per_client != 0
+            && self.max_sessions_per_network < self.max_sessions_per_client
+        {
+            return invalid(
+                "max_sessions_per_network",
+                "must be 0 (no limit) or at least max_sessions_per_client",
+            );
+        }
+        if self.stress_threshold_percent > 100 {
+            return invalid(
+                "stress_threshold_percent",
+                "must be between 0 (never) and 100",
+            );
+        }
+        if self.stress_command_timeout_secs == 0 {
+            return invalid("stress_command_timeout_secs", "must be at least 1");
+        }
+        Ok(())
     }
 
     pub fn validate(&self) -> Result<(), InboundError> {
@@ -80,7 +139,7 @@ impl InboundConfig {
         if self.max_buffered_octets < self.limits.max_message_octets {
             return Err(InboundError::BufferBudgetTooSmall);
         }
-        Ok(())
+        self.validate_flood_keys()
     }
 }
 
@@ -134,5 +193,52 @@ mod tests {
         assert!(e.to_string().contains("max_buffered_octets"), "{e}");
         c.max_buffered_octets = 0;
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn flood_keys_have_defaults_and_errors_name_them() {
+        let c = InboundConfig::default();
+        assert_eq!(c.max_sessions_per_network, 4 * c.max_sessions_per_client);
+        assert_eq!(c.stress_threshold_percent, 75);
+        assert_eq!(c.stress_command_timeout(), Duration::from_secs(10));
+        assert!(c.shed_idle_sessions);
+        let parsed: InboundConfig = toml::from_str(
+            "max_sessions_per_network = 0\nstress_threshold_percent = 100\n\
+             stress_command_timeout_secs = 300\nshed_idle_sessions = false",
+        )
+        .unwrap();
+        assert!(
+            parsed.validate().is_ok(),
+            "0 = off, 100 and the full timeout are allowed"
+        );
+        let mut short = InboundConfig::default();
+        short.limits.command_timeout_secs = 4;
+        assert!(short.validate().is_ok());
+        assert_eq!(
+            short.stress_command_timeout(),
+            Duration::from_secs(4),
+            "the shorter applies"
+        );
+        assert!(toml::from_str::<InboundConfig>("stress_treshold_percent = 5").is_err());
+        assert!(toml::from_str::<InboundConfig>("stress_threshold_percent = 300").is_err());
+        for (tune, key) in [
+            (
+                (|c: &mut InboundConfig| c.max_sessions_per_network = 5) as fn(&mut _),
+                "max_sessions_per_network",
+            ),
+            (
+                |c| c.stress_threshold_percent = 101,
+                "stress_threshold_percent",
+            ),
+            (
+                |c| c.stress_command_timeout_secs = 0,
+                "stress_command_timeout_secs",
+            ),
+        ] {
+            let mut c = InboundConfig::default();
+            tune(&mut c);
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.starts_with(key), "{key}: {e}");
+        }
     }
 }

@@ -20,6 +20,14 @@
 //! restarts the clock, so a pipelining peer is never cut off early. A DATA phase cut off this
 //! way drops the body (and its share of the buffer budget) without handing it over.
 //!
+//! Stress (issue 12, see `board.rs`): while the listener is under stress and the session has no
+//! transaction, the command deadline is at most `stress_command_timeout_secs` from our last
+//! reply; a change of the flag wakes a waiting session, so one already waiting when stress
+//! begins gets the short deadline too (and is cut at once if it has waited longer). A session
+//! shed by the board gets `421 4.7.0` if it can be written without waiting and is closed
+//! without the lingering drain: its slot already belongs to a newcomer. A session that was
+//! shed just as it gave MAIL closes before any handler call of that transaction.
+//!
 //! Shutdown: once the token is cancelled, a session between transactions gets `421 4.3.2` at
 //! once; one inside a transaction may finish it (and gets `421 4.3.2` right after), but only
 //! until the grace period ends. Handler calls in progress are never interrupted.
@@ -44,11 +52,13 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 use tokio::time::{sleep_until, timeout, timeout_at, Instant};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
+use crate::board::SessionSlot;
 use crate::tls::{InboundTls, Stream};
 use crate::{received, InboundHandler, InboundMessage, Refusal};
 
@@ -70,6 +80,15 @@ pub(crate) struct SessionContext {
     pub tls: Option<InboundTls>,
     /// The global budget message bodies are buffered against (shared by listeners).
     pub budget: Arc<BufferBudget>,
+    /// The command deadline of an idle session with no MAIL yet while under stress.
+    pub stress_command_timeout: Duration,
+}
+
+/// A session's place on its listener's board: its slot, and the listener's stress flag.
+#[derive(Debug)]
+pub(crate) struct Seat {
+    pub slot: SessionSlot,
+    pub stress: watch::Receiver<bool>,
 }
 
 /// How a session ended: expected outcomes, not errors.
@@ -81,6 +100,8 @@ enum SessionEnd {
     PeerGone,
     TimedOut,
     ShutDown,
+    /// Shed by the board to admit a newcomer.
+    Shed,
 }
 
 /// A connection that failed; logged, never propagated.
@@ -94,6 +115,9 @@ enum ConnectionError {
     Handshake(io::Error),
     #[error("TLS handshake timed out")]
     HandshakeTimeout,
+    /// Shed while writing or in a TLS handshake (not a failure: see [`SessionEnd::Shed`]).
+    #[error("shed to admit a newcomer")]
+    Shed,
 }
 
 /// Where [`Connection::process`] stopped.
@@ -103,15 +127,21 @@ enum Processed {
     /// The session asked for a TLS handshake.
     StartTls,
     Closed,
+    /// Shed just as it began a transaction: close before running it.
+    Shed,
 }
 
 /// Why [`Connection::wait_for_input`] returned.
 enum Wake {
     Input,
     Eof,
-    TimedOut,
+    /// The deadline passed; which one is the refusal reported.
+    TimedOut(Refusal),
     ShutdownStarted,
     GraceExpired,
+    /// Stress mode began or ended: the deadline is recomputed.
+    StressChanged,
+    Shed,
 }
 
 struct Connection<H> {
@@ -129,6 +159,9 @@ struct Connection<H> {
     /// When the input the peer owes (a command line, or the DATA body) must be complete;
     /// restarted by every reply we write (see the module docs).
     input_deadline: Instant,
+    /// When we last wrote a reply (the stress deadline counts from it).
+    last_reply: Instant,
+    seat: Seat,
 }
 
 /// Runs one session to its end, then closes the connection.
@@ -138,15 +171,31 @@ pub(crate) async fn run<H: InboundHandler>(
     ctx: Arc<SessionContext>,
     handler: Arc<H>,
     shutdown: CancellationToken,
+    seat: Seat,
 ) {
     let mut session =
         Session::new(ctx.mode, ctx.limits, ctx.hostname.clone()).with_budget(ctx.budget.clone());
     let stream = match &ctx.tls {
         Some(tls) if tls.implicit => {
-            match handshake(stream, tls, ctx.limits.command_timeout()).await {
+            // Under stress a handshake idler gets the short timeout like any idler.
+            let limit = match *seat.stress.borrow() {
+                true => ctx.stress_command_timeout,
+                false => ctx.limits.command_timeout(),
+            };
+            let shaking = handshake(stream, tls, limit);
+            match unless_shed(seat.slot.shed_signal(), shaking)
+                .await
+                .and_then(|r| r)
+            {
                 Ok(stream) => {
                     session = session.with_tls_active();
                     stream
+                }
+                Err(ConnectionError::Shed) => {
+                    // Nothing to say in plaintext to a TLS client; just close.
+                    handler.refused(Refusal::Shed, peer);
+                    debug!("shed during the implicit TLS handshake");
+                    return;
                 }
                 Err(error) => {
                     debug!(%error, "implicit TLS handshake failed");
@@ -161,6 +210,7 @@ pub(crate) async fn run<H: InboundHandler>(
         None => Stream::Plain(stream),
     };
     let ctx_command_timeout = ctx.limits.command_timeout();
+    let now = Instant::now();
     let mut conn = Connection {
         stream,
         peer,
@@ -171,13 +221,21 @@ pub(crate) async fn run<H: InboundHandler>(
         out: Vec::new(),
         shutdown,
         drain_deadline: None,
-        input_deadline: Instant::now() + ctx_command_timeout,
+        input_deadline: now + ctx_command_timeout,
+        last_reply: now,
+        seat,
     };
     match conn.drive().await {
-        Ok(end) => debug!(?end, "session ended"),
-        Err(error) => debug!(%error, "session failed"),
+        Ok(SessionEnd::Shed) | Err(ConnectionError::Shed) => conn.close_shed().await,
+        Ok(end) => {
+            debug!(?end, "session ended");
+            conn.linger_close().await;
+        }
+        Err(error) => {
+            debug!(%error, "session failed");
+            conn.linger_close().await;
+        }
     }
-    conn.linger_close().await;
 }
 
 impl<H: InboundHandler> Connection<H> {
@@ -195,6 +253,7 @@ impl<H: InboundHandler> Connection<H> {
                     self.start_tls().await?;
                     continue;
                 }
+                Processed::Shed => return Ok(SessionEnd::Shed),
                 Processed::NeedInput => {}
             }
             if self.draining() && !self.session.in_transaction() {
@@ -206,13 +265,15 @@ impl<H: InboundHandler> Connection<H> {
             match self.wait_for_input().await? {
                 Wake::Input => {}
                 Wake::Eof => return Ok(SessionEnd::PeerGone),
-                Wake::TimedOut => {
-                    let refusal = match self.session.in_data() {
-                        true => Refusal::DataTimeout,
-                        false => Refusal::CommandTimeout,
-                    };
+                Wake::StressChanged => {}
+                Wake::Shed => return Ok(SessionEnd::Shed),
+                Wake::TimedOut(refusal) => {
                     self.handler.refused(refusal, self.peer);
-                    info!(reason = refusal.word(), "peer too slow; closing");
+                    match refusal {
+                        // Debug: under a flood this is every idler; the counter shows it.
+                        Refusal::StressTimeout => debug!("idle under stress; closing"),
+                        _ => info!(reason = refusal.word(), "peer too slow; closing"),
+                    }
                     return self
                         .close_with(replies::TIMEOUT, SessionEnd::TimedOut)
                         .await;
@@ -233,6 +294,11 @@ impl<H: InboundHandler> Connection<H> {
     async fn process(&mut self) -> Processed {
         loop {
             let actions = self.session.feed(&mut self.buf);
+            // Before any handler call of a transaction: from MAIL on the session may not be
+            // shed, unless the board shed it first (then it closes without running it).
+            if self.session.in_transaction() && !self.seat.slot.begin_transaction() {
+                return Processed::Shed;
+            }
             if actions.is_empty() {
                 return match self.session.is_closed() {
                     true => Processed::Closed,
@@ -282,10 +348,13 @@ impl<H: InboundHandler> Connection<H> {
                 "already encrypted",
             )));
         };
-        self.stream = handshake(tcp, &tls, self.ctx.limits.command_timeout()).await?;
+        let limit = self.wait_limit();
+        let shaking = handshake(tcp, &tls, limit);
+        self.stream = unless_shed(self.seat.slot.shed_signal(), shaking).await??;
         self.session.tls_started();
         // The handshake was the peer's answer to our 220: the EHLO it owes starts now.
-        self.input_deadline = Instant::now() + self.session.input_deadline();
+        self.last_reply = Instant::now();
+        self.input_deadline = self.last_reply + self.session.input_deadline();
         Ok(())
     }
 
@@ -326,9 +395,38 @@ impl<H: InboundHandler> Connection<H> {
         self.drain_deadline.is_some()
     }
 
+    /// True while the listener is under stress and this session has no transaction: the short
+    /// command deadline applies. Marks the flag seen, so only a later change wakes the session.
+    fn stressed_idle(&mut self) -> bool {
+        let stressed = *self.seat.stress.borrow_and_update();
+        stressed && !self.session.in_transaction()
+    }
+
+    /// How long one wait on the peer (a write, a handshake) may take.
+    fn wait_limit(&mut self) -> Duration {
+        match self.stressed_idle() {
+            true => self.ctx.stress_command_timeout,
+            false => self.ctx.limits.command_timeout(),
+        }
+    }
+
     async fn wait_for_input(&mut self) -> Result<Wake, ConnectionError> {
-        // The idle limit for this read, but never past the deadline for the whole input.
-        let wake_by = (Instant::now() + self.session.read_timeout()).min(self.input_deadline);
+        // The idle limit for this read, but never past the deadline for the whole input, nor,
+        // idle under stress, past the short stress deadline.
+        let mut deadline_for_input = self.input_deadline;
+        let mut timed_out = match self.session.in_data() {
+            true => Refusal::DataTimeout,
+            false => Refusal::CommandTimeout,
+        };
+        let watch_stress = !self.session.in_transaction();
+        if self.stressed_idle() {
+            let stress_deadline = self.last_reply + self.ctx.stress_command_timeout;
+            if stress_deadline < deadline_for_input {
+                deadline_for_input = stress_deadline;
+                timed_out = Refusal::StressTimeout;
+            }
+        }
+        let wake_by = (Instant::now() + self.session.read_timeout()).min(deadline_for_input);
         let deadline = self.drain_deadline;
         let grace = async move {
             match deadline {
@@ -339,15 +437,25 @@ impl<H: InboundHandler> Connection<H> {
         self.buf.reserve(READ_CHUNK);
         // `take` caps one read at READ_CHUNK whatever the buffer's spare capacity.
         let mut reader = (&mut self.stream).take(READ_CHUNK as u64);
+        let stress = &mut self.seat.stress;
+        let stress_changed = async move {
+            // An error means the board is gone, which cannot happen while our slot holds it;
+            // never wake for it.
+            if stress.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
         tokio::select! {
             read = timeout_at(wake_by, reader.read_buf(&mut self.buf)) => match read {
-                Err(_elapsed) => Ok(Wake::TimedOut),
+                Err(_elapsed) => Ok(Wake::TimedOut(timed_out)),
                 Ok(Ok(0)) => Ok(Wake::Eof),
                 Ok(Ok(_)) => Ok(Wake::Input),
                 Ok(Err(e)) => Err(e.into()),
             },
             () = self.shutdown.cancelled(), if deadline.is_none() => Ok(Wake::ShutdownStarted),
             () = grace => Ok(Wake::GraceExpired),
+            () = self.seat.slot.shed_signal().cancelled() => Ok(Wake::Shed),
+            () = stress_changed, if watch_stress => Ok(Wake::StressChanged),
         }
     }
 
@@ -355,19 +463,27 @@ impl<H: InboundHandler> Connection<H> {
         self.out.extend_from_slice(reply.to_wire().as_bytes());
     }
 
-    /// Writes the queued replies in one write, bounded by the command timeout.
+    /// Writes the queued replies in one write, bounded by the command timeout (the stress
+    /// timeout when it applies), and given up if the session is shed meanwhile.
     async fn flush(&mut self) -> Result<(), ConnectionError> {
         if self.out.is_empty() {
             return Ok(());
         }
-        let limit = self.ctx.limits.command_timeout();
-        match timeout(limit, self.stream.write_all(&self.out)).await {
-            Ok(written) => written?,
-            Err(_elapsed) => return Err(ConnectionError::WriteTimeout),
+        let limit = self.wait_limit();
+        let writing = timeout(limit, self.stream.write_all(&self.out));
+        match unless_shed(self.seat.slot.shed_signal(), writing).await {
+            Ok(Ok(written)) => written?,
+            Ok(Err(_elapsed)) => return Err(ConnectionError::WriteTimeout),
+            Err(shed) => return Err(shed),
         }
         self.out.clear();
         // Our reply is written: the peer's next input is due within the phase's deadline.
-        self.input_deadline = Instant::now() + self.session.input_deadline();
+        self.last_reply = Instant::now();
+        self.input_deadline = self.last_reply + self.session.input_deadline();
+        if !self.session.in_transaction() {
+            // Idle (again) from this reply: the board sheds the longest idle first.
+            self.seat.slot.idle_from_now();
+        }
         Ok(())
     }
 
@@ -379,6 +495,29 @@ impl<H: InboundHandler> Connection<H> {
         self.queue(&last.reply());
         self.flush().await?;
         Ok(end)
+    }
+
+    /// The end of a shed session: `421 4.7.0` and a half-close if they can be done without
+    /// waiting, and what the peer already sent is discarded if it is already here (so the close
+    /// is a FIN rather than a reset where possible). No lingering: the slot is someone else's.
+    async fn close_shed(mut self) {
+        self.handler.refused(Refusal::Shed, self.peer);
+        debug!("shed: every slot taken and this session idle longest");
+        self.out.clear();
+        // In plaintext or inside TLS, whichever the stream is now (shed during a STARTTLS
+        // handshake leaves no stream: the write just fails).
+        self.queue(&replies::SHED_IDLE.reply());
+        let out = std::mem::take(&mut self.out);
+        // Zero: tokio's `timeout` polls the operation once before it looks at the clock, so
+        // this does exactly what can be done without waiting.
+        let _ = timeout(Duration::ZERO, async {
+            self.stream.write_all(&out).await?;
+            self.stream.shutdown().await?;
+            let mut sink = [0u8; 4096];
+            while self.stream.read(&mut sink).await? > 0 {}
+            Ok::<(), io::Error>(())
+        })
+        .await;
     }
 
     /// Half-closes, then discards what the peer already sent (bounded), so the close is a FIN
@@ -400,6 +539,17 @@ impl<H: InboundHandler> Connection<H> {
         if let Ok(Err(error)) = drained {
             debug!(%error, "error while closing");
         }
+    }
+}
+
+/// `work`, unless the board sheds the session first.
+async fn unless_shed<T>(
+    shed: &CancellationToken,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, ConnectionError> {
+    tokio::select! {
+        done = work => Ok(done),
+        () = shed.cancelled() => Err(ConnectionError::Shed),
     }
 }
 

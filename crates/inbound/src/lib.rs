@@ -10,13 +10,22 @@
 //! - **Durable before 250**: the reply to the end of DATA is written only after
 //!   [`InboundHandler::accept_message`] returns, and it is the handler's verdict.
 //! - **Never an open relay**: every RCPT goes through [`InboundHandler::check_recipient`].
-//! - **Bounded**: at most `max_sessions` sessions (a permit is taken before a session starts;
-//!   the next connection gets `421 4.3.2`), at most `max_sessions_per_client` from one address
-//!   (SMTP and submissions; `421 4.7.0`); per session one read chunk plus the
-//!   [`herald_smtp::Limits`] buffers, and message bodies of all sessions together within
+//! - **Bounded**: at most `max_sessions` sessions per listener (a slot on the listener's board,
+//!   `board.rs`, is taken before a session starts; when none is free and no idle session can
+//!   be shed, the next connection gets `421 4.3.2`), at most `max_sessions_per_client` from one
+//!   address and `max_sessions_per_network` from one /24 or /48 (SMTP and submissions;
+//!   `421 4.7.0`); per session one read chunk plus the [`herald_smtp::Limits`] buffers, and message bodies of all sessions together within
 //!   `max_buffered_octets` (`452 4.3.1`). A whole command line, and a whole DATA phase, have
 //!   deadlines as well as the idle timeout per read (`421 4.4.2`), so trickling bytes does not
 //!   hold a session.
+//! - **Service under a flood** (issue 12, SMTP only): past `stress_threshold_percent` of the
+//!   slots, idle sessions with no MAIL yet get `stress_command_timeout_secs`; with every slot
+//!   taken, the one idle longest is shed (`421 4.7.0`) so a newcomer gets its slot. Sessions
+//!   in a transaction are never shed. See `board.rs`.
+//! - **LMTP has its own slots**: every listener has its own board, so SMTP clients can never
+//!   take an LMTP slot, and LMTP is neither stressed, shed nor limited per client (the MTA in
+//!   front is one trusted address). What listeners share is [`InboundShared`]: the buffer
+//!   budget and the per-client and per-network counts (which LMTP does not use).
 //! - **Graceful drain**: on shutdown no new connection is accepted; idle sessions get
 //!   `421 4.3.2` at once, sessions in a transaction may finish it within the grace period.
 //!
@@ -27,6 +36,7 @@
 //! and this crate adds only time and concurrency bounds. The `Received:` header it prepends is
 //! built from validated parts only (see [`received`]).
 
+mod board;
 pub mod config;
 mod connection;
 mod listener;
@@ -72,6 +82,10 @@ pub trait InboundHandler: Send + Sync + 'static {
     /// listener has already replied). Must not block: it runs on the session's task. Default:
     /// nothing.
     fn refused(&self, _refusal: Refusal, _peer: SocketAddr) {}
+
+    /// A listener entered (`true`) or left (`false`) stress mode (for the `/metrics` gauge;
+    /// the listener logs it). Must not block: it runs on the accept loop. Default: nothing.
+    fn stress_changed(&self, _mode: Mode, _stressed: bool) {}
 }
 
 /// Which bound refused a peer; the label of the `/metrics` counter.
@@ -86,14 +100,23 @@ pub enum Refusal {
     DataTimeout,
     /// The global `max_buffered_octets` budget was spent (`452 4.3.1`).
     BufferBudget,
+    /// `max_sessions_per_network` reached at connect (`421 4.7.0`).
+    TooManyFromNetwork,
+    /// Idle with no MAIL yet when every slot was taken: shed for a newcomer (`421 4.7.0`).
+    Shed,
+    /// In stress mode, no command line within `stress_command_timeout_secs` (`421 4.4.2`).
+    StressTimeout,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 4] = [
+    pub const ALL: [Refusal; 7] = [
         Refusal::TooManyFromClient,
         Refusal::CommandTimeout,
         Refusal::DataTimeout,
         Refusal::BufferBudget,
+        Refusal::TooManyFromNetwork,
+        Refusal::Shed,
+        Refusal::StressTimeout,
     ];
 
     /// Position in [`Refusal::ALL`], for counter arrays.
@@ -108,6 +131,9 @@ impl Refusal {
             Refusal::CommandTimeout => "command_timeout",
             Refusal::DataTimeout => "data_timeout",
             Refusal::BufferBudget => "buffer_budget",
+            Refusal::TooManyFromNetwork => "per_network_limit",
+            Refusal::Shed => "shed",
+            Refusal::StressTimeout => "stress_timeout",
         }
     }
 }
@@ -124,6 +150,12 @@ pub enum InboundError {
     NoSessions,
     #[error("max_buffered_octets must be at least limits.max_message_octets (and above zero)")]
     BufferBudgetTooSmall,
+    /// A setting out of range; `key` is its name in the listener's section.
+    #[error("{key}: {rule}")]
+    Invalid {
+        key: &'static str,
+        rule: &'static str,
+    },
     #[error("implicit TLS is for SMTP submission, not LMTP")]
     TlsInLmtp,
     #[error("accepting connections keeps failing: {0}")]

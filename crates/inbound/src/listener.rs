@@ -1,19 +1,24 @@
-//! The accept loop: one listening socket, a session slot (semaphore permit) per connection, a
-//! task per session, and the graceful drain on shutdown (mini-redis style).
+//! The accept loop: one listening socket, a session slot per connection (from the listener's
+//! own board, see `board.rs`), a task per session, and the graceful drain on shutdown
+//! (mini-redis style).
 //!
-//! Invariants: a permit is taken before a session task is spawned and released when it ends, so
-//! at most `max_sessions` sessions run; a connection beyond that gets `421 4.3.2` with a single
-//! non-blocking write (no task, no wait) and is closed. Before that, in SMTP mode, a client
-//! slot is taken from [`InboundShared`]: an address already at `max_sessions_per_client` gets
-//! `421 4.7.0` the same way, without touching the session permits. Both the permit and the slot
-//! move into the session task and are released when it ends, however it ends (RAII).
-//! [`serve`] returns only after every session it started has ended.
+//! Invariants: a slot is taken before a session task is spawned and released when it ends, so
+//! at most `max_sessions` sessions hold one. In SMTP mode a full board first sheds the session
+//! idle longest with no MAIL yet (issue 12); when there is none, the connection gets
+//! `421 4.3.2` with a single non-blocking write (no task, no wait) and is closed. Before that,
+//! in SMTP mode, a client slot is taken from [`InboundShared`]: an address already at
+//! `max_sessions_per_client`, or a /24 (/48) at `max_sessions_per_network`, gets `421 4.7.0`
+//! the same way, without touching the session slots. Both slots move into the session task
+//! and are released when it ends, however it ends (RAII). Each listener has its own board:
+//! SMTP clients can never take the LMTP listener's slots. [`serve`] returns only after every
+//! session it started has ended.
 //!
 //! Limits: accept errors that concern one connection are skipped; others (e.g. out of file
 //! descriptors) back off from 10 ms to ~1.3 s and end the listener after 64 in a row.
 //!
-//! SECURITY: the only work done before a permit is held is `accept`, one short lock of the
-//! client table and, when refused, one write.
+//! SECURITY: the only work done before a slot is held is `accept`, one short lock of the
+//! client table, one short lock of the board (a scan of at most `max_sessions` slots when it
+//! is full) and, when refused, one write.
 
 use herald_smtp::{replies, Canned, Mode};
 use std::io;
@@ -21,13 +26,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn, Instrument};
 
+use crate::board::{BoardPolicy, SessionBoard, StressBand};
 use crate::connection::{self, SessionContext};
-use crate::shared::{ClientSlot, InboundShared};
+use crate::shared::{ClientLimits, ClientSlot, InboundShared};
 use crate::tls::InboundTls;
 use crate::{InboundConfig, InboundError, InboundHandler, Refusal};
 
@@ -85,20 +91,41 @@ pub async fn serve_shared<H: InboundHandler>(
         shutdown_grace: config.shutdown_grace(),
         tls,
         budget: shared.budget().clone(),
+        stress_command_timeout: config.stress_command_timeout(),
     });
-    // LMTP is not limited per client: see `InboundConfig::max_sessions_per_client`.
-    let per_client = match mode {
-        Mode::Smtp => Some(config.max_sessions_per_client),
-        Mode::Lmtp => None,
+    // LMTP is not limited per client, stressed nor shed: its peer is the MTA in front, one
+    // trusted address (see `InboundConfig::max_sessions_per_client`).
+    let (per_client, policy) = match mode {
+        Mode::Smtp => (
+            Some(ClientLimits {
+                per_client: config.max_sessions_per_client,
+                per_network: config.max_sessions_per_network,
+            }),
+            BoardPolicy {
+                max_sessions: config.max_sessions,
+                stress: StressBand::new(config.max_sessions, config.stress_threshold_percent),
+                shed_idle: config.shed_idle_sessions,
+            },
+        ),
+        Mode::Lmtp => (
+            None,
+            BoardPolicy {
+                max_sessions: config.max_sessions,
+                stress: None,
+                shed_idle: false,
+            },
+        ),
     };
+    let board = SessionBoard::new(policy);
     let sessions = TaskTracker::new();
     // A child token, so a failing listener can drain its own sessions without cancelling the
     // caller's token.
     let drain = shutdown.child_token();
     info!(?mode, addr = ?listener.local_addr().ok(), max_sessions = config.max_sessions, "listening");
-    let accepting = Acceptor {
+    let mut accepting = Acceptor {
         listener: &listener,
-        permits: Arc::new(Semaphore::new(config.max_sessions)),
+        stress: board.stress(),
+        board,
         shared,
         per_client,
         ctx,
@@ -117,10 +144,12 @@ pub async fn serve_shared<H: InboundHandler>(
 
 struct Acceptor<'a, H> {
     listener: &'a TcpListener,
-    permits: Arc<Semaphore>,
+    board: Arc<SessionBoard>,
+    /// The board's stress flag, to report its changes.
+    stress: watch::Receiver<bool>,
     shared: Arc<InboundShared>,
-    /// `max_sessions_per_client` (0: no limit); `None`: clients are not counted (LMTP).
-    per_client: Option<usize>,
+    /// Per-client and per-network limits; `None`: clients are not counted (LMTP).
+    per_client: Option<ClientLimits>,
     ctx: Arc<SessionContext>,
     handler: Arc<H>,
     sessions: &'a TaskTracker,
@@ -128,12 +157,16 @@ struct Acceptor<'a, H> {
 }
 
 impl<H: InboundHandler> Acceptor<'_, H> {
-    async fn run(&self) -> Result<(), InboundError> {
+    async fn run(&mut self) -> Result<(), InboundError> {
         let mut failures = 0u32;
         loop {
             let accepted = tokio::select! {
                 () = self.drain.cancelled() => return Ok(()),
                 accepted = self.listener.accept() => accepted,
+                Ok(()) = self.stress.changed() => {
+                    self.report_stress();
+                    continue;
+                }
             };
             match accepted {
                 Ok((stream, peer)) => {
@@ -157,25 +190,46 @@ impl<H: InboundHandler> Acceptor<'_, H> {
         }
     }
 
+    fn report_stress(&mut self) {
+        let stressed = *self.stress.borrow_and_update();
+        let open = self.board.open();
+        match stressed {
+            true => {
+                warn!(mode = ?self.ctx.mode, open, "stress mode on: idle sessions get the short command timeout")
+            }
+            false => info!(mode = ?self.ctx.mode, open, "stress mode off"),
+        }
+        self.handler.stress_changed(self.ctx.mode, stressed);
+    }
+
     fn start_session(&self, stream: TcpStream, peer: SocketAddr) {
-        // The client slot first: a refused client must not hold, even briefly, a permit that
-        // another client could have had.
+        // The client slot first: a refused client must not hold, even briefly, a session slot
+        // that another client could have had (nor shed anyone for it).
         let slot: Option<ClientSlot> = match self.per_client {
             None => None,
-            Some(limit) => match self.shared.admit(peer.ip(), limit) {
-                Some(slot) => Some(slot),
-                None => {
-                    self.handler.refused(Refusal::TooManyFromClient, peer);
+            Some(limits) => match self.shared.admit(peer.ip(), limits) {
+                Ok(slot) => Some(slot),
+                Err(refusal) => {
+                    self.handler.refused(refusal, peer);
                     // Debug, not info: this is what a flood looks like; the counter shows it.
-                    debug!(%peer, limit, "per-client session limit reached; connection refused");
-                    return self.refuse(&stream, peer, replies::TOO_MANY_CONNECTIONS);
+                    debug!(%peer, reason = refusal.word(), "session limit of a client reached; connection refused");
+                    let reply = match refusal {
+                        Refusal::TooManyFromNetwork => replies::TOO_MANY_FROM_NETWORK,
+                        _ => replies::TOO_MANY_CONNECTIONS,
+                    };
+                    return self.refuse(&stream, peer, reply);
                 }
             },
         };
-        let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+        let Some(admitted) = self.board.admit() else {
             info!(%peer, "session limit reached; connection refused");
             return self.refuse(&stream, peer, replies::SERVICE_UNAVAILABLE);
         };
+        if admitted.shed_one {
+            debug!(%peer, "all session slots taken: the longest-idle session was shed");
+        }
+        let session_slot = admitted.slot;
+        let stress = self.board.stress();
         // We batch replies ourselves; Nagle would only add a delayed-ACK wait per batch.
         if let Err(error) = stream.set_nodelay(true) {
             debug!(%error, %peer, "could not set TCP_NODELAY");
@@ -185,8 +239,11 @@ impl<H: InboundHandler> Acceptor<'_, H> {
         let (ctx, handler, drain) = (self.ctx.clone(), self.handler.clone(), self.drain.clone());
         self.sessions.spawn(
             async move {
-                connection::run(stream, peer, ctx, handler, drain).await;
-                drop(permit);
+                let seat = connection::Seat {
+                    slot: session_slot,
+                    stress,
+                };
+                connection::run(stream, peer, ctx, handler, drain, seat).await;
                 drop(slot);
             }
             .instrument(span),

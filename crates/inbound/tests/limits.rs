@@ -1,5 +1,6 @@
 //! The denial-of-service bounds over real loopback sockets: deadlines against trickling peers,
-//! the per-client session limit, and the global budget of buffered message octets.
+//! the per-client and per-network session limits, the global budget of buffered message
+//! octets, and service under a flood (issue 12): the stress timeout and shedding.
 
 mod common;
 
@@ -112,6 +113,144 @@ async fn one_address_gets_at_most_max_sessions_per_client_and_the_count_is_relea
         server.shared.sessions_from(here) + server.shared.sessions_from(other) == 0
     })
     .await;
+}
+
+#[tokio::test]
+async fn one_network_gets_at_most_max_sessions_per_network() {
+    let server = start(Mode::Smtp, |c| {
+        c.max_sessions_per_client = 2;
+        c.max_sessions_per_network = 3;
+    })
+    .await;
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    let mut open = Vec::new();
+    for from in ["127.0.9.1", "127.0.9.1", "127.0.9.2"] {
+        let mut c = Client::connect_from(ip(from), server.addr).await;
+        assert_eq!(c.reply().await, "220");
+        open.push(c);
+    }
+    // A third address of the same /24: refused for its network, before any banner.
+    let mut refused = Client::connect_from(ip("127.0.9.3"), server.addr).await;
+    assert_eq!(refused.reply().await, "421 4.7.0");
+    assert!(refused.closed().await);
+    // The next /24 is another network.
+    let mut next = Client::connect_from(ip("127.0.10.1"), server.addr).await;
+    assert_eq!(next.reply().await, "220");
+    assert_eq!(server.shared.sessions_from_network(ip("127.0.9.200")), 3);
+    assert_eq!(
+        server.recorder.refusals(),
+        vec![Refusal::TooManyFromNetwork]
+    );
+    drop(open);
+    eventually("the network's count released", || {
+        server.shared.sessions_from_network(ip("127.0.9.0")) == 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_full_listener_sheds_the_longest_idle_session_never_one_in_a_transaction() {
+    let server = start(Mode::Smtp, |c| c.max_sessions = 3).await;
+    let mut idler = Client::connect(server.addr).await;
+    let mut busy = Client::connect(server.addr).await;
+    busy.send(&OPEN[..OPEN.len() - 6]).await; // EHLO, MAIL, RCPT: in a transaction
+    assert_eq!(
+        busy.replies(3).await,
+        want(&["250", "250 2.1.0", "250 2.1.5"])
+    );
+    let mut talker = Client::connect(server.addr).await;
+    talker.send(b"NOOP\r\n").await;
+    assert_eq!(talker.reply().await, "250 2.0.0");
+    // Full: the newcomer is admitted, and the session silent since its banner is shed.
+    let mut newcomer = Client::connect(server.addr).await;
+    assert_eq!(idler.reply().await, "421 4.7.0");
+    assert!(idler.closed().await);
+    // Next the talker (idle since its NOOP), then the newcomer; the transaction is never shed.
+    let mut second = Client::connect(server.addr).await;
+    assert_eq!(talker.reply().await, "421 4.7.0");
+    let mut third = Client::connect(server.addr).await;
+    assert_eq!(newcomer.reply().await, "421 4.7.0");
+    busy.send(b"DATA\r\nSubject: kept\r\n\r\nhi\r\n.\r\n").await;
+    assert_eq!(busy.replies(2).await, want(&["354", "250 2.0.0"]));
+    assert_eq!(server.recorder.messages().len(), 1);
+    // The transaction is over: the busy session is idle again and may be shed like the rest.
+    second.send(b"MAIL FROM:<a@c.example>\r\n").await;
+    assert_eq!(second.reply().await, "503 5.5.1", "EHLO first; still idle");
+    third
+        .send(b"EHLO c.example\r\nMAIL FROM:<b@c.example>\r\n")
+        .await;
+    assert_eq!(third.replies(2).await, want(&["250", "250 2.1.0"]));
+    let mut fourth = Client::connect(server.addr).await;
+    assert_eq!(
+        busy.reply().await,
+        "421 4.7.0",
+        "idle longest of the idle ones"
+    );
+    fourth.send(b"NOOP\r\n").await;
+    assert_eq!(fourth.reply().await, "250 2.0.0");
+    assert_eq!(server.recorder.refusals(), vec![Refusal::Shed; 4]);
+}
+
+#[tokio::test]
+async fn under_stress_idle_sessions_get_the_short_timeout_even_those_already_open() {
+    let server = start(Mode::Smtp, |c| {
+        c.max_sessions = 4;
+        c.stress_threshold_percent = 50;
+        c.stress_command_timeout_secs = 1;
+    })
+    .await;
+    // Opened before stress, with the 300 s command timeout.
+    let mut trickler = Client::connect(server.addr).await;
+    // The second session makes it 50 %: stress mode; this one is in a transaction.
+    let mut busy = Client::connect(server.addr).await;
+    busy.send(&OPEN[..OPEN.len() - 6]).await;
+    assert_eq!(
+        busy.replies(3).await,
+        want(&["250", "250 2.1.0", "250 2.1.5"])
+    );
+    // A command trickled under stress is cut 1 s after its banner, not 300 s.
+    let (reply, after) = trickler
+        .trickle_until_reply(b"EHLO c.example\r\n", Duration::from_millis(200))
+        .await;
+    assert!(reply.starts_with("421 4.4.2"), "{reply}");
+    assert!(after < Duration::from_millis(1500), "{after:?}");
+    assert!(trickler.closed().await);
+    // The transaction is not hurried: past the stress timeout it still goes on.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    busy.send(b"DATA\r\nSubject: slow but fine\r\n\r\nhi\r\n.\r\n")
+        .await;
+    assert_eq!(busy.replies(2).await, want(&["354", "250 2.0.0"]));
+    assert_eq!(server.recorder.refusals(), vec![Refusal::StressTimeout]);
+    // The trickler gone, 1 session of 4: stress mode is over, and idlers keep the long timeout.
+    eventually("stress on, then off", || {
+        server.recorder.stress_changes() == vec![true, false]
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    busy.send(b"NOOP\r\n").await;
+    assert_eq!(busy.reply().await, "250 2.0.0");
+}
+
+#[tokio::test]
+async fn lmtp_is_never_shed_nor_stressed() {
+    let server = start(Mode::Lmtp, |c| {
+        c.max_sessions = 2;
+        c.stress_command_timeout_secs = 1;
+    })
+    .await;
+    let mut open = vec![
+        Client::connect(server.addr).await,
+        Client::connect(server.addr).await,
+    ];
+    let mut refused = Client::connect_raw(server.addr).await;
+    assert_eq!(refused.reply().await, "421 4.3.2", "full, and nobody shed");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    for c in &mut open {
+        c.send(b"LHLO mta.example\r\n").await;
+        assert_eq!(c.reply().await, "250");
+    }
+    assert!(server.recorder.refusals().is_empty());
+    assert!(server.recorder.stress_changes().is_empty());
 }
 
 #[tokio::test]

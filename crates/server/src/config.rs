@@ -262,6 +262,17 @@ pub struct SmtpInConfig {
     /// Concurrent SMTP and submissions sessions from one client address (IPv6: per /64),
     /// 0 = no limit; beyond it 421 4.7.0. Never applied to LMTP (see `herald.example.toml`).
     pub max_sessions_per_client: usize,
+    /// Concurrent SMTP and submissions sessions from one IPv4 /24 or IPv6 /48, 0 = no limit,
+    /// else at least `max_sessions_per_client`; beyond it 421 4.7.0. Not applied to LMTP.
+    pub max_sessions_per_network: usize,
+    /// Percentage of `max_sessions` from which an SMTP listener is in stress mode (0 = never,
+    /// at most 100): idle sessions with no MAIL yet get `stress_command_timeout_secs`.
+    pub stress_threshold_percent: u8,
+    /// The command timeout of idle sessions with no MAIL yet under stress (Postfix: 10 s).
+    pub stress_command_timeout_secs: u64,
+    /// With every SMTP slot taken, shed the longest-idle session with no MAIL yet (421 4.7.0)
+    /// to admit a newcomer; sessions in a transaction are never shed.
+    pub shed_idle_sessions: bool,
     /// Message octets all inbound sessions may buffer at once, all listeners together; a
     /// message that would go past it gets 452 4.3.1 and is retried by its sender.
     pub max_buffered_octets: u64,
@@ -276,6 +287,10 @@ impl Default for SmtpInConfig {
             limits: d.limits,
             max_sessions: d.max_sessions,
             max_sessions_per_client: d.max_sessions_per_client,
+            max_sessions_per_network: d.max_sessions_per_network,
+            stress_threshold_percent: d.stress_threshold_percent,
+            stress_command_timeout_secs: d.stress_command_timeout_secs,
+            shed_idle_sessions: d.shed_idle_sessions,
             max_buffered_octets: d.max_buffered_octets,
             shutdown_grace_secs: d.shutdown_grace_secs,
         }
@@ -374,7 +389,10 @@ impl SmtpInConfig {
                     .into(),
             );
         }
-        Ok(())
+        // The inbound crate's own checks of the flood keys; each error starts with its key.
+        self.inbound_config("localhost")
+            .validate_flood_keys()
+            .map_err(|e| format!("smtp_in.{e}"))
     }
 
     pub fn inbound_config(&self, hostname: &str) -> herald_inbound::InboundConfig {
@@ -383,6 +401,10 @@ impl SmtpInConfig {
             limits: self.limits,
             max_sessions: self.max_sessions,
             max_sessions_per_client: self.max_sessions_per_client,
+            max_sessions_per_network: self.max_sessions_per_network,
+            stress_threshold_percent: self.stress_threshold_percent,
+            stress_command_timeout_secs: self.stress_command_timeout_secs,
+            shed_idle_sessions: self.shed_idle_sessions,
             max_buffered_octets: self.max_buffered_octets,
             shutdown_grace_secs: self.shutdown_grace_secs,
         }
@@ -730,6 +752,27 @@ mod tests {
                 "[smtp_in.limits]\ncommand_timeout_secs = 0\n",
                 "smtp_in.limits.command_timeout_secs",
             ),
+            (
+                "[smtp_in]\nmax_sessions_per_network = 3\n",
+                "smtp_in.max_sessions_per_network",
+            ),
+            (
+                "[smtp_in]\nstress_threshold_percent = 101\n",
+                "smtp_in.stress_threshold_percent",
+            ),
+            (
+                "[smtp_in]\nstress_threshold_percent = 1000\n",
+                "stress_threshold_percent",
+            ),
+            (
+                "[smtp_in]\nstress_command_timeout_secs = 0\n",
+                "smtp_in.stress_command_timeout_secs",
+            ),
+            (
+                "[smtp_in]\nshed_idle_sessions = \"yes\"\n",
+                "shed_idle_sessions",
+            ),
+            ("[smtp_in]\nshed_idle = true\n", "shed_idle"),
         ] {
             let e = Config::parse(text).unwrap_err();
             assert!(e.contains(key), "{text:?}: {e}");
@@ -760,6 +803,19 @@ mod tests {
             d.smtp_in.max_sessions_per_client
         );
         assert_eq!(c.smtp_in.max_buffered_octets, d.smtp_in.max_buffered_octets);
+        assert_eq!(
+            c.smtp_in.max_sessions_per_network,
+            d.smtp_in.max_sessions_per_network
+        );
+        assert_eq!(
+            c.smtp_in.stress_threshold_percent,
+            d.smtp_in.stress_threshold_percent
+        );
+        assert_eq!(
+            c.smtp_in.stress_command_timeout_secs,
+            d.smtp_in.stress_command_timeout_secs
+        );
+        assert_eq!(c.smtp_in.shed_idle_sessions, d.smtp_in.shed_idle_sessions);
         assert_eq!(c.delivery.connect_timeout, d.delivery.connect_timeout);
         assert_eq!(c.dns.timeout_ms, d.dns.timeout_ms);
         assert_eq!(c.scheduler.retry_max_secs, d.scheduler.retry_max_secs);

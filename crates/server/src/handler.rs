@@ -6,6 +6,12 @@
 //! §4.5.1: `<Postmaster>`, or `postmaster@<d>` where `<d>` is the hostname or a list's domain);
 //! everything else is refused with 550 5.1.1 before DATA. Postmaster comes first: a list
 //! created as `postmaster@<d>` would never receive mail, Herald keeps that address itself.
+//!
+//! SECURITY: every recipient and body here comes from an untrusted SMTP peer (or the MTA in front
+//! over LMTP) and reaches the directory only as a parsed `Address`; reply texts are built from
+//! validated addresses only. The listener bounds (per-client and per-network limits, stress mode,
+//! shedding: `herald_inbound`) are reported here as counters and a gauge, never as log lines per
+//! peer, so a flood cannot flood the logs through this file.
 
 use crate::config::Config;
 use crate::enqueue::{EnqueueError, Enqueuer, Origin};
@@ -154,8 +160,18 @@ impl InboundHandler for ListHandler {
             Refusal::CommandTimeout => InboundRefusal::CommandTimeout,
             Refusal::DataTimeout => InboundRefusal::DataTimeout,
             Refusal::BufferBudget => InboundRefusal::BufferBudget,
+            Refusal::TooManyFromNetwork => InboundRefusal::PerNetworkLimit,
+            Refusal::Shed => InboundRefusal::Shed,
+            Refusal::StressTimeout => InboundRefusal::StressTimeout,
         };
         self.enqueuer.telemetry.metrics().count_inbound_refusal(why);
+    }
+
+    fn stress_changed(&self, _mode: Mode, stressed: bool) {
+        // A count of listeners, not a flag: SMTP and submissions each have their own board.
+        let gauge = &self.enqueuer.telemetry.metrics().gauges.inbound_stress;
+        let step = if stressed { 1 } else { -1 };
+        gauge.fetch_add(step, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn check_recipient(&self, rcpt: &Address) -> impl Future<Output = Result<(), Reply>> + Send {
@@ -291,8 +307,10 @@ fn crlf(body: Bytes) -> Bytes {
 /// Starts the SMTP and LMTP listeners.
 /// `tls` (from [`Config::inbound_tls`]) makes SMTP offer STARTTLS; `submissions` is the
 /// implicit-TLS listener (only started with `tls`). The listeners share one buffer budget
-/// (`smtp_in.max_buffered_octets` bounds them together) and one per-client table (a client's
-/// SMTP and submissions sessions count together; LMTP is not counted).
+/// (`smtp_in.max_buffered_octets` bounds them together) and one per-client and per-network
+/// table (a client's SMTP and submissions sessions count together; LMTP is not counted). They
+/// do not share session slots: each has its own `max_sessions`, so SMTP clients can never take
+/// the LMTP listener's slots, and LMTP is never stressed nor shed (issue 12).
 pub fn spawn_listeners(
     config: &Config,
     smtp: TcpListener,

@@ -90,6 +90,24 @@ pub const TOO_MANY_CONNECTIONS: Canned = Canned::new(
     0,
     "Too many connections from your address, closing channel",
 );
+/// The peer's /24 (IPv6 /48) already has `max_sessions_per_network` sessions open (sent at
+/// connect, like [`TOO_MANY_CONNECTIONS`]).
+pub const TOO_MANY_FROM_NETWORK: Canned = Canned::new(
+    421,
+    4,
+    7,
+    0,
+    "Too many connections from your network, closing channel",
+);
+/// Every session slot was taken and this session was the one idle longest with no MAIL yet:
+/// it is closed to admit a newcomer (issue 12). Transient: come back with a command ready.
+pub const SHED_IDLE: Canned = Canned::new(
+    421,
+    4,
+    7,
+    0,
+    "Server busy and this session idle, closing channel",
+);
 /// RFC 5321 §4.2.2 / RFC 1870: the global buffer budget for inbound messages is spent. Sent
 /// instead of 354, or at the end of DATA after the body was read to its end; transient, so
 /// the client keeps the message and retries.

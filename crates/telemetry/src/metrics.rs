@@ -101,14 +101,24 @@ pub enum InboundRefusal {
     DataTimeout,
     /// The global buffer budget was spent (452 4.3.1).
     BufferBudget,
+    /// `max_sessions_per_network` reached: one /24 or /48 (421 4.7.0 at connect).
+    PerNetworkLimit,
+    /// Idle with no MAIL yet when every session slot was taken: shed to admit a newcomer
+    /// (421 4.7.0). This is the counter of shed sessions.
+    Shed,
+    /// Under stress, no command line within the short stress timeout (421 4.4.2).
+    StressTimeout,
 }
 
 impl InboundRefusal {
-    pub const ALL: [InboundRefusal; 4] = [
+    pub const ALL: [InboundRefusal; 7] = [
         InboundRefusal::PerClientLimit,
         InboundRefusal::CommandTimeout,
         InboundRefusal::DataTimeout,
         InboundRefusal::BufferBudget,
+        InboundRefusal::PerNetworkLimit,
+        InboundRefusal::Shed,
+        InboundRefusal::StressTimeout,
     ];
 
     pub fn word(self) -> &'static str {
@@ -117,6 +127,9 @@ impl InboundRefusal {
             InboundRefusal::CommandTimeout => "command_timeout",
             InboundRefusal::DataTimeout => "data_timeout",
             InboundRefusal::BufferBudget => "buffer_budget",
+            InboundRefusal::PerNetworkLimit => "per_network_limit",
+            InboundRefusal::Shed => "shed",
+            InboundRefusal::StressTimeout => "stress_timeout",
         }
     }
 
@@ -156,6 +169,8 @@ pub struct Gauges {
     /// The bound on `unjournaled_copies`: connections × copies per batch (each worker waits for
     /// its batch's group commit before taking more).
     pub unjournaled_copies_bound: AtomicI64,
+    /// Inbound SMTP listeners in stress mode (0 = none; SMTP and submissions each count).
+    pub inbound_stress: AtomicI64,
 }
 
 /// Everything `/metrics` shows that telemetry itself counts.
@@ -185,7 +200,7 @@ pub struct Metrics {
     /// Postmaster messages stored, by what became of them (in `PostmasterForward::WORDS` order).
     pub postmaster: [AtomicU64; 5],
     /// Inbound peers refused or cut off, by [`InboundRefusal`] (in `InboundRefusal::ALL` order).
-    pub inbound_refusals: [AtomicU64; 4],
+    pub inbound_refusals: [AtomicU64; 7],
 }
 
 impl Default for Metrics {
@@ -373,7 +388,7 @@ impl Metrics {
         let name = "herald_inbound_refusals_total";
         let _ = writeln!(
             out,
-            "# HELP {name} Inbound SMTP/LMTP peers refused or cut off by a listener bound: per-client session limit (421 4.7.0), command or DATA deadline (421 4.4.2), buffer budget (452 4.3.1).\n# TYPE {name} counter"
+            "# HELP {name} Inbound SMTP/LMTP peers refused or cut off by a listener bound: per-client or per-network session limit (421 4.7.0), command, stress or DATA deadline (421 4.4.2), buffer budget (452 4.3.1), idle session shed for a newcomer (421 4.7.0).\n# TYPE {name} counter"
         );
         for why in InboundRefusal::ALL {
             let _ = writeln!(
@@ -451,6 +466,11 @@ impl Metrics {
                 "Open connections of the slow lane.",
                 &g.slow_connections,
             ),
+            (
+                "herald_inbound_stress",
+                "Inbound SMTP listeners in stress mode (idle sessions get the short command timeout); 0 = none.",
+                &g.inbound_stress,
+            ),
         ] {
             write_gauge(out, name, help, v.load(Relaxed));
         }
@@ -495,6 +515,14 @@ mod tests {
         assert!(out.contains("herald_connections_open 5\n"));
         assert!(out.contains("herald_mta_sts_attempts_total{policy=\"testing-failed\"} 0\n"));
         assert!(out.contains("herald_dane_attempts_total{result=\"verified\"} 0\n"));
+        m.count_inbound_refusal(InboundRefusal::Shed);
+        m.gauges.inbound_stress.store(1, Relaxed);
+        let mut out = String::new();
+        m.render(&mut out);
+        assert!(out.contains("herald_inbound_refusals_total{reason=\"shed\"} 1\n"));
+        assert!(out.contains("herald_inbound_refusals_total{reason=\"per_network_limit\"} 0\n"));
+        assert!(out.contains("herald_inbound_refusals_total{reason=\"per_client_limit\"} 0\n"));
+        assert!(out.contains("herald_inbound_stress 1\n"));
         m.count_copy_auth(Some(true), Some(false));
         m.count_copy_auth(Some(true), None);
         m.count_copy_auth(None, None);

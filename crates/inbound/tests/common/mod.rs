@@ -30,6 +30,8 @@ pub struct Recorder {
     pub checked: Mutex<Vec<Address>>,
     /// Every bound the listener reported hitting, in order.
     pub refusals: Mutex<Vec<Refusal>>,
+    /// Every stress-mode change the listener reported, in order.
+    pub stress: Mutex<Vec<bool>>,
 }
 
 impl Recorder {
@@ -43,7 +45,12 @@ impl Recorder {
             messages: Mutex::new(Vec::new()),
             checked: Mutex::new(Vec::new()),
             refusals: Mutex::new(Vec::new()),
+            stress: Mutex::new(Vec::new()),
         }
+    }
+
+    pub fn stress_changes(&self) -> Vec<bool> {
+        self.stress.lock().expect("not poisoned").clone()
     }
 
     pub fn messages(&self) -> Vec<InboundMessage> {
@@ -89,6 +96,10 @@ impl InboundHandler for Recorder {
 
     fn refused(&self, refusal: Refusal, _peer: SocketAddr) {
         self.refusals.lock().expect("not poisoned").push(refusal);
+    }
+
+    fn stress_changed(&self, _mode: Mode, stressed: bool) {
+        self.stress.lock().expect("not poisoned").push(stressed);
     }
 }
 
