@@ -85,6 +85,8 @@ pub enum Ctrl {
     NeedWork {
         dest: Arc<str>,
         lane: LaneKind,
+        /// Copies it may take at most (never more than `max_copies_per_batch`).
+        max: usize,
         reply: oneshot::Sender<Vec<Job>>,
     },
     Connected {
@@ -244,7 +246,12 @@ impl Actor {
     async fn handle(&mut self, msg: Ctrl) {
         match msg {
             Ctrl::Resolved { domain, result } => self.on_resolved(domain, result).await,
-            Ctrl::NeedWork { dest, lane, reply } => self.on_need_work(dest, lane, reply),
+            Ctrl::NeedWork {
+                dest,
+                lane,
+                max,
+                reply,
+            } => self.on_need_work(dest, lane, max, reply),
             Ctrl::Connected {
                 dest,
                 host,

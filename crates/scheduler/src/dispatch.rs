@@ -22,6 +22,7 @@ impl Actor {
         &mut self,
         dest: Arc<str>,
         lane: LaneKind,
+        max: usize,
         reply: oneshot::Sender<Vec<Job>>,
     ) {
         let idle = Duration::from_millis(self.cfg.idle_connection_ms);
@@ -29,7 +30,7 @@ impl Actor {
             let _ = reply.send(Vec::new());
             return;
         }
-        let batch = self.take_batch(&dest, lane);
+        let batch = self.take_batch(&dest, lane, max);
         let Some(d) = self.dests.get_mut(&dest) else {
             let _ = reply.send(Vec::new());
             return;
@@ -37,6 +38,7 @@ impl Actor {
         if batch.is_empty() {
             d.parked.push(Parked {
                 until: Instant::now() + idle,
+                max,
                 reply,
             });
             return;
@@ -57,9 +59,10 @@ impl Actor {
         }
     }
 
-    /// A batch from a destination within its budget's message rate.
-    fn take_batch(&mut self, dest: &Arc<str>, lane: LaneKind) -> Vec<Job> {
-        let (max, bytes) = (self.cfg.max_copies_per_batch, self.cfg.batch_bytes);
+    /// A batch of at most `max` copies (and `max_copies_per_batch`) from a destination within
+    /// its budget's message rate.
+    fn take_batch(&mut self, dest: &Arc<str>, lane: LaneKind, max: usize) -> Vec<Job> {
+        let (max, bytes) = (self.cfg.max_copies_per_batch.min(max), self.cfg.batch_bytes);
         let Some(d) = self.dests.get_mut(dest) else {
             return Vec::new();
         };
@@ -130,7 +133,7 @@ impl Actor {
             }
             let Some(p) = d.parked.pop() else { return };
             // Parked workers of either lane take either lane's work (see Destination::take_batch).
-            let batch = self.take_batch(key, LaneKind::Fast);
+            let batch = self.take_batch(key, LaneKind::Fast, p.max);
             if batch.is_empty() {
                 if let Some(d) = self.dests.get_mut(key) {
                     d.parked.push(p); // rate-limited: wait for tokens

@@ -291,6 +291,8 @@ impl Scheduler {
             dane,
             ctrl: ctrl_tx.clone(),
             reports: report_tx.clone(),
+            spool: deps.spool.clone(),
+            window: cfg.max_copies_per_batch.max(1),
             telemetry: deps.telemetry.clone(),
             shutdown: shutdown.clone(),
         });

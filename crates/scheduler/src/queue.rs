@@ -51,6 +51,8 @@ impl Ord for Waiting {
 /// A connected worker waiting for its next batch.
 pub struct Parked {
     pub until: Instant,
+    /// Copies the worker can take now (its share of the unjournaled window).
+    pub max: usize,
     pub reply: oneshot::Sender<Vec<Job>>,
 }
 

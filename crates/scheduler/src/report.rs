@@ -1,13 +1,16 @@
-//! The report loop: the one place where delivery outcomes become durable state and telemetry.
-//! Final outcomes are journaled (group-committed by the spool); every outcome becomes an event;
-//! when all of a post's recipients are final the post is completed in the spool.
+//! The report loop: where delivery outcomes become telemetry and completions. A worker journals
+//! its own batch's final outcomes before it reports them (it waits for their commit: see
+//! `worker.rs`); the outcomes the scheduler decides without a connection (expiry, an operator's
+//! give-up, no route) are journaled here. Every outcome becomes an event; when all of a post's
+//! recipients are final the post is completed in the spool — after its outcomes, since they
+//! entered the spool's channel before their reports reached this loop.
 
 use crate::job::Job;
-use herald_spool::{Durable, FinalState, Spool};
+use herald_spool::{FinalState, Spool};
 use herald_telemetry::{Attempt, DaneNote, Event, MtaStsNote, StageId, Telemetry};
 use herald_types::{Address, ListId, MemberId, PostId, RcptOutcome, Reply};
 use std::collections::HashMap;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// A permanent failure of one of our own SMTP transactions, handed to the bounce stage as data
@@ -50,6 +53,9 @@ pub struct OutcomeReport {
     pub dane: Option<DaneNote>,
     /// When the report was made: the report loop measures how long it waited in the channel.
     pub queued_at: std::time::Instant,
+    /// The worker journaled the final state itself (see `worker.rs`); the report loop only
+    /// journals outcomes the scheduler decided without a connection (expiry, give-up, no route).
+    pub journaled: bool,
 }
 
 impl OutcomeReport {
@@ -69,6 +75,7 @@ impl OutcomeReport {
             mta_sts: None,
             dane: None,
             queued_at: std::time::Instant::now(),
+            journaled: false,
         }
     }
 }
@@ -90,10 +97,6 @@ pub enum Report {
         already_done: u64,
     },
     Outcome(Box<OutcomeReport>),
-    /// A worker's batch is reported: answer with a promise that its outcomes (queued to the
-    /// spool before this) are durable. The worker waits on it before taking more work, which
-    /// bounds the copies delivered but not journaled (see `worker.rs`).
-    Barrier(oneshot::Sender<Durable>),
 }
 
 #[derive(Default)]
@@ -167,17 +170,6 @@ impl Book {
                 post
             }
             Report::Outcome(o) => self.outcome(*o).await,
-            Report::Barrier(reply) => {
-                // The report loop does not wait for the commit itself: the next worker's
-                // outcomes go on being queued and share the same fdatasync.
-                match self.spool.commit_point().await {
-                    Ok(durable) => {
-                        let _ = reply.send(durable);
-                    }
-                    Err(e) => tracing::error!(error = %e, "cannot ask the spool for a commit"),
-                }
-                return;
-            }
         };
         let complete = self
             .tracks
@@ -202,12 +194,14 @@ impl Book {
         let c = self.telemetry.contention();
         c.stage_wait_since(StageId::ReportQueue, o.queued_at);
         if let Some(state) = state {
-            let t = std::time::Instant::now();
-            let r = self.spool.record(post, o.member, state).await;
-            c.stage_wait_since(StageId::SpoolRecord, t);
-            if let Err(e) = r {
-                // Only a closed spool refuses a record (an unwritable one keeps it in memory).
-                tracing::error!(%post, error = %e, "cannot journal an outcome");
+            if !o.journaled {
+                let t = std::time::Instant::now();
+                let r = self.spool.record(post, o.member, state).await;
+                c.stage_wait_since(StageId::SpoolRecord, t);
+                if let Err(e) = r {
+                    // Only a closed spool refuses a record (an unwritable one keeps it in memory).
+                    tracing::error!(%post, error = %e, "cannot journal an outcome");
+                }
             }
             self.tracks.entry(post).or_default().finished += 1;
         }

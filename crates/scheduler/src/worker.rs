@@ -7,10 +7,15 @@
 //! A fast-lane worker uses the short first-pass timeouts, a slow-lane worker the RFC 5321 ones:
 //! no call holds a worker past its lane's timeout (the delivery crate bounds every step).
 //!
-//! The unjournaled window: after a batch, a worker waits until the batch's final outcomes are
-//! durable in the journal (one group commit shared with every other worker finishing then)
-//! before it asks for more. So copies delivered but not yet journaled — what a `kill -9` would
-//! send again — never exceed open connections × `max_copies_per_batch` (`/metrics`:
+//! The unjournaled window: a connection never has more than `max_copies_per_batch` copies
+//! sent whose outcomes are not yet durable. After each batch a worker journals the batch's final
+//! outcomes itself ([`Spool::record_batch`]: one message to the spool writer, group-committed
+//! with every other worker's) and, before it sends more than the window allows, waits for them
+//! to be durable. Batches are half the window, so the commit of one overlaps the sending of the
+//! next. Journaling here rather than in the report loop keeps that serial loop (telemetry,
+//! bounces, completion) off the path every batch waits on. So copies delivered but not yet
+//! journaled — what a `kill -9` would send again — never exceed open connections ×
+//! `max_copies_per_batch` (`/metrics`:
 //! `herald_unjournaled_copies` and its bound). The same wait pauses fan-out while the journal
 //! cannot be written (a full disk): no copy goes out that Herald could not remember.
 //!
@@ -29,6 +34,7 @@ use herald_delivery::{
     SessionError, SessionErrorKind, Stage, StsRoute, TlsError,
 };
 use herald_fanout::Stamp;
+use herald_spool::{FinalState, Spool};
 use herald_telemetry::{DaneNote, DeferralKind, LaneKind, MtaStsNote, Telemetry};
 use herald_types::{EnhancedStatus, RcptOutcome, Reply};
 use std::sync::atomic::Ordering::Relaxed;
@@ -50,6 +56,10 @@ pub struct WorkerCtx {
     pub dane: Option<Dane>,
     pub ctrl: mpsc::Sender<Ctrl>,
     pub reports: mpsc::Sender<Report>,
+    /// Where a batch's final outcomes are journaled before the worker takes more work.
+    pub spool: Spool,
+    /// Copies a connection may have sent and not yet journaled (`max_copies_per_batch`).
+    pub window: usize,
     pub telemetry: Telemetry,
     /// The scheduler's shutdown: a worker waiting for a journal that cannot be written stops
     /// waiting [`DURABLE_WAIT_AT_SHUTDOWN`] after it.
@@ -124,11 +134,25 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
     gauges.connections_open.fetch_add(1, Relaxed);
     let mut bufs: Vec<Vec<u8>> = Vec::new();
     let mut sent = 0usize;
+    // The connection's unjournaled window: copies sent whose outcomes are not yet durable never
+    // exceed `window`. Batches are half the window, so one batch's commit overlaps the sending
+    // of the next instead of stalling the connection for every fdatasync.
+    let window = ctx.window.max(1);
+    let half = window.div_ceil(2);
+    let mut pending: Option<Unjournaled> = None;
     loop {
+        let mut room = window - pending.as_ref().map_or(0, |p| p.copies);
+        if room == 0 {
+            if let Some(p) = pending.take() {
+                p.wait(&ctx).await;
+            }
+            room = window;
+        }
         let (tx, rx) = oneshot::channel();
         let ask = Ctrl::NeedWork {
             dest: dest.clone(),
             lane,
+            max: room.min(half),
             reply: tx,
         };
         if ctx.ctrl.send(ask).await.is_err() {
@@ -148,10 +172,18 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
             host: &host,
             dest: &dest,
         };
-        let healthy = batch.send(jobs, &mut bufs, &ctx).await;
+        let (healthy, journaled) = batch.send(jobs, &mut bufs, &ctx).await;
+        // Commits complete in order: the older batch is durable first.
+        if let Some(p) = pending.take() {
+            p.wait(&ctx).await;
+        }
+        pending = journaled;
         if !healthy || sent >= max_messages {
             break;
         }
+    }
+    if let Some(p) = pending.take() {
+        p.wait(&ctx).await;
     }
     gauges.connections_open.fetch_sub(1, Relaxed);
     // QUIT politely, but never let a slow peer hold the worker.
@@ -301,9 +333,15 @@ struct Batch<'a> {
 }
 
 impl Batch<'_> {
-    /// Sends the copies, reports every outcome and the batch. False when the connection must not
-    /// be used again.
-    async fn send(self, jobs: Vec<Job>, bufs: &mut Vec<Vec<u8>>, ctx: &WorkerCtx) -> bool {
+    /// Sends the copies, journals the final outcomes (see the module docs), reports every
+    /// outcome and the batch. Returns false when the connection must not be used again, and the
+    /// batch's copies still waiting to be durable.
+    async fn send(
+        self,
+        jobs: Vec<Job>,
+        bufs: &mut Vec<Vec<u8>>,
+        ctx: &WorkerCtx,
+    ) -> (bool, Option<Unjournaled>) {
         if bufs.len() < jobs.len() {
             bufs.resize_with(jobs.len(), Vec::new);
         }
@@ -363,6 +401,8 @@ impl Batch<'_> {
             throttled: session_throttled,
             finished_slow: Vec::new(),
         };
+        let mut reports = Vec::with_capacity(jobs.len());
+        let mut journal = Vec::with_capacity(jobs.len());
         for ((mut job, (outcome, xdelay_ms)), rcpt) in jobs.into_iter().zip(outcomes).zip(rcpts) {
             job.tries += 1;
             let outcome = outcome.unwrap_or_else(|| {
@@ -377,51 +417,87 @@ impl Batch<'_> {
                 }
                 RcptOutcome::Failed(_) => {}
             }
-            let is_final = outcome.is_final();
+            if let Some(state) = FinalState::from_outcome(&outcome) {
+                journal.push((job.post.id, job.member.id, state));
+            }
             let mut report = OutcomeReport::new(&job, outcome, self.relay.to_string(), xdelay_ms);
             report.tls = Some(self.tls.to_string());
             report.mta_sts = self.mta_sts;
             report.dane = self.dane;
-            let _ = ctx.reports.send(Report::Outcome(Box::new(report))).await;
+            report.journaled = true;
+            let is_final = report.outcome.is_final();
+            reports.push(report);
             if !is_final {
                 done.deferred.push(job);
             } else if job.lane == LaneKind::Slow {
                 done.finished_slow.push(rcpt.into_boxed_str());
             }
         }
-        let finals = handed - done.deferred.len() as i64;
+        let finals = journal.len() as i64;
         gauges
             .unjournaled_copies
             .fetch_sub(handed - finals, Relaxed);
-        let _ = ctx.ctrl.send(Ctrl::BatchDone(Box::new(done))).await;
-        if finals > 0 {
-            wait_until_journaled(ctx).await;
-            gauges.unjournaled_copies.fetch_sub(finals, Relaxed);
+        // Into the spool's channel before the reports reach the report loop, so a post's
+        // completion (which the report loop sends) is always journaled after its outcomes.
+        let durable = if journal.is_empty() {
+            None
+        } else {
+            match ctx.spool.record_batch(journal).await {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot journal a batch's outcomes");
+                    None
+                }
+            }
+        };
+        for report in reports {
+            let _ = ctx.reports.send(Report::Outcome(Box::new(report))).await;
         }
-        result.is_ok() && self.conn.is_reusable()
+        let _ = ctx.ctrl.send(Ctrl::BatchDone(Box::new(done))).await;
+        let healthy = result.is_ok() && self.conn.is_reusable();
+        match durable {
+            Some(durable) => (
+                healthy,
+                Some(Unjournaled {
+                    durable,
+                    copies: finals as usize,
+                }),
+            ),
+            None => {
+                gauges.unjournaled_copies.fetch_sub(finals, Relaxed);
+                (healthy, None)
+            }
+        }
     }
 }
 
-/// Waits until every outcome this worker reported is durable (see the module docs).
-async fn wait_until_journaled(ctx: &WorkerCtx) {
-    let (tx, rx) = oneshot::channel();
-    if ctx.reports.send(Report::Barrier(tx)).await.is_err() {
-        return;
-    }
-    let durable = async {
-        if let Ok(d) = rx.await {
-            if let Err(e) = d.wait().await {
+/// A batch's final outcomes, queued to the journal and not yet known to be durable.
+struct Unjournaled {
+    durable: herald_spool::Durable,
+    copies: usize,
+}
+
+impl Unjournaled {
+    /// Waits until they are durable; during shutdown, for [`DURABLE_WAIT_AT_SHUTDOWN`] at most.
+    async fn wait(self, ctx: &WorkerCtx) {
+        let durable = async {
+            if let Err(e) = self.durable.wait().await {
                 tracing::warn!(error = %e, "a batch's outcomes may not be journaled");
             }
+        };
+        let stopping = async {
+            ctx.shutdown.cancelled().await;
+            tokio::time::sleep(DURABLE_WAIT_AT_SHUTDOWN).await;
+        };
+        tokio::select! {
+            () = durable => {}
+            () = stopping => tracing::warn!("shutting down before a batch's outcomes were journaled"),
         }
-    };
-    let stopping = async {
-        ctx.shutdown.cancelled().await;
-        tokio::time::sleep(DURABLE_WAIT_AT_SHUTDOWN).await;
-    };
-    tokio::select! {
-        () = durable => {}
-        () = stopping => tracing::warn!("shutting down before a batch's outcomes were journaled"),
+        let copies = i64::try_from(self.copies).unwrap_or(i64::MAX);
+        ctx.telemetry
+            .gauges()
+            .unjournaled_copies
+            .fetch_sub(copies, Relaxed);
     }
 }
 
@@ -450,9 +526,20 @@ pub(crate) fn test_ctx(ctrl: mpsc::Sender<Ctrl>, reports: mpsc::Sender<Report>) 
         dane: None,
         ctrl,
         reports,
+        spool: test_spool(),
+        window: 16,
         telemetry: Telemetry::disabled_log(),
         shutdown: CancellationToken::new(),
     })
+}
+
+/// A spool in a directory kept for the rest of the test process.
+#[cfg(test)]
+fn test_spool() -> Spool {
+    let dir = tempfile::tempdir().expect("tempdir").keep();
+    Spool::open(herald_spool::SpoolConfig::new(dir))
+        .expect("spool")
+        .0
 }
 
 /// A one-line post of list 1 (`l@lists.test`), unsigned, with no window, for unit tests.

@@ -182,6 +182,22 @@ impl Spool {
         .await
     }
 
+    /// Journals a delivery worker's batch of final states and asks for them to be committed
+    /// now (shared with every other batch and accept in flight: group commit). The returned
+    /// [`Durable`] resolves once they are on disk — while the journal is unwritable, once a
+    /// repair has made them so. One channel message for the whole batch.
+    pub async fn record_batch(
+        &self,
+        outcomes: Vec<(PostId, MemberId, FinalState)>,
+    ) -> Result<Durable, SpoolError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Request::Batch { outcomes, reply }).await?;
+        Ok(Durable {
+            rx,
+            shared: self.inner.shared.clone(),
+        })
+    }
+
     /// Ends a post: it will not be recovered again and its records may be compacted away.
     /// Returns once the PostDone record is committed (within `commit_interval_ms`; while the
     /// journal is unwritable, once a repair succeeds).
