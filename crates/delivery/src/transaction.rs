@@ -43,6 +43,16 @@ pub const BODY_CHUNK: usize = 64 * 1024;
 /// RFC 5321 §4.5.3.1.3: longest reverse-path or forward-path, brackets included.
 const MAX_PATH_LEN: usize = 256;
 
+fn report_body_reply(
+    on_body_reply: &mut (dyn FnMut(usize, &RcptOutcome) + Send),
+    i: usize,
+    copy: &OutgoingCopy<'_>,
+) {
+    if let Some(outcome) = &copy.outcome {
+        on_body_reply(i, outcome);
+    }
+}
+
 /// How a server answered one step of a transaction.
 enum Verdict {
     /// The positive reply the step expects (2xx; 3xx for DATA).
@@ -65,6 +75,19 @@ impl Connection {
     /// not (certainly) delivered. After an `Err` — or if this future is dropped before it
     /// completes — the connection is not reusable.
     pub async fn send(&mut self, copies: &mut [OutgoingCopy<'_>]) -> Result<(), SessionError> {
+        self.send_reporting(copies, &mut |_, _| {}).await
+    }
+
+    /// [`Connection::send`], calling `on_body_reply(i, outcome)` as soon as the reply to copy
+    /// `i`'s body arrives — the moment that copy is delivered (or refused after its body). The
+    /// caller can journal it then, while later copies of the batch are still on the wire: what
+    /// a crash could make it send twice is then only what was delivered in the last moments,
+    /// not the whole batch. Copies refused before their body are only in `outcome`.
+    pub async fn send_reporting(
+        &mut self,
+        copies: &mut [OutgoingCopy<'_>],
+        on_body_reply: &mut (dyn FnMut(usize, &RcptOutcome) + Send),
+    ) -> Result<(), SessionError> {
         if !self.reusable {
             return Err(self.fail(Stage::Mail, SessionErrorKind::Unusable));
         }
@@ -79,9 +102,9 @@ impl Connection {
         // Restored only on success: a cancelled or failed send leaves an unknown state.
         self.reusable = false;
         if self.ext.pipelining {
-            self.send_pipelined(copies).await?;
+            self.send_pipelined(copies, on_body_reply).await?;
         } else {
-            self.send_lockstep(copies).await?;
+            self.send_lockstep(copies, on_body_reply).await?;
         }
         self.reusable = true;
         Ok(())
@@ -90,6 +113,7 @@ impl Connection {
     async fn send_pipelined(
         &mut self,
         copies: &mut [OutgoingCopy<'_>],
+        on_body_reply: &mut (dyn FnMut(usize, &RcptOutcome) + Send),
     ) -> Result<(), SessionError> {
         // The copy whose DATA got 354: its body leads the next write. With its MAIL write time.
         let mut open: Option<(usize, Instant)> = None;
@@ -102,6 +126,7 @@ impl Connection {
             let rset = self.write_group(body, Some(&copies[i])).await?;
             if let Some((p, p_started)) = open.take() {
                 self.finish(&mut copies[p], p_started).await?;
+                report_body_reply(on_body_reply, p, &copies[p]);
             }
             if rset {
                 self.expect_rset().await?;
@@ -113,12 +138,21 @@ impl Connection {
         if let Some((p, p_started)) = open {
             self.write_group(Some(copies[p].data), None).await?;
             self.finish(&mut copies[p], p_started).await?;
+            report_body_reply(on_body_reply, p, &copies[p]);
         }
         Ok(())
     }
 
-    async fn send_lockstep(&mut self, copies: &mut [OutgoingCopy<'_>]) -> Result<(), SessionError> {
-        for copy in copies.iter_mut().filter(|c| c.outcome.is_none()) {
+    async fn send_lockstep(
+        &mut self,
+        copies: &mut [OutgoingCopy<'_>],
+        on_body_reply: &mut (dyn FnMut(usize, &RcptOutcome) + Send),
+    ) -> Result<(), SessionError> {
+        for (i, copy) in copies
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, c)| c.outcome.is_none())
+        {
             if self.need_rset {
                 self.wbuf.clear();
                 self.wbuf.extend_from_slice(b"RSET\r\n");
@@ -149,6 +183,7 @@ impl Connection {
             if accepted {
                 self.write_group(Some(copy.data), None).await?;
                 self.finish(copy, started).await?;
+                report_body_reply(on_body_reply, i, copy);
             }
         }
         Ok(())

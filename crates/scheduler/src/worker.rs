@@ -8,10 +8,12 @@
 //! no call holds a worker past its lane's timeout (the delivery crate bounds every step).
 //!
 //! The unjournaled window: a connection never has more than `max_copies_per_batch` copies
-//! sent whose outcomes are not yet durable. After each batch a worker journals the batch's final
-//! outcomes itself ([`Spool::record_batch`]: one message to the spool writer, group-committed
-//! with every other worker's) and, before it sends more than the window allows, waits for them
-//! to be durable. Batches are half the window, so the commit of one overlaps the sending of the
+//! sent whose outcomes are not yet durable. Each copy's final state is queued to the journal
+//! the moment the reply to its body arrives ([`Spool::try_record`], without waiting, from inside
+//! the SMTP exchange), so usually only the copies delivered in the last `commit_interval_ms` are
+//! unjournaled; at the end of the batch the worker queues whatever could not be queued then
+//! ([`Spool::record_batch`]: one message, group-committed with every other worker's) and,
+//! before it sends more than the window allows, waits for the batch to be durable. Batches are half the window, so the commit of one overlaps the sending of the
 //! next. Journaling here rather than in the report loop keeps that serial loop (telemetry,
 //! bounces, completion) off the path every batch waits on. So copies delivered but not yet
 //! journaled — what a `kill -9` would send again — never exceed open connections ×
@@ -362,8 +364,24 @@ impl Batch<'_> {
         let handed = copies.len() as i64;
         gauges.unjournaled_copies.fetch_add(handed, Relaxed);
         gauges.inflight_copies.fetch_add(handed, Relaxed);
+        // Each delivered copy is journaled the moment its reply arrives (see the module docs);
+        // `streamed[i]` says it was, so the end of the batch records only the rest.
+        let ids: Vec<(herald_types::PostId, herald_types::MemberId)> =
+            jobs.iter().map(|j| (j.post.id, j.member.id)).collect();
+        let mut streamed = vec![false; jobs.len()];
+        let spool = &ctx.spool;
+        let mut journal_now = |i: usize, outcome: &RcptOutcome| {
+            if let (Some(state), Some(&(post, member))) =
+                (FinalState::from_outcome(outcome), ids.get(i))
+            {
+                streamed[i] = spool.try_record(post, member, state);
+            }
+        };
         let started = Instant::now();
-        let result = self.conn.send(&mut copies).await;
+        let result = self
+            .conn
+            .send_reporting(&mut copies, &mut journal_now)
+            .await;
         let elapsed = started.elapsed();
         gauges
             .inflight_copies
@@ -403,7 +421,10 @@ impl Batch<'_> {
         };
         let mut reports = Vec::with_capacity(jobs.len());
         let mut journal = Vec::with_capacity(jobs.len());
-        for ((mut job, (outcome, xdelay_ms)), rcpt) in jobs.into_iter().zip(outcomes).zip(rcpts) {
+        let mut finals = 0i64;
+        for (i, ((mut job, (outcome, xdelay_ms)), rcpt)) in
+            jobs.into_iter().zip(outcomes).zip(rcpts).enumerate()
+        {
             job.tries += 1;
             let outcome = outcome.unwrap_or_else(|| {
                 RcptOutcome::Deferred(session_reply.clone().unwrap_or_else(no_reply))
@@ -418,7 +439,10 @@ impl Batch<'_> {
                 RcptOutcome::Failed(_) => {}
             }
             if let Some(state) = FinalState::from_outcome(&outcome) {
-                journal.push((job.post.id, job.member.id, state));
+                finals += 1;
+                if !streamed.get(i).copied().unwrap_or(false) {
+                    journal.push((job.post.id, job.member.id, state));
+                }
             }
             let mut report = OutcomeReport::new(&job, outcome, self.relay.to_string(), xdelay_ms);
             report.tls = Some(self.tls.to_string());
@@ -433,13 +457,14 @@ impl Batch<'_> {
                 done.finished_slow.push(rcpt.into_boxed_str());
             }
         }
-        let finals = journal.len() as i64;
         gauges
             .unjournaled_copies
             .fetch_sub(handed - finals, Relaxed);
         // Into the spool's channel before the reports reach the report loop, so a post's
         // completion (which the report loop sends) is always journaled after its outcomes.
-        let durable = if journal.is_empty() {
+        // Even when every final state was journaled as it came, the batch needs its commit
+        // point: an empty batch request is a commit of what is queued (after the 1 ms linger).
+        let durable = if finals == 0 {
             None
         } else {
             match ctx.spool.record_batch(journal).await {

@@ -182,6 +182,21 @@ impl Spool {
         .await
     }
 
+    /// Queues one final state if the writer's channel has room now, without waiting; false
+    /// when it is full (the caller records it later, e.g. with [`Spool::record_batch`]). For a
+    /// delivery worker journaling each copy the moment it is delivered, from inside the SMTP
+    /// exchange, where it must not wait. Committed within `commit_interval_ms`.
+    pub fn try_record(&self, post: PostId, member: MemberId, state: FinalState) -> bool {
+        self.inner
+            .tx
+            .try_send(Request::Outcome {
+                post,
+                member,
+                state,
+            })
+            .is_ok()
+    }
+
     /// Journals a delivery worker's batch of final states and asks for them to be committed
     /// now (shared with every other batch and accept in flight: group commit). The returned
     /// [`Durable`] resolves once they are on disk — while the journal is unwritable, once a

@@ -50,6 +50,8 @@ const MAX_BATCH_BYTES: usize = 16 << 20;
 /// commit per batch (an fdatasync each) costs more CPU than the waiting saves when thousands
 /// of connections finish batches every second.
 pub(crate) const BATCH_LINGER: Duration = Duration::from_micros(1000);
+/// Longest the writer sleeps without looking at its channel while records wait (see `nap`).
+pub(crate) const COALESCE: Duration = Duration::from_micros(1000);
 /// First wait before retrying a repair after the journal failed, doubled on each failure.
 pub(crate) const HEAL_BACKOFF_MIN: Duration = Duration::from_millis(50);
 /// Longest wait between repair attempts: a freed disk is noticed within this.
@@ -209,6 +211,7 @@ impl Writer {
                     dirty.into_iter().chain(batch).min()
                 }
             };
+            self.nap(deadline);
             match next_request(&mut self.rx, &mut cx, deadline) {
                 Next::Request(req) => {
                     self.handle(req);
@@ -234,6 +237,22 @@ impl Writer {
             }
         }
         tracing::debug!("spool writer stopped");
+    }
+
+    /// With records waiting for a commit that is not due yet, sleeps up to [`COALESCE`] without
+    /// watching the channel, so the records that arrive meanwhile are taken in one wake rather
+    /// than one each: delivery workers queue a record per delivered copy, and a thread wake per
+    /// record cost more CPU than the journal itself. An `accept` or `flush` arriving then waits
+    /// at most that long.
+    fn nap(&self, deadline: Option<Instant>) {
+        if self.outage.is_some() || self.urgent || self.dirty_since.is_none() {
+            return;
+        }
+        let now = Instant::now();
+        let until = deadline.map_or(now + COALESCE, |d| d.min(now + COALESCE));
+        if until > now {
+            thread::sleep(until - now);
+        }
     }
 
     /// Takes whatever is already queued, up to the batch limits.
