@@ -59,6 +59,45 @@ fn scheduler_toml() -> String {
     )
 }
 
+/// A world of `domains` domains with `profile`, a `herald serve` child on `data` (a fresh
+/// directory when `None`), and a list of `members` members spread over the domains.
+struct Setup {
+    world: World,
+    server: BinaryServer,
+    _dir: tempfile::TempDir,
+}
+
+async fn setup(
+    profile: Profile,
+    domains: usize,
+    members: usize,
+    data: Option<&std::path::Path>,
+    list: &str,
+    settings: serde_json::Value,
+    nice: u8,
+) -> Setup {
+    let mut world_cfg = world_config(&vec![profile; domains], false);
+    world_cfg.receiver.check_mime_every = 0;
+    let world = World::start(world_cfg).await.expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = data.map_or_else(|| dir.path().join("data"), |d| d.join("data"));
+    let mut server = BinaryServer::configure(dir.path(), &data, &world, &scheduler_toml());
+    server.nice = nice;
+    server.start().await;
+    create_list(&server.api, list, settings).await;
+    let (status, report) = http_bytes(
+        &format!("{}/api/lists/{list}/import", server.api),
+        members_csv(members, domains).into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    Setup {
+        world,
+        server,
+        _dir: dir,
+    }
+}
+
 /// Copies of the post with `message_id`: (members with none, duplicates).
 fn tally(world: &World, message_id: &str, members: &[String]) -> (Vec<String>, u64) {
     let snap = world.recorder().snapshot();
@@ -89,27 +128,22 @@ async fn kill9_loop_mid_fanout_loses_nobody_and_bounds_duplicates() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
     let list = "loop@lists.test";
-    let mut world_cfg = world_config(&vec![Profile::Normal; DOMAINS], false);
-    world_cfg.receiver.check_mime_every = 0;
-    let world = World::start(world_cfg).await.expect("world");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut server = BinaryServer::configure(
-        dir.path(),
-        &dir.path().join("data"),
-        &world,
-        &scheduler_toml(),
-    );
-    // Beside a busy process, as servers run: the receivers and this test share the cores.
-    server.nice = 10;
-    server.start().await;
-    let api = server.api.clone();
-    create_list(&api, list, json!({"posting_policy": "anyone"})).await;
-    let (status, report) = http_bytes(
-        &format!("{api}/api/lists/{list}/import"),
-        members_csv(MEMBERS, DOMAINS).into_bytes(),
+    // nice 10: beside a busy process, as servers run (the receivers and this test share the cores).
+    let Setup {
+        world,
+        mut server,
+        _dir,
+    } = setup(
+        Profile::Normal,
+        DOMAINS,
+        MEMBERS,
+        None,
+        list,
+        json!({"posting_policy": "anyone"}),
+        10,
     )
     .await;
-    assert_eq!(status, 200, "{report}");
+    let api = server.api.clone();
     let members: Vec<String> = (0..MEMBERS)
         .map(|i| format!("m{i}@d{}.test", i % DOMAINS))
         .collect();
@@ -206,24 +240,20 @@ async fn post_once(addr: std::net::SocketAddr, list: &str, message: &[u8]) -> Op
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill9_during_intake_loses_no_acknowledged_post() {
     let list = "intake@lists.test";
-    let world = World::start(world_config(&vec![Profile::Normal; 2], false))
-        .await
-        .expect("world");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut server = BinaryServer::configure(
-        dir.path(),
-        &dir.path().join("data"),
-        &world,
-        &scheduler_toml(),
-    );
-    server.start().await;
-    create_list(&server.api, list, json!({"posting_policy": "anyone"})).await;
-    let (status, report) = http_bytes(
-        &format!("{}/api/lists/{list}/import", server.api),
-        members_csv(3, 2).into_bytes(),
+    let Setup {
+        world,
+        mut server,
+        _dir,
+    } = setup(
+        Profile::Normal,
+        2,
+        3,
+        None,
+        list,
+        json!({"posting_policy": "anyone"}),
+        0,
     )
     .await;
-    assert_eq!(status, 200, "{report}");
 
     // Eight clients post as fast as they can; the server is killed while they do.
     let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
@@ -354,30 +384,22 @@ async fn a_full_disk_refuses_with_452_pauses_and_heals_without_restart() {
     let slow = Profile::Slow {
         delay: Duration::from_millis(20),
     };
-    let mut world_cfg = world_config(&vec![slow; LIST_DOMAINS], false);
-    world_cfg.receiver.check_mime_every = 0;
-    let world = World::start(world_cfg).await.expect("world");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut server = BinaryServer::configure(
-        dir.path(),
-        &disk.path().join("data"),
-        &world,
-        &scheduler_toml(),
-    );
-    server.start().await;
-    let api = server.api.clone();
-    create_list(
-        &api,
+    let settings = json!({"posting_policy": "anyone", "max_message_bytes": 1048576});
+    let Setup {
+        world,
+        mut server,
+        _dir,
+    } = setup(
+        slow,
+        LIST_DOMAINS,
+        LIST_MEMBERS,
+        Some(disk.path()),
         list,
-        json!({"posting_policy": "anyone", "max_message_bytes": 1048576}),
+        settings,
+        0,
     )
     .await;
-    let (status, report) = http_bytes(
-        &format!("{api}/api/lists/{list}/import"),
-        members_csv(LIST_MEMBERS, LIST_DOMAINS).into_bytes(),
-    )
-    .await;
-    assert_eq!(status, 200, "{report}");
+    let api = server.api.clone();
     // Ballast the operator can delete to free space, as one frees a disk in an incident.
     for b in ["ballast-1", "ballast-2"] {
         std::fs::write(disk.path().join(b), vec![0u8; BALLAST]).expect("ballast");
