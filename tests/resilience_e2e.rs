@@ -1,7 +1,8 @@
 //! Resilient delivery on the simulated world (issue 4): hung and refused hosts never hold back
 //! the rest, greylisting is retried after its interval, throttling slows a destination without
 //! failing anyone, a host that comes back gets its pending copies within a probe interval, host
-//! health survives a restart, and hostile peers never hold a worker past its timeout.
+//! health survives a restart, hostile peers never hold a worker past its timeout, and an
+//! operator's give-up on a deferring member's copies never counts against that member.
 //!
 //! Timeouts are configured short (seconds) and assertions use generous margins, so the tests
 //! hold on a loaded 2-core machine.
@@ -438,6 +439,95 @@ async fn a_small_post_is_not_starved_by_a_big_fan_out_before_it() {
         "small post done in {small_secs:.1} s while the big one had {} delivered",
         b["delivered"]
     );
+    server.stop().await;
+    world.shutdown().await;
+}
+
+/// Runs the `herald` binary against `api` the way an operator does; its stdout.
+fn herald_cli(api: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(args)
+        .env("HERALD_SERVER", api)
+        .output()
+        .expect("run herald");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "herald {args:?}: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// Issue 13, item 5: `herald stragglers --action give-up` failed the copies with "550 5.0.0
+/// given up by the list operator", which the bounce stage scored as a hard bounce against the
+/// member — who had done nothing wrong. The give-up is Herald's own verdict: the member's bounce
+/// score stays as it was and the member stays enabled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operators_give_up_does_not_count_against_the_member() {
+    let profiles = [
+        Profile::Normal,
+        // Greylists for longer than the test: every attempt is deferred.
+        Profile::Greylist {
+            retry_after: Duration::from_secs(3600),
+        },
+        Profile::UnknownUsers {
+            users: Vec::new(),
+            fraction: 1.0,
+        },
+    ];
+    let world = World::start(world_config(&profiles, false))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config(&world, dir.path().to_path_buf());
+    // The deferred copy waits in the queue long enough for the operator to act on it.
+    cfg.scheduler.greylist_retry_secs = 60;
+    let server = TestServer::start(cfg).await;
+    let api = server.api.clone();
+    // m0@d0.test accepts, m1@d1.test is greylisted forever, m2@d2.test does not exist.
+    setup_list(&api, 3, 3).await;
+    let first = post(&api, "give-up-1").await;
+    eventually(Duration::from_secs(30), "m1's copy deferred", || async {
+        let (_, s) = http("GET", &format!("{api}/api/stragglers"), None).await;
+        s["total"].as_u64().unwrap_or(0) >= 1
+    })
+    .await;
+
+    let give_up = [
+        "stragglers",
+        "--action",
+        "give-up",
+        "--recipient",
+        "m1@d1.test",
+    ];
+    let out = herald_cli(&api, &give_up);
+    assert!(out.contains("1 queued copies matched"), "{out}");
+    let p = wait_complete(&api, &first, Duration::from_secs(30)).await;
+    assert_eq!(
+        (p["delivered"].as_u64(), p["failed"].as_u64()),
+        (Some(1), Some(2)),
+        "{p}"
+    );
+
+    // A second post's 550 for m2 reaches the bounce stage after the give-up did (one channel,
+    // in order): once it is recorded, the give-up has been processed too.
+    post(&api, "give-up-2").await;
+    eventually(
+        Duration::from_secs(30),
+        "m2's second bounce recorded",
+        || async {
+            herald_cli(&api, &["member", "show", LIST, "m2@d2.test"]).contains("bounces:      2")
+        },
+    )
+    .await;
+    let m2 = herald_cli(&api, &["member", "show", LIST, "m2@d2.test"]);
+    assert!(m2.contains("bounce score: 1"), "a real 5.1.1 counts: {m2}");
+
+    let m1 = herald_cli(&api, &["member", "show", LIST, "m1@d1.test"]);
+    assert!(m1.contains("status:       enabled"), "{m1}");
+    assert!(m1.contains("bounce score: 0\n"), "{m1}");
+    assert!(m1.contains("bounces:      0"), "{m1}");
     server.stop().await;
     world.shutdown().await;
 }

@@ -2,9 +2,15 @@
 //!
 //! Place in the flow (DESIGN.md: "bounces in ─► bounce: VERP decode, DSN parse, score ─► lists
 //! store"): inbound spools mail to `<list>-bounces[+<verp>]@…` as `PostKind::Bounce`; the
-//! scheduler's report loop hands over our own SMTP sessions' permanent failures as data
-//! (`herald_scheduler::FailedCopy`, received by [`stage`]). Both become a [`Verdict`] ([`classify_message`] / [`classify_reply`]) and then a
-//! bounce event and score in the directory ([`herald_directory::Directory::apply_bounce`]).
+//! scheduler's report loop hands over every copy that failed for good as data
+//! ([`herald_types::FailedCopy`], received by [`stage`]), with its [`FailureCause`]. Both become a
+//! [`Verdict`] ([`classify_message`] / [`classify_failure`]) and then a bounce event and score in
+//! the directory ([`herald_directory::Directory::apply_bounce`]). This crate does not depend on
+//! the scheduler: the failure vocabulary lives in `herald-types`.
+//!
+//! Herald's own verdicts are scored by their cause, never by reading our synthetic reply's text
+//! (STYLE rule 17): an expired copy and a copy the operator gave up on are not scored at all;
+//! a domain with no route is scored by what DNS said (see [`classify_failure`]).
 //!
 //! Classification (see [`BounceKind`]): hard 1.0, soft 0.5; delayed, auto-replies and success
 //! notices never count; spam/policy/reputation rejections count against the list's reputation,
@@ -32,10 +38,37 @@ pub mod stage;
 pub use dsn::{classify_message, parse_fields, DsnRecipient, MAX_BOUNCE_BYTES, MAX_DSN_RECIPIENTS};
 pub use kind::{kind_of_status, BounceKind, Verdict, MAX_DIAGNOSTIC_CHARS};
 
-use herald_types::Reply;
+use herald_types::{FailureCause, NoRoute, Reply};
 
-/// Classifies the final reply of one of our own failed SMTP transactions, with the same rules
-/// as a DSN's status and diagnostic.
+/// How a copy's final failure counts against its member, decided by its cause; `None`: not a
+/// bounce at all, the member's score must not move.
+///
+/// - `Remote`: the receiving server's word about the mailbox, read like a DSN ([`classify_reply`]).
+/// - `Expired`: Herald stopped trying after the list's maximum age; nobody said the mailbox is
+///   bad (its server may greylist forever, be slow or be down). Not scored: a mailbox that stays
+///   unreachable for days keeps producing these, and the list's other signals — real bounces,
+///   the operator's own `disable` — are the ones to act on.
+/// - `OperatorGaveUp`: a decision about our queue, not about the member. Not scored.
+/// - `NoRoute`: DNS's answer is a fact about the address, so an experienced list admin scores it
+///   like the matching remote reply would be: a domain that does not exist (NXDOMAIN, invalid
+///   name) or that publishes a null MX (RFC 7505: it accepts no mail) cannot hold this mailbox —
+///   hard; MX hosts without addresses are a misconfiguration its owner may well fix while the
+///   mailbox exists — soft. (These are the kinds their synthetic replies, 5.1.2, 5.1.10 and
+///   5.4.4, always had; now they follow from the variant, not the text.)
+pub fn classify_failure(cause: &FailureCause) -> Option<BounceKind> {
+    match cause {
+        FailureCause::Remote(reply) => Some(classify_reply(reply)),
+        FailureCause::Expired { .. } | FailureCause::OperatorGaveUp => None,
+        FailureCause::NoRoute { why, .. } => Some(match why {
+            NoRoute::NoSuchDomain | NoRoute::NullMx => BounceKind::Hard,
+            NoRoute::NoMailHost => BounceKind::Soft,
+        }),
+    }
+}
+
+/// Classifies a receiving server's permanent reply to one of our SMTP transactions, with the
+/// same rules as a DSN's status and diagnostic. Only for replies from elsewhere: Herald's own
+/// verdicts go through [`classify_failure`].
 pub fn classify_reply(reply: &Reply) -> BounceKind {
     let text_kind = heuristic::classify_text(&reply.text).map(|(k, _)| k);
     match (reply.enhanced, text_kind) {
@@ -70,14 +103,51 @@ mod tests {
     }
 
     #[test]
-    fn expiry_counts_as_a_soft_bounce() {
-        // The scheduler gives up on a copy older than the list's maximum age with this reply
-        // (issue 4): the member's mailbox may be fine, so it must score as soft, never hard.
-        let expired = Reply::new(
-            550,
-            EnhancedStatus::parse("5.4.7"),
-            "delivery time expired: gave up after the list's maximum age",
+    fn herald_s_own_verdicts_are_scored_by_cause_not_text() {
+        // The operator's give-up reads like "550 5.0.0" (a hard bounce by the reply rules) and
+        // expiry like "550 5.4.7": neither may move the member's score.
+        assert_eq!(classify_failure(&FailureCause::OperatorGaveUp), None);
+        let greylisted = Reply::new(451, EnhancedStatus::parse("4.7.1"), "greylisted");
+        let expired = FailureCause::Expired {
+            last_reply: Some(greylisted),
+        };
+        assert_eq!(classify_failure(&expired), None);
+        let unknown = Reply::new(550, EnhancedStatus::parse("5.1.1"), "no such user");
+        assert_eq!(
+            classify_failure(&FailureCause::Remote(unknown)),
+            Some(BounceKind::Hard)
         );
-        assert_eq!(classify_reply(&expired), BounceKind::Soft);
+    }
+
+    #[test]
+    fn no_route_keeps_the_kinds_its_replies_always_had() {
+        // The resolver's synthetic replies (herald-delivery `ResolveError::synthetic_reply`):
+        // the variant now decides, and agrees with what the reply rules gave before.
+        let cases = [
+            (
+                NoRoute::NoSuchDomain,
+                550,
+                "5.1.2",
+                "domain gone.test does not exist",
+            ),
+            (
+                NoRoute::NullMx,
+                556,
+                "5.1.10",
+                "gone.test does not accept mail (null MX)",
+            ),
+            (
+                NoRoute::NoMailHost,
+                550,
+                "5.4.4",
+                "no address found for the mail exchangers of gone.test",
+            ),
+        ];
+        for (why, code, status, text) in cases {
+            let reply = Reply::new(code, EnhancedStatus::parse(status), text);
+            let before = classify_reply(&reply);
+            let cause = FailureCause::NoRoute { why, reply };
+            assert_eq!(classify_failure(&cause), Some(before), "{why:?}");
+        }
     }
 }

@@ -1,6 +1,10 @@
-//! The bounce stage task: consumes spooled bounces (`PostKind::Bounce`) and our own SMTP
-//! sessions' permanent failures ([`FailedCopy`]), classifies them and records them in the
-//! directory, then completes the spooled bounce.
+//! The bounce stage task: consumes spooled bounces (`PostKind::Bounce`) and the copies the
+//! scheduler failed for good ([`FailedCopy`], with their [`herald_types::FailureCause`]), classifies them and
+//! records them in the directory, then completes the spooled bounce.
+//!
+//! A failed copy is classified by its cause ([`crate::classify_failure`]): Herald's own verdicts
+//! that say nothing about the mailbox (expired, the operator gave up) are logged and not
+//! recorded, so they never move a member's score.
 //!
 //! Named states: a spooled bounce is `pending` (live in the spool, not yet seen), `recorded`
 //! (an event is in the directory and the post is completed in the spool) or `kept` (an
@@ -21,11 +25,10 @@
 //! Limits: both input channels are bounded (the senders wait); each bounce is one directory
 //! transaction.
 
-use crate::{classify_message, classify_reply, BounceKind, Verdict};
+use crate::{classify_failure, classify_message, BounceKind, Verdict};
 use herald_directory::{Directory, DirectoryError, NewBounce};
-use herald_scheduler::FailedCopy;
 use herald_spool::{PostKind, Spool, SpoolError, SpooledPost};
-use herald_types::{Address, ListId, PostId};
+use herald_types::{Address, FailedCopy, ListId, PostId};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -115,8 +118,12 @@ impl BounceStage {
 
     async fn handle_failure(&self, f: FailedCopy) {
         let post = f.post;
-        if let Err(e) = self.process_failure(f).await {
-            tracing::error!(%post, error = %e, "permanent failure not scored");
+        match self.process_failure(f).await {
+            Ok(Some(p)) => {
+                tracing::debug!(%post, kind = p.kind.as_str(), counted = p.counted, disabled = p.disabled, "permanent failure scored")
+            }
+            Ok(None) => {}
+            Err(e) => tracing::error!(%post, error = %e, "permanent failure not scored"),
         }
     }
 
@@ -162,28 +169,35 @@ impl BounceStage {
         Ok(processed)
     }
 
-    /// Scores one of our own permanent failures.
-    pub async fn process_failure(&self, f: FailedCopy) -> Result<Processed, StageError> {
-        let kind = classify_reply(&f.reply);
+    /// Scores one copy that failed for good, by its cause. `None`: the cause is not a bounce
+    /// (expired, the operator gave up) and nothing was recorded: the member's score is as it was.
+    pub async fn process_failure(&self, f: FailedCopy) -> Result<Option<Processed>, StageError> {
+        let reply = f.cause.reply();
+        let Some(kind) = classify_failure(&f.cause) else {
+            tracing::info!(post = %f.post, rcpt = %f.rcpt, cause = f.cause.as_str(), reply = %reply, "final failure is Herald's own verdict; not scored");
+            return Ok(None);
+        };
         if f.list == ListId::NONE {
             // Server mail (a postmaster forward) has no list to score a member on; the failure
             // is in the delivery log, and the forwarded message stays stored for the operator.
-            tracing::warn!(post = %f.post, rcpt = %f.rcpt, reply = %f.reply, "server mail failed permanently");
-            return Ok(Processed {
+            tracing::warn!(post = %f.post, rcpt = %f.rcpt, reply = %reply, "server mail failed permanently");
+            return Ok(Some(Processed {
                 kind,
                 address: None,
                 counted: false,
                 disabled: false,
-            });
+            }));
         }
         let verdict = Verdict {
             kind,
             recipient: Some(f.rcpt.clone()),
-            status: f.reply.enhanced,
-            diagnostic: crate::kind::excerpt(&f.reply.to_wire()),
+            status: reply.enhanced,
+            diagnostic: crate::kind::excerpt(&reply.to_wire()),
         };
-        self.record(f.list, Some(f.rcpt), &verdict, "smtp", Some(f.post))
-            .await
+        let processed = self
+            .record(f.list, Some(f.rcpt), &verdict, "smtp", Some(f.post))
+            .await?;
+        Ok(Some(processed))
     }
 
     async fn record(

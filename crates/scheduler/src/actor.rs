@@ -27,7 +27,7 @@ use crate::worker::WorkerCtx;
 use crate::SchedulerConfig;
 use herald_delivery::ConnectionTimings;
 use herald_telemetry::{Event, LaneKind, SchedulerEvent};
-use herald_types::{EnhancedStatus, RcptOutcome, Reply};
+use herald_types::{FailureCause, RcptOutcome, Reply};
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
@@ -73,6 +73,8 @@ pub mod operator;
 mod routes;
 #[cfg(test)]
 mod routes_tests;
+#[cfg(test)]
+mod verdict_tests;
 
 pub use routes::{RouteError, Routing};
 
@@ -127,10 +129,11 @@ pub(crate) enum Route {
         until: Instant,
         jobs: Vec<Job>,
     },
-    /// DNS failed permanently: new jobs fail at once until `until` (negative cache).
+    /// DNS failed permanently: new jobs fail at once, with this cause (a `NoRoute`), until
+    /// `until` (negative cache).
     Dead {
         until: Instant,
-        reply: Reply,
+        cause: FailureCause,
     },
 }
 
@@ -299,9 +302,9 @@ impl Actor {
                     self.queued += 1;
                     waiting.push(job)
                 }
-                Some(Route::Dead { reply, .. }) => {
-                    let reply = reply.clone();
-                    self.finish(job, RcptOutcome::Failed(reply)).await;
+                Some(Route::Dead { cause, .. }) => {
+                    let cause = cause.clone();
+                    self.finish(job, cause).await;
                 }
                 None => {
                     self.queued += 1;
@@ -424,10 +427,11 @@ impl Actor {
             .await;
     }
 
-    /// Reports a final outcome decided by the scheduler itself (DNS failure, expiry). The caller
-    /// has already taken the job out of the queue counts.
-    pub(crate) async fn finish(&mut self, job: Job, outcome: RcptOutcome) {
-        let report = OutcomeReport::new(&job, outcome, "none".into(), 0);
+    /// Reports a final failure decided by the scheduler itself (no route, expiry, the operator's
+    /// give-up), with its cause for the bounce stage. The caller has already taken the job out
+    /// of the queue counts.
+    pub(crate) async fn finish(&mut self, job: Job, cause: FailureCause) {
+        let report = OutcomeReport::failed(&job, cause);
         let _ = self
             .ctx
             .reports
@@ -435,8 +439,9 @@ impl Actor {
             .await;
     }
 
-    /// Gives up a copy older than its list allows: a failed outcome (5.4.7) for the journal and
-    /// an `Expired` event, which the bounce stage counts as a soft bounce.
+    /// Gives up a copy older than its list allows: a failed outcome (5.4.7) for the journal, an
+    /// `Expired` event, and a [`FailureCause::Expired`] that the bounce stage does not score
+    /// (the receiving side never said the mailbox is bad).
     pub(crate) async fn expire(&mut self, job: Job) {
         let now_ms = herald_types::unix_ms_now();
         let last_reply = job.deferral.as_ref().map(|(_, r)| (**r).clone());
@@ -449,9 +454,9 @@ impl Actor {
                 rcpt: job.member.address.to_string(),
                 tries: job.tries,
                 age_secs: job.age_ms(now_ms) / 1000,
-                last_reply,
+                last_reply: last_reply.clone(),
             })));
-        self.finish(job, expired_reply()).await;
+        self.finish(job, FailureCause::Expired { last_reply }).await;
     }
 
     /// A job leaves the queue for good (its count and, in the slow lane, its straggler entry).
@@ -507,12 +512,4 @@ impl Actor {
             .scheduling
             .set_destinations(rows);
     }
-}
-
-pub(crate) fn expired_reply() -> RcptOutcome {
-    RcptOutcome::Failed(Reply::new(
-        550,
-        Some(EnhancedStatus::new(5, 4, 7)),
-        "delivery time expired: gave up after the list's maximum age",
-    ))
 }

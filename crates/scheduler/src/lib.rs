@@ -37,7 +37,7 @@ pub mod worker;
 pub use actor::operator::{Action, Selector};
 pub use channels::ChannelView;
 pub use queue::{DestinationView, HostView, QueueSnapshot, SnapshotRequest, StragglerView};
-pub use report::{FailedCopy, FAILED_COPY_CAPACITY};
+pub use report::FAILED_COPY_CAPACITY;
 pub use shaping::ShapingRule;
 
 use herald_delivery::{ClientConfig, Dane, MtaSts, MxResolver};
@@ -231,7 +231,7 @@ pub struct SchedulerDeps {
     pub client: ClientConfig,
     pub list_ctx: ListContext,
     /// Where permanent failures go for bounce scoring (`None`: not scored).
-    pub failures: Option<mpsc::Sender<report::FailedCopy>>,
+    pub failures: Option<mpsc::Sender<herald_types::FailedCopy>>,
     /// Cross-post suppression at expansion (`None`: off).
     pub dedup: Option<herald_fanout::DedupStore>,
     /// Where host health is kept across restarts (`None`: not persisted).

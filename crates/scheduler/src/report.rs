@@ -4,24 +4,19 @@
 //! give-up, no route) are journaled here. Every outcome becomes an event; when all of a post's
 //! recipients are final the post is completed in the spool — after its outcomes, since they
 //! entered the spool's channel before their reports reached this loop.
+//!
+//! A final failure goes to the bounce stage as a [`FailedCopy`] carrying its
+//! [`FailureCause`]: the receiving server's reply for a worker's failure, or the scheduler's own
+//! verdict (expired, the operator gave up, no route) as its own variant, so the bounce stage never
+//! reads our synthetic replies' text to learn what we decided.
 
 use crate::job::Job;
 use herald_spool::{FinalState, Spool};
 use herald_telemetry::{Attempt, DaneNote, Event, MtaStsNote, StageId, Telemetry};
-use herald_types::{Address, ListId, MemberId, PostId, RcptOutcome, Reply};
+use herald_types::{Address, FailedCopy, FailureCause, ListId, MemberId, PostId, RcptOutcome};
 use std::collections::HashMap;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-/// A permanent failure of one of our own SMTP transactions, handed to the bounce stage as data
-/// (STYLE rule 6: the bounce stage consumes outcomes, nothing parses logs).
-#[derive(Debug, Clone)]
-pub struct FailedCopy {
-    pub list: ListId,
-    pub post: PostId,
-    pub rcpt: Address,
-    pub reply: Reply,
-}
 
 /// Capacity of the failed-copy channel to the bounce stage. When it is full the report loop
 /// waits (backpressure), so no failure is lost while the stage catches up.
@@ -44,6 +39,10 @@ pub struct OutcomeReport {
     pub xdelay_ms: u64,
     pub tries: u32,
     pub outcome: RcptOutcome,
+    /// Why a `Failed` outcome failed (`None` otherwise): what the bounce stage scores. Set by
+    /// the constructor that made the report (see [`OutcomeReport::new`] and
+    /// [`OutcomeReport::failed`]), never read back from the reply.
+    pub cause: Option<FailureCause>,
     /// The connection's TLS for the delivery log (`TLSv1.3/verified`, `TLSv1.3/unverified`,
     /// `none` for plaintext); `None` when no connection was made.
     pub tls: Option<String>,
@@ -59,7 +58,14 @@ pub struct OutcomeReport {
 }
 
 impl OutcomeReport {
+    /// A report of what a receiving server said: a `Failed` outcome here is its permanent
+    /// reply ([`FailureCause::Remote`]). The scheduler's own final verdicts use
+    /// [`OutcomeReport::failed`].
     pub fn new(job: &Job, outcome: RcptOutcome, relay: String, xdelay_ms: u64) -> OutcomeReport {
+        let cause = match &outcome {
+            RcptOutcome::Failed(reply) => Some(FailureCause::Remote(reply.clone())),
+            RcptOutcome::Delivered(_) | RcptOutcome::Deferred(_) => None,
+        };
         OutcomeReport {
             post: job.post.id,
             list: job.post.list_id,
@@ -71,12 +77,22 @@ impl OutcomeReport {
             xdelay_ms,
             tries: job.tries,
             outcome,
+            cause,
             tls: None,
             mta_sts: None,
             dane: None,
             queued_at: std::time::Instant::now(),
             journaled: false,
         }
+    }
+
+    /// A final failure the scheduler decided without a connection (expiry, the operator's
+    /// give-up, no route): the outcome carries the cause's reply for the log and the journal.
+    pub fn failed(job: &Job, cause: FailureCause) -> OutcomeReport {
+        let mut report =
+            OutcomeReport::new(job, RcptOutcome::Failed(cause.reply()), "none".into(), 0);
+        report.cause = Some(cause);
+        report
     }
 }
 
@@ -184,7 +200,7 @@ impl Book {
         }
     }
 
-    async fn outcome(&mut self, o: OutcomeReport) -> PostId {
+    async fn outcome(&mut self, mut o: OutcomeReport) -> PostId {
         let post = o.post;
         let state = match &o.outcome {
             RcptOutcome::Delivered(_) => Some(FinalState::Delivered),
@@ -205,12 +221,12 @@ impl Book {
             }
             self.tracks.entry(post).or_default().finished += 1;
         }
-        if let (RcptOutcome::Failed(reply), Some(tx)) = (&o.outcome, &self.failures) {
+        if let (Some(cause), Some(tx)) = (o.cause.take(), &self.failures) {
             let failed = FailedCopy {
                 list: o.list,
                 post,
                 rcpt: o.rcpt_address.clone(),
-                reply: reply.clone(),
+                cause,
             };
             if tx.send(failed).await.is_err() {
                 tracing::warn!(%post, "bounce stage gone; a permanent failure is not scored");

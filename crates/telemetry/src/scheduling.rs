@@ -1,7 +1,7 @@
 //! What the scheduler decides, as data: host state changes, lane moves, throttling and
 //! greylisting deferrals, expiries. These feed the delivery log (one line each), `/metrics`
-//! (counters below and gauges in [`crate::Gauges`]) and — for [`SchedulerEvent::Expired`] — the
-//! bounce stage, which counts an expired copy as a soft bounce for its member.
+//! (counters below and gauges in [`crate::Gauges`]). The bounce stage learns of an expired copy
+//! from the scheduler's `FailedCopy` (cause `Expired`, never scored), not from these events.
 //!
 //! Bounds: label values are fixed enum words, except the per-destination concurrency table,
 //! which holds at most [`MAX_DESTINATION_ROWS`] rows chosen by the scheduler.
@@ -106,8 +106,8 @@ pub enum SchedulerEvent {
         per_minute: Option<u32>,
         throttled: bool,
     },
-    /// A copy was not delivered within its list's maximum age and is given up: a soft bounce
-    /// for the member (the bounce stage consumes this).
+    /// A copy was not delivered within its list's maximum age and is given up. Not a bounce:
+    /// nobody said the mailbox is bad, so the member's bounce score does not move.
     Expired {
         post: PostId,
         member: MemberId,
@@ -213,7 +213,7 @@ impl SchedulerMetrics {
             ),
             (
                 "herald_copies_expired_total",
-                "Copies given up after the list's maximum age (soft bounces).",
+                "Copies given up after the list's maximum age (not scored as bounces).",
                 &self.expired,
             ),
         ];

@@ -1,4 +1,5 @@
-//! Herald's shared vocabulary: ids, addresses, SMTP replies, delivery outcomes and the list/member
+//! Herald's shared vocabulary: ids, addresses, SMTP replies, delivery outcomes, why a copy failed
+//! for good ([`FailureCause`], handed from the scheduler to the bounce stage) and the list/member
 //! model. Every stage depends on this crate; it depends on no other Herald crate and does no I/O.
 //!
 //! SECURITY: [`Address::parse`] is the single gate through which addresses from the network, CSV
@@ -6,6 +7,7 @@
 //! anything downstream may splice an [`Address`] into a header or an SMTP command line.
 
 pub mod address;
+pub mod failure;
 pub mod ids;
 pub mod list;
 pub mod outcome;
@@ -13,6 +15,7 @@ pub mod reply;
 pub mod verp;
 
 pub use address::{Address, AddressError};
+pub use failure::{FailedCopy, FailureCause, NoRoute};
 pub use ids::{ListId, MemberId, PostId};
 pub use list::{
     FromRewrite, List, ListSettings, Member, MemberStatus, PosterDkim, PostingPolicy,

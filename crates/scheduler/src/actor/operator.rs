@@ -3,13 +3,16 @@
 //! locks, and the "every job is in exactly one place" invariant is kept by the same code path
 //! (`finish` for final outcomes, `queued` adjusted for every job taken out).
 //!
+//! A give-up is Herald's verdict, not the recipient's: its copies fail with
+//! [`FailureCause::OperatorGaveUp`], which the bounce stage does not score against the member.
+//!
 //! Limits: copies inside a worker's batch at the moment of the command are not touched (they come
 //! back through `Requeue` or end on their own); the command reports how many copies it matched.
 
 use super::{Actor, Route};
 use crate::job::Job;
 use crate::queue::ReadyQueue;
-use herald_types::{EnhancedStatus, RcptOutcome, Reply};
+use herald_types::FailureCause;
 use std::collections::BinaryHeap;
 use std::time::Instant;
 use tokio::sync::oneshot;
@@ -37,7 +40,8 @@ impl Selector {
 pub enum Action {
     /// Move waiting copies to the ready queue now; a destination marked down is tried again.
     RetryNow,
-    /// Fail the copies with a 5.0.0 "given up by the operator" outcome (journaled, reported).
+    /// Fail the copies with a 5.0.0 "given up by the operator" outcome (journaled, reported) and
+    /// the cause [`FailureCause::OperatorGaveUp`] (never scored against the member).
     GiveUp,
 }
 
@@ -46,14 +50,6 @@ pub struct Command {
     pub selector: Selector,
     pub action: Action,
     pub reply: oneshot::Sender<u64>,
-}
-
-fn given_up() -> RcptOutcome {
-    RcptOutcome::Failed(Reply::new(
-        550,
-        Some(EnhancedStatus::new(5, 0, 0)),
-        "given up by the list operator",
-    ))
 }
 
 impl Actor {
@@ -126,7 +122,7 @@ impl Actor {
         let matched = taken.len() as u64;
         for job in taken {
             self.leave_queue(&job);
-            self.finish(job, given_up()).await;
+            self.finish(job, FailureCause::OperatorGaveUp).await;
         }
         matched
     }

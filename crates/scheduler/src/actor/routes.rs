@@ -22,6 +22,10 @@
 //! DANE lookups that leave no usable host, turns the route into a DNS-style retry with the
 //! domain's copies deferred.
 //!
+//! A domain DNS says cannot receive mail (NXDOMAIN, null MX, MX hosts without addresses) fails
+//! its copies with [`FailureCause::NoRoute`], saying which (see [`RouteError::no_route`]), and
+//! the route is kept dead for `dns_negative_cache_secs`.
+//!
 //! Invariant: every job stays in exactly one place; moving jobs between destinations or into a
 //! route's own list never changes `queued` or `slow_queued`.
 
@@ -35,7 +39,7 @@ use herald_delivery::{
     dane, Dane, DaneRoute, MtaSts, MxHost, MxResolver, MxSecurity, ResolveError, StsRoute,
 };
 use herald_telemetry::{DaneNote, LaneKind, MtaStsNote};
-use herald_types::{RcptOutcome, Reply};
+use herald_types::{FailureCause, NoRoute, Reply};
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -64,8 +68,23 @@ pub enum RouteError {
 }
 
 impl RouteError {
-    fn is_permanent(&self) -> bool {
-        matches!(self, RouteError::Dns(e) if e.is_permanent())
+    /// The final failure for a domain DNS says cannot receive mail; `None` when retrying may
+    /// help. Matches every [`ResolveError`] so a new one needs a decision here; agrees with
+    /// [`ResolveError::is_permanent`] (tested).
+    pub(super) fn no_route(&self) -> Option<FailureCause> {
+        let RouteError::Dns(e) = self else {
+            return None;
+        };
+        let why = match e {
+            ResolveError::NoSuchDomain { .. } | ResolveError::InvalidDomain { .. } => {
+                NoRoute::NoSuchDomain
+            }
+            ResolveError::NullMx { .. } => NoRoute::NullMx,
+            ResolveError::NoAddress { .. } => NoRoute::NoMailHost,
+            ResolveError::Timeout { .. } | ResolveError::Temporary { .. } => return None,
+        };
+        let reply = e.synthetic_reply();
+        Some(FailureCause::NoRoute { why, reply })
     }
 
     fn reply(&self) -> Reply {
@@ -256,17 +275,22 @@ impl Actor {
                 };
                 self.routes.insert(domain, route);
             }
-            (Err(e), None) if e.is_permanent() => {
-                let reply = e.reply();
-                for job in jobs {
-                    self.leave_queue(&job);
-                    self.finish(job, RcptOutcome::Failed(reply.clone())).await;
-                }
-                let until = Instant::now() + Duration::from_secs(self.cfg.dns_negative_cache_secs);
-                self.routes.insert(domain, Route::Dead { until, reply });
-            }
-            (Err(e), None) => self.retry_route(domain, jobs, e).await,
+            (Err(e), None) => match e.no_route() {
+                Some(cause) => self.dead_route(domain, jobs, cause).await,
+                None => self.retry_route(domain, jobs, e).await,
+            },
         }
+    }
+
+    /// Fails `jobs` for a domain with no route and keeps the route dead (negative cache), so
+    /// copies arriving meanwhile fail with the same cause without a lookup.
+    async fn dead_route(&mut self, domain: String, jobs: Vec<Job>, cause: FailureCause) {
+        for job in jobs {
+            self.leave_queue(&job);
+            self.finish(job, cause.clone()).await;
+        }
+        let until = Instant::now() + Duration::from_secs(self.cfg.dns_negative_cache_secs);
+        self.routes.insert(domain, Route::Dead { until, cause });
     }
 
     /// Defers `jobs` with the route error's reply and retries the route later.

@@ -13,7 +13,7 @@ use herald_types::{Address, EnhancedStatus, ListId, Member, MemberId, MemberStat
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn actor() -> (Actor, tokio::sync::mpsc::Receiver<crate::report::Report>) {
+pub(super) fn actor() -> (Actor, tokio::sync::mpsc::Receiver<crate::report::Report>) {
     let (ctrl, _ctrl_rx) = tokio::sync::mpsc::channel(8);
     let (reports, reports_rx) = tokio::sync::mpsc::channel(64);
     let ctx = crate::worker::test_ctx(ctrl, reports);
@@ -32,11 +32,11 @@ fn refreshing_route(actor: &mut Actor, domain: &str, key: &Arc<str>) {
     actor.routes.insert(domain.into(), route);
 }
 
-fn post() -> Arc<PostCtx> {
+pub(super) fn post() -> Arc<PostCtx> {
     crate::worker::test_post()
 }
 
-fn job(post: &Arc<PostCtx>, id: i64, rcpt: &str) -> Job {
+pub(super) fn job(post: &Arc<PostCtx>, id: i64, rcpt: &str) -> Job {
     let member = Arc::new(Member {
         id: MemberId(id),
         list_id: ListId(1),
@@ -48,7 +48,7 @@ fn job(post: &Arc<PostCtx>, id: i64, rcpt: &str) -> Job {
     Job::new(post.clone(), member)
 }
 
-fn hosts() -> Vec<MxHost> {
+pub(super) fn hosts() -> Vec<MxHost> {
     vec![MxHost {
         name: "mx.shared.test".into(),
         preference: 10,
