@@ -338,16 +338,25 @@ async fn metric(api: &str, name: &str) -> Option<i64> {
 /// and is why this fills twice.
 async fn fill_until_unwritable(disk: &SmallDisk, api: &str, tag: &str) {
     disk.fill(&format!("runaway-{tag}.log")).expect("fill");
-    let filled = Instant::now();
-    while metric(api, "herald_spool_writable").await != Some(0) {
-        assert!(
-            filled.elapsed() < Duration::from_secs(10),
-            "the full disk was never noticed"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_metric(
+        api,
+        "herald_spool_writable",
+        0,
+        "the full disk was never noticed",
+    )
+    .await;
     disk.fill(&format!("runaway-{tag}-2.log"))
         .expect("fill again");
+}
+
+/// Polls `/metrics` until gauge `name` shows `value` (10 s at most); returns the ms it took.
+async fn wait_metric(api: &str, name: &str, value: i64, failure: &str) -> u128 {
+    let started = Instant::now();
+    while metric(api, name).await != Some(value) {
+        assert!(started.elapsed() < Duration::from_secs(10), "{failure}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    started.elapsed().as_millis()
 }
 
 fn free_runaways(disk: &SmallDisk) {
@@ -356,18 +365,6 @@ fn free_runaways(disk: &SmallDisk) {
             std::fs::remove_file(e.path()).expect("remove a runaway file");
         }
     }
-}
-
-async fn wait_writable(api: &str) -> u128 {
-    let freed = Instant::now();
-    while metric(api, "herald_spool_writable").await != Some(1) {
-        assert!(
-            freed.elapsed() < Duration::from_secs(10),
-            "the spool did not heal"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    freed.elapsed().as_millis()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -447,7 +444,7 @@ async fn a_full_disk_refuses_with_452_pauses_and_heals_without_restart() {
     // 2. Space returns: the spool heals by itself, no restart; posts are taken again.
     free_runaways(&disk);
     std::fs::remove_file(disk.path().join("ballast-1")).expect("remove ballast");
-    let healed_ms = wait_writable(&api).await;
+    let healed_ms = wait_metric(&api, "herald_spool_writable", 1, "the spool did not heal").await;
     let n = accepted.len();
     let reply = post_once(server.smtp, list, post(n).as_bytes())
         .await

@@ -109,22 +109,6 @@ async fn wait_known_state(api: &str, post: &str) -> Value {
     }
 }
 
-fn herald_cli(api: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
-        .args(args)
-        .env("HERALD_SERVER", api)
-        .env("HERALD_ADMIN_TOKEN", TOKEN)
-        .output()
-        .expect("run herald");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "herald {args:?}: {text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_stragglers_and_actions_match_a_known_fan_out() {
     let (world, dir, server, api) = setup().await;
@@ -190,7 +174,11 @@ async fn reports_stragglers_and_actions_match_a_known_fan_out() {
     assert_eq!(strag["recipients"].as_array().map(Vec::len), Some(5));
 
     // The CLI renders the same numbers from the same store.
-    let table = herald_cli(&api, &["report", "hourly", "--since", "1970-01-01"]);
+    let table = herald_cli(
+        &api,
+        Some(TOKEN),
+        &["report", "hourly", "--since", "1970-01-01"],
+    );
     assert!(
         table.lines().any(|l| l.starts_with("Totals")
             && l.contains("/        100")
@@ -200,16 +188,17 @@ async fn reports_stragglers_and_actions_match_a_known_fan_out() {
     let png = dir.path().join("day.png");
     let out = herald_cli(
         &api,
+        Some(TOKEN),
         &["report", "day", "--out", png.to_str().expect("utf8")],
     );
     assert!(out.contains("200 delivered, 100 failed"), "{out}");
     assert!(std::fs::read(&png).expect("png").starts_with(b"\x89PNG"));
-    let text = herald_cli(&api, &["report", "post", &post]);
+    let text = herald_cli(&api, Some(TOKEN), &["report", "post", &post]);
     assert!(
         text.contains("delivered         200") && text.contains("100  550 5.1.1"),
         "{text}"
     );
-    let s = herald_cli(&api, &["stragglers", "--limit", "3"]);
+    let s = herald_cli(&api, Some(TOKEN), &["stragglers", "--limit", "3"]);
     assert!(
         s.contains("100 deferred copies pending") && s.contains("d3.test"),
         "{s}"
@@ -236,6 +225,7 @@ async fn reports_stragglers_and_actions_match_a_known_fan_out() {
     assert_eq!(m["status"]["state"], "disabled", "{m}");
     let out = herald_cli(
         &api,
+        Some(TOKEN),
         &["stragglers", "--action", "give-up", "--domain", "d3.test"],
     );
     assert!(out.contains("queued copies matched"), "{out}");

@@ -443,22 +443,6 @@ async fn a_small_post_is_not_starved_by_a_big_fan_out_before_it() {
     world.shutdown().await;
 }
 
-/// Runs the `herald` binary against `api` the way an operator does; its stdout.
-fn herald_cli(api: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
-        .args(args)
-        .env("HERALD_SERVER", api)
-        .output()
-        .expect("run herald");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "herald {args:?}: {text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
-}
-
 /// Issue 13, item 5: `herald stragglers --action give-up` failed the copies with "550 5.0.0
 /// given up by the list operator", which the bounce stage scored as a hard bounce against the
 /// member — who had done nothing wrong. The give-up is Herald's own verdict: the member's bounce
@@ -501,7 +485,7 @@ async fn an_operators_give_up_does_not_count_against_the_member() {
         "--recipient",
         "m1@d1.test",
     ];
-    let out = herald_cli(&api, &give_up);
+    let out = herald_cli(&api, None, &give_up);
     assert!(out.contains("1 queued copies matched"), "{out}");
     let p = wait_complete(&api, &first, Duration::from_secs(30)).await;
     assert_eq!(
@@ -517,14 +501,15 @@ async fn an_operators_give_up_does_not_count_against_the_member() {
         Duration::from_secs(30),
         "m2's second bounce recorded",
         || async {
-            herald_cli(&api, &["member", "show", LIST, "m2@d2.test"]).contains("bounces:      2")
+            herald_cli(&api, None, &["member", "show", LIST, "m2@d2.test"])
+                .contains("bounces:      2")
         },
     )
     .await;
-    let m2 = herald_cli(&api, &["member", "show", LIST, "m2@d2.test"]);
+    let m2 = herald_cli(&api, None, &["member", "show", LIST, "m2@d2.test"]);
     assert!(m2.contains("bounce score: 1"), "a real 5.1.1 counts: {m2}");
 
-    let m1 = herald_cli(&api, &["member", "show", LIST, "m1@d1.test"]);
+    let m1 = herald_cli(&api, None, &["member", "show", LIST, "m1@d1.test"]);
     assert!(m1.contains("status:       enabled"), "{m1}");
     assert!(m1.contains("bounce score: 0\n"), "{m1}");
     assert!(m1.contains("bounces:      0"), "{m1}");

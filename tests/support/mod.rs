@@ -270,6 +270,24 @@ impl Smtp {
     }
 }
 
+/// Runs the `herald` binary against `api` the way an operator does (with `HERALD_ADMIN_TOKEN`
+/// when given); asserts it succeeded and returns its stdout.
+pub fn herald_cli(api: &str, token: Option<&str>, args: &[&str]) -> String {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_herald"));
+    cmd.args(args).env("HERALD_SERVER", api);
+    if let Some(t) = token {
+        cmd.env("HERALD_ADMIN_TOKEN", t);
+    }
+    let out = cmd.output().expect("run herald");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "herald {args:?}: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
 /// The post id from a `250 2.0.0 queued as <id>` reply.
 pub fn queued_id(reply: &str) -> String {
     reply
