@@ -37,7 +37,10 @@ pub fn check(data: &[u8]) {
     let Some(template) = template(flags, footer, list_name, post) else {
         return;
     };
-    let benign = splice(&template, &member("benign@example.com", Some("Benign"), "a", "b"));
+    let benign = splice(
+        &template,
+        &member("benign@example.com", Some("Benign"), "a", "b"),
+    );
     let hostile_member = member(
         "target@example.net",
         (flags & 8 != 0).then_some(member_name.as_str()),
@@ -56,7 +59,11 @@ pub fn check(data: &[u8]) {
         "member data made a {}-octet line",
         longest_line(&hostile)
     );
-    assert_eq!(splice(&template, &hostile_member), hostile, "splice is not deterministic");
+    assert_eq!(
+        splice(&template, &hostile_member),
+        hostile,
+        "splice is not deterministic"
+    );
 }
 
 /// The list as byte 0 describes it, rendered; `None` when the post is refused.

@@ -84,7 +84,11 @@ pub fn check(data: &[u8]) {
     let mut tally = Tally::default();
     check_reply(&session.greeting());
     let mut buf = BytesMut::new();
-    let step = if chunk == 0 { stream.len().max(1) } else { chunk };
+    let step = if chunk == 0 {
+        stream.len().max(1)
+    } else {
+        chunk
+    };
     for piece in stream.chunks(step) {
         buf.extend_from_slice(piece);
         drive(&mut session, &setup, &limits, &mut buf, &mut tally);
@@ -150,8 +154,14 @@ fn drive(s: &mut Session, setup: &Setup, limits: &Limits, buf: &mut BytesMut, t:
     if !t.closed {
         // A partial DATA line may hold max_data_line_octets (stuffing dot, content, CR; see
         // `herald_smtp::data`); a partial command line is dropped before it reaches its limit.
-        let line = limits.max_command_line_octets.max(limits.max_data_line_octets);
-        assert!(buf.len() <= line, "{} octets of unread input buffered", buf.len());
+        let line = limits
+            .max_command_line_octets
+            .max(limits.max_data_line_octets);
+        assert!(
+            buf.len() <= line,
+            "{} octets of unread input buffered",
+            buf.len()
+        );
     }
 }
 
@@ -175,7 +185,10 @@ fn check_reply(r: &Reply) {
 fn check_envelope(env: &Envelope, limits: &Limits) {
     assert_crlf_only(&env.body, "message body");
     let octets = u64::try_from(env.body.len()).unwrap_or(u64::MAX);
-    assert!(octets <= limits.max_message_octets, "{octets}-octet message");
+    assert!(
+        octets <= limits.max_message_octets,
+        "{octets}-octet message"
+    );
     for line in env.body.split_inclusive(|&b| b == b'\n') {
         assert!(
             line.len() <= limits.max_data_line_octets,
@@ -184,8 +197,14 @@ fn check_envelope(env: &Envelope, limits: &Limits) {
         );
     }
     assert!(!env.rcpts.is_empty(), "a message without recipients");
-    assert!(env.rcpts.len() <= limits.max_recipients, "too many recipients");
+    assert!(
+        env.rcpts.len() <= limits.max_recipients,
+        "too many recipients"
+    );
     for (i, a) in env.rcpts.iter().enumerate() {
-        assert!(!env.rcpts[..i].contains(a), "recipient {a} handed over twice");
+        assert!(
+            !env.rcpts[..i].contains(a),
+            "recipient {a} handed over twice"
+        );
     }
 }

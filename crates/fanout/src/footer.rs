@@ -167,7 +167,10 @@ mod tests {
         assert!(matches!(&pieces[0], Piece::Slot { value: Value::Field(f), .. } if f == "f1"));
         assert!(matches!(&pieces[1], Piece::Text(t) if t.starts_with(" and {{")));
         let near = format!("{{{{{}}}}}", "é".repeat(40));
-        assert!(matches!(&parse(&near, "L", "l@example.org")[0], Piece::Text(_)));
+        assert!(matches!(
+            &parse(&near, "L", "l@example.org")[0],
+            Piece::Text(_)
+        ));
     }
 
     #[test]

@@ -18,7 +18,6 @@ use jiff::tz::TimeZone;
 use jiff::Timestamp;
 use std::net::{IpAddr, SocketAddr};
 
-
 /// The header for `envelope`, received from `peer` by `hostname` at `received_at_ms`; `tls` is
 /// the protocol version and cipher suite when the session was encrypted (RFC 3848: the
 /// protocol becomes `ESMTPS`/`LMTPS`, and a comment names them, as Postfix writes it).

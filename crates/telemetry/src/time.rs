@@ -42,7 +42,10 @@ pub fn parse_date_ms(s: &str) -> Option<u64> {
     if it.next().is_some() || y < 1970 {
         return None;
     }
-    let midnight = Date::new(y, m, d).ok()?.to_zoned_datetime(TimeZone::UTC).ok()?;
+    let midnight = Date::new(y, m, d)
+        .ok()?
+        .to_zoned_datetime(TimeZone::UTC)
+        .ok()?;
     u64::try_from(midnight.timestamp().as_millisecond()).ok()
 }
 
@@ -62,8 +65,15 @@ mod tests {
 
     #[test]
     fn refuses_what_the_hand_written_parser_refused() {
-        for bad in ["", "2000", "2000-02", "2000-13-01", "2000-00-10", "2000-01-32", "1969-12-31"]
-        {
+        for bad in [
+            "",
+            "2000",
+            "2000-02",
+            "2000-13-01",
+            "2000-00-10",
+            "2000-01-32",
+            "1969-12-31",
+        ] {
             assert_eq!(parse_date_ms(bad), None, "{bad}");
         }
         assert_eq!(parse_date_ms("2000-02-29-01"), None);
