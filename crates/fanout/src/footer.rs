@@ -72,7 +72,11 @@ pub(crate) fn parse(template: &str, list_name: &str, list_address: &str) -> Vec<
 
 /// `name }}…` → (name, text after the braces), or None when this is not a placeholder.
 fn placeholder(s: &str) -> Option<(&str, &str)> {
-    let close = s[..s.len().min(MAX_PLACEHOLDER + 2)].find("}}")?;
+    // Searched as bytes: a byte cap can fall inside a multi-byte character, and slicing the
+    // `str` there panicked (found by the footer_splice fuzz target). `}` is ASCII, so `close`
+    // is always a character boundary.
+    let window = &s.as_bytes()[..s.len().min(MAX_PLACEHOLDER + 2)];
+    let close = window.windows(2).position(|w| w == b"}}")?;
     let name = s[..close].trim_matches(' ');
     let valid = !name.is_empty()
         && name
@@ -152,6 +156,21 @@ mod tests {
 
     fn slot(value: Value, cap: usize) -> Piece {
         Piece::Slot { value, cap }
+    }
+
+    /// Regression (fuzz/regressions/footer_splice/): `{{` followed by non-ASCII text longer
+    /// than a placeholder name panicked: the search window was cut inside a character.
+    #[test]
+    fn non_ascii_after_open_braces_is_literal_text() {
+        let template = format!("{{{{f1}}}} and {{{{{}", "\u{10f4f4}".repeat(40));
+        let pieces = parse(&template, "L", "l@example.org");
+        assert!(matches!(&pieces[0], Piece::Slot { value: Value::Field(f), .. } if f == "f1"));
+        assert!(matches!(&pieces[1], Piece::Text(t) if t.starts_with(" and {{")));
+        let near = format!("{{{{{}}}}}", "é".repeat(40));
+        assert!(matches!(
+            &parse(&near, "L", "l@example.org")[0],
+            Piece::Text(_)
+        ));
     }
 
     #[test]

@@ -13,12 +13,10 @@
 //! a new header line.
 
 use herald_smtp::Envelope;
+use jiff::fmt::rfc2822::DateTimePrinter;
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
 use std::net::{IpAddr, SocketAddr};
-
-const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
 
 /// The header for `envelope`, received from `peer` by `hostname` at `received_at_ms`; `tls` is
 /// the protocol version and cipher suite when the session was encrypted (RFC 3848: the
@@ -60,36 +58,24 @@ pub fn header(
     )
 }
 
-/// `Thu, 1 Jan 1970 00:00:00 +0000` (RFC 5322 §3.3), always in UTC.
+/// `Thu, 1 Jan 1970 00:00:00 +0000` (RFC 5322 §3.3), always in UTC, written by jiff's RFC 2822
+/// printer (the project's one date crate).
 pub fn rfc5322_date(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{}, {day} {} {year} {:02}:{:02}:{:02} +0000",
-        WEEKDAYS[(days % 7) as usize],
-        MONTHS[(month - 1) as usize],
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-    )
+    let instant = i64::try_from(unix_ms)
+        .ok()
+        .and_then(|ms| Timestamp::from_millisecond(ms).ok())
+        .unwrap_or(Timestamp::MAX);
+    // A UTC zoned time prints as `+0000`; a bare timestamp would print `-0000` ("offset
+    // unknown", RFC 5322 §3.3), which is not what a server that knows its clock writes.
+    let utc = instant.to_zoned_datetime(TimeZone::UTC);
+    // The printer refuses only years outside 1900..=9999 (RFC 5322's four digits); `unix_ms`
+    // is after 1970 and clamped to jiff's last instant, so the fallback is never written.
+    DateTimePrinter::new()
+        .zoned_datetime_to_string(&utc)
+        .unwrap_or_else(|_| EPOCH.to_string())
 }
 
-/// Days since 1970-01-01 to (year, month 1–12, day 1–31): Howard Hinnant's `civil_from_days`,
-/// written for non-negative days only (no date before the epoch reaches a `Received:` header).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
-}
+const EPOCH: &str = "Thu, 1 Jan 1970 00:00:00 +0000";
 
 #[cfg(test)]
 mod tests {
@@ -113,6 +99,9 @@ mod tests {
             rfc5322_date(4_102_444_799_000),
             "Thu, 31 Dec 2099 23:59:59 +0000"
         );
+        // Past the calendar's end: clamped, never a panic.
+        assert!(rfc5322_date(u64::MAX).contains(" Dec 9999 "));
+        assert_eq!(rfc5322_date(0), EPOCH);
     }
 
     fn envelope(rcpts: &[&str]) -> Envelope {

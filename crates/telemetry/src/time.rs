@@ -1,56 +1,52 @@
-//! UTC timestamps for log lines without a date-time dependency: the delivery log needs only
-//! `YYYY-MM-DDTHH:MM:SS.mmmZ`, and civil-from-days is a few lines (H. Hinnant's algorithm).
+//! UTC timestamps and calendar dates for log lines, reports and the CLI, through `jiff` (the
+//! project's one date crate, issue 13): the delivery log writes `YYYY-MM-DDTHH:MM:SS.mmmZ`,
+//! reports take a `YYYY-MM-DD` day.
+//!
+//! Place in the flow: leaves called by the delivery log (`log`), the report API and the CLI.
+//!
+//! Invariants: formatting never panics; an instant outside jiff's range (years -9999..=9999,
+//! i.e. milliseconds beyond `i64`'s share of it) is written as the largest instant jiff knows,
+//! which no real clock reaches.
 
-/// Formats milliseconds since the Unix epoch as an RFC 3339 UTC timestamp.
+use jiff::civil::Date;
+use jiff::fmt::temporal::DateTimePrinter;
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
+
+/// Milliseconds since the Unix epoch as a jiff instant, clamped to jiff's range.
+pub fn timestamp_ms(unix_ms: u64) -> Timestamp {
+    i64::try_from(unix_ms)
+        .ok()
+        .and_then(|ms| Timestamp::from_millisecond(ms).ok())
+        .unwrap_or(Timestamp::MAX)
+}
+
+/// Formats milliseconds since the Unix epoch as an RFC 3339 UTC timestamp with exactly three
+/// fraction digits (`1970-01-01T00:00:00.000Z`).
 pub fn rfc3339_ms(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
-    let sod = secs % 86_400;
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        sod / 3600,
-        (sod / 60) % 60,
-        sod % 60,
-        unix_ms % 1000
-    )
+    // The printer's fixed precision keeps `.000`, which jiff's default Display would drop.
+    DateTimePrinter::new()
+        .precision(Some(3))
+        .timestamp_to_string(&timestamp_ms(unix_ms))
 }
 
-/// Days since 1970-01-01 → (year, month, day) in the proleptic Gregorian calendar.
-pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-/// (year, month, day) → days since 1970-01-01 (the inverse of [`civil_from_days`]).
-pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// `YYYY-MM-DD` (UTC) → ms since the epoch at that day's midnight.
+/// `YYYY-MM-DD` (UTC) → ms since the epoch at that day's midnight; `None` for anything else,
+/// for an impossible day (`2001-02-29`) and for days before 1970.
 pub fn parse_date_ms(s: &str) -> Option<u64> {
+    // Split by hand rather than jiff's ISO 8601 parser: that one also takes `20000229`, signed
+    // six-digit years and times, which the report API has never accepted.
     let mut it = s.split('-');
-    let y: i64 = it.next()?.parse().ok()?;
-    let m: u32 = it.next()?.parse().ok()?;
-    let d: u32 = it.next()?.parse().ok()?;
-    if it.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&d) || y < 1970 {
+    let y: i16 = it.next()?.parse().ok()?;
+    let m: i8 = it.next()?.parse().ok()?;
+    let d: i8 = it.next()?.parse().ok()?;
+    if it.next().is_some() || y < 1970 {
         return None;
     }
-    let days = days_from_civil(y, m, d);
-    (civil_from_days(days) == (y, m, d)).then(|| days as u64 * 86_400_000)
+    let midnight = Date::new(y, m, d)
+        .ok()?
+        .to_zoned_datetime(TimeZone::UTC)
+        .ok()?;
+    u64::try_from(midnight.timestamp().as_millisecond()).ok()
 }
 
 #[cfg(test)]
@@ -65,5 +61,30 @@ mod tests {
         assert_eq!(parse_date_ms("2000-02-29"), Some(951_782_400_000));
         assert_eq!(parse_date_ms("2001-02-29"), None);
         assert_eq!(parse_date_ms("1970-01-01"), Some(0));
+    }
+
+    #[test]
+    fn refuses_what_the_hand_written_parser_refused() {
+        for bad in [
+            "",
+            "2000",
+            "2000-02",
+            "2000-13-01",
+            "2000-00-10",
+            "2000-01-32",
+            "1969-12-31",
+        ] {
+            assert_eq!(parse_date_ms(bad), None, "{bad}");
+        }
+        assert_eq!(parse_date_ms("2000-02-29-01"), None);
+        assert_eq!(parse_date_ms("20000229"), None);
+        assert_eq!(parse_date_ms("2000-02-29T00:00"), None);
+        assert_eq!(parse_date_ms("2024-12-31"), Some(1_735_603_200_000));
+    }
+
+    #[test]
+    fn instants_beyond_the_calendar_do_not_panic() {
+        assert_eq!(rfc3339_ms(u64::MAX), rfc3339_ms(i64::MAX as u64));
+        assert!(rfc3339_ms(u64::MAX).starts_with("9999-12-"));
     }
 }
