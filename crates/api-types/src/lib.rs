@@ -44,3 +44,59 @@ use serde::{Deserialize, Serialize};
 pub struct ErrorBody {
     pub error: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_from_an_older_or_newer_server_still_decodes() {
+        // Older: fields missing take their defaults. Newer: unknown fields are ignored.
+        let old: PostSummary = serde_json::from_str(r#"{"post":"00000000000000AB","delivered":3}"#)
+            .expect("older answer");
+        assert_eq!(
+            (old.post.as_str(), old.delivered, old.recipients),
+            ("00000000000000AB", 3, None)
+        );
+        let new: Totals =
+            serde_json::from_str(r#"{"delivered":1,"deferred":2,"failed":3,"held":9}"#)
+                .expect("newer answer");
+        assert_eq!(
+            new,
+            Totals {
+                delivered: 1,
+                deferred: 2,
+                failed: 3
+            }
+        );
+    }
+
+    #[test]
+    fn a_list_view_keeps_the_list_fields_at_the_top_level() {
+        let view = ListView {
+            list: ListInfo {
+                id: 7,
+                address: "dev@lists.test".into(),
+                ..ListInfo::default()
+            },
+            members: MemberCounts {
+                total: 2,
+                enabled: 1,
+                disabled: 1,
+            },
+        };
+        let json = serde_json::to_value(&view).expect("serialize");
+        assert_eq!(json["id"], 7);
+        assert_eq!(json["address"], "dev@lists.test");
+        assert_eq!(json["members"]["total"], 2);
+        assert!(json.get("list").is_none(), "flattened: {json}");
+        let back: ListView = serde_json::from_value(json).expect("round trip");
+        assert_eq!(back, view);
+    }
+
+    #[test]
+    fn requests_refuse_unknown_fields() {
+        let typo = serde_json::from_str::<StragglerTarget>(r#"{"recipent":"a@b.test"}"#);
+        assert!(typo.is_err(), "a typo must not silently match nothing");
+    }
+}
