@@ -3,8 +3,15 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Subcommand, ValueEnum};
+use herald_api_types::{
+    AddMember, ImportReport, Injected, ListInfo, ListView, MemberView, PostSummary, QueueSnapshot,
+    Status,
+};
 use herald_server::Config;
+use herald_types::MemberStatus;
 use indicatif::{ProgressBar, ProgressStyle};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -70,64 +77,101 @@ impl Api {
         Ok((status, body.to_vec()))
     }
 
-    async fn send(&self, req: reqwest::RequestBuilder) -> Result<Value> {
+    /// Sends a request; on success, the body (possibly empty), else the server's error line.
+    async fn send(&self, req: reqwest::RequestBuilder) -> Result<Vec<u8>> {
         let (status, body) = self.raw(req).await?;
-        let text = String::from_utf8_lossy(&body).into_owned();
-        let value: Value = if text.trim().is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_str(&text).unwrap_or(Value::String(text))
-        };
         if !status.is_success() {
-            bail!("{} (HTTP {status})", error_text(&value));
-        }
-        Ok(value)
-    }
-
-    pub async fn get(&self, path: &str) -> Result<Value> {
-        self.send(self.http.get(format!("{}{path}", self.base)))
-            .await
-    }
-    pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value> {
-        self.send(self.http.post(format!("{}{path}", self.base)).json(body))
-            .await
-    }
-    pub async fn patch_json(&self, path: &str, body: &Value) -> Result<Value> {
-        self.send(self.http.patch(format!("{}{path}", self.base)).json(body))
-            .await
-    }
-    pub async fn post_bytes(&self, path: &str, body: Vec<u8>, content_type: &str) -> Result<Value> {
-        let req = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .header("content-type", content_type)
-            .body(body);
-        self.send(req).await
-    }
-    /// A raw body (a stored message), not JSON; errors read like [`Api::get`]'s.
-    pub async fn get_bytes(&self, path: &str) -> Result<Vec<u8>> {
-        let (status, body) = self
-            .raw(self.http.get(format!("{}{path}", self.base)))
-            .await?;
-        if !status.is_success() {
-            let value = serde_json::from_slice(&body)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
-            bail!("{} (HTTP {status})", error_text(&value));
+            bail!("{} (HTTP {status})", error_text(&body));
         }
         Ok(body)
     }
-    pub async fn delete(&self, path: &str) -> Result<Value> {
-        self.send(self.http.delete(format!("{}{path}", self.base)))
+
+    /// Sends a request and decodes the JSON answer into `T` (an `herald-api-types` view); an
+    /// answer that does not decode is one clear error naming the endpoint, never a `?` in a
+    /// table.
+    async fn send_typed<T: DeserializeOwned>(
+        &self,
+        req: reqwest::RequestBuilder,
+        path: &str,
+    ) -> Result<T> {
+        let body = self.send(req).await?;
+        decode(path, &body)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        self.send_typed(self.http.get(self.url(path)), path).await
+    }
+    pub async fn post_json<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T> {
+        self.send_typed(self.http.post(self.url(path)).json(body), path)
             .await
+    }
+    /// A POST whose success answer carries nothing the caller needs (its body is not decoded).
+    pub async fn post_json_unit<B: Serialize + ?Sized>(&self, path: &str, body: &B) -> Result<()> {
+        self.send(self.http.post(self.url(path)).json(body))
+            .await
+            .map(drop)
+    }
+    pub async fn patch_json<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T> {
+        self.send_typed(self.http.patch(self.url(path)).json(body), path)
+            .await
+    }
+    pub async fn post_bytes<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> Result<T> {
+        let req = self
+            .http
+            .post(self.url(path))
+            .header("content-type", content_type)
+            .body(body);
+        self.send_typed(req, path).await
+    }
+    /// A raw body (a stored message, `/healthz`), not JSON; errors read like [`Api::get`]'s.
+    pub async fn get_bytes(&self, path: &str) -> Result<Vec<u8>> {
+        self.send(self.http.get(self.url(path))).await
+    }
+    /// A DELETE (answered `204 No Content`).
+    pub async fn delete(&self, path: &str) -> Result<()> {
+        self.send(self.http.delete(self.url(path))).await.map(drop)
     }
 }
 
-/// The `error` of an API error body, or the whole body.
-fn error_text(value: &Value) -> String {
-    value["error"]
-        .as_str()
-        .map(str::to_string)
-        .unwrap_or_else(|| value.to_string())
+/// Decodes a JSON answer into its view type, or says in one line which endpoint answered what.
+pub(crate) fn decode<T: DeserializeOwned>(path: &str, body: &[u8]) -> Result<T> {
+    serde_json::from_slice(body).map_err(|e| {
+        anyhow!("unexpected answer from {path} (is the server a different Herald version?): {e}")
+    })
+}
+
+/// The `error` of an API error body ([`herald_api_types::ErrorBody`]), or the whole body: as JSON text when it
+/// is JSON, else quoted (as the server's plain-text answers were always shown).
+fn error_text(body: &[u8]) -> String {
+    /// `ErrorBody` with the field required, so `{}` or another object falls through.
+    #[derive(serde::Deserialize)]
+    struct Required {
+        error: String,
+    }
+    if let Ok(Required { error }) = serde_json::from_slice::<Required>(body) {
+        return error;
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v) => v.to_string(),
+        Err(_) => Value::String(String::from_utf8_lossy(body).into_owned()).to_string(),
+    }
 }
 
 /// When From is rewritten to the list address (DMARC).
@@ -311,23 +355,20 @@ pub async fn list(api: &Api, cmd: ListCommand) -> Result<()> {
                     PosterDkim::Remove => "remove",
                 },
             });
-            if let Some(h) = max_age_hours {
-                settings["max_age_secs"] = json!(h * 3600);
+            // Only when given: an absent setting takes the server's default.
+            if let (Some(h), Value::Object(m)) = (max_age_hours, &mut settings) {
+                m.insert("max_age_secs".into(), json!(h * 3600));
             }
-            let list = api
+            let list: ListInfo = api
                 .post_json(
                     "/api/lists",
                     &json!({"address": address, "settings": settings}),
                 )
                 .await?;
-            outln!(
-                "created list {} (id {})",
-                list["address"].as_str().unwrap_or("?"),
-                list["id"]
-            );
+            outln!("created list {} (id {})", list.address, list.id);
         }
         ListCommand::Ls => {
-            let lists = api.get("/api/lists").await?;
+            let lists: Vec<ListView> = api.get("/api/lists").await?;
             outln!(
                 "{:<40} {:>10} {:>10} {:>10}",
                 "LIST",
@@ -335,29 +376,29 @@ pub async fn list(api: &Api, cmd: ListCommand) -> Result<()> {
                 "ENABLED",
                 "DISABLED"
             );
-            for l in lists.as_array().into_iter().flatten() {
+            for l in &lists {
                 outln!(
                     "{:<40} {:>10} {:>10} {:>10}",
-                    l["address"].as_str().unwrap_or("?"),
-                    l["members"]["total"],
-                    l["members"]["enabled"],
-                    l["members"]["disabled"]
+                    l.list.address,
+                    l.members.total,
+                    l.members.enabled,
+                    l.members.disabled
                 );
             }
         }
         ListCommand::Show { address } => {
-            let l = api.get(&format!("/api/lists/{}", enc(&address))).await?;
-            outln!("{}", serde_json::to_string_pretty(&l)?);
+            let l: ListView = api.get(&format!("/api/lists/{}", enc(&address))).await?;
+            outln!("{}", pretty(&l)?);
         }
         ListCommand::Set { address, settings } => {
             let changes: serde_json::Map<String, Value> = settings.into_iter().collect();
-            let l = api
+            let l: ListInfo = api
                 .patch_json(
                     &format!("/api/lists/{}", enc(&address)),
                     &Value::Object(changes),
                 )
                 .await?;
-            outln!("{}", serde_json::to_string_pretty(&l["settings"])?);
+            outln!("{}", pretty(&l.settings)?);
         }
         ListCommand::Rm { address } => {
             api.delete(&format!("/api/lists/{}", enc(&address))).await?;
@@ -378,21 +419,15 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
             name,
             fields,
         } => {
-            let fields: serde_json::Map<String, Value> = fields
-                .into_iter()
-                .map(|(k, v)| (k, Value::String(v)))
-                .collect();
-            let m = api
-                .post_json(
-                    &format!("/api/lists/{}/members", enc(&list)),
-                    &json!({"address": address, "name": name, "fields": fields}),
-                )
+            let req = AddMember {
+                address,
+                name,
+                fields: fields.into_iter().collect(),
+            };
+            let m: MemberView = api
+                .post_json(&format!("/api/lists/{}/members", enc(&list)), &req)
                 .await?;
-            outln!(
-                "added {} to {list} (member id {})",
-                m["address"].as_str().unwrap_or("?"),
-                m["id"]
-            );
+            outln!("added {} to {list} (member id {})", m.address, m.id);
         }
         MemberCommand::Rm { list, address } => {
             api.delete(&format!(
@@ -404,21 +439,24 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
             outln!("removed {address} from {list}");
         }
         MemberCommand::Ls { list, limit } => {
-            let ms = api
+            let ms: Vec<MemberView> = api
                 .get(&format!(
                     "/api/lists/{}/members?limit={}",
                     enc(&list),
                     limit.clamp(1, 10_000)
                 ))
                 .await?;
-            for m in ms.as_array().into_iter().flatten() {
-                let status = m["status"]["state"].as_str().unwrap_or("?");
+            for m in &ms {
+                let status = match m.status {
+                    MemberStatus::Enabled => "enabled",
+                    MemberStatus::Disabled(_) => "disabled",
+                };
                 outln!(
                     "{:<8} {:<40} {:<10} {}",
-                    m["id"],
-                    m["address"].as_str().unwrap_or("?"),
+                    m.id,
+                    m.address,
                     status,
-                    m["display_name"].as_str().unwrap_or("")
+                    m.display_name.as_deref().unwrap_or("")
                 );
             }
         }
@@ -482,14 +520,13 @@ pub async fn import_bytes(api: &Api, list: &str, text: &[u8]) -> Result<()> {
     let path = format!("/api/lists/{}/import", enc(list));
     for (start, chunk) in chunks {
         let lines_in_chunk = chunk.iter().filter(|&&b| b == b'\n').count() as u64;
-        let r = api.post_bytes(&path, chunk, "text/csv").await?;
-        added += r["added"].as_u64().unwrap_or(0);
-        updated += r["updated"].as_u64().unwrap_or(0);
-        for row in r["rejected"].as_array().into_iter().flatten() {
+        let r: ImportReport = api.post_bytes(&path, chunk, "text/csv").await?;
+        added += r.added;
+        updated += r.updated;
+        for row in r.rejected {
             // The server numbers lines within the chunk, whose line 1 is the header.
-            let local = row["line"].as_u64().unwrap_or(0);
-            let line = start + local.saturating_sub(2);
-            rejected.push((line, row["reason"].as_str().unwrap_or("?").to_string()));
+            let line = start + row.line.saturating_sub(2);
+            rejected.push((line, row.reason));
         }
         bar.inc(lines_in_chunk.saturating_sub(1));
         bar.set_message(format!("{} rejected", rejected.len()));
@@ -507,14 +544,14 @@ pub async fn import_bytes(api: &Api, list: &str, text: &[u8]) -> Result<()> {
 
 pub async fn post(api: &Api, list: &str, file: &Path, wait: bool) -> Result<()> {
     let body = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    let r = api
+    let r: Injected = api
         .post_bytes(
             &format!("/api/lists/{}/posts", enc(list)),
             body,
             "message/rfc822",
         )
         .await?;
-    let id = r["post"].as_str().unwrap_or("?").to_string();
+    let id = r.post;
     outln!("post {id} accepted for {list}");
     if wait {
         let summary = wait_for_post(api, &id, Duration::from_secs(7 * 24 * 3600)).await?;
@@ -524,7 +561,7 @@ pub async fn post(api: &Api, list: &str, file: &Path, wait: bool) -> Result<()> 
 }
 
 /// Shows a progress bar until every recipient of the post has a final outcome.
-pub async fn wait_for_post(api: &Api, id: &str, limit: Duration) -> Result<Value> {
+pub async fn wait_for_post(api: &Api, id: &str, limit: Duration) -> Result<PostSummary> {
     let bar = ProgressBar::new(1);
     bar.set_style(
         ProgressStyle::with_template(
@@ -534,21 +571,16 @@ pub async fn wait_for_post(api: &Api, id: &str, limit: Duration) -> Result<Value
     );
     let started = std::time::Instant::now();
     loop {
-        let p = api.get(&format!("/api/posts/{id}")).await?;
-        if let Some(total) = p["recipients"].as_u64() {
-            bar.set_length(
-                total
-                    .saturating_sub(p["already_done"].as_u64().unwrap_or(0))
-                    .max(1),
-            );
+        let p: PostSummary = api.get(&format!("/api/posts/{id}")).await?;
+        if let Some(total) = p.recipients {
+            bar.set_length(total.saturating_sub(p.already_done).max(1));
         }
-        let done = p["delivered"].as_u64().unwrap_or(0) + p["failed"].as_u64().unwrap_or(0);
-        bar.set_position(done);
+        bar.set_position(p.delivered + p.failed);
         bar.set_message(format!(
             "delivered {} failed {} deferred {}",
-            p["delivered"], p["failed"], p["deferred_attempts"]
+            p.delivered, p.failed, p.deferred_attempts
         ));
-        if p["complete"].as_bool() == Some(true) {
+        if p.complete {
             bar.finish_and_clear();
             return Ok(p);
         }
@@ -560,44 +592,49 @@ pub async fn wait_for_post(api: &Api, id: &str, limit: Duration) -> Result<Value
     }
 }
 
-fn ms(v: &Value) -> String {
-    v.as_u64()
-        .map_or("-".into(), |m| format!("{:.3} s", m as f64 / 1000.0))
+fn ms(v: Option<u64>) -> String {
+    v.map_or("-".into(), |m| format!("{:.3} s", m as f64 / 1000.0))
 }
 
-pub fn print_summary(p: &Value) {
-    outln!(
-        "post {} to {}",
-        p["post"].as_str().unwrap_or("?"),
-        p["list"].as_str().unwrap_or("?")
-    );
-    outln!("  recipients        {}", p["recipients"]);
-    outln!("  delivered         {}", p["delivered"]);
-    outln!("  failed            {}", p["failed"]);
-    outln!("  deferred attempts {}", p["deferred_attempts"]);
-    outln!("  first copy        {}", ms(&p["t_first_ms"]));
-    outln!("  50 % delivered    {}", ms(&p["t50_ms"]));
-    outln!("  95 % delivered    {}", ms(&p["t95_ms"]));
-    outln!("  100 % delivered   {}", ms(&p["t100_ms"]));
+/// An optional count as the CLI has always printed it (`null` when the server has none yet).
+pub(crate) fn or_null(v: Option<u64>) -> String {
+    v.map_or_else(|| "null".into(), |n| n.to_string())
+}
+
+/// A view as indented JSON with its keys sorted, as `--json` has always printed answers.
+pub(crate) fn pretty<T: Serialize>(view: &T) -> Result<String> {
+    Ok(serde_json::to_string_pretty(&serde_json::to_value(view)?)?)
+}
+
+pub fn print_summary(p: &PostSummary) {
+    outln!("post {} to {}", p.post, p.list);
+    outln!("  recipients        {}", or_null(p.recipients));
+    outln!("  delivered         {}", p.delivered);
+    outln!("  failed            {}", p.failed);
+    outln!("  deferred attempts {}", p.deferred_attempts);
+    outln!("  first copy        {}", ms(p.t_first_ms));
+    outln!("  50 % delivered    {}", ms(p.t50_ms));
+    outln!("  95 % delivered    {}", ms(p.t95_ms));
+    outln!("  100 % delivered   {}", ms(p.t100_ms));
 }
 
 pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> Result<()> {
-    let q = api
+    let q: QueueSnapshot = api
         .get(&format!("/api/queue?limit={limit}&stragglers={stragglers}"))
         .await?;
     if as_json {
-        outln!("{}", serde_json::to_string_pretty(&q)?);
+        outln!("{}", pretty(&q)?);
         return Ok(());
     }
     outln!(
         "queued {}  (fast {}  slow {})  resolving {}  connections {} (slow {})  hosts down {}",
-        q["queued"],
-        q["fast_lane"],
-        q["slow_lane"],
-        q["resolving"],
-        q["connections"],
-        q["slow_connections"],
-        q["hosts_down"]
+        q.queued,
+        q.fast_lane,
+        q.slow_lane,
+        q.resolving,
+        q.connections,
+        q.slow_connections,
+        q.hosts_down
     );
     outln!(
         "{:<40} {:>7} {:>7} {:>7} {:>9} {:>8} {:>8}  LAST ERROR",
@@ -609,45 +646,32 @@ pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> 
         "OLDEST",
         "DOWN"
     );
-    for d in q["destinations"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .take(limit)
-    {
-        let down = d["down_for_secs"]
-            .as_u64()
-            .map_or("-".into(), |s| format!("{s}s"));
+    for d in q.destinations.iter().take(limit) {
+        let down = d.down_for_secs.map_or("-".into(), |s| format!("{s}s"));
         outln!(
             "{:<40} {:>7} {:>7} {:>7} {:>9} {:>7}s {:>8}  {}",
-            d["destination"].as_str().unwrap_or("?"),
-            d["ready"],
-            d["retry_ready"],
-            d["waiting"],
-            format!("{}/{}", d["connections"], d["connection_limit"]),
-            d["oldest_age_secs"],
+            d.destination,
+            d.ready,
+            d.retry_ready,
+            d.waiting,
+            format!("{}/{}", d.connections, d.connection_limit),
+            d.oldest_age_secs,
             down,
-            d["last_error"].as_str().unwrap_or("")
+            d.last_error.as_deref().unwrap_or("")
         );
     }
     if stragglers {
         outln!("\n{:<50} {:>8} {:>10}", "STRAGGLER", "PENDING", "OLDEST");
-        for s in q["stragglers"].as_array().into_iter().flatten().take(limit) {
+        for s in q.stragglers.iter().take(limit) {
             outln!(
                 "{:<50} {:>8} {:>9}s",
-                s["recipient"].as_str().unwrap_or("?"),
-                s["pending"],
-                s["oldest_age_secs"]
+                s.recipient,
+                s.pending,
+                s.oldest_age_secs
             );
         }
     }
-    let down: Vec<_> = q["down_hosts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .take(limit)
-        .collect();
-    if !down.is_empty() {
+    if !q.down_hosts.is_empty() && limit > 0 {
         outln!(
             "\n{:<40} {:<16} {:>8} {:>8}  LAST ERROR",
             "DOWN HOST",
@@ -655,14 +679,14 @@ pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> 
             "FAILURES",
             "PROBE IN"
         );
-        for h in down {
+        for h in q.down_hosts.iter().take(limit) {
             outln!(
                 "{:<40} {:<16} {:>8} {:>7}s  {}",
-                h["host"].as_str().unwrap_or("?"),
-                h["addr"].as_str().unwrap_or("?"),
-                h["consecutive_failures"],
-                h["probe_in_secs"],
-                h["last_error"].as_str().unwrap_or("")
+                h.host,
+                h.addr,
+                h.consecutive_failures,
+                h.probe_in_secs,
+                h.last_error.as_deref().unwrap_or("")
             );
         }
     }
@@ -670,42 +694,34 @@ pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> 
 }
 
 pub async fn status(api: &Api) -> Result<()> {
-    let s = api.get("/api/status").await?;
-    outln!(
-        "herald {}  up {} s",
-        s["version"].as_str().unwrap_or("?"),
-        s["uptime_secs"]
-    );
-    outln!("lists {}  members {}", s["lists"], s["members"]);
+    let s: Status = api.get("/api/status").await?;
+    outln!("herald {}  up {} s", s.version, s.uptime_secs);
+    outln!("lists {}  members {}", s.lists, s.members);
     outln!(
         "queue: {} copies queued, {} connections, {} destinations with work",
-        s["queued"],
-        s["connections"],
-        s["destinations"]
+        s.queued,
+        s.connections,
+        s.destinations
     );
-    let sp = &s["spool"];
+    let sp = &s.spool;
     outln!(
         "spool: {} live posts, {} segments, {} commits, fsync avg {} µs",
-        sp["live_posts"],
-        sp["segments"],
-        sp["commits"],
-        sp["fsync_avg_us"]
+        sp.live_posts,
+        sp.segments,
+        sp.commits,
+        sp.fsync_avg_us
     );
     outln!("recent posts:");
-    for p in s["posts"].as_array().into_iter().flatten() {
+    for p in &s.posts {
         outln!(
             "  {} {:<32} recipients {} delivered {} failed {} pending {}{}",
-            p["post"].as_str().unwrap_or("?"),
-            p["list"].as_str().unwrap_or("?"),
-            p["recipients"],
-            p["delivered"],
-            p["failed"],
-            p["pending"],
-            if p["complete"].as_bool() == Some(true) {
-                " (complete)"
-            } else {
-                ""
-            }
+            p.post,
+            p.list,
+            or_null(p.recipients),
+            p.delivered,
+            p.failed,
+            or_null(p.pending),
+            if p.complete { " (complete)" } else { "" }
         );
     }
     Ok(())

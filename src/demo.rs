@@ -7,6 +7,7 @@
 use crate::client::{self, Api};
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use herald_api_types::{Injected, ListInfo, PostSummary};
 use herald_server::{config::ListenConfig, Config, Listeners};
 use herald_sim::{GenSpec, ProfileFractions, ReceiverSettings, World, WorldConfig};
 use serde_json::json;
@@ -182,10 +183,10 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     };
     client::print_summary(&summary);
     let snap = world.recorder().snapshot();
-    let elapsed_ms = summary["t100_ms"].as_u64().unwrap_or(0).max(1);
+    let elapsed_ms = summary.t100_ms.unwrap_or(0).max(1);
     outln!(
         "  rate              {:.0} copies/s",
-        summary["delivered"].as_u64().unwrap_or(0) as f64 * 1000.0 / elapsed_ms as f64
+        summary.delivered as f64 * 1000.0 / elapsed_ms as f64
     );
     outln!("receivers saw:");
     outln!("  copies accepted   {}", snap.accepted);
@@ -233,15 +234,15 @@ async fn serve_on(api: &Api, args: &DemoArgs) {
         if args.repost_secs > 0 && Instant::now() >= next_post {
             next_post = Instant::now() + Duration::from_secs(args.repost_secs);
             let path = format!("/api/lists/{LIST}/posts");
-            match api
+            let posted: Result<Injected> = api
                 .post_bytes(
                     &path,
                     demo_post(args.size_kb).into_bytes(),
                     "message/rfc822",
                 )
-                .await
-            {
-                Ok(r) => outln!("posted {}", r["post"].as_str().unwrap_or("?")),
+                .await;
+            match posted {
+                Ok(r) => outln!("posted {}", r.post),
                 Err(e) => outln!("repost failed: {e}"),
             }
             let _ = std::io::stdout().flush();
@@ -252,7 +253,7 @@ async fn serve_on(api: &Api, args: &DemoArgs) {
 async fn wait_until_up(api: &Api) -> Result<()> {
     let started = Instant::now();
     loop {
-        if api.get("/healthz").await.is_ok() {
+        if api.get_bytes("/healthz").await.is_ok() {
             return Ok(());
         }
         if started.elapsed() > Duration::from_secs(30) {
@@ -263,7 +264,7 @@ async fn wait_until_up(api: &Api) -> Result<()> {
 }
 
 /// Creates the list, imports the members, posts, and waits for every recipient.
-async fn fan_out(api: &Api, addresses: &[String], size_kb: usize) -> Result<serde_json::Value> {
+async fn fan_out(api: &Api, addresses: &[String], size_kb: usize) -> Result<PostSummary> {
     let settings = json!({
         "display_name": "Herald Demo",
         "posting_policy": "anyone",
@@ -271,25 +272,26 @@ async fn fan_out(api: &Api, addresses: &[String], size_kb: usize) -> Result<serd
         "footer": "--\nYou get this as {{name}} <{{email}}> (member since {{since}}).\nUnsubscribe: {{unsubscribe_url}}\n",
         "personalize": true,
     });
-    api.post_json(
-        "/api/lists",
-        &json!({"address": LIST, "settings": settings}),
-    )
-    .await?;
+    let _created: ListInfo = api
+        .post_json(
+            "/api/lists",
+            &json!({"address": LIST, "settings": settings}),
+        )
+        .await?;
     let mut csv = String::from("email,name,since\n");
     for (i, a) in addresses.iter().enumerate() {
         csv.push_str(&format!("{a},Member {i},{}\n", 2000 + i % 26));
     }
     client::import_bytes(api, LIST, csv.as_bytes()).await?;
     let post = demo_post(size_kb);
-    let r = api
+    let r: Injected = api
         .post_bytes(
             &format!("/api/lists/{LIST}/posts"),
             post.into_bytes(),
             "message/rfc822",
         )
         .await?;
-    let id = r["post"].as_str().unwrap_or_default().to_string();
+    let id = r.post;
     outln!("posted {id} to {LIST} ({} members)", addresses.len());
     client::wait_for_post(api, &id, Duration::from_secs(600)).await
 }

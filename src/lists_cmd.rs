@@ -4,7 +4,12 @@
 use crate::client::{enc, Api};
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
+use herald_api_types::{
+    Approved, BounceEvent, HeldView, MemberDetail, PostmasterView, SubscribeAnswer,
+    SubscribeRequest,
+};
+use herald_types::MemberStatus;
+use serde_json::json;
 
 /// `herald held [--list L] [approve|reject <id>]`.
 #[derive(Args)]
@@ -64,24 +69,21 @@ pub struct SubscribeArgs {
     unsubscribe: bool,
 }
 
-fn s(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    }
+/// An optional text as the tables show it (`-` when absent).
+fn s(v: Option<&str>) -> String {
+    v.unwrap_or("-").to_string()
 }
 
 pub async fn held(api: &Api, a: HeldArgs) -> Result<()> {
     match a.action {
         Some(HeldAction::Approve { post }) => {
-            let r = api
+            let r: Approved = api
                 .post_json(&format!("/api/held/{}/approve", enc(&post)), &json!({}))
                 .await?;
-            outln!("approved {post}: fanned out as post {}", s(&r["post"]));
+            outln!("approved {post}: fanned out as post {}", r.post);
         }
         Some(HeldAction::Reject { post }) => {
-            api.post_json(&format!("/api/held/{}/reject", enc(&post)), &json!({}))
+            api.post_json_unit(&format!("/api/held/{}/reject", enc(&post)), &json!({}))
                 .await?;
             outln!("rejected {post}");
         }
@@ -90,16 +92,15 @@ pub async fn held(api: &Api, a: HeldArgs) -> Result<()> {
                 .list
                 .map(|l| format!("?list={}", enc(&l)))
                 .unwrap_or_default();
-            let v = api.get(&format!("/api/held{q}")).await?;
-            let rows = v.as_array().cloned().unwrap_or_default();
+            let rows: Vec<HeldView> = api.get(&format!("/api/held{q}")).await?;
             outln!("{:<22} {:<30} {:<30} reason", "post", "list", "from");
             for r in &rows {
                 outln!(
                     "{:<22} {:<30} {:<30} {}",
-                    s(&r["post"]),
-                    s(&r["list"]),
-                    s(&r["from"]),
-                    s(&r["reason"])
+                    r.post,
+                    r.list,
+                    s(r.from.as_deref()),
+                    s(r.reason.as_deref())
                 );
             }
             outln!("{} held", rows.len());
@@ -122,10 +123,9 @@ pub async fn postmaster(api: &Api, a: PostmasterArgs) -> Result<()> {
             outln!("deleted {post}");
         }
         None => {
-            let v = api
+            let rows: Vec<PostmasterView> = api
                 .get(&format!("/api/postmaster?limit={}", a.limit))
                 .await?;
-            let rows = v.as_array().cloned().unwrap_or_default();
             outln!(
                 "{:<17} {:<20} {:<30} {:<30} forward",
                 "post",
@@ -134,22 +134,17 @@ pub async fn postmaster(api: &Api, a: PostmasterArgs) -> Result<()> {
                 "from"
             );
             for r in &rows {
-                let from = match &r["from"] {
-                    Value::Null => "<>".to_string(),
-                    other => s(other),
-                };
-                let received = r["received_at_ms"]
-                    .as_u64()
-                    .map(herald_telemetry::time::rfc3339_ms)
-                    .and_then(|t| t.get(..19).map(str::to_string))
-                    .unwrap_or_else(|| "-".into());
+                let from = r.from.as_deref().unwrap_or("<>");
+                let received = herald_telemetry::time::rfc3339_ms(r.received_at_ms)
+                    .get(..19)
+                    .map_or_else(|| "-".into(), str::to_string);
                 outln!(
                     "{:<17} {:<20} {:<30} {:<30} {}",
-                    s(&r["post"]),
+                    r.post,
                     received,
-                    s(&r["to"]),
+                    r.to,
                     from,
-                    s(&r["forward"])
+                    r.forward
                 );
             }
             outln!("{} stored", rows.len());
@@ -166,8 +161,7 @@ pub async fn bounces(api: &Api, a: BouncesArgs) -> Result<()> {
     if let Some(k) = a.kind {
         q.push_str(&format!("&kind={}", enc(&k)));
     }
-    let v = api.get(&format!("/api/bounces{q}")).await?;
-    let rows = v.as_array().cloned().unwrap_or_default();
+    let rows: Vec<BounceEvent> = api.get(&format!("/api/bounces{q}")).await?;
     outln!(
         "{:<28} {:<13} {:<8} {:>5} {:<5} diagnostic",
         "member",
@@ -177,57 +171,52 @@ pub async fn bounces(api: &Api, a: BouncesArgs) -> Result<()> {
         "count"
     );
     for r in &rows {
-        let who = match s(&r["address"]) {
-            a if a.is_empty() => "(list reputation)".to_string(),
+        let who = match r.address.as_str() {
+            "" => "(list reputation)",
             a => a,
         };
         outln!(
             "{:<28} {:<13} {:<8} {:>5} {:<5} {}",
             who,
-            s(&r["kind"]),
-            s(&r["status"]),
-            s(&r["score"]),
-            if r["counted"] == Value::Bool(true) {
-                "yes"
-            } else {
-                "no"
-            },
-            s(&r["diagnostic"])
+            r.kind,
+            s(r.status.as_deref()),
+            json_number(r.score),
+            if r.counted { "yes" } else { "no" },
+            r.diagnostic
         );
     }
     Ok(())
 }
 
+/// A score as JSON writes it (`1.0`, not `1`): the column has always shown the wire's text.
+fn json_number(score: f64) -> String {
+    serde_json::to_string(&score).unwrap_or_else(|_| "-".into())
+}
+
 pub async fn member_show(api: &Api, list: &str, address: &str) -> Result<()> {
-    let v = api
+    let v: MemberDetail = api
         .get(&format!(
             "/api/lists/{}/members/{}/detail",
             enc(list),
             enc(address)
         ))
         .await?;
-    let m = &v["member"];
-    let status = match &m["status"]["state"] {
-        Value::String(st) if st == "disabled" => {
-            format!("disabled ({})", s(&m["status"]["reason"]))
-        }
-        other => s(other),
+    let m = &v.member;
+    let status = match &m.status {
+        MemberStatus::Disabled(reason) => format!("disabled ({reason})"),
+        MemberStatus::Enabled => "enabled".to_string(),
     };
-    outln!("member:       {}", s(&m["address"]));
+    outln!("member:       {}", m.address);
     outln!("status:       {status}");
-    outln!(
-        "bounce score: {}",
-        v["bounce_score"]["score"].as_f64().unwrap_or(0.0)
-    );
-    let hist = v["bounces"].as_array().cloned().unwrap_or_default();
-    outln!("bounces:      {}", hist.len());
-    for b in &hist {
+    outln!("bounce score: {}", v.bounce_score.map_or(0.0, |b| b.score));
+    outln!("bounces:      {}", v.bounces.len());
+    for b in &v.bounces {
         outln!(
             "  {} {:<13} {:<8} {}",
-            s(&b["at_ms"]),
-            s(&b["kind"]),
-            s(&b["status"]),
-            s(&b["diagnostic"])
+            b.at_ms,
+            b.kind,
+            s(b.status.as_deref()),
+            b.diagnostic
         );
     }
     Ok(())
@@ -239,12 +228,10 @@ pub async fn subscribe(api: &Api, a: SubscribeArgs) -> Result<()> {
     } else {
         "subscribe"
     };
-    let r = api
-        .post_json(
-            &format!("/api/lists/{}/{what}", enc(&a.list)),
-            &json!({ "address": a.address }),
-        )
+    let req = SubscribeRequest { address: a.address };
+    let r: SubscribeAnswer = api
+        .post_json(&format!("/api/lists/{}/{what}", enc(&a.list)), &req)
         .await?;
-    outln!("{what} {}: {}", a.address, s(&r["status"]));
+    outln!("{what} {}: {}", req.address, r.status);
     Ok(())
 }

@@ -5,7 +5,7 @@
 use crate::client::Api;
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
-use serde_json::{json, Value};
+use herald_api_types::{ActionResult, StragglerGroup, StragglerTarget, Stragglers};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Act {
@@ -46,31 +46,35 @@ pub async fn run(api: &Api, a: StragglersArgs) -> Result<()> {
         if matches!(act, Act::Disable) && a.recipient.is_none() {
             bail!("--action disable needs --recipient");
         }
-        let body = json!({"recipient": a.recipient, "domain": a.domain, "list": a.list});
-        let r = api.post_json(path, &body).await?;
-        outln!("{} queued copies matched", r["matched"]);
-        for l in r["disabled_on"].as_array().into_iter().flatten() {
-            outln!("member disabled on {}", l.as_str().unwrap_or("?"));
+        let body = StragglerTarget {
+            recipient: a.recipient,
+            domain: a.domain,
+            list: a.list,
+        };
+        let r: ActionResult = api.post_json(path, &body).await?;
+        outln!("{} queued copies matched", r.matched);
+        for l in &r.disabled_on {
+            outln!("member disabled on {l}");
         }
         return Ok(());
     }
-    let s = api
+    let s: Stragglers = api
         .get(&format!("/api/stragglers?limit={}", a.limit.clamp(1, 1000)))
         .await?;
     if a.json {
-        outln!("{}", serde_json::to_string_pretty(&s)?);
+        outln!("{}", crate::client::pretty(&s)?);
         return Ok(());
     }
     outln!(
         "{} deferred copies pending{}",
-        s["total"],
-        match s["untracked"].as_u64() {
-            Some(n) if n > 0 => format!(" (+{n} not tracked: book full)"),
+        s.total,
+        match s.untracked {
+            n if n > 0 => format!(" (+{n} not tracked: book full)"),
             _ => String::new(),
         }
     );
-    table("RECIPIENT", &s["recipients"]);
-    table("DESTINATION", &s["destinations"]);
+    table("RECIPIENT", &s.recipients);
+    table("DESTINATION", &s.destinations);
     Ok(())
 }
 
@@ -82,7 +86,7 @@ fn age(secs: u64) -> String {
     }
 }
 
-fn table(title: &str, rows: &Value) {
+fn table(title: &str, rows: &[StragglerGroup]) {
     outln!();
     outln!(
         "{title:<40} {:>7} {:>6} {:>5}  LAST ERROR",
@@ -90,14 +94,14 @@ fn table(title: &str, rows: &Value) {
         "AGE",
         "TRIES"
     );
-    for g in rows.as_array().into_iter().flatten() {
+    for g in rows {
         outln!(
             "{:<40} {:>7} {:>6} {:>5}  {}",
-            g["key"].as_str().unwrap_or("?"),
-            g["pending"],
-            age(g["oldest_secs"].as_u64().unwrap_or(0)),
-            g["max_tries"],
-            g["last_error"].as_str().unwrap_or("")
+            g.key,
+            g.pending,
+            age(g.oldest_secs),
+            g.max_tries,
+            g.last_error
         );
     }
 }

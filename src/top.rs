@@ -9,8 +9,9 @@
 //! backend; the loop around it only fetches, draws and reads keys (q, Esc or Ctrl-C quit).
 
 use crate::client::Api;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
+use herald_api_types::{LockView, RatePoint, Top};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyModifiers};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -27,124 +28,23 @@ pub struct TopArgs {
     interval_ms: u64,
 }
 
-/// The subset of `/api/top` the view shows (unknown fields ignored, missing ones default).
+/// What the view draws: the `/api/top` answer (the shared [`Top`] view, decoded with missing
+/// fields defaulted) and the CPU share the client computes between two samples.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
 pub struct TopModel {
-    pub now_ms: u64,
-    pub uptime_secs: u64,
-    pub rates: Vec<Rate>,
-    pub posts: Vec<Post>,
-    pub queued: u64,
-    pub resolving: u64,
-    pub connections: u64,
-    pub lanes: Vec<LaneRow>,
-    pub down: Vec<Dest>,
-    pub slowest: Vec<Class>,
-    pub process: Process,
-    pub internals: Internals,
+    #[serde(flatten)]
+    pub top: Top,
     /// CPU use since the previous sample (computed by the client).
     #[serde(skip)]
     pub cpu_pct: Option<f64>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct Rate {
-    pub sec: u64,
-    pub delivered: u64,
-    pub deferred: u64,
-    pub failed: u64,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct Post {
-    pub post: String,
-    pub list: String,
-    pub accepted_at_ms: u64,
-    pub recipients: Option<u64>,
-    pub already_done: u64,
-    pub delivered: u64,
-    pub failed: u64,
-    pub complete: bool,
-    pub t95_ms: Option<u64>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct LaneRow {
-    pub lane: String,
-    pub queued: u64,
-    pub ready: u64,
-    pub waiting: u64,
-    pub connections: u64,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct Dest {
-    pub destination: String,
-    pub down_for_secs: Option<u64>,
-    pub last_error: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct Class {
-    pub class: String,
-    pub transactions: u64,
-    pub mean_ms: f64,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct Process {
-    pub cpu_secs: Option<f64>,
-    pub rss_bytes: Option<u64>,
-    pub threads: Option<u64>,
-    pub open_fds: Option<u64>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct Internals {
-    pub stages: Vec<Stage>,
-    pub locks: Vec<Lock>,
-    pub channels: Vec<Channel>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct Stage {
-    pub stage: String,
-    pub count: u64,
-    pub mean_us: u64,
-    pub max_us: u64,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct Lock {
-    pub lock: String,
-    pub acquisitions: u64,
-    pub contended: u64,
-    pub wait_us: u64,
-    pub hold_us: u64,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default)]
-pub struct Channel {
-    pub channel: String,
-    pub depth: u64,
-    pub capacity: u64,
-}
-
 pub async fn run(api: Api, args: TopArgs) -> Result<()> {
     // Fail before touching the terminal when no server answers.
-    let first = api.get("/api/top").await?;
-    let mut model: TopModel = serde_json::from_value(first).context("unexpected /api/top")?;
+    let mut model = TopModel {
+        top: api.get::<Top>("/api/top").await?,
+        cpu_pct: None,
+    };
     let mut terminal = ratatui::init();
     let result = async {
         loop {
@@ -153,12 +53,14 @@ pub async fn run(api: Api, args: TopArgs) -> Result<()> {
             if quit_requested(wait).await? {
                 return Ok(());
             }
-            let prev = (model.process.cpu_secs, model.now_ms);
-            if let Ok(v) = api.get("/api/top").await {
-                if let Ok(m) = serde_json::from_value::<TopModel>(v) {
-                    model = m;
-                    model.cpu_pct = cpu_pct(prev, (model.process.cpu_secs, model.now_ms));
-                }
+            let prev = (model.top.process.cpu_secs, model.top.now_ms);
+            // A missed refresh keeps the last picture (the server may be busy or restarting).
+            if let Ok(top) = api.get::<Top>("/api/top").await {
+                let now = (top.process.cpu_secs, top.now_ms);
+                model = TopModel {
+                    top,
+                    cpu_pct: cpu_pct(prev, now),
+                };
             }
         }
     }
@@ -241,7 +143,7 @@ fn human_secs(s: u64) -> String {
 }
 
 fn header(m: &TopModel) -> Line<'static> {
-    let p = &m.process;
+    let p = &m.top.process;
     let cpu = m.cpu_pct.map_or("-".into(), |c| format!("{c:.0}%"));
     let rss = p.rss_bytes.map_or("-".into(), human_bytes);
     let opt = |v: Option<u64>| v.map_or("-".into(), |v| v.to_string());
@@ -249,20 +151,21 @@ fn header(m: &TopModel) -> Line<'static> {
         Span::styled("herald top", Style::default().add_modifier(Modifier::BOLD)),
         Span::raw(format!(
             "  up {}  cpu {cpu}  rss {rss}  thr {}  fds {}  conns {}",
-            human_secs(m.uptime_secs),
+            human_secs(m.top.uptime_secs),
             opt(p.threads),
             opt(p.open_fds),
-            m.connections
+            m.top.connections
         )),
     ])
 }
 
 /// realstat: one line per 15-second window, newest last: time, hourly rate, count, bars.
 fn rate_lines(m: &TopModel, width: u16) -> Vec<Line<'static>> {
-    let windows: Vec<Rate> = m
+    let windows: Vec<RatePoint> = m
+        .top
         .rates
         .chunks(15)
-        .map(|c| Rate {
+        .map(|c| RatePoint {
             sec: c.last().map_or(0, |r| r.sec + 1),
             delivered: c.iter().map(|r| r.delivered).sum(),
             deferred: c.iter().map(|r| r.deferred).sum(),
@@ -306,9 +209,9 @@ fn rate_lines(m: &TopModel, width: u16) -> Vec<Line<'static>> {
 
 /// Each post: id and list, then a bar with the share done and the time to 95 % (or an estimate).
 fn post_lines(m: &TopModel, width: u16) -> Vec<Line<'static>> {
-    let rate15: u64 = m.rates.iter().rev().take(15).map(|r| r.delivered).sum();
+    let rate15: u64 = m.top.rates.iter().rev().take(15).map(|r| r.delivered).sum();
     let mut lines = Vec::new();
-    for p in m.posts.iter().take(3) {
+    for p in m.top.posts.iter().take(3) {
         let total = p.recipients.map_or(0, |r| r.saturating_sub(p.already_done));
         let done = p.delivered + p.failed;
         let frac = if total == 0 {
@@ -348,15 +251,15 @@ fn post_lines(m: &TopModel, width: u16) -> Vec<Line<'static>> {
 fn queue_lines(m: &TopModel) -> Vec<Line<'static>> {
     let mut lines = vec![Line::from(format!(
         "queued {}  resolving {}  conns {}",
-        m.queued, m.resolving, m.connections
+        m.top.queued, m.top.resolving, m.top.connections
     ))];
-    for l in m.lanes.iter().take(2) {
+    for l in m.top.lanes.iter().take(2) {
         lines.push(Line::from(format!(
             "lane {:<6} ready {} wait {} conn {}",
             l.lane, l.ready, l.waiting, l.connections
         )));
     }
-    for c in &m.internals.channels {
+    for c in &m.top.internals.channels {
         lines.push(Line::from(format!(
             "chan {:<8} {:>6} / {}",
             c.channel, c.depth, c.capacity
@@ -367,6 +270,7 @@ fn queue_lines(m: &TopModel) -> Vec<Line<'static>> {
 
 fn host_lines(m: &TopModel) -> Vec<Line<'static>> {
     let mut lines: Vec<Line> = m
+        .top
         .slowest
         .iter()
         .take(3)
@@ -377,7 +281,7 @@ fn host_lines(m: &TopModel) -> Vec<Line<'static>> {
             ))
         })
         .collect();
-    for d in m.down.iter().take(5 - lines.len().min(3)) {
+    for d in m.top.down.iter().take(5 - lines.len().min(3)) {
         let mut name = d.destination.clone();
         name.truncate(24);
         lines.push(Line::styled(
@@ -404,7 +308,7 @@ fn micros(us: u64) -> String {
 
 /// Stage waits (mean and max per message) beside lock totals (wait and hold).
 fn internal_lines(m: &TopModel) -> Vec<Line<'static>> {
-    let stages = m.internals.stages.iter().map(|s| {
+    let stages = m.top.internals.stages.iter().map(|s| {
         format!(
             "{:<12} mean {:>6} max {:>6}",
             s.stage,
@@ -412,7 +316,7 @@ fn internal_lines(m: &TopModel) -> Vec<Line<'static>> {
             micros(s.max_us)
         )
     });
-    let mut locks: Vec<&Lock> = m.internals.locks.iter().collect();
+    let mut locks: Vec<&LockView> = m.top.internals.locks.iter().collect();
     locks.sort_by_key(|l| std::cmp::Reverse(l.wait_us + l.hold_us));
     let locks = locks.into_iter().map(|l| {
         format!(

@@ -45,7 +45,7 @@ async fn sigkill_mid_fanout_loses_no_recipient() {
     let post = b"From: a@outside.test\r\nSubject: crash\r\nMessage-ID: <crash-1@outside.test>\r\n\r\nbody\r\n";
     let (status, r) = http_bytes(&format!("{api}/api/lists/{LIST}/posts"), post.to_vec()).await;
     assert_eq!(status, 202, "{r}");
-    let post_id = r["post"].as_str().expect("post id").to_string();
+    let post_id = view::<herald_api_types::Injected>("inject", &r).post;
 
     // Kill it hard once a fifth of the copies are out.
     assert!(
@@ -82,9 +82,9 @@ async fn sigkill_mid_fanout_loses_no_recipient() {
         "{} duplicates, more than the {in_flight_bound} that can be in flight",
         snap.duplicates
     );
-    assert_eq!(snap.unique_recipients, MEMBERS as u64, "{progress}");
+    assert_eq!(snap.unique_recipients, MEMBERS as u64, "{progress:?}");
     eprintln!(
-        "killed at {at_kill} copies; after restart: {} accepted, {} duplicates, progress {progress}",
+        "killed at {at_kill} copies; after restart: {} accepted, {} duplicates, progress {progress:?}",
         snap.accepted, snap.duplicates
     );
     server.stop().await;

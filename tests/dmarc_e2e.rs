@@ -7,7 +7,9 @@
 
 mod support;
 
+use herald_api_types::{ListInfo, ListView};
 use herald_sim::{Profile, World};
+use herald_types::FromRewrite;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use support::*;
@@ -263,9 +265,10 @@ async fn the_list_setting_can_turn_rewriting_off_and_on() {
     let url = format!("{}/api/lists/{LIST}", server.api);
     let (st, body) = http("PATCH", &url, Some(json!({"from_rewrite": "never"}))).await;
     assert_eq!(st, 200, "{body}");
-    assert_eq!(body["settings"]["from_rewrite"], "never");
+    let changed: ListInfo = view("patched list", &body);
+    assert_eq!(changed.settings.from_rewrite, FromRewrite::Never);
     assert_eq!(
-        body["settings"]["display_name"], "Dev",
+        changed.settings.display_name, "Dev",
         "other settings are kept"
     );
     let r = send(&server, "alice@reject.test", &post("reject.test", "s1", "")).await;
@@ -290,7 +293,11 @@ async fn the_list_setting_can_turn_rewriting_off_and_on() {
     let (st, body) = http("PATCH", &url, Some(json!({"from_rewrite": "sometimes"}))).await;
     assert_eq!(st, 400, "{body}");
     let (_, list) = http("GET", &url, None).await;
-    assert_eq!(list["settings"]["from_rewrite"], "always", "{list}");
+    assert_eq!(
+        view::<ListView>("list", &list).list.settings.from_rewrite,
+        FromRewrite::Always,
+        "{list}"
+    );
     server.stop().await;
     world.shutdown().await;
 }

@@ -64,7 +64,10 @@ async fn every_member_gets_exactly_one_personalized_copy_of_each_post() {
     )
     .await;
     assert_eq!(status, 200, "{report}");
-    assert_eq!(report["added"], MEMBERS as u64);
+    assert_eq!(
+        view::<herald_api_types::ImportReport>("import", &report).added,
+        MEMBERS as u64
+    );
 
     // Post 1 over SMTP, post 2 through the HTTP API.
     let (mut smtp, banner) = Smtp::connect(server.smtp).await;
@@ -80,13 +83,13 @@ async fn every_member_gets_exactly_one_personalized_copy_of_each_post() {
     smtp.cmd("QUIT").await;
     let (status, r) = http_bytes(&format!("{api}/api/lists/{LIST}/posts"), multipart_post()).await;
     assert_eq!(status, 202, "{r}");
-    let post2 = r["post"].as_str().expect("post id").to_string();
+    let post2 = view::<herald_api_types::Injected>("inject", &r).post;
 
     for post in [&post1, &post2] {
         let p = wait_complete(&api, post, Duration::from_secs(120)).await;
-        assert_eq!(p["recipients"], MEMBERS as u64, "{p}");
-        assert_eq!(p["delivered"], MEMBERS as u64, "{p}");
-        assert_eq!(p["failed"], 0, "{p}");
+        assert_eq!(p.recipients, Some(MEMBERS as u64), "{p:?}");
+        assert_eq!(p.delivered, MEMBERS as u64, "{p:?}");
+        assert_eq!(p.failed, 0, "{p:?}");
     }
 
     let snap = world.recorder().snapshot();

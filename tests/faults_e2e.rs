@@ -159,7 +159,7 @@ async fn kill9_loop_mid_fanout_loses_nobody_and_bounds_duplicates() {
         let (status, r) =
             http_bytes(&format!("{api}/api/lists/{list}/posts"), post.into_bytes()).await;
         assert_eq!(status, 202, "{r}");
-        let post_id = r["post"].as_str().expect("post id").to_string();
+        let post_id = view::<herald_api_types::Injected>("inject", &r).post;
         // A random moment 0.1–1.2 s after the post was accepted, as an operator's crash comes.
         let wait_ms = 100 + rng.below(1100);
         tokio::time::sleep(Duration::from_millis(wait_ms)).await;
@@ -183,7 +183,7 @@ async fn kill9_loop_mid_fanout_loses_nobody_and_bounds_duplicates() {
         println!(
             "crash loop round {round}: killed {wait_ms} ms after acceptance with {at_kill} copies \
              out in all; duplicates {dups} (bound {bound}); already done at restart {}",
-            progress["already_done"]
+            progress.already_done
         );
         all_dups.push(dups);
     }

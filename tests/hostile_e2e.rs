@@ -5,6 +5,7 @@
 
 mod support;
 
+use herald_api_types::{ImportReport, Status};
 use herald_sim::{Profile, World};
 use serde_json::json;
 use std::time::Duration;
@@ -132,13 +133,13 @@ async fn smtp_refuses_hostile_sessions_and_keeps_what_it_accepts() {
     assert_eq!(snap.copies_for("alice@d0.test").len(), 1);
     let started = std::time::Instant::now();
     loop {
-        let (_, status) = http("GET", &format!("{}/api/status", server.api), None).await;
-        if status["spool"]["live_posts"] == 2 {
+        let status: Status = get_view(&format!("{}/api/status", server.api)).await;
+        if status.spool.live_posts == 2 {
             break;
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),
-            "the unrecognized bounce (kept for an administrator) and the held post stay: {status}"
+            "the unrecognized bounce (kept for an administrator) and the held post stay: {status:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -200,13 +201,9 @@ async fn member_data_cannot_inject_headers_and_broken_csv_rows_are_reported() {
     )
     .await;
     assert_eq!(status, 200, "{report}");
-    assert_eq!(report["added"], 3, "{report}");
-    let lines: Vec<u64> = report["rejected"]
-        .as_array()
-        .expect("rejected")
-        .iter()
-        .map(|r| r["line"].as_u64().expect("line"))
-        .collect();
+    let imported: ImportReport = view("import", &report);
+    assert_eq!(imported.added, 3, "{report}");
+    let lines: Vec<u64> = imported.rejected.iter().map(|r| r.line).collect();
     assert_eq!(lines, vec![3, 4, 6], "{report}");
     server.stop().await;
     world.shutdown().await;

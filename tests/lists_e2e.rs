@@ -9,7 +9,9 @@
 
 mod support;
 
+use herald_api_types::{BounceEvent, HeldView, MemberDetail};
 use herald_sim::{Profile, World};
+use herald_types::MemberStatus;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::*;
@@ -110,21 +112,22 @@ async fn bounces_by_mail_score_only_the_verp_member() {
     }
     let url = format!("{api}/api/lists/{LIST}/members/bob@d0.test/detail");
     let detail = wait_for_http(&url, |v| {
-        v["bounces"].as_array().is_some_and(|b| b.len() >= 30)
+        view::<MemberDetail>("detail", v).bounces.len() >= 30
     })
     .await;
+    let detail: MemberDetail = view("detail", &detail);
     assert_eq!(
-        detail["bounce_score"]["score"],
-        json!(1.0),
-        "once per day: {detail}"
+        detail.bounce_score.map(|b| b.score),
+        Some(1.0),
+        "once per day: {detail:?}"
     );
-    assert_eq!(detail["member"]["status"]["state"], "enabled");
+    assert_eq!(detail.member.status, MemberStatus::Enabled);
     let carol = wait_for_http(
         &format!("{api}/api/lists/{LIST}/members/carol@d1.test/detail"),
         |_| true,
     )
     .await;
-    assert_eq!(carol["bounce_score"], Value::Null);
+    assert_eq!(view::<MemberDetail>("detail", &carol).bounce_score, None);
     // A spam-block rejection is recorded against the list, not the member.
     let policy =
         std::fs::read_to_string("crates/bounce/tests/corpus/gmail_policy.eml").expect("corpus");
@@ -136,10 +139,11 @@ async fn bounces_by_mail_score_only_the_verp_member() {
     )
     .await;
     let rep = wait_for_http(&format!("{api}/api/bounces?list={LIST}&kind=policy"), |v| {
-        v.as_array().is_some_and(|a| !a.is_empty())
+        !view::<Vec<BounceEvent>>("bounces", v).is_empty()
     })
     .await;
-    assert_eq!(rep[0]["address"], "");
+    let rep: Vec<BounceEvent> = view("bounces", &rep);
+    assert_eq!(rep[0].address, "");
     // Nothing stays in the spool but what must (recognized bounces are completed).
     server.stop().await;
     world.shutdown().await;
@@ -239,10 +243,10 @@ async fn a_non_member_post_is_held_listed_and_approved() {
     let r = send(&server, "stranger@d1.test", &[LIST], &msg).await;
     assert!(r.starts_with("250"), "{r}");
     let held = wait_for_http(&format!("{api}/api/held?list={LIST}"), |v| {
-        v.as_array().is_some_and(|a| a.len() == 1)
+        view::<Vec<HeldView>>("held", v).len() == 1
     })
     .await;
-    let id = held[0]["post"].to_string();
+    let id = view::<Vec<HeldView>>("held", &held)[0].post.to_string();
     // The poster is told.
     let rec = world.recorder();
     wait_for(Duration::from_secs(30), "held notice", || {
@@ -439,10 +443,10 @@ async fn a_reject_by_reply_tells_the_poster() {
     // Rejecting through the API tells the poster too.
     hold_one(&world, &server, "mod-3@d1.test", 4).await;
     let held = wait_for_http(&format!("{api}/api/held?list={MODERATED}"), |v| {
-        v.as_array().is_some_and(|a| a.len() == 1)
+        view::<Vec<HeldView>>("held", v).len() == 1
     })
     .await;
-    let id = held[0]["post"].to_string();
+    let id = view::<Vec<HeldView>>("held", &held)[0].post.to_string();
     let (st, body) = http("POST", &format!("{api}/api/held/{id}/reject"), None).await;
     assert_eq!(st, 200, "{body}");
     // held notice + rejection for the first post, then the same for the second.
@@ -493,7 +497,11 @@ async fn a_member_disabled_by_bounces_is_told_when_bounce_notify_is_on() {
         |_| true,
     )
     .await;
-    assert_eq!(detail["member"]["status"]["state"], "disabled", "{detail}");
+    let detail: MemberDetail = view("detail", &detail);
+    assert!(
+        matches!(detail.member.status, MemberStatus::Disabled(_)),
+        "{detail:?}"
+    );
     server.stop().await;
     world.shutdown().await;
 }

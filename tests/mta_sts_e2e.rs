@@ -6,10 +6,11 @@
 
 mod support;
 
+use herald_api_types::PostSummary;
 use herald_sim::https::{PolicyResponse, PolicyServer};
 use herald_sim::pki::TestCa;
 use herald_sim::{Profile, World};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -132,17 +133,17 @@ async fn post(server: &TestServer, subject: &str) -> String {
 
 /// Waits until `post` has `delivered` copies and at least `min_deferred` deferral attempts, and
 /// has stayed incomplete (some copy keeps being deferred).
-async fn wait_partial(api: &str, post: &str, delivered: u64, min_deferred: u64) -> Value {
+async fn wait_partial(api: &str, post: &str, delivered: u64, min_deferred: u64) -> PostSummary {
     let started = Instant::now();
     loop {
-        let (_, p) = http("GET", &format!("{api}/api/posts/{post}"), None).await;
-        if p["delivered"] == delivered
-            && p["deferred_attempts"].as_u64().unwrap_or(0) >= min_deferred
-        {
-            assert_ne!(p["complete"], Value::Bool(true), "{p}");
-            return p;
+        let p = post_progress(api, post).await;
+        if let Some(p) = p.as_ref() {
+            if p.delivered == delivered && p.deferred_attempts >= min_deferred {
+                assert!(!p.complete, "{p:?}");
+                return p.clone();
+            }
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "{p}");
+        assert!(started.elapsed() < Duration::from_secs(30), "{p:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -6,7 +6,12 @@
 
 mod support;
 
+use herald_api_types::{
+    ActionResult, DayReport, HourRow, Injected, MemberView, PostReport, PostSummary, ReasonRow,
+    Stragglers, Top, Totals,
+};
 use herald_sim::{Profile, World};
+use herald_types::MemberStatus;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 use support::*;
@@ -97,8 +102,8 @@ async fn wait_known_state(api: &str, post: &str) -> Value {
     loop {
         let (_, p) = get_auth(&format!("{api}/api/posts/{post}"), Some(TOKEN)).await;
         let (_, s) = get_auth(&format!("{api}/api/stragglers"), Some(TOKEN)).await;
-        let done = p["delivered"].as_u64().unwrap_or(0) + p["failed"].as_u64().unwrap_or(0);
-        if done == 300 && s["total"] == 100 {
+        let (pv, sv): (PostSummary, Stragglers) = (view("progress", &p), view("stragglers", &s));
+        if pv.delivered + pv.failed == 300 && sv.total == 100 {
             return p;
         }
         assert!(
@@ -119,59 +124,50 @@ async fn reports_stragglers_and_actions_match_a_known_fan_out() {
         .send()
         .await
         .expect("post");
-    let post = resp.json::<Value>().await.expect("json")["post"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let post = resp.json::<Injected>().await.expect("injected").post;
     wait_known_state(&api, &post).await;
 
     let (s, hours) = get_auth(&format!("{api}/api/reports/hourly?since_ms=0"), Some(TOKEN)).await;
     assert_eq!(s, 200, "{hours}");
-    let sum = |k: &str| {
-        hours
-            .as_array()
-            .expect("rows")
-            .iter()
-            .map(|r| r[k].as_u64().unwrap_or(0))
-            .sum::<u64>()
-    };
-    assert_eq!((sum("delivered"), sum("failed")), (200, 100), "{hours}");
-    if hours.as_array().map(Vec::len) == Some(1) {
-        assert_eq!(
-            (
-                hours[0]["delivered_hosts"].as_u64(),
-                hours[0]["failed_hosts"].as_u64()
-            ),
-            (Some(2), Some(1))
-        );
+    let hours: Vec<HourRow> = view("hourly", &hours);
+    let sum = |k: fn(&HourRow) -> u64| hours.iter().map(k).sum::<u64>();
+    assert_eq!(
+        (sum(|r| r.delivered), sum(|r| r.failed)),
+        (200, 100),
+        "{hours:?}"
+    );
+    if let [hour] = hours.as_slice() {
+        assert_eq!((hour.delivered_hosts, hour.failed_hosts), (2, 1));
     }
     let (_, day) = get_auth(&format!("{api}/api/reports/day"), Some(TOKEN)).await;
+    let day: DayReport = view("day", &day);
+    assert_eq!((day.delivered, day.failed), (200, 100), "{day:?}");
     assert_eq!(
-        (day["delivered"].as_u64(), day["failed"].as_u64()),
-        (Some(200), Some(100)),
-        "{day}"
+        day.arrivals.first().map(|a| a.post.as_str()),
+        Some(post.as_str())
     );
-    assert_eq!(day["arrivals"][0]["post"], post.as_str());
     let (_, rep) = get_auth(&format!("{api}/api/reports/post/{post}"), Some(TOKEN)).await;
+    let rep: PostReport = view("post report", &rep);
+    assert_eq!((rep.delivered, rep.failed), (200, 100), "{rep:?}");
+    assert_eq!(rep.recipients, Some(400));
     assert_eq!(
-        (rep["delivered"].as_u64(), rep["failed"].as_u64()),
-        (Some(200), Some(100)),
-        "{rep}"
+        rep.failures.first(),
+        Some(&ReasonRow {
+            reason: "550 5.1.1".into(),
+            copies: 100
+        })
     );
-    assert_eq!(rep["recipients"], 400);
-    assert_eq!(
-        rep["failures"][0],
-        json!({"reason": "550 5.1.1", "copies": 100})
-    );
-    assert!(
-        rep["t50_secs"].is_u64() && rep["t100_secs"].is_null(),
-        "{rep}"
-    );
+    assert!(rep.t50_secs.is_some() && rep.t100_secs.is_none(), "{rep:?}");
 
     let (_, strag) = get_auth(&format!("{api}/api/stragglers?limit=5"), Some(TOKEN)).await;
-    assert_eq!(strag["destinations"][0]["key"], "d3.test", "{strag}");
-    assert_eq!(strag["destinations"][0]["pending"], 100);
-    assert_eq!(strag["recipients"].as_array().map(Vec::len), Some(5));
+    let strag: Stragglers = view("stragglers", &strag);
+    let first = strag
+        .destinations
+        .first()
+        .expect("a straggling destination");
+    assert_eq!(first.key, "d3.test", "{strag:?}");
+    assert_eq!(first.pending, 100);
+    assert_eq!(strag.recipients.len(), 5);
 
     // The CLI renders the same numbers from the same store.
     let table = herald_cli(
@@ -216,13 +212,19 @@ async fn reports_stragglers_and_actions_match_a_known_fan_out() {
         json!({"recipient": "m3@d3.test"}),
     )
     .await;
-    assert_eq!((s, &r["disabled_on"]), (200, &json!([LIST])), "{r}");
+    let action: ActionResult = view("disable", &r);
+    assert_eq!(
+        (s, action.disabled_on),
+        (200, vec![LIST.to_string()]),
+        "{r}"
+    );
     let (_, m) = get_auth(
         &format!("{api}/api/lists/{LIST}/members/m3@d3.test"),
         Some(TOKEN),
     )
     .await;
-    assert_eq!(m["status"]["state"], "disabled", "{m}");
+    let member: MemberView = view("member", &m);
+    assert!(matches!(member.status, MemberStatus::Disabled(_)), "{m}");
     let out = herald_cli(
         &api,
         Some(TOKEN),
@@ -230,31 +232,28 @@ async fn reports_stragglers_and_actions_match_a_known_fan_out() {
     );
     assert!(out.contains("queued copies matched"), "{out}");
     let p = wait_complete_auth(&api, &post).await;
-    assert_eq!(
-        (p["delivered"].as_u64(), p["failed"].as_u64()),
-        (Some(200), Some(200)),
-        "{p}"
-    );
+    assert_eq!((p.delivered, p.failed), (200, 200), "{p:?}");
     let (_, rep) = get_auth(&format!("{api}/api/reports/post/{post}"), Some(TOKEN)).await;
-    assert_eq!(rep["failed"], 200, "{rep}");
-    assert!(rep["failures"]
-        .as_array()
-        .expect("rows")
+    let rep: PostReport = view("post report", &rep);
+    assert_eq!(rep.failed, 200, "{rep:?}");
+    assert!(rep
+        .failures
         .iter()
-        .any(|f| f["reason"] == "550 5.0.0" && f["copies"] == 100));
+        .any(|f| f.reason == "550 5.0.0" && f.copies == 100));
     let (_, strag) = get_auth(&format!("{api}/api/stragglers"), Some(TOKEN)).await;
-    assert_eq!(strag["total"], 0);
+    assert_eq!(view::<Stragglers>("stragglers", &strag).total, 0);
 
     server.stop().await;
     world.shutdown().await;
 }
 
-async fn wait_complete_auth(api: &str, post: &str) -> Value {
+async fn wait_complete_auth(api: &str, post: &str) -> PostSummary {
     let started = Instant::now();
     loop {
         let (_, p) = get_auth(&format!("{api}/api/posts/{post}"), Some(TOKEN)).await;
-        if p["complete"] == true {
-            return p;
+        let summary: PostSummary = view("progress", &p);
+        if summary.complete {
+            return summary;
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),
@@ -337,10 +336,7 @@ async fn admin_routes_need_the_token_and_live_views_have_every_stage() {
         .send()
         .await
         .expect("post");
-    let post = resp.json::<Value>().await.expect("json")["post"]
-        .as_str()
-        .expect("id")
-        .to_string();
+    let post = resp.json::<Injected>().await.expect("injected").post;
     wait_known_state(&api, &post).await;
     let top = client
         .get(format!("{api}/api/top"))
@@ -348,37 +344,33 @@ async fn admin_routes_need_the_token_and_live_views_have_every_stage() {
         .send()
         .await
         .expect("top");
-    let top: Value = top.json().await.expect("json");
+    let top: Top = top.json().await.expect("the /api/top view");
     assert_eq!(
-        top["totals"],
-        json!({"delivered": 200, "failed": 100, "deferred": 100})
+        top.totals,
+        Totals {
+            delivered: 200,
+            failed: 100,
+            deferred: 100
+        }
     );
-    assert_eq!(
-        top["rates"].as_array().map(Vec::len),
-        Some(300),
-        "per-second rates, 5 minutes"
-    );
-    assert_eq!(top["lanes"][0]["lane"], "fast");
-    assert_eq!(top["lanes"][1]["lane"], "slow");
+    assert_eq!(top.rates.len(), 300, "per-second rates, 5 minutes");
+    let lanes: Vec<&str> = top.lanes.iter().map(|l| l.lane.as_str()).collect();
+    assert_eq!(lanes.get(..2), Some(&["fast", "slow"][..]));
     assert!(
-        top["down"]
-            .as_array()
-            .is_some_and(|d| d.iter().any(|d| d["destination"] == "mx.d3.test")),
-        "{}",
-        top["down"]
+        top.down.iter().any(|d| d.destination == "mx.d3.test"),
+        "{:?}",
+        top.down
     );
-    assert!(top["process"]["rss_bytes"].as_u64().unwrap_or(0) > 0);
-    let stages: Vec<&str> = top["internals"]["stages"]
-        .as_array()
-        .expect("stages")
+    assert!(top.process.rss_bytes.unwrap_or(0) > 0);
+    let stages: Vec<&str> = top
+        .internals
+        .stages
         .iter()
-        .filter_map(|s| s["stage"].as_str())
+        .map(|s| s.stage.as_str())
         .collect();
     assert_eq!(stages, ["jobs_send", "report_queue", "spool_record"]);
-    assert!(top["internals"]["stages"][1]["count"].as_u64().unwrap_or(0) >= 300);
-    assert!(top["slowest"]
-        .as_array()
-        .is_some_and(|c| c.iter().any(|c| c["class"] == "d0.test")));
+    assert!(top.internals.stages.get(1).is_some_and(|s| s.count >= 300));
+    assert!(top.slowest.iter().any(|c| c.class == "d0.test"));
 
     let (_, metrics) = get_auth(&format!("{api}/metrics"), Some(TOKEN)).await;
     let metrics = metrics.as_str().expect("text").to_string();

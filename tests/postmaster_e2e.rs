@@ -11,8 +11,9 @@
 
 mod support;
 
+use herald_api_types::PostmasterView;
 use herald_sim::{Profile, World};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -64,19 +65,17 @@ async fn send(server: &TestServer, from: &str, rcpts: &[&str], msg: &str) -> Str
     r
 }
 
-async fn stored(api: &str) -> Vec<Value> {
-    let (st, v) = http("GET", &format!("{api}/api/postmaster"), None).await;
-    assert_eq!(st, 200, "{v}");
-    v.as_array().cloned().unwrap_or_default()
+async fn stored(api: &str) -> Vec<PostmasterView> {
+    get_view(&format!("{api}/api/postmaster")).await
 }
 
 /// Waits until the stored message `id` has been handled (forwarded or kept).
-async fn wait_handled(api: &str, id: &str) -> Value {
+async fn wait_handled(api: &str, id: &str) -> PostmasterView {
     let started = Instant::now();
     loop {
         let rows = stored(api).await;
-        if let Some(r) = rows.iter().find(|r| r["post"] == id) {
-            if r["forward"] != "pending" {
+        if let Some(r) = rows.iter().find(|r| r.post == id) {
+            if r.forward != "pending" {
                 return r.clone();
             }
         }
@@ -153,9 +152,9 @@ async fn postmaster_is_accepted_for_our_domains_stored_listed_and_kept_across_a_
 
     // All four postmaster recipients are one stored message, kept (no forward configured).
     let row = wait_handled(&server.api, &id).await;
-    assert_eq!(row["forward"], "kept", "{row}");
-    assert_eq!(row["to"], "postmaster@herald.test");
-    assert_eq!(row["from"], "bob@d0.test");
+    assert_eq!(row.forward, "kept", "{row:?}");
+    assert_eq!(row.to, "postmaster@herald.test");
+    assert_eq!(row.from.as_deref(), Some("bob@d0.test"));
     assert_eq!(stored(&server.api).await.len(), 1);
     let (st, raw) = raw_message(&server.api, &id).await;
     assert_eq!(st, 200);
@@ -175,8 +174,8 @@ async fn postmaster_is_accepted_for_our_domains_stored_listed_and_kept_across_a_
     let rows = stored(&server.api).await;
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(
-        (&rows[0]["post"], &rows[0]["forward"]),
-        (&json!(id), &json!("kept"))
+        (rows[0].post.as_str(), rows[0].forward.as_str()),
+        (id.as_str(), "kept")
     );
     let m = metrics(&server.api).await;
     assert!(
@@ -238,7 +237,7 @@ async fn postmaster_mail_is_forwarded_once_and_automatic_mail_and_loops_are_not(
         .await,
     );
     let row = wait_handled(&server.api, &id).await;
-    assert_eq!(row["forward"], "forwarded", "{row}");
+    assert_eq!(row.forward, "forwarded", "{row:?}");
 
     // The copy reaches the operator's (simulated) mailbox: from <>, marked, original attached.
     let started = Instant::now();
@@ -291,7 +290,7 @@ async fn postmaster_mail_is_forwarded_once_and_automatic_mail_and_loops_are_not(
     let back = String::from_utf8(wire.to_vec()).expect("ascii forward");
     let back_id = queued_id(&send(&server, "", &["postmaster@herald.test"], &back).await);
     for kept in [&auto_id, &back_id] {
-        assert_eq!(wait_handled(&server.api, kept).await["forward"], "kept");
+        assert_eq!(wait_handled(&server.api, kept).await.forward, "kept");
     }
     let m = metrics(&server.api).await;
     for (word, n) in [("forwarded", 1), ("auto_submitted", 1), ("loop", 1)] {

@@ -9,8 +9,9 @@
 
 mod support;
 
+use herald_api_types::{Injected, PostSummary, QueueSnapshot, Stragglers};
 use herald_sim::{Profile, World};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -56,23 +57,21 @@ async fn post(api: &str, tag: &str) -> String {
     );
     let (status, r) = http_bytes(&format!("{api}/api/lists/{LIST}/posts"), msg.into_bytes()).await;
     assert!(status == 200 || status == 201 || status == 202, "{r}");
-    r["post"].as_str().expect("post id").to_string()
+    view::<Injected>("inject", &r).post
 }
 
-async fn progress(api: &str, post: &str) -> Value {
-    http("GET", &format!("{api}/api/posts/{post}"), None)
-        .await
-        .1
+/// The post's progress; all zeros while the server does not know the post yet.
+async fn progress(api: &str, post: &str) -> PostSummary {
+    let (status, body) = http("GET", &format!("{api}/api/posts/{post}"), None).await;
+    if status == 200 {
+        view("post progress", &body)
+    } else {
+        PostSummary::default()
+    }
 }
 
-async fn queue(api: &str) -> Value {
-    http(
-        "GET",
-        &format!("{api}/api/queue?limit=50&stragglers=true"),
-        None,
-    )
-    .await
-    .1
+async fn queue(api: &str) -> QueueSnapshot {
+    get_view(&format!("{api}/api/queue?limit=50&stragglers=true")).await
 }
 
 async fn metric(api: &str, name: &str) -> f64 {
@@ -132,12 +131,7 @@ async fn hung_and_refused_hosts_do_not_hold_back_the_rest_and_are_marked_down() 
         "every unreachable copy deferred at least once",
         || {
             let (api, id) = (api.clone(), id.clone());
-            async move {
-                progress(&api, &id).await["deferred_attempts"]
-                    .as_u64()
-                    .unwrap_or(0)
-                    >= 200
-            }
+            async move { progress(&api, &id).await.deferred_attempts >= 200 }
         },
     )
     .await;
@@ -148,12 +142,7 @@ async fn hung_and_refused_hosts_do_not_hold_back_the_rest_and_are_marked_down() 
             let api = api.clone();
             async move {
                 let q = queue(&api).await;
-                let hosts: Vec<String> = q["down_hosts"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|h| h["host"].as_str().map(str::to_string))
-                    .collect();
+                let hosts: Vec<String> = q.down_hosts.into_iter().map(|h| h.host).collect();
                 hosts.contains(&"mx.d2.test".to_string())
                     && hosts.contains(&"mx.d3.test".to_string())
             }
@@ -162,14 +151,13 @@ async fn hung_and_refused_hosts_do_not_hold_back_the_rest_and_are_marked_down() 
     .await;
     let q = queue(&server.api).await;
     assert!(
-        q["slow_lane"].as_u64().unwrap_or(0) + q["slow_connections"].as_u64().unwrap_or(0) > 0
-            || q["queued"].as_u64() == Some(0),
-        "{q}"
+        q.slow_lane + q.slow_connections > 0 || q.queued == 0,
+        "{q:?}"
     );
-    let stragglers = q["stragglers"].as_array().map_or(0, Vec::len);
+    let stragglers = q.stragglers.len();
     assert!(
         stragglers > 0,
-        "unreachable members listed as stragglers: {q}"
+        "unreachable members listed as stragglers: {q:?}"
     );
     // A level, not a counter: a probe cycle can move it between two reads on a loaded machine
     // (seen once in CI-like conditions), so poll it like the checks above.
@@ -180,7 +168,7 @@ async fn hung_and_refused_hosts_do_not_hold_back_the_rest_and_are_marked_down() 
     .await;
     assert!(metric(&server.api, "herald_lane_moves_total").await >= 200.0);
     let p = progress(&server.api, &id).await;
-    assert_eq!(p["failed"], 0, "unreachable is not failed: {p}");
+    assert_eq!(p.failed, 0, "unreachable is not failed: {p:?}");
     eprintln!("healthy copies delivered in {healthy_secs:.1} s");
     server.stop().await;
     world.shutdown().await;
@@ -205,7 +193,7 @@ async fn a_host_that_comes_back_gets_its_pending_copies_within_a_probe_interval(
     let api = server.api.clone();
     eventually(Duration::from_secs(20), "d1's host is down", || {
         let api = api.clone();
-        async move { queue(&api).await["hosts_down"].as_u64().unwrap_or(0) >= 1 }
+        async move { queue(&api).await.hosts_down >= 1 }
     })
     .await;
     // The receiver starts later, on the same address and port.
@@ -244,7 +232,7 @@ async fn greylisting_is_retried_after_its_interval_not_the_generic_schedule() {
     setup_list(&server.api, 40, 1).await;
     let id = post(&server.api, "grey").await;
     let p = wait_complete(&server.api, &id, Duration::from_secs(40)).await;
-    assert_eq!(p["delivered"], 40, "{p}");
+    assert_eq!(p.delivered, 40, "{p:?}");
     let grey = metric(&server.api, "herald_deferrals_total{reason=\"greylist\"}").await;
     // One greylisting per member: the retry waited for the 3 s interval (the generic schedule
     // here is 1 s, which would have been greylisted again).
@@ -270,8 +258,8 @@ async fn throttling_slows_the_destination_and_never_fails_anyone() {
     setup_list(&server.api, 1200, 2).await;
     let id = post(&server.api, "throttle").await;
     let p = wait_complete(&server.api, &id, Duration::from_secs(60)).await;
-    assert_eq!(p["delivered"], 1200, "{p}");
-    assert_eq!(p["failed"], 0, "throttling is never a bounce: {p}");
+    assert_eq!(p.delivered, 1200, "{p:?}");
+    assert_eq!(p.failed, 0, "throttling is never a bounce: {p:?}");
     assert!(metric(&server.api, "herald_throttle_events_total").await >= 1.0);
     assert!(metric(&server.api, "herald_deferrals_total{reason=\"throttle\"}").await >= 1.0);
     server.stop().await;
@@ -299,18 +287,18 @@ async fn host_health_survives_a_restart() {
     let api = server.api.clone();
     eventually(Duration::from_secs(20), "refused host down", || {
         let api = api.clone();
-        async move { queue(&api).await["hosts_down"].as_u64().unwrap_or(0) >= 1 }
+        async move { queue(&api).await.hosts_down >= 1 }
     })
     .await;
     server.stop().await;
     assert!(dir.path().join("host-health.json").exists());
     let server = TestServer::start(cfg).await;
     let q = queue(&server.api).await;
-    assert!(
-        q["hosts_down"].as_u64().unwrap_or(0) >= 1,
-        "restored at start: {q}"
+    assert!(q.hosts_down >= 1, "restored at start: {q:?}");
+    assert_eq!(
+        q.down_hosts.first().map(|h| h.host.as_str()),
+        Some("mx.d1.test")
     );
-    assert_eq!(q["down_hosts"][0]["host"], "mx.d1.test");
     server.stop().await;
     world.shutdown().await;
 }
@@ -375,12 +363,7 @@ async fn hostile_peers_never_hold_a_worker_past_its_timeout() {
     let api = server.api.clone();
     eventually(Duration::from_secs(15), "hostile copies deferred", || {
         let (api, id) = (api.clone(), id.clone());
-        async move {
-            progress(&api, &id).await["deferred_attempts"]
-                .as_u64()
-                .unwrap_or(0)
-                >= 30
-        }
+        async move { progress(&api, &id).await.deferred_attempts >= 30 }
     })
     .await;
     assert!(started.elapsed() < Duration::from_secs(15));
@@ -428,16 +411,16 @@ async fn a_small_post_is_not_starved_by_a_big_fan_out_before_it() {
         msg.as_bytes().to_vec(),
     )
     .await;
-    let small = r["post"].as_str().expect("post id").to_string();
+    let small = view::<Injected>("inject", &r).post;
     let started = Instant::now();
     wait_complete(&server.api, &small, Duration::from_secs(30)).await;
     let small_secs = started.elapsed().as_secs_f64();
     let b = progress(&server.api, &big).await;
-    assert_eq!(b["complete"], false, "the big post is still running: {b}");
+    assert!(!b.complete, "the big post is still running: {b:?}");
     assert!(small_secs < 15.0, "small post took {small_secs:.1} s");
     eprintln!(
         "small post done in {small_secs:.1} s while the big one had {} delivered",
-        b["delivered"]
+        b.delivered
     );
     server.stop().await;
     world.shutdown().await;
@@ -473,8 +456,8 @@ async fn an_operators_give_up_does_not_count_against_the_member() {
     setup_list(&api, 3, 3).await;
     let first = post(&api, "give-up-1").await;
     eventually(Duration::from_secs(30), "m1's copy deferred", || async {
-        let (_, s) = http("GET", &format!("{api}/api/stragglers"), None).await;
-        s["total"].as_u64().unwrap_or(0) >= 1
+        let s: Stragglers = get_view(&format!("{api}/api/stragglers")).await;
+        s.total >= 1
     })
     .await;
 
@@ -488,11 +471,7 @@ async fn an_operators_give_up_does_not_count_against_the_member() {
     let out = herald_cli(&api, None, &give_up);
     assert!(out.contains("1 queued copies matched"), "{out}");
     let p = wait_complete(&api, &first, Duration::from_secs(30)).await;
-    assert_eq!(
-        (p["delivered"].as_u64(), p["failed"].as_u64()),
-        (Some(1), Some(2)),
-        "{p}"
-    );
+    assert_eq!((p.delivered, p.failed), (1, 2), "{p:?}");
 
     // A second post's 550 for m2 reaches the bounce stage after the give-up did (one channel,
     // in order): once it is recorded, the give-up has been processed too.

@@ -6,10 +6,10 @@
 //! licence, see DejaVu-LICENSE.txt) through plotters' `ab_glyph` backend: no system fonts are
 //! needed, so the same picture comes out on a bare server.
 //!
-//! Self-contained (plotters + telemetry's report types only) so the report benchmark example
+//! Self-contained (plotters + the API's report views only) so the report benchmark example
 //! can include it.
 
-use herald_telemetry::stats::{DayReport, PostReport};
+use herald_api_types::{DayReport, PostReport};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;

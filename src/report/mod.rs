@@ -8,7 +8,7 @@ pub mod chart;
 use crate::client::Api;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
-use herald_telemetry::stats::{DayReport, HourRow, PostReport};
+use herald_api_types::{DayReport, HourRow, PostReport};
 use herald_telemetry::time::{parse_date_ms, rfc3339_ms};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -75,15 +75,14 @@ pub async fn run(api: &Api, cmd: ReportCommand) -> Result<()> {
             let since = parse_since(since.as_deref(), herald_types::unix_ms_now())?;
             let bar = steps(1);
             bar.set_message("fetching hourly statistics");
-            let v = api
+            let rows: Vec<HourRow> = api
                 .get(&format!("/api/reports/hourly?since_ms={since}"))
                 .await?;
             bar.finish_and_clear();
             if json {
-                outln!("{}", serde_json::to_string_pretty(&v)?);
+                outln!("{}", crate::client::pretty(&rows)?);
                 return Ok(());
             }
-            let rows: Vec<HourRow> = serde_json::from_value(v).context("unexpected answer")?;
             out!("{}", hourly_table(&rows, herald_types::unix_ms_now()));
         }
         ReportCommand::Day { date, out } => {
@@ -92,9 +91,7 @@ pub async fn run(api: &Api, cmd: ReportCommand) -> Result<()> {
             let q = date
                 .as_ref()
                 .map_or(String::new(), |d| format!("?date={d}"));
-            let rep: DayReport =
-                serde_json::from_value(api.get(&format!("/api/reports/day{q}")).await?)
-                    .context("unexpected answer")?;
+            let rep: DayReport = api.get(&format!("/api/reports/day{q}")).await?;
             bar.inc(1);
             bar.set_message(format!("drawing {}", out.display()));
             let title = format!(
@@ -128,14 +125,13 @@ async fn post(api: &Api, id: &str, out: Option<PathBuf>, json: bool) -> Result<(
     }
     let bar = steps(1 + u64::from(out.is_some()));
     bar.set_message("fetching the post's statistics");
-    let v = api.get(&format!("/api/reports/post/{id}")).await?;
+    let rep: PostReport = api.get(&format!("/api/reports/post/{id}")).await?;
     bar.inc(1);
     if json {
         bar.finish_and_clear();
-        outln!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", crate::client::pretty(&rep)?);
         return Ok(());
     }
-    let rep: PostReport = serde_json::from_value(v).context("unexpected answer")?;
     if let Some(out) = &out {
         bar.set_message(format!("drawing {}", out.display()));
         let (r, o) = (rep.clone(), out.clone());

@@ -5,8 +5,10 @@
 
 pub mod binary;
 
+use herald_api_types::PostSummary;
 use herald_server::{config::ListenConfig, Config, Listeners, ServerError};
 use herald_sim::{DomainConfig, Profile, ReceiverSettings, World, WorldConfig};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -166,6 +168,27 @@ pub async fn http_bytes(url: &str, body: Vec<u8>) -> (u16, Value) {
     )
 }
 
+/// An answer read through its `herald-api-types` view (the typed wire contract); fails the
+/// test with the body when it does not decode, so a moved key is a clear failure, not a
+/// silent `null`.
+pub fn view<T: DeserializeOwned>(what: &str, body: &Value) -> T {
+    serde_json::from_value(body.clone())
+        .unwrap_or_else(|e| panic!("{what}: answer does not decode ({e}): {body}"))
+}
+
+/// GET decoded into its view: (status, view). A non-200 answer fails the test with its body.
+pub async fn get_view<T: DeserializeOwned>(url: &str) -> T {
+    let (status, body) = http("GET", url, None).await;
+    assert_eq!(status, 200, "GET {url}: {body}");
+    view(url, &body)
+}
+
+/// A post's progress; `None` while the server answers anything but 200 (not known yet).
+pub async fn post_progress(api: &str, post: &str) -> Option<PostSummary> {
+    let (status, body) = http("GET", &format!("{api}/api/posts/{post}"), None).await;
+    (status == 200).then(|| view("post progress", &body))
+}
+
 /// Creates a list through the API.
 pub async fn create_list(api: &str, address: &str, settings: Value) {
     let (status, body) = http(
@@ -178,16 +201,19 @@ pub async fn create_list(api: &str, address: &str, settings: Value) {
 }
 
 /// Waits until every recipient of `post` has a final outcome; returns the progress.
-pub async fn wait_complete(api: &str, post: &str, limit: Duration) -> Value {
+pub async fn wait_complete(api: &str, post: &str, limit: Duration) -> PostSummary {
     let started = Instant::now();
     loop {
-        let (status, p) = http("GET", &format!("{api}/api/posts/{post}"), None).await;
-        if status == 200 && p["complete"] == Value::Bool(true) {
-            return p;
+        let (status, body) = http("GET", &format!("{api}/api/posts/{post}"), None).await;
+        if status == 200 {
+            let p: PostSummary = view("post progress", &body);
+            if p.complete {
+                return p;
+            }
         }
         assert!(
             started.elapsed() < limit,
-            "post {post} not complete after {limit:?}: {p}"
+            "post {post} not complete after {limit:?}: {body}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -1,16 +1,19 @@
 //! Admin handlers: lists, members, CSV import, post injection, progress, queue, status, metrics.
 //! Directory calls block (SQLite), so each runs on the blocking pool.
 
+use crate::views;
 use crate::{ApiError, ApiState};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 use bytes::Bytes;
-use herald_directory::{Directory, DirectoryError, MemberCounts, NewMember};
-use herald_types::{Address, List, ListSettings, Member, MemberId, PostId};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use herald_api_types::{
+    AddMember, CreateList, ImportReport, Injected, ListChanges, ListInfo, ListView, MemberView,
+    MembersPage, PostSummary, QueueQuery, QueueSnapshot, Status,
+};
+use herald_directory::{Directory, DirectoryError, NewMember};
+use herald_types::{Address, List, MemberId, PostId};
 use std::sync::Arc;
 
 type St = State<Arc<ApiState>>;
@@ -42,21 +45,13 @@ pub(crate) async fn find_list_pub(s: &ApiState, address: &str) -> Result<List, A
     find_list(s, address).await
 }
 
-/// A list with its member counts.
-#[derive(Serialize)]
-pub struct ListView {
-    #[serde(flatten)]
-    pub list: List,
-    pub members: MemberCounts,
-}
-
 pub async fn lists(State(s): St) -> Result<Json<Vec<ListView>>, ApiError> {
     let views = dir(&s, |d| {
         d.lists()?
             .into_iter()
             .map(|list| {
                 let members = d.member_counts(list.id)?;
-                Ok(ListView { list, members })
+                Ok(views::directory::list_view(&list, &members))
             })
             .collect::<Result<Vec<_>, DirectoryError>>()
     })
@@ -64,28 +59,20 @@ pub async fn lists(State(s): St) -> Result<Json<Vec<ListView>>, ApiError> {
     Ok(Json(views))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CreateList {
-    pub address: String,
-    #[serde(default)]
-    pub settings: ListSettings,
-}
-
 pub async fn create_list(
     State(s): St,
     Json(req): Json<CreateList>,
-) -> Result<(StatusCode, Json<List>), ApiError> {
+) -> Result<(StatusCode, Json<ListInfo>), ApiError> {
     let address = parse_address("address", &req.address)?;
     let list = dir(&s, move |d| d.create_list(&address, &req.settings)).await?;
-    Ok((StatusCode::CREATED, Json(list)))
+    Ok((StatusCode::CREATED, Json(views::directory::list(&list))))
 }
 
 pub async fn show_list(State(s): St, Path(list): Path<String>) -> Result<Json<ListView>, ApiError> {
     let list = find_list(&s, &list).await?;
     let id = list.id;
     let members = dir(&s, move |d| d.member_counts(id)).await?;
-    Ok(Json(ListView { list, members }))
+    Ok(Json(views::directory::list_view(&list, &members)))
 }
 
 /// Changes some of a list's settings: the body is a JSON object of setting names and new
@@ -94,8 +81,8 @@ pub async fn show_list(State(s): St, Path(list): Path<String>) -> Result<Json<Li
 pub async fn update_list(
     State(s): St,
     Path(list): Path<String>,
-    Json(changes): Json<serde_json::Map<String, serde_json::Value>>,
-) -> Result<Json<List>, ApiError> {
+    Json(changes): Json<ListChanges>,
+) -> Result<Json<ListInfo>, ApiError> {
     let list = find_list(&s, &list).await?;
     let mut merged = match serde_json::to_value(&list.settings) {
         Ok(serde_json::Value::Object(m)) => m,
@@ -114,7 +101,7 @@ pub async fn update_list(
             .map_err(|e| ApiError::BadRequest(format!("invalid settings: {e}")))?;
     let id = list.id;
     let updated = dir(&s, move |d| d.update_list(id, &settings)).await?;
-    Ok(Json(updated))
+    Ok(Json(views::directory::list(&updated)))
 }
 
 pub async fn delete_list(State(s): St, Path(list): Path<String>) -> Result<StatusCode, ApiError> {
@@ -125,18 +112,12 @@ pub async fn delete_list(State(s): St, Path(list): Path<String>) -> Result<Statu
     }
 }
 
-#[derive(Deserialize)]
-pub struct Page {
-    pub after: Option<i64>,
-    pub limit: Option<usize>,
-}
-
 /// Members in id order, `limit` (≤ 10,000) at a time after member id `after`.
 pub async fn members(
     State(s): St,
     Path(list): Path<String>,
-    Query(page): Query<Page>,
-) -> Result<Json<Vec<Member>>, ApiError> {
+    Query(page): Query<MembersPage>,
+) -> Result<Json<Vec<MemberView>>, ApiError> {
     let list = find_list(&s, &list).await?;
     let after = MemberId(page.after.unwrap_or(0));
     let limit = page.limit.unwrap_or(1000).clamp(1, 10_000);
@@ -144,24 +125,14 @@ pub async fn members(
         d.members_page(list.id, after, MemberId(i64::MAX), limit, false)
     })
     .await?;
-    Ok(Json(members))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AddMember {
-    pub address: String,
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub fields: BTreeMap<String, String>,
+    Ok(Json(members.iter().map(views::directory::member).collect()))
 }
 
 pub async fn add_member(
     State(s): St,
     Path(list): Path<String>,
     Json(req): Json<AddMember>,
-) -> Result<(StatusCode, Json<Member>), ApiError> {
+) -> Result<(StatusCode, Json<MemberView>), ApiError> {
     let list = find_list(&s, &list).await?;
     let new = NewMember {
         address: parse_address("address", &req.address)?,
@@ -169,18 +140,18 @@ pub async fn add_member(
         fields: req.fields,
     };
     let member = dir(&s, move |d| d.add_member(list.id, &new)).await?;
-    Ok((StatusCode::CREATED, Json(member)))
+    Ok((StatusCode::CREATED, Json(views::directory::member(&member))))
 }
 
 pub async fn show_member(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
-) -> Result<Json<Member>, ApiError> {
+) -> Result<Json<MemberView>, ApiError> {
     let list = find_list(&s, &list).await?;
     let address = parse_address("member", &member)?;
     dir(&s, move |d| d.member(list.id, &address))
         .await?
-        .map(Json)
+        .map(|m| Json(views::directory::member(&m)))
         .ok_or_else(|| ApiError::NotFound(format!("{member} is not a member")))
 }
 
@@ -202,18 +173,13 @@ pub async fn import(
     State(s): St,
     Path(list): Path<String>,
     body: Bytes,
-) -> Result<Json<herald_directory::ImportReport>, ApiError> {
+) -> Result<Json<ImportReport>, ApiError> {
     let list = find_list(&s, &list).await?;
     let report = dir(&s, move |d| {
         d.import_csv(list.id, body.as_ref(), &mut |_| {})
     })
     .await?;
-    Ok(Json(report))
-}
-
-#[derive(Serialize)]
-pub struct Injected {
-    pub post: String,
+    Ok(Json(views::directory::import(&report)))
 }
 
 /// Accepts a raw RFC 5322 message as an approved post to the list.
@@ -239,42 +205,27 @@ pub async fn inject(
     ))
 }
 
-pub async fn posts(State(s): St) -> Json<Vec<herald_telemetry::PostSummary>> {
-    Json(s.telemetry.all_progress())
+pub async fn posts(State(s): St) -> Json<Vec<PostSummary>> {
+    Json(views::telemetry::posts(&s.telemetry.all_progress()))
 }
 
 pub async fn post_progress(
     State(s): St,
     Path(post): Path<String>,
-) -> Result<Json<herald_telemetry::PostSummary>, ApiError> {
+) -> Result<Json<PostSummary>, ApiError> {
     let id: PostId = post
         .parse()
         .map_err(|_| ApiError::BadRequest(format!("not a post id: {post:?}")))?;
     s.telemetry
         .progress(id)
-        .map(Json)
+        .map(|p| Json(views::telemetry::post(&p)))
         .ok_or_else(|| ApiError::NotFound(format!("post {post} is not known to this server")))
-}
-
-/// `GET /api/queue?limit=N&stragglers=true`.
-#[derive(Deserialize)]
-pub struct QueueQuery {
-    /// Destination (and straggler) rows at most.
-    #[serde(default = "default_queue_limit")]
-    pub limit: usize,
-    /// Include the recipients with the most pending copies.
-    #[serde(default)]
-    pub stragglers: bool,
-}
-
-fn default_queue_limit() -> usize {
-    100
 }
 
 pub async fn queue(
     State(s): St,
     Query(q): Query<QueueQuery>,
-) -> Result<Json<herald_scheduler::QueueSnapshot>, ApiError> {
+) -> Result<Json<QueueSnapshot>, ApiError> {
     let req = herald_scheduler::SnapshotRequest {
         limit: q.limit,
         stragglers: q.stragglers,
@@ -282,21 +233,8 @@ pub async fn queue(
     s.scheduler
         .queue_snapshot_with(req)
         .await
-        .map(Json)
+        .map(|q| Json(views::scheduler::queue(&q)))
         .map_err(|e| ApiError::Internal(e.to_string()))
-}
-
-#[derive(Serialize)]
-pub struct Status {
-    pub version: &'static str,
-    pub uptime_secs: u64,
-    pub lists: usize,
-    pub members: u64,
-    pub queued: usize,
-    pub connections: usize,
-    pub destinations: usize,
-    pub spool: herald_spool::SpoolStats,
-    pub posts: Vec<herald_telemetry::PostSummary>,
 }
 
 pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
@@ -313,15 +251,15 @@ pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
     let mut posts = s.telemetry.all_progress();
     posts.truncate(20);
     Ok(Json(Status {
-        version: env!("CARGO_PKG_VERSION"),
+        version: env!("CARGO_PKG_VERSION").to_string(),
         uptime_secs: s.started.elapsed().as_secs(),
-        lists,
+        lists: views::count(lists),
         members,
-        queued: q.queued,
-        connections: q.connections,
-        destinations: q.destinations_with_work,
-        spool: s.spool.stats(),
-        posts,
+        queued: views::count(q.queued),
+        connections: views::count(q.connections),
+        destinations: views::count(q.destinations_with_work),
+        spool: views::spool::stats(&s.spool.stats()),
+        posts: views::telemetry::posts(&posts),
     }))
 }
 

@@ -95,7 +95,10 @@ pub async fn guard(State(s): State<Arc<ApiState>>, req: Request, next: Next) -> 
 }
 
 fn refuse(status: StatusCode, msg: &str) -> Response {
-    (status, axum::Json(serde_json::json!({ "error": msg }))).into_response()
+    let body = herald_api_types::ErrorBody {
+        error: msg.to_string(),
+    };
+    (status, axum::Json(body)).into_response()
 }
 
 fn login_page(failed: bool) -> Html<String> {

@@ -33,7 +33,9 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(detail) = &self {
             tracing::error!(%detail, "API request failed");
         }
-        let body = serde_json::json!({ "error": self.to_string() });
+        let body = herald_api_types::ErrorBody {
+            error: self.to_string(),
+        };
         (self.status(), axum::Json(body)).into_response()
     }
 }

@@ -22,9 +22,11 @@ mod postmaster;
 mod reports;
 mod spool_metrics;
 mod unsubscribe;
+mod views;
 
 pub use error::ApiError;
-pub use lists_ops::{ConfirmView, ListOps, OpsFuture};
+pub use herald_api_types::ConfirmView;
+pub use lists_ops::{ListOps, OpsFuture};
 
 use axum::routing::{get, post};
 use axum::Router;

@@ -9,14 +9,18 @@
 //! SECURITY: the admin routes share the admin API's loopback-only default. The confirmation
 //! routes are public and act only on a valid HMAC token; text echoed into HTML is escaped.
 
+use crate::views;
 use crate::{ApiError, ApiState};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
+use herald_api_types::{
+    Approved, BounceEvent, ConfirmView, HeldView, ListFilter, MemberDetail, Prefs, Rejected,
+    SubscribeAnswer, SubscribeRequest,
+};
 use herald_spool::PostKind;
 use herald_types::{Address, PostId};
-use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -24,14 +28,6 @@ use std::sync::Arc;
 type St = State<Arc<ApiState>>;
 /// A boxed future, as the trait methods return.
 pub type OpsFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ApiError>> + Send + 'a>>;
-
-/// What a confirmation token stands for, for the confirmation page.
-#[derive(Debug, Clone, Serialize)]
-pub struct ConfirmView {
-    pub action: String,
-    pub list: String,
-    pub address: String,
-}
 
 /// Housekeeping the server implements.
 pub trait ListOps: Send + Sync + 'static {
@@ -44,24 +40,6 @@ pub trait ListOps: Send + Sync + 'static {
     fn request(&self, list: Address, address: Address, action: String) -> OpsFuture<'_, String>;
     /// Checks a confirmation token; with `apply`, carries the action out.
     fn confirm(&self, token: String, apply: bool) -> OpsFuture<'_, ConfirmView>;
-}
-
-#[derive(Deserialize)]
-pub struct ListFilter {
-    pub list: Option<String>,
-    pub kind: Option<String>,
-    pub limit: Option<usize>,
-}
-
-/// A held post, as `herald held` shows it.
-#[derive(Serialize)]
-pub struct HeldView {
-    pub post: PostId,
-    pub list: String,
-    pub from: Option<String>,
-    pub message_id: Option<String>,
-    pub reason: Option<String>,
-    pub received_at_ms: u64,
 }
 
 pub async fn held(State(s): St, Query(f): Query<ListFilter>) -> Json<Vec<HeldView>> {
@@ -77,7 +55,8 @@ pub async fn held(State(s): St, Query(f): Query<ListFilter>) -> Json<Vec<HeldVie
         })
         .take(f.limit.unwrap_or(1000).min(10_000))
         .map(|(post, m)| HeldView {
-            post,
+            // A number on the wire (the goldens pin it); approve and reject take it in decimal.
+            post: post.0,
             list: m.list_address.to_string(),
             from: m.envelope_from.map(|a| a.to_string()),
             message_id: m.message_id,
@@ -94,26 +73,23 @@ fn post_id(text: &str) -> Result<PostId, ApiError> {
         .map_err(|_| ApiError::BadRequest(format!("not a post id: {text:?}")))
 }
 
-pub async fn approve(
-    State(s): St,
-    Path(post): Path<String>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+pub async fn approve(State(s): St, Path(post): Path<String>) -> Result<Json<Approved>, ApiError> {
     let new = s.lists.approve(post_id(&post)?).await?;
-    Ok(Json(serde_json::json!({ "approved": post, "post": new })))
+    Ok(Json(Approved {
+        approved: post,
+        post: new.0,
+    }))
 }
 
-pub async fn reject(
-    State(s): St,
-    Path(post): Path<String>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+pub async fn reject(State(s): St, Path(post): Path<String>) -> Result<Json<Rejected>, ApiError> {
     s.lists.reject(post_id(&post)?).await?;
-    Ok(Json(serde_json::json!({ "rejected": post })))
+    Ok(Json(Rejected { rejected: post }))
 }
 
 pub async fn bounces(
     State(s): St,
     Query(f): Query<ListFilter>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<Vec<BounceEvent>>, ApiError> {
     let list = match &f.list {
         Some(l) => Some(crate::admin::find_list_pub(&s, l).await?.id),
         None => None,
@@ -124,9 +100,7 @@ pub async fn bounces(
     let events =
         tokio::task::spawn_blocking(move || d.bounce_events(list, None, kind.as_deref(), limit))
             .await??;
-    Ok(Json(
-        serde_json::to_value(events).map_err(|e| ApiError::Internal(e.to_string()))?,
-    ))
+    Ok(Json(events.iter().map(views::directory::bounce).collect()))
 }
 
 /// Dismisses a bounce kept for an administrator (completes it in the spool).
@@ -154,7 +128,7 @@ pub async fn dismiss_bounce(
 pub async fn member_detail(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<MemberDetail>, ApiError> {
     let list = crate::admin::find_list_pub(&s, &list).await?;
     let addr = Address::parse(&member).map_err(|e| ApiError::BadRequest(format!("member: {e}")))?;
     let d = s.directory.clone();
@@ -167,15 +141,11 @@ pub async fn member_detail(
     })
     .await??;
     let m = m.ok_or_else(|| ApiError::NotFound(format!("{member} is not a member")))?;
-    Ok(Json(
-        serde_json::json!({ "member": m, "bounce_score": score, "bounces": history }),
-    ))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Prefs {
-    pub skip_if_addressed: bool,
+    Ok(Json(MemberDetail {
+        member: views::directory::member(&m),
+        bounce_score: score.as_ref().map(views::directory::bounce_score),
+        bounces: history.iter().map(views::directory::bounce).collect(),
+    }))
 }
 
 pub async fn member_prefs(
@@ -197,41 +167,32 @@ pub async fn member_prefs(
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SubscribeReq {
-    pub address: String,
-}
-
 async fn request(
     s: Arc<ApiState>,
     list: String,
-    req: SubscribeReq,
+    req: SubscribeRequest,
     action: &str,
-) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+) -> Result<(StatusCode, Json<SubscribeAnswer>), ApiError> {
     let list = Address::parse(&list).map_err(|e| ApiError::BadRequest(format!("list: {e}")))?;
     let addr =
         Address::parse(&req.address).map_err(|e| ApiError::BadRequest(format!("address: {e}")))?;
     let what = s.lists.request(list, addr, action.to_string()).await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(serde_json::json!({ "status": what })),
-    ))
+    Ok((StatusCode::ACCEPTED, Json(SubscribeAnswer { status: what })))
 }
 
 pub async fn subscribe(
     State(s): St,
     Path(list): Path<String>,
-    Json(r): Json<SubscribeReq>,
-) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    Json(r): Json<SubscribeRequest>,
+) -> Result<(StatusCode, Json<SubscribeAnswer>), ApiError> {
     request(s, list, r, "subscribe").await
 }
 
 pub async fn unsubscribe_request(
     State(s): St,
     Path(list): Path<String>,
-    Json(r): Json<SubscribeReq>,
-) -> Result<(StatusCode, Json<serde_json::Value>), ApiError> {
+    Json(r): Json<SubscribeRequest>,
+) -> Result<(StatusCode, Json<SubscribeAnswer>), ApiError> {
     request(s, list, r, "unsubscribe").await
 }
 

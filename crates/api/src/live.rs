@@ -4,18 +4,17 @@
 //! The queue is shown by lane (`fast`: first attempts; `slow`: retries and stragglers), and the
 //! down hosts come from the scheduler's host health (MX name and address).
 
+use crate::views;
 use crate::{ApiError, ApiState};
 use axum::extract::{Query, State};
 use axum::Json;
+use herald_api_types::{
+    ActionResult, Internals, Lane, StragglerTarget as Target, Stragglers, StragglersQuery, Top,
+    Totals,
+};
 use herald_directory::DirectoryError;
-use herald_scheduler::{Action, ChannelView, DestinationView, Selector};
-use herald_telemetry::classes::ClassView;
-use herald_telemetry::contention::{LockView, StageView};
-use herald_telemetry::process::ProcessStats;
-use herald_telemetry::rate::RatePoint;
-use herald_telemetry::{PostSummary, Stragglers};
+use herald_scheduler::{Action, Selector};
 use herald_types::{Address, MemberStatus};
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 type St = State<Arc<ApiState>>;
@@ -24,64 +23,6 @@ type St = State<Arc<ApiState>>;
 const RATE_SECS: usize = 300;
 /// Destinations shown in a top snapshot.
 const TOP_DESTINATIONS: usize = 15;
-
-#[derive(Serialize)]
-pub struct Lane {
-    pub lane: &'static str,
-    pub queued: usize,
-    pub ready: usize,
-    pub waiting: usize,
-    pub connections: usize,
-}
-
-#[derive(Serialize)]
-pub struct Internals {
-    pub stages: Vec<StageView>,
-    pub locks: Vec<LockView>,
-    pub channels: Vec<ChannelView>,
-}
-
-#[derive(Serialize)]
-pub struct Top {
-    pub now_ms: u64,
-    pub uptime_secs: u64,
-    /// Outcomes per second, oldest first (the last complete seconds).
-    pub rates: Vec<RatePoint>,
-    pub totals: Totals,
-    /// Posts not yet complete, then the most recent complete ones (at most 10 in all).
-    pub posts: Vec<PostSummary>,
-    pub queued: usize,
-    pub resolving: usize,
-    pub connections: usize,
-    pub lanes: Vec<Lane>,
-    /// Destinations holding the most queued copies.
-    pub destinations: Vec<DestinationView>,
-    /// Hosts (MX name and address) marked down now, soonest probe first.
-    pub down: Vec<DownHost>,
-    /// Destination classes by mean SMTP transaction time, slowest first.
-    pub slowest: Vec<ClassView>,
-    pub process: ProcessStats,
-    pub internals: Internals,
-}
-
-/// A down host as `herald top` and the dashboard show it.
-#[derive(Serialize)]
-pub struct DownHost {
-    /// The MX host name.
-    pub destination: String,
-    pub addr: String,
-    pub consecutive_failures: u32,
-    /// Seconds until the next probe.
-    pub down_for_secs: Option<u64>,
-    pub last_error: Option<String>,
-}
-
-#[derive(Serialize)]
-pub struct Totals {
-    pub delivered: u64,
-    pub deferred: u64,
-    pub failed: u64,
-}
 
 pub async fn top(State(s): St) -> Result<Json<Top>, ApiError> {
     let now = herald_types::unix_ms_now();
@@ -96,90 +37,79 @@ pub async fn top(State(s): St) -> Result<Json<Top>, ApiError> {
     posts.truncate(10);
     let lanes = vec![
         Lane {
-            lane: "fast",
-            queued: q.fast_lane,
-            ready: q.destinations.iter().map(|d| d.ready).sum(),
+            lane: "fast".into(),
+            queued: views::count(q.fast_lane),
+            ready: views::count(q.destinations.iter().map(|d| d.ready).sum()),
             waiting: 0,
-            connections: q.connections.saturating_sub(q.slow_connections),
+            connections: views::count(q.connections.saturating_sub(q.slow_connections)),
         },
         Lane {
-            lane: "slow",
-            queued: q.slow_lane,
-            ready: q.destinations.iter().map(|d| d.retry_ready).sum(),
-            waiting: q.destinations.iter().map(|d| d.waiting).sum(),
-            connections: q.slow_connections,
+            lane: "slow".into(),
+            queued: views::count(q.slow_lane),
+            ready: views::count(q.destinations.iter().map(|d| d.retry_ready).sum()),
+            waiting: views::count(q.destinations.iter().map(|d| d.waiting).sum()),
+            connections: views::count(q.slow_connections),
         },
     ];
-    let down: Vec<DownHost> = q
+    let down = q
         .down_hosts
         .iter()
         .take(TOP_DESTINATIONS)
-        .map(|h| DownHost {
-            destination: h.host.clone(),
-            addr: h.addr.clone(),
-            consecutive_failures: h.consecutive_failures,
-            down_for_secs: Some(h.probe_in_secs),
-            last_error: h.last_error.clone(),
-        })
+        .map(views::scheduler::down_host)
         .collect();
     let destinations = q
         .destinations
         .iter()
         .filter(|d| d.ready + d.retry_ready + d.waiting > 0)
         .take(TOP_DESTINATIONS)
-        .cloned()
+        .map(views::scheduler::destination)
         .collect();
     use std::sync::atomic::Ordering::Relaxed;
     Ok(Json(Top {
         now_ms: now,
         uptime_secs: s.started.elapsed().as_secs(),
-        rates: m.rates.recent(now, RATE_SECS),
+        rates: m
+            .rates
+            .recent(now, RATE_SECS)
+            .iter()
+            .map(views::telemetry::rate)
+            .collect(),
         totals: Totals {
             delivered: m.copies_delivered.load(Relaxed),
             deferred: m.copies_deferred.load(Relaxed),
             failed: m.copies_failed.load(Relaxed),
         },
-        posts,
-        queued: q.queued,
-        resolving: q.resolving,
-        connections: q.connections,
+        posts: views::telemetry::posts(&posts),
+        queued: views::count(q.queued),
+        resolving: views::count(q.resolving),
+        connections: views::count(q.connections),
         lanes,
         destinations,
         down,
-        slowest: m.classes.slowest(),
-        process: herald_telemetry::process::read_self(),
+        slowest: m
+            .classes
+            .slowest()
+            .iter()
+            .map(views::telemetry::class)
+            .collect(),
+        process: views::telemetry::process(&herald_telemetry::process::read_self()),
         internals: Internals {
-            stages: s.telemetry.contention().stages(),
-            locks: s.telemetry.contention().locks(),
-            channels: s.scheduler.channels(),
+            stages: (s.telemetry.contention().stages().iter())
+                .map(views::telemetry::stage)
+                .collect(),
+            locks: (s.telemetry.contention().locks().iter())
+                .map(views::telemetry::lock)
+                .collect(),
+            channels: (s.scheduler.channels().iter())
+                .map(views::scheduler::channel)
+                .collect(),
         },
     }))
 }
 
-#[derive(Deserialize)]
-pub struct Limit {
-    pub limit: Option<usize>,
-}
-
-pub async fn stragglers(State(s): St, Query(l): Query<Limit>) -> Json<Stragglers> {
-    Json(s.telemetry.stragglers(l.limit.unwrap_or(20).clamp(1, 1000)))
-}
-
-/// An action on stragglers: exactly one of `recipient` or `domain`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Target {
-    pub recipient: Option<String>,
-    pub domain: Option<String>,
-    /// For `disable`: the list (default: every list of the recipient's pending posts).
-    pub list: Option<String>,
-}
-
-#[derive(Serialize)]
-pub struct ActionResult {
-    pub matched: u64,
-    /// Lists on which the member was disabled (`disable` only).
-    pub disabled_on: Vec<String>,
+pub async fn stragglers(State(s): St, Query(l): Query<StragglersQuery>) -> Json<Stragglers> {
+    let report = s.telemetry.stragglers(l.limit.unwrap_or(20).clamp(1, 1000));
+    Json(views::telemetry::stragglers(&report))
 }
 
 fn selector(t: &Target) -> Result<Selector, ApiError> {

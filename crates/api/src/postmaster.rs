@@ -14,9 +14,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
+use herald_api_types::{PostmasterFilter, PostmasterView};
 use herald_spool::{PostKind, PostMeta, Spool};
 use herald_types::PostId;
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 type St = State<Arc<ApiState>>;
@@ -24,29 +24,8 @@ type St = State<Arc<ApiState>>;
 /// Most rows one listing returns.
 const MAX_LIMIT: usize = 10_000;
 
-#[derive(Deserialize)]
-pub struct Filter {
-    pub limit: Option<usize>,
-}
-
-/// A stored postmaster message, as `herald postmaster` shows it.
-#[derive(Serialize)]
-pub struct PostmasterView {
-    /// Hex id (as in the SMTP reply and the delivery log).
-    pub post: String,
-    /// The postmaster address it was sent to.
-    pub to: String,
-    /// Envelope sender; `None` for `<>`.
-    pub from: Option<String>,
-    pub message_id: Option<String>,
-    pub received_at_ms: u64,
-    /// `forwarded`, `kept` (not forwarded: auto-submitted, loop, or no forward configured;
-    /// the delivery log says which) or `pending` (not handled yet).
-    pub forward: &'static str,
-}
-
 /// `GET /api/postmaster?limit=N`: oldest first.
-pub async fn list(State(s): St, Query(f): Query<Filter>) -> Json<Vec<PostmasterView>> {
+pub async fn list(State(s): St, Query(f): Query<PostmasterFilter>) -> Json<Vec<PostmasterView>> {
     let views = s
         .spool
         .live_posts()
@@ -70,7 +49,7 @@ fn view(spool: &Spool, post: PostId, m: PostMeta) -> PostmasterView {
         from: m.envelope_from.map(|a| a.to_string()),
         message_id: m.message_id,
         received_at_ms: m.received_at_ms,
-        forward,
+        forward: forward.to_string(),
     }
 }
 

@@ -3,13 +3,13 @@
 //! so a report includes every outcome reported before it. SQLite blocks: each runs on the
 //! blocking pool.
 
+use crate::views;
 use crate::{ApiError, ApiState};
 use axum::extract::{Path, Query, State};
 use axum::Json;
-use herald_telemetry::stats::{DayReport, HourRow, PostReport};
+use herald_api_types::{DayQuery, DayReport, HourRow, PostReport, ReportRange as Range};
 use herald_telemetry::{StatsError, StatsReader};
 use herald_types::PostId;
-use serde::Deserialize;
 use std::sync::Arc;
 
 type St = State<Arc<ApiState>>;
@@ -32,26 +32,17 @@ where
     Ok(tokio::task::spawn_blocking(move || f(&t.stats_reader()?)).await??)
 }
 
-#[derive(Deserialize)]
-pub struct Range {
-    /// Start, ms since the epoch (default: 24 hours ago).
-    pub since_ms: Option<u64>,
-    pub until_ms: Option<u64>,
-}
-
 pub async fn hourly(State(s): St, Query(r): Query<Range>) -> Result<Json<Vec<HourRow>>, ApiError> {
     let now = herald_types::unix_ms_now();
     let since = r.since_ms.unwrap_or(now.saturating_sub(86_400_000));
     let until = r.until_ms.unwrap_or(now);
     Ok(Json(
-        with_reader(&s, move |rd| rd.hourly(since, until)).await?,
+        with_reader(&s, move |rd| rd.hourly(since, until))
+            .await?
+            .iter()
+            .map(views::telemetry::hour)
+            .collect(),
     ))
-}
-
-#[derive(Deserialize)]
-pub struct DayQuery {
-    /// `YYYY-MM-DD` (UTC); default today.
-    pub date: Option<String>,
 }
 
 pub async fn day(State(s): St, Query(q): Query<DayQuery>) -> Result<Json<DayReport>, ApiError> {
@@ -60,7 +51,8 @@ pub async fn day(State(s): St, Query(q): Query<DayQuery>) -> Result<Json<DayRepo
             .ok_or_else(|| ApiError::BadRequest(format!("date: {d:?} is not YYYY-MM-DD")))?,
         None => herald_types::unix_ms_now() / 86_400_000 * 86_400_000,
     };
-    Ok(Json(with_reader(&s, move |rd| rd.day(start)).await?))
+    let day = with_reader(&s, move |rd| rd.day(start)).await?;
+    Ok(Json(views::telemetry::day(&day)))
 }
 
 pub async fn post(State(s): St, Path(post): Path<String>) -> Result<Json<PostReport>, ApiError> {
@@ -69,6 +61,6 @@ pub async fn post(State(s): St, Path(post): Path<String>) -> Result<Json<PostRep
         .map_err(|_| ApiError::BadRequest(format!("not a post id: {post:?}")))?;
     with_reader(&s, move |rd| rd.post(id, 10))
         .await?
-        .map(Json)
+        .map(|r| Json(views::telemetry::post_report(&r)))
         .ok_or_else(|| ApiError::NotFound(format!("no statistics for post {post}")))
 }

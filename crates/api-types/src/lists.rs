@@ -1,0 +1,192 @@
+//! Lists and members: `/api/lists…` (create, show, change, delete, members, CSV import, a
+//! member's bounce detail and preferences, subscription requests) and the confirmation page's
+//! view of a token.
+//!
+//! A list's settings travel as [`herald_types::ListSettings`] itself rather than a copy here:
+//! they are already a documented, serde-stable value in the vocabulary crate (with
+//! `#[serde(default)]`), `PATCH /api/lists/<list>` merges changes by their field names, and a
+//! hand-kept duplicate of eighteen fields and four enums would be a second source of truth to
+//! keep in step. [`herald_types::MemberStatus`] is reused for the same reason.
+
+use herald_types::{ListSettings, MemberStatus};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A list as stored: the answer to `POST /api/lists` and `PATCH /api/lists/<list>`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ListInfo {
+    /// The directory's id of the list.
+    pub id: i64,
+    /// The posting address, e.g. `announce@lists.example.org`.
+    pub address: String,
+    pub settings: ListSettings,
+    pub created_at_ms: u64,
+}
+
+/// A list with its member counts: `GET /api/lists` (an array) and `GET /api/lists/<list>`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ListView {
+    /// The list's own fields, at the top level of the object (not nested).
+    #[serde(flatten)]
+    pub list: ListInfo,
+    pub members: MemberCounts,
+}
+
+/// How many members a list has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MemberCounts {
+    pub total: u64,
+    pub enabled: u64,
+    pub disabled: u64,
+}
+
+/// `POST /api/lists`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateList {
+    pub address: String,
+    /// Settings not given keep their defaults.
+    #[serde(default)]
+    pub settings: ListSettings,
+}
+
+/// `PATCH /api/lists/<list>`: setting names and new values (`{"from_rewrite": "always"}`);
+/// the others keep their values, unknown names are refused. A map of JSON values because the
+/// server merges it into the current settings by name and validates the result as a whole.
+pub type ListChanges = serde_json::Map<String, serde_json::Value>;
+
+/// `GET /api/lists/<list>/members?after=<id>&limit=<n>`: members in id order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MembersPage {
+    /// Only members with a larger id (default 0: from the start).
+    pub after: Option<i64>,
+    /// At most this many (default 1,000, at most 10,000).
+    pub limit: Option<usize>,
+}
+
+/// A member as stored.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MemberView {
+    pub id: i64,
+    pub list_id: i64,
+    pub address: String,
+    /// Display name as given (sanitized by fan-out before it reaches a header).
+    pub display_name: Option<String>,
+    /// `{"state": "enabled"}` or `{"state": "disabled", "reason": "…"}`.
+    pub status: MemberStatus,
+    /// Custom fields for footer templates.
+    pub fields: BTreeMap<String, String>,
+}
+
+/// `POST /api/lists/<list>/members`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddMember {
+    pub address: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub fields: BTreeMap<String, String>,
+}
+
+/// What a CSV import did: the answer to `POST /api/lists/<list>/import`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ImportReport {
+    /// Addresses new to the list.
+    pub added: u64,
+    /// Rows whose address was already on the list (name and fields replaced).
+    pub updated: u64,
+    /// The first rejected rows (bounded by the server), in file order.
+    pub rejected: Vec<RejectedRow>,
+    /// Every rejected row, including those beyond `rejected`.
+    pub rejected_total: u64,
+}
+
+/// One row an import refused.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RejectedRow {
+    /// 1-based line within the document sent (its header is line 1).
+    pub line: u64,
+    pub reason: String,
+}
+
+/// A stored bounce event (`GET /api/bounces`, and a member's history).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BounceEvent {
+    pub id: i64,
+    pub list_id: i64,
+    /// Empty for list-reputation events (a policy block counted against the list).
+    pub address: String,
+    pub at_ms: u64,
+    /// `hard`, `soft`, `delayed`, `auto_reply`, `policy`, `informational`, `unrecognized`.
+    pub kind: String,
+    /// The enhanced status code, when the bounce had one.
+    pub status: Option<String>,
+    pub diagnostic: String,
+    pub source: String,
+    /// The post the bounce was about (a number on the wire), when known.
+    pub post: Option<u64>,
+    /// Whether it counted towards the member's score (at most one count per day).
+    pub counted: bool,
+    /// The member's score after this event.
+    pub score: f64,
+}
+
+/// A member's current bounce score.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BounceScore {
+    pub score: f64,
+    pub last_counted_ms: u64,
+}
+
+/// `GET /api/lists/<list>/members/<member>/detail`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MemberDetail {
+    pub member: MemberView,
+    /// `None` (JSON `null`) when the member never had a counted bounce.
+    pub bounce_score: Option<BounceScore>,
+    /// The latest bounce events, newest first (at most 50).
+    pub bounces: Vec<BounceEvent>,
+}
+
+/// `POST /api/lists/<list>/members/<member>/prefs`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prefs {
+    /// Mailman's "not me too": skip the member's copy when they were addressed directly.
+    pub skip_if_addressed: bool,
+}
+
+/// `POST /api/lists/<list>/subscribe` and `…/unsubscribe`: sends a double opt-in mail.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeRequest {
+    pub address: String,
+}
+
+/// The answer to a subscription request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SubscribeAnswer {
+    /// What happened, in words (e.g. a confirmation was sent).
+    pub status: String,
+}
+
+/// What a confirmation token stands for, for the confirmation page.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConfirmView {
+    /// `subscribe` or `unsubscribe`.
+    pub action: String,
+    pub list: String,
+    pub address: String,
+}

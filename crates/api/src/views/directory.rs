@@ -1,0 +1,79 @@
+//! Directory → wire: lists, members, counts, CSV import reports and bounce events.
+
+use herald_api_types as v;
+use herald_directory as d;
+use herald_types::{List, Member};
+
+pub(crate) fn list(l: &List) -> v::ListInfo {
+    v::ListInfo {
+        id: l.id.0,
+        address: l.address.to_string(),
+        settings: l.settings.clone(),
+        created_at_ms: l.created_at_ms,
+    }
+}
+
+pub(crate) fn list_view(l: &List, c: &d::MemberCounts) -> v::ListView {
+    v::ListView {
+        list: list(l),
+        members: counts(c),
+    }
+}
+
+fn counts(c: &d::MemberCounts) -> v::MemberCounts {
+    v::MemberCounts {
+        total: c.total,
+        enabled: c.enabled,
+        disabled: c.disabled,
+    }
+}
+
+pub(crate) fn member(m: &Member) -> v::MemberView {
+    v::MemberView {
+        id: m.id.0,
+        list_id: m.list_id.0,
+        address: m.address.to_string(),
+        display_name: m.display_name.clone(),
+        status: m.status.clone(),
+        fields: m.fields.clone(),
+    }
+}
+
+pub(crate) fn import(r: &d::ImportReport) -> v::ImportReport {
+    v::ImportReport {
+        added: r.added,
+        updated: r.updated,
+        rejected: r
+            .rejected
+            .iter()
+            .map(|row| v::RejectedRow {
+                line: row.line,
+                reason: row.reason.clone(),
+            })
+            .collect(),
+        rejected_total: r.rejected_total,
+    }
+}
+
+pub(crate) fn bounce(e: &d::BounceEvent) -> v::BounceEvent {
+    v::BounceEvent {
+        id: e.id,
+        list_id: e.list_id.0,
+        address: e.address.clone(),
+        at_ms: e.at_ms,
+        kind: e.kind.clone(),
+        status: e.status.clone(),
+        diagnostic: e.diagnostic.clone(),
+        source: e.source.clone(),
+        post: e.post.map(|p| p.0),
+        counted: e.counted,
+        score: e.score,
+    }
+}
+
+pub(crate) fn bounce_score(s: &d::BounceScore) -> v::BounceScore {
+    v::BounceScore {
+        score: s.score,
+        last_counted_ms: s.last_counted_ms,
+    }
+}
