@@ -29,11 +29,11 @@
 //! Invariant: every job stays in exactly one place; moving jobs between destinations or into a
 //! route's own list never changes `queued` or `slow_queued`.
 
-use super::{Actor, Ctrl, Route};
-use crate::job::Job;
-use crate::queue::{destination_key, Destination, Waiting};
-use crate::report::PolicyNotes;
-use crate::shaping::{rule_for, Budget};
+use super::{Actor, Route};
+use crate::actor::queue::{destination_key, Destination, Waiting};
+use crate::actor::shaping::{rule_for, Budget};
+use crate::messages::Job;
+use crate::messages::PolicyNotes;
 use herald_delivery::mta_sts::{self, Mode, PolicySource};
 use herald_delivery::{
     dane, Dane, DaneRoute, MtaSts, MxHost, MxResolver, MxSecurity, ResolveError, StsRoute,
@@ -42,7 +42,8 @@ use herald_telemetry::{DaneNote, LaneKind, MtaStsNote};
 use herald_types::{FailureCause, NoRoute, Reply};
 use std::collections::BinaryHeap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Refreshes are never more frequent than this (a policy with `max_age: 0` would otherwise be
 /// fetched on every tick), unless `route_refresh_secs` itself is shorter.
@@ -55,6 +56,12 @@ pub struct Routing {
     pub sts: Option<StsRoute>,
     /// None when DANE is off.
     pub dane: Option<DaneRoute>,
+}
+
+/// A resolver task's answer, on the actor's private channel.
+pub(super) struct Resolved {
+    pub domain: String,
+    pub result: Result<Routing, RouteError>,
 }
 
 /// Why a domain cannot be routed now.
@@ -211,12 +218,12 @@ impl Actor {
         let resolver = self.ctx.resolver.clone();
         let sts = self.ctx.mta_sts.clone();
         let dane = self.ctx.dane.clone();
-        let ctrl = self.ctx.ctrl.clone();
+        let answers = self.resolved_tx.clone();
         let permits = self.resolve_permits.clone();
         tokio::spawn(async move {
             let _permit = permits.acquire_owned().await;
             let result = resolve_route(&domain, &resolver, sts.as_deref(), dane.as_ref()).await;
-            let _ = ctrl.send(Ctrl::Resolved { domain, result }).await;
+            let _ = answers.send(Resolved { domain, result }).await;
         });
     }
 

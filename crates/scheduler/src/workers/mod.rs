@@ -25,11 +25,10 @@
 //! each batch (delivered count, deferred copies with their classification, throttling seen) goes
 //! to the actor, which owns host health, lanes and shaping.
 
-use crate::actor::{BatchDone, Ctrl, FailKind, HostFailure};
 use crate::classify::classify;
-use crate::health::{HostKey, Target};
-use crate::job::Job;
-use crate::report::{OutcomeReport, Report};
+use crate::messages::Job;
+use crate::messages::{BatchDone, Ctrl, FailKind, HostFailure, HostKey, Target};
+use crate::messages::{OutcomeReport, Report};
 use herald_delivery::mta_sts::Mode;
 use herald_delivery::{
     ClientConfig, Connection, Dane, DaneRoute, HostDane, MtaSts, MxResolver, OutgoingCopy,
@@ -120,7 +119,11 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
             return;
         }
     };
-    let timings = conn.timings();
+    let t = conn.timings();
+    let timings = crate::messages::ConnectTimings {
+        connect: t.connect,
+        banner: t.banner,
+    };
     let connected = Ctrl::Connected {
         dest: dest.clone(),
         host: host.clone(),
@@ -569,7 +572,7 @@ fn test_spool() -> Spool {
 
 /// A one-line post of list 1 (`l@lists.test`), unsigned, with no window, for unit tests.
 #[cfg(test)]
-pub(crate) fn test_post() -> Arc<crate::job::PostCtx> {
+pub(crate) fn test_post() -> Arc<crate::messages::PostCtx> {
     use herald_types::{Address, List, ListId, ListSettings, PostId};
     let list = List {
         id: ListId(1),
@@ -586,7 +589,7 @@ pub(crate) fn test_post() -> Arc<crate::job::PostCtx> {
     };
     let template =
         herald_fanout::render(&list, &lctx, b"Subject: x\r\n\r\nbody\r\n").expect("render");
-    Arc::new(crate::job::PostCtx {
+    Arc::new(crate::messages::PostCtx {
         id: PostId(1),
         list_id: ListId(1),
         template,
