@@ -125,12 +125,13 @@ impl Scheduler {
             .dane
             .enabled
             .then(|| Dane::new(&deps.client.dane, &deps.resolver, deps.client.port));
-        let worker_ctx = Arc::new(workers::WorkerCtx {
+        let connector = workers::smtp::SmtpConnector {
             slow_client: Arc::new(cfg.slow_client(&deps.client)),
-            client: Arc::new(deps.client),
-            resolver: deps.resolver,
-            mta_sts,
-            dane,
+            client: Arc::new(deps.client.clone()),
+        };
+        let worker_ctx = Arc::new(workers::WorkerCtx {
+            connector: Arc::new(connector),
+            port: deps.client.port,
             ctrl: ctrl_tx.clone(),
             reports: report_tx.clone(),
             spool: deps.spool.clone(),
@@ -138,6 +139,11 @@ impl Scheduler {
             telemetry: deps.telemetry.clone(),
             shutdown: shutdown.clone(),
         });
+        let resolvers = actor::routes::Resolvers {
+            resolver: deps.resolver,
+            mta_sts,
+            dane,
+        };
         let bound = cfg
             .max_connections
             .saturating_mul(cfg.max_copies_per_batch.max(1));
@@ -145,7 +151,13 @@ impl Scheduler {
             i64::try_from(bound).unwrap_or(i64::MAX),
             std::sync::atomic::Ordering::Relaxed,
         );
-        let actor = actor::Actor::new(cfg.clone(), worker_ctx, deps.health_path, Clock::system());
+        let actor = actor::Actor::new(
+            cfg.clone(),
+            worker_ctx,
+            resolvers,
+            deps.health_path,
+            Clock::system(),
+        );
         let expand_ctx = Arc::new(expansion::ExpandCtx {
             directory: deps.directory,
             list_ctx: deps.list_ctx,

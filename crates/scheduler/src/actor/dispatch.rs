@@ -181,7 +181,7 @@ impl Actor {
 
     /// Starts one worker if host health allows a connection now. False when it does not.
     fn spawn_worker(&mut self, key: &Arc<str>, lane: LaneKind) -> bool {
-        let port = self.ctx.client.port;
+        let port = self.ctx.port;
         let Some(d) = self.dests.get_mut(key) else {
             return false;
         };

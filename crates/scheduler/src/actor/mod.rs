@@ -32,6 +32,7 @@ use health::{HealthConfig, HostHealth};
 use herald_telemetry::{Event, LaneKind, SchedulerEvent};
 use herald_types::{FailureCause, RcptOutcome, Reply};
 use queue::Destination;
+use routes::Resolvers;
 use shaping::Budget;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
@@ -49,7 +50,7 @@ pub mod health;
 pub mod operator;
 mod outcome;
 pub mod queue;
-mod routes;
+pub mod routes;
 #[cfg(test)]
 mod routes_tests;
 pub mod shaping;
@@ -111,6 +112,7 @@ pub struct Actor {
     /// Copies queued in the slow lane (ready or waiting).
     pub(crate) slow_queued: usize,
     pub(crate) seq: u64,
+    resolvers: Resolvers,
     resolve_permits: Arc<Semaphore>,
     /// Resolver tasks' answers (see `routes.rs`): bounded by `resolve_concurrency`, since a
     /// task holds its permit until its answer is in the channel.
@@ -126,6 +128,7 @@ impl Actor {
     pub fn new(
         cfg: Arc<SchedulerConfig>,
         ctx: Arc<WorkerCtx>,
+        resolvers: Resolvers,
         health_path: Option<PathBuf>,
         clock: Clock,
     ) -> Actor {
@@ -156,6 +159,7 @@ impl Actor {
             queued: 0,
             slow_queued: 0,
             seq: 0,
+            resolvers,
             resolve_permits: permits,
             resolved_tx,
             resolved_rx: Some(resolved_rx),

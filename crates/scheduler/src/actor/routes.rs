@@ -58,6 +58,32 @@ pub struct Routing {
     pub dane: Option<DaneRoute>,
 }
 
+/// What resolving a domain takes: DNS, and MTA-STS and DANE when they are on. Owned by the
+/// actor and cloned into its resolver tasks.
+#[derive(Clone)]
+pub struct Resolvers {
+    pub resolver: Arc<MxResolver>,
+    /// MTA-STS policy discovery (None: `delivery.mta_sts.enabled = false`).
+    pub mta_sts: Option<Arc<MtaSts>>,
+    /// DANE TLSA lookups (None: `delivery.dane.enabled = false`, the default).
+    pub dane: Option<Dane>,
+}
+
+#[cfg(test)]
+/// Resolvers pointed at a closed port: nothing is resolved (tests route domains themselves).
+pub(crate) fn test_resolvers() -> Resolvers {
+    let resolver = herald_delivery::MxResolver::new(&herald_delivery::ResolverConfig {
+        nameservers: vec![std::net::SocketAddr::from(([127, 0, 0, 1], 9))],
+        ..herald_delivery::ResolverConfig::default()
+    })
+    .expect("resolver");
+    Resolvers {
+        resolver: Arc::new(resolver),
+        mta_sts: None,
+        dane: None,
+    }
+}
+
 /// A resolver task's answer, on the actor's private channel.
 pub(super) struct Resolved {
     pub domain: String,
@@ -215,9 +241,11 @@ fn sts_suffix(sts: Option<&StsRoute>) -> String {
 
 impl Actor {
     pub(super) fn spawn_resolve(&self, domain: String) {
-        let resolver = self.ctx.resolver.clone();
-        let sts = self.ctx.mta_sts.clone();
-        let dane = self.ctx.dane.clone();
+        let Resolvers {
+            resolver,
+            mta_sts: sts,
+            dane,
+        } = self.resolvers.clone();
         let answers = self.resolved_tx.clone();
         let permits = self.resolve_permits.clone();
         tokio::spawn(async move {

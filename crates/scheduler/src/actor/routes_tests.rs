@@ -17,10 +17,11 @@ use tokio::time::Instant;
 pub(super) fn actor() -> (Actor, tokio::sync::mpsc::Receiver<crate::messages::Report>) {
     let (ctrl, _ctrl_rx) = tokio::sync::mpsc::channel(8);
     let (reports, reports_rx) = tokio::sync::mpsc::channel(64);
-    let ctx = crate::workers::test_ctx(ctrl, reports);
+    let ctx = crate::workers::scripted::test_ctx(ctrl, reports);
     let actor = Actor::new(
         Arc::new(SchedulerConfig::default()),
         ctx,
+        super::routes::test_resolvers(),
         None,
         crate::clock::Clock::system(),
     );
@@ -39,7 +40,7 @@ fn refreshing_route(actor: &mut Actor, domain: &str, key: &Arc<str>) {
 }
 
 pub(super) fn post() -> Arc<PostCtx> {
-    crate::workers::test_post()
+    crate::workers::scripted::test_post()
 }
 
 pub(super) fn job(post: &Arc<PostCtx>, id: i64, rcpt: &str) -> Job {

@@ -161,13 +161,19 @@ mod bench {
     async fn snapshot_with_pending(copies: u64, domains: u64) {
         let (ctrl, _ctrl_rx) = tokio::sync::mpsc::channel(8);
         let (reports, _reports_rx) = tokio::sync::mpsc::channel(8);
-        let ctx = crate::workers::test_ctx(ctrl, reports);
+        let ctx = crate::workers::scripted::test_ctx(ctrl, reports);
         let cfg = SchedulerConfig {
             max_queued_copies: 2_000_000,
             ..SchedulerConfig::default()
         };
-        let mut actor = Actor::new(Arc::new(cfg), ctx, None, crate::clock::Clock::system());
-        let post = crate::workers::test_post();
+        let mut actor = Actor::new(
+            Arc::new(cfg),
+            ctx,
+            crate::actor::routes::test_resolvers(),
+            None,
+            crate::clock::Clock::system(),
+        );
+        let post = crate::workers::scripted::test_post();
         let keys: Vec<Arc<str>> = (0..domains)
             .map(|i| {
                 let hosts = vec![MxHost {

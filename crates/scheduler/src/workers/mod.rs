@@ -26,35 +26,32 @@
 //! to the actor, which owns host health, lanes and shaping.
 
 use crate::classify::classify;
-use crate::messages::Job;
-use crate::messages::{BatchDone, Ctrl, FailKind, HostFailure, HostKey, Target};
-use crate::messages::{OutcomeReport, Report};
-use herald_delivery::mta_sts::Mode;
-use herald_delivery::{
-    ClientConfig, Connection, Dane, DaneRoute, HostDane, MtaSts, MxResolver, OutgoingCopy,
-    SessionError, SessionErrorKind, Stage, StsRoute, TlsError,
-};
+use crate::messages::{BatchDone, Ctrl, Job, OutcomeReport, Report, Target};
+use herald_delivery::{DaneRoute, StsRoute};
 use herald_fanout::Stamp;
 use herald_spool::{FinalState, Spool};
-use herald_telemetry::{DaneNote, DeferralKind, LaneKind, MtaStsNote, Telemetry};
+use herald_telemetry::{DeferralKind, LaneKind, Telemetry};
 use herald_types::{EnhancedStatus, RcptOutcome, Reply};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+pub mod connector;
+#[cfg(test)]
+pub(crate) mod scripted;
+pub mod smtp;
+
+pub use connector::{Connector, Session};
 
 /// What every worker shares.
 pub struct WorkerCtx {
-    /// First-pass (fast lane) client settings.
-    pub client: Arc<ClientConfig>,
-    /// Slow-lane client settings (RFC 5321 timeouts).
-    pub slow_client: Arc<ClientConfig>,
-    pub resolver: Arc<MxResolver>,
-    /// MTA-STS policy discovery (None: `delivery.mta_sts.enabled = false`).
-    pub mta_sts: Option<Arc<MtaSts>>,
-    /// DANE TLSA lookups (None: `delivery.dane.enabled = false`, the default).
-    pub dane: Option<Dane>,
+    /// Opens the SMTP sessions ([`smtp::SmtpConnector`]; scripted ones in tests).
+    pub connector: Arc<dyn Connector>,
+    /// The SMTP port of the destinations' hosts (25 on the Internet).
+    pub port: u16,
     pub ctrl: mpsc::Sender<Ctrl>,
     pub reports: mpsc::Sender<Report>,
     /// Where a batch's final outcomes are journaled before the worker takes more work.
@@ -85,45 +82,29 @@ pub struct WorkerPlan {
 
 /// Runs one worker to completion. Always tells the actor how it ended.
 pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
-    let WorkerPlan {
-        dest,
-        lane,
-        targets,
-        max_messages,
-        sts,
-        dane,
-    } = plan;
-    let cfg = match lane {
-        LaneKind::Fast => ctx.client.clone(),
-        LaneKind::Slow => ctx.slow_client.clone(),
-    };
-    let enforce = sts.as_ref().is_some_and(|r| r.mode == Mode::Enforce);
-    let (mut conn, host, failed) = match connect_any(&targets, &cfg, enforce, dane.as_deref()).await
-    {
-        Ok(c) => c,
-        Err(ConnectFailure {
-            failed,
-            reply,
-            dane_failed,
-        }) => {
-            let _ = ctx
-                .ctrl
-                .send(Ctrl::ConnectFailed {
-                    dest: dest.clone(),
-                    failed,
-                    error: reply,
-                    dane_failed,
-                })
-                .await;
+    let (dest, lane, max_messages) = (plan.dest.clone(), plan.lane, plan.max_messages);
+    let opened = match ctx.connector.connect(&plan).await {
+        Ok(o) => o,
+        Err(f) => {
+            let failed = Ctrl::ConnectFailed {
+                dest: dest.clone(),
+                failed: f.failed,
+                error: f.reply,
+                dane_failed: f.dane_failed,
+            };
+            let _ = ctx.ctrl.send(failed).await;
             let _ = ctx.ctrl.send(Ctrl::WorkerExit { dest, lane }).await;
             return;
         }
     };
-    let t = conn.timings();
-    let timings = crate::messages::ConnectTimings {
-        connect: t.connect,
-        banner: t.banner,
-    };
+    drop(plan);
+    let connector::Opened {
+        mut session,
+        host,
+        failed,
+        timings,
+        notes,
+    } = opened;
     let connected = Ctrl::Connected {
         dest: dest.clone(),
         host: host.clone(),
@@ -131,10 +112,6 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
         failed,
     };
     let _ = ctx.ctrl.send(connected).await;
-    let relay = format!("{}[{}]:{}", host.name, host.addr, cfg.port);
-    let tls = tls_summary(conn.tls_info());
-    let mta_sts = sts_note(sts.as_deref(), &dest, &host, conn.tls_info());
-    let dane = dane.as_deref().map(|r| dane_note(r, &host.name));
     let gauges = ctx.telemetry.gauges();
     gauges.connections_open.fetch_add(1, Relaxed);
     let mut bufs: Vec<Vec<u8>> = Vec::new();
@@ -169,11 +146,8 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
         }
         sent += jobs.len();
         let batch = Batch {
-            conn: &mut conn,
-            relay: &relay,
-            tls: &tls,
-            mta_sts,
-            dane,
+            session: &mut *session,
+            notes: &notes,
             host: &host,
             dest: &dest,
         };
@@ -192,111 +166,8 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
     }
     gauges.connections_open.fetch_sub(1, Relaxed);
     // QUIT politely, but never let a slow peer hold the worker.
-    let _ = tokio::time::timeout(Duration::from_secs(5), conn.quit()).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), session.quit()).await;
     let _ = ctx.ctrl.send(Ctrl::WorkerExit { dest, lane }).await;
-}
-
-/// The delivery log's `tls=`: `TLSv1.3/verified`, `TLSv1.3/unverified` or `none` (plaintext).
-fn tls_summary(info: Option<&herald_delivery::TlsInfo>) -> String {
-    match info {
-        Some(t) if t.verified => format!("{}/verified", t.version),
-        Some(t) => format!("{}/unverified", t.version),
-        None => "none".to_string(),
-    }
-}
-
-/// How the destination's MTA-STS policy applies to copies sent over this connection. Under a
-/// testing policy, a connection that enforcement would have refused (host outside the policy,
-/// TLS missing or unverified) is logged here and counted per copy (`testing-failed`).
-fn sts_note(
-    sts: Option<&StsRoute>,
-    dest: &str,
-    host: &HostKey,
-    tls: Option<&herald_delivery::TlsInfo>,
-) -> Option<MtaStsNote> {
-    let sts = sts?;
-    if sts.mode == Mode::Enforce {
-        // connect_with refused anything else.
-        return Some(MtaStsNote::Enforce);
-    }
-    let verified = tls.is_some_and(|t| t.verified);
-    if sts.satisfied_by(&host.name, verified) {
-        return Some(MtaStsNote::Testing);
-    }
-    let why = match tls {
-        _ if !sts.satisfied_by(&host.name, true) => "MX host not in the policy".to_string(),
-        None => "no TLS".to_string(),
-        Some(t) => format!(
-            "certificate not verified: {}",
-            t.verify_error.as_deref().unwrap_or("unknown reason")
-        ),
-    };
-    tracing::warn!(%dest, host = %host.name, reason = %why, "MTA-STS testing policy: enforcement would refuse this connection");
-    Some(MtaStsNote::TestingFailed)
-}
-
-/// What DANE concluded for a connection to `host` that succeeded: a host with usable records
-/// was authenticated by them (`connect_dane` refuses anything else).
-fn dane_note(route: &DaneRoute, host: &str) -> DaneNote {
-    match route.host(host) {
-        HostDane::Required(_) => DaneNote::Verified,
-        HostDane::NoRecords => DaneNote::None,
-        HostDane::Insecure => DaneNote::Insecure,
-        // Not kept in a route; named for totality.
-        HostDane::Failed(_) => DaneNote::Failed,
-    }
-}
-
-/// Why no planned target could be used.
-struct ConnectFailure {
-    /// Every attempt with its classification.
-    failed: Vec<HostFailure>,
-    /// The reply recorded for the destination's copies (the last attempt's).
-    reply: Reply,
-    /// Some attempt failed because of DANE (`dane=failed` for the copies).
-    dane_failed: bool,
-}
-
-/// Tries each planned target in order; the first that answers wins. `enforce`: the domains'
-/// MTA-STS policy is enforced (verified TLS or nothing); `dane`: hosts with usable TLSA records
-/// are reached with DANE-authenticated TLS or not at all.
-async fn connect_any(
-    targets: &[Target],
-    cfg: &ClientConfig,
-    enforce: bool,
-    dane: Option<&DaneRoute>,
-) -> Result<(Connection, HostKey, Vec<HostFailure>), ConnectFailure> {
-    let mut failed = Vec::new();
-    let mut dane_failed = false;
-    let mut last = Reply::new(
-        451,
-        Some(EnhancedStatus::new(4, 4, 1)),
-        "no MX host is reachable now",
-    );
-    for t in targets {
-        let attempt = match dane.and_then(|r| r.tlsa_for(&t.key.name)) {
-            Some(tlsa) => Connection::connect_dane(t.addr, &t.key.name, cfg, tlsa).await,
-            None => Connection::connect_with(t.addr, &t.key.name, cfg, enforce).await,
-        };
-        match attempt {
-            Ok(conn) => return Ok((conn, t.key.clone(), failed)),
-            Err(e) => {
-                dane_failed |= matches!(e.kind(), SessionErrorKind::Tls(TlsError::Dane(_)));
-                last = e.synthetic_reply();
-                tracing::debug!(host = %t.key.name, addr = %t.key.addr, probe = t.probe, error = %e, "connect failed");
-                failed.push(HostFailure {
-                    key: t.key.clone(),
-                    kind: fail_kind(&e),
-                    reason: last.text.clone(),
-                });
-            }
-        }
-    }
-    Err(ConnectFailure {
-        failed,
-        reply: last,
-        dane_failed,
-    })
 }
 
 /// A copy's DKIM or ARC step for `Metrics::count_copy_auth`.
@@ -308,33 +179,23 @@ fn stamp(s: Stamp) -> Option<bool> {
     }
 }
 
-/// How a failed connection attempt counts: a 421 (or a rate-limit reply) before the first
-/// transaction is the host saying "not so fast", not the host being down.
-fn fail_kind(e: &SessionError) -> FailKind {
-    if let SessionErrorKind::Rejected(r) = e.kind() {
-        if classify(r) == DeferralKind::Throttle {
-            return FailKind::Throttle;
-        }
-    }
-    if e.is_host_problem() {
-        FailKind::Host
-    } else {
-        FailKind::Other
-    }
+/// One batch on an open session.
+struct Batch<'a> {
+    session: &'a mut dyn Session,
+    /// The connection as the delivery log shows it (relay, TLS, MTA-STS, DANE).
+    notes: &'a connector::SessionNotes,
+    host: &'a crate::messages::HostKey,
+    dest: &'a Arc<str>,
 }
 
-/// One batch on an open connection.
-struct Batch<'a> {
-    conn: &'a mut Connection,
-    relay: &'a str,
-    /// The connection's TLS for the delivery log (see [`tls_summary`]).
-    tls: &'a str,
-    /// How MTA-STS applied (see [`sts_note`]).
-    mta_sts: Option<MtaStsNote>,
-    /// What DANE concluded (see [`dane_note`]).
-    dane: Option<DaneNote>,
-    host: &'a HostKey,
-    dest: &'a Arc<str>,
+/// What a batch's outcomes come to, before they are journaled and reported.
+struct Settled {
+    done: BatchDone,
+    reports: Vec<OutcomeReport>,
+    /// Final states not yet queued to the journal as their replies came.
+    journal: Vec<(herald_types::PostId, herald_types::MemberId, FinalState)>,
+    /// Final outcomes in the batch (journaled as they came or in `journal`).
+    finals: i64,
 }
 
 impl Batch<'_> {
@@ -360,8 +221,12 @@ impl Batch<'_> {
             let auth = job.post.template.splice(&job.member, buf);
             metrics.count_copy_auth(stamp(auth.dkim), stamp(auth.arc));
         }
-        let mut copies: Vec<OutgoingCopy<'_>> = (0..jobs.len())
-            .map(|i| OutgoingCopy::new(&return_paths[i], &rcpts[i], &bufs[i]))
+        let copies: Vec<connector::OutCopy<'_>> = (0..jobs.len())
+            .map(|i| connector::OutCopy {
+                return_path: &return_paths[i],
+                rcpt: &rcpts[i],
+                body: &bufs[i],
+            })
             .collect();
         let gauges = ctx.telemetry.gauges();
         let handed = copies.len() as i64;
@@ -381,55 +246,46 @@ impl Batch<'_> {
             }
         };
         let started = Instant::now();
-        let result = self
-            .conn
-            .send_reporting(&mut copies, &mut journal_now)
-            .await;
+        let sent = self.session.send(&copies, &mut journal_now).await;
         let elapsed = started.elapsed();
+        gauges.inflight_copies.fetch_sub(handed, Relaxed);
+        let healthy = sent.broke.is_none() && self.session.is_reusable();
+        let settled = self.settle(jobs, rcpts, sent, &streamed, elapsed);
         gauges
-            .inflight_copies
-            .fetch_sub(copies.len() as i64, Relaxed);
-        let n = copies.len().max(1) as u32;
-        let outcomes: Vec<(Option<RcptOutcome>, u64)> = copies
-            .into_iter()
-            .map(|c| {
-                (
-                    c.outcome,
-                    c.xdelay
-                        .map_or(elapsed.as_millis() as u64, |d| d.as_millis() as u64),
-                )
-            })
-            .collect();
-        // A broken session: its reply for copies left without one, and whether it was a drop or
-        // a 421 (both throttling signals for the destination's budget).
-        let (session_reply, session_throttled) = match &result {
-            Ok(()) => (None, false),
-            Err(e) => {
-                let throttled = matches!(e.kind(), SessionErrorKind::Rejected(r) if classify(r) == DeferralKind::Throttle)
-                    || (matches!(
-                        e.kind(),
-                        SessionErrorKind::ServerClosed | SessionErrorKind::Io(_)
-                    ) && e.stage() != Stage::Quit);
-                (Some(e.synthetic_reply()), throttled)
-            }
-        };
+            .unjournaled_copies
+            .fetch_sub(handed - settled.finals, Relaxed);
+        (healthy, hand_over(settled, ctx).await)
+    }
+
+    /// Each copy's outcome (a deferral classified, a copy left without a reply deferred with
+    /// the session's reply), its report, and the batch's summary for the actor.
+    fn settle(
+        &self,
+        jobs: Vec<Job>,
+        rcpts: Vec<String>,
+        sent: connector::Sent,
+        streamed: &[bool],
+        elapsed: Duration,
+    ) -> Settled {
+        let n = u32::try_from(jobs.len().max(1)).unwrap_or(u32::MAX);
+        let session_reply = sent.broke.as_ref().map(|b| b.reply.clone());
         let mut done = BatchDone {
             dest: self.dest.clone(),
             host: self.host.clone(),
             delivered: 0,
             per_copy: elapsed / n,
             deferred: Vec::new(),
-            throttled: session_throttled,
+            throttled: sent.broke.as_ref().is_some_and(|b| b.throttled),
             finished_slow: Vec::new(),
         };
-        let mut reports = Vec::with_capacity(jobs.len());
-        let mut journal = Vec::with_capacity(jobs.len());
+        let mut results = sent.copies.into_iter();
+        let (mut reports, mut journal) = (Vec::with_capacity(jobs.len()), Vec::new());
         let mut finals = 0i64;
-        for (i, ((mut job, (outcome, xdelay_ms)), rcpt)) in
-            jobs.into_iter().zip(outcomes).zip(rcpts).enumerate()
-        {
+        for (i, (mut job, rcpt)) in jobs.into_iter().zip(rcpts).enumerate() {
+            let result = results.next().unwrap_or_default();
+            let xdelay_ms = result.xdelay.unwrap_or(elapsed).as_millis() as u64;
             job.tries += 1;
-            let outcome = outcome.unwrap_or_else(|| {
+            let outcome = result.outcome.unwrap_or_else(|| {
                 RcptOutcome::Deferred(session_reply.clone().unwrap_or_else(no_reply))
             });
             match &outcome {
@@ -447,10 +303,10 @@ impl Batch<'_> {
                     journal.push((job.post.id, job.member.id, state));
                 }
             }
-            let mut report = OutcomeReport::new(&job, outcome, self.relay.to_string(), xdelay_ms);
-            report.tls = Some(self.tls.to_string());
-            report.mta_sts = self.mta_sts;
-            report.dane = self.dane;
+            let mut report = OutcomeReport::new(&job, outcome, self.notes.relay.clone(), xdelay_ms);
+            report.tls = Some(self.notes.tls.clone());
+            report.mta_sts = self.notes.mta_sts;
+            report.dane = self.notes.dane;
             report.journaled = true;
             let is_final = report.outcome.is_final();
             reports.push(report);
@@ -460,41 +316,45 @@ impl Batch<'_> {
                 done.finished_slow.push(rcpt.into_boxed_str());
             }
         }
-        gauges
-            .unjournaled_copies
-            .fetch_sub(handed - finals, Relaxed);
-        // Into the spool's channel before the reports reach the report loop, so a post's
-        // completion (which the report loop sends) is always journaled after its outcomes.
-        // Even when every final state was journaled as it came, the batch needs its commit
-        // point: an empty batch request is a commit of what is queued (after the 1 ms linger).
-        let durable = if finals == 0 {
-            None
-        } else {
-            match ctx.spool.record_batch(journal).await {
-                Ok(d) => Some(d),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot journal a batch's outcomes");
-                    None
-                }
-            }
-        };
-        for report in reports {
-            let _ = ctx.reports.send(Report::Outcome(Box::new(report))).await;
+        Settled {
+            done,
+            reports,
+            journal,
+            finals,
         }
-        let _ = ctx.ctrl.send(Ctrl::BatchDone(Box::new(done))).await;
-        let healthy = result.is_ok() && self.conn.is_reusable();
-        match durable {
-            Some(durable) => (
-                healthy,
-                Some(Unjournaled {
-                    durable,
-                    copies: finals as usize,
-                }),
-            ),
-            None => {
-                gauges.unjournaled_copies.fetch_sub(finals, Relaxed);
-                (healthy, None)
+    }
+}
+
+/// Journals a settled batch, then reports it: its records enter the spool's channel before its
+/// reports reach the report loop, so a post's completion (which the report loop sends) is
+/// always journaled after its outcomes. Even when every final state was journaled as it came,
+/// the batch needs its commit point: an empty batch request is a commit of what is queued
+/// (after the 1 ms linger). Returns what is still waiting to be durable.
+async fn hand_over(s: Settled, ctx: &WorkerCtx) -> Option<Unjournaled> {
+    let durable = if s.finals == 0 {
+        None
+    } else {
+        match ctx.spool.record_batch(s.journal).await {
+            Ok(d) => Some(d),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot journal a batch's outcomes");
+                None
             }
+        }
+    };
+    for report in s.reports {
+        let _ = ctx.reports.send(Report::Outcome(Box::new(report))).await;
+    }
+    let _ = ctx.ctrl.send(Ctrl::BatchDone(Box::new(s.done))).await;
+    match durable {
+        Some(durable) => Some(Unjournaled {
+            durable,
+            copies: usize::try_from(s.finals).unwrap_or(0),
+        }),
+        None => {
+            let gauges = ctx.telemetry.gauges();
+            gauges.unjournaled_copies.fetch_sub(s.finals, Relaxed);
+            None
         }
     }
 }
@@ -535,66 +395,4 @@ fn no_reply() -> Reply {
         Some(EnhancedStatus::new(4, 4, 0)),
         "no reply for this copy",
     )
-}
-
-/// A worker context for unit tests: default client settings, a resolver pointed at a closed
-/// port (nothing is resolved), no MTA-STS, telemetry without a log.
-#[cfg(test)]
-pub(crate) fn test_ctx(ctrl: mpsc::Sender<Ctrl>, reports: mpsc::Sender<Report>) -> Arc<WorkerCtx> {
-    let resolver = MxResolver::new(&herald_delivery::ResolverConfig {
-        nameservers: vec![std::net::SocketAddr::from(([127, 0, 0, 1], 9))],
-        ..herald_delivery::ResolverConfig::default()
-    })
-    .expect("resolver");
-    Arc::new(WorkerCtx {
-        client: Arc::new(ClientConfig::default()),
-        slow_client: Arc::new(ClientConfig::default()),
-        resolver: Arc::new(resolver),
-        mta_sts: None,
-        dane: None,
-        ctrl,
-        reports,
-        spool: test_spool(),
-        window: 16,
-        telemetry: Telemetry::disabled_log(),
-        shutdown: CancellationToken::new(),
-    })
-}
-
-/// A spool in a directory kept for the rest of the test process.
-#[cfg(test)]
-fn test_spool() -> Spool {
-    let dir = tempfile::tempdir().expect("tempdir").keep();
-    Spool::open(herald_spool::SpoolConfig::new(dir))
-        .expect("spool")
-        .0
-}
-
-/// A one-line post of list 1 (`l@lists.test`), unsigned, with no window, for unit tests.
-#[cfg(test)]
-pub(crate) fn test_post() -> Arc<crate::messages::PostCtx> {
-    use herald_types::{Address, List, ListId, ListSettings, PostId};
-    let list = List {
-        id: ListId(1),
-        address: Address::parse("l@lists.test").expect("addr"),
-        settings: ListSettings::default(),
-        created_at_ms: 0,
-    };
-    let lctx = herald_fanout::ListContext {
-        unsubscribe_base_url: "http://x".into(),
-        archive_url: None,
-        secret: b"0123456789abcdef".to_vec(),
-        dkim: Default::default(),
-        authserv_id: "herald.test".into(),
-    };
-    let template =
-        herald_fanout::render(&list, &lctx, b"Subject: x\r\n\r\nbody\r\n").expect("render");
-    Arc::new(crate::messages::PostCtx {
-        id: PostId(1),
-        list_id: ListId(1),
-        template,
-        accepted_at_ms: herald_types::unix_ms_now(),
-        max_age_ms: u64::MAX,
-        window: Arc::new(tokio::sync::Semaphore::new(0)),
-    })
 }
