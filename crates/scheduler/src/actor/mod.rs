@@ -49,6 +49,8 @@ mod dispatch;
 pub mod health;
 pub mod operator;
 mod outcome;
+#[cfg(test)]
+mod paused_tests;
 pub mod queue;
 pub mod routes;
 #[cfg(test)]

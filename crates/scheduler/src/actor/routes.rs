@@ -32,6 +32,7 @@
 use super::{Actor, Route};
 use crate::actor::queue::{destination_key, Destination, Waiting};
 use crate::actor::shaping::{rule_for, Budget};
+use crate::clock::Clock;
 use crate::messages::Job;
 use crate::messages::PolicyNotes;
 use herald_delivery::mta_sts::{self, Mode, PolicySource};
@@ -147,6 +148,7 @@ pub async fn resolve_route(
     resolver: &MxResolver,
     sts: Option<&MtaSts>,
     dane: Option<&Dane>,
+    clock: Clock,
 ) -> Result<Routing, RouteError> {
     let sts_lookup = async {
         match sts {
@@ -165,7 +167,7 @@ pub async fn resolve_route(
     let hosts = hosts.map_err(RouteError::Dns)?;
     let (hosts, dane_route) = match (dane, mx_security) {
         (Some(dane), Some(mx)) => {
-            let (hosts, route) = dane_route(domain, dane, mx, hosts)
+            let (hosts, route) = dane_route(domain, dane, mx, hosts, clock)
                 .await
                 .map_err(RouteError::Dane)?;
             (hosts, Some(route))
@@ -212,13 +214,14 @@ async fn dane_route(
     dane: &Dane,
     mx: MxSecurity,
     hosts: Vec<MxHost>,
+    clock: Clock,
 ) -> Result<(Vec<MxHost>, DaneRoute), Reply> {
     let (per_host, valid_for) = match mx {
         MxSecurity::Secure => dane.hosts(&hosts).await,
         // Nothing of the hosts is looked at; the route refresh interval governs.
         _ => (Vec::new(), Duration::MAX),
     };
-    let now = herald_types::unix_ms_now() / 1000;
+    let now = clock.now_ms() / 1000;
     let expires_at = now.saturating_add(valid_for.as_secs());
     let routed = dane::apply(domain, mx, hosts, per_host, expires_at);
     if let Ok((_, route)) = &routed {
@@ -246,11 +249,13 @@ impl Actor {
             mta_sts: sts,
             dane,
         } = self.resolvers.clone();
+        let clock = self.clock;
         let answers = self.resolved_tx.clone();
         let permits = self.resolve_permits.clone();
         tokio::spawn(async move {
             let _permit = permits.acquire_owned().await;
-            let result = resolve_route(&domain, &resolver, sts.as_deref(), dane.as_ref()).await;
+            let result =
+                resolve_route(&domain, &resolver, sts.as_deref(), dane.as_ref(), clock).await;
             let _ = answers.send(Resolved { domain, result }).await;
         });
     }
@@ -335,7 +340,7 @@ impl Actor {
         for mut job in jobs {
             job.tries += 1;
             self.report_deferred(&job, &reply, e.notes()).await;
-            if job.expired(herald_types::unix_ms_now()) {
+            if job.expired(self.clock.now_ms()) {
                 self.leave_queue(&job);
                 self.expire(job).await;
             } else {
@@ -361,7 +366,7 @@ impl Actor {
             .min();
         let due = match expiry {
             Some(expires_at) => {
-                let now = herald_types::unix_ms_now() / 1000;
+                let now = self.clock.now_ms() / 1000;
                 let left = Duration::from_secs(expires_at.saturating_sub(now));
                 left.clamp(MIN_REFRESH.min(every), every)
             }

@@ -87,11 +87,6 @@ impl Scripted {
         self.lock().reply_delay = d;
     }
 
-    /// Everything seen so far, with when.
-    pub fn seen(&self) -> Vec<(Instant, Seen)> {
-        self.lock().seen.clone()
-    }
-
     /// When copies to `rcpt` were attempted.
     pub fn copies_to(&self, rcpt: &str) -> Vec<Instant> {
         let s = self.lock();
