@@ -43,6 +43,8 @@ pub mod connector;
 #[cfg(test)]
 pub(crate) mod scripted;
 pub mod smtp;
+#[cfg(test)]
+mod tests;
 
 pub use connector::{Connector, Session};
 
