@@ -34,7 +34,7 @@ pub struct OutcomeReport {
     pub dane: Option<DaneNote>,
     /// When the report was made: the report loop measures how long it waited in the channel.
     pub queued_at: std::time::Instant,
-    /// The worker journaled the final state itself (see `worker.rs`); the report loop only
+    /// The worker journaled the final state itself (see `workers/mod.rs`); the report loop only
     /// journals outcomes the scheduler decided without a connection (expiry, give-up, no route).
     pub journaled: bool,
 }

@@ -1,6 +1,6 @@
 //! The report loop: where delivery outcomes become telemetry and completions. A worker journals
 //! its own batch's final outcomes before it reports them (it waits for their commit: see
-//! `worker.rs`); the outcomes the scheduler decides without a connection (expiry, an operator's
+//! `workers/mod.rs`); the outcomes the scheduler decides without a connection (expiry, an operator's
 //! give-up, no route) are journaled here. Every outcome becomes an event; when all of a post's
 //! recipients are final the post is completed in the spool — after its outcomes, since they
 //! entered the spool's channel before their reports reached this loop.
