@@ -1,10 +1,26 @@
 //! The scheduler: turns spooled posts into delivered copies.
 //!
 //! ```text
-//! submit(post) ─► expand (render once; members in pages) ─► jobs (bounded) ─► actor
+//! submit(post) ─► expansion (render once; members in pages) ─► jobs (bounded) ─► actor
 //!   actor: domain → MX route → destination queue ─► workers (one SMTP connection each)
-//!   workers ─► reports (bounded) ─► report loop: spool journal + telemetry + completion
+//!   workers ─► reports (bounded) ─► outcomes: spool journal + telemetry + completion + bounces
 //! ```
+//!
+//! A folder per stage it runs, and where each loop is:
+//! - `expansion/mod.rs` — [`expansion::expand`]: one task per post, members read in pages,
+//!   blocking on the post's window and the bounded job channel;
+//! - `actor/mod.rs` — [`actor::Actor::run`]: the scheduling actor's loop (its concerns are the
+//!   other files of `actor/`: routes, dispatch, outcome, snapshot, operator, health, shaping,
+//!   queue, stragglers, backoff);
+//! - `workers/mod.rs` — [`workers::run`]: one task per SMTP connection, over the
+//!   [`workers::Connector`] seam (`workers/smtp.rs` is the real one);
+//! - `outcomes/mod.rs` — [`outcomes::run`]: the report loop (journal, telemetry, completion,
+//!   failed copies to the bounce stage).
+//!
+//! What they send each other is in `messages/` (jobs, the actor's inbox `Ctrl`, reports, queue
+//! views); `config.rs`, `clock.rs` and `classify.rs` are leaves. No stage imports another's
+//! module except the actor, which starts workers: the `crate::` graph is acyclic (checked by
+//! `tools/module_graph.py`). This file is the handle other crates hold ([`Scheduler`]).
 //!
 //! Limits (all in [`SchedulerConfig`]): connections in all, in the slow lane and per destination
 //! (shaping budgets), copies and bytes per batch, copies per connection, the window of queued
@@ -12,215 +28,41 @@
 //! DNS lookups in flight, hosts tracked by host health.
 //!
 //! Resilience (issue 4): host health per (MX name, address) with down marking and one probe
-//! ([`health`]); two lanes — first attempts with short timeouts, retries with RFC 5321 timeouts
-//! on a bounded share of connections ([`queue`], [`dispatch`]); stragglers coalesced per
-//! destination and indexed per recipient ([`stragglers`]); destinations served fastest first
-//! when connections are scarce; AIMD shaping by MX suffix ([`shaping`]); throttling and
-//! greylisting told apart from failures ([`classify`]); expiry after the list's maximum age.
+//! ([`actor::health`]); two lanes — first attempts with short timeouts, retries with RFC 5321
+//! timeouts on a bounded share of connections ([`actor::queue`]); stragglers coalesced per
+//! destination and indexed per recipient ([`actor::stragglers`]); destinations served fastest
+//! first when connections are scarce; AIMD shaping by MX suffix ([`actor::shaping`]); throttling
+//! and greylisting told apart from failures ([`classify`]); expiry after the list's maximum age.
+//! Time comes from tokio's clock and a [`Clock`] (wall time), so all of it runs under a paused
+//! clock in tests.
 
 pub mod actor;
-pub mod backoff;
-pub mod channels;
 pub mod classify;
-pub mod dispatch;
-pub mod expand;
-pub mod health;
-pub mod job;
-pub mod outcome;
-pub mod queue;
-pub mod report;
-pub mod shaping;
-pub mod snapshot;
-pub mod stragglers;
-pub mod worker;
+pub mod clock;
+pub mod config;
+pub mod expansion;
+pub mod messages;
+pub mod outcomes;
+pub mod workers;
 
-pub use actor::operator::{Action, Selector};
-pub use channels::ChannelView;
-pub use queue::{DestinationView, HostView, QueueSnapshot, SnapshotRequest, StragglerView};
-pub use report::FAILED_COPY_CAPACITY;
-pub use shaping::ShapingRule;
+pub use clock::Clock;
+pub use config::{ConfigError, SchedulerConfig, ShapingRule};
+pub use messages::{
+    Action, DestinationView, HostView, QueueSnapshot, Selector, SnapshotRequest, StragglerView,
+};
+pub use outcomes::FAILED_COPY_CAPACITY;
 
 use herald_delivery::{ClientConfig, Dane, MtaSts, MxResolver};
 use herald_directory::Directory;
 use herald_fanout::ListContext;
 use herald_spool::{PostKind, RecoveredPost, Spool, SpooledPost};
 use herald_telemetry::{Event, Telemetry};
-use serde::Deserialize;
+use messages::Ctrl;
+use serde::Serialize;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-/// Scheduler limits and schedules. Every field has a default; unknown keys are refused.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SchedulerConfig {
-    /// Outbound SMTP connections open at once, over all destinations.
-    pub max_connections: usize,
-    /// Connections open at once to one destination (MX host set).
-    pub max_connections_per_destination: usize,
-    /// Copies handed to a connection at a time (they are pipelined together).
-    pub max_copies_per_batch: usize,
-    /// Spliced bytes per batch: big posts get smaller batches (bounded memory per worker).
-    /// Each worker keeps its batch's splice buffers while its connection lives, so this times
-    /// `max_connections` bounds that memory: 64 KiB x 1000 = 64 MB. 512 KiB made a 1,000-domain
-    /// fan-out peak at ~460 MB with no gain in copies/s (BENCHMARKS.md).
-    pub batch_bytes: usize,
-    /// After this many copies a connection is closed and a fresh one opened.
-    pub max_messages_per_connection: usize,
-    /// How long an idle connection waits for more copies before it quits.
-    pub idle_connection_ms: u64,
-    /// Retry schedule for deferred copies: first delay, cap, jitter (0–1).
-    pub retry_initial_secs: u64,
-    pub retry_max_secs: u64,
-    pub retry_jitter: f64,
-    /// A destination whose connections fail is not tried again for this long (doubling).
-    pub destination_backoff_secs: u64,
-    pub destination_backoff_max_secs: u64,
-    /// Copies queued in memory at most; expansion waits beyond it.
-    pub max_queued_copies: usize,
-    /// Members read from the directory per page.
-    pub expansion_page: usize,
-    /// DNS lookups in flight at once.
-    pub resolve_concurrency: usize,
-    /// A domain that does not exist is remembered this long.
-    pub dns_negative_cache_secs: u64,
-    /// A routed domain is resolved again this often (its MX hosts, its MTA-STS policy and its
-    /// DANE TLSA answers, which also make the route expire no later than the policy or the
-    /// answers do), so changes reach the queue.
-    pub route_refresh_secs: u64,
-    /// Scheduler housekeeping interval (retry promotion, idle connections).
-    pub tick_ms: u64,
-    /// Copies of one post queued at most: a huge post leaves room for the others (fairness).
-    pub max_queued_copies_per_post: usize,
-    /// Connections of the slow lane (retries) at most, within `max_connections`: stragglers never
-    /// take the connections first attempts need.
-    pub slow_lane_max_connections: usize,
-    /// Slow-lane timeouts (RFC 5321 §4.5.3.2: 5 min for the greeting and commands, 10 min for
-    /// the end of DATA). Connect is not in the RFC; a minute is generous.
-    pub slow_connect_timeout_secs: u64,
-    pub slow_banner_timeout_secs: u64,
-    pub slow_command_timeout_secs: u64,
-    pub slow_data_timeout_secs: u64,
-    /// A host (MX name and address) is marked down after this many consecutive failed
-    /// connections; it stays down `destination_backoff_secs` (doubling on each failed probe up to
-    /// `destination_backoff_max_secs`), then one probe connection tests it.
-    pub host_down_after_failures: u32,
-    /// Hosts tracked by host health at most.
-    pub host_health_max_hosts: usize,
-    /// Host health is written to `<data_dir>/host-health.json` this often (and at shutdown).
-    pub host_health_persist_secs: u64,
-    /// A greylisted copy is retried after the interval the server names, or this long.
-    pub greylist_retry_secs: u64,
-    /// A throttled copy is retried after this long (its destination's budget is cut meanwhile).
-    pub throttle_retry_secs: u64,
-    /// Throttling signals within this long of a cut count once (parallel connections all see
-    /// the same 421).
-    pub throttle_cooldown_ms: u64,
-    /// Shaping rules by MX host suffix; see herald.example.toml for the provider presets.
-    pub shaping: Vec<ShapingRule>,
-}
-
-impl Default for SchedulerConfig {
-    fn default() -> Self {
-        SchedulerConfig {
-            max_connections: 1000,
-            max_connections_per_destination: 20,
-            max_copies_per_batch: 16,
-            batch_bytes: 64 * 1024,
-            max_messages_per_connection: 1000,
-            idle_connection_ms: 2000,
-            retry_initial_secs: 60,
-            retry_max_secs: 3600,
-            retry_jitter: 0.2,
-            destination_backoff_secs: 30,
-            destination_backoff_max_secs: 1800,
-            max_queued_copies: 200_000,
-            expansion_page: 2000,
-            resolve_concurrency: 64,
-            dns_negative_cache_secs: 600,
-            route_refresh_secs: 3600,
-            tick_ms: 200,
-            max_queued_copies_per_post: 50_000,
-            slow_lane_max_connections: 100,
-            slow_connect_timeout_secs: 60,
-            slow_banner_timeout_secs: 300,
-            slow_command_timeout_secs: 300,
-            slow_data_timeout_secs: 600,
-            host_down_after_failures: 2,
-            host_health_max_hosts: 100_000,
-            host_health_persist_secs: 30,
-            greylist_retry_secs: 300,
-            throttle_retry_secs: 30,
-            throttle_cooldown_ms: 1000,
-            shaping: Vec::new(),
-        }
-    }
-}
-
-/// A scheduler setting that cannot work; names its key.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid configuration: scheduler.{key} {reason}")]
-pub struct ConfigError {
-    pub key: &'static str,
-    pub reason: String,
-}
-
-impl SchedulerConfig {
-    /// Refuses settings that would stall delivery. Called once at start.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |key, reason: &str| {
-            Err(ConfigError {
-                key,
-                reason: reason.to_string(),
-            })
-        };
-        if self.max_connections == 0 {
-            return bad("max_connections", "must be at least 1");
-        }
-        if self.slow_lane_max_connections >= self.max_connections {
-            return bad(
-                "slow_lane_max_connections",
-                "must be below max_connections (first attempts need a share)",
-            );
-        }
-        if self.max_queued_copies_per_post == 0
-            || self.max_queued_copies_per_post > self.max_queued_copies
-        {
-            return bad(
-                "max_queued_copies_per_post",
-                "must be between 1 and max_queued_copies",
-            );
-        }
-        if self.host_down_after_failures == 0 {
-            return bad("host_down_after_failures", "must be at least 1");
-        }
-        if self.route_refresh_secs == 0 {
-            return bad("route_refresh_secs", "must be at least 1");
-        }
-        for (i, r) in self.shaping.iter().enumerate() {
-            if r.mx_suffixes.iter().all(|s| s.trim_matches('.').is_empty()) {
-                return Err(ConfigError {
-                    key: "shaping",
-                    reason: format!("rule {i} ({}) has no mx_suffixes", r.name),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// The client settings of a slow-lane connection: `fast` with the slow-lane timeouts.
-    pub fn slow_client(&self, fast: &ClientConfig) -> ClientConfig {
-        let s = std::time::Duration::from_secs;
-        ClientConfig {
-            connect_timeout: s(self.slow_connect_timeout_secs).max(fast.connect_timeout),
-            banner_timeout: s(self.slow_banner_timeout_secs).max(fast.banner_timeout),
-            command_timeout: s(self.slow_command_timeout_secs).max(fast.command_timeout),
-            data_timeout: s(self.slow_data_timeout_secs).max(fast.data_timeout),
-            ..fast.clone()
-        }
-    }
-}
 
 /// Everything the scheduler works with.
 pub struct SchedulerDeps {
@@ -250,8 +92,8 @@ pub enum SchedulerError {
 /// The handle other stages use: submit posts, look at the queue.
 #[derive(Clone)]
 pub struct Scheduler {
-    expand_ctx: Arc<expand::ExpandCtx>,
-    ctrl: mpsc::Sender<actor::Ctrl>,
+    expand_ctx: Arc<expansion::ExpandCtx>,
+    ctrl: mpsc::Sender<Ctrl>,
     telemetry: Telemetry,
     shutdown: CancellationToken,
 }
@@ -283,12 +125,13 @@ impl Scheduler {
             .dane
             .enabled
             .then(|| Dane::new(&deps.client.dane, &deps.resolver, deps.client.port));
-        let worker_ctx = Arc::new(worker::WorkerCtx {
+        let connector = workers::smtp::SmtpConnector {
             slow_client: Arc::new(cfg.slow_client(&deps.client)),
-            client: Arc::new(deps.client),
-            resolver: deps.resolver,
-            mta_sts,
-            dane,
+            client: Arc::new(deps.client.clone()),
+        };
+        let worker_ctx = Arc::new(workers::WorkerCtx {
+            connector: Arc::new(connector),
+            port: deps.client.port,
             ctrl: ctrl_tx.clone(),
             reports: report_tx.clone(),
             spool: deps.spool.clone(),
@@ -296,6 +139,11 @@ impl Scheduler {
             telemetry: deps.telemetry.clone(),
             shutdown: shutdown.clone(),
         });
+        let resolvers = actor::routes::Resolvers {
+            resolver: deps.resolver,
+            mta_sts,
+            dane,
+        };
         let bound = cfg
             .max_connections
             .saturating_mul(cfg.max_copies_per_batch.max(1));
@@ -303,8 +151,14 @@ impl Scheduler {
             i64::try_from(bound).unwrap_or(i64::MAX),
             std::sync::atomic::Ordering::Relaxed,
         );
-        let actor = actor::Actor::new(cfg.clone(), worker_ctx, deps.health_path);
-        let expand_ctx = Arc::new(expand::ExpandCtx {
+        let actor = actor::Actor::new(
+            cfg.clone(),
+            worker_ctx,
+            resolvers,
+            deps.health_path,
+            Clock::system(),
+        );
+        let expand_ctx = Arc::new(expansion::ExpandCtx {
             directory: deps.directory,
             list_ctx: deps.list_ctx,
             jobs: jobs_tx,
@@ -321,7 +175,7 @@ impl Scheduler {
             shutdown: shutdown.clone(),
         };
         let actor_done = CancellationToken::new();
-        let reports = tokio::spawn(report::run(
+        let reports = tokio::spawn(outcomes::run(
             report_rx,
             deps.spool,
             deps.telemetry,
@@ -379,9 +233,9 @@ impl Scheduler {
                 _ = shutdown.cancelled() => {}
                 r = async {
                     if meta.kind == PostKind::Generated {
-                        expand::expand_generated(ctx, id, meta, body, done).await
+                        expansion::expand_generated(ctx, id, meta, body, done).await
                     } else {
-                        expand::expand(ctx, id, meta, body, done).await
+                        expansion::expand(ctx, id, meta, body, done).await
                     }
                 } => match r {
                     Ok(n) => tracing::info!(post = %id, copies = n, "post expanded"),
@@ -403,7 +257,50 @@ impl Scheduler {
     ) -> Result<QueueSnapshot, SchedulerError> {
         let (tx, rx) = oneshot::channel();
         self.ctrl
-            .send(actor::Ctrl::Snapshot(req, tx))
+            .send(Ctrl::Snapshot(req, tx))
+            .await
+            .map_err(|_| SchedulerError::Stopped)?;
+        rx.await.map_err(|_| SchedulerError::Stopped)
+    }
+}
+
+// The handle's channel views and operator commands (formerly `channels.rs`).
+
+/// One channel's fill level (read without locking; a momentary value).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ChannelView {
+    pub channel: &'static str,
+    pub depth: usize,
+    pub capacity: usize,
+}
+
+fn view<T>(channel: &'static str, tx: &mpsc::Sender<T>) -> ChannelView {
+    ChannelView {
+        channel,
+        depth: tx.max_capacity() - tx.capacity(),
+        capacity: tx.max_capacity(),
+    }
+}
+
+impl Scheduler {
+    /// Depths of the scheduler's bounded channels.
+    pub fn channels(&self) -> Vec<ChannelView> {
+        vec![
+            view("jobs", &self.expand_ctx.jobs),
+            view("control", &self.ctrl),
+            view("reports", &self.expand_ctx.reports),
+        ]
+    }
+
+    /// Retries now, or gives up, every queued copy the selector matches; returns how many.
+    pub async fn operate(&self, selector: Selector, action: Action) -> Result<u64, SchedulerError> {
+        let (reply, rx) = oneshot::channel();
+        self.ctrl
+            .send(Ctrl::Operator(messages::Command {
+                selector,
+                action,
+                reply,
+            }))
             .await
             .map_err(|_| SchedulerError::Stopped)?;
         rx.await.map_err(|_| SchedulerError::Stopped)

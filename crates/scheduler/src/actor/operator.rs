@@ -10,21 +10,11 @@
 //! back through `Requeue` or end on their own); the command reports how many copies it matched.
 
 use super::{Actor, Route};
-use crate::job::Job;
-use crate::queue::ReadyQueue;
+use crate::actor::queue::ReadyQueue;
+use crate::messages::{Action, Command, Job, Selector};
 use herald_types::FailureCause;
 use std::collections::BinaryHeap;
-use std::time::Instant;
-use tokio::sync::oneshot;
-
-/// Which queued copies a command is about.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Selector {
-    /// Every copy to this address (compared case-insensitively).
-    Recipient(String),
-    /// Every copy to this recipient domain.
-    Domain(String),
-}
+use tokio::time::Instant;
 
 impl Selector {
     fn matches(&self, job: &Job) -> bool {
@@ -33,23 +23,6 @@ impl Selector {
             Selector::Domain(d) => job.domain().eq_ignore_ascii_case(d),
         }
     }
-}
-
-/// What to do with them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    /// Move waiting copies to the ready queue now; a destination marked down is tried again.
-    RetryNow,
-    /// Fail the copies with a 5.0.0 "given up by the operator" outcome (journaled, reported) and
-    /// the cause [`FailureCause::OperatorGaveUp`] (never scored against the member).
-    GiveUp,
-}
-
-/// A command and where to send how many copies it matched.
-pub struct Command {
-    pub selector: Selector,
-    pub action: Action,
-    pub reply: oneshot::Sender<u64>,
 }
 
 impl Actor {
@@ -64,7 +37,7 @@ impl Actor {
 
     fn retry_now(&mut self, sel: &Selector) -> u64 {
         let now = Instant::now();
-        let now_ms = herald_types::unix_ms_now();
+        let now_ms = self.clock.now_ms();
         let mut matched = 0u64;
         let mut touched = Vec::new();
         for (key, d) in self.dests.iter_mut() {

@@ -29,11 +29,12 @@
 //! Invariant: every job stays in exactly one place; moving jobs between destinations or into a
 //! route's own list never changes `queued` or `slow_queued`.
 
-use super::{Actor, Ctrl, Route};
-use crate::job::Job;
-use crate::queue::{destination_key, Destination, Waiting};
-use crate::report::PolicyNotes;
-use crate::shaping::{rule_for, Budget};
+use super::{Actor, Route};
+use crate::actor::queue::{destination_key, Destination, Waiting};
+use crate::actor::shaping::{rule_for, Budget};
+use crate::clock::Clock;
+use crate::messages::Job;
+use crate::messages::PolicyNotes;
 use herald_delivery::mta_sts::{self, Mode, PolicySource};
 use herald_delivery::{
     dane, Dane, DaneRoute, MtaSts, MxHost, MxResolver, MxSecurity, ResolveError, StsRoute,
@@ -42,7 +43,8 @@ use herald_telemetry::{DaneNote, LaneKind, MtaStsNote};
 use herald_types::{FailureCause, NoRoute, Reply};
 use std::collections::BinaryHeap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// Refreshes are never more frequent than this (a policy with `max_age: 0` would otherwise be
 /// fetched on every tick), unless `route_refresh_secs` itself is shorter.
@@ -55,6 +57,38 @@ pub struct Routing {
     pub sts: Option<StsRoute>,
     /// None when DANE is off.
     pub dane: Option<DaneRoute>,
+}
+
+/// What resolving a domain takes: DNS, and MTA-STS and DANE when they are on. Owned by the
+/// actor and cloned into its resolver tasks.
+#[derive(Clone)]
+pub struct Resolvers {
+    pub resolver: Arc<MxResolver>,
+    /// MTA-STS policy discovery (None: `delivery.mta_sts.enabled = false`).
+    pub mta_sts: Option<Arc<MtaSts>>,
+    /// DANE TLSA lookups (None: `delivery.dane.enabled = false`, the default).
+    pub dane: Option<Dane>,
+}
+
+#[cfg(test)]
+/// Resolvers pointed at a closed port: nothing is resolved (tests route domains themselves).
+pub(crate) fn test_resolvers() -> Resolvers {
+    let resolver = herald_delivery::MxResolver::new(&herald_delivery::ResolverConfig {
+        nameservers: vec![std::net::SocketAddr::from(([127, 0, 0, 1], 9))],
+        ..herald_delivery::ResolverConfig::default()
+    })
+    .expect("resolver");
+    Resolvers {
+        resolver: Arc::new(resolver),
+        mta_sts: None,
+        dane: None,
+    }
+}
+
+/// A resolver task's answer, on the actor's private channel.
+pub(super) struct Resolved {
+    pub domain: String,
+    pub result: Result<Routing, RouteError>,
 }
 
 /// Why a domain cannot be routed now.
@@ -114,6 +148,7 @@ pub async fn resolve_route(
     resolver: &MxResolver,
     sts: Option<&MtaSts>,
     dane: Option<&Dane>,
+    clock: Clock,
 ) -> Result<Routing, RouteError> {
     let sts_lookup = async {
         match sts {
@@ -132,7 +167,7 @@ pub async fn resolve_route(
     let hosts = hosts.map_err(RouteError::Dns)?;
     let (hosts, dane_route) = match (dane, mx_security) {
         (Some(dane), Some(mx)) => {
-            let (hosts, route) = dane_route(domain, dane, mx, hosts)
+            let (hosts, route) = dane_route(domain, dane, mx, hosts, clock)
                 .await
                 .map_err(RouteError::Dane)?;
             (hosts, Some(route))
@@ -179,13 +214,14 @@ async fn dane_route(
     dane: &Dane,
     mx: MxSecurity,
     hosts: Vec<MxHost>,
+    clock: Clock,
 ) -> Result<(Vec<MxHost>, DaneRoute), Reply> {
     let (per_host, valid_for) = match mx {
         MxSecurity::Secure => dane.hosts(&hosts).await,
         // Nothing of the hosts is looked at; the route refresh interval governs.
         _ => (Vec::new(), Duration::MAX),
     };
-    let now = herald_types::unix_ms_now() / 1000;
+    let now = clock.now_ms() / 1000;
     let expires_at = now.saturating_add(valid_for.as_secs());
     let routed = dane::apply(domain, mx, hosts, per_host, expires_at);
     if let Ok((_, route)) = &routed {
@@ -208,15 +244,19 @@ fn sts_suffix(sts: Option<&StsRoute>) -> String {
 
 impl Actor {
     pub(super) fn spawn_resolve(&self, domain: String) {
-        let resolver = self.ctx.resolver.clone();
-        let sts = self.ctx.mta_sts.clone();
-        let dane = self.ctx.dane.clone();
-        let ctrl = self.ctx.ctrl.clone();
+        let Resolvers {
+            resolver,
+            mta_sts: sts,
+            dane,
+        } = self.resolvers.clone();
+        let clock = self.clock;
+        let answers = self.resolved_tx.clone();
         let permits = self.resolve_permits.clone();
         tokio::spawn(async move {
             let _permit = permits.acquire_owned().await;
-            let result = resolve_route(&domain, &resolver, sts.as_deref(), dane.as_ref()).await;
-            let _ = ctrl.send(Ctrl::Resolved { domain, result }).await;
+            let result =
+                resolve_route(&domain, &resolver, sts.as_deref(), dane.as_ref(), clock).await;
+            let _ = answers.send(Resolved { domain, result }).await;
         });
     }
 
@@ -300,7 +340,7 @@ impl Actor {
         for mut job in jobs {
             job.tries += 1;
             self.report_deferred(&job, &reply, e.notes()).await;
-            if job.expired(herald_types::unix_ms_now()) {
+            if job.expired(self.clock.now_ms()) {
                 self.leave_queue(&job);
                 self.expire(job).await;
             } else {
@@ -326,7 +366,7 @@ impl Actor {
             .min();
         let due = match expiry {
             Some(expires_at) => {
-                let now = herald_types::unix_ms_now() / 1000;
+                let now = self.clock.now_ms() / 1000;
                 let left = Duration::from_secs(expires_at.saturating_sub(now));
                 left.clamp(MIN_REFRESH.min(every), every)
             }

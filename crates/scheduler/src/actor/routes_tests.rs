@@ -3,21 +3,28 @@
 
 use super::routes::{RouteError, Routing};
 use super::{Actor, Route};
-use crate::job::{Job, PostCtx};
-use crate::queue::Waiting;
-use crate::SchedulerConfig;
+use crate::actor::queue::Waiting;
+use crate::config::SchedulerConfig;
+use crate::messages::{Job, PostCtx};
 use herald_delivery::mta_sts::Mode;
 use herald_delivery::{DaneRoute, HostDane, MxHost, StsRoute, TlsaSet};
 use herald_telemetry::{DaneNote, DeferralKind, LaneKind};
 use herald_types::{Address, EnhancedStatus, ListId, Member, MemberId, MemberStatus, Reply};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
-pub(super) fn actor() -> (Actor, tokio::sync::mpsc::Receiver<crate::report::Report>) {
+pub(super) fn actor() -> (Actor, tokio::sync::mpsc::Receiver<crate::messages::Report>) {
     let (ctrl, _ctrl_rx) = tokio::sync::mpsc::channel(8);
     let (reports, reports_rx) = tokio::sync::mpsc::channel(64);
-    let ctx = crate::worker::test_ctx(ctrl, reports);
-    let actor = Actor::new(Arc::new(SchedulerConfig::default()), ctx, None);
+    let ctx = crate::workers::scripted::test_ctx(ctrl, reports);
+    let actor = Actor::new(
+        Arc::new(SchedulerConfig::default()),
+        ctx,
+        super::routes::test_resolvers(),
+        None,
+        crate::clock::Clock::system(),
+    );
     (actor, reports_rx)
 }
 
@@ -33,7 +40,7 @@ fn refreshing_route(actor: &mut Actor, domain: &str, key: &Arc<str>) {
 }
 
 pub(super) fn post() -> Arc<PostCtx> {
-    crate::worker::test_post()
+    crate::workers::scripted::test_post()
 }
 
 pub(super) fn job(post: &Arc<PostCtx>, id: i64, rcpt: &str) -> Job {
@@ -146,7 +153,7 @@ async fn a_policy_allowing_no_mx_takes_the_domain_out_of_its_destination() {
     }
     assert_eq!(domains_in(&mut actor, &plain), ["b.test"]);
     assert_eq!(actor.queued, 2);
-    let Some(crate::report::Report::Outcome(o)) = reports.recv().await else {
+    let Some(crate::messages::Report::Outcome(o)) = reports.recv().await else {
         panic!("a deferral report");
     };
     assert_eq!(o.rcpt, "r@a.test");
@@ -213,7 +220,7 @@ async fn dane_leaving_no_usable_host_defers_the_domain_with_dane_failed() {
         Some(Route::RetryDns { jobs, .. }) => assert_eq!(jobs.len(), 1),
         _ => panic!("a.test should wait for a retry"),
     }
-    let Some(crate::report::Report::Outcome(o)) = reports.recv().await else {
+    let Some(crate::messages::Report::Outcome(o)) = reports.recv().await else {
         panic!("a deferral report");
     };
     assert_eq!((o.mta_sts, o.dane), (None, Some(DaneNote::Failed)));

@@ -2,16 +2,17 @@
 //! loop with their [`FailureCause`], and the log's reply is the cause's reply: tests on the
 //! actor's own state (no network).
 
-use super::operator::{Action, Command, Selector};
 use super::routes::RouteError;
 use super::routes_tests::{actor, hosts, job, post};
 use super::Route;
-use crate::report::{OutcomeReport, Report};
+use crate::messages::{Action, Command, Selector};
+use crate::messages::{OutcomeReport, Report};
 use herald_delivery::ResolveError;
 use herald_telemetry::{DeferralKind, LaneKind};
 use herald_types::{EnhancedStatus, FailureCause, NoRoute, RcptOutcome, Reply};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 fn next_outcome(rx: &mut mpsc::Receiver<Report>) -> OutcomeReport {
     match rx.try_recv() {
@@ -104,7 +105,7 @@ async fn an_operators_give_up_is_its_own_cause() {
     let mut copy = job(&post, 1, "slow@a.test");
     copy.lane = LaneKind::Slow;
     let d = actor.dests.get_mut(&key).expect("dest");
-    d.push_waiting(crate::queue::Waiting {
+    d.push_waiting(crate::actor::queue::Waiting {
         at: Instant::now() + Duration::from_secs(600),
         seq: 1,
         kind: DeferralKind::Greylist,

@@ -10,40 +10,10 @@
 //!
 //! Owned by the scheduler actor. Bounds: one budget per rule plus one per destination.
 
-use serde::Deserialize;
+pub use crate::config::ShapingRule;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// A shaping rule (`[[scheduler.shaping]]`).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ShapingRule {
-    /// Budget name, shown in logs and `herald queue`.
-    pub name: String,
-    /// MX host name suffixes ("google.com" matches "aspmx.l.google.com"). A destination matches
-    /// when its first (most preferred) MX host matches.
-    pub mx_suffixes: Vec<String>,
-    /// Connections at once over every destination of this rule.
-    pub max_connections: Option<usize>,
-    /// Copies per connection before it is closed and a new one opened.
-    pub max_messages_per_connection: Option<usize>,
-    /// Copies per minute over every destination of this rule.
-    pub max_messages_per_minute: Option<u32>,
-}
-
-impl ShapingRule {
-    /// True when `mx` (a host name) ends with one of the rule's suffixes at a label boundary.
-    pub fn matches(&self, mx: &str) -> bool {
-        let mx = mx.trim_end_matches('.').to_ascii_lowercase();
-        self.mx_suffixes.iter().any(|s| {
-            let s = s
-                .trim_start_matches('.')
-                .trim_end_matches('.')
-                .to_ascii_lowercase();
-            !s.is_empty() && (mx == s || mx.ends_with(&format!(".{s}")))
-        })
-    }
-}
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// The connection and rate allowance shared by the destinations of one rule.
 #[derive(Debug)]

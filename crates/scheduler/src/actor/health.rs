@@ -17,7 +17,8 @@
 //! evicted (a tenth at a time, so eviction is amortized). Times are wall-clock ms so that a
 //! restart keeps down periods.
 
-use herald_delivery::{ConnectionTimings, MxHost};
+use crate::messages::{ConnectTimings, HostKey, Target};
+use herald_delivery::MxHost;
 use herald_telemetry::{HostStateKind, SchedulerEvent};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -33,13 +34,6 @@ pub struct HealthConfig {
     pub down_initial: Duration,
     pub down_max: Duration,
     pub max_hosts: usize,
-}
-
-/// One host: MX name and address.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct HostKey {
-    pub name: Arc<str>,
-    pub addr: IpAddr,
 }
 
 /// Weight of a new sample in the latency averages.
@@ -81,15 +75,6 @@ impl HostRecord {
 
 /// One host as written to the health file: MX name, address, record.
 pub type PersistedHost = (String, IpAddr, HostRecord);
-
-/// Where a worker should try to connect, in order.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub key: HostKey,
-    pub addr: SocketAddr,
-    /// This attempt is the one probe of a down host.
-    pub probe: bool,
-}
 
 /// The health table.
 pub struct HostHealth {
@@ -248,7 +233,7 @@ impl HostHealth {
     pub fn record_success(
         &mut self,
         key: &HostKey,
-        t: &ConnectionTimings,
+        t: &ConnectTimings,
         now_ms: u64,
     ) -> Option<SchedulerEvent> {
         let r = self.entry(key, now_ms);
@@ -291,7 +276,7 @@ impl HostHealth {
             return None;
         }
         r.down_count = r.down_count.saturating_add(1);
-        let down_for = crate::backoff::retry_delay(r.down_count, initial, max, 0.0, 0.5);
+        let down_for = crate::actor::backoff::retry_delay(r.down_count, initial, max, 0.0, 0.5);
         r.down_until_ms = Some(now_ms + down_for.as_millis() as u64);
         Some(event(key, r, HostStateKind::Down, error, now_ms))
     }
@@ -437,7 +422,7 @@ mod tests {
         // The probe fails: down for twice as long.
         assert!(h.record_failure(&a, "refused", 10_000).is_some());
         assert_eq!(h.get(&a).and_then(|r| r.down_until_ms), Some(30_000));
-        let up = h.record_success(&a, &ConnectionTimings::default(), 30_000);
+        let up = h.record_success(&a, &ConnectTimings::default(), 30_000);
         assert!(matches!(
             up,
             Some(SchedulerEvent::HostState {

@@ -6,33 +6,33 @@
 //! When a down host answers its probe, every copy waiting for any destination it serves is made
 //! ready at once (except greylisted ones): the pending copies go out over reused connections.
 
-use crate::actor::{Actor, BatchDone, FailKind, HostFailure};
-use crate::backoff::retry_delay;
+use crate::actor::backoff::retry_delay;
+use crate::actor::queue::Waiting;
+use crate::actor::Actor;
 use crate::classify::implied_interval;
-use crate::health::HostKey;
-use crate::job::Job;
-use crate::queue::Waiting;
-use crate::report::PolicyNotes;
-use herald_delivery::ConnectionTimings;
+use crate::messages::Job;
+use crate::messages::PolicyNotes;
+use crate::messages::{BatchDone, ConnectTimings, FailKind, HostFailure, HostKey};
 use herald_telemetry::{DaneNote, DeferralKind, LaneKind, MtaStsNote, SchedulerEvent};
 use herald_types::Reply;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 impl Actor {
     pub(crate) fn on_connected(
         &mut self,
         dest: Arc<str>,
         host: HostKey,
-        timings: ConnectionTimings,
+        timings: ConnectTimings,
         failed: Vec<HostFailure>,
     ) {
         if let Some(d) = self.dests.get_mut(&dest) {
             d.connecting = d.connecting.saturating_sub(1);
         }
         self.record_failures(&dest, &failed);
-        let now_ms = herald_types::unix_ms_now();
+        let now_ms = self.clock.now_ms();
         if let Some(ev) = self.health.record_success(&host, &timings, now_ms) {
             tracing::info!(host = %host.name, addr = %host.addr, "host is back up");
             self.emit(ev);
@@ -64,7 +64,7 @@ impl Actor {
     }
 
     fn record_failures(&mut self, dest: &Arc<str>, failed: &[HostFailure]) {
-        let now_ms = herald_types::unix_ms_now();
+        let now_ms = self.clock.now_ms();
         for f in failed {
             match f.kind {
                 FailKind::Host => {
@@ -138,7 +138,7 @@ impl Actor {
     }
 
     pub(crate) async fn on_batch_done(&mut self, b: BatchDone) {
-        let now_ms = herald_types::unix_ms_now();
+        let now_ms = self.clock.now_ms();
         self.health.record_reply(&b.host, b.per_copy, now_ms);
         for rcpt in &b.finished_slow {
             self.stragglers.remove(rcpt);
@@ -162,7 +162,7 @@ impl Actor {
             return;
         }
         let now = Instant::now();
-        let now_ms = herald_types::unix_ms_now();
+        let now_ms = self.clock.now_ms();
         let mut moved = 0u64;
         let mut by_kind: HashMap<DeferralKind, (u64, Duration)> = HashMap::new();
         for mut job in jobs {

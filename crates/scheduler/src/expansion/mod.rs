@@ -3,8 +3,8 @@
 //! restart) into a job. The job channel is bounded, so a million-member list is read only as fast
 //! as the scheduler takes copies: memory stays bounded by the window, not the list.
 
-use crate::job::{Job, PostCtx};
-use crate::report::Report;
+use crate::messages::Report;
+use crate::messages::{Job, PostCtx};
 use herald_directory::Directory;
 use herald_fanout::ListContext;
 use herald_spool::{DoneSet, PostMeta};
@@ -22,7 +22,7 @@ pub struct ExpandCtx {
     pub page_size: usize,
     /// Cross-post suppression (see [`Suppress`]); `None` disables it.
     pub dedup: Option<herald_fanout::DedupStore>,
-    /// Copies of one post queued at most (see [`crate::job`]).
+    /// Copies of one post queued at most (see [`crate::messages`]).
     pub post_window: usize,
     /// Where expansion records how long it waited for room in the job channel.
     pub telemetry: herald_telemetry::Telemetry,

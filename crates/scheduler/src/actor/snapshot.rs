@@ -4,13 +4,12 @@
 //! of the pending copies themselves (a million pending recipients list in milliseconds; see
 //! `examples/queue_bench.rs`).
 
+use crate::actor::queue::Destination;
 use crate::actor::{Actor, Route};
-use crate::queue::{
-    Destination, DestinationView, HostView, QueueSnapshot, SnapshotRequest, StragglerView,
-};
+use crate::messages::{DestinationView, HostView, QueueSnapshot, SnapshotRequest, StragglerView};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::time::Instant;
+use tokio::time::Instant;
 
 /// Rows of a snapshot at most, whatever the request says (bounded response size).
 pub const MAX_ROWS: usize = 10_000;
@@ -18,7 +17,7 @@ pub const MAX_ROWS: usize = 10_000;
 impl Actor {
     pub(crate) fn snapshot(&self, req: SnapshotRequest) -> QueueSnapshot {
         let started = Instant::now();
-        let now_ms = herald_types::unix_ms_now();
+        let now_ms = self.clock.now_ms();
         let limit = req.limit.min(MAX_ROWS);
         let destinations = self.top_destinations(limit, now_ms);
         let stragglers = if req.stragglers {
@@ -134,10 +133,10 @@ impl Actor {
 #[cfg(test)]
 mod bench {
     use super::*;
+    use crate::actor::queue::Waiting;
     use crate::actor::Actor;
-    use crate::job::Job;
-    use crate::queue::Waiting;
-    use crate::SchedulerConfig;
+    use crate::config::SchedulerConfig;
+    use crate::messages::Job;
     use herald_delivery::MxHost;
     use herald_telemetry::{DeferralKind, LaneKind};
     use herald_types::{Address, ListId, Member, MemberId, MemberStatus};
@@ -162,13 +161,19 @@ mod bench {
     async fn snapshot_with_pending(copies: u64, domains: u64) {
         let (ctrl, _ctrl_rx) = tokio::sync::mpsc::channel(8);
         let (reports, _reports_rx) = tokio::sync::mpsc::channel(8);
-        let ctx = crate::worker::test_ctx(ctrl, reports);
+        let ctx = crate::workers::scripted::test_ctx(ctrl, reports);
         let cfg = SchedulerConfig {
             max_queued_copies: 2_000_000,
             ..SchedulerConfig::default()
         };
-        let mut actor = Actor::new(Arc::new(cfg), ctx, None);
-        let post = crate::worker::test_post();
+        let mut actor = Actor::new(
+            Arc::new(cfg),
+            ctx,
+            crate::actor::routes::test_resolvers(),
+            None,
+            crate::clock::Clock::system(),
+        );
+        let post = crate::workers::scripted::test_post();
         let keys: Vec<Arc<str>> = (0..domains)
             .map(|i| {
                 let hosts = vec![MxHost {
@@ -179,7 +184,7 @@ mod bench {
                 actor.destination_for(hosts, None, None)
             })
             .collect();
-        let now = std::time::Instant::now() + Duration::from_secs(3600);
+        let now = tokio::time::Instant::now() + Duration::from_secs(3600);
         for i in 0..copies {
             let member = Arc::new(Member {
                 id: MemberId(i as i64 + 1),

@@ -11,16 +11,15 @@
 //!
 //! Owned by the scheduler actor alone: no locks. Workers get batches through the actor.
 
-use crate::job::Job;
+use crate::messages::Job;
 use herald_delivery::{DaneRoute, MxHost, StsRoute};
 use herald_telemetry::{DeferralKind, LaneKind};
 use herald_types::PostId;
-use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 /// A job waiting for its retry time. Ordered so the earliest time is at the top of the heap.
 pub struct Waiting {
@@ -285,85 +284,6 @@ impl Destination {
                 LaneKind::Fast => self.fast.push_front(job),
                 LaneKind::Slow => self.slow.push_front(job),
             }
-        }
-    }
-}
-
-/// One destination as `herald queue` shows it.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct DestinationView {
-    pub destination: String,
-    pub budget: String,
-    /// First attempts ready.
-    pub ready: usize,
-    /// Retries ready (slow lane).
-    pub retry_ready: usize,
-    /// Retries waiting for their time (slow lane).
-    pub waiting: usize,
-    pub connections: usize,
-    pub slow_connections: usize,
-    /// The shaping budget's current connection limit (AIMD).
-    pub connection_limit: usize,
-    /// Seconds since the oldest pending copy's post was accepted.
-    pub oldest_age_secs: u64,
-    /// Seconds until the next probe when every host is down.
-    pub down_for_secs: Option<u64>,
-    pub last_error: Option<String>,
-    pub delivered: u64,
-    pub deferred: u64,
-    pub failed: u64,
-}
-
-/// A recipient with copies in the slow lane, for `herald queue --stragglers`.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct StragglerView {
-    pub recipient: String,
-    pub pending: u64,
-    pub oldest_age_secs: u64,
-}
-
-/// A down host.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct HostView {
-    pub host: String,
-    pub addr: String,
-    pub consecutive_failures: u32,
-    pub probe_in_secs: u64,
-    pub last_error: Option<String>,
-}
-
-/// The queue: totals, and the destinations with the most pending copies (oldest first among
-/// equals), at most the requested number; with `stragglers`, the recipients likewise.
-#[derive(Debug, Clone, Serialize, PartialEq, Default)]
-pub struct QueueSnapshot {
-    pub queued: usize,
-    pub resolving: usize,
-    pub connections: usize,
-    pub slow_connections: usize,
-    pub fast_lane: usize,
-    pub slow_lane: usize,
-    pub destinations_with_work: usize,
-    pub hosts_down: usize,
-    pub destinations: Vec<DestinationView>,
-    pub stragglers: Vec<StragglerView>,
-    pub down_hosts: Vec<HostView>,
-    /// Time the scheduler took to build this snapshot (µs).
-    pub build_micros: u64,
-}
-
-/// What a snapshot should include.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SnapshotRequest {
-    /// Rows of destinations (and stragglers) at most.
-    pub limit: usize,
-    pub stragglers: bool,
-}
-
-impl Default for SnapshotRequest {
-    fn default() -> Self {
-        SnapshotRequest {
-            limit: 100,
-            stragglers: false,
         }
     }
 }

@@ -4,10 +4,17 @@
 //! backpressure up to the directory reads); workers ask it for batches and report each batch and
 //! connection; it never blocks on a worker.
 //!
-//! The actor is split by concern: this file (messages, the loop, housekeeping), `actor/routes.rs`
-//! (domains → destinations: DNS, MTA-STS, refresh), `dispatch.rs` (batches and starting
-//! connections), `outcome.rs` (what worker reports change),
-//! `snapshot.rs` (the queue view).
+//! The actor is split by concern: this file (the loop, housekeeping), `routes.rs` (domains →
+//! destinations: DNS, MTA-STS, DANE, refresh), `dispatch.rs` (batches and starting
+//! connections), `outcome.rs` (what worker reports change), `snapshot.rs` (the queue view),
+//! `operator.rs` (retry-now, give-up); and the state it owns: `queue.rs` (destination queues and
+//! lanes), `health.rs` (host health), `shaping.rs` (AIMD budgets), `stragglers.rs`,
+//! `backoff.rs` (the retry schedule). Its inbox is [`crate::messages::Ctrl`]; resolver tasks it
+//! spawns answer on a private channel. It starts workers (`crate::workers`) and never imports
+//! anything a worker defines but the worker's context and plan.
+//!
+//! Time: monotonic time is tokio's (`tokio::time::Instant`), wall time is [`Clock::now_ms`], so
+//! the actor runs unchanged under a paused tokio clock (see `paused_tests.rs`).
 //!
 //! Invariants:
 //! - every job is in exactly one place: a route waiting for DNS, a destination's `fast`, `slow`
@@ -15,104 +22,46 @@
 //! - `connections` counts started workers and never exceeds `max_connections`; slow-lane workers
 //!   never exceed `slow_lane_max_connections`;
 //! - no connection is opened to a host marked down before its probe time, and at most one probe
-//!   per down host is out (see [`crate::health`]).
+//!   per down host is out (see [`health`]).
 
-use crate::health::{HealthConfig, HostHealth, HostKey};
-use crate::job::Job;
-use crate::queue::{Destination, QueueSnapshot, SnapshotRequest};
-use crate::report::{OutcomeReport, PolicyNotes, Report};
-use crate::shaping::Budget;
-use crate::stragglers::Stragglers;
-use crate::worker::WorkerCtx;
-use crate::SchedulerConfig;
-use herald_delivery::ConnectionTimings;
+use crate::clock::Clock;
+use crate::config::SchedulerConfig;
+use crate::messages::{Ctrl, Job, OutcomeReport, PolicyNotes, Report};
+use crate::workers::WorkerCtx;
+use health::{HealthConfig, HostHealth};
 use herald_telemetry::{Event, LaneKind, SchedulerEvent};
 use herald_types::{FailureCause, RcptOutcome, Reply};
+use queue::Destination;
+use routes::Resolvers;
+use shaping::Budget;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use std::time::Duration;
+use stragglers::Stragglers;
+use tokio::sync::{mpsc, Semaphore};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// Why a connection attempt to one host failed, as far as scheduling is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailKind {
-    /// Refused, timed out, broken greeting: counts against the host's health.
-    Host,
-    /// The host answered with a "too busy" (421 at the greeting): cut the budget, not the host.
-    Throttle,
-    /// Neither (e.g. a local error).
-    Other,
-}
-
-/// One failed connection attempt.
-#[derive(Debug, Clone)]
-pub struct HostFailure {
-    pub key: HostKey,
-    pub kind: FailKind,
-    pub reason: String,
-}
-
-/// A worker's report after one batch.
-pub struct BatchDone {
-    pub dest: Arc<str>,
-    pub host: HostKey,
-    pub delivered: usize,
-    /// Time per copy in this batch (the batch's time divided by its copies).
-    pub per_copy: Duration,
-    /// Copies deferred in this batch; `Job::deferral` says why.
-    pub deferred: Vec<Job>,
-    /// A throttling reply or a dropped connection was seen: cut the budget.
-    pub throttled: bool,
-    /// Recipients of slow-lane copies that reached a final outcome.
-    pub finished_slow: Vec<Box<str>>,
-}
+pub mod backoff;
+mod dispatch;
+pub mod health;
 pub mod operator;
-mod routes;
+mod outcome;
+#[cfg(test)]
+mod paused_tests;
+pub mod queue;
+pub mod routes;
 #[cfg(test)]
 mod routes_tests;
+pub mod shaping;
+mod snapshot;
+pub mod stragglers;
 #[cfg(test)]
 mod verdict_tests;
 
 pub use routes::{RouteError, Routing};
-
-/// Messages to the actor from workers, resolver tasks and the API.
-pub enum Ctrl {
-    Resolved {
-        domain: String,
-        result: Result<Routing, RouteError>,
-    },
-    NeedWork {
-        dest: Arc<str>,
-        lane: LaneKind,
-        /// Copies it may take at most (never more than `max_copies_per_batch`).
-        max: usize,
-        reply: oneshot::Sender<Vec<Job>>,
-    },
-    Connected {
-        dest: Arc<str>,
-        host: HostKey,
-        timings: ConnectionTimings,
-        failed: Vec<HostFailure>,
-    },
-    ConnectFailed {
-        dest: Arc<str>,
-        failed: Vec<HostFailure>,
-        error: Reply,
-        /// Some attempt failed because DANE demanded what the host did not give.
-        dane_failed: bool,
-    },
-    BatchDone(Box<BatchDone>),
-    WorkerExit {
-        dest: Arc<str>,
-        lane: LaneKind,
-    },
-    Snapshot(SnapshotRequest, oneshot::Sender<QueueSnapshot>),
-    /// An operator's retry-now or give-up (see `operator`).
-    Operator(operator::Command),
-}
 
 /// How a recipient domain is reached.
 pub(crate) enum Route {
@@ -165,7 +114,14 @@ pub struct Actor {
     /// Copies queued in the slow lane (ready or waiting).
     pub(crate) slow_queued: usize,
     pub(crate) seq: u64,
+    resolvers: Resolvers,
     resolve_permits: Arc<Semaphore>,
+    /// Resolver tasks' answers (see `routes.rs`): bounded by `resolve_concurrency`, since a
+    /// task holds its permit until its answer is in the channel.
+    resolved_tx: mpsc::Sender<routes::Resolved>,
+    resolved_rx: Option<mpsc::Receiver<routes::Resolved>>,
+    /// Wall time (expiry, host health); monotonic time is tokio's.
+    pub(crate) clock: Clock,
     pub(crate) shutting_down: bool,
     last_persist: Instant,
 }
@@ -174,8 +130,11 @@ impl Actor {
     pub fn new(
         cfg: Arc<SchedulerConfig>,
         ctx: Arc<WorkerCtx>,
+        resolvers: Resolvers,
         health_path: Option<PathBuf>,
+        clock: Clock,
     ) -> Actor {
+        let (resolved_tx, resolved_rx) = mpsc::channel(cfg.resolve_concurrency.max(1));
         let permits = Arc::new(Semaphore::new(cfg.resolve_concurrency.max(1)));
         let health = HostHealth::open(
             HealthConfig {
@@ -202,7 +161,11 @@ impl Actor {
             queued: 0,
             slow_queued: 0,
             seq: 0,
+            resolvers,
             resolve_permits: permits,
+            resolved_tx,
+            resolved_rx: Some(resolved_rx),
+            clock,
             shutting_down: false,
             last_persist: Instant::now(),
         }
@@ -214,6 +177,15 @@ impl Actor {
         mut ctrl_rx: mpsc::Receiver<Ctrl>,
         shutdown: CancellationToken,
     ) {
+        // `new` always leaves a receiver; `run` consumes the actor, so it is taken once.
+        let mut resolved_rx = match self.resolved_rx.take() {
+            Some(rx) => rx,
+            None => {
+                let (tx, rx) = mpsc::channel(self.cfg.resolve_concurrency.max(1));
+                self.resolved_tx = tx;
+                rx
+            }
+        };
         let mut tick = tokio::time::interval(Duration::from_millis(self.cfg.tick_ms.max(10)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.update_gauges();
@@ -222,6 +194,7 @@ impl Actor {
                 biased;
                 _ = shutdown.cancelled(), if !self.shutting_down => self.begin_shutdown(),
                 Some(msg) = ctrl_rx.recv() => self.handle(msg).await,
+                Some(r) = resolved_rx.recv() => self.on_resolved(r.domain, r.result).await,
                 Some(jobs) = jobs_rx.recv(), if !self.shutting_down && self.queued < self.cfg.max_queued_copies => {
                     self.accept_jobs(jobs).await;
                 }
@@ -248,7 +221,6 @@ impl Actor {
 
     async fn handle(&mut self, msg: Ctrl) {
         match msg {
-            Ctrl::Resolved { domain, result } => self.on_resolved(domain, result).await,
             Ctrl::NeedWork {
                 dest,
                 lane,
@@ -339,7 +311,7 @@ impl Actor {
 
     async fn on_tick(&mut self) {
         let now = Instant::now();
-        let now_ms = herald_types::unix_ms_now();
+        let now_ms = self.clock.now_ms();
         let mut due_keys = Vec::new();
         let mut promoted = Vec::new();
         for (key, d) in self.dests.iter_mut() {
@@ -384,7 +356,7 @@ impl Actor {
 
     /// Puts promoted slow-lane jobs in the slow ready queue, expiring the ones too old.
     pub(crate) async fn requeue_ready(&mut self, key: &Arc<str>, jobs: Vec<Job>) {
-        let now_ms = herald_types::unix_ms_now();
+        let now_ms = self.clock.now_ms();
         for job in jobs {
             if job.expired(now_ms) {
                 self.leave_queue(&job);
@@ -404,7 +376,7 @@ impl Actor {
         };
         let rows = self.health.to_rows();
         let task = tokio::task::spawn_blocking(move || {
-            if let Err(e) = crate::health::save(&path, &rows) {
+            if let Err(e) = crate::actor::health::save(&path, &rows) {
                 tracing::warn!(path = %path.display(), error = %e, "cannot save host health");
             }
         });
@@ -443,7 +415,7 @@ impl Actor {
     /// `Expired` event, and a [`FailureCause::Expired`] that the bounce stage does not score
     /// (the receiving side never said the mailbox is bad).
     pub(crate) async fn expire(&mut self, job: Job) {
-        let now_ms = herald_types::unix_ms_now();
+        let now_ms = self.clock.now_ms();
         let last_reply = job.deferral.as_ref().map(|(_, r)| (**r).clone());
         tracing::info!(post = %job.post.id, rcpt = %job.member.address, tries = job.tries, "copy expired: given up after the list's maximum age");
         self.ctx

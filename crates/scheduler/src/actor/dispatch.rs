@@ -7,15 +7,16 @@
 //! When the global budget is spent, destinations wait in a heap ordered by observed latency:
 //! fastest first (seeds/000: deliver to the hosts that answer fast first).
 
+use crate::actor::queue::Parked;
 use crate::actor::{Actor, Starved};
-use crate::job::Job;
-use crate::queue::Parked;
-use crate::worker::{self, WorkerPlan};
+use crate::messages::Job;
+use crate::workers::{self, WorkerPlan};
 use herald_telemetry::LaneKind;
 use std::cmp::Reverse;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 impl Actor {
     pub(crate) fn on_need_work(
@@ -162,7 +163,7 @@ impl Actor {
         if d.connecting > 0 && !self.health.proven(&d.hosts) {
             return None;
         }
-        let now_ms = herald_types::unix_ms_now();
+        let now_ms = self.clock.now_ms();
         let probe_due = self
             .health
             .next_probe_ms(&d.hosts)
@@ -180,13 +181,11 @@ impl Actor {
 
     /// Starts one worker if host health allows a connection now. False when it does not.
     fn spawn_worker(&mut self, key: &Arc<str>, lane: LaneKind) -> bool {
-        let port = self.ctx.client.port;
+        let port = self.ctx.port;
         let Some(d) = self.dests.get_mut(key) else {
             return false;
         };
-        let targets = self
-            .health
-            .plan(&d.hosts, port, herald_types::unix_ms_now());
+        let targets = self.health.plan(&d.hosts, port, self.clock.now_ms());
         if targets.is_empty() {
             return false; // every host is down until its probe time
         }
@@ -211,7 +210,7 @@ impl Actor {
             }
         }
         self.connections += 1;
-        tokio::spawn(worker::run(plan, self.ctx.clone()));
+        tokio::spawn(workers::run(plan, self.ctx.clone()));
         true
     }
 

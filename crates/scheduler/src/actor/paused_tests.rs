@@ -1,0 +1,283 @@
+//! The actor's behaviours on tokio's paused clock: its real loop, dispatch and workers, driven
+//! by jobs and control messages, with scripted sessions (`workers/scripted.rs`) in place of
+//! SMTP connections. No socket and no sleep: the paused runtime skips ahead to the next timer
+//! whenever every task waits, so hours of retries run in milliseconds, and wall time
+//! ([`Clock::following_tokio`]) moves with it (expiry).
+
+use super::routes::{test_resolvers, Routing};
+use super::Actor;
+use crate::clock::Clock;
+use crate::config::SchedulerConfig;
+use crate::messages::{Ctrl, Job, OutcomeReport, PostCtx, QueueSnapshot, Report};
+use crate::workers::scripted::{test_ctx_with, test_post_at, Answer, Scripted};
+use herald_delivery::MxHost;
+use herald_types::{
+    Address, EnhancedStatus, FailureCause, ListId, Member, MemberId, MemberStatus, RcptOutcome,
+    Reply,
+};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+/// Wall time at the start of every test (2023-11-14).
+const START_MS: u64 = 1_700_000_000_000;
+
+/// The actor's tick in these tests: retries are due on the tick after their time.
+const TICK: Duration = Duration::from_millis(100);
+
+fn cfg() -> SchedulerConfig {
+    SchedulerConfig {
+        tick_ms: TICK.as_millis() as u64,
+        retry_initial_secs: 60,
+        retry_max_secs: 3600,
+        retry_jitter: 0.0,
+        greylist_retry_secs: 300,
+        destination_backoff_secs: 30,
+        route_refresh_secs: 10_000_000,
+        ..SchedulerConfig::default()
+    }
+}
+
+/// A running actor with its scripted Internet.
+struct Rig {
+    net: Scripted,
+    jobs: mpsc::Sender<Vec<Job>>,
+    ctrl: mpsc::Sender<Ctrl>,
+    reports: mpsc::Receiver<Report>,
+    started: Instant,
+}
+
+/// Starts an actor where each `(domain, mx)` is routed to one host on 127.0.0.1.
+async fn rig(cfg: SchedulerConfig, domains: &[(&str, &str)]) -> Rig {
+    let net = Scripted::default();
+    let (ctrl, ctrl_rx) = mpsc::channel(1024);
+    let (reports_tx, reports) = mpsc::channel(1024);
+    let ctx = test_ctx_with(Arc::new(net.clone()), ctrl.clone(), reports_tx);
+    let clock = Clock::following_tokio(START_MS);
+    let mut actor = Actor::new(Arc::new(cfg), ctx, test_resolvers(), None, clock);
+    for (domain, mx) in domains {
+        let routing = Routing {
+            hosts: vec![MxHost {
+                name: (*mx).to_string(),
+                preference: 10,
+                addrs: vec![[127, 0, 0, 1].into()],
+            }],
+            sts: None,
+            dane: None,
+        };
+        actor.on_resolved((*domain).to_string(), Ok(routing)).await;
+    }
+    let (jobs, jobs_rx) = mpsc::channel(64);
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(actor.run(jobs_rx, ctrl_rx, shutdown));
+    Rig {
+        net,
+        jobs,
+        ctrl,
+        reports,
+        started: Instant::now(),
+    }
+}
+
+fn job(post: &Arc<PostCtx>, id: i64, rcpt: &str) -> Job {
+    let member = Arc::new(Member {
+        id: MemberId(id),
+        list_id: ListId(1),
+        address: Address::parse(rcpt).expect("addr"),
+        display_name: None,
+        status: MemberStatus::Enabled,
+        fields: Default::default(),
+    });
+    Job::new(post.clone(), member)
+}
+
+fn deferred(code: u16, text: &str) -> RcptOutcome {
+    RcptOutcome::Deferred(Reply::new(code, Some(EnhancedStatus::new(4, 3, 0)), text))
+}
+
+impl Rig {
+    async fn send(&self, jobs: Vec<Job>) {
+        self.jobs.send(jobs).await.expect("actor running");
+    }
+
+    /// The next outcome report (the paused clock runs ahead while the actor waits).
+    async fn outcome(&mut self) -> OutcomeReport {
+        loop {
+            match self.reports.recv().await.expect("actor running") {
+                Report::Outcome(o) => return *o,
+                Report::Expanded { .. } => {}
+            }
+        }
+    }
+
+    /// Outcome reports until one is final.
+    async fn until_final(&mut self) -> (Vec<OutcomeReport>, OutcomeReport) {
+        let mut before = Vec::new();
+        loop {
+            let o = self.outcome().await;
+            if o.outcome.is_final() {
+                return (before, o);
+            }
+            before.push(o);
+        }
+    }
+
+    async fn snapshot(&self) -> QueueSnapshot {
+        let (tx, rx) = oneshot::channel();
+        let req = crate::messages::SnapshotRequest::default();
+        self.ctrl.send(Ctrl::Snapshot(req, tx)).await.expect("ctrl");
+        rx.await.expect("snapshot")
+    }
+}
+
+/// `b - a` is `want`, give or take the tick that promotes retries.
+fn about(a: Instant, b: Instant, want: Duration) {
+    let gap = b - a;
+    assert!(
+        gap >= want && gap <= want + 2 * TICK,
+        "gap {gap:?}, expected {want:?} (+ up to two ticks)"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_back_off_exponentially_in_the_slow_lane() {
+    let mut rig = rig(cfg(), &[("a.test", "mx.a.test")]).await;
+    for _ in 0..3 {
+        rig.net
+            .reply("u@a.test", deferred(451, "temporary local problem"));
+    }
+    let post = test_post_at(1, START_MS, u64::MAX);
+    rig.send(vec![job(&post, 1, "u@a.test")]).await;
+    let first = rig.outcome().await;
+    assert!(matches!(first.outcome, RcptOutcome::Deferred(_)));
+    // A deferred first attempt moves to the slow lane (a lane move), waiting for its retry.
+    let snap = rig.snapshot().await;
+    assert_eq!((snap.fast_lane, snap.slow_lane), (0, 1));
+    let (deferrals, last) = rig.until_final().await;
+    assert_eq!(deferrals.len(), 2);
+    assert!(matches!(last.outcome, RcptOutcome::Delivered(_)));
+    assert_eq!(last.tries, 4);
+    let at = rig.net.copies_to("u@a.test");
+    assert_eq!(at.len(), 4);
+    about(at[0], at[1], Duration::from_secs(60));
+    about(at[1], at[2], Duration::from_secs(120));
+    about(at[2], at[3], Duration::from_secs(240));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_greylisted_copy_is_retried_after_the_interval_the_server_names() {
+    let mut rig = rig(cfg(), &[("g.test", "mx.g.test")]).await;
+    rig.net
+        .reply("u@g.test", deferred(450, "Greylisted, retry in 90 seconds"));
+    let post = test_post_at(1, START_MS, u64::MAX);
+    rig.send(vec![job(&post, 1, "u@g.test")]).await;
+    let (_, last) = rig.until_final().await;
+    assert!(matches!(last.outcome, RcptOutcome::Delivered(_)));
+    let at = rig.net.copies_to("u@g.test");
+    assert_eq!(at.len(), 2);
+    // Not the 60 s of the exponential schedule nor the 300 s default: the named 90 s.
+    about(at[0], at[1], Duration::from_secs(90));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_down_host_is_probed_after_its_down_period_and_brought_back_up() {
+    let mut rig = rig(cfg(), &[("d.test", "mx.d.test")]).await;
+    rig.net.answer("mx.d.test", Answer::Refuse, 2);
+    let post = test_post_at(1, START_MS, u64::MAX);
+    rig.send(vec![job(&post, 1, "u@d.test")]).await;
+    let (_, last) = rig.until_final().await;
+    assert!(matches!(last.outcome, RcptOutcome::Delivered(_)));
+    let connects = rig.net.connects_to("mx.d.test");
+    let answers: Vec<Answer> = connects.iter().map(|(_, a)| *a).collect();
+    assert_eq!(answers, [Answer::Refuse, Answer::Refuse, Answer::Accept]);
+    // First refusal: an ordinary retry (60 s). Second: the host is down (2 failures) for
+    // `destination_backoff_secs`; its probe comes then, long before the copy's own 120 s retry,
+    // and the copy waiting for it goes out over the probe's connection.
+    about(connects[0].0, connects[1].0, Duration::from_secs(60));
+    about(connects[1].0, connects[2].0, Duration::from_secs(30));
+    assert_eq!(rig.snapshot().await.hosts_down, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_destination_has_its_budget_cut_then_restored() {
+    let mut rig = rig(cfg(), &[("t.test", "mx.t.test")]).await;
+    rig.net.answer("mx.t.test", Answer::Busy, 1);
+    let post = test_post_at(1, START_MS, u64::MAX);
+    rig.send(vec![job(&post, 1, "u@t.test")]).await;
+    let first = rig.outcome().await;
+    assert!(matches!(first.outcome, RcptOutcome::Deferred(_)));
+    let limit = |s: &QueueSnapshot| s.destinations.first().map(|d| d.connection_limit);
+    let cut = limit(&rig.snapshot().await).expect("destination listed");
+    assert_eq!(cut, 10, "the 421 halves the default 20 connections");
+    // A throttled copy is retried after `throttle_retry_secs` (30 s), not on the host-down
+    // schedule; its success adds back to the budget (additive increase).
+    let (_, last) = rig.until_final().await;
+    assert!(matches!(last.outcome, RcptOutcome::Delivered(_)));
+    let connects = rig.net.connects_to("mx.t.test");
+    about(connects[0].0, connects[1].0, Duration::from_secs(30));
+    for i in 0..40 {
+        rig.send(vec![job(&post, 10 + i, &format!("v{i}@t.test"))])
+            .await;
+        rig.outcome().await;
+    }
+    let snap = rig.snapshot().await;
+    let now = limit(&snap).unwrap_or(20);
+    assert!(now > cut, "budget restored from {cut} to {now}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_copy_older_than_its_list_allows_expires_with_cause_expired() {
+    let mut rig = rig(cfg(), &[("e.test", "mx.e.test")]).await;
+    for _ in 0..20 {
+        rig.net
+            .reply("u@e.test", deferred(451, "temporary local problem"));
+    }
+    let max_age = Duration::from_secs(600);
+    let post = test_post_at(1, START_MS, max_age.as_millis() as u64);
+    rig.send(vec![job(&post, 1, "u@e.test")]).await;
+    let (deferrals, last) = rig.until_final().await;
+    assert!(!deferrals.is_empty());
+    let Some(FailureCause::Expired { last_reply }) = &last.cause else {
+        panic!("expected an expiry, got {:?}", last.cause);
+    };
+    assert_eq!(last_reply.as_ref().map(|r| r.code), Some(451));
+    assert!(matches!(last.outcome, RcptOutcome::Failed(_)));
+    assert!(rig.started.elapsed() >= max_age);
+    // 60 + 120 + 240 s of retries, then the next (480 s) would pass the 600 s limit: expired
+    // when that retry comes due, without a further attempt.
+    assert_eq!(rig.net.copies_to("u@e.test").len(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_small_post_is_not_stuck_behind_a_big_one() {
+    let cfg = SchedulerConfig {
+        max_connections_per_destination: 1,
+        max_copies_per_batch: 4,
+        ..cfg()
+    };
+    let mut rig = rig(cfg, &[("f.test", "mx.f.test")]).await;
+    rig.net.reply_delay(Duration::from_millis(10));
+    let big = test_post_at(1, START_MS, u64::MAX);
+    let small = test_post_at(2, START_MS, u64::MAX);
+    let big_jobs: Vec<Job> = (0..200)
+        .map(|i| job(&big, i, &format!("b{i}@f.test")))
+        .collect();
+    rig.send(big_jobs).await;
+    rig.send(vec![job(&small, 1000, "s@f.test")]).await;
+    // The destination's ready queue takes posts in turn: the small post's copy goes out in one
+    // of the first batches, not after the big post's 200 copies.
+    let mut position = None;
+    for n in 0..201 {
+        let o = rig.outcome().await;
+        if o.post == small.id {
+            position = Some(n);
+            break;
+        }
+    }
+    let position = position.expect("the small post's copy was delivered");
+    assert!(
+        position < 12,
+        "small post delivered after {position} big copies"
+    );
+}

@@ -1,0 +1,400 @@
+//! A connection worker: opens one SMTP connection for a destination, trying the targets the
+//! actor planned from host health (a due probe first, then healthy hosts, then failing ones;
+//! down hosts are not in the plan), then asks the actor for batches and sends them, splicing
+//! each member's copy just before it goes to the socket, until the actor has no more work for it
+//! or the connection's message limit is reached.
+//!
+//! A fast-lane worker uses the short first-pass timeouts, a slow-lane worker the RFC 5321 ones:
+//! no call holds a worker past its lane's timeout (the delivery crate bounds every step).
+//!
+//! The unjournaled window: a connection never has more than `max_copies_per_batch` copies
+//! sent whose outcomes are not yet durable. Each copy's final state is queued to the journal
+//! the moment the reply to its body arrives ([`Spool::try_record`], without waiting, from inside
+//! the SMTP exchange), so usually only the copies delivered in the last `commit_interval_ms` are
+//! unjournaled; at the end of the batch the worker queues whatever could not be queued then
+//! ([`Spool::record_batch`]: one message, group-committed with every other worker's) and,
+//! before it sends more than the window allows, waits for the batch to be durable. Batches are half the window, so the commit of one overlaps the sending of the
+//! next. Journaling here rather than in the report loop keeps that serial loop (telemetry,
+//! bounces, completion) off the path every batch waits on. So copies delivered but not yet
+//! journaled — what a `kill -9` would send again — never exceed open connections ×
+//! `max_copies_per_batch` (`/metrics`:
+//! `herald_unjournaled_copies` and its bound). The same wait pauses fan-out while the journal
+//! cannot be written (a full disk): no copy goes out that Herald could not remember.
+//!
+//! A worker never decides policy: outcomes go to the report loop; each connection attempt and
+//! each batch (delivered count, deferred copies with their classification, throttling seen) goes
+//! to the actor, which owns host health, lanes and shaping.
+
+use crate::classify::classify;
+use crate::messages::{BatchDone, Ctrl, Job, OutcomeReport, Report, Target};
+use herald_delivery::{DaneRoute, StsRoute};
+use herald_fanout::Stamp;
+use herald_spool::{FinalState, Spool};
+use herald_telemetry::{DeferralKind, LaneKind, Telemetry};
+use herald_types::{EnhancedStatus, RcptOutcome, Reply};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub mod connector;
+#[cfg(test)]
+pub(crate) mod scripted;
+pub mod smtp;
+#[cfg(test)]
+mod tests;
+
+pub use connector::{Connector, Session};
+
+/// What every worker shares.
+pub struct WorkerCtx {
+    /// Opens the SMTP sessions ([`smtp::SmtpConnector`]; scripted ones in tests).
+    pub connector: Arc<dyn Connector>,
+    /// The SMTP port of the destinations' hosts (25 on the Internet).
+    pub port: u16,
+    pub ctrl: mpsc::Sender<Ctrl>,
+    pub reports: mpsc::Sender<Report>,
+    /// Where a batch's final outcomes are journaled before the worker takes more work.
+    pub spool: Spool,
+    /// Copies a connection may have sent and not yet journaled (`max_copies_per_batch`).
+    pub window: usize,
+    pub telemetry: Telemetry,
+    /// The scheduler's shutdown: a worker waiting for a journal that cannot be written stops
+    /// waiting [`DURABLE_WAIT_AT_SHUTDOWN`] after it.
+    pub shutdown: CancellationToken,
+}
+
+/// How long a worker still waits for its batch to be journaled once shutdown has begun.
+const DURABLE_WAIT_AT_SHUTDOWN: Duration = Duration::from_secs(5);
+
+/// What the actor asks one worker to do.
+pub struct WorkerPlan {
+    pub dest: Arc<str>,
+    pub lane: LaneKind,
+    pub targets: Vec<Target>,
+    /// Copies on this connection at most (the destination's shaping budget).
+    pub max_messages: usize,
+    /// The MTA-STS requirements of the destination's domains, if a policy applies.
+    pub sts: Option<Arc<StsRoute>>,
+    /// What DANE requires of each host (None: DANE is off).
+    pub dane: Option<Arc<DaneRoute>>,
+}
+
+/// Runs one worker to completion. Always tells the actor how it ended.
+pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
+    let (dest, lane, max_messages) = (plan.dest.clone(), plan.lane, plan.max_messages);
+    let opened = match ctx.connector.connect(&plan).await {
+        Ok(o) => o,
+        Err(f) => {
+            let failed = Ctrl::ConnectFailed {
+                dest: dest.clone(),
+                failed: f.failed,
+                error: f.reply,
+                dane_failed: f.dane_failed,
+            };
+            let _ = ctx.ctrl.send(failed).await;
+            let _ = ctx.ctrl.send(Ctrl::WorkerExit { dest, lane }).await;
+            return;
+        }
+    };
+    drop(plan);
+    let connector::Opened {
+        mut session,
+        host,
+        failed,
+        timings,
+        notes,
+    } = opened;
+    let connected = Ctrl::Connected {
+        dest: dest.clone(),
+        host: host.clone(),
+        timings,
+        failed,
+    };
+    let _ = ctx.ctrl.send(connected).await;
+    let gauges = ctx.telemetry.gauges();
+    gauges.connections_open.fetch_add(1, Relaxed);
+    let mut bufs: Vec<Vec<u8>> = Vec::new();
+    let mut sent = 0usize;
+    // The connection's unjournaled window: copies sent whose outcomes are not yet durable never
+    // exceed `window`. Batches are half the window, so one batch's commit overlaps the sending
+    // of the next instead of stalling the connection for every fdatasync.
+    let window = ctx.window.max(1);
+    let half = window.div_ceil(2);
+    let mut pending: Option<Unjournaled> = None;
+    loop {
+        let mut room = window - pending.as_ref().map_or(0, |p| p.copies);
+        if room == 0 {
+            if let Some(p) = pending.take() {
+                p.wait(&ctx).await;
+            }
+            room = window;
+        }
+        let (tx, rx) = oneshot::channel();
+        let ask = Ctrl::NeedWork {
+            dest: dest.clone(),
+            lane,
+            max: room.min(half),
+            reply: tx,
+        };
+        if ctx.ctrl.send(ask).await.is_err() {
+            break;
+        }
+        let jobs = rx.await.unwrap_or_default();
+        if jobs.is_empty() {
+            break;
+        }
+        sent += jobs.len();
+        let batch = Batch {
+            session: &mut *session,
+            notes: &notes,
+            host: &host,
+            dest: &dest,
+        };
+        let (healthy, journaled) = batch.send(jobs, &mut bufs, &ctx).await;
+        // Commits complete in order: the older batch is durable first.
+        if let Some(p) = pending.take() {
+            p.wait(&ctx).await;
+        }
+        pending = journaled;
+        if !healthy || sent >= max_messages {
+            break;
+        }
+    }
+    if let Some(p) = pending.take() {
+        p.wait(&ctx).await;
+    }
+    gauges.connections_open.fetch_sub(1, Relaxed);
+    // QUIT politely, but never let a slow peer hold the worker.
+    let _ = tokio::time::timeout(Duration::from_secs(5), session.quit()).await;
+    let _ = ctx.ctrl.send(Ctrl::WorkerExit { dest, lane }).await;
+}
+
+/// A copy's DKIM or ARC step for `Metrics::count_copy_auth`.
+fn stamp(s: Stamp) -> Option<bool> {
+    match s {
+        Stamp::NotWanted => None,
+        Stamp::Added => Some(true),
+        Stamp::Failed => Some(false),
+    }
+}
+
+/// One batch on an open session.
+struct Batch<'a> {
+    session: &'a mut dyn Session,
+    /// The connection as the delivery log shows it (relay, TLS, MTA-STS, DANE).
+    notes: &'a connector::SessionNotes,
+    host: &'a crate::messages::HostKey,
+    dest: &'a Arc<str>,
+}
+
+/// What a batch's outcomes come to, before they are journaled and reported.
+struct Settled {
+    done: BatchDone,
+    reports: Vec<OutcomeReport>,
+    /// Final states not yet queued to the journal as their replies came.
+    journal: Vec<(herald_types::PostId, herald_types::MemberId, FinalState)>,
+    /// Final outcomes in the batch (journaled as they came or in `journal`).
+    finals: i64,
+}
+
+impl Batch<'_> {
+    /// Sends the copies, journals the final outcomes (see the module docs), reports every
+    /// outcome and the batch. Returns false when the connection must not be used again, and the
+    /// batch's copies still waiting to be durable.
+    async fn send(
+        self,
+        jobs: Vec<Job>,
+        bufs: &mut Vec<Vec<u8>>,
+        ctx: &WorkerCtx,
+    ) -> (bool, Option<Unjournaled>) {
+        if bufs.len() < jobs.len() {
+            bufs.resize_with(jobs.len(), Vec::new);
+        }
+        let return_paths: Vec<String> = jobs
+            .iter()
+            .map(|j| j.post.template.return_path(&j.member))
+            .collect();
+        let rcpts: Vec<String> = jobs.iter().map(|j| j.member.address.to_string()).collect();
+        let metrics = ctx.telemetry.metrics();
+        for (job, buf) in jobs.iter().zip(bufs.iter_mut()) {
+            let auth = job.post.template.splice(&job.member, buf);
+            metrics.count_copy_auth(stamp(auth.dkim), stamp(auth.arc));
+        }
+        let copies: Vec<connector::OutCopy<'_>> = (0..jobs.len())
+            .map(|i| connector::OutCopy {
+                return_path: &return_paths[i],
+                rcpt: &rcpts[i],
+                body: &bufs[i],
+            })
+            .collect();
+        let gauges = ctx.telemetry.gauges();
+        let handed = copies.len() as i64;
+        gauges.unjournaled_copies.fetch_add(handed, Relaxed);
+        gauges.inflight_copies.fetch_add(handed, Relaxed);
+        // Each delivered copy is journaled the moment its reply arrives (see the module docs);
+        // `streamed[i]` says it was, so the end of the batch records only the rest.
+        let ids: Vec<(herald_types::PostId, herald_types::MemberId)> =
+            jobs.iter().map(|j| (j.post.id, j.member.id)).collect();
+        let mut streamed = vec![false; jobs.len()];
+        let spool = &ctx.spool;
+        let mut journal_now = |i: usize, outcome: &RcptOutcome| {
+            if let (Some(state), Some(&(post, member))) =
+                (FinalState::from_outcome(outcome), ids.get(i))
+            {
+                streamed[i] = spool.try_record(post, member, state);
+            }
+        };
+        let started = Instant::now();
+        let sent = self.session.send(&copies, &mut journal_now).await;
+        let elapsed = started.elapsed();
+        gauges.inflight_copies.fetch_sub(handed, Relaxed);
+        let healthy = sent.broke.is_none() && self.session.is_reusable();
+        let settled = self.settle(jobs, rcpts, sent, &streamed, elapsed);
+        gauges
+            .unjournaled_copies
+            .fetch_sub(handed - settled.finals, Relaxed);
+        (healthy, hand_over(settled, ctx).await)
+    }
+
+    /// Each copy's outcome (a deferral classified, a copy left without a reply deferred with
+    /// the session's reply), its report, and the batch's summary for the actor.
+    fn settle(
+        &self,
+        jobs: Vec<Job>,
+        rcpts: Vec<String>,
+        sent: connector::Sent,
+        streamed: &[bool],
+        elapsed: Duration,
+    ) -> Settled {
+        let n = u32::try_from(jobs.len().max(1)).unwrap_or(u32::MAX);
+        let session_reply = sent.broke.as_ref().map(|b| b.reply.clone());
+        let mut done = BatchDone {
+            dest: self.dest.clone(),
+            host: self.host.clone(),
+            delivered: 0,
+            per_copy: elapsed / n,
+            deferred: Vec::new(),
+            throttled: sent.broke.as_ref().is_some_and(|b| b.throttled),
+            finished_slow: Vec::new(),
+        };
+        let mut results = sent.copies.into_iter();
+        let (mut reports, mut journal) = (Vec::with_capacity(jobs.len()), Vec::new());
+        let mut finals = 0i64;
+        for (i, (mut job, rcpt)) in jobs.into_iter().zip(rcpts).enumerate() {
+            let result = results.next().unwrap_or_default();
+            let xdelay_ms = result.xdelay.unwrap_or(elapsed).as_millis() as u64;
+            job.tries += 1;
+            let outcome = result.outcome.unwrap_or_else(|| {
+                RcptOutcome::Deferred(session_reply.clone().unwrap_or_else(no_reply))
+            });
+            match &outcome {
+                RcptOutcome::Delivered(_) => done.delivered += 1,
+                RcptOutcome::Deferred(r) => {
+                    let kind = classify(r);
+                    done.throttled |= kind == DeferralKind::Throttle;
+                    job.deferral = Some((kind, Box::new(r.clone())));
+                }
+                RcptOutcome::Failed(_) => {}
+            }
+            if let Some(state) = FinalState::from_outcome(&outcome) {
+                finals += 1;
+                if !streamed.get(i).copied().unwrap_or(false) {
+                    journal.push((job.post.id, job.member.id, state));
+                }
+            }
+            let mut report = OutcomeReport::new(&job, outcome, self.notes.relay.clone(), xdelay_ms);
+            report.tls = Some(self.notes.tls.clone());
+            report.mta_sts = self.notes.mta_sts;
+            report.dane = self.notes.dane;
+            report.journaled = true;
+            let is_final = report.outcome.is_final();
+            reports.push(report);
+            if !is_final {
+                done.deferred.push(job);
+            } else if job.lane == LaneKind::Slow {
+                done.finished_slow.push(rcpt.into_boxed_str());
+            }
+        }
+        Settled {
+            done,
+            reports,
+            journal,
+            finals,
+        }
+    }
+}
+
+/// Journals a settled batch, then reports it: its records enter the spool's channel before its
+/// reports reach the report loop, so a post's completion (which the report loop sends) is
+/// always journaled after its outcomes. Even when every final state was journaled as it came,
+/// the batch needs its commit point: an empty batch request is a commit of what is queued
+/// (after the 1 ms linger). Returns what is still waiting to be durable.
+async fn hand_over(s: Settled, ctx: &WorkerCtx) -> Option<Unjournaled> {
+    let durable = if s.finals == 0 {
+        None
+    } else {
+        match ctx.spool.record_batch(s.journal).await {
+            Ok(d) => Some(d),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot journal a batch's outcomes");
+                None
+            }
+        }
+    };
+    for report in s.reports {
+        let _ = ctx.reports.send(Report::Outcome(Box::new(report))).await;
+    }
+    let _ = ctx.ctrl.send(Ctrl::BatchDone(Box::new(s.done))).await;
+    match durable {
+        Some(durable) => Some(Unjournaled {
+            durable,
+            copies: usize::try_from(s.finals).unwrap_or(0),
+        }),
+        None => {
+            let gauges = ctx.telemetry.gauges();
+            gauges.unjournaled_copies.fetch_sub(s.finals, Relaxed);
+            None
+        }
+    }
+}
+
+/// A batch's final outcomes, queued to the journal and not yet known to be durable.
+struct Unjournaled {
+    durable: herald_spool::Durable,
+    copies: usize,
+}
+
+impl Unjournaled {
+    /// Waits until they are durable; during shutdown, for [`DURABLE_WAIT_AT_SHUTDOWN`] at most.
+    async fn wait(self, ctx: &WorkerCtx) {
+        let durable = async {
+            if let Err(e) = self.durable.wait().await {
+                tracing::warn!(error = %e, "a batch's outcomes may not be journaled");
+            }
+        };
+        let stopping = async {
+            ctx.shutdown.cancelled().await;
+            tokio::time::sleep(DURABLE_WAIT_AT_SHUTDOWN).await;
+        };
+        tokio::select! {
+            () = durable => {}
+            () = stopping => tracing::warn!("shutting down before a batch's outcomes were journaled"),
+        }
+        let copies = i64::try_from(self.copies).unwrap_or(i64::MAX);
+        ctx.telemetry
+            .gauges()
+            .unjournaled_copies
+            .fetch_sub(copies, Relaxed);
+    }
+}
+
+fn no_reply() -> Reply {
+    Reply::new(
+        451,
+        Some(EnhancedStatus::new(4, 4, 0)),
+        "no reply for this copy",
+    )
+}

@@ -1,0 +1,232 @@
+//! The real connector: the worker's [`Connector`] seam implemented with the SMTP client
+//! (`herald_delivery::Connection`: pipelining, STARTTLS, MTA-STS enforcement, DANE). The one
+//! file of the workers that speaks the client crate's types, so the client can move crates with
+//! one file's imports changed.
+//!
+//! Classification stays here because it reads the client's error kinds: a 421 or rate-limit
+//! reply before the first transaction is a throttle, a refused or silent host is a host failure
+//! ([`fail_kind`]); a session that breaks with a 421 or a dropped connection (not at QUIT) is a
+//! throttling signal for the batch.
+//!
+//! SECURITY: everything read here comes from remote SMTP servers; the client crate bounds every
+//! step with its lane's timeouts and sizes, and only typed replies and outcomes cross the seam.
+
+use super::connector::{
+    BoxFuture, Connect, ConnectFailure, Connector, CopyResult, OnReply, Opened, OutCopy, Sent,
+    Session, SessionBreak, SessionNotes,
+};
+use super::WorkerPlan;
+use crate::classify::classify;
+use crate::messages::{ConnectTimings, FailKind, HostFailure, HostKey, Target};
+use herald_delivery::mta_sts::Mode;
+use herald_delivery::{
+    ClientConfig, Connection, DaneRoute, HostDane, OutgoingCopy, SessionError, SessionErrorKind,
+    Stage, StsRoute, TlsError,
+};
+use herald_telemetry::{DaneNote, DeferralKind, LaneKind, MtaStsNote};
+use herald_types::{EnhancedStatus, Reply};
+use std::sync::Arc;
+
+/// Opens SMTP connections with the lane's client settings.
+pub struct SmtpConnector {
+    /// First-pass (fast lane) client settings.
+    pub client: Arc<ClientConfig>,
+    /// Slow-lane client settings (RFC 5321 timeouts).
+    pub slow_client: Arc<ClientConfig>,
+}
+
+impl Connector for SmtpConnector {
+    fn connect<'a>(&'a self, plan: &'a WorkerPlan) -> BoxFuture<'a, Connect> {
+        Box::pin(self.open(plan))
+    }
+}
+
+impl SmtpConnector {
+    async fn open(&self, plan: &WorkerPlan) -> Connect {
+        let cfg = match plan.lane {
+            LaneKind::Fast => &self.client,
+            LaneKind::Slow => &self.slow_client,
+        };
+        let sts = plan.sts.as_deref();
+        let enforce = sts.is_some_and(|r| r.mode == Mode::Enforce);
+        let dane = plan.dane.as_deref();
+        let (conn, host, failed) = connect_any(&plan.targets, cfg, enforce, dane).await?;
+        let t = conn.timings();
+        let notes = SessionNotes {
+            relay: format!("{}[{}]:{}", host.name, host.addr, cfg.port),
+            tls: tls_summary(conn.tls_info()),
+            mta_sts: sts_note(sts, &plan.dest, &host, conn.tls_info()),
+            dane: dane.map(|r| dane_note(r, &host.name)),
+        };
+        Ok(Opened {
+            session: Box::new(SmtpSession(conn)),
+            host,
+            failed,
+            timings: ConnectTimings {
+                connect: t.connect,
+                banner: t.banner,
+            },
+            notes,
+        })
+    }
+}
+
+/// An open SMTP client connection as a [`Session`].
+struct SmtpSession(Connection);
+
+impl Session for SmtpSession {
+    fn send<'a>(
+        &'a mut self,
+        copies: &'a [OutCopy<'a>],
+        on_reply: &'a mut OnReply<'a>,
+    ) -> BoxFuture<'a, Sent> {
+        Box::pin(async move {
+            let mut out: Vec<OutgoingCopy<'_>> = copies
+                .iter()
+                .map(|c| OutgoingCopy::new(c.return_path, c.rcpt, c.body))
+                .collect();
+            let result = self.0.send_reporting(&mut out, on_reply).await;
+            let copies = out
+                .into_iter()
+                .map(|c| CopyResult {
+                    outcome: c.outcome,
+                    xdelay: c.xdelay,
+                })
+                .collect();
+            Sent {
+                copies,
+                broke: result.err().map(|e| session_break(&e)),
+            }
+        })
+    }
+
+    fn is_reusable(&self) -> bool {
+        self.0.is_reusable()
+    }
+
+    fn quit(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(self.0.quit())
+    }
+}
+
+/// A broken session: its reply for copies left without one, and whether it was a drop or a 421
+/// (both throttling signals for the destination's budget).
+fn session_break(e: &SessionError) -> SessionBreak {
+    let throttled = matches!(e.kind(), SessionErrorKind::Rejected(r) if classify(r) == DeferralKind::Throttle)
+        || (matches!(
+            e.kind(),
+            SessionErrorKind::ServerClosed | SessionErrorKind::Io(_)
+        ) && e.stage() != Stage::Quit);
+    SessionBreak {
+        reply: e.synthetic_reply(),
+        throttled,
+    }
+}
+
+/// The delivery log's `tls=`: `TLSv1.3/verified`, `TLSv1.3/unverified` or `none` (plaintext).
+fn tls_summary(info: Option<&herald_delivery::TlsInfo>) -> String {
+    match info {
+        Some(t) if t.verified => format!("{}/verified", t.version),
+        Some(t) => format!("{}/unverified", t.version),
+        None => "none".to_string(),
+    }
+}
+
+/// How the destination's MTA-STS policy applies to copies sent over this connection. Under a
+/// testing policy, a connection that enforcement would have refused (host outside the policy,
+/// TLS missing or unverified) is logged here and counted per copy (`testing-failed`).
+fn sts_note(
+    sts: Option<&StsRoute>,
+    dest: &str,
+    host: &HostKey,
+    tls: Option<&herald_delivery::TlsInfo>,
+) -> Option<MtaStsNote> {
+    let sts = sts?;
+    if sts.mode == Mode::Enforce {
+        // connect_with refused anything else.
+        return Some(MtaStsNote::Enforce);
+    }
+    let verified = tls.is_some_and(|t| t.verified);
+    if sts.satisfied_by(&host.name, verified) {
+        return Some(MtaStsNote::Testing);
+    }
+    let why = match tls {
+        _ if !sts.satisfied_by(&host.name, true) => "MX host not in the policy".to_string(),
+        None => "no TLS".to_string(),
+        Some(t) => format!(
+            "certificate not verified: {}",
+            t.verify_error.as_deref().unwrap_or("unknown reason")
+        ),
+    };
+    tracing::warn!(%dest, host = %host.name, reason = %why, "MTA-STS testing policy: enforcement would refuse this connection");
+    Some(MtaStsNote::TestingFailed)
+}
+
+/// What DANE concluded for a connection to `host` that succeeded: a host with usable records
+/// was authenticated by them (`connect_dane` refuses anything else).
+fn dane_note(route: &DaneRoute, host: &str) -> DaneNote {
+    match route.host(host) {
+        HostDane::Required(_) => DaneNote::Verified,
+        HostDane::NoRecords => DaneNote::None,
+        HostDane::Insecure => DaneNote::Insecure,
+        // Not kept in a route; named for totality.
+        HostDane::Failed(_) => DaneNote::Failed,
+    }
+}
+
+/// Tries each planned target in order; the first that answers wins. `enforce`: the domains'
+/// MTA-STS policy is enforced (verified TLS or nothing); `dane`: hosts with usable TLSA records
+/// are reached with DANE-authenticated TLS or not at all.
+async fn connect_any(
+    targets: &[Target],
+    cfg: &ClientConfig,
+    enforce: bool,
+    dane: Option<&DaneRoute>,
+) -> Result<(Connection, HostKey, Vec<HostFailure>), ConnectFailure> {
+    let mut failed = Vec::new();
+    let mut dane_failed = false;
+    let mut last = Reply::new(
+        451,
+        Some(EnhancedStatus::new(4, 4, 1)),
+        "no MX host is reachable now",
+    );
+    for t in targets {
+        let attempt = match dane.and_then(|r| r.tlsa_for(&t.key.name)) {
+            Some(tlsa) => Connection::connect_dane(t.addr, &t.key.name, cfg, tlsa).await,
+            None => Connection::connect_with(t.addr, &t.key.name, cfg, enforce).await,
+        };
+        match attempt {
+            Ok(conn) => return Ok((conn, t.key.clone(), failed)),
+            Err(e) => {
+                dane_failed |= matches!(e.kind(), SessionErrorKind::Tls(TlsError::Dane(_)));
+                last = e.synthetic_reply();
+                tracing::debug!(host = %t.key.name, addr = %t.key.addr, probe = t.probe, error = %e, "connect failed");
+                failed.push(HostFailure {
+                    key: t.key.clone(),
+                    kind: fail_kind(&e),
+                    reason: last.text.clone(),
+                });
+            }
+        }
+    }
+    Err(ConnectFailure {
+        failed,
+        reply: last,
+        dane_failed,
+    })
+}
+
+/// How a failed connection attempt counts: a 421 (or a rate-limit reply) before the first
+/// transaction is the host saying "not so fast", not the host being down.
+fn fail_kind(e: &SessionError) -> FailKind {
+    if let SessionErrorKind::Rejected(r) = e.kind() {
+        if classify(r) == DeferralKind::Throttle {
+            return FailKind::Throttle;
+        }
+    }
+    if e.is_host_problem() {
+        FailKind::Host
+    } else {
+        FailKind::Other
+    }
+}
