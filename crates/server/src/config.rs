@@ -143,9 +143,9 @@ impl Default for AuthSection {
 
 impl AuthSection {
     /// How LMTP posts find their real client; errors name the bad `internal_relays` entry.
-    pub fn lmtp_clients(&self) -> Result<crate::arrival::LmtpClients, String> {
+    pub fn lmtp_clients(&self) -> Result<herald_enqueue::LmtpClients, String> {
         if !self.lmtp_client_from_received {
-            return Ok(crate::arrival::LmtpClients::Unknown);
+            return Ok(herald_enqueue::LmtpClients::Unknown);
         }
         let blocks = self
             .internal_relays
@@ -156,7 +156,7 @@ impl AuthSection {
                     .map_err(|e| format!("auth.internal_relays[{i}]: {e}"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(crate::arrival::LmtpClients::FromReceived(blocks))
+        Ok(herald_enqueue::LmtpClients::FromReceived(blocks))
     }
 }
 
@@ -491,37 +491,7 @@ impl Default for LogConfig {
     }
 }
 
-/// List housekeeping (issue 5).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ListsConfig {
-    /// A post whose Message-ID the list accepted less than this long ago is acknowledged but
-    /// not fanned out again; cross-posts within it reach a member once.
-    pub dedup_window_secs: u64,
-    /// The dedup store is written and fsync'd this often: a crash forgets at most this much.
-    pub dedup_flush_ms: u64,
-    /// Most Message-IDs remembered.
-    pub dedup_max_entries: usize,
-    /// Subscribe/unsubscribe confirmation links and reply tokens expire after this long.
-    pub confirm_ttl_secs: u64,
-    /// Lines of a `-request` mail read for commands; the rest is ignored.
-    pub request_max_lines: usize,
-    /// How often held posts are checked for expiry.
-    pub held_sweep_secs: u64,
-}
-
-impl Default for ListsConfig {
-    fn default() -> Self {
-        ListsConfig {
-            dedup_window_secs: 3 * 24 * 3600,
-            dedup_flush_ms: 1000,
-            dedup_max_entries: 1_000_000,
-            confirm_ttl_secs: 3 * 24 * 3600,
-            request_max_lines: 50,
-            held_sweep_secs: 3600,
-        }
-    }
-}
+pub use herald_lists::ListsConfig;
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -704,12 +674,12 @@ mod tests {
         let c = Config::parse("[auth]\ninternal_relays = [\"10.1.0.0/16\"]\n").expect("valid");
         assert!(matches!(
             c.auth.lmtp_clients(),
-            Ok(crate::arrival::LmtpClients::FromReceived(b)) if b.len() == 1
+            Ok(herald_enqueue::LmtpClients::FromReceived(b)) if b.len() == 1
         ));
         let c = Config::parse("[auth]\nlmtp_client_from_received = false\n").expect("valid");
         assert!(matches!(
             c.auth.lmtp_clients(),
-            Ok(crate::arrival::LmtpClients::Unknown)
+            Ok(herald_enqueue::LmtpClients::Unknown)
         ));
     }
 
