@@ -24,7 +24,7 @@ mod requests;
 mod stage;
 mod subscription;
 
-pub use config::ListsConfig;
+pub use config::{ListsConfig, PostmasterSection, MAX_POSTMASTER_FORWARD};
 pub use error::ListsError;
 pub use postmaster::{unhandled as unhandled_postmaster_mail, Postmaster, HANDLED};
 pub use requests::{Command, Request, MAX_LINE_CHARS};
