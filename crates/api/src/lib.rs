@@ -9,7 +9,7 @@
 //! SECURITY: every admin route is behind `auth::guard` (bearer token or dashboard cookie when
 //! `http.admin_token` is set; loopback clients only when it is not); the unsubscribe endpoint is
 //! public by design and trusts nothing but a valid HMAC token
-//! (compared in constant time by `herald_fanout::verify_unsubscribe_token`). A GET never
+//! (compared in constant time by `herald_types::token::verify_unsubscribe_token`). A GET never
 //! unsubscribes (mail scanners follow links); only a POST does.
 
 mod admin;
@@ -21,6 +21,7 @@ mod live;
 mod postmaster;
 mod reports;
 mod spool_metrics;
+mod stages;
 mod unsubscribe;
 mod views;
 

@@ -3,8 +3,8 @@
 //! "not me too" option), subscription requests with double opt-in, and the public confirmation
 //! page (`GET /confirm/<token>` shows a button, `POST` confirms — link scanners only GET).
 //!
-//! The server implements [`ListOps`] (it owns the enqueue path, which approvals and generated
-//! mail go through); the API only knows the trait, like [`crate::Injector`].
+//! `herald_lists::Lists` implements [`ListOps`] (in `stages.rs`, which maps its `ListsError`);
+//! the routes only know the trait, like [`crate::Injector`].
 //!
 //! SECURITY: the admin routes share the admin API's loopback-only default. The confirmation
 //! routes are public and act only on a valid HMAC token; text echoed into HTML is escaped.

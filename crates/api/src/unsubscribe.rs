@@ -38,7 +38,7 @@ async fn checked(
     let (Ok(list_addr), Ok(member_addr)) = (Address::parse(list), Address::parse(member)) else {
         return Err(forbidden());
     };
-    if !herald_fanout::verify_unsubscribe_token(&s.secret, &list_addr, &member_addr, token) {
+    if !herald_types::token::verify_unsubscribe_token(&s.secret, &list_addr, &member_addr, token) {
         return Err(forbidden());
     }
     let d = s.directory.clone();

@@ -25,7 +25,6 @@
 //! unsubscribe link carries an HMAC token keyed by the list secret.
 
 mod arc;
-pub mod dedup;
 mod dmarc;
 mod encode;
 mod error;
@@ -37,7 +36,6 @@ mod sign;
 mod template;
 mod token;
 
-pub use dedup::{DedupConfig, DedupError, DedupStore, Seen};
 pub use error::FanoutError;
 pub use message::MAX_HEADER_BYTES;
 pub use sign::{CopyAuth, Stamp};

@@ -58,6 +58,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
+use crate::answers::Answers;
 use crate::board::SessionSlot;
 use crate::tls::{InboundTls, Stream};
 use crate::{received, InboundHandler, InboundMessage, Refusal};
@@ -144,7 +145,7 @@ enum Wake {
     Shed,
 }
 
-struct Connection<H> {
+struct Connection<H: InboundHandler> {
     stream: Stream,
     peer: SocketAddr,
     ctx: Arc<SessionContext>,
@@ -162,6 +163,8 @@ struct Connection<H> {
     /// When we last wrote a reply (the stress deadline counts from it).
     last_reply: Instant,
     seat: Seat,
+    /// The handler's answers at RCPT, handed back with the message (no second lookup).
+    answers: Answers<H::Recipient>,
 }
 
 /// Runs one session to its end, then closes the connection.
@@ -210,6 +213,7 @@ pub(crate) async fn run<H: InboundHandler>(
         None => Stream::Plain(stream),
     };
     let ctx_command_timeout = ctx.limits.command_timeout();
+    let ctx_max_recipients = ctx.limits.max_recipients;
     let now = Instant::now();
     let mut conn = Connection {
         stream,
@@ -224,6 +228,7 @@ pub(crate) async fn run<H: InboundHandler>(
         input_deadline: now + ctx_command_timeout,
         last_reply: now,
         seat,
+        answers: Answers::new(ctx_max_recipients),
     };
     match conn.drive().await {
         Ok(SessionEnd::Shed) | Err(ConnectionError::Shed) => conn.close_shed().await,
@@ -321,6 +326,7 @@ impl<H: InboundHandler> Connection<H> {
                     Action::CheckRecipient(rcpt) => {
                         let verdict = self.handler.check_recipient(&rcpt).await;
                         debug!(%rcpt, accepted = verdict.is_ok(), "recipient checked");
+                        let verdict = verdict.map(|answer| self.answers.keep(rcpt, answer));
                         pending.extend(self.session.recipient_checked(verdict));
                     }
                     Action::Message(envelope) => {
@@ -379,10 +385,23 @@ impl<H: InboundHandler> Connection<H> {
             octets = envelope.body.len(),
             "message received"
         );
+        let recipients = match self.answers.take(&envelope.rcpts) {
+            Some(answers) => answers.into_iter().map(Ok).collect(),
+            // Ruled out by how the session adds recipients (see `answers.rs`); asking again
+            // is the safe way out should that ever change.
+            None => {
+                let mut again = Vec::with_capacity(envelope.rcpts.len());
+                for rcpt in &envelope.rcpts {
+                    again.push(self.handler.check_recipient(rcpt).await);
+                }
+                again
+            }
+        };
         let message = InboundMessage {
             envelope,
             peer: self.peer,
             received_at_ms,
+            recipients,
         };
         self.handler.accept_message(message).await
     }

@@ -36,6 +36,7 @@
 //! and this crate adds only time and concurrency bounds. The `Received:` header it prepends is
 //! built from validated parts only (see [`received`]).
 
+mod answers;
 mod board;
 pub mod config;
 mod connection;
@@ -56,27 +57,41 @@ pub use shared::InboundShared;
 pub use tls::{load_server_config, InboundTls, TlsSetupError};
 
 /// A message ready to be stored: its envelope, with the `Received:` header already prepended to
-/// `envelope.body`, and where and when it arrived.
+/// `envelope.body`, where and when it arrived, and the handler's own answer for each recipient.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InboundMessage {
+pub struct InboundMessage<R> {
     pub envelope: Envelope,
     pub peer: SocketAddr,
     /// The arrival time written in the `Received:` header (for `PostMeta::received_at_ms`).
     pub received_at_ms: u64,
+    /// What [`InboundHandler::check_recipient`] answered at RCPT, one per `envelope.rcpts`
+    /// entry, in order: the handler does not look a recipient up twice. `Err` only when the
+    /// answer was not kept and a second check at DATA refused the recipient.
+    pub recipients: Vec<Result<R, Reply>>,
 }
 
 /// What the server plugs into the listeners. Both methods may await I/O (directory lookups,
 /// fsync); the session waits for them, so they should be bounded by the implementation.
 pub trait InboundHandler: Send + Sync + 'static {
-    /// `Ok(())` for a list address or its `-bounces` / `-request` forms; otherwise the refusal,
+    /// What the handler learns about an accepted recipient at RCPT (for Herald: which list, in
+    /// which role), kept by the session and handed back with the message.
+    type Recipient: Send + 'static;
+
+    /// `Ok` for a list address or its `-bounces` / `-request` forms; otherwise the refusal,
     /// normally [`herald_smtp::replies::NO_SUCH_RECIPIENT`] (`550 5.1.1`), or
     /// [`herald_smtp::replies::LOCAL_ERROR`] (`451 4.3.0`) when the directory is unavailable.
-    fn check_recipient(&self, rcpt: &Address) -> impl Future<Output = Result<(), Reply>> + Send;
+    fn check_recipient(
+        &self,
+        rcpt: &Address,
+    ) -> impl Future<Output = Result<Self::Recipient, Reply>> + Send;
 
     /// Stores the message durably and returns one reply per `envelope.rcpts` entry, in order:
     /// a 2xx only once the message is on disk. LMTP sends them per recipient; SMTP sends one
     /// (see [`herald_smtp::Session::message_done`] for how they are combined).
-    fn accept_message(&self, message: InboundMessage) -> impl Future<Output = Vec<Reply>> + Send;
+    fn accept_message(
+        &self,
+        message: InboundMessage<Self::Recipient>,
+    ) -> impl Future<Output = Vec<Reply>> + Send;
 
     /// A peer was refused or cut off by one of the listener's bounds (for metrics; the
     /// listener has already replied). Must not block: it runs on the session's task. Default:

@@ -75,7 +75,7 @@ pub struct SchedulerDeps {
     /// Where permanent failures go for bounce scoring (`None`: not scored).
     pub failures: Option<mpsc::Sender<herald_types::FailedCopy>>,
     /// Cross-post suppression at expansion (`None`: off).
-    pub dedup: Option<herald_fanout::DedupStore>,
+    pub dedup: Option<herald_enqueue::DedupStore>,
     /// Where host health is kept across restarts (`None`: not persisted).
     pub health_path: Option<std::path::PathBuf>,
     /// Where MTA-STS policies are cached across restarts (`None`: memory only).

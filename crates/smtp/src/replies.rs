@@ -113,6 +113,15 @@ pub const SHED_IDLE: Canned = Canned::new(
 /// the client keeps the message and retries.
 pub const INSUFFICIENT_STORAGE: Canned =
     Canned::new(452, 4, 3, 1, "Insufficient system storage, try again later");
+/// RFC 5321 §4.2.2 at RCPT: `postmaster.max_stored` messages to postmaster are waiting; the
+/// sender keeps the message and retries once some expire or are deleted.
+pub const POSTMASTER_FULL: Canned = Canned::new(
+    452,
+    4,
+    3,
+    1,
+    "too much mail for postmaster waiting here, try again later",
+);
 pub const TOO_MANY_RECIPIENTS: Canned = Canned::new(452, 4, 5, 3, "Too many recipients");
 /// What a handler answers when it cannot look up or store right now (directory or spool error).
 pub const LOCAL_ERROR: Canned =
@@ -222,6 +231,34 @@ pub fn ehlo_with(hostname: &str, limits: &Limits, starttls: bool) -> Reply {
         limits.max_message_octets
     );
     Reply::new(250, None, text)
+}
+
+/// The 250 at the end of DATA once the message is durable in the spool, naming the post id the
+/// operator finds in `herald queue`, the delivery log and the API.
+pub fn queued_as(id: impl std::fmt::Display) -> Reply {
+    Reply::new(
+        250,
+        Some(EnhancedStatus::new(2, 0, 0)),
+        format!("queued as {id}"),
+    )
+}
+
+/// [`NO_SUCH_RECIPIENT`] naming the refused address (validated: an `Address` has no CR/LF).
+pub fn no_such_list(rcpt: &herald_types::Address) -> Reply {
+    Reply::new(
+        NO_SUCH_RECIPIENT.code,
+        Some(NO_SUCH_RECIPIENT.enhanced),
+        format!("<{rcpt}>: no such list here (relaying denied)"),
+    )
+}
+
+/// [`MESSAGE_TOO_BIG`] for a list's own limit (`max_message_bytes`), lower than the server's.
+pub fn too_big_for_list(limit: u64) -> Reply {
+    Reply::new(
+        MESSAGE_TOO_BIG.code,
+        Some(MESSAGE_TOO_BIG.enhanced),
+        format!("message larger than the list allows ({limit} bytes)"),
+    )
 }
 
 /// The 354 go-ahead after DATA.

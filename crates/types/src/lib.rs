@@ -1,6 +1,7 @@
 //! Herald's shared vocabulary: ids, addresses, SMTP replies, delivery outcomes, why a copy failed
 //! for good ([`FailureCause`], handed from the scheduler to the bounce stage) and the list/member
-//! model. Every stage depends on this crate; it depends on no other Herald crate and does no I/O.
+//! model, and every HMAC token ([`token`]). Every stage depends on this crate; it depends on no
+//! other Herald crate and does no I/O.
 //!
 //! SECURITY: [`Address::parse`] is the single gate through which addresses from the network, CSV
 //! files and the HTTP API enter Herald. It refuses control characters, CR/LF and over-long parts, so
@@ -12,6 +13,7 @@ pub mod ids;
 pub mod list;
 pub mod outcome;
 pub mod reply;
+pub mod token;
 pub mod verp;
 
 pub use address::{Address, AddressError};

@@ -26,7 +26,7 @@ pub const HOSTNAME: &str = "mx.herald.test";
 pub struct Recorder {
     lists: Vec<Address>,
     /// Every message handed over. A std Mutex: held only to push or clone, never across `.await`.
-    pub messages: Mutex<Vec<InboundMessage>>,
+    pub messages: Mutex<Vec<InboundMessage<()>>>,
     pub checked: Mutex<Vec<Address>>,
     /// Every bound the listener reported hitting, in order.
     pub refusals: Mutex<Vec<Refusal>>,
@@ -53,7 +53,7 @@ impl Recorder {
         self.stress.lock().expect("not poisoned").clone()
     }
 
-    pub fn messages(&self) -> Vec<InboundMessage> {
+    pub fn messages(&self) -> Vec<InboundMessage<()>> {
         self.messages.lock().expect("not poisoned").clone()
     }
 
@@ -67,6 +67,8 @@ impl Recorder {
 }
 
 impl InboundHandler for Recorder {
+    type Recipient = ();
+
     async fn check_recipient(&self, rcpt: &Address) -> Result<(), Reply> {
         self.checked
             .lock()
@@ -80,7 +82,7 @@ impl InboundHandler for Recorder {
         }
     }
 
-    async fn accept_message(&self, message: InboundMessage) -> Vec<Reply> {
+    async fn accept_message(&self, message: InboundMessage<()>) -> Vec<Reply> {
         let verdicts = message
             .envelope
             .rcpts

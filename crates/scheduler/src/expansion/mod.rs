@@ -21,7 +21,7 @@ pub struct ExpandCtx {
     pub reports: mpsc::Sender<Report>,
     pub page_size: usize,
     /// Cross-post suppression (see [`Suppress`]); `None` disables it.
-    pub dedup: Option<herald_fanout::DedupStore>,
+    pub dedup: Option<herald_enqueue::DedupStore>,
     /// Copies of one post queued at most (see [`crate::messages`]).
     pub post_window: usize,
     /// Where expansion records how long it waited for room in the job channel.
@@ -154,7 +154,7 @@ pub struct Suppress {
     /// Lowercased addresses named in To/Cc whose member asked to be skipped.
     addressed: HashSet<String>,
     /// Earlier posts of other lists with the same Message-ID.
-    earlier: Vec<herald_fanout::Seen>,
+    earlier: Vec<herald_enqueue::Seen>,
 }
 
 /// Most To/Cc addresses looked at per post.

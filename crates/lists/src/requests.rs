@@ -15,9 +15,9 @@
 //! command acts only with a valid moderation token (sent only to moderators) and a moderator
 //! sender.
 //!
-//! [`ListsConfig::request_max_lines`]: crate::config::ListsConfig
+//! [`ListsConfig::request_max_lines`]: crate::ListsConfig
 
-use crate::confirm::MAX_TOKEN_BYTES;
+use herald_types::token::MAX_TOKEN_BYTES;
 use herald_types::Address;
 use mail_parser::MessageParser;
 

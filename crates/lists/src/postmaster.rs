@@ -2,9 +2,10 @@
 //! bare `<Postmaster>` (the session turns it into `postmaster@<hostname>`) and
 //! `postmaster@<domain>` for its hostname and every domain it has a list in, the local part in
 //! any case. Any other domain's postmaster is refused like every unknown address (never an open
-//! relay); the recipient check is in `handler.rs`.
+//! relay); the recipient check is in `herald_enqueue` (`inbound.rs`, with its
+//! [`herald_enqueue::PostmasterPolicy`]).
 //!
-//! Flow: inbound → `Enqueuer::enqueue_postmaster` (spooled as `PostKind::Postmaster`, 250 only
+//! Flow: inbound → `Enqueuer::enqueue(Submission::Postmaster)` (spooled as `PostKind::Postmaster`, 250 only
 //! after fsync) → the lists stage → [`Postmaster::handle`]: forward or keep, journal that it was
 //! handled, log and count it (`Event::Postmaster`). The stored message stays for the operator
 //! (`herald postmaster`, `/api/postmaster`) until it is deleted or `retention_days` pass
@@ -34,11 +35,10 @@
 //! copies validated addresses and the subject (control characters dropped, at most 150
 //! characters, RFC 2047-encoded when not ASCII); the original is attached as it arrived.
 
-use crate::config::Config;
-use crate::enqueue::{EnqueueError, Enqueuer};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use bytes::Bytes;
+use herald_enqueue::{EnqueueError, Enqueuer, Submission};
 use herald_spool::{FinalState, PostKind, RecoveredPost, Spool, SpooledPost};
 use herald_telemetry::{Event, PostmasterForward, PostmasterMail};
 use herald_types::{Address, MemberId, PostId};
@@ -55,28 +55,17 @@ pub struct Postmaster {
     hostname: String,
     forward: Vec<Address>,
     retention_days: u32,
-    max_stored: usize,
 }
 
 impl Postmaster {
-    pub fn new(cfg: &Config) -> Postmaster {
+    /// `forward`: the operators' addresses (`postmaster.forward`, checked at load); empty: kept
+    /// only. `retention_days`: how long stored messages are kept.
+    pub fn new(hostname: &str, forward: Vec<Address>, retention_days: u32) -> Postmaster {
         Postmaster {
-            hostname: cfg.hostname.clone(),
-            forward: cfg.postmaster.forward_addresses(),
-            retention_days: cfg.postmaster.retention_days,
-            max_stored: cfg.postmaster.max_stored,
+            hostname: hostname.to_string(),
+            forward,
+            retention_days,
         }
-    }
-
-    /// True when `domain` is this server's own name (list domains are the directory's to say).
-    pub fn is_hostname(&self, domain: &str) -> bool {
-        domain.eq_ignore_ascii_case(&self.hostname)
-    }
-
-    /// Room for one more stored message (checked at RCPT; concurrent sessions may overshoot
-    /// by at most one message each).
-    pub fn has_room(&self, spool: &Spool) -> bool {
-        spool.live_count(PostKind::Postmaster) < self.max_stored
     }
 
     /// Forwards a freshly stored (or recovered, not yet handled) message, or keeps it only;
@@ -131,8 +120,12 @@ impl Postmaster {
             nonce: rand::random(),
         };
         let body = note.wrap(post);
-        enq.enqueue_server_mail(&post.meta.list_address, self.forward.clone(), body)
-            .await
+        enq.enqueue(Submission::Server {
+            from: post.meta.list_address.clone(),
+            to: self.forward.clone(),
+            body,
+        })
+        .await
     }
 
     /// Deletes stored postmaster mail older than `retention_days`.
@@ -227,7 +220,7 @@ impl Note<'_> {
             boundary.push('x');
         }
         let reply_to =
-            crate::enqueue::from_header(original).or_else(|| post.meta.envelope_from.clone());
+            herald_enqueue::from_header(original).or_else(|| post.meta.envelope_from.clone());
         let mut m = self.headers(post, reply_to.as_ref(), &boundary);
         m.push_str("A note from Herald, and the message to postmaster attached.\r\n");
         m.push_str(&format!("\r\n--{boundary}\r\n"));
@@ -473,9 +466,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let (spool, _) =
             Spool::open(herald_spool::SpoolConfig::new(dir.path())).expect("open spool");
-        let mut cfg = Config::default();
-        cfg.postmaster.max_stored = 2;
-        let pm = Postmaster::new(&cfg);
+        let pm = Postmaster::new("herald.test", Vec::new(), 14);
+        let room = herald_enqueue::PostmasterPolicy {
+            hostname: "herald.test".into(),
+            max_stored: 2,
+        };
         let day = herald_directory::DAY_MS;
         let now = herald_types::unix_ms_now();
         let mut old = stored("Subject: old\n\nx\n", None);
@@ -488,7 +483,7 @@ mod tests {
         for meta in [old.meta.clone(), young, held] {
             ids.push(spool.accept(meta, old.body.clone()).await.expect("accept"));
         }
-        assert!(!pm.has_room(&spool), "two stored, two allowed");
+        assert!(!room.has_room(&spool), "two stored, two allowed");
         pm.sweep(&spool).await;
         let live: Vec<PostId> = spool.live_posts().into_iter().map(|(id, _)| id).collect();
         assert_eq!(
@@ -496,7 +491,7 @@ mod tests {
             ids[1..].to_vec(),
             "14 days by default; held posts are not ours"
         );
-        assert!(pm.has_room(&spool));
+        assert!(room.has_room(&spool));
         spool.close().await.expect("close");
     }
 

@@ -369,6 +369,31 @@ fn rewrite(path: &Path, lines: &[(Box<str>, Seen)]) -> std::io::Result<File> {
     OpenOptions::new().append(true).open(path)
 }
 
+/// Writes the store every `interval` until `shutdown`, then once more (the bound on what a
+/// crash forgets is this interval).
+pub async fn run_flusher(
+    store: DedupStore,
+    interval: std::time::Duration,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let mut tick = tokio::time::interval(interval);
+    loop {
+        let stop = tokio::select! {
+            _ = shutdown.cancelled() => true,
+            _ = tick.tick() => false,
+        };
+        let s = store.clone();
+        match tokio::task::spawn_blocking(move || s.flush()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(error = %e, "dedup store flush failed"),
+            Err(e) => tracing::error!(error = %e, "dedup flush task failed"),
+        }
+        if stop {
+            break;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

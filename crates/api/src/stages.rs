@@ -1,0 +1,73 @@
+//! The API's boundary to the enqueue and lists stages: [`crate::Injector`] for the enqueue
+//! path and [`ListOps`] for the lists stage, each mapping the stage's own error type to HTTP
+//! answers here, so that neither stage speaks HTTP (issue 13).
+
+use crate::{ApiError, ConfirmView, Injector, ListOps, OpsFuture};
+use bytes::Bytes;
+use herald_enqueue::Enqueuer;
+use herald_lists::{Lists, ListsError};
+use herald_types::token::{Action, Confirmation};
+use herald_types::{Address, PostId};
+use std::future::Future;
+use std::pin::Pin;
+
+impl From<ListsError> for ApiError {
+    fn from(e: ListsError) -> ApiError {
+        match e {
+            ListsError::Directory(d) => ApiError::from(d),
+            e if e.is_not_found() => ApiError::NotFound(e.to_string()),
+            e if e.is_invalid() => ApiError::BadRequest(e.to_string()),
+            e => ApiError::Internal(e.to_string()),
+        }
+    }
+}
+
+impl Injector for Enqueuer {
+    fn inject(
+        &self,
+        list: Address,
+        body: Bytes,
+    ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>> {
+        Box::pin(async move {
+            Enqueuer::inject(self, &list, body)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+fn view(c: &Confirmation) -> ConfirmView {
+    ConfirmView {
+        action: c.action.verb().to_string(),
+        list: c.list.to_string(),
+        address: c.address.to_string(),
+    }
+}
+
+impl ListOps for Lists {
+    fn approve(&self, post: PostId) -> OpsFuture<'_, PostId> {
+        Box::pin(async move { Ok(Lists::approve(self, post).await?) })
+    }
+
+    fn reject(&self, post: PostId) -> OpsFuture<'_, ()> {
+        Box::pin(async move { Ok(Lists::reject(self, post).await?) })
+    }
+
+    fn request(&self, list: Address, address: Address, action: String) -> OpsFuture<'_, String> {
+        Box::pin(async move {
+            let action = match action.as_str() {
+                "subscribe" => Action::Subscribe,
+                "unsubscribe" => Action::Unsubscribe,
+                other => return Err(ApiError::BadRequest(format!("unknown action {other}"))),
+            };
+            match Lists::request(self, &list, &address, action).await? {
+                Some(refusal) => Err(ApiError::Conflict(refusal)),
+                None => Ok("confirmation sent".to_string()),
+            }
+        })
+    }
+
+    fn confirm(&self, token: String, apply: bool) -> OpsFuture<'_, ConfirmView> {
+        Box::pin(async move { Ok(view(&Lists::confirm(self, &token, apply).await?)) })
+    }
+}

@@ -1,0 +1,463 @@
+//! The one enqueue path (Postfix cleanup(8)): SMTP, LMTP, HTTP injection, approved held posts,
+//! generated mail (confirmations, notices) and postmaster mail all enter through
+//! [`Enqueuer::enqueue`] with a [`Submission`] saying what arrived.
+//!
+//! Flow: a submission is checked (size), list posts get their arrival check (SPF/DKIM/ARC/DMARC,
+//! `arrival.rs`) and the posting policy (may the sender post, content rules: `policy.rs`),
+//! retried duplicates are suppressed (same Message-ID on the same list within the dedup window:
+//! acknowledged with the first post's id, not spooled again), then [`Enqueuer::accept`] — the one
+//! place that builds a `PostMeta` — makes the post durable and hands it over by its kind:
+//! list posts and generated mail to fan-out, bounces to the bounce stage, requests, held posts
+//! and postmaster mail to the lists stage ([`Handoff`]).
+//!
+//! One-way arrows: this crate is upstream of the scheduler, the lists stage and the bounce
+//! stage. It never imports them; it hands posts over bounded channels that the composition root
+//! connects. A full channel makes the sender wait (backpressure reaches the SMTP client, whose
+//! 250 is already earned: the post is durable before the hand-over).
+//!
+//! Invariants: durable before the id is returned; a post that cannot be handed over (the stage
+//! is stopping) stays in the spool and is picked up at the next start.
+
+use crate::arrival::{ArrivalCheck, Source};
+use crate::dedup::{DedupStore, Seen};
+use crate::error::EnqueueError;
+use bytes::Bytes;
+use herald_directory::{Directory, DirectoryError};
+use herald_spool::{PostKind, PostMeta, Spool, SpooledPost};
+use herald_telemetry::{Event, Telemetry};
+use herald_types::{Address, List, ListAddressKind, ListId, MemberId, PostId};
+use tokio::sync::mpsc;
+
+/// Capacity of each hand-over channel (posts, not copies: a post is one small struct with a
+/// shared body).
+pub const HANDOFF_CAPACITY: usize = 1024;
+
+/// What arrived, and for whom.
+pub enum Submission {
+    /// Mail to a list address in one of its roles (post, `-bounces`, `-request`).
+    List {
+        list: Box<List>,
+        role: ListAddressKind,
+        origin: Origin,
+        body: Bytes,
+    },
+    /// Mail Herald writes itself for a list (a confirmation, a notice) to one explicit
+    /// recipient; delivered to that address only, never to the members.
+    Generated {
+        list: Box<List>,
+        to: Address,
+        body: Bytes,
+    },
+    /// Mail to postmaster (`rcpt`, already checked to be one of ours), stored for the operator.
+    /// The server-wide size limit applies; no arrival check (nothing is decided from its
+    /// authentication, and a flood must not cost DNS work).
+    Postmaster {
+        rcpt: Address,
+        envelope_from: Option<Address>,
+        body: Bytes,
+    },
+    /// Server mail from `from` (a postmaster address) to `to`, sent from the null reverse path
+    /// so that no bounce or auto-reply can come back to Herald.
+    Server {
+        from: Address,
+        to: Vec<Address>,
+        body: Bytes,
+    },
+}
+
+/// How a list's mail reached it.
+pub enum Origin {
+    /// Over SMTP/LMTP: the posting policy decides between fan-out and moderation.
+    Smtp {
+        envelope_from: Option<Address>,
+        /// The client's address and HELO name, for SPF. `None` over LMTP: the client is the
+        /// MTA in front of Herald (often 127.0.0.1), and SPF against it would be a false
+        /// result; the arrival check reads the real client from that MTA's `Received:`.
+        peer: Option<std::net::IpAddr>,
+        helo: String,
+    },
+    /// Injected by an administrator (CLI / HTTP API): approved.
+    Admin,
+    /// A held post a moderator approved: a list post, exempt from the duplicate check (its
+    /// Message-ID was recorded when it was held).
+    Approved { envelope_from: Option<Address> },
+}
+
+/// The senders of the hand-over channels; the composition root holds the receivers.
+#[derive(Clone)]
+pub struct Handoff {
+    /// List posts and generated mail, to fan-out (the scheduler's expansion).
+    pub fanout: mpsc::Sender<SpooledPost>,
+    /// Spooled bounces, straight to the bounce stage.
+    pub bounces: mpsc::Sender<SpooledPost>,
+    /// Requests, held posts and postmaster mail, to the lists stage.
+    pub lists: mpsc::Sender<SpooledPost>,
+}
+
+/// The receiving ends of a [`Handoff`].
+pub struct HandoffReceivers {
+    pub fanout: mpsc::Receiver<SpooledPost>,
+    pub bounces: mpsc::Receiver<SpooledPost>,
+    pub lists: mpsc::Receiver<SpooledPost>,
+}
+
+impl Handoff {
+    /// Three bounded channels of `capacity` each.
+    pub fn channels(capacity: usize) -> (Handoff, HandoffReceivers) {
+        let (fanout, fanout_rx) = mpsc::channel(capacity);
+        let (bounces, bounces_rx) = mpsc::channel(capacity);
+        let (lists, lists_rx) = mpsc::channel(capacity);
+        let rx = HandoffReceivers {
+            fanout: fanout_rx,
+            bounces: bounces_rx,
+            lists: lists_rx,
+        };
+        (
+            Handoff {
+                fanout,
+                bounces,
+                lists,
+            },
+            rx,
+        )
+    }
+}
+
+pub struct Enqueuer {
+    pub directory: Directory,
+    pub spool: Spool,
+    pub telemetry: Telemetry,
+    /// The server-wide size limit (the SMTP limit), applied to HTTP injection as well.
+    pub max_message_bytes: u64,
+    /// Retry and cross-post suppression (`None`: off).
+    pub dedup: Option<DedupStore>,
+    /// Authentication results of list posts, taken once on arrival.
+    pub arrival: ArrivalCheck,
+    /// Where spooled posts go next.
+    pub handoff: Handoff,
+}
+
+/// A post about to be accepted: everything [`Enqueuer::accept`] needs to build its `PostMeta`.
+struct Draft {
+    kind: PostKind,
+    list_id: ListId,
+    list_address: Address,
+    envelope_from: Option<Address>,
+    received_at_ms: u64,
+    max_member_id: MemberId,
+    recipients: Vec<Address>,
+    hold_reason: Option<String>,
+    null_sender: bool,
+    body: Bytes,
+}
+
+impl Draft {
+    /// A post with no member snapshot and no hold reason, received now.
+    fn plain(kind: PostKind, list_id: ListId, list_address: Address, body: Bytes) -> Draft {
+        Draft {
+            kind,
+            list_id,
+            list_address,
+            envelope_from: None,
+            received_at_ms: herald_types::unix_ms_now(),
+            max_member_id: MemberId(0),
+            recipients: Vec::new(),
+            hold_reason: None,
+            null_sender: false,
+            body,
+        }
+    }
+}
+
+impl Enqueuer {
+    /// Makes a submission durable and hands it to the stage that owns its kind. Returns only
+    /// after the post is on disk (or, for a retried duplicate, the first post's id).
+    pub async fn enqueue(&self, submission: Submission) -> Result<PostId, EnqueueError> {
+        let draft = match submission {
+            Submission::List {
+                list,
+                role,
+                origin,
+                body,
+            } => match self.list_draft(&list, &role, origin, body).await? {
+                Ok(draft) => draft,
+                Err(first) => return Ok(first),
+            },
+            Submission::Generated { list, to, body } => {
+                let mut d = Draft::plain(PostKind::Generated, list.id, list.address, body);
+                d.recipients = vec![to];
+                d
+            }
+            Submission::Postmaster {
+                rcpt,
+                envelope_from,
+                body,
+            } => {
+                if body.len() as u64 > self.max_message_bytes {
+                    return Err(EnqueueError::TooBig {
+                        limit: self.max_message_bytes,
+                    });
+                }
+                let mut d = Draft::plain(PostKind::Postmaster, ListId::NONE, rcpt, body);
+                d.envelope_from = envelope_from;
+                d
+            }
+            Submission::Server { from, to, body } => {
+                let mut d = Draft::plain(PostKind::Generated, ListId::NONE, from, body);
+                d.recipients = to;
+                d.null_sender = true;
+                d
+            }
+        };
+        self.accept(draft).await
+    }
+
+    /// An administrator's post to `list` (CLI / HTTP API), line endings made CRLF.
+    pub async fn inject(&self, list: &Address, body: Bytes) -> Result<PostId, EnqueueError> {
+        let dir = self.directory.clone();
+        let addr = list.clone();
+        let found = tokio::task::spawn_blocking(move || dir.list_by_address(&addr)).await??;
+        let found = found.ok_or_else(|| EnqueueError::NoSuchList(list.clone()))?;
+        self.enqueue(Submission::List {
+            list: Box::new(found),
+            role: ListAddressKind::Post,
+            origin: Origin::Admin,
+            body: crlf(body),
+        })
+        .await
+    }
+
+    /// The draft of mail to a list, or `Err(first)` when it is a retry of the post `first`.
+    async fn list_draft(
+        &self,
+        list: &List,
+        role: &ListAddressKind,
+        origin: Origin,
+        body: Bytes,
+    ) -> Result<Result<Draft, PostId>, EnqueueError> {
+        let limit = match list.settings.max_message_bytes {
+            0 => self.max_message_bytes,
+            l => l.min(self.max_message_bytes),
+        };
+        if body.len() as u64 > limit {
+            return Err(EnqueueError::TooBig { limit });
+        }
+        let envelope_from = match &origin {
+            Origin::Smtp { envelope_from, .. } | Origin::Approved { envelope_from } => {
+                envelope_from.clone()
+            }
+            Origin::Admin => None,
+        };
+        let body = self
+            .stamp(role, &origin, envelope_from.as_ref(), body)
+            .await;
+        let now = herald_types::unix_ms_now();
+        let approved = matches!(origin, Origin::Approved { .. });
+        if let (ListAddressKind::Post, false) = (role, approved) {
+            if let Some(first) = self.duplicate_of(list, &body, now) {
+                return Ok(Err(first));
+            }
+        }
+        let (kind, hold_reason) = match role {
+            ListAddressKind::Bounces { .. } => (PostKind::Bounce, None),
+            ListAddressKind::Request => (PostKind::Request, None),
+            ListAddressKind::Post => match origin {
+                Origin::Admin | Origin::Approved { .. } => (PostKind::ListPost, None),
+                Origin::Smtp { .. } => {
+                    self.posting_kind(list, envelope_from.clone(), &body)
+                        .await?
+                }
+            },
+        };
+        let recipients = match role {
+            ListAddressKind::Bounces { member: Some(m) } => vec![m.clone()],
+            _ => Vec::new(),
+        };
+        let dir = self.directory.clone();
+        let list_id = list.id;
+        let max_member_id =
+            tokio::task::spawn_blocking(move || dir.max_member_id(list_id)).await??;
+        Ok(Ok(Draft {
+            kind,
+            list_id: list.id,
+            list_address: list.address.clone(),
+            envelope_from,
+            received_at_ms: now,
+            max_member_id,
+            recipients,
+            hold_reason,
+            null_sender: false,
+            body,
+        }))
+    }
+
+    /// The arrival check for list posts from SMTP, LMTP and injection. An approved post was
+    /// stamped when it arrived and was held; it keeps that verdict.
+    async fn stamp(
+        &self,
+        role: &ListAddressKind,
+        origin: &Origin,
+        envelope_from: Option<&Address>,
+        body: Bytes,
+    ) -> Bytes {
+        match (role, origin) {
+            (ListAddressKind::Post, Origin::Smtp { peer, helo, .. }) => {
+                let mail_from = envelope_from.map(ToString::to_string);
+                let mail_from = mail_from.as_deref().unwrap_or("");
+                let source = match *peer {
+                    Some(ip) => Source::Smtp {
+                        ip,
+                        helo,
+                        mail_from,
+                    },
+                    None => Source::Lmtp { mail_from },
+                };
+                self.arrival.stamp(body, source).await
+            }
+            (ListAddressKind::Post, Origin::Admin) => {
+                self.arrival.stamp(body, Source::Injected).await
+            }
+            _ => body,
+        }
+    }
+
+    /// The first post of a retried list post (same Message-ID within the dedup window).
+    fn duplicate_of(&self, list: &List, body: &[u8], now: u64) -> Option<PostId> {
+        let (d, mid) = (self.dedup.as_ref()?, message_id(body)?);
+        let first = d.seen_on_list(list.id, &mid, now)?;
+        tracing::info!(list = %list.address, first = %first, message_id = %mid,
+            "duplicate Message-ID within the dedup window: acknowledged, not fanned out again");
+        Some(first)
+    }
+
+    /// The one place a `PostMeta` is built: makes the draft durable, records list posts'
+    /// Message-IDs for duplicate suppression, and hands the post over.
+    async fn accept(&self, draft: Draft) -> Result<PostId, EnqueueError> {
+        let meta = PostMeta {
+            kind: draft.kind,
+            list_id: draft.list_id,
+            list_address: draft.list_address,
+            envelope_from: draft.envelope_from,
+            received_at_ms: draft.received_at_ms,
+            max_member_id: draft.max_member_id,
+            message_id: message_id(&draft.body),
+            recipients: draft.recipients,
+            hold_reason: draft.hold_reason,
+            null_sender: draft.null_sender,
+        };
+        let body = draft.body;
+        let id = self.spool.accept(meta.clone(), body.clone()).await?;
+        if let (Some(d), Some(mid), PostKind::ListPost | PostKind::Held) =
+            (&self.dedup, &meta.message_id, meta.kind)
+        {
+            let seen = Seen {
+                list: meta.list_id,
+                post: id,
+                max_member: meta.max_member_id,
+                at_ms: meta.received_at_ms,
+            };
+            d.record(mid, seen);
+        }
+        self.dispatch(SpooledPost { id, meta, body }).await;
+        Ok(id)
+    }
+
+    /// Hands a freshly spooled post to the stage that owns its kind.
+    async fn dispatch(&self, post: SpooledPost) {
+        let (id, kind) = (post.id, post.meta.kind);
+        let to = match kind {
+            PostKind::ListPost => {
+                self.telemetry.emit(Event::PostAccepted {
+                    post: id,
+                    list: post.meta.list_address.clone(),
+                    size: post.body.len(),
+                    received_at_ms: post.meta.received_at_ms,
+                    recovered: false,
+                });
+                &self.handoff.fanout
+            }
+            PostKind::Generated => &self.handoff.fanout,
+            PostKind::Bounce => &self.handoff.bounces,
+            PostKind::Held | PostKind::Request | PostKind::Postmaster => {
+                tracing::info!(post = %id, list = %post.meta.list_address, kind = ?kind,
+                    reason = ?post.meta.hold_reason, "kept for the lists stage");
+                &self.handoff.lists
+            }
+        };
+        if to.send(post).await.is_err() {
+            // It is durable in the spool; the stage picks it up at the next start.
+            tracing::warn!(post = %id, kind = ?kind, "the next stage is not running");
+        }
+    }
+
+    /// A list post if the sender may post (by the From header or the envelope sender), otherwise
+    /// held for moderation.
+    async fn posting_kind(
+        &self,
+        list: &List,
+        envelope_from: Option<Address>,
+        body: &Bytes,
+    ) -> Result<(PostKind, Option<String>), EnqueueError> {
+        let mut senders: Vec<Address> = from_header(body).into_iter().collect();
+        senders.extend(envelope_from);
+        let dir = self.directory.clone();
+        let settings = list.settings.clone();
+        let list = list.clone();
+        let allowed = tokio::task::spawn_blocking(move || {
+            for s in &senders {
+                if dir.may_post(&list, s)? {
+                    return Ok::<bool, DirectoryError>(true);
+                }
+            }
+            Ok(false)
+        })
+        .await??;
+        if !allowed {
+            return Ok((
+                PostKind::Held,
+                Some("the sender may not post to this list".into()),
+            ));
+        }
+        let b = body.clone();
+        let reason =
+            tokio::task::spawn_blocking(move || crate::policy::hold_reason(&settings, &b)).await?;
+        Ok(match reason {
+            Some(r) => (PostKind::Held, Some(r)),
+            None => (PostKind::ListPost, None),
+        })
+    }
+}
+
+/// The first address of the From header, if it parses as an address Herald accepts.
+pub fn from_header(body: &[u8]) -> Option<Address> {
+    let msg = mail_parser::MessageParser::new().parse_headers(body)?;
+    let addr = msg.from()?.first()?.address()?;
+    Address::parse(addr).ok()
+}
+
+/// The Message-ID header (without angle brackets), kept for duplicate suppression.
+fn message_id(body: &[u8]) -> Option<String> {
+    let msg = mail_parser::MessageParser::new().parse_headers(body)?;
+    msg.message_id().map(|s| s.chars().take(998).collect())
+}
+
+/// Files on disk often have bare LF line endings; the spool keeps CRLF, as SMTP delivers it.
+pub fn crlf(body: Bytes) -> Bytes {
+    let has_bare_lf = body
+        .iter()
+        .enumerate()
+        .any(|(i, &b)| b == b'\n' && (i == 0 || body[i - 1] != b'\r'));
+    if !has_bare_lf {
+        return body;
+    }
+    let mut out = Vec::with_capacity(body.len() + body.len() / 40);
+    let mut prev = 0u8;
+    for &b in body.iter() {
+        if b == b'\n' && prev != b'\r' {
+            out.push(b'\r');
+        }
+        out.push(b);
+        prev = b;
+    }
+    Bytes::from(out)
+}

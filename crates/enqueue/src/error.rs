@@ -1,0 +1,73 @@
+//! The enqueue boundary's one error type, with the classifiers its callers need: the SMTP
+//! handler asks [`EnqueueError::smtp_reply`], the HTTP API [`EnqueueError::is_transient`].
+//! Nothing matches on the texts.
+
+use herald_directory::DirectoryError;
+use herald_smtp::replies;
+use herald_spool::SpoolError;
+use herald_types::{Address, Reply};
+
+/// Why a message could not be enqueued.
+#[derive(Debug, thiserror::Error)]
+pub enum EnqueueError {
+    #[error("the message is larger than the list allows ({limit} bytes)")]
+    TooBig { limit: u64 },
+    #[error("no such list: {0}")]
+    NoSuchList(Address),
+    #[error("directory: {0}")]
+    Directory(#[from] DirectoryError),
+    #[error("spool: {0}")]
+    Spool(#[from] SpoolError),
+    #[error("internal task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+impl EnqueueError {
+    /// Worth a retry by the sender (4xx) rather than a refusal (5xx).
+    pub fn is_transient(&self) -> bool {
+        !matches!(
+            self,
+            EnqueueError::TooBig { .. } | EnqueueError::NoSuchList(_)
+        )
+    }
+
+    /// The spool cannot store mail now (a full disk): the sender should keep it and retry.
+    pub fn is_storage_shortage(&self) -> bool {
+        matches!(self, EnqueueError::Spool(e) if e.is_storage_shortage())
+    }
+
+    /// The reply an SMTP/LMTP peer gets for this error. Generic text: internal details stay in
+    /// the log.
+    pub fn smtp_reply(&self) -> Reply {
+        match self {
+            EnqueueError::TooBig { limit } => replies::too_big_for_list(*limit),
+            EnqueueError::NoSuchList(list) => replies::no_such_list(list),
+            e if e.is_storage_shortage() => replies::INSUFFICIENT_STORAGE.reply(),
+            _ => replies::LOCAL_ERROR.reply(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_the_smtp_constants() {
+        let big = EnqueueError::TooBig { limit: 10 };
+        assert!(replies::MESSAGE_TOO_BIG.matches(&big.smtp_reply()));
+        assert!(!big.is_transient());
+        let task = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(async { tokio::spawn(async { panic!("boom") }).await });
+        let Err(join) = task else {
+            panic!("the task panicked")
+        };
+        let failed = EnqueueError::Task(join);
+        assert!(replies::LOCAL_ERROR.matches(&failed.smtp_reply()));
+        assert!(failed.is_transient());
+        let list = Address::parse("dev@l.test").expect("address");
+        assert!(replies::NO_SUCH_RECIPIENT.matches(&EnqueueError::NoSuchList(list).smtp_reply()));
+    }
+}

@@ -1,0 +1,248 @@
+//! Plugs the enqueue path into the SMTP/LMTP listeners (`herald_inbound::InboundHandler`).
+//!
+//! One lookup per recipient: the directory is asked at RCPT ([`Target`]); the session keeps
+//! the answer and hands it back with the message, so DATA spools without asking again.
+//!
+//! Recipient policy (never an open relay): a recipient is accepted when it is a list's address,
+//! or that address's `-bounces`, `-bounces+<verp>` or `-request` form, or postmaster (RFC 5321
+//! §4.5.1: `<Postmaster>`, or `postmaster@<d>` where `<d>` is the hostname or a list's domain);
+//! everything else is refused with 550 5.1.1 before DATA. Postmaster comes first: a list
+//! created as `postmaster@<d>` would never receive mail, Herald keeps that address itself.
+//!
+//! SECURITY: every recipient and body here comes from an untrusted SMTP peer (or the MTA in front
+//! over LMTP) and reaches the directory only as a parsed `Address`; reply texts are built from
+//! validated addresses only. The listener bounds (per-client and per-network limits, stress mode,
+//! shedding: `herald_inbound`) are reported here as counters and a gauge, never as log lines per
+//! peer, so a flood cannot flood the logs through this file.
+
+use crate::enqueue::{Enqueuer, Origin, Submission};
+use crate::error::EnqueueError;
+use herald_inbound::{InboundHandler, InboundMessage, Mode, Refusal};
+use herald_smtp::replies;
+use herald_spool::{PostKind, Spool};
+use herald_telemetry::InboundRefusal;
+use herald_types::{Address, List, ListAddressKind, ListAddressParts, ListId, PostId, Reply};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What the RCPT check needs to know about postmaster mail (the lists stage handles it).
+#[derive(Debug, Clone)]
+pub struct PostmasterPolicy {
+    /// This server's own name: `postmaster@<hostname>` is always ours.
+    pub hostname: String,
+    /// Most postmaster messages stored at once (`postmaster.max_stored`).
+    pub max_stored: usize,
+}
+
+impl PostmasterPolicy {
+    /// True when `domain` is this server's own name (list domains are the directory's to say).
+    pub fn is_hostname(&self, domain: &str) -> bool {
+        domain.eq_ignore_ascii_case(&self.hostname)
+    }
+
+    /// Room for one more stored message (checked at RCPT; concurrent sessions may overshoot
+    /// by at most one message each).
+    pub fn has_room(&self, spool: &Spool) -> bool {
+        spool.live_count(PostKind::Postmaster) < self.max_stored
+    }
+}
+
+pub struct ListHandler {
+    enqueuer: Arc<Enqueuer>,
+    postmaster: PostmasterPolicy,
+    /// Directory lookups made for recipients (one per RCPT; tests count them).
+    lookups: AtomicU64,
+}
+
+/// Who an accepted recipient is: the answer found at RCPT, carried to DATA.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A list, in one of its roles (boxed: a `List` with its settings is large).
+    List(Box<List>, ListAddressKind),
+    /// Postmaster, as `postmaster@<domain>` (local part normalized).
+    Postmaster(Address),
+}
+
+impl ListHandler {
+    pub fn new(enqueuer: Arc<Enqueuer>, postmaster: PostmasterPolicy) -> ListHandler {
+        ListHandler {
+            enqueuer,
+            postmaster,
+            lookups: AtomicU64::new(0),
+        }
+    }
+
+    /// Directory lookups made so far for recipients.
+    pub fn directory_lookups(&self) -> u64 {
+        self.lookups.load(Ordering::Relaxed)
+    }
+
+    /// What a recipient is to us, or `None` when it is not ours.
+    async fn resolve(&self, rcpt: &Address) -> Result<Option<Target>, Reply> {
+        if rcpt.is_postmaster() && self.postmaster.is_hostname(rcpt.domain()) {
+            return Ok(postmaster_target(rcpt));
+        }
+        self.lookups.fetch_add(1, Ordering::Relaxed);
+        let dir = self.enqueuer.directory.clone();
+        let rcpt = rcpt.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            if rcpt.is_postmaster() {
+                let ours = dir.has_list_in_domain(rcpt.domain())?;
+                return Ok(ours.then(|| postmaster_target(&rcpt)).flatten());
+            }
+            // A list's own address wins over suffix parsing (a list may be called "x-request").
+            if let Some(list) = dir.list_by_address(&rcpt)? {
+                return Ok(Some(Target::List(Box::new(list), ListAddressKind::Post)));
+            }
+            let parts = ListAddressParts::classify(&rcpt);
+            if parts.kind == ListAddressKind::Post {
+                return Ok(None);
+            }
+            Ok::<_, herald_directory::DirectoryError>(
+                dir.list_by_address(&parts.list_address)?
+                    .map(|l| Target::List(Box::new(l), parts.kind)),
+            )
+        })
+        .await;
+        match found {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "directory lookup failed during RCPT");
+                Err(replies::LOCAL_ERROR.reply())
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "directory task failed during RCPT");
+                Err(replies::LOCAL_ERROR.reply())
+            }
+        }
+    }
+}
+
+/// `postmaster@<domain>` spelled the one way the store and the log show it.
+fn postmaster_target(rcpt: &Address) -> Option<Target> {
+    Address::from_parts(herald_types::address::POSTMASTER, rcpt.domain())
+        .ok()
+        .map(Target::Postmaster)
+}
+
+fn enqueue_reply(result: &Result<PostId, EnqueueError>) -> Reply {
+    match result {
+        Ok(id) => replies::queued_as(id),
+        Err(e) if e.is_storage_shortage() => {
+            tracing::warn!(error = %e, "message refused for now: the spool cannot store it");
+            e.smtp_reply()
+        }
+        Err(e @ EnqueueError::TooBig { .. }) => e.smtp_reply(),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot enqueue a message");
+            e.smtp_reply()
+        }
+    }
+}
+
+impl InboundHandler for ListHandler {
+    type Recipient = Target;
+
+    fn refused(&self, refusal: Refusal, _peer: std::net::SocketAddr) {
+        let why = match refusal {
+            Refusal::TooManyFromClient => InboundRefusal::PerClientLimit,
+            Refusal::CommandTimeout => InboundRefusal::CommandTimeout,
+            Refusal::DataTimeout => InboundRefusal::DataTimeout,
+            Refusal::BufferBudget => InboundRefusal::BufferBudget,
+            Refusal::TooManyFromNetwork => InboundRefusal::PerNetworkLimit,
+            Refusal::Shed => InboundRefusal::Shed,
+            Refusal::StressTimeout => InboundRefusal::StressTimeout,
+        };
+        self.enqueuer.telemetry.metrics().count_inbound_refusal(why);
+    }
+
+    fn stress_changed(&self, _mode: Mode, stressed: bool) {
+        // A count of listeners, not a flag: SMTP and submissions each have their own board.
+        let gauge = &self.enqueuer.telemetry.metrics().gauges.inbound_stress;
+        let step = if stressed { 1 } else { -1 };
+        gauge.fetch_add(step, Ordering::Relaxed);
+    }
+
+    fn check_recipient(
+        &self,
+        rcpt: &Address,
+    ) -> impl Future<Output = Result<Target, Reply>> + Send {
+        let rcpt = rcpt.clone();
+        async move {
+            // The journal cannot take mail now (a full disk): say so before the body is sent;
+            // the sender keeps the message and retries.
+            if !self.enqueuer.spool.is_writable() {
+                return Err(replies::INSUFFICIENT_STORAGE.reply());
+            }
+            match self.resolve(&rcpt).await? {
+                Some(Target::Postmaster(_)) if !self.postmaster.has_room(&self.enqueuer.spool) => {
+                    tracing::warn!(rcpt = %rcpt, "postmaster mail refused for now: postmaster.max_stored reached");
+                    Err(replies::POSTMASTER_FULL.reply())
+                }
+                Some(target) => Ok(target),
+                None => Err(replies::no_such_list(&rcpt)),
+            }
+        }
+    }
+
+    async fn accept_message(&self, message: InboundMessage<Target>) -> Vec<Reply> {
+        let envelope = message.envelope;
+        let body = envelope.body.clone();
+        // One post per (list, role): a message to a list and its -request address is two
+        // spooled items, but two recipients naming the same list address are one. All
+        // postmaster recipients of a message are one stored message.
+        let mut done: Vec<(ListId, u8, Reply)> = Vec::new();
+        let mut replies = Vec::with_capacity(envelope.rcpts.len());
+        for answer in message.recipients {
+            let target = match answer {
+                Ok(target) => target,
+                Err(refusal) => {
+                    replies.push(refusal);
+                    continue;
+                }
+            };
+            let key = match &target {
+                Target::List(list, role) => (list.id, role_key(role)),
+                Target::Postmaster(_) => (ListId::NONE, POSTMASTER_KEY),
+            };
+            if let Some((_, _, r)) = done.iter().find(|(l, k, _)| (*l, *k) == key) {
+                replies.push(r.clone());
+                continue;
+            }
+            let submission = match target {
+                Target::List(list, role) => Submission::List {
+                    list,
+                    role,
+                    origin: Origin::Smtp {
+                        envelope_from: envelope.mail_from.clone(),
+                        peer: (envelope.mode == herald_smtp::Mode::Smtp)
+                            .then(|| message.peer.ip().to_canonical()),
+                        helo: envelope.helo.domain.to_string(),
+                    },
+                    body: body.clone(),
+                },
+                Target::Postmaster(rcpt) => Submission::Postmaster {
+                    rcpt,
+                    envelope_from: envelope.mail_from.clone(),
+                    body: body.clone(),
+                },
+            };
+            let reply = enqueue_reply(&self.enqueuer.enqueue(submission).await);
+            done.push((key.0, key.1, reply.clone()));
+            replies.push(reply);
+        }
+        replies
+    }
+}
+
+fn role_key(role: &ListAddressKind) -> u8 {
+    match role {
+        ListAddressKind::Post => 0,
+        ListAddressKind::Bounces { .. } => 1,
+        ListAddressKind::Request => 2,
+    }
+}
+
+/// The dedup key role of postmaster mail (with `ListId::NONE`).
+const POSTMASTER_KEY: u8 = 3;

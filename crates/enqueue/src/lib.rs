@@ -1,0 +1,35 @@
+//! herald-enqueue: the one enqueue path (Postfix cleanup(8)). Everything that becomes a post —
+//! SMTP and LMTP mail, an administrator's injection, an approved held post, mail Herald writes
+//! itself, postmaster mail — enters through [`Enqueuer::enqueue`] with a [`Submission`].
+//!
+//! Place in the flow: `inbound ─► enqueue ─► spool.accept ─► fan-out | bounce stage | lists
+//! stage`. The listeners call it through [`ListHandler`] (the `herald_inbound::InboundHandler`
+//! the composition root plugs in); the lists stage and the HTTP API call it directly.
+//!
+//! Modules: `enqueue` (classify, dedup, build `PostMeta`, accept, hand over), `inbound` (the
+//! RCPT check and DATA hand-over: never an open relay), `arrival` (SPF/DKIM/ARC/DMARC once on
+//! arrival), `policy` (per-list content rules), `dedup` (the Message-ID store, which fan-out's
+//! expansion also reads for cross-posts), `error` (the boundary's error type).
+//!
+//! One-way arrows: this crate depends on the stores (directory, spool), telemetry, auth and
+//! the SMTP vocabulary (inbound, smtp) only. The stages downstream of it (scheduler, lists,
+//! bounce) are reached through the bounded channels of [`Handoff`], never imported.
+//!
+//! SECURITY: recipients and bodies come from untrusted peers; see `inbound.rs`, `arrival.rs`
+//! and `policy.rs` for what is checked where.
+
+mod arrival;
+pub mod dedup;
+mod enqueue;
+mod error;
+mod inbound;
+mod policy;
+
+pub use arrival::{ArrivalCheck, LmtpClients, Source};
+pub use dedup::{DedupConfig, DedupError, DedupStore, Seen};
+pub use enqueue::{
+    crlf, from_header, Enqueuer, Handoff, HandoffReceivers, Origin, Submission, HANDOFF_CAPACITY,
+};
+pub use error::EnqueueError;
+pub use inbound::{ListHandler, PostmasterPolicy, Target};
+pub use policy::MAX_PARTS;

@@ -1,0 +1,199 @@
+//! Moderation of held posts: the poster's notice, each moderator's notice (its subject is
+//! `approve <token>`, so replying approves; its body gives the `reject <token>` line), a
+//! moderator's reply by mail, and approve / reject for the HTTP API.
+//!
+//! Tokens are signed, expiring and bound to the held post and the action
+//! (`herald_types::token::moderation_token`). A moderation command by mail acts only with a
+//! valid token for this list *and* a sender who is one of its moderators.
+//!
+//! Approve re-enqueues the body as a list post, then completes the held one — crash-safe order:
+//! a crash in between leaves both, and the duplicate is visible in `herald held`, never a lost
+//! post. Reject completes the held post and tells its sender (never the null sender).
+//!
+//! SECURITY: the held post is untrusted: only its subject reaches the moderator's notice, as
+//! body text (control characters dropped, at most 200 characters), never as a header.
+
+use crate::error::ListsError;
+use crate::stage::Lists;
+use herald_enqueue::{Origin, Submission};
+use herald_spool::SpooledPost;
+use herald_types::token::{self, Moderation};
+use herald_types::{Address, List, ListAddressKind, PostId};
+
+/// Longest held-post subject quoted in a moderator's notice, in characters.
+const MAX_QUOTED_SUBJECT_CHARS: usize = 200;
+
+impl Lists {
+    /// Tells the sender of a held post that it waits for a moderator.
+    pub(crate) async fn notify_held(&self, post: &SpooledPost) -> Result<(), ListsError> {
+        let Some(to) = post.meta.envelope_from.clone() else {
+            return Ok(()); // never write to the null sender
+        };
+        let list = self.list(&post.meta.list_address).await?;
+        let reason = post.meta.hold_reason.as_deref().unwrap_or("moderation");
+        let text = format!(
+            "Your message to {} is held for a moderator ({reason}).\n\
+             You will not hear again unless it is approved; it expires after {} days.\n",
+            list.address, list.settings.held_expiry_days
+        );
+        self.send(&list, &to, "Your message is held for moderation", &text)
+            .await
+    }
+
+    /// Sends each moderator of the list a notice for a held post, carrying the approve token in
+    /// its subject (a reply approves) and the reject token in its body.
+    pub(crate) async fn notify_moderators(&self, post: &SpooledPost) -> Result<(), ListsError> {
+        let list = self.list(&post.meta.list_address).await?;
+        if list.settings.moderators.is_empty() {
+            return Ok(());
+        }
+        // Valid as long as the post can be held; at least a day so a zero setting still works.
+        let ttl = u64::from(list.settings.held_expiry_days.max(1)) * 24 * 3600;
+        let expires = herald_types::unix_ms_now() / 1000 + ttl;
+        let sign = |a| token::moderation_token(&self.secret, a, &list.address, post.id, expires);
+        let (approve, reject) = (sign(Moderation::Approve), sign(Moderation::Reject));
+        let poster = post
+            .meta
+            .envelope_from
+            .as_ref()
+            .map_or_else(|| "<>".to_string(), |a| a.to_string());
+        let reason = post.meta.hold_reason.as_deref().unwrap_or("moderation");
+        let request = herald_types::verp::request_address(&list.address);
+        let text = format!(
+            "A post to {list} from {poster} is held for moderation ({reason}).\n\
+             Its subject: {subject}\n\
+             Held post: {id}\n\
+             \n\
+             To approve it, reply to this message (keep the subject).\n\
+             To reject it, send a mail to {request} with this subject:\n\
+             \n\
+             \x20 reject {reject}\n\
+             \n\
+             Nobody acting, it expires after {days} days.\n",
+            list = list.address,
+            subject = original_subject(&post.body),
+            id = post.id,
+            days = list.settings.held_expiry_days,
+        );
+        for m in &list.settings.moderators {
+            self.send(&list, m, &format!("approve {approve}"), &text)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// A moderator's `approve` / `reject` reply: the token must verify (MAC in constant time,
+    /// not expired), name this list and the command's action, and the sender must be one of the
+    /// list's moderators. Returns the answer for the sender; refusals are answers, not errors.
+    pub(crate) async fn moderate_by_mail(
+        &self,
+        list: &List,
+        sender: &Address,
+        token: &str,
+        action: Moderation,
+    ) -> Result<String, ListsError> {
+        let now = herald_types::unix_ms_now() / 1000;
+        let grant = token::verify_moderation(&self.secret, token, now)
+            .filter(|g| g.action == action && g.list == list.address);
+        let Some(grant) = grant else {
+            tracing::warn!(list = %list.address, sender = %sender, "moderation reply with an invalid token refused");
+            return Ok("That moderation request is not valid or has expired.".into());
+        };
+        let sender_text = sender.to_string();
+        let is_moderator = list
+            .settings
+            .moderators
+            .iter()
+            .any(|m| m.to_string().eq_ignore_ascii_case(&sender_text));
+        if !is_moderator {
+            tracing::warn!(list = %list.address, sender = %sender, post = %grant.post, "moderation reply from a non-moderator refused");
+            return Ok(format!("{sender} is not a moderator of {}.", list.address));
+        }
+        let done = match action {
+            Moderation::Approve => self.approve(grant.post).await.map(|_| ()),
+            Moderation::Reject => self.reject(grant.post).await,
+        };
+        match done {
+            Ok(()) => {
+                tracing::info!(list = %list.address, moderator = %sender, post = %grant.post, action = action.verb(), "moderated by mail");
+                Ok(format!(
+                    "Done: {} held post {} on {}.",
+                    action.verb(),
+                    grant.post,
+                    list.address
+                ))
+            }
+            Err(e) if e.is_not_found() => Ok(format!(
+                "Held post {} is no longer waiting (already approved, rejected or expired).",
+                grant.post
+            )),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Approves a held post: re-enqueues its body as a list post, then completes the held one.
+    /// Returns the new post's id.
+    pub async fn approve(&self, post: PostId) -> Result<PostId, ListsError> {
+        let meta = self.held_meta(post)?;
+        let body = self
+            .enqueuer
+            .spool
+            .body(post)
+            .await?
+            .ok_or(ListsError::NoHeldPost(post))?;
+        let list = self.list(&meta.list_address).await?;
+        let origin = Origin::Approved {
+            envelope_from: meta.envelope_from.clone(),
+        };
+        // Accept the new list post first, then complete the held one (crash-safe order).
+        let submission = Submission::List {
+            list: Box::new(list.clone()),
+            role: ListAddressKind::Post,
+            origin,
+            body,
+        };
+        let new = self.enqueuer.enqueue(submission).await?;
+        self.enqueuer.spool.complete(post).await?;
+        tracing::info!(held = %post, post = %new, list = %list.address, "held post approved");
+        Ok(new)
+    }
+
+    /// Rejects a held post and tells its sender (never the null sender).
+    pub async fn reject(&self, post: PostId) -> Result<(), ListsError> {
+        let meta = self.held_meta(post)?;
+        self.enqueuer.spool.complete(post).await?;
+        tracing::info!(held = %post, list = %meta.list_address, "held post rejected");
+        let Some(to) = meta.envelope_from.clone() else {
+            return Ok(());
+        };
+        // The rejection is done; a lost notice must not turn it into an error for the caller.
+        let notice = async {
+            let list = self.list(&meta.list_address).await?;
+            let text = format!(
+                "Your message to {} was rejected by a moderator and will not be distributed.\n",
+                list.address
+            );
+            self.send(&list, &to, "Your message was rejected", &text)
+                .await
+        };
+        if let Err(e) = notice.await {
+            tracing::warn!(held = %post, error = %e, "poster not told about the rejection");
+        }
+        Ok(())
+    }
+}
+
+/// The held post's subject for the moderator's notice: body text only (never a header), one
+/// line, control characters dropped, at most [`MAX_QUOTED_SUBJECT_CHARS`] characters.
+fn original_subject(body: &[u8]) -> String {
+    let parsed = mail_parser::MessageParser::new().parse_headers(body);
+    let subject = parsed
+        .as_ref()
+        .and_then(|m| m.subject())
+        .unwrap_or("(none)");
+    subject
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_QUOTED_SUBJECT_CHARS)
+        .collect()
+}

@@ -1,0 +1,214 @@
+//! Subscriptions: request mail (`subscribe`, `unsubscribe`, `help`, `confirm <token>`, and a
+//! moderator's `approve` / `reject` reply, handed to `moderation.rs`), double opt-in
+//! confirmations (mail with a signed, expiring token: `herald_types::token`), carrying a
+//! confirmed action out, and the notice to a member bounce handling disabled.
+//!
+//! A confirmed `subscribe` re-enables a member that bounces disabled (the round trip proves the
+//! mailbox works again); an administrator's own "disabled" is not overridden.
+//!
+//! SECURITY: request mail is hostile (see `requests.rs`); nothing changes until someone holding
+//! the mailbox confirms with a valid token.
+
+use crate::error::ListsError;
+use crate::requests::{self, Command};
+use crate::stage::Lists;
+use herald_bounce::stage::DisabledMember;
+use herald_directory::{DirectoryError, NewMember};
+use herald_spool::SpooledPost;
+use herald_types::token::{self, Action, Confirmation, Moderation};
+use herald_types::{Address, List, MemberStatus, SubscriptionPolicy};
+
+/// How the directory's bounce-disable reasons begin (`herald_directory` bounces.rs).
+const BOUNCE_REASON_PREFIX: &str = "bounce score";
+
+impl Lists {
+    /// Answers one request mail, then completes it.
+    pub(crate) async fn answer_request(&self, post: &SpooledPost) -> Result<(), ListsError> {
+        let parsed = requests::parse(
+            &post.body,
+            post.meta.envelope_from.as_ref(),
+            self.cfg.request_max_lines,
+        );
+        if let Some(req) = parsed {
+            let list = self.list(&post.meta.list_address).await?;
+            let reply = match req.command {
+                Some(Command::Subscribe) => {
+                    self.start(&list, &req.sender, Action::Subscribe).await?
+                }
+                Some(Command::Unsubscribe) => {
+                    self.start(&list, &req.sender, Action::Unsubscribe).await?
+                }
+                Some(Command::Confirm(t)) => match self.apply_token(&t).await {
+                    Ok(c) => Some(format!(
+                        "Done: {} {} ({}).",
+                        c.action.verb(),
+                        c.address,
+                        c.list
+                    )),
+                    Err(e) if e.is_internal() => return Err(e),
+                    Err(_) => Some("That confirmation is not valid or has expired.".into()),
+                },
+                Some(Command::Approve(t)) => Some(
+                    self.moderate_by_mail(&list, &req.sender, &t, Moderation::Approve)
+                        .await?,
+                ),
+                Some(Command::Reject(t)) => Some(
+                    self.moderate_by_mail(&list, &req.sender, &t, Moderation::Reject)
+                        .await?,
+                ),
+                Some(Command::Help) | None => Some(requests::help_text(&list.address)),
+            };
+            if let Some(text) = reply {
+                self.send(
+                    &list,
+                    &req.sender,
+                    &format!("Re: your request to {}", list.address),
+                    &text,
+                )
+                .await?;
+            }
+        }
+        Ok(self.enqueuer.spool.complete(post.id).await?)
+    }
+
+    /// Sends a double opt-in confirmation for `action` by `who` on the list at `list` (the
+    /// HTTP API's subscription request). `Some(text)`: nothing to confirm (a closed list), the
+    /// text says why.
+    pub async fn request(
+        &self,
+        list: &Address,
+        who: &Address,
+        action: Action,
+    ) -> Result<Option<String>, ListsError> {
+        let list = self.list(list).await?;
+        self.start(&list, who, action).await
+    }
+
+    /// Sends the double opt-in confirmation; returns a text for the requester when there is
+    /// nothing to confirm (closed list), `None` when the confirmation mail itself is the answer.
+    async fn start(
+        &self,
+        list: &List,
+        who: &Address,
+        action: Action,
+    ) -> Result<Option<String>, ListsError> {
+        if action == Action::Subscribe && list.settings.subscription == SubscriptionPolicy::Closed {
+            return Ok(Some(format!(
+                "{} is a closed list: only its administrators add members.",
+                list.address
+            )));
+        }
+        let expires = herald_types::unix_ms_now() / 1000 + self.cfg.confirm_ttl_secs;
+        let token = token::confirmation_token(&self.secret, action, &list.address, who, expires);
+        let url = format!("{}/confirm/{token}", self.public_base_url);
+        let text = format!(
+            "Somebody (probably you) asked to {verb} {who} {prep} the list {list}.\n\n\
+             To confirm, open this link:\n\n  {url}\n\n\
+             or simply reply to this message (keep the subject).\n\n\
+             If you did not ask for this, ignore this message: nothing changes.\n",
+            verb = action.verb(),
+            prep = if action == Action::Subscribe {
+                "to"
+            } else {
+                "from"
+            },
+            list = list.address,
+        );
+        self.send(list, who, &format!("confirm {token}"), &text)
+            .await?;
+        Ok(None)
+    }
+
+    /// Checks a confirmation token; with `apply`, carries its action out (idempotent).
+    pub async fn confirm(&self, token: &str, apply: bool) -> Result<Confirmation, ListsError> {
+        if apply {
+            return self.apply_token(token).await;
+        }
+        token::verify_confirmation(&self.secret, token, herald_types::unix_ms_now() / 1000)
+            .ok_or(ListsError::InvalidToken)
+    }
+
+    /// Verifies a token and carries its action out (idempotent).
+    async fn apply_token(&self, token: &str) -> Result<Confirmation, ListsError> {
+        let c = token::verify_confirmation(&self.secret, token, herald_types::unix_ms_now() / 1000)
+            .ok_or(ListsError::InvalidToken)?;
+        let list = self.list(&c.list).await?;
+        let d = self.enqueuer.directory.clone();
+        let (id, who, action) = (list.id, c.address.clone(), c.action);
+        if action == Action::Subscribe && list.settings.subscription == SubscriptionPolicy::Closed {
+            return Err(ListsError::ClosedList);
+        }
+        tokio::task::spawn_blocking(move || match action {
+            Action::Subscribe => {
+                let m = NewMember {
+                    address: who,
+                    display_name: None,
+                    fields: Default::default(),
+                };
+                match d.add_member(id, &m) {
+                    Ok(_) => Ok(()),
+                    Err(DirectoryError::AlreadyMember(_)) => {
+                        // A member that bounce handling disabled comes back by confirming: the
+                        // round trip proves the mailbox works again. An administrator's own
+                        // "disabled" is not overridden.
+                        let by_bounces = d.member(id, &m.address)?.is_some_and(|x| {
+                            matches!(&x.status, MemberStatus::Disabled(r) if r.starts_with(BOUNCE_REASON_PREFIX))
+                        });
+                        if by_bounces {
+                            d.reset_bounces(id, &m.address)?;
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Action::Unsubscribe => d.remove_member(id, &who).map(|_| ()),
+        })
+        .await??;
+        tracing::info!(list = %c.list, address = %c.address, action = c.action.verb(), "confirmed");
+        Ok(c)
+    }
+
+    /// Tells a member that bounce handling disabled them, if their list asks for it
+    /// (`bounce_notify`): why, and how to come back.
+    pub async fn notify_disabled(&self, d: &DisabledMember) -> Result<(), ListsError> {
+        let dir = self.enqueuer.directory.clone();
+        let (id, who) = (d.list, d.address.clone());
+        let found = tokio::task::spawn_blocking(move || {
+            let Some(list) = dir.list_by_id(id)? else {
+                return Ok::<_, DirectoryError>(None);
+            };
+            let member = dir.member(id, &who)?;
+            Ok(Some((list, member)))
+        })
+        .await??;
+        let Some((list, Some(member))) = found else {
+            return Ok(()); // list or member gone since: nobody to tell
+        };
+        if !list.settings.bounce_notify {
+            return Ok(());
+        }
+        let MemberStatus::Disabled(reason) = &member.status else {
+            return Ok(()); // re-enabled in the meantime
+        };
+        let request = herald_types::verp::request_address(&list.address);
+        let text = format!(
+            "Mail from the list {list} to {who} has been bouncing, so your subscription is now\n\
+             disabled: you will not receive posts.\n\
+             \n\
+             Why: {reason}\n\
+             \n\
+             To receive the list again, send a mail to {request} with the subject\n\
+             'subscribe' and confirm the answer.\n",
+            list = list.address,
+            who = member.address,
+        );
+        self.send(
+            &list,
+            &member.address,
+            &format!("Your subscription to {} is disabled", list.address),
+            &text,
+        )
+        .await
+    }
+}

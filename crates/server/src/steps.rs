@@ -1,0 +1,347 @@
+//! The four steps of `server::run`: open the stores, start the stages, serve, drain. Wiring
+//! only: each stage's loop runs in its own crate (enqueue, lists, bounce, scheduler, inbound,
+//! api); this file creates the bounded channels between them and keeps the tasks to stop.
+//!
+//! The channels: enqueue ─► fan-out (the scheduler), enqueue ─► bounce stage, enqueue ─► lists
+//! stage ([`herald_enqueue::Handoff`]); scheduler ─► bounce stage (failed copies); bounce
+//! stage ─► lists stage (disabled members). All bounded; a full one makes its sender wait.
+
+use crate::config::{Config, ConfigError};
+use crate::listeners::{self, InboundTls, ListenerTask, Listeners};
+use crate::ServerError;
+use herald_delivery::MxResolver;
+use herald_directory::Directory;
+use herald_enqueue::{
+    ArrivalCheck, DedupConfig, DedupStore, Enqueuer, Handoff, ListHandler, PostmasterPolicy,
+    HANDOFF_CAPACITY,
+};
+use herald_fanout::ListContext;
+use herald_lists::Lists;
+use herald_scheduler::{Scheduler, SchedulerDeps};
+use herald_spool::{PostKind, RecoveredPost, Spool, SpooledPost};
+use herald_telemetry::{Telemetry, TelemetryConfig};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// What step 1 opens.
+pub(crate) struct Stores {
+    secret: Vec<u8>,
+    directory: Directory,
+    spool: Spool,
+    recovered: Vec<RecoveredPost>,
+    telemetry: Telemetry,
+    resolver: Arc<MxResolver>,
+    dedup: DedupStore,
+}
+
+/// The running stages (step 2), with what step 3 needs and step 4 stops.
+pub(crate) struct Stages {
+    directory: Directory,
+    spool: Spool,
+    telemetry: Telemetry,
+    secret: Vec<u8>,
+    scheduler: Scheduler,
+    scheduler_task: JoinHandle<()>,
+    scheduler_stop: CancellationToken,
+    enqueuer: Arc<Enqueuer>,
+    lists: Arc<Lists>,
+    /// Bounce and lists stages, the dedup flusher and the hand-over to fan-out.
+    tasks: Vec<JoinHandle<()>>,
+    stages_stop: CancellationToken,
+}
+
+/// The listeners and the HTTP API (step 3).
+pub(crate) struct Served {
+    inbound: Vec<ListenerTask>,
+    api: JoinHandle<std::io::Result<()>>,
+}
+
+/// Step 1: the data directory and everything stored in it.
+pub(crate) fn open_stores(config: &Config) -> Result<Stores, ServerError> {
+    let data_err = |source| ServerError::DataDir {
+        path: config.data_dir.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(&config.data_dir).map_err(data_err)?;
+    let secret = crate::secret::load_or_create(config).map_err(data_err)?;
+    let directory = Directory::open(&config.data_dir.join("herald.db"))?;
+    let (spool, recovered) = Spool::open(config.spool_config())?;
+    let log_path = config
+        .log
+        .delivery_log
+        .then(|| config.data_dir.join("log").join("delivery.log"));
+    let stats = config.stats.enabled.then(|| herald_telemetry::StatsConfig {
+        path: config.data_dir.join("stats.db"),
+        flush_secs: config.stats.flush_secs,
+    });
+    let telemetry = Telemetry::new(&TelemetryConfig { log_path, stats })?;
+    let resolver =
+        Arc::new(MxResolver::new(&config.dns).map_err(|e| ServerError::Resolver(e.to_string()))?);
+    if !recovered.is_empty() {
+        tracing::info!(
+            posts = recovered.len(),
+            "resuming unfinished posts from the spool"
+        );
+    }
+    let dedup = DedupStore::open(
+        DedupConfig {
+            path: config.data_dir.join("dedup.log"),
+            window_ms: config.lists.dedup_window_secs.saturating_mul(1000),
+            max_entries: config.lists.dedup_max_entries,
+        },
+        herald_types::unix_ms_now(),
+    )
+    .map_err(|e| ServerError::DataDir {
+        path: e.path.display().to_string(),
+        source: e.source,
+    })?;
+    Ok(Stores {
+        secret,
+        directory,
+        spool,
+        recovered,
+        telemetry,
+        resolver,
+        dedup,
+    })
+}
+
+/// Recovered posts of `kind` as the stages receive them.
+fn recovered_of(recovered: &[RecoveredPost], kind: PostKind) -> Vec<SpooledPost> {
+    recovered
+        .iter()
+        .filter(|p| p.meta.kind == kind)
+        .map(|p| SpooledPost {
+            id: p.id,
+            meta: p.meta.clone(),
+            body: p.body.clone(),
+        })
+        .collect()
+}
+
+/// Step 2: the scheduler, the enqueue path, the bounce and lists stages, connected.
+pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerError> {
+    let bounces_recovered = recovered_of(&s.recovered, PostKind::Bounce);
+    let mut lists_recovered = recovered_of(&s.recovered, PostKind::Request);
+    // Postmaster mail stored but not yet forwarded (or kept) when the server stopped.
+    lists_recovered.extend(herald_lists::unhandled_postmaster_mail(&s.recovered));
+    let (failures_tx, failures_rx) = mpsc::channel(herald_scheduler::FAILED_COPY_CAPACITY);
+    let (disabled_tx, disabled_rx) = mpsc::channel(herald_lists::DISABLED_QUEUE_CAPACITY);
+    let (handoff, handed) = Handoff::channels(HANDOFF_CAPACITY);
+    let stages_stop = CancellationToken::new();
+    let scheduler_stop = CancellationToken::new();
+    let archive_url = Some(config.http.archive_url.clone()).filter(|u| !u.is_empty());
+    let deps = SchedulerDeps {
+        directory: s.directory.clone(),
+        spool: s.spool.clone(),
+        telemetry: s.telemetry.clone(),
+        resolver: s.resolver,
+        client: config.client_config(),
+        list_ctx: ListContext {
+            unsubscribe_base_url: config.public_base_url(),
+            archive_url,
+            secret: s.secret.clone(),
+            dkim: config.dkim_keys()?,
+            authserv_id: config.hostname.clone(),
+        },
+        failures: Some(failures_tx),
+        dedup: Some(s.dedup.clone()),
+        health_path: Some(config.data_dir.join("host-health.json")),
+        mta_sts_path: Some(config.data_dir.join("mta-sts.json")),
+    };
+    let (scheduler, scheduler_task) = Scheduler::start(
+        config.scheduler.clone(),
+        deps,
+        s.recovered,
+        scheduler_stop.clone(),
+    );
+    let enqueuer = Arc::new(Enqueuer {
+        directory: s.directory.clone(),
+        spool: s.spool.clone(),
+        telemetry: s.telemetry.clone(),
+        max_message_bytes: config.smtp_in.limits.max_message_octets,
+        dedup: Some(s.dedup.clone()),
+        arrival: arrival_check(config)?,
+        handoff,
+    });
+    let lists = Arc::new(Lists {
+        enqueuer: enqueuer.clone(),
+        postmaster: herald_lists::Postmaster::new(
+            &config.hostname,
+            config.postmaster.forward_addresses(),
+            config.postmaster.retention_days,
+        ),
+        secret: s.secret.clone(),
+        hostname: config.hostname.clone(),
+        public_base_url: config.public_base_url(),
+        cfg: config.lists.clone(),
+    });
+    let bounce_stage = herald_bounce::stage::BounceStage {
+        directory: s.directory.clone(),
+        spool: s.spool.clone(),
+        disabled: Some(disabled_tx),
+    };
+    let stop = &stages_stop;
+    let tasks = vec![
+        tokio::spawn(bounce_stage.run(
+            bounces_recovered,
+            handed.bounces,
+            failures_rx,
+            stop.clone(),
+        )),
+        tokio::spawn(
+            lists
+                .clone()
+                .run(lists_recovered, handed.lists, stop.clone()),
+        ),
+        tokio::spawn(herald_lists::run_disabled_notices(
+            lists.clone(),
+            disabled_rx,
+            stop.clone(),
+        )),
+        tokio::spawn(herald_enqueue::dedup::run_flusher(
+            s.dedup,
+            Duration::from_millis(config.lists.dedup_flush_ms),
+            stop.clone(),
+        )),
+        tokio::spawn(hand_to_fanout(
+            scheduler.clone(),
+            handed.fanout,
+            scheduler_stop.clone(),
+        )),
+    ];
+    Ok(Stages {
+        directory: s.directory,
+        spool: s.spool,
+        telemetry: s.telemetry,
+        secret: s.secret,
+        scheduler,
+        scheduler_task,
+        scheduler_stop,
+        enqueuer,
+        lists,
+        tasks,
+        stages_stop,
+    })
+}
+
+/// Connects enqueue's fan-out channel to the scheduler until the scheduler stops (posts not
+/// handed over are durable and resumed at the next start).
+async fn hand_to_fanout(
+    scheduler: Scheduler,
+    mut posts: mpsc::Receiver<SpooledPost>,
+    stop: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            post = posts.recv() => match post {
+                Some(post) => scheduler.submit(post),
+                None => break,
+            },
+        }
+    }
+}
+
+/// The arrival check with its own resolver (mail-auth's, through the same `[dns]` servers).
+fn arrival_check(config: &Config) -> Result<ArrivalCheck, ServerError> {
+    let auth = if config.auth.verify_arrivals {
+        let d = &config.dns;
+        let auth = herald_auth::Authenticator::new(
+            &d.nameservers,
+            Duration::from_millis(d.timeout_ms),
+            d.attempts,
+            &config.hostname,
+        )
+        .map_err(|e| ServerError::Resolver(e.to_string()))?;
+        Some(auth)
+    } else {
+        None
+    };
+    let lmtp_clients = config
+        .auth
+        .lmtp_clients()
+        .map_err(|message| ConfigError::Unusable {
+            key: "auth".into(),
+            message,
+        })?;
+    Ok(ArrivalCheck::new(
+        auth,
+        &config.hostname,
+        Duration::from_secs(config.auth.arrival_timeout_secs),
+        lmtp_clients,
+    ))
+}
+
+/// Step 3: the SMTP/LMTP listeners (into the enqueue path) and the HTTP API.
+pub(crate) fn serve(
+    config: &Config,
+    listeners: Listeners,
+    tls: InboundTls,
+    stages: &Stages,
+    shutdown: &CancellationToken,
+) -> Served {
+    let postmaster = PostmasterPolicy {
+        hostname: config.hostname.clone(),
+        max_stored: config.postmaster.max_stored,
+    };
+    let handler = Arc::new(ListHandler::new(stages.enqueuer.clone(), postmaster));
+    let inbound = listeners::spawn(
+        config,
+        listeners.smtp,
+        listeners.lmtp,
+        tls,
+        handler,
+        shutdown,
+    );
+    let api_state = Arc::new(herald_api::ApiState {
+        directory: stages.directory.clone(),
+        spool: stages.spool.clone(),
+        telemetry: stages.telemetry.clone(),
+        scheduler: stages.scheduler.clone(),
+        injector: stages.enqueuer.clone(),
+        secret: stages.secret.clone(),
+        lists: stages.lists.clone(),
+        started: Instant::now(),
+        admin_token: config.http.admin_token(),
+    });
+    if api_state.admin_token.is_none() {
+        tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer loopback clients only");
+    }
+    let api = tokio::spawn(herald_api::serve(
+        listeners.http,
+        api_state,
+        shutdown.clone(),
+    ));
+    Served { inbound, api }
+}
+
+/// Step 4: listeners, then the scheduler, then the other stages, then the stores.
+pub(crate) async fn drain(stages: Stages, served: Served) -> Result<(), ServerError> {
+    for (what, task) in served.inbound {
+        match task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(what, error = %e, "listener ended with an error"),
+            Err(e) => tracing::error!(what, error = %e, "listener task failed"),
+        }
+    }
+    if let Ok(Err(e)) = served.api.await {
+        tracing::error!(error = %e, "HTTP listener ended with an error");
+    }
+    stages.scheduler_stop.cancel();
+    let _ = stages.scheduler_task.await;
+    // After the scheduler: its report loop has handed every failure to the bounce stage.
+    stages.stages_stop.cancel();
+    for task in stages.tasks {
+        let _ = task.await;
+    }
+    stages.spool.flush().await?;
+    stages.telemetry.flush_log();
+    let t = stages.telemetry.clone();
+    let _ = tokio::task::spawn_blocking(move || t.flush_stats()).await;
+    tracing::info!("herald stopped");
+    Ok(())
+}
