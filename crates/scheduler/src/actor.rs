@@ -25,7 +25,7 @@ use crate::shaping::Budget;
 use crate::stragglers::Stragglers;
 use crate::worker::WorkerCtx;
 use crate::SchedulerConfig;
-use herald_delivery::ConnectionTimings;
+use herald_smtp_client::ConnectionTimings;
 use herald_telemetry::{Event, LaneKind, SchedulerEvent};
 use herald_types::{FailureCause, RcptOutcome, Reply};
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};

@@ -17,7 +17,8 @@
 //! evicted (a tenth at a time, so eviction is amortized). Times are wall-clock ms so that a
 //! restart keeps down periods.
 
-use herald_delivery::{ConnectionTimings, MxHost};
+use herald_routing::MxHost;
+use herald_smtp_client::ConnectionTimings;
 use herald_telemetry::{HostStateKind, SchedulerEvent};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

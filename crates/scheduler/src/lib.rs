@@ -40,9 +40,10 @@ pub use queue::{DestinationView, HostView, QueueSnapshot, SnapshotRequest, Strag
 pub use report::FAILED_COPY_CAPACITY;
 pub use shaping::ShapingRule;
 
-use herald_delivery::{ClientConfig, Dane, MtaSts, MxResolver};
 use herald_directory::Directory;
 use herald_fanout::ListContext;
+use herald_routing::{Dane, MtaSts, MxResolver};
+use herald_smtp_client::ClientConfig;
 use herald_spool::{PostKind, RecoveredPost, Spool, SpooledPost};
 use herald_telemetry::{Event, Telemetry};
 use serde::Deserialize;

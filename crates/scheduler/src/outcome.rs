@@ -13,7 +13,7 @@ use crate::health::HostKey;
 use crate::job::Job;
 use crate::queue::Waiting;
 use crate::report::PolicyNotes;
-use herald_delivery::ConnectionTimings;
+use herald_smtp_client::ConnectionTimings;
 use herald_telemetry::{DaneNote, DeferralKind, LaneKind, MtaStsNote, SchedulerEvent};
 use herald_types::Reply;
 use std::collections::HashMap;
@@ -119,7 +119,7 @@ impl Actor {
             mta_sts: d
                 .sts
                 .as_ref()
-                .filter(|r| r.mode == herald_delivery::mta_sts::Mode::Enforce)
+                .filter(|r| r.mode == herald_routing::mta_sts::Mode::Enforce)
                 .map(|_| MtaStsNote::Enforce),
             dane: dane_failed.then_some(DaneNote::Failed),
         };

@@ -138,7 +138,7 @@ mod bench {
     use crate::job::Job;
     use crate::queue::Waiting;
     use crate::SchedulerConfig;
-    use herald_delivery::MxHost;
+    use herald_routing::MxHost;
     use herald_telemetry::{DeferralKind, LaneKind};
     use herald_types::{Address, ListId, Member, MemberId, MemberStatus};
     use std::sync::Arc;

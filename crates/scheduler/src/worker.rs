@@ -30,12 +30,12 @@ use crate::classify::classify;
 use crate::health::{HostKey, Target};
 use crate::job::Job;
 use crate::report::{OutcomeReport, Report};
-use herald_delivery::mta_sts::Mode;
-use herald_delivery::{
-    ClientConfig, Connection, Dane, DaneRoute, HostDane, MtaSts, MxResolver, OutgoingCopy,
-    SessionError, SessionErrorKind, Stage, StsRoute, TlsError,
-};
 use herald_fanout::Stamp;
+use herald_routing::mta_sts::Mode;
+use herald_routing::{Dane, DaneRoute, HostDane, MtaSts, MxResolver, StsRoute};
+use herald_smtp_client::{
+    ClientConfig, Connection, OutgoingCopy, SessionError, SessionErrorKind, Stage, TlsError,
+};
 use herald_spool::{FinalState, Spool};
 use herald_telemetry::{DaneNote, DeferralKind, LaneKind, MtaStsNote, Telemetry};
 use herald_types::{EnhancedStatus, RcptOutcome, Reply};
@@ -194,7 +194,7 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
 }
 
 /// The delivery log's `tls=`: `TLSv1.3/verified`, `TLSv1.3/unverified` or `none` (plaintext).
-fn tls_summary(info: Option<&herald_delivery::TlsInfo>) -> String {
+fn tls_summary(info: Option<&herald_smtp_client::TlsInfo>) -> String {
     match info {
         Some(t) if t.verified => format!("{}/verified", t.version),
         Some(t) => format!("{}/unverified", t.version),
@@ -209,7 +209,7 @@ fn sts_note(
     sts: Option<&StsRoute>,
     dest: &str,
     host: &HostKey,
-    tls: Option<&herald_delivery::TlsInfo>,
+    tls: Option<&herald_smtp_client::TlsInfo>,
 ) -> Option<MtaStsNote> {
     let sts = sts?;
     if sts.mode == Mode::Enforce {
@@ -538,9 +538,9 @@ fn no_reply() -> Reply {
 /// port (nothing is resolved), no MTA-STS, telemetry without a log.
 #[cfg(test)]
 pub(crate) fn test_ctx(ctrl: mpsc::Sender<Ctrl>, reports: mpsc::Sender<Report>) -> Arc<WorkerCtx> {
-    let resolver = MxResolver::new(&herald_delivery::ResolverConfig {
+    let resolver = MxResolver::new(&herald_routing::ResolverConfig {
         nameservers: vec![std::net::SocketAddr::from(([127, 0, 0, 1], 9))],
-        ..herald_delivery::ResolverConfig::default()
+        ..herald_routing::ResolverConfig::default()
     })
     .expect("resolver");
     Arc::new(WorkerCtx {

@@ -19,9 +19,9 @@ mod requests;
 pub use config::{Config, ConfigError};
 pub use enqueue::{EnqueueError, Enqueuer, Origin};
 
-use herald_delivery::MxResolver;
 use herald_directory::Directory;
 use herald_fanout::ListContext;
+use herald_routing::MxResolver;
 use herald_scheduler::{Scheduler, SchedulerDeps};
 use herald_spool::Spool;
 use herald_telemetry::{Telemetry, TelemetryConfig};
