@@ -8,8 +8,8 @@
 //!                                      └─► else GET https://mta-sts.<domain>/.well-known/mta-sts.txt
 //! ```
 //!
-//! * [`record`]: the TXT record; [`policy`]: the policy file and MX patterns; [`http`]: the
-//!   response framing; [`fetch`]: the HTTPS request; [`cache`]: memory + `mta-sts.json`;
+//! * [`record`]: the TXT record; [`policy`]: the policy file and MX patterns; [`fetch`]: the
+//!   HTTPS request (reqwest, resolved by Herald's resolver); [`cache`]: memory + `mta-sts.json`;
 //!   [`apply`]: what a policy does to a domain's MX hosts and TLS requirement.
 //! * Failures never block delivery on their own (§5.1): a TXT lookup or fetch that fails falls
 //!   back to the cached policy if one is unexpired, and to ordinary delivery otherwise. Only a
@@ -25,7 +25,6 @@ pub mod apply;
 pub mod cache;
 pub mod config;
 pub mod fetch;
-pub mod http;
 pub mod policy;
 pub mod record;
 
@@ -129,7 +128,12 @@ impl MtaSts {
         }
         MtaSts {
             resolver: resolver.resolver.clone(),
-            fetcher: Fetcher::new(ca_file, cfg.https_port, cfg.fetch_timeout),
+            fetcher: Fetcher::new(
+                resolver.resolver.clone(),
+                ca_file,
+                cfg.https_port,
+                cfg.fetch_timeout,
+            ),
             cache: Arc::new(Mutex::new(cache)),
             file: cache_file.map(|path| {
                 Arc::new(CacheFileWriter {
@@ -169,7 +173,7 @@ impl MtaSts {
                 problem: None,
             };
         }
-        match self.fetcher.fetch(&self.resolver, &domain).await {
+        match self.fetcher.fetch(&domain).await {
             Ok(policy) => {
                 let entry = CachedPolicy {
                     id,

@@ -6,5 +6,6 @@
 #![allow(clippy::unwrap_used)]
 
 mod mta_sts;
+mod mta_sts_http;
 mod resolver;
 mod support;
