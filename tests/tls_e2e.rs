@@ -358,9 +358,9 @@ async fn required_verified_tls_defers_an_unverifiable_destination() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data_dir = dir.path().to_path_buf();
     let mut config = server_config(&world, data_dir.clone());
-    config.delivery.tls_policy = vec![herald_delivery::TlsPolicyRule {
+    config.delivery.tls_policy = vec![herald_routing::TlsPolicyRule {
         mx_suffix: "d0.test".into(),
-        mode: herald_delivery::TlsMode::Required,
+        mode: herald_routing::TlsMode::Required,
         verify: true,
     }];
     let server = TestServer::start(config).await;
@@ -407,9 +407,9 @@ async fn required_verified_tls_delivers_when_the_certificate_verifies() {
     let data_dir = dir.path().join("data");
     let mut config = server_config(&world, data_dir.clone());
     config.delivery.tls_ca_file = Some(world_ca_file(&world, dir.path()));
-    config.delivery.tls_policy = vec![herald_delivery::TlsPolicyRule {
+    config.delivery.tls_policy = vec![herald_routing::TlsPolicyRule {
         mx_suffix: "d0.test".into(),
-        mode: herald_delivery::TlsMode::Required,
+        mode: herald_routing::TlsMode::Required,
         verify: true,
     }];
     let server = TestServer::start(config).await;

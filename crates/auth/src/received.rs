@@ -3,7 +3,8 @@
 //! Over LMTP the client Herald sees is that MTA, often 127.0.0.1; SPF against it would be a
 //! false result. The MTA recorded the real client in the `Received:` field it prepended
 //! (RFC 5321 §4.4): `from <helo> (<rdns> [<ip>])` (Postfix, Sendmail) or
-//! `from <rdns> ([<ip>] helo=<helo>)` (Exim). [`relay_client`] reads those fields top-down, below
+//! `from <rdns> ([<ip>] helo=<helo>)` (Exim); mail-parser's `Received:` parser reads each one
+//! ([`parse_field`]), replacing a hand-written one. [`relay_client`] reads those fields top-down, below
 //! Herald's own, skipping hops from the operator's internal relays (a content filter that
 //! re-injects over loopback adds one), and returns the first outside client.
 //!
@@ -17,6 +18,8 @@
 //! spaces; an unreadable field yields `None` (no SPF), never a guess.
 
 use crate::dkim::header_fields;
+use mail_parser::parsers::MessageStream;
+use mail_parser::{HeaderValue, Host};
 use std::net::IpAddr;
 
 /// Longest `Received:` field read; real ones are a few hundred octets.
@@ -96,74 +99,66 @@ pub fn relay_client(message: &[u8], ours: usize, internal: &[IpBlock]) -> Option
 }
 
 /// The client of one raw `Received:` field (name included), if its `from` clause names one.
+///
+/// mail-parser reads the field (its `Received:` grammar knows the Postfix, Sendmail and Exim
+/// forms, comments and address literals); this function adds what Herald requires before it
+/// believes a hop: a field of bounded length, a client address in the `from` clause, and a
+/// HELO that is printable ASCII without spaces.
 pub fn parse_field(raw: &[u8]) -> Option<RelayClient> {
     if raw.len() > MAX_FIELD {
         return None;
     }
-    let text = std::str::from_utf8(raw).ok()?;
-    let value = text.split_once(':')?.1;
-    // Unfolded: every run of whitespace (CRLF included) is one space.
-    let words: Vec<&str> = value.split_ascii_whitespace().collect();
-    let clause = from_clause(&words)?;
-    let (first, comment) = clause.split_first()?;
-    if first.starts_with('(') {
-        return None; // no HELO before the comment
-    }
-    let ip = clause.iter().find_map(|w| bracketed_ip(w))?;
-    // Exim writes the HELO in the comment; elsewhere it is the first word after `from`.
-    let helo = comment
-        .iter()
-        .find_map(|w| {
-            let w = w.trim_start_matches('(').trim_end_matches(')');
-            w.strip_prefix("helo=")
-        })
-        .unwrap_or(first);
-    let helo = helo.trim_start_matches('(').trim_end_matches(')');
-    let printable =
-        |s: &str| !s.is_empty() && s.len() <= 255 && s.bytes().all(|b| b.is_ascii_graphic());
-    printable(helo).then(|| RelayClient {
-        ip,
-        helo: helo.to_string(),
-    })
-}
-
-/// The words of the `from` clause: after `from`, up to `by`/`with`/`id`/`for`/`via` at
-/// comment depth 0, or the `;` before the date.
-fn from_clause<'a>(words: &[&'a str]) -> Option<Vec<&'a str>> {
-    let (head, rest) = words.split_first()?;
-    if !head.eq_ignore_ascii_case("from") {
+    let colon = raw.iter().position(|&b| b == b':')?;
+    let value = &raw[colon + 1..];
+    // mail-parser reads on past an unclosed `[` or `(`; a damaged field is not guessed at.
+    if !balanced(value, b'[', b']') || !balanced(value, b'(', b')') {
         return None;
     }
-    let mut depth = 0i32;
-    let mut clause = Vec::new();
-    for w in rest {
-        if depth == 0
-            && ["by", "with", "id", "for", "via"]
-                .iter()
-                .any(|k| w.eq_ignore_ascii_case(k))
-        {
-            break;
-        }
-        depth += w.matches('(').count() as i32 - w.matches(')').count() as i32;
-        if depth == 0 && w.contains(';') {
-            clause.push(w.split(';').next().unwrap_or(""));
-            break;
-        }
-        clause.push(w);
-    }
-    (!clause.is_empty()).then_some(clause)
+    let HeaderValue::Received(received) = MessageStream::new(value).parse_received() else {
+        return None;
+    };
+    // `from [192.0.2.1] (…)`: the client sent no name, so mail-parser records the literal as
+    // the `from` host rather than as `from_ip`.
+    let ip = match (received.from_ip(), received.from()) {
+        (Some(ip), _) => ip.to_canonical(),
+        (None, Some(Host::IpAddr(ip))) => ip.to_canonical(),
+        _ => return None,
+    };
+    // Exim writes the HELO in the comment (`helo=`); elsewhere it is the first word after
+    // `from`. A `from` clause that opens with the comment (no name, no literal) has no HELO.
+    let helo = match (received.helo(), received.from()) {
+        (Some(helo), _) => host_text(helo),
+        (None, Some(from)) => host_text(from),
+        (None, None) => return None,
+    };
+    let printable =
+        |s: &str| !s.is_empty() && s.len() <= 255 && s.bytes().all(|b| b.is_ascii_graphic());
+    printable(&helo).then_some(RelayClient { ip, helo })
 }
 
-/// `[192.0.2.1]`, `([192.0.2.1]`, `[IPv6:2001:db8::1])` and the like.
-fn bracketed_ip(word: &str) -> Option<IpAddr> {
-    let start = word.find('[')?;
-    let inner = &word[start + 1..];
-    let inner = &inner[..inner.find(']')?];
-    let inner = inner
-        .strip_prefix("IPv6:")
-        .or_else(|| inner.strip_prefix("ipv6:"))
-        .unwrap_or(inner);
-    inner.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
+/// True when every `open` is closed, in order.
+fn balanced(value: &[u8], open: u8, close: u8) -> bool {
+    let mut depth = 0usize;
+    for &b in value {
+        if b == open {
+            depth += 1;
+        } else if b == close {
+            match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return false,
+            }
+        }
+    }
+    depth == 0
+}
+
+/// A HELO name as sent, or an address literal as the client wrote it (`[192.0.2.1]`).
+fn host_text(host: &Host<'_>) -> String {
+    match host {
+        Host::Name(name) => name.to_string(),
+        Host::IpAddr(IpAddr::V4(ip)) => format!("[{ip}]"),
+        Host::IpAddr(IpAddr::V6(ip)) => format!("[IPv6:{ip}]"),
+    }
 }
 
 #[cfg(test)]
@@ -204,6 +199,10 @@ mod tests {
             "Received: from a.example ({} [192.0.2.1]) by mx\r\n",
             "x".repeat(5000)
         );
+        let helo_too_long = format!(
+            "Received: from {}.example (x [192.0.2.1]) by mx\r\n",
+            "a".repeat(300)
+        );
         let cases = [
             "Received: by mx (Postfix, from userid 1000) id 4AB\r\n",
             "Received: from a.example by mx\r\n",
@@ -216,6 +215,14 @@ mod tests {
             // The address must be in the from clause, not in the by clause.
             "Received: from a.example by mx ([192.0.2.1])\r\n",
             long.as_str(),
+            // Brackets and comments that do not close (or close first) are damage, not data.
+            "Received: from a.example ((rdns [192.0.2.1]) by mx\r\n",
+            "Received: from a.example (rdns [192.0.2.1]]) by mx\r\n",
+            "Received: from a.example) (rdns [192.0.2.1]) by mx\r\n",
+            // A HELO longer than a domain name can be.
+            helo_too_long.as_str(),
+            // A HELO that is not ASCII.
+            "Received: from h\u{e9}llo.example (x [192.0.2.1]) by mx\r\n",
         ];
         for field in cases {
             assert_eq!(parse_field(field.as_bytes()), None, "{field:?}");

@@ -2,7 +2,7 @@
 //! rules (matched in `actor::shaping`), each with its default next to it, checked once at start ([`SchedulerConfig::validate`]).
 //! A leaf: every stage of the crate reads it, it reads none of them.
 
-use herald_delivery::ClientConfig;
+use herald_smtp_client::ClientConfig;
 use serde::Deserialize;
 
 /// Scheduler limits and schedules. Every field has a default; unknown keys are refused.

@@ -52,9 +52,10 @@ pub use messages::{
 };
 pub use outcomes::FAILED_COPY_CAPACITY;
 
-use herald_delivery::{ClientConfig, Dane, MtaSts, MxResolver};
 use herald_directory::Directory;
 use herald_fanout::ListContext;
+use herald_routing::{Dane, MtaSts, MxResolver};
+use herald_smtp_client::ClientConfig;
 use herald_spool::{PostKind, RecoveredPost, Spool, SpooledPost};
 use herald_telemetry::{Event, Telemetry};
 use messages::Ctrl;

@@ -2,9 +2,10 @@
 //! file at all is a valid configuration), unknown keys are refused, and every error names its
 //! key. `herald.example.toml` at the repository root documents each key with its default.
 
-use herald_delivery::{ClientConfig, ResolverConfig};
 use herald_inbound::Limits;
+use herald_routing::ResolverConfig;
 use herald_scheduler::SchedulerConfig;
+use herald_smtp_client::ClientConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -9,7 +9,7 @@
 use crate::config::{Config, ConfigError};
 use crate::listeners::{self, InboundTls, ListenerTask, Listeners};
 use crate::ServerError;
-use herald_delivery::MxResolver;
+use herald_routing::MxResolver;
 use herald_directory::Directory;
 use herald_enqueue::{
     ArrivalCheck, DedupConfig, DedupStore, Enqueuer, Handoff, ListHandler, PostmasterPolicy,

@@ -18,7 +18,7 @@
 //! restart keeps down periods.
 
 use crate::messages::{ConnectTimings, HostKey, Target};
-use herald_delivery::MxHost;
+use herald_routing::MxHost;
 use herald_telemetry::{HostStateKind, SchedulerEvent};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

@@ -119,7 +119,7 @@ impl Actor {
             mta_sts: d
                 .sts
                 .as_ref()
-                .filter(|r| r.mode == herald_delivery::mta_sts::Mode::Enforce)
+                .filter(|r| r.mode == herald_routing::mta_sts::Mode::Enforce)
                 .map(|_| MtaStsNote::Enforce),
             dane: dane_failed.then_some(DaneNote::Failed),
         };

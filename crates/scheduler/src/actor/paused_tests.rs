@@ -10,7 +10,7 @@ use crate::clock::Clock;
 use crate::config::SchedulerConfig;
 use crate::messages::{Ctrl, Job, OutcomeReport, PostCtx, QueueSnapshot, Report};
 use crate::workers::scripted::{test_ctx_with, test_post_at, Answer, Scripted};
-use herald_delivery::MxHost;
+use herald_routing::MxHost;
 use herald_types::{
     Address, EnhancedStatus, FailureCause, ListId, Member, MemberId, MemberStatus, RcptOutcome,
     Reply,

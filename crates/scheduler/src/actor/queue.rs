@@ -12,7 +12,7 @@
 //! Owned by the scheduler actor alone: no locks. Workers get batches through the actor.
 
 use crate::messages::Job;
-use herald_delivery::{DaneRoute, MxHost, StsRoute};
+use herald_routing::{DaneRoute, MxHost, StsRoute};
 use herald_telemetry::{DeferralKind, LaneKind};
 use herald_types::PostId;
 use std::cmp::Ordering;

@@ -2,8 +2,8 @@
 //! works on the actor's own state, in its task).
 //!
 //! Resolving a domain is up to three lookups run together: its MX hosts (DNS), its MTA-STS
-//! policy (`herald_delivery::MtaSts`: TXT record, HTTPS fetch, cache) and, when DANE is on,
-//! whether its MX answer is DNSSEC-signed (`herald_delivery::Dane`), followed by the MX hosts'
+//! policy (`herald_routing::MtaSts`: TXT record, HTTPS fetch, cache) and, when DANE is on,
+//! whether its MX answer is DNSSEC-signed (`herald_routing::Dane`), followed by the MX hosts'
 //! TLSA lookups. DANE goes first (`dane::apply`): hosts whose TLSA lookup failed are dropped,
 //! and when some host has usable records DANE decides for the domain and the MTA-STS policy is
 //! not applied (RFC 8461 §2). Otherwise the policy is applied to the hosts (`mta_sts::apply`):
@@ -35,8 +35,8 @@ use crate::actor::shaping::{rule_for, Budget};
 use crate::clock::Clock;
 use crate::messages::Job;
 use crate::messages::PolicyNotes;
-use herald_delivery::mta_sts::{self, Mode, PolicySource};
-use herald_delivery::{
+use herald_routing::mta_sts::{self, Mode, PolicySource};
+use herald_routing::{
     dane, Dane, DaneRoute, MtaSts, MxHost, MxResolver, MxSecurity, ResolveError, StsRoute,
 };
 use herald_telemetry::{DaneNote, LaneKind, MtaStsNote};
@@ -73,9 +73,9 @@ pub struct Resolvers {
 #[cfg(test)]
 /// Resolvers pointed at a closed port: nothing is resolved (tests route domains themselves).
 pub(crate) fn test_resolvers() -> Resolvers {
-    let resolver = herald_delivery::MxResolver::new(&herald_delivery::ResolverConfig {
+    let resolver = herald_routing::MxResolver::new(&herald_routing::ResolverConfig {
         nameservers: vec![std::net::SocketAddr::from(([127, 0, 0, 1], 9))],
-        ..herald_delivery::ResolverConfig::default()
+        ..herald_routing::ResolverConfig::default()
     })
     .expect("resolver");
     Resolvers {

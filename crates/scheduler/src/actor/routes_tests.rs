@@ -6,8 +6,8 @@ use super::{Actor, Route};
 use crate::actor::queue::Waiting;
 use crate::config::SchedulerConfig;
 use crate::messages::{Job, PostCtx};
-use herald_delivery::mta_sts::Mode;
-use herald_delivery::{DaneRoute, HostDane, MxHost, StsRoute, TlsaSet};
+use herald_routing::mta_sts::Mode;
+use herald_routing::{DaneRoute, HostDane, MxHost, StsRoute, TlsaSet};
 use herald_telemetry::{DaneNote, DeferralKind, LaneKind};
 use herald_types::{Address, EnhancedStatus, ListId, Member, MemberId, MemberStatus, Reply};
 use std::sync::Arc;
@@ -173,7 +173,7 @@ fn dane_route(mx_secure: bool, marks: Vec<HostDane>) -> DaneRoute {
 
 fn tlsa(byte: u8) -> HostDane {
     let rdata = [&[3u8, 1, 1][..], &[byte; 32]].concat();
-    let record = herald_delivery::dane::tlsa::parse(&rdata).expect("usable");
+    let record = herald_routing::dane::tlsa::parse(&rdata).expect("usable");
     HostDane::Required(Arc::new(TlsaSet::new(vec![record])))
 }
 
@@ -231,7 +231,7 @@ async fn a_failed_refresh_keeps_the_route() {
     let (mut actor, _reports) = actor();
     let plain = actor.destination_for(hosts(), None, None);
     refreshing_route(&mut actor, "a.test", &plain);
-    let e = herald_delivery::ResolveError::Timeout {
+    let e = herald_routing::ResolveError::Timeout {
         domain: "a.test".into(),
     };
     actor

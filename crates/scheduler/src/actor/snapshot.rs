@@ -137,7 +137,7 @@ mod bench {
     use crate::actor::Actor;
     use crate::config::SchedulerConfig;
     use crate::messages::Job;
-    use herald_delivery::MxHost;
+    use herald_routing::MxHost;
     use herald_telemetry::{DeferralKind, LaneKind};
     use herald_types::{Address, ListId, Member, MemberId, MemberStatus};
     use std::sync::Arc;

@@ -7,7 +7,7 @@ use super::routes_tests::{actor, hosts, job, post};
 use super::Route;
 use crate::messages::{Action, Command, Selector};
 use crate::messages::{OutcomeReport, Report};
-use herald_delivery::ResolveError;
+use herald_routing::ResolveError;
 use herald_telemetry::{DeferralKind, LaneKind};
 use herald_types::{EnhancedStatus, FailureCause, NoRoute, RcptOutcome, Reply};
 use std::time::Duration;

@@ -27,7 +27,7 @@
 
 use crate::classify::classify;
 use crate::messages::{BatchDone, Ctrl, Job, OutcomeReport, Report, Target};
-use herald_delivery::{DaneRoute, StsRoute};
+use herald_routing::{DaneRoute, StsRoute};
 use herald_fanout::Stamp;
 use herald_spool::{FinalState, Spool};
 use herald_telemetry::{DeferralKind, LaneKind, Telemetry};

@@ -1,5 +1,5 @@
 //! The real connector: the worker's [`Connector`] seam implemented with the SMTP client
-//! (`herald_delivery::Connection`: pipelining, STARTTLS, MTA-STS enforcement, DANE). The one
+//! (`herald_smtp_client::Connection`: pipelining, STARTTLS, MTA-STS enforcement, DANE). The one
 //! file of the workers that speaks the client crate's types, so the client can move crates with
 //! one file's imports changed.
 //!
@@ -18,10 +18,10 @@ use super::connector::{
 use super::WorkerPlan;
 use crate::classify::classify;
 use crate::messages::{ConnectTimings, FailKind, HostFailure, HostKey, Target};
-use herald_delivery::mta_sts::Mode;
-use herald_delivery::{
-    ClientConfig, Connection, DaneRoute, HostDane, OutgoingCopy, SessionError, SessionErrorKind,
-    Stage, StsRoute, TlsError,
+use herald_routing::mta_sts::Mode;
+use herald_routing::{DaneRoute, HostDane, StsRoute};
+use herald_smtp_client::{
+    ClientConfig, Connection, OutgoingCopy, SessionError, SessionErrorKind, Stage, TlsError,
 };
 use herald_telemetry::{DaneNote, DeferralKind, LaneKind, MtaStsNote};
 use herald_types::{EnhancedStatus, Reply};
@@ -124,7 +124,7 @@ fn session_break(e: &SessionError) -> SessionBreak {
 }
 
 /// The delivery log's `tls=`: `TLSv1.3/verified`, `TLSv1.3/unverified` or `none` (plaintext).
-fn tls_summary(info: Option<&herald_delivery::TlsInfo>) -> String {
+fn tls_summary(info: Option<&herald_smtp_client::TlsInfo>) -> String {
     match info {
         Some(t) if t.verified => format!("{}/verified", t.version),
         Some(t) => format!("{}/unverified", t.version),
@@ -139,7 +139,7 @@ fn sts_note(
     sts: Option<&StsRoute>,
     dest: &str,
     host: &HostKey,
-    tls: Option<&herald_delivery::TlsInfo>,
+    tls: Option<&herald_smtp_client::TlsInfo>,
 ) -> Option<MtaStsNote> {
     let sts = sts?;
     if sts.mode == Mode::Enforce {

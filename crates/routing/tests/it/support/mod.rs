@@ -1,0 +1,3 @@
+//! Test servers: a tiny DNS responder (the MTA-STS tests use the simulator's DNS).
+
+pub mod dns;
