@@ -4,11 +4,9 @@
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Subcommand, ValueEnum};
 use herald_api_types::{
-    AddMember, ImportReport, Injected, ListInfo, ListView, MemberView, PostSummary, QueueSnapshot,
-    Status,
+    ImportReport, Injected, ListInfo, ListView, PostSummary, QueueSnapshot, Status,
 };
 use herald_server::Config;
-use herald_types::MemberStatus;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -408,63 +406,6 @@ pub async fn list(api: &Api, cmd: ListCommand) -> Result<()> {
     Ok(())
 }
 
-pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
-    match cmd {
-        MemberCommand::Show { list, address } => {
-            crate::lists_cmd::member_show(api, &list, &address).await?
-        }
-        MemberCommand::Add {
-            list,
-            address,
-            name,
-            fields,
-        } => {
-            let req = AddMember {
-                address,
-                name,
-                fields: fields.into_iter().collect(),
-            };
-            let m: MemberView = api
-                .post_json(&format!("/api/lists/{}/members", enc(&list)), &req)
-                .await?;
-            outln!("added {} to {list} (member id {})", m.address, m.id);
-        }
-        MemberCommand::Rm { list, address } => {
-            api.delete(&format!(
-                "/api/lists/{}/members/{}",
-                enc(&list),
-                enc(&address)
-            ))
-            .await?;
-            outln!("removed {address} from {list}");
-        }
-        MemberCommand::Ls { list, limit } => {
-            let ms: Vec<MemberView> = api
-                .get(&format!(
-                    "/api/lists/{}/members?limit={}",
-                    enc(&list),
-                    limit.clamp(1, 10_000)
-                ))
-                .await?;
-            for m in &ms {
-                let status = match m.status {
-                    MemberStatus::Enabled => "enabled",
-                    MemberStatus::Disabled(_) => "disabled",
-                };
-                outln!(
-                    "{:<8} {:<40} {:<10} {}",
-                    m.id,
-                    m.address,
-                    status,
-                    m.display_name.as_deref().unwrap_or("")
-                );
-            }
-        }
-        MemberCommand::Import { list, file } => import(api, &list, &file).await?,
-    }
-    Ok(())
-}
-
 /// Rows sent per request: small enough for a smooth progress bar, big enough to be fast.
 const IMPORT_CHUNK_ROWS: usize = 5000;
 
@@ -500,7 +441,7 @@ pub fn csv_chunks(text: &[u8], rows: usize) -> Vec<(u64, Vec<u8>)> {
     chunks
 }
 
-async fn import(api: &Api, list: &str, file: &Path) -> Result<()> {
+pub async fn import(api: &Api, list: &str, file: &Path) -> Result<()> {
     let text = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     import_bytes(api, list, &text).await
 }

@@ -1,12 +1,12 @@
 //! List housekeeping commands (issue 5): held posts, bounces, member details, subscription
 //! requests, stored postmaster mail. Thin clients of the HTTP API, like `client.rs`.
 
-use crate::client::{enc, Api};
+use crate::client::{enc, import, Api, MemberCommand};
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use herald_api_types::{
-    Approved, BounceEvent, HeldView, MemberDetail, PostmasterView, SubscribeAnswer,
-    SubscribeRequest,
+    AddMember, Approved, BounceEvent, HeldView, MemberDetail, MemberView, PostmasterView,
+    SubscribeAnswer, SubscribeRequest,
 };
 use herald_types::MemberStatus;
 use serde_json::json;
@@ -191,6 +191,62 @@ pub async fn bounces(api: &Api, a: BouncesArgs) -> Result<()> {
 /// A score as JSON writes it (`1.0`, not `1`): the column has always shown the wire's text.
 fn json_number(score: f64) -> String {
     serde_json::to_string(&score).unwrap_or_else(|_| "-".into())
+}
+
+/// `herald member …`: one member's details, or add, remove, list and import members.
+pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
+    match cmd {
+        MemberCommand::Show { list, address } => member_show(api, &list, &address).await?,
+        MemberCommand::Add {
+            list,
+            address,
+            name,
+            fields,
+        } => {
+            let req = AddMember {
+                address,
+                name,
+                fields: fields.into_iter().collect(),
+            };
+            let m: MemberView = api
+                .post_json(&format!("/api/lists/{}/members", enc(&list)), &req)
+                .await?;
+            outln!("added {} to {list} (member id {})", m.address, m.id);
+        }
+        MemberCommand::Rm { list, address } => {
+            api.delete(&format!(
+                "/api/lists/{}/members/{}",
+                enc(&list),
+                enc(&address)
+            ))
+            .await?;
+            outln!("removed {address} from {list}");
+        }
+        MemberCommand::Ls { list, limit } => {
+            let ms: Vec<MemberView> = api
+                .get(&format!(
+                    "/api/lists/{}/members?limit={}",
+                    enc(&list),
+                    limit.clamp(1, 10_000)
+                ))
+                .await?;
+            for m in &ms {
+                let status = match m.status {
+                    MemberStatus::Enabled => "enabled",
+                    MemberStatus::Disabled(_) => "disabled",
+                };
+                outln!(
+                    "{:<8} {:<40} {:<10} {}",
+                    m.id,
+                    m.address,
+                    status,
+                    m.display_name.as_deref().unwrap_or("")
+                );
+            }
+        }
+        MemberCommand::Import { list, file } => import(api, &list, &file).await?,
+    }
+    Ok(())
 }
 
 pub async fn member_show(api: &Api, list: &str, address: &str) -> Result<()> {

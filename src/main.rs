@@ -141,7 +141,7 @@ async fn dispatch(
         Command::Serve => serve(config).await,
         Command::Demo(args) => demo::run(args).await,
         Command::List(cmd) => client::list(&api()?, cmd).await,
-        Command::Member(cmd) => client::member(&api()?, cmd).await,
+        Command::Member(cmd) => lists_cmd::member(&api()?, cmd).await,
         Command::Post(a) => client::post(&api()?, &a.list, &a.file, a.wait).await,
         Command::Queue(a) => client::queue(&api()?, a.json, a.limit, a.stragglers).await,
         Command::Status => client::status(&api()?).await,

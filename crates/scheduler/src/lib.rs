@@ -20,7 +20,7 @@
 //! What they send each other is in `messages/` (jobs, the actor's inbox `Ctrl`, reports, queue
 //! views); `config.rs`, `clock.rs` and `classify.rs` are leaves. No stage imports another's
 //! module except the actor, which starts workers: the `crate::` graph is acyclic (checked by
-//! `tools/module_graph.py`). This file is the handle other crates hold ([`Scheduler`]).
+//! `tests/architecture.rs`). This file is the handle other crates hold ([`Scheduler`]).
 //!
 //! Limits (all in [`SchedulerConfig`]): connections in all, in the slow lane and per destination
 //! (shaping budgets), copies and bytes per batch, copies per connection, the window of queued

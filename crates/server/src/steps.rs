@@ -9,7 +9,6 @@
 use crate::config::{Config, ConfigError};
 use crate::listeners::{self, InboundTls, ListenerTask, Listeners};
 use crate::ServerError;
-use herald_routing::MxResolver;
 use herald_directory::Directory;
 use herald_enqueue::{
     ArrivalCheck, DedupConfig, DedupStore, Enqueuer, Handoff, ListHandler, PostmasterPolicy,
@@ -17,6 +16,7 @@ use herald_enqueue::{
 };
 use herald_fanout::ListContext;
 use herald_lists::Lists;
+use herald_routing::MxResolver;
 use herald_scheduler::{Scheduler, SchedulerDeps};
 use herald_spool::{PostKind, RecoveredPost, Spool, SpooledPost};
 use herald_telemetry::{Telemetry, TelemetryConfig};

@@ -8,7 +8,7 @@
 //! SECURITY: the MX names come from DNS (untrusted). A class name is kept only if it is plain
 //! `[a-z0-9.-]`, so it can go into a Prometheus label and JSON unescaped.
 
-use crate::metrics::Histogram;
+use crate::exposition::Histogram;
 use serde::Serialize;
 use std::sync::OnceLock;
 

@@ -8,7 +8,7 @@
 //! Limits: the set of locks and stages is fixed at compile time ([`LockId`], [`StageId`]), so the
 //! metrics' label sets are bounded.
 
-use crate::metrics::Histogram;
+use crate::exposition::Histogram;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};

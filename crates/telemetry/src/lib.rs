@@ -16,6 +16,7 @@
 pub mod classes;
 pub mod contention;
 pub mod event;
+pub mod exposition;
 pub mod log;
 pub mod metrics;
 pub mod process;

@@ -218,7 +218,7 @@ impl SchedulerMetrics {
             ),
         ];
         for (name, help, v) in counters {
-            crate::metrics::write_counter(out, name, help, &[], v.load(Relaxed));
+            crate::exposition::write_counter(out, name, help, &[], v.load(Relaxed));
         }
         let rows = self
             .destinations

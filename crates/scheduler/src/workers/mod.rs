@@ -27,8 +27,8 @@
 
 use crate::classify::classify;
 use crate::messages::{BatchDone, Ctrl, Job, OutcomeReport, Report, Target};
-use herald_routing::{DaneRoute, StsRoute};
 use herald_fanout::Stamp;
+use herald_routing::{DaneRoute, StsRoute};
 use herald_spool::{FinalState, Spool};
 use herald_telemetry::{DeferralKind, LaneKind, Telemetry};
 use herald_types::{EnhancedStatus, RcptOutcome, Reply};

@@ -1,0 +1,321 @@
+//! The house's shape, checked on every `cargo test` (issue 13): data flows one way between
+//! crates, and no crate has an import circle between its modules.
+//!
+//! 1. **Crates:** every workspace crate has a place in [`FLOW`], upstream first. A crate's normal
+//!    dependencies may only name crates earlier in the list (dev-dependencies are free: tests may
+//!    use anything, e.g. the simulated Internet). A new crate must be placed in the list, which
+//!    is the point: placing it is deciding what it may know.
+//! 2. **Modules:** inside each crate, the graph "top-level module A names `crate::B`" has no
+//!    cycle. Submodules count as their top-level module; `super::` is a child reaching its parent
+//!    and is not an edge between siblings.
+//!
+//! Read from `cargo metadata` and the sources, so the test sees what the compiler sees.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The pipeline, upstream first (ARCHITECTURE.md draws it). Vocabulary and libraries come
+/// before the stages that use them; the composition root and the binary come last.
+const FLOW: &[&str] = &[
+    "herald-types",
+    "herald-smtp",
+    "herald-auth",
+    "herald-sim",
+    "herald-directory",
+    "herald-spool",
+    "herald-telemetry",
+    "herald-api-types",
+    "herald-inbound",
+    "herald-enqueue",
+    "herald-fanout",
+    "herald-routing",
+    "herald-smtp-client",
+    "herald-scheduler",
+    "herald-bounce",
+    "herald-lists",
+    "herald-api",
+    "herald-server",
+    "herald-bench",
+    "herald-fuzz",
+    "herald",
+];
+
+/// Pairs the FLOW order would allow but the design forbids: the bounce stage learns of our own
+/// failures as `types::FailedCopy` values, not from the scheduler's internals; the API reads
+/// tokens from `types`, not from the render library.
+const FORBIDDEN: &[(&str, &str)] = &[
+    ("herald-bounce", "herald-scheduler"),
+    ("herald-api", "herald-fanout"),
+];
+
+struct Package {
+    name: String,
+    src: PathBuf,
+    deps: Vec<String>,
+}
+
+fn workspace_packages() -> Vec<Package> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata is JSON");
+    let mut packages = Vec::new();
+    for p in meta["packages"].as_array().expect("packages") {
+        let name = p["name"].as_str().expect("name").to_string();
+        let manifest = PathBuf::from(p["manifest_path"].as_str().expect("manifest path"));
+        let deps = p["dependencies"]
+            .as_array()
+            .expect("dependencies")
+            .iter()
+            .filter(|d| d["kind"].is_null()) // normal dependencies only
+            .filter_map(|d| d["name"].as_str())
+            .filter(|n| n.starts_with("herald"))
+            .map(str::to_string)
+            .collect();
+        let dir = manifest.parent().expect("manifest dir");
+        packages.push(Package {
+            name,
+            src: dir.join("src"),
+            deps,
+        });
+    }
+    packages
+}
+
+#[test]
+fn every_crate_depends_only_on_crates_upstream_of_it() {
+    let rank: BTreeMap<&str, usize> = FLOW.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+    let mut wrong = Vec::new();
+    for p in workspace_packages() {
+        let Some(&mine) = rank.get(p.name.as_str()) else {
+            wrong.push(format!(
+                "{} has no place in FLOW (tests/architecture.rs)",
+                p.name
+            ));
+            continue;
+        };
+        for d in &p.deps {
+            match rank.get(d.as_str()) {
+                Some(_) if FORBIDDEN.contains(&(p.name.as_str(), d.as_str())) => {
+                    wrong.push(format!("{} must not depend on {d}", p.name))
+                }
+                Some(&theirs) if theirs < mine => {}
+                Some(_) => wrong.push(format!(
+                    "{} depends on {d}, which is downstream of it",
+                    p.name
+                )),
+                None => wrong.push(format!(
+                    "{} depends on {d}, which has no place in FLOW",
+                    p.name
+                )),
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the one-way rule is broken:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn no_crate_has_an_import_circle_between_its_modules() {
+    let mut circles = Vec::new();
+    for p in workspace_packages() {
+        let root = if p.src.join("lib.rs").exists() {
+            p.src.join("lib.rs")
+        } else {
+            p.src.join("main.rs")
+        };
+        if !root.exists() {
+            continue;
+        }
+        let graph = module_graph(&p.src, &root);
+        if let Some(cycle) = find_cycle(&graph) {
+            circles.push(format!("{}: {}", p.name, cycle.join(" -> ")));
+        }
+    }
+    assert!(
+        circles.is_empty(),
+        "import circles:\n{}",
+        circles.join("\n")
+    );
+}
+
+/// Top-level module → the top-level modules its files name through `crate::`.
+fn module_graph(src: &Path, root: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in rust_files(src) {
+        if file == root {
+            continue; // the crate root declares and re-exports everything: not a stage
+        }
+        let rel = file.strip_prefix(src).expect("under src");
+        let top = rel
+            .components()
+            .next()
+            .and_then(|c| c.as_os_str().to_str())
+            .map(|s| s.trim_end_matches(".rs").to_string())
+            .expect("a module name");
+        let text = std::fs::read_to_string(&file).expect("source is UTF-8");
+        let node = graph.entry(top.clone()).or_default();
+        for target in crate_paths(&text) {
+            if target != top {
+                node.insert(target);
+            }
+        }
+    }
+    graph
+}
+
+/// The first segment after each `crate::` (and each name in `use crate::{a, b::{c, d}}`, over
+/// several lines too), skipping line comments so that docs may mention any module.
+fn crate_paths(text: &str) -> BTreeSet<String> {
+    let code: String = text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out = BTreeSet::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("crate::") {
+        let after = &rest[at + "crate::".len()..];
+        if let Some(group) = after.strip_prefix('{') {
+            for item in top_level_items(group) {
+                let name = item.split("::").next().unwrap_or("").trim();
+                if is_module_name(name) {
+                    out.insert(name.to_string());
+                }
+            }
+        } else {
+            let name: String = after
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if is_module_name(&name) && after[name.len()..].starts_with("::") {
+                out.insert(name);
+            }
+        }
+        rest = after;
+    }
+    out
+}
+
+/// The comma-separated items of a `{…}` group whose opening brace was just consumed, nested
+/// groups kept whole.
+fn top_level_items(group: &str) -> Vec<String> {
+    let mut items = vec![String::new()];
+    let mut depth = 0usize;
+    for c in group.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(String::new());
+                continue;
+            }
+            _ => {}
+        }
+        if let Some(last) = items.last_mut() {
+            last.push(c);
+        }
+    }
+    items
+}
+
+/// Modules are snake_case; `crate::Type` (a re-export from the root) is not a module edge.
+fn is_module_name(name: &str) -> bool {
+    name.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && name != "self"
+}
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("readable source dir") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A cycle in the graph, as the list of modules around it, if there is one (depth-first search
+/// with colours).
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Open,
+        Done,
+    }
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        marks: &mut BTreeMap<String, Mark>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match marks.get(node) {
+            Some(Mark::Done) => return None,
+            Some(Mark::Open) => {
+                let from = path.iter().position(|n| n == node).unwrap_or(0);
+                let mut cycle = path[from..].to_vec();
+                cycle.push(node.to_string());
+                return Some(cycle);
+            }
+            None => {}
+        }
+        marks.insert(node.to_string(), Mark::Open);
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(c) = visit(next, graph, marks, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        marks.insert(node.to_string(), Mark::Done);
+        None
+    }
+    let mut marks = BTreeMap::new();
+    for node in graph.keys() {
+        if let Some(c) = visit(node, graph, &mut marks, &mut Vec::new()) {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[test]
+fn the_module_scanner_reads_use_groups_and_ignores_comments() {
+    let text = "use crate::{\n    actor::{Ctrl, BatchDone},\n    queue,\n};\n// crate::worker is fine here\nlet x = crate::health::HostKey::new();\nuse crate::Config;\n";
+    let found: Vec<String> = crate_paths(text).into_iter().collect();
+    assert_eq!(found, ["actor", "health", "queue"]);
+    let mut g = BTreeMap::new();
+    g.insert("a".to_string(), BTreeSet::from(["b".to_string()]));
+    g.insert("b".to_string(), BTreeSet::from(["a".to_string()]));
+    assert_eq!(
+        find_cycle(&g),
+        Some(vec!["a".into(), "b".into(), "a".into()])
+    );
+    g.insert("b".to_string(), BTreeSet::new());
+    assert_eq!(find_cycle(&g), None);
+}
