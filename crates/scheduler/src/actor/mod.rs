@@ -47,6 +47,10 @@ use tokio_util::sync::CancellationToken;
 
 pub mod backoff;
 mod dispatch;
+#[cfg(test)]
+mod dispatch_tests;
+#[cfg(test)]
+mod hand_rig;
 pub mod health;
 pub mod operator;
 mod outcome;
