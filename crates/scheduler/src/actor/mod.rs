@@ -55,6 +55,8 @@ pub mod health;
 pub mod operator;
 mod outcome;
 #[cfg(test)]
+mod outcome_tests;
+#[cfg(test)]
 mod paused_tests;
 pub mod queue;
 pub mod routes;
