@@ -6,7 +6,7 @@
 //! Pure functions over [`Reply`] values; the text comes from hostile servers, so only bounded
 //! substring checks and a bounded number parse are done on it.
 
-use herald_telemetry::DeferralKind;
+use herald_types::DeferralKind;
 use herald_types::Reply;
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! The event taxonomy. Each variant is something an operator may want to count, log or plot.
 
-use herald_types::{Address, MemberId, PostId, RcptOutcome};
+use herald_types::{Address, DaneNote, MemberId, MtaStsNote, PostId, RcptOutcome};
 
 /// Something that happened in Herald.
 #[derive(Debug, Clone)]
@@ -111,86 +111,4 @@ pub struct Attempt {
     /// What DANE concluded for the attempt (`dane=` in the log); `None` when DANE is off, or
     /// when no connection was made and DANE was not why.
     pub dane: Option<DaneNote>,
-}
-
-/// How DANE (RFC 7672) applied to one attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DaneNote {
-    /// The MX host's TLSA records authenticated the TLS session.
-    Verified,
-    /// DANE applied and failed: no TLS, a certificate the records do not authenticate, or a
-    /// bogus / unanswered TLSA or MX lookup. The copy was deferred, never sent in plaintext.
-    Failed,
-    /// The domain's MX answer, or the host's address or TLSA answer, is not DNSSEC-signed:
-    /// ordinary delivery.
-    Insecure,
-    /// Signed answers, but no usable TLSA record for the host: ordinary delivery.
-    None,
-}
-
-impl DaneNote {
-    pub const ALL: [DaneNote; 4] = [
-        DaneNote::Verified,
-        DaneNote::Failed,
-        DaneNote::Insecure,
-        DaneNote::None,
-    ];
-
-    /// Position in [`DaneNote::ALL`] (the metric's counter array).
-    pub fn index(self) -> usize {
-        match self {
-            DaneNote::Verified => 0,
-            DaneNote::Failed => 1,
-            DaneNote::Insecure => 2,
-            DaneNote::None => 3,
-        }
-    }
-
-    /// The word in the delivery log and the metric label.
-    pub fn word(self) -> &'static str {
-        match self {
-            DaneNote::Verified => "verified",
-            DaneNote::Failed => "failed",
-            DaneNote::Insecure => "insecure",
-            DaneNote::None => "none",
-        }
-    }
-}
-
-/// How MTA-STS (RFC 8461) applied to one attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MtaStsNote {
-    /// An `enforce` policy: only its MX hosts, verified TLS (or the copy was deferred).
-    Enforce,
-    /// A `testing` policy, and the delivery satisfied it.
-    Testing,
-    /// A `testing` policy that enforcement would have failed (MX not in the policy, or TLS
-    /// missing or unverified): delivered as usual, logged and counted.
-    TestingFailed,
-}
-
-impl MtaStsNote {
-    pub const ALL: [MtaStsNote; 3] = [
-        MtaStsNote::Enforce,
-        MtaStsNote::Testing,
-        MtaStsNote::TestingFailed,
-    ];
-
-    /// Position in [`MtaStsNote::ALL`] (the metric's counter array).
-    pub fn index(self) -> usize {
-        match self {
-            MtaStsNote::Enforce => 0,
-            MtaStsNote::Testing => 1,
-            MtaStsNote::TestingFailed => 2,
-        }
-    }
-
-    /// The word in the delivery log and the metric label.
-    pub fn word(self) -> &'static str {
-        match self {
-            MtaStsNote::Enforce => "enforce",
-            MtaStsNote::Testing => "testing",
-            MtaStsNote::TestingFailed => "testing-failed",
-        }
-    }
 }

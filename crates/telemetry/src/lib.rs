@@ -28,10 +28,10 @@ pub mod stragglers;
 pub mod time;
 
 pub use contention::{Contention, LockId, StageId};
-pub use event::{Attempt, DaneNote, Event, MtaStsNote, PostmasterForward, PostmasterMail};
+pub use event::{Attempt, Event, PostmasterForward, PostmasterMail};
 pub use metrics::{Gauges, InboundRefusal, Metrics};
 pub use progress::PostSummary;
-pub use scheduling::{DeferralKind, HostStateKind, LaneKind, SchedulerEvent};
+pub use scheduling::SchedulerEvent;
 pub use stats::{StatsConfig, StatsError, StatsReader};
 pub use stragglers::Stragglers;
 

@@ -297,7 +297,7 @@ mod tests {
             "{line}"
         );
         let sts = Attempt {
-            mta_sts: Some(crate::MtaStsNote::TestingFailed),
+            mta_sts: Some(herald_types::MtaStsNote::TestingFailed),
             ..a
         };
         let line = format_line(&Event::Attempt(Box::new(sts.clone()))).expect("logged");
@@ -308,7 +308,7 @@ mod tests {
         );
         let dane = Attempt {
             mta_sts: None,
-            dane: Some(crate::DaneNote::Verified),
+            dane: Some(herald_types::DaneNote::Verified),
             ..sts
         };
         let line = format_line(&Event::Attempt(Box::new(dane))).expect("logged");

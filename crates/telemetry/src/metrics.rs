@@ -5,10 +5,11 @@
 //! keeps state out of statics (STYLE.md rule 9). Label sets are fixed and small, so cardinality
 //! is bounded by construction.
 
-use crate::event::{DaneNote, Event, MtaStsNote, PostmasterForward};
+use crate::event::{Event, PostmasterForward};
 pub use crate::exposition::{write_counter, write_gauge, Histogram};
 use crate::rate::Kind;
 use herald_types::RcptOutcome;
+use herald_types::{DaneNote, MtaStsNote};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 

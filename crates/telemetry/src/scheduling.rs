@@ -6,71 +6,13 @@
 //! Bounds: label values are fixed enum words, except the per-destination concurrency table,
 //! which holds at most [`MAX_DESTINATION_ROWS`] rows chosen by the scheduler.
 
-use herald_types::{MemberId, PostId, Reply};
+use herald_types::{DeferralKind, HostStateKind, LaneKind, MemberId, PostId, Reply};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// Rows of `herald_destination_connections` shown at most (bounded label cardinality).
 pub const MAX_DESTINATION_ROWS: usize = 20;
-
-/// Why a copy was deferred, as the scheduler classified the reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DeferralKind {
-    /// The server asks us to slow down (421, 4.7.28, "too many", "rate"): not the member's fault.
-    Throttle,
-    /// Greylisting: retried after the interval the server implies.
-    Greylist,
-    /// No host of the destination could be reached (connect, banner, EHLO).
-    HostDown,
-    /// Any other temporary failure.
-    Other,
-}
-
-impl DeferralKind {
-    pub const ALL: [DeferralKind; 4] = [
-        DeferralKind::Throttle,
-        DeferralKind::Greylist,
-        DeferralKind::HostDown,
-        DeferralKind::Other,
-    ];
-
-    pub fn word(self) -> &'static str {
-        match self {
-            DeferralKind::Throttle => "throttle",
-            DeferralKind::Greylist => "greylist",
-            DeferralKind::HostDown => "host_down",
-            DeferralKind::Other => "other",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// A host's health state as the scheduler sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HostStateKind {
-    /// Answering; new connections allowed.
-    Up,
-    /// Failing; no new connection before the probe time.
-    Down,
-    /// One probe connection is testing whether it is back.
-    Probing,
-}
-
-/// A lane of the scheduler.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LaneKind {
-    /// First attempts, short timeouts.
-    Fast,
-    /// Retries of copies whose attempt failed temporarily, RFC 5321 timeouts.
-    Slow,
-}
 
 /// Something the scheduler decided.
 #[derive(Debug, Clone)]

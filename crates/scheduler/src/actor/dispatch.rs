@@ -11,7 +11,7 @@ use crate::actor::queue::Parked;
 use crate::actor::{Actor, Starved};
 use crate::messages::Job;
 use crate::workers::{self, WorkerPlan};
-use herald_telemetry::LaneKind;
+use herald_types::LaneKind;
 use std::cmp::Reverse;
 use std::sync::Arc;
 use std::time::Duration;

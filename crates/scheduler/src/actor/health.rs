@@ -19,7 +19,8 @@
 
 use crate::messages::{ConnectTimings, HostKey, Target};
 use herald_routing::MxHost;
-use herald_telemetry::{HostStateKind, SchedulerEvent};
+use herald_telemetry::SchedulerEvent;
+use herald_types::HostStateKind;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};

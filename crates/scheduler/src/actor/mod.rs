@@ -29,7 +29,8 @@ use crate::config::SchedulerConfig;
 use crate::messages::{Ctrl, Job, OutcomeReport, PolicyNotes, Report};
 use crate::workers::WorkerCtx;
 use health::{HealthConfig, HostHealth};
-use herald_telemetry::{Event, LaneKind, SchedulerEvent};
+use herald_telemetry::{Event, SchedulerEvent};
+use herald_types::LaneKind;
 use herald_types::{FailureCause, RcptOutcome, Reply};
 use queue::Destination;
 use routes::Resolvers;
@@ -46,9 +47,15 @@ use tokio_util::sync::CancellationToken;
 
 pub mod backoff;
 mod dispatch;
+#[cfg(test)]
+mod dispatch_tests;
+#[cfg(test)]
+mod hand_rig;
 pub mod health;
 pub mod operator;
 mod outcome;
+#[cfg(test)]
+mod outcome_tests;
 #[cfg(test)]
 mod paused_tests;
 pub mod queue;

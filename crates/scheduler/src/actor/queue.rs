@@ -13,8 +13,8 @@
 
 use crate::messages::Job;
 use herald_routing::{DaneRoute, MxHost, StsRoute};
-use herald_telemetry::{DeferralKind, LaneKind};
 use herald_types::PostId;
+use herald_types::{DeferralKind, LaneKind};
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;

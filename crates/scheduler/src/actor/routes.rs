@@ -39,7 +39,7 @@ use herald_routing::mta_sts::{self, Mode, PolicySource};
 use herald_routing::{
     dane, Dane, DaneRoute, MtaSts, MxHost, MxResolver, MxSecurity, ResolveError, StsRoute,
 };
-use herald_telemetry::{DaneNote, LaneKind, MtaStsNote};
+use herald_types::{DaneNote, LaneKind, MtaStsNote};
 use herald_types::{FailureCause, NoRoute, Reply};
 use std::collections::BinaryHeap;
 use std::sync::Arc;

@@ -8,8 +8,8 @@ use crate::config::SchedulerConfig;
 use crate::messages::{Job, PostCtx};
 use herald_routing::mta_sts::Mode;
 use herald_routing::{DaneRoute, HostDane, MxHost, StsRoute, TlsaSet};
-use herald_telemetry::{DaneNote, DeferralKind, LaneKind};
 use herald_types::{Address, EnhancedStatus, ListId, Member, MemberId, MemberStatus, Reply};
+use herald_types::{DaneNote, DeferralKind, LaneKind};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -157,7 +157,7 @@ async fn a_policy_allowing_no_mx_takes_the_domain_out_of_its_destination() {
         panic!("a deferral report");
     };
     assert_eq!(o.rcpt, "r@a.test");
-    assert_eq!(o.mta_sts, Some(herald_telemetry::MtaStsNote::Enforce));
+    assert_eq!(o.mta_sts, Some(herald_types::MtaStsNote::Enforce));
 }
 
 fn dane_route(mx_secure: bool, marks: Vec<HostDane>) -> DaneRoute {

@@ -138,8 +138,8 @@ mod bench {
     use crate::config::SchedulerConfig;
     use crate::messages::Job;
     use herald_routing::MxHost;
-    use herald_telemetry::{DeferralKind, LaneKind};
     use herald_types::{Address, ListId, Member, MemberId, MemberStatus};
+    use herald_types::{DeferralKind, LaneKind};
     use std::sync::Arc;
     use std::time::Duration;
 

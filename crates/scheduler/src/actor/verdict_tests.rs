@@ -8,7 +8,7 @@ use super::Route;
 use crate::messages::{Action, Command, Selector};
 use crate::messages::{OutcomeReport, Report};
 use herald_routing::ResolveError;
-use herald_telemetry::{DeferralKind, LaneKind};
+use herald_types::{DeferralKind, LaneKind};
 use herald_types::{EnhancedStatus, FailureCause, NoRoute, RcptOutcome, Reply};
 use std::time::Duration;
 use tokio::sync::mpsc;

@@ -294,3 +294,6 @@ where
 {
     tokio::task::spawn_blocking(f).await
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,7 +7,7 @@
 //! small post arriving later is never stuck behind it in admission.
 
 use herald_fanout::Template;
-use herald_telemetry::{DeferralKind, LaneKind};
+use herald_types::{DeferralKind, LaneKind};
 use herald_types::{ListId, Member, PostId, Reply};
 use std::sync::Arc;
 use tokio::sync::Semaphore;

@@ -18,7 +18,7 @@ pub use job::{Job, PostCtx};
 pub use report::{OutcomeReport, PolicyNotes, Report};
 pub use views::{DestinationView, HostView, QueueSnapshot, SnapshotRequest, StragglerView};
 
-use herald_telemetry::LaneKind;
+use herald_types::LaneKind;
 use herald_types::Reply;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

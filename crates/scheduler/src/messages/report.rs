@@ -4,8 +4,8 @@
 //! and expansion; consumed by `outcomes`.
 
 use super::job::Job;
-use herald_telemetry::{DaneNote, MtaStsNote};
 use herald_types::{Address, FailureCause, ListId, MemberId, PostId, RcptOutcome};
+use herald_types::{DaneNote, MtaStsNote};
 
 /// One attempt's result, detached from the job so the job can go back to its queue.
 pub struct OutcomeReport {

@@ -158,3 +158,6 @@ impl Book {
         post
     }
 }
+
+#[cfg(test)]
+mod tests;

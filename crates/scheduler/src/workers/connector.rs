@@ -17,7 +17,7 @@
 //! pipelined SMTP exchange.
 
 use crate::messages::{ConnectTimings, HostFailure, HostKey};
-use herald_telemetry::{DaneNote, MtaStsNote};
+use herald_types::{DaneNote, MtaStsNote};
 use herald_types::{RcptOutcome, Reply};
 use std::future::Future;
 use std::pin::Pin;

@@ -23,7 +23,7 @@ use herald_routing::{DaneRoute, HostDane, StsRoute};
 use herald_smtp_client::{
     ClientConfig, Connection, OutgoingCopy, SessionError, SessionErrorKind, Stage, TlsError,
 };
-use herald_telemetry::{DaneNote, DeferralKind, LaneKind, MtaStsNote};
+use herald_types::{DaneNote, DeferralKind, LaneKind, MtaStsNote};
 use herald_types::{EnhancedStatus, Reply};
 use std::sync::Arc;
 

@@ -4,10 +4,10 @@
 use super::scripted::{test_ctx_with, test_post_at, Answer, Scripted};
 use super::{run, WorkerPlan};
 use crate::messages::{Ctrl, HostKey, Job, Report, Target};
-use herald_telemetry::{DeferralKind, LaneKind};
 use herald_types::{
     Address, EnhancedStatus, ListId, Member, MemberId, MemberStatus, RcptOutcome, Reply,
 };
+use herald_types::{DeferralKind, LaneKind};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
