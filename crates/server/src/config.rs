@@ -158,34 +158,12 @@ impl Config {
         self.postmaster.check(&self.hostname)?;
         self.auth.check()?;
         self.smtp_in.check()?;
-        self.scheduler_and_lists_check()?;
+        self.scheduler.check()?;
+        self.lists.check()?;
+        self.scheduler.validate().map_err(|e| e.to_string())?;
         self.delivery.validate().map_err(|e| e.to_string())?;
         self.stats.check()?;
         self.http.check()
-    }
-
-    /// The scheduler's and the lists stage's keys.
-    fn scheduler_and_lists_check(&self) -> Result<(), String> {
-        let s = &self.scheduler;
-        if s.max_connections == 0 || s.max_connections_per_destination == 0 {
-            return Err(
-                "scheduler.max_connections and max_connections_per_destination must be > 0".into(),
-            );
-        }
-        if s.max_copies_per_batch == 0 {
-            return Err("scheduler.max_copies_per_batch must be > 0".into());
-        }
-        if !(0.0..=1.0).contains(&s.retry_jitter) {
-            return Err("scheduler.retry_jitter must be between 0 and 1".into());
-        }
-        if self.lists.dedup_flush_ms == 0 || self.lists.held_sweep_secs == 0 {
-            return Err("lists.dedup_flush_ms and lists.held_sweep_secs must be > 0".into());
-        }
-        if !(1..=10_000).contains(&self.lists.request_max_lines) {
-            return Err("lists.request_max_lines must be between 1 and 10000".into());
-        }
-        s.validate().map_err(|e| e.to_string())?;
-        Ok(())
     }
 
     /// Loads every `[dkim]` key. An unreadable or unusable key stops the start: sending
