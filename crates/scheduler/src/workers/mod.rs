@@ -5,7 +5,8 @@
 //! or the connection's message limit is reached.
 //!
 //! A fast-lane worker uses the short first-pass timeouts, a slow-lane worker the RFC 5321 ones:
-//! no call holds a worker past its lane's timeout (the delivery crate bounds every step).
+//! no call holds a worker past its lane's timeout (herald-smtp-client bounds every step of a
+//! session, herald-routing every lookup).
 //!
 //! The unjournaled window: a connection never has more than `max_copies_per_batch` copies
 //! sent whose outcomes are not yet durable. Each copy's final state is queued to the journal
