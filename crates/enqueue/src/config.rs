@@ -2,9 +2,12 @@
 //! DKIM, ARC, DMARC) before it is enqueued. The results decide DMARC From rewriting and are
 //! carried to receivers in the ARC set. Every key has a default and unknown keys are refused.
 
-use crate::arrival::LmtpClients;
+use crate::arrival::{ArrivalCheck, LmtpClients};
 use herald_auth::received::IpBlock;
+use herald_auth::Authenticator;
 use serde::Deserialize;
+use std::net::SocketAddr;
+use std::time::Duration;
 
 /// Authentication of arriving posts (`[auth]`).
 #[derive(Debug, Clone, Deserialize)]
@@ -34,7 +37,43 @@ impl Default for AuthSection {
     }
 }
 
+/// Why the arrival check could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ArrivalSetupError {
+    /// The resolver the check queries could not be built from `[dns]`.
+    #[error("{0}")]
+    Resolver(herald_auth::AuthError),
+    /// An `internal_relays` entry is not an address or CIDR block; names the entry.
+    #[error("{0}")]
+    Relays(String),
+}
+
 impl AuthSection {
+    /// The arrival check this section asks for, querying `nameservers` (the system's resolver
+    /// when empty) as `[dns]` says, and stamping results as `authserv_id`.
+    pub fn arrival_check(
+        &self,
+        nameservers: &[SocketAddr],
+        dns_timeout: Duration,
+        dns_attempts: usize,
+        authserv_id: &str,
+    ) -> Result<ArrivalCheck, ArrivalSetupError> {
+        let auth = if self.verify_arrivals {
+            let auth = Authenticator::new(nameservers, dns_timeout, dns_attempts, authserv_id)
+                .map_err(ArrivalSetupError::Resolver)?;
+            Some(auth)
+        } else {
+            None
+        };
+        let lmtp_clients = self.lmtp_clients().map_err(ArrivalSetupError::Relays)?;
+        Ok(ArrivalCheck::new(
+            auth,
+            authserv_id,
+            Duration::from_secs(self.arrival_timeout_secs),
+            lmtp_clients,
+        ))
+    }
+
     /// Checked when the server's configuration is loaded; each error names its key.
     pub fn check(&self) -> Result<(), String> {
         if self.arrival_timeout_secs == 0 || self.arrival_timeout_secs > 300 {

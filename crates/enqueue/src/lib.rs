@@ -27,7 +27,7 @@ mod inbound;
 mod policy;
 
 pub use arrival::{ArrivalCheck, LmtpClients, Source};
-pub use config::AuthSection;
+pub use config::{ArrivalSetupError, AuthSection};
 pub use dedup::{DedupConfig, DedupError, DedupStore, Seen};
 pub use enqueue::{
     crlf, from_header, Enqueuer, Handoff, HandoffReceivers, Origin, Submission, HANDOFF_CAPACITY,

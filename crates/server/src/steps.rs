@@ -11,8 +11,8 @@ use crate::listeners::{self, InboundTls, ListenerTask, Listeners};
 use crate::ServerError;
 use herald_directory::Directory;
 use herald_enqueue::{
-    ArrivalCheck, DedupConfig, DedupStore, Enqueuer, Handoff, ListHandler, PostmasterPolicy,
-    HANDOFF_CAPACITY,
+    ArrivalCheck, ArrivalSetupError, DedupConfig, DedupStore, Enqueuer, Handoff, ListHandler,
+    PostmasterPolicy, HANDOFF_CAPACITY,
 };
 use herald_fanout::ListContext;
 use herald_lists::Lists;
@@ -243,32 +243,18 @@ async fn hand_to_fanout(
 
 /// The arrival check with its own resolver (mail-auth's, through the same `[dns]` servers).
 fn arrival_check(config: &Config) -> Result<ArrivalCheck, ServerError> {
-    let auth = if config.auth.verify_arrivals {
-        let d = &config.dns;
-        let auth = herald_auth::Authenticator::new(
-            &d.nameservers,
-            Duration::from_millis(d.timeout_ms),
-            d.attempts,
-            &config.hostname,
-        )
-        .map_err(|e| ServerError::Resolver(e.to_string()))?;
-        Some(auth)
-    } else {
-        None
-    };
-    let lmtp_clients = config
+    let d = &config.dns;
+    let timeout = Duration::from_millis(d.timeout_ms);
+    config
         .auth
-        .lmtp_clients()
-        .map_err(|message| ConfigError::Unusable {
-            key: "auth".into(),
-            message,
-        })?;
-    Ok(ArrivalCheck::new(
-        auth,
-        &config.hostname,
-        Duration::from_secs(config.auth.arrival_timeout_secs),
-        lmtp_clients,
-    ))
+        .arrival_check(&d.nameservers, timeout, d.attempts, &config.hostname)
+        .map_err(|e| match e {
+            ArrivalSetupError::Resolver(e) => ServerError::Resolver(e.to_string()),
+            ArrivalSetupError::Relays(message) => ServerError::Config(ConfigError::Unusable {
+                key: "auth".into(),
+                message,
+            }),
+        })
 }
 
 /// Step 3: the SMTP/LMTP listeners (into the enqueue path) and the HTTP API.
