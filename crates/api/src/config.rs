@@ -67,3 +67,41 @@ impl HttpConfig {
         Some(self.archive_url.clone()).filter(|u| !u.is_empty())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_url_falls_back_to_the_listener_and_loses_its_trailing_slash() {
+        let listen = SocketAddr::from(([127, 0, 0, 1], 8025));
+        let mut h = HttpConfig::default();
+        assert_eq!(h.public_base_url(listen), "http://127.0.0.1:8025");
+        assert_eq!(h.archive_url(), None);
+        h.public_base_url = "https://lists.example.org/".into();
+        assert_eq!(h.public_base_url(listen), "https://lists.example.org");
+    }
+
+    #[test]
+    fn check_names_the_key_at_fault() {
+        let bad_url = HttpConfig {
+            public_base_url: "ftp://x".into(),
+            ..HttpConfig::default()
+        };
+        let e = bad_url.check().expect_err("not http(s)");
+        assert!(e.starts_with("http.public_base_url:"), "{e}");
+        for token in ["short", "sixteen-chars-but;semicolon"] {
+            let h = HttpConfig {
+                admin_token: token.into(),
+                ..HttpConfig::default()
+            };
+            let e = h.check().expect_err(token);
+            assert!(e.starts_with("http.admin_token:"), "{token}: {e}");
+        }
+        let good = HttpConfig {
+            admin_token: "0123456789abcdef".into(),
+            ..HttpConfig::default()
+        };
+        assert!(good.check().is_ok());
+    }
+}

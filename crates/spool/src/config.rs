@@ -143,6 +143,26 @@ mod tests {
     }
 
     #[test]
+    fn the_server_section_defaults_to_the_spool_defaults_under_the_given_dir() {
+        let c = SpoolSection::default().spool_config(PathBuf::from("/data/spool"));
+        assert_eq!(c, SpoolConfig::new("/data/spool"));
+        let tuned = SpoolSection {
+            commit_interval_ms: 7,
+            commit_max_records: 9,
+            segment_max_bytes: 1 << 20,
+        }
+        .spool_config(PathBuf::from("/d"));
+        assert_eq!(
+            (
+                tuned.commit_interval_ms,
+                tuned.commit_max_records,
+                tuned.segment_max_bytes
+            ),
+            (7, 9, 1 << 20)
+        );
+    }
+
+    #[test]
     fn validate_names_the_key() {
         let mut c = SpoolConfig::new("/tmp/x");
         c.commit_max_records = 0;

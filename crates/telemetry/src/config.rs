@@ -62,3 +62,45 @@ pub fn telemetry_config(data_dir: &Path, log: &LogConfig, stats: &StatsSection) 
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_place_the_log_and_the_store_under_the_data_dir() {
+        let dir = Path::new("/var/lib/herald");
+        let c = telemetry_config(dir, &LogConfig::default(), &StatsSection::default());
+        assert_eq!(
+            c.log_path.as_deref(),
+            Some(Path::new("/var/lib/herald/log/delivery.log"))
+        );
+        let stats = c.stats.expect("stats on by default");
+        assert_eq!(stats.path, Path::new("/var/lib/herald/stats.db"));
+        assert_eq!(stats.flush_secs, 5);
+        let off = telemetry_config(
+            dir,
+            &LogConfig {
+                delivery_log: false,
+            },
+            &StatsSection {
+                enabled: false,
+                flush_secs: 5,
+            },
+        );
+        assert!(off.log_path.is_none() && off.stats.is_none());
+    }
+
+    #[test]
+    fn flush_secs_is_bounded_and_the_error_names_it() {
+        for flush_secs in [0, 3601] {
+            let s = StatsSection {
+                enabled: true,
+                flush_secs,
+            };
+            let e = s.check().expect_err("out of range");
+            assert!(e.starts_with("stats.flush_secs"), "{flush_secs}: {e}");
+        }
+        assert!(StatsSection::default().check().is_ok());
+    }
+}
