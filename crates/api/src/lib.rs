@@ -14,6 +14,7 @@
 
 mod admin;
 pub mod auth;
+pub mod config;
 mod dashboard;
 mod error;
 mod lists_ops;
@@ -25,6 +26,7 @@ mod stages;
 mod unsubscribe;
 mod views;
 
+pub use config::HttpConfig;
 pub use error::ApiError;
 pub use herald_api_types::ConfirmView;
 pub use lists_ops::{ListOps, OpsFuture};

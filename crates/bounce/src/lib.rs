@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn no_route_keeps_the_kinds_its_replies_always_had() {
-        // The resolver's synthetic replies (herald-delivery `ResolveError::synthetic_reply`):
+        // The resolver's synthetic replies (herald-routing `ResolveError::synthetic_reply`):
         // the variant now decides, and agrees with what the reply rules gave before.
         let cases = [
             (

@@ -19,6 +19,7 @@
 //! and `policy.rs` for what is checked where.
 
 mod arrival;
+pub mod config;
 pub mod dedup;
 mod enqueue;
 mod error;
@@ -26,6 +27,7 @@ mod inbound;
 mod policy;
 
 pub use arrival::{ArrivalCheck, LmtpClients, Source};
+pub use config::{ArrivalSetupError, AuthSection};
 pub use dedup::{DedupConfig, DedupError, DedupStore, Seen};
 pub use enqueue::{
     crlf, from_header, Enqueuer, Handoff, HandoffReceivers, Origin, Submission, HANDOFF_CAPACITY,

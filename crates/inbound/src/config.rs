@@ -143,6 +143,93 @@ impl InboundConfig {
     }
 }
 
+/// The server's `[smtp_in]` table: [`InboundConfig`] without the hostname (that is the
+/// server's top-level `hostname`, shared by every stage). Every key defaults to the
+/// listener's own default; unknown keys are refused.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SmtpInConfig {
+    /// Line lengths, message size, recipients, errors and timeouts (`[smtp_in.limits]`).
+    pub limits: Limits,
+    /// Concurrent sessions per listener; beyond it a connection gets 421 4.3.2.
+    pub max_sessions: usize,
+    /// Concurrent SMTP and submissions sessions from one client address (IPv6: per /64),
+    /// 0 = no limit; beyond it 421 4.7.0. Never applied to LMTP (see `herald.example.toml`).
+    pub max_sessions_per_client: usize,
+    /// Concurrent SMTP and submissions sessions from one IPv4 /24 or IPv6 /48, 0 = no limit,
+    /// else at least `max_sessions_per_client`; beyond it 421 4.7.0. Not applied to LMTP.
+    pub max_sessions_per_network: usize,
+    /// Percentage of `max_sessions` from which an SMTP listener is in stress mode (0 = never,
+    /// at most 100): idle sessions with no MAIL yet get `stress_command_timeout_secs`.
+    pub stress_threshold_percent: u8,
+    /// The command timeout of idle sessions with no MAIL yet under stress (Postfix: 10 s).
+    pub stress_command_timeout_secs: u64,
+    /// With every SMTP slot taken, shed the longest-idle session with no MAIL yet (421 4.7.0)
+    /// to admit a newcomer; sessions in a transaction are never shed.
+    pub shed_idle_sessions: bool,
+    /// Message octets all inbound sessions may buffer at once, all listeners together; a
+    /// message that would go past it gets 452 4.3.1 and is retried by its sender.
+    pub max_buffered_octets: u64,
+    /// On shutdown, open transactions get this long to finish.
+    pub shutdown_grace_secs: u64,
+}
+
+impl Default for SmtpInConfig {
+    fn default() -> Self {
+        let d = InboundConfig::default();
+        SmtpInConfig {
+            limits: d.limits,
+            max_sessions: d.max_sessions,
+            max_sessions_per_client: d.max_sessions_per_client,
+            max_sessions_per_network: d.max_sessions_per_network,
+            stress_threshold_percent: d.stress_threshold_percent,
+            stress_command_timeout_secs: d.stress_command_timeout_secs,
+            shed_idle_sessions: d.shed_idle_sessions,
+            max_buffered_octets: d.max_buffered_octets,
+            shutdown_grace_secs: d.shutdown_grace_secs,
+        }
+    }
+}
+
+impl SmtpInConfig {
+    /// The checks the listeners would make at start, made when the server's configuration is
+    /// loaded so the error names its key (`smtp_in.…`).
+    pub fn check(&self) -> Result<(), String> {
+        self.limits
+            .validate()
+            .map_err(|e| format!("smtp_in.limits.{e}"))?;
+        if self.max_sessions == 0 {
+            return Err("smtp_in.max_sessions: must be > 0".into());
+        }
+        if self.max_buffered_octets < self.limits.max_message_octets {
+            return Err(
+                "smtp_in.max_buffered_octets: must be at least smtp_in.limits.max_message_octets"
+                    .into(),
+            );
+        }
+        // The listener's own checks of the flood keys; each error starts with its key.
+        self.inbound_config("localhost")
+            .validate_flood_keys()
+            .map_err(|e| format!("smtp_in.{e}"))
+    }
+
+    /// The listener settings under the server's `hostname`.
+    pub fn inbound_config(&self, hostname: &str) -> InboundConfig {
+        InboundConfig {
+            hostname: hostname.to_string(),
+            limits: self.limits,
+            max_sessions: self.max_sessions,
+            max_sessions_per_client: self.max_sessions_per_client,
+            max_sessions_per_network: self.max_sessions_per_network,
+            stress_threshold_percent: self.stress_threshold_percent,
+            stress_command_timeout_secs: self.stress_command_timeout_secs,
+            shed_idle_sessions: self.shed_idle_sessions,
+            max_buffered_octets: self.max_buffered_octets,
+            shutdown_grace_secs: self.shutdown_grace_secs,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -50,11 +50,11 @@ use herald_types::{Address, Reply};
 use std::future::Future;
 use std::net::SocketAddr;
 
-pub use config::InboundConfig;
+pub use config::{InboundConfig, SmtpInConfig};
 pub use herald_smtp::{Limits, Mode};
 pub use listener::{serve, serve_shared, serve_with_tls};
 pub use shared::InboundShared;
-pub use tls::{load_server_config, InboundTls, TlsSetupError};
+pub use tls::{load_server_config, InboundTls, TlsSection, TlsSetupError};
 
 /// A message ready to be stored: its envelope, with the `Received:` header already prepended to
 /// `envelope.body`, where and when it arrived, and the handler's own answer for each recipient.

@@ -25,6 +25,17 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
+/// The server's `[tls]` table. Both files set: SMTP offers STARTTLS (RFC 3207) and
+/// `listen.submissions` may be used. Neither set: no TLS (STARTTLS answers 502).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsSection {
+    /// PEM certificate chain, leaf first.
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1). Keep it 0600.
+    pub key_file: Option<PathBuf>,
+}
+
 /// TLS for one listener.
 #[derive(Clone)]
 pub struct InboundTls {

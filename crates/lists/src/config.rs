@@ -36,6 +36,19 @@ impl Default for ListsConfig {
     }
 }
 
+impl ListsConfig {
+    /// Checked when the server's configuration is loaded; the error names its keys.
+    pub fn check(&self) -> Result<(), String> {
+        if self.dedup_flush_ms == 0 || self.held_sweep_secs == 0 {
+            return Err("lists.dedup_flush_ms and lists.held_sweep_secs must be > 0".into());
+        }
+        if !(1..=10_000).contains(&self.request_max_lines) {
+            return Err("lists.request_max_lines must be between 1 and 10000".into());
+        }
+        Ok(())
+    }
+}
+
 /// Mail to postmaster (`[postmaster]`). Herald accepts `<postmaster>` and
 /// `postmaster@<domain>` for its hostname and every domain it has a list in, stores each
 /// message (250 after fsync), and forwards it to `forward`.

@@ -121,6 +121,23 @@ pub struct ConfigError {
 }
 
 impl SchedulerConfig {
+    /// The checks the server makes when its configuration is loaded, before [`Self::validate`]
+    /// (their messages predate it and are kept word for word).
+    pub fn check(&self) -> Result<(), String> {
+        if self.max_connections == 0 || self.max_connections_per_destination == 0 {
+            return Err(
+                "scheduler.max_connections and max_connections_per_destination must be > 0".into(),
+            );
+        }
+        if self.max_copies_per_batch == 0 {
+            return Err("scheduler.max_copies_per_batch must be > 0".into());
+        }
+        if !(0.0..=1.0).contains(&self.retry_jitter) {
+            return Err("scheduler.retry_jitter must be between 0 and 1".into());
+        }
+        Ok(())
+    }
+
     /// Refuses settings that would stall delivery. Called once at start.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |key, reason: &str| {

@@ -1,15 +1,26 @@
 //! Herald's configuration: one TOML file, checked once at start. Every key has a default (so no
 //! file at all is a valid configuration), unknown keys are refused, and every error names its
 //! key. `herald.example.toml` at the repository root documents each key with its default.
+//!
+//! Each stage owns its section (type, defaults, checks) beside its code; this file only
+//! assembles them, holds the keys shared by several stages (`data_dir`, `hostname`, `secret`,
+//! `[listen]`) and makes the checks that span sections.
 
-use herald_inbound::Limits;
-use herald_routing::ResolverConfig;
-use herald_scheduler::SchedulerConfig;
-use herald_smtp_client::ClientConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+
+pub use herald_api::HttpConfig;
+pub use herald_auth::dkim::{DkimDomainConfig, DkimKeyConfig};
+pub use herald_enqueue::AuthSection;
+pub use herald_inbound::{SmtpInConfig, TlsSection};
+pub use herald_lists::{ListsConfig, PostmasterSection, MAX_POSTMASTER_FORWARD};
+pub use herald_routing::ResolverConfig;
+pub use herald_scheduler::SchedulerConfig;
+pub use herald_smtp_client::ClientConfig;
+pub use herald_spool::SpoolSection;
+pub use herald_telemetry::{LogConfig, StatsSection};
 
 /// The whole configuration.
 #[derive(Debug, Clone, Deserialize)]
@@ -46,100 +57,6 @@ pub struct Config {
     pub postmaster: PostmasterSection,
 }
 
-pub use herald_lists::{PostmasterSection, MAX_POSTMASTER_FORWARD};
-
-/// Authentication of arriving posts (`[auth]`): the results decide DMARC From rewriting and
-/// are carried to receivers in the ARC set.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AuthSection {
-    /// Check SPF, DKIM, ARC and DMARC of each list post once on arrival (through `[dns]`).
-    /// Off: lists with `from_rewrite = "when_needed"` never rewrite, and no ARC set is added.
-    pub verify_arrivals: bool,
-    /// Longest the check may take; past it the post is stored with `temperror` results.
-    pub arrival_timeout_secs: u64,
-    /// Over LMTP, check SPF against the client the MTA in front recorded in its `Received:`
-    /// field. Off: LMTP posts get no SPF result (DKIM and DMARC are still checked).
-    pub lmtp_client_from_received: bool,
-    /// Relays whose recorded clients are walked past to the outside one: a content filter
-    /// re-injecting over loopback adds such a hop. Addresses or CIDR blocks.
-    pub internal_relays: Vec<String>,
-}
-
-impl Default for AuthSection {
-    fn default() -> Self {
-        AuthSection {
-            verify_arrivals: true,
-            arrival_timeout_secs: 10,
-            lmtp_client_from_received: true,
-            internal_relays: vec!["127.0.0.0/8".into(), "::1".into()],
-        }
-    }
-}
-
-impl AuthSection {
-    /// How LMTP posts find their real client; errors name the bad `internal_relays` entry.
-    pub fn lmtp_clients(&self) -> Result<herald_enqueue::LmtpClients, String> {
-        if !self.lmtp_client_from_received {
-            return Ok(herald_enqueue::LmtpClients::Unknown);
-        }
-        let blocks = self
-            .internal_relays
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                herald_auth::received::IpBlock::parse(r)
-                    .map_err(|e| format!("auth.internal_relays[{i}]: {e}"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(herald_enqueue::LmtpClients::FromReceived(blocks))
-    }
-}
-
-/// Inbound TLS (`[tls]`). Both files set: SMTP offers STARTTLS (RFC 3207) and
-/// `listen.submissions` may be used. Neither set: no TLS (STARTTLS answers 502).
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TlsSection {
-    /// PEM certificate chain, leaf first.
-    pub cert_file: Option<PathBuf>,
-    /// PEM private key (PKCS#8, PKCS#1 or SEC1). Keep it 0600.
-    pub key_file: Option<PathBuf>,
-}
-
-/// One list domain's DKIM key, and optionally a second one.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DkimDomainConfig {
-    #[serde(flatten)]
-    pub key: DkimKeyConfig,
-    /// Also add an ARC set (RFC 8617) to every copy, vouching for the arrival results. Two
-    /// more signatures per copy with the first key: with RSA-2048 about 0.5 ms of CPU a copy.
-    #[serde(default = "yes")]
-    pub arc: bool,
-    /// A second key that signs every copy too (`[dkim."<domain>".second]`), typically Ed25519
-    /// beside RSA (RFC 8463 §3), under its own selector.
-    #[serde(default)]
-    pub second: Option<DkimKeyConfig>,
-}
-
-/// A DKIM key: where its public half is published and where the private half is.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DkimKeyConfig {
-    /// The DNS selector: the public key is at `<selector>._domainkey.<domain>`.
-    pub selector: String,
-    /// PEM private key (PKCS#1 or PKCS#8; `herald dkim keygen` writes one). Keep it 0600.
-    pub key_file: PathBuf,
-    /// `rsa` (rsa-sha256, default) or `ed25519` (ed25519-sha256).
-    #[serde(default)]
-    pub algorithm: herald_auth::DkimAlgorithm,
-}
-
-fn yes() -> bool {
-    true
-}
-
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -164,7 +81,8 @@ impl Default for Config {
     }
 }
 
-/// Listening addresses. The caller binds them (tests bind port 0).
+/// Listening addresses. The caller binds them (tests bind port 0). Kept here: the composition
+/// root binds every socket, and `[tls]` depends on `submissions`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ListenConfig {
@@ -187,103 +105,86 @@ impl Default for ListenConfig {
     }
 }
 
-/// Inbound SMTP/LMTP: protocol limits and the session cap.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SmtpInConfig {
-    /// Line lengths, message size, recipients, errors and timeouts (`[smtp_in.limits]`).
-    pub limits: Limits,
-    /// Concurrent sessions per listener; beyond it a connection gets 421 4.3.2.
-    pub max_sessions: usize,
-    /// Concurrent SMTP and submissions sessions from one client address (IPv6: per /64),
-    /// 0 = no limit; beyond it 421 4.7.0. Never applied to LMTP (see `herald.example.toml`).
-    pub max_sessions_per_client: usize,
-    /// Concurrent SMTP and submissions sessions from one IPv4 /24 or IPv6 /48, 0 = no limit,
-    /// else at least `max_sessions_per_client`; beyond it 421 4.7.0. Not applied to LMTP.
-    pub max_sessions_per_network: usize,
-    /// Percentage of `max_sessions` from which an SMTP listener is in stress mode (0 = never,
-    /// at most 100): idle sessions with no MAIL yet get `stress_command_timeout_secs`.
-    pub stress_threshold_percent: u8,
-    /// The command timeout of idle sessions with no MAIL yet under stress (Postfix: 10 s).
-    pub stress_command_timeout_secs: u64,
-    /// With every SMTP slot taken, shed the longest-idle session with no MAIL yet (421 4.7.0)
-    /// to admit a newcomer; sessions in a transaction are never shed.
-    pub shed_idle_sessions: bool,
-    /// Message octets all inbound sessions may buffer at once, all listeners together; a
-    /// message that would go past it gets 452 4.3.1 and is retried by its sender.
-    pub max_buffered_octets: u64,
-    /// On shutdown, open transactions get this long to finish.
-    pub shutdown_grace_secs: u64,
+/// Why a configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+    /// A value that parsed but cannot be used (e.g. a key file), named by its key.
+    #[error("{key}: {message}")]
+    Unusable { key: String, message: String },
 }
 
-impl Default for SmtpInConfig {
-    fn default() -> Self {
-        let d = herald_inbound::InboundConfig::default();
-        SmtpInConfig {
-            limits: d.limits,
-            max_sessions: d.max_sessions,
-            max_sessions_per_client: d.max_sessions_per_client,
-            max_sessions_per_network: d.max_sessions_per_network,
-            stress_threshold_percent: d.stress_threshold_percent,
-            stress_command_timeout_secs: d.stress_command_timeout_secs,
-            shed_idle_sessions: d.shed_idle_sessions,
-            max_buffered_octets: d.max_buffered_octets,
-            shutdown_grace_secs: d.shutdown_grace_secs,
+impl From<herald_auth::dkim::DkimConfigError> for ConfigError {
+    fn from(e: herald_auth::dkim::DkimConfigError) -> Self {
+        ConfigError::Unusable {
+            key: e.key,
+            message: e.message,
         }
     }
 }
 
 impl Config {
+    /// Reads and checks a TOML file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(&text).map_err(|message| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses TOML text; the error message names the offending key.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        let cfg: Config = toml::from_str(text).map_err(|e| e.to_string().trim().to_string())?;
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    /// Each section's own checks, in the order they have always run (the first error is the
+    /// one reported), and the hostname, which spans sections.
+    fn check(&self) -> Result<(), String> {
+        if self.hostname.is_empty() || self.hostname.contains(char::is_whitespace) {
+            return Err("hostname: must be a host name without spaces".into());
+        }
+        self.postmaster.check(&self.hostname)?;
+        self.auth.check()?;
+        self.smtp_in.check()?;
+        self.scheduler.check()?;
+        self.lists.check()?;
+        self.scheduler.validate().map_err(|e| e.to_string())?;
+        self.delivery.validate().map_err(|e| e.to_string())?;
+        self.stats.check()?;
+        self.http.check()
+    }
+
     /// Loads every `[dkim]` key. An unreadable or unusable key stops the start: sending
     /// unsigned copies from a domain that publishes DKIM would fail DMARC at receivers.
     pub fn dkim_keys(&self) -> Result<herald_auth::DkimKeys, ConfigError> {
         let mut signers = Vec::with_capacity(self.dkim.len());
         for (domain, d) in &self.dkim {
-            let key = format!("dkim.\"{domain}\"");
-            let mut signer = load_dkim_key(domain, &d.key, &key)?.with_arc(d.arc);
-            if let Some(second) = &d.second {
-                let key = format!("{key}.second");
-                let other = load_dkim_key(domain, second, &key)?;
-                signer = signer
-                    .with_second(other)
-                    .map_err(|e| ConfigError::Unusable {
-                        key: format!("{key}.selector"),
-                        message: e.to_string(),
-                    })?;
-            }
+            signers.push(d.signer(domain)?);
             // Says at start which domains sign, so an operator reading the log need not
             // open a copy to learn whether the key was picked up.
             tracing::info!(domain = %domain, selector = %d.key.selector,
                 algorithm = d.key.algorithm.tag(),
                 second = ?d.second.as_ref().map(|s| (&s.selector, s.algorithm.tag())),
                 arc = d.arc, "copies will be DKIM-signed");
-            signers.push(signer);
         }
         Ok(herald_auth::DkimKeys::new(signers))
     }
-}
 
-/// Reads and parses one `[dkim]` key; errors name `key` (the config section).
-fn load_dkim_key(
-    domain: &str,
-    k: &DkimKeyConfig,
-    key: &str,
-) -> Result<herald_auth::DkimSigner, ConfigError> {
-    let pem = std::fs::read(&k.key_file).map_err(|e| ConfigError::Unusable {
-        key: key.to_string(),
-        message: format!("cannot read {}: {e}", k.key_file.display()),
-    })?;
-    herald_auth::DkimSigner::from_pem(domain, &k.selector, k.algorithm, &pem).map_err(|e| {
-        ConfigError::Unusable {
-            key: key.to_string(),
-            message: format!("{}: {e}", k.key_file.display()),
-        }
-    })
-}
-
-impl Config {
     /// Loads the `[tls]` certificate: `None` when TLS is not configured. Half a configuration,
-    /// an unusable certificate or a submissions listener without one stops the start.
+    /// an unusable certificate or a submissions listener without one stops the start. Here,
+    /// not in the inbound crate: it spans `[tls]` and `[listen]`.
     pub fn inbound_tls(&self) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, ConfigError> {
         let unusable = |key: &str, message: String| ConfigError::Unusable {
             key: key.into(),
@@ -308,227 +209,10 @@ impl Config {
             )),
         }
     }
-}
-
-impl SmtpInConfig {
-    /// The checks the listeners would make at start, made at load so the error names its key.
-    fn check(&self) -> Result<(), String> {
-        self.limits
-            .validate()
-            .map_err(|e| format!("smtp_in.limits.{e}"))?;
-        if self.max_sessions == 0 {
-            return Err("smtp_in.max_sessions: must be > 0".into());
-        }
-        if self.max_buffered_octets < self.limits.max_message_octets {
-            return Err(
-                "smtp_in.max_buffered_octets: must be at least smtp_in.limits.max_message_octets"
-                    .into(),
-            );
-        }
-        // The inbound crate's own checks of the flood keys; each error starts with its key.
-        self.inbound_config("localhost")
-            .validate_flood_keys()
-            .map_err(|e| format!("smtp_in.{e}"))
-    }
-
-    pub fn inbound_config(&self, hostname: &str) -> herald_inbound::InboundConfig {
-        herald_inbound::InboundConfig {
-            hostname: hostname.to_string(),
-            limits: self.limits,
-            max_sessions: self.max_sessions,
-            max_sessions_per_client: self.max_sessions_per_client,
-            max_sessions_per_network: self.max_sessions_per_network,
-            stress_threshold_percent: self.stress_threshold_percent,
-            stress_command_timeout_secs: self.stress_command_timeout_secs,
-            shed_idle_sessions: self.shed_idle_sessions,
-            max_buffered_octets: self.max_buffered_octets,
-            shutdown_grace_secs: self.shutdown_grace_secs,
-        }
-    }
-}
-
-/// The HTTP side: the public URL that unsubscribe links point to.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct HttpConfig {
-    /// Base of the one-click unsubscribe URLs put in every copy. Empty: `http://<listen.http>`.
-    pub public_base_url: String,
-    /// Archive URL put in List-Archive (empty: no List-Archive header).
-    pub archive_url: String,
-    /// Bearer token for the admin API and the dashboard (`Authorization: Bearer …` or the
-    /// dashboard's login cookie). Empty: admin pages and API answer loopback clients only.
-    /// The `HERALD_ADMIN_TOKEN` environment variable, when set, overrides it.
-    pub admin_token: String,
-}
-
-impl HttpConfig {
-    /// The configured admin token, `HERALD_ADMIN_TOKEN` first; `None` when empty.
-    pub fn admin_token(&self) -> Option<String> {
-        std::env::var("HERALD_ADMIN_TOKEN")
-            .ok()
-            .filter(|t| !t.is_empty())
-            .or_else(|| Some(self.admin_token.clone()).filter(|t| !t.is_empty()))
-    }
-}
-
-/// The statistics store behind `herald report` and the dashboard (`<data_dir>/stats.db`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct StatsSection {
-    /// Keep delivery statistics (off: reports are unavailable; used to measure their cost).
-    pub enabled: bool,
-    /// Aggregates are written to disk this often (and before every report).
-    pub flush_secs: u64,
-}
-
-impl Default for StatsSection {
-    fn default() -> Self {
-        StatsSection {
-            enabled: true,
-            flush_secs: 5,
-        }
-    }
-}
-
-/// Spool tuning (the spool's directory is `<data_dir>/spool`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SpoolSection {
-    /// Group commit: at most this many ms between a record and its fsync…
-    pub commit_interval_ms: u64,
-    /// …or this many records, whichever comes first.
-    pub commit_max_records: usize,
-    /// Journal segments roll over at this size.
-    pub segment_max_bytes: u64,
-}
-
-impl Default for SpoolSection {
-    fn default() -> Self {
-        let d = herald_spool::SpoolConfig::default();
-        SpoolSection {
-            commit_interval_ms: d.commit_interval_ms,
-            commit_max_records: d.commit_max_records,
-            segment_max_bytes: d.segment_max_bytes,
-        }
-    }
-}
-
-/// Logging.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LogConfig {
-    /// Write `<data_dir>/log/delivery.log` (one line per delivery attempt).
-    pub delivery_log: bool,
-}
-
-impl Default for LogConfig {
-    fn default() -> Self {
-        LogConfig { delivery_log: true }
-    }
-}
-
-pub use herald_lists::ListsConfig;
-
-/// Why a configuration was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
-    /// A value that parsed but cannot be used (e.g. a key file), named by its key.
-    #[error("{key}: {message}")]
-    Unusable { key: String, message: String },
-}
-
-impl Config {
-    /// Reads and checks a TOML file.
-    pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Config::parse(&text).map_err(|message| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        })
-    }
-
-    /// Parses TOML text; the error message names the offending key.
-    pub fn parse(text: &str) -> Result<Config, String> {
-        let cfg: Config = toml::from_str(text).map_err(|e| e.to_string().trim().to_string())?;
-        cfg.check()?;
-        Ok(cfg)
-    }
-
-    /// Cross-field checks serde cannot express.
-    fn check(&self) -> Result<(), String> {
-        if self.hostname.is_empty() || self.hostname.contains(char::is_whitespace) {
-            return Err("hostname: must be a host name without spaces".into());
-        }
-        self.postmaster.check(&self.hostname)?;
-        if self.auth.arrival_timeout_secs == 0 || self.auth.arrival_timeout_secs > 300 {
-            return Err("auth.arrival_timeout_secs: must be between 1 and 300".into());
-        }
-        if self.auth.internal_relays.len() > 64 {
-            return Err("auth.internal_relays: at most 64 entries".into());
-        }
-        self.auth.lmtp_clients()?;
-        self.smtp_in.check()?;
-        let s = &self.scheduler;
-        if s.max_connections == 0 || s.max_connections_per_destination == 0 {
-            return Err(
-                "scheduler.max_connections and max_connections_per_destination must be > 0".into(),
-            );
-        }
-        if s.max_copies_per_batch == 0 {
-            return Err("scheduler.max_copies_per_batch must be > 0".into());
-        }
-        if !(0.0..=1.0).contains(&s.retry_jitter) {
-            return Err("scheduler.retry_jitter must be between 0 and 1".into());
-        }
-        if self.lists.dedup_flush_ms == 0 || self.lists.held_sweep_secs == 0 {
-            return Err("lists.dedup_flush_ms and lists.held_sweep_secs must be > 0".into());
-        }
-        if !(1..=10_000).contains(&self.lists.request_max_lines) {
-            return Err("lists.request_max_lines must be between 1 and 10000".into());
-        }
-        s.validate().map_err(|e| e.to_string())?;
-        self.delivery.validate().map_err(|e| e.to_string())?;
-        if self.stats.flush_secs == 0 || self.stats.flush_secs > 3600 {
-            return Err("stats.flush_secs must be between 1 and 3600".into());
-        }
-        let t = &self.http.admin_token;
-        if !t.is_empty()
-            && (t.len() < 16
-                || !t
-                    .bytes()
-                    .all(|b| b.is_ascii_graphic() && !b";,\"\\".contains(&b)))
-        {
-            return Err(
-                "http.admin_token: must be at least 16 printable ASCII characters without ; , \" \\"
-                    .into(),
-            );
-        }
-        if !self.http.public_base_url.is_empty()
-            && !self.http.public_base_url.starts_with("http://")
-            && !self.http.public_base_url.starts_with("https://")
-        {
-            return Err("http.public_base_url: must start with http:// or https://".into());
-        }
-        Ok(())
-    }
 
     /// The base URL for unsubscribe links.
     pub fn public_base_url(&self) -> String {
-        if self.http.public_base_url.is_empty() {
-            format!("http://{}", self.listen.http)
-        } else {
-            self.http.public_base_url.trim_end_matches('/').to_string()
-        }
+        self.http.public_base_url(self.listen.http)
     }
 
     /// The outbound client settings, with the HELO name defaulting to `hostname`.
@@ -541,12 +225,7 @@ impl Config {
     }
 
     pub fn spool_config(&self) -> herald_spool::SpoolConfig {
-        herald_spool::SpoolConfig {
-            dir: self.data_dir.join("spool"),
-            commit_interval_ms: self.spool.commit_interval_ms,
-            commit_max_records: self.spool.commit_max_records,
-            segment_max_bytes: self.spool.segment_max_bytes,
-        }
+        self.spool.spool_config(self.data_dir.join("spool"))
     }
 }
 

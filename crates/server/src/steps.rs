@@ -11,15 +11,15 @@ use crate::listeners::{self, InboundTls, ListenerTask, Listeners};
 use crate::ServerError;
 use herald_directory::Directory;
 use herald_enqueue::{
-    ArrivalCheck, DedupConfig, DedupStore, Enqueuer, Handoff, ListHandler, PostmasterPolicy,
-    HANDOFF_CAPACITY,
+    ArrivalCheck, ArrivalSetupError, DedupConfig, DedupStore, Enqueuer, Handoff, ListHandler,
+    PostmasterPolicy, HANDOFF_CAPACITY,
 };
 use herald_fanout::ListContext;
 use herald_lists::Lists;
 use herald_routing::MxResolver;
 use herald_scheduler::{Scheduler, SchedulerDeps};
 use herald_spool::{PostKind, RecoveredPost, Spool, SpooledPost};
-use herald_telemetry::{Telemetry, TelemetryConfig};
+use herald_telemetry::Telemetry;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -69,15 +69,11 @@ pub(crate) fn open_stores(config: &Config) -> Result<Stores, ServerError> {
     let secret = crate::secret::load_or_create(config).map_err(data_err)?;
     let directory = Directory::open(&config.data_dir.join("herald.db"))?;
     let (spool, recovered) = Spool::open(config.spool_config())?;
-    let log_path = config
-        .log
-        .delivery_log
-        .then(|| config.data_dir.join("log").join("delivery.log"));
-    let stats = config.stats.enabled.then(|| herald_telemetry::StatsConfig {
-        path: config.data_dir.join("stats.db"),
-        flush_secs: config.stats.flush_secs,
-    });
-    let telemetry = Telemetry::new(&TelemetryConfig { log_path, stats })?;
+    let telemetry = Telemetry::new(&herald_telemetry::telemetry_config(
+        &config.data_dir,
+        &config.log,
+        &config.stats,
+    ))?;
     let resolver =
         Arc::new(MxResolver::new(&config.dns).map_err(|e| ServerError::Resolver(e.to_string()))?);
     if !recovered.is_empty() {
@@ -133,7 +129,6 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
     let (handoff, handed) = Handoff::channels(HANDOFF_CAPACITY);
     let stages_stop = CancellationToken::new();
     let scheduler_stop = CancellationToken::new();
-    let archive_url = Some(config.http.archive_url.clone()).filter(|u| !u.is_empty());
     let deps = SchedulerDeps {
         directory: s.directory.clone(),
         spool: s.spool.clone(),
@@ -142,7 +137,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         client: config.client_config(),
         list_ctx: ListContext {
             unsubscribe_base_url: config.public_base_url(),
-            archive_url,
+            archive_url: config.http.archive_url(),
             secret: s.secret.clone(),
             dkim: config.dkim_keys()?,
             authserv_id: config.hostname.clone(),
@@ -248,32 +243,18 @@ async fn hand_to_fanout(
 
 /// The arrival check with its own resolver (mail-auth's, through the same `[dns]` servers).
 fn arrival_check(config: &Config) -> Result<ArrivalCheck, ServerError> {
-    let auth = if config.auth.verify_arrivals {
-        let d = &config.dns;
-        let auth = herald_auth::Authenticator::new(
-            &d.nameservers,
-            Duration::from_millis(d.timeout_ms),
-            d.attempts,
-            &config.hostname,
-        )
-        .map_err(|e| ServerError::Resolver(e.to_string()))?;
-        Some(auth)
-    } else {
-        None
-    };
-    let lmtp_clients = config
+    let d = &config.dns;
+    let timeout = Duration::from_millis(d.timeout_ms);
+    config
         .auth
-        .lmtp_clients()
-        .map_err(|message| ConfigError::Unusable {
-            key: "auth".into(),
-            message,
-        })?;
-    Ok(ArrivalCheck::new(
-        auth,
-        &config.hostname,
-        Duration::from_secs(config.auth.arrival_timeout_secs),
-        lmtp_clients,
-    ))
+        .arrival_check(&d.nameservers, timeout, d.attempts, &config.hostname)
+        .map_err(|e| match e {
+            ArrivalSetupError::Resolver(e) => ServerError::Resolver(e.to_string()),
+            ArrivalSetupError::Relays(message) => ServerError::Config(ConfigError::Unusable {
+                key: "auth".into(),
+                message,
+            }),
+        })
 }
 
 /// Step 3: the SMTP/LMTP listeners (into the enqueue path) and the HTTP API.

@@ -85,6 +85,42 @@ impl SpoolConfig {
     }
 }
 
+/// The server's `[spool]` table: [`SpoolConfig`] without `dir`, which the server derives
+/// (`<data_dir>/spool`), so an operator cannot point the journal away from the data directory.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SpoolSection {
+    /// Group commit: at most this many ms between a record and its fsync…
+    pub commit_interval_ms: u64,
+    /// …or this many records, whichever comes first.
+    pub commit_max_records: usize,
+    /// Journal segments roll over at this size.
+    pub segment_max_bytes: u64,
+}
+
+impl Default for SpoolSection {
+    fn default() -> Self {
+        let d = SpoolConfig::default();
+        SpoolSection {
+            commit_interval_ms: d.commit_interval_ms,
+            commit_max_records: d.commit_max_records,
+            segment_max_bytes: d.segment_max_bytes,
+        }
+    }
+}
+
+impl SpoolSection {
+    /// The spool's settings with its journal under `dir`.
+    pub fn spool_config(&self, dir: PathBuf) -> SpoolConfig {
+        SpoolConfig {
+            dir,
+            commit_interval_ms: self.commit_interval_ms,
+            commit_max_records: self.commit_max_records,
+            segment_max_bytes: self.segment_max_bytes,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,6 +140,26 @@ mod tests {
         assert_eq!(c.dir, PathBuf::from("/var/spool/herald"));
         assert_eq!(c.commit_max_records, 4096);
         assert!(serde_json::from_str::<SpoolConfig>(r#"{"commit_every":3}"#).is_err());
+    }
+
+    #[test]
+    fn the_server_section_defaults_to_the_spool_defaults_under_the_given_dir() {
+        let c = SpoolSection::default().spool_config(PathBuf::from("/data/spool"));
+        assert_eq!(c, SpoolConfig::new("/data/spool"));
+        let tuned = SpoolSection {
+            commit_interval_ms: 7,
+            commit_max_records: 9,
+            segment_max_bytes: 1 << 20,
+        }
+        .spool_config(PathBuf::from("/d"));
+        assert_eq!(
+            (
+                tuned.commit_interval_ms,
+                tuned.commit_max_records,
+                tuned.segment_max_bytes
+            ),
+            (7, 9, 1 << 20)
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ mod shared;
 mod spool;
 mod writer;
 
-pub use config::SpoolConfig;
+pub use config::{SpoolConfig, SpoolSection};
 pub use error::SpoolError;
 pub use model::{
     DoneSet, FinalState, PostKind, PostMeta, PostProgress, RecoveredPost, SpoolStats, SpooledPost,

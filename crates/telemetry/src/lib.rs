@@ -14,6 +14,7 @@
 //! loses lines is worse than a slower fan-out.
 
 pub mod classes;
+pub mod config;
 pub mod contention;
 pub mod event;
 pub mod exposition;
@@ -27,6 +28,7 @@ pub mod stats;
 pub mod stragglers;
 pub mod time;
 
+pub use config::{telemetry_config, LogConfig, StatsSection};
 pub use contention::{Contention, LockId, StageId};
 pub use event::{Attempt, Event, PostmasterForward, PostmasterMail};
 pub use metrics::{Gauges, InboundRefusal, Metrics};

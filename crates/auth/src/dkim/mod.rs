@@ -12,11 +12,13 @@
 //! part of any `Debug` output.
 
 mod canon;
+pub mod config;
 mod key;
 mod keygen;
 mod sign;
 
 pub use canon::{relaxed_header, BodyHasher};
+pub use config::{DkimConfigError, DkimDomainConfig, DkimKeyConfig};
 pub use keygen::{generate, GeneratedKey};
 pub(crate) use sign::canonical_signed_fields;
 pub use sign::{header_fields, DkimSigner, SIGNED_FIELDS};

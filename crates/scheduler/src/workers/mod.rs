@@ -5,7 +5,8 @@
 //! or the connection's message limit is reached.
 //!
 //! A fast-lane worker uses the short first-pass timeouts, a slow-lane worker the RFC 5321 ones:
-//! no call holds a worker past its lane's timeout (the SMTP client crate, `smtp-client`, bounds every step).
+//! no call holds a worker past its lane's timeout (herald-smtp-client bounds every step of a
+//! session, herald-routing every lookup).
 //!
 //! The unjournaled window: a connection never has more than `max_copies_per_batch` copies
 //! sent whose outcomes are not yet durable. Each copy's final state is queued to the journal
@@ -30,8 +31,7 @@ use crate::messages::{BatchDone, Ctrl, Job, OutcomeReport, Report, Target};
 use herald_fanout::Stamp;
 use herald_routing::{DaneRoute, StsRoute};
 use herald_spool::{FinalState, Spool};
-use herald_telemetry::Telemetry;
-use herald_types::{DeferralKind, LaneKind};
+use herald_telemetry::{DeferralKind, LaneKind, Telemetry};
 use herald_types::{EnhancedStatus, RcptOutcome, Reply};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;

@@ -1,0 +1,107 @@
+//! The server's `[http]` table: the public URL in every copy's links and the admin token. Every
+//! key has a default and unknown keys are refused; [`HttpConfig::check`] runs when the server's
+//! configuration is loaded, so its errors name their key.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+
+/// The HTTP side: the public URL that unsubscribe links point to.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Base of the one-click unsubscribe URLs put in every copy. Empty: `http://<listen.http>`.
+    pub public_base_url: String,
+    /// Archive URL put in List-Archive (empty: no List-Archive header).
+    pub archive_url: String,
+    /// Bearer token for the admin API and the dashboard (`Authorization: Bearer …` or the
+    /// dashboard's login cookie). Empty: admin pages and API answer loopback clients only.
+    /// The `HERALD_ADMIN_TOKEN` environment variable, when set, overrides it.
+    pub admin_token: String,
+}
+
+impl HttpConfig {
+    /// The configured admin token, `HERALD_ADMIN_TOKEN` first; `None` when empty.
+    pub fn admin_token(&self) -> Option<String> {
+        std::env::var("HERALD_ADMIN_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty())
+            .or_else(|| Some(self.admin_token.clone()).filter(|t| !t.is_empty()))
+    }
+
+    /// The token must survive a cookie and an `Authorization` header unquoted, and be long
+    /// enough not to be guessed; the URL must be one a mail client can open.
+    pub fn check(&self) -> Result<(), String> {
+        let t = &self.admin_token;
+        if !t.is_empty()
+            && (t.len() < 16
+                || !t
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && !b";,\"\\".contains(&b)))
+        {
+            return Err(
+                "http.admin_token: must be at least 16 printable ASCII characters without ; , \" \\"
+                    .into(),
+            );
+        }
+        if !self.public_base_url.is_empty()
+            && !self.public_base_url.starts_with("http://")
+            && !self.public_base_url.starts_with("https://")
+        {
+            return Err("http.public_base_url: must start with http:// or https://".into());
+        }
+        Ok(())
+    }
+
+    /// The base URL for unsubscribe links: `public_base_url` without a trailing slash, or the
+    /// HTTP listener's own address when it is empty.
+    pub fn public_base_url(&self, listen_http: SocketAddr) -> String {
+        if self.public_base_url.is_empty() {
+            format!("http://{listen_http}")
+        } else {
+            self.public_base_url.trim_end_matches('/').to_string()
+        }
+    }
+
+    /// The List-Archive URL, `None` when not configured.
+    pub fn archive_url(&self) -> Option<String> {
+        Some(self.archive_url.clone()).filter(|u| !u.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_url_falls_back_to_the_listener_and_loses_its_trailing_slash() {
+        let listen = SocketAddr::from(([127, 0, 0, 1], 8025));
+        let mut h = HttpConfig::default();
+        assert_eq!(h.public_base_url(listen), "http://127.0.0.1:8025");
+        assert_eq!(h.archive_url(), None);
+        h.public_base_url = "https://lists.example.org/".into();
+        assert_eq!(h.public_base_url(listen), "https://lists.example.org");
+    }
+
+    #[test]
+    fn check_names_the_key_at_fault() {
+        let bad_url = HttpConfig {
+            public_base_url: "ftp://x".into(),
+            ..HttpConfig::default()
+        };
+        let e = bad_url.check().expect_err("not http(s)");
+        assert!(e.starts_with("http.public_base_url:"), "{e}");
+        for token in ["short", "sixteen-chars-but;semicolon"] {
+            let h = HttpConfig {
+                admin_token: token.into(),
+                ..HttpConfig::default()
+            };
+            let e = h.check().expect_err(token);
+            assert!(e.starts_with("http.admin_token:"), "{token}: {e}");
+        }
+        let good = HttpConfig {
+            admin_token: "0123456789abcdef".into(),
+            ..HttpConfig::default()
+        };
+        assert!(good.check().is_ok());
+    }
+}
