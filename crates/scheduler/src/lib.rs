@@ -196,6 +196,21 @@ impl Scheduler {
         (scheduler, handle)
     }
 
+    /// The scheduler's intake loop: takes the posts enqueue hands over (list posts and
+    /// generated mail) and starts their expansion, until the scheduler stops. A post not taken
+    /// by then is durable and resumed at the next start.
+    pub async fn take_posts(self, mut posts: mpsc::Receiver<SpooledPost>, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                post = posts.recv() => match post {
+                    Some(post) => self.submit(post),
+                    None => break,
+                },
+            }
+        }
+    }
+
     /// Fans out a freshly spooled post. List posts go to the members, generated mail to its
     /// explicit recipients; held posts, bounces and requests stay in the spool for their own
     /// stages.

@@ -202,11 +202,11 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
             Duration::from_millis(config.lists.dedup_flush_ms),
             stop.clone(),
         )),
-        tokio::spawn(hand_to_fanout(
-            scheduler.clone(),
-            handed.fanout,
-            scheduler_stop.clone(),
-        )),
+        tokio::spawn(
+            scheduler
+                .clone()
+                .take_posts(handed.fanout, scheduler_stop.clone()),
+        ),
     ];
     Ok(Stages {
         directory: s.directory,
@@ -221,24 +221,6 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         tasks,
         stages_stop,
     })
-}
-
-/// Connects enqueue's fan-out channel to the scheduler until the scheduler stops (posts not
-/// handed over are durable and resumed at the next start).
-async fn hand_to_fanout(
-    scheduler: Scheduler,
-    mut posts: mpsc::Receiver<SpooledPost>,
-    stop: CancellationToken,
-) {
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => break,
-            post = posts.recv() => match post {
-                Some(post) => scheduler.submit(post),
-                None => break,
-            },
-        }
-    }
 }
 
 /// The arrival check with its own resolver (mail-auth's, through the same `[dns]` servers).
