@@ -35,13 +35,18 @@
 //! copies validated addresses and the subject (control characters dropped, at most 150
 //! characters, RFC 2047-encoded when not ASCII); the original is attached as it arrived.
 
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine;
+use crate::mail::{self, Stamp};
 use bytes::Bytes;
 use herald_enqueue::{EnqueueError, Enqueuer, Submission};
 use herald_spool::{FinalState, PostKind, RecoveredPost, Spool, SpooledPost};
 use herald_telemetry::{Event, PostmasterForward, PostmasterMail};
 use herald_types::{Address, MemberId, PostId};
+use mail_builder::headers::address::Address as MailAddress;
+use mail_builder::headers::content_type::ContentType;
+use mail_builder::headers::raw::Raw;
+use mail_builder::headers::text::Text;
+use mail_builder::mime::{BodyPart, MimePart};
+use mail_builder::MessageBuilder;
 
 /// The one journaled outcome of a postmaster post: it was handled at arrival (`Delivered`:
 /// forwarded, `Failed`: kept only), so a restart does not handle it again.
@@ -116,8 +121,7 @@ impl Postmaster {
             hostname: &self.hostname,
             to: &self.forward,
             retention_days: self.retention_days,
-            now_secs: herald_types::unix_ms_now() / 1000,
-            nonce: rand::random(),
+            stamp: Stamp::now(),
         };
         let body = note.wrap(post);
         enq.enqueue(Submission::Server {
@@ -204,73 +208,56 @@ struct Note<'a> {
     hostname: &'a str,
     to: &'a [Address],
     retention_days: u32,
-    now_secs: u64,
-    /// Random: Message-ID and MIME boundary.
-    nonce: u64,
+    /// Date, Message-ID and MIME boundary: fixed in the golden tests.
+    stamp: Stamp,
 }
 
 impl Note<'_> {
     /// The forward: our note, then the original attached unchanged (CRLF line endings, as the
-    /// spool keeps them; the template dot-stuffs when it is sent).
+    /// spool keeps them; the template dot-stuffs when it is sent). From our postmaster at the
+    /// domain the message was sent to (aligned with that domain's DKIM key, when it has one).
     fn wrap(&self, post: &SpooledPost) -> Bytes {
         let original = &post.body[..];
-        let mut boundary = format!("herald-pm-{:016x}", self.nonce);
+        let mut boundary = format!("herald-pm-{:016x}", self.stamp.nonce);
         // A 64-bit random boundary cannot be guessed; checking costs one scan all the same.
         while contains(original, boundary.as_bytes()) {
             boundary.push('x');
         }
         let reply_to =
             herald_enqueue::from_header(original).or_else(|| post.meta.envelope_from.clone());
-        let mut m = self.headers(post, reply_to.as_ref(), &boundary);
-        m.push_str("A note from Herald, and the message to postmaster attached.\r\n");
-        m.push_str(&format!("\r\n--{boundary}\r\n"));
-        m.push_str("Content-Type: text/plain; charset=us-ascii\r\n\r\n");
-        m.push_str(&self.note_text(post, reply_to.is_some()));
-        m.push_str(&format!("\r\n--{boundary}\r\n"));
-        m.push_str("Content-Type: message/rfc822\r\n");
-        m.push_str(&format!(
-            "Content-Disposition: attachment; filename=\"postmaster-{}.eml\"\r\n",
-            post.id
-        ));
-        // RFC 2046 §5.2.1: message/rfc822 takes no encoding but 7bit, 8bit or binary.
-        let cte = if original.is_ascii() { "7bit" } else { "8bit" };
-        m.push_str(&format!("Content-Transfer-Encoding: {cte}\r\n\r\n"));
-        let mut out = m.into_bytes();
-        out.extend_from_slice(original);
-        // The CRLF before a boundary belongs to the delimiter (RFC 2046 §5.1.1): with it the
-        // attachment is the original byte for byte, final line break included.
-        out.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-        Bytes::from(out)
-    }
-
-    /// The forward's header, ending with the blank line. From our postmaster at the domain the
-    /// message was sent to (aligned with that domain's DKIM key, when it has one).
-    fn headers(&self, post: &SpooledPost, reply_to: Option<&Address>, boundary: &str) -> String {
-        let parsed = mail_parser::MessageParser::new().parse_headers(&post.body[..]);
+        let parsed = mail_parser::MessageParser::new().parse_headers(original);
         let subject = parsed.as_ref().and_then(|m| m.subject()).unwrap_or("");
-        let to: Vec<String> = self.to.iter().map(|a| format!("<{a}>")).collect();
-        let mut m = String::with_capacity(1024);
-        m.push_str(&format!(
-            "From: \"Herald postmaster\" <postmaster@{}>\r\n",
-            post.meta.list_address.domain()
-        ));
-        m.push_str(&format!("To: {}\r\n", to.join(",\r\n ")));
-        if let Some(r) = reply_to {
-            m.push_str(&format!("Reply-To: <{r}>\r\n"));
+        let note = mail::plain_part(&self.note_text(post, reply_to.is_some()), "us-ascii");
+        // RFC 2046 §5.2.1: message/rfc822 takes no encoding but 7bit, 8bit or binary; with the
+        // encoding given, mail-builder writes the part as is. The CRLF before the closing
+        // boundary belongs to the delimiter (RFC 2046 §5.1.1): the attachment is the original
+        // byte for byte, final line break included.
+        let cte = if original.is_ascii() { "7bit" } else { "8bit" };
+        let attached = MimePart::new("message/rfc822", BodyPart::Binary(original.into()))
+            .attachment(format!("postmaster-{}.eml", post.id))
+            .transfer_encoding(cte);
+        let mixed = ContentType::new("multipart/mixed").attribute("boundary", boundary);
+        let from = MailAddress::new_address(
+            Some("Herald postmaster"),
+            format!("postmaster@{}", post.meta.list_address.domain()),
+        );
+        let to = MailAddress::new_list(self.to.iter().map(mail::bare).collect());
+        let mut builder = MessageBuilder::new().from(from).to(to);
+        if let Some(r) = &reply_to {
+            builder = builder.reply_to(mail::bare(r));
         }
-        m.push_str(&subject_header(subject));
-        m.push_str(&format!("Date: {}\r\n", rfc822_date(self.now_secs)));
-        m.push_str(&format!(
-            "Message-ID: <herald.pm.{:016x}@{}>\r\n",
-            self.nonce, self.hostname
-        ));
-        m.push_str("Auto-Submitted: auto-generated\r\n");
-        m.push_str(&format!("X-Loop: {}\r\n", loop_marker(self.hostname)));
-        m.push_str("MIME-Version: 1.0\r\n");
-        m.push_str(&format!(
-            "Content-Type: multipart/mixed; boundary=\"{boundary}\"\r\n\r\n"
-        ));
-        m
+        let builder = builder
+            .subject(Text::new(postmaster_subject(subject)))
+            .date(self.stamp.date())
+            .message_id(format!(
+                "herald.pm.{:016x}@{}",
+                self.stamp.nonce, self.hostname
+            ))
+            .header("Auto-Submitted", Raw::new("auto-generated"))
+            .header("X-Loop", Raw::new(loop_marker(self.hostname)))
+            .header("MIME-Version", Raw::new("1.0"))
+            .body(MimePart::new(mixed, vec![note, attached]));
+        mail::finish(builder)
     }
 
     /// The note for the operator: the envelope, when it arrived, how long it is kept, and how
@@ -291,9 +278,9 @@ impl Note<'_> {
             String::new(),
             format!("  Envelope sender:     {sender}"),
             format!("  Envelope recipient:  <{}>", meta.list_address),
-            format!("  Received:            {}", rfc822_date(received)),
+            format!("  Received:            {}", mail::rfc822_date(received)),
             format!("  Size:                {} bytes", post.body.len()),
-            format!("  Kept until:          {}", rfc822_date(until)),
+            format!("  Kept until:          {}", mail::rfc822_date(until)),
             String::new(),
             "It is attached unchanged. On the server:".to_string(),
             String::new(),
@@ -304,51 +291,25 @@ impl Note<'_> {
             lines.push(String::new());
             lines.push("A reply to this note goes to the sender of the message.".into());
         }
-        let mut text = lines.join("\r\n");
-        text.push_str("\r\n");
+        let mut text = lines.join("\n");
+        text.push('\n');
         text
     }
-}
-
-fn rfc822_date(unix_secs: u64) -> String {
-    mail_parser::DateTime::from_timestamp(unix_secs as i64).to_rfc822()
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-/// `Subject: [postmaster] <subject>` with CRLF: control characters dropped, at most
-/// [`MAX_SUBJECT_CHARS`], non-ASCII text as RFC 2047 encoded words (one per folded line, each
-/// within 75 characters).
-fn subject_header(subject: &str) -> String {
+/// `[postmaster] <subject>`: control characters dropped, at most [`MAX_SUBJECT_CHARS`] of
+/// the original. mail-builder encodes what is not ASCII (RFC 2047) and folds the header.
+fn postmaster_subject(subject: &str) -> String {
     let clean: String = subject
         .chars()
         .filter(|c| !c.is_control())
         .take(MAX_SUBJECT_CHARS)
         .collect();
-    let clean = clean.trim();
-    if clean.is_ascii() {
-        return format!("Subject: [postmaster] {clean}\r\n");
-    }
-    let mut out = String::from("Subject: [postmaster]");
-    let mut chunk = String::new();
-    let flush = |chunk: &mut String, out: &mut String| {
-        if !chunk.is_empty() {
-            out.push_str(&format!("\r\n =?utf-8?b?{}?=", STANDARD.encode(&*chunk)));
-            chunk.clear();
-        }
-    };
-    for c in clean.chars() {
-        // 45 bytes of UTF-8 make 60 base64 characters: 72 with the `=?utf-8?b?` `?=` frame.
-        if chunk.len() + c.len_utf8() > 45 {
-            flush(&mut chunk, &mut out);
-        }
-        chunk.push(c);
-    }
-    flush(&mut chunk, &mut out);
-    out.push_str("\r\n");
-    out
+    format!("[postmaster] {}", clean.trim())
 }
 
 #[cfg(test)]
@@ -385,8 +346,10 @@ mod tests {
             hostname: "herald.test",
             to,
             retention_days: 14,
-            now_secs: 1_700_000_100,
-            nonce: 0xfeed,
+            stamp: Stamp {
+                now_secs: 1_700_000_100,
+                nonce: 0xfeed,
+            },
         }
     }
 
@@ -493,6 +456,14 @@ mod tests {
         );
         assert!(room.has_room(&spool));
         spool.close().await.expect("close");
+    }
+
+    /// The `Subject:` header line as the forward writes it.
+    fn subject_header(subject: &str) -> String {
+        use mail_builder::headers::Header;
+        let mut out = b"Subject: ".to_vec();
+        Text::new(postmaster_subject(subject)).write_header(&mut out, "Subject: ".len());
+        String::from_utf8_lossy(&out).into_owned()
     }
 
     #[test]
