@@ -18,6 +18,8 @@
 
 mod config;
 mod error;
+#[cfg(test)]
+mod golden;
 mod mail;
 mod moderation;
 mod notices;

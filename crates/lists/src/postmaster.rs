@@ -44,7 +44,6 @@ use herald_types::{Address, MemberId, PostId};
 use mail_builder::headers::address::Address as MailAddress;
 use mail_builder::headers::content_type::ContentType;
 use mail_builder::headers::raw::Raw;
-use mail_builder::headers::text::Text;
 use mail_builder::mime::{BodyPart, MimePart};
 use mail_builder::MessageBuilder;
 
@@ -247,7 +246,7 @@ impl Note<'_> {
             builder = builder.reply_to(mail::bare(r));
         }
         let builder = builder
-            .subject(Text::new(postmaster_subject(subject)))
+            .header("Subject", mail::subject(&postmaster_subject(subject)))
             .date(self.stamp.date())
             .message_id(format!(
                 "herald.pm.{:016x}@{}",
@@ -458,11 +457,40 @@ mod tests {
         spool.close().await.expect("close");
     }
 
+    fn golden_forward(original: &str, from: Option<&str>) -> String {
+        let ops = [a("ops@example.org"), a("noc@example.net")];
+        let w = note(&ops).wrap(&stored(original, from));
+        String::from_utf8(w.to_vec()).expect("UTF-8")
+    }
+
+    /// The exact bytes of a forward: fixed date, Message-ID and boundary (the [`Stamp`]).
+    #[test]
+    fn a_forward_is_byte_for_byte_this() {
+        let got = golden_forward(
+            "From: Bob <bob@d0.test>\nSubject: your server\nMessage-ID: <m1@d0.test>\n\nHello postmaster,\n.\nbye\n",
+            Some("bounce-handler@d0.test"),
+        );
+        assert_eq!(got, PM_FORWARD);
+    }
+
+    /// A subject and display name carrying CR/LF (encoded in the original): the subject's
+    /// control characters are dropped, its 8-bit text encoded; nothing becomes a header.
+    #[test]
+    fn a_forward_of_a_hostile_message_is_byte_for_byte_this() {
+        let got = golden_forward(
+            "From: =?utf-8?q?Bob=0D=0ABcc:_victim@x.test?= <bob@d0.test>\nSubject: =?utf-8?q?Gr=C3=BC=C3=9Fe=0D=0ABcc:_victim@x.test?=\n\nx\n",
+            None,
+        );
+        assert_eq!(got, PM_HOSTILE);
+        let head = got.split("\r\n\r\n").next().unwrap_or("");
+        assert!(!head.lines().any(|l| l.starts_with("Bcc:")), "{head}");
+    }
+
     /// The `Subject:` header line as the forward writes it.
     fn subject_header(subject: &str) -> String {
         use mail_builder::headers::Header;
         let mut out = b"Subject: ".to_vec();
-        Text::new(postmaster_subject(subject)).write_header(&mut out, "Subject: ".len());
+        mail::subject(&postmaster_subject(subject)).write_header(&mut out, "Subject: ".len());
         String::from_utf8_lossy(&out).into_owned()
     }
 
@@ -490,4 +518,97 @@ mod tests {
         let want = format!("[postmaster] {}", "é".repeat(MAX_SUBJECT_CHARS));
         assert_eq!(parsed.subject(), Some(want.as_str()));
     }
+
+    const PM_FORWARD: &str = concat!(
+        "From: \"Herald postmaster\" <postmaster@lists.test>\r\n",
+        "To: <ops@example.org>, <noc@example.net>\r\n",
+        "Reply-To: <bob@d0.test>\r\n",
+        "Subject: [postmaster] your server\r\n",
+        "Date: Tue, 14 Nov 2023 22:15:00 +0000\r\n",
+        "Message-ID: <herald.pm.000000000000feed@herald.test>\r\n",
+        "Auto-Submitted: auto-generated\r\n",
+        "X-Loop: postmaster@herald.test\r\n",
+        "MIME-Version: 1.0\r\n",
+        "Content-Type: multipart/mixed; boundary=\"herald-pm-000000000000feed\"\r\n",
+        "\r\n",
+        "\r\n",
+        "--herald-pm-000000000000feed\r\n",
+        "Content-Type: text/plain; charset=\"us-ascii\"\r\n",
+        "Content-Transfer-Encoding: 7bit\r\n",
+        "\r\n",
+        "A message to <postmaster@lists.test> arrived and is stored as 0000000000001234.\r\n",
+        "\r\n",
+        "  Envelope sender:     <bounce-handler@d0.test>\r\n",
+        "  Envelope recipient:  <postmaster@lists.test>\r\n",
+        "  Received:            Tue, 14 Nov 2023 22:13:20 +0000\r\n",
+        "  Size:                102 bytes\r\n",
+        "  Kept until:          Tue, 28 Nov 2023 22:13:20 +0000\r\n",
+        "\r\n",
+        "It is attached unchanged. On the server:\r\n",
+        "\r\n",
+        "  herald postmaster show 0000000000001234\r\n",
+        "  herald postmaster delete 0000000000001234\r\n",
+        "\r\n",
+        "A reply to this note goes to the sender of the message.\r\n",
+        "\r\n",
+        "--herald-pm-000000000000feed\r\n",
+        "Content-Type: message/rfc822\r\n",
+        "Content-Disposition: attachment; filename=\"postmaster-0000000000001234.eml\"\r\n",
+        "Content-Transfer-Encoding: 7bit\r\n",
+        "\r\n",
+        "From: Bob <bob@d0.test>\r\n",
+        "Subject: your server\r\n",
+        "Message-ID: <m1@d0.test>\r\n",
+        "\r\n",
+        "Hello postmaster,\r\n",
+        ".\r\n",
+        "bye\r\n",
+        "\r\n",
+        "--herald-pm-000000000000feed--\r\n",
+    );
+
+    const PM_HOSTILE: &str = concat!(
+        "From: \"Herald postmaster\" <postmaster@lists.test>\r\n",
+        "To: <ops@example.org>, <noc@example.net>\r\n",
+        "Reply-To: <bob@d0.test>\r\n",
+        "Subject: =?utf-8?Q?[postmaster]_Gr=C3=BC=C3=9FeBcc:_victim@x.test?=\r\n",
+        "Date: Tue, 14 Nov 2023 22:15:00 +0000\r\n",
+        "Message-ID: <herald.pm.000000000000feed@herald.test>\r\n",
+        "Auto-Submitted: auto-generated\r\n",
+        "X-Loop: postmaster@herald.test\r\n",
+        "MIME-Version: 1.0\r\n",
+        "Content-Type: multipart/mixed; boundary=\"herald-pm-000000000000feed\"\r\n",
+        "\r\n",
+        "\r\n",
+        "--herald-pm-000000000000feed\r\n",
+        "Content-Type: text/plain; charset=\"us-ascii\"\r\n",
+        "Content-Transfer-Encoding: 7bit\r\n",
+        "\r\n",
+        "A message to <postmaster@lists.test> arrived and is stored as 0000000000001234.\r\n",
+        "\r\n",
+        "  Envelope sender:     <> (the null sender: a bounce or other automatic mail)\r\n",
+        "  Envelope recipient:  <postmaster@lists.test>\r\n",
+        "  Received:            Tue, 14 Nov 2023 22:13:20 +0000\r\n",
+        "  Size:                128 bytes\r\n",
+        "  Kept until:          Tue, 28 Nov 2023 22:13:20 +0000\r\n",
+        "\r\n",
+        "It is attached unchanged. On the server:\r\n",
+        "\r\n",
+        "  herald postmaster show 0000000000001234\r\n",
+        "  herald postmaster delete 0000000000001234\r\n",
+        "\r\n",
+        "A reply to this note goes to the sender of the message.\r\n",
+        "\r\n",
+        "--herald-pm-000000000000feed\r\n",
+        "Content-Type: message/rfc822\r\n",
+        "Content-Disposition: attachment; filename=\"postmaster-0000000000001234.eml\"\r\n",
+        "Content-Transfer-Encoding: 7bit\r\n",
+        "\r\n",
+        "From: =?utf-8?q?Bob=0D=0ABcc:_victim@x.test?= <bob@d0.test>\r\n",
+        "Subject: =?utf-8?q?Gr=C3=BC=C3=9Fe=0D=0ABcc:_victim@x.test?=\r\n",
+        "\r\n",
+        "x\r\n",
+        "\r\n",
+        "--herald-pm-000000000000feed--\r\n",
+    );
 }
