@@ -168,8 +168,7 @@ async fn wait_for_http(url: &str, ok: impl Fn(&Value) -> bool) -> Value {
 fn confirmation_token(world: &World, rcpt: &str) -> Option<String> {
     let snap = world.recorder().snapshot();
     snap.copies_for(rcpt).iter().rev().find_map(|c| {
-        let msg = c.message.as_ref()?;
-        let text = String::from_utf8_lossy(msg);
+        let text = unfolded(c.message.as_ref()?);
         text.lines()
             .find_map(|l| l.strip_prefix("Subject: confirm "))
             .map(|t| t.trim().to_string())
@@ -279,8 +278,18 @@ fn messages_for(world: &World, rcpt: &str) -> Vec<String> {
     snap.copies_for(rcpt)
         .iter()
         .filter_map(|c| c.message.as_ref())
-        .map(|m| String::from_utf8_lossy(m).into_owned())
+        .map(|m| unfolded(m))
         .collect()
+}
+
+/// A delivered message as text with its header unfolded (RFC 5322 §2.2.3: a CRLF followed by
+/// white space is removed): generated mail folds long headers, so a `Subject: confirm <token>`
+/// may arrive on two lines, and the tests read headers line by line.
+fn unfolded(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let head = head.replace("\r\n ", " ").replace("\r\n\t", "\t");
+    format!("{head}\r\n\r\n{body}")
 }
 
 /// Waits until `rcpt` has received `n` messages and returns them.

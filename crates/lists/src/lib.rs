@@ -9,7 +9,8 @@
 //! [`ListsError`] at its own boundary: this crate never speaks HTTP.
 //!
 //! Modules: `stage` (the loop, the sweep), `subscription`, `moderation`, `postmaster`,
-//! `requests` (parsing request mail), `mail` (the mail this stage writes), `config`
+//! `requests` (parsing request mail), `notices` (what each generated mail says), `mail`
+//! (building it with mail-builder), `config`
 //! (`[lists]`), `error`.
 //!
 //! SECURITY: request mail, held posts and postmaster mail are hostile input; tokens are checked
@@ -17,8 +18,11 @@
 
 mod config;
 mod error;
+#[cfg(test)]
+mod golden;
 mod mail;
 mod moderation;
+mod notices;
 mod postmaster;
 mod requests;
 mod stage;

@@ -14,6 +14,7 @@
 //! body text (control characters dropped, at most 200 characters), never as a header.
 
 use crate::error::ListsError;
+use crate::notices;
 use crate::stage::Lists;
 use herald_enqueue::{Origin, Submission};
 use herald_spool::SpooledPost;
@@ -31,13 +32,8 @@ impl Lists {
         };
         let list = self.list(&post.meta.list_address).await?;
         let reason = post.meta.hold_reason.as_deref().unwrap_or("moderation");
-        let text = format!(
-            "Your message to {} is held for a moderator ({reason}).\n\
-             You will not hear again unless it is approved; it expires after {} days.\n",
-            list.address, list.settings.held_expiry_days
-        );
-        self.send(&list, &to, "Your message is held for moderation", &text)
-            .await
+        let notice = notices::held(&list.address, reason, list.settings.held_expiry_days);
+        self.send(&list, &to, &notice).await
     }
 
     /// Sends each moderator of the list a notice for a held post, carrying the approve token in
@@ -58,26 +54,18 @@ impl Lists {
             .as_ref()
             .map_or_else(|| "<>".to_string(), |a| a.to_string());
         let reason = post.meta.hold_reason.as_deref().unwrap_or("moderation");
-        let request = herald_types::verp::request_address(&list.address);
-        let text = format!(
-            "A post to {list} from {poster} is held for moderation ({reason}).\n\
-             Its subject: {subject}\n\
-             Held post: {id}\n\
-             \n\
-             To approve it, reply to this message (keep the subject).\n\
-             To reject it, send a mail to {request} with this subject:\n\
-             \n\
-             \x20 reject {reject}\n\
-             \n\
-             Nobody acting, it expires after {days} days.\n",
-            list = list.address,
-            subject = original_subject(&post.body),
-            id = post.id,
-            days = list.settings.held_expiry_days,
-        );
+        let subject = original_subject(&post.body);
+        let held = notices::HeldPost {
+            list: &list.address,
+            poster: &poster,
+            reason,
+            subject: &subject,
+            id: post.id,
+            expiry_days: list.settings.held_expiry_days,
+        };
+        let notice = notices::moderation(&held, &approve, &reject);
         for m in &list.settings.moderators {
-            self.send(&list, m, &format!("approve {approve}"), &text)
-                .await?;
+            self.send(&list, m, &notice).await?;
         }
         Ok(())
     }
@@ -169,11 +157,7 @@ impl Lists {
         // The rejection is done; a lost notice must not turn it into an error for the caller.
         let notice = async {
             let list = self.list(&meta.list_address).await?;
-            let text = format!(
-                "Your message to {} was rejected by a moderator and will not be distributed.\n",
-                list.address
-            );
-            self.send(&list, &to, "Your message was rejected", &text)
+            self.send(&list, &to, &notices::rejected(&list.address))
                 .await
         };
         if let Err(e) = notice.await {

@@ -35,13 +35,17 @@
 //! copies validated addresses and the subject (control characters dropped, at most 150
 //! characters, RFC 2047-encoded when not ASCII); the original is attached as it arrived.
 
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine;
+use crate::mail::{self, Stamp};
 use bytes::Bytes;
 use herald_enqueue::{EnqueueError, Enqueuer, Submission};
 use herald_spool::{FinalState, PostKind, RecoveredPost, Spool, SpooledPost};
 use herald_telemetry::{Event, PostmasterForward, PostmasterMail};
 use herald_types::{Address, MemberId, PostId};
+use mail_builder::headers::address::Address as MailAddress;
+use mail_builder::headers::content_type::ContentType;
+use mail_builder::headers::raw::Raw;
+use mail_builder::mime::{BodyPart, MimePart};
+use mail_builder::MessageBuilder;
 
 /// The one journaled outcome of a postmaster post: it was handled at arrival (`Delivered`:
 /// forwarded, `Failed`: kept only), so a restart does not handle it again.
@@ -116,8 +120,7 @@ impl Postmaster {
             hostname: &self.hostname,
             to: &self.forward,
             retention_days: self.retention_days,
-            now_secs: herald_types::unix_ms_now() / 1000,
-            nonce: rand::random(),
+            stamp: Stamp::now(),
         };
         let body = note.wrap(post);
         enq.enqueue(Submission::Server {
@@ -204,73 +207,56 @@ struct Note<'a> {
     hostname: &'a str,
     to: &'a [Address],
     retention_days: u32,
-    now_secs: u64,
-    /// Random: Message-ID and MIME boundary.
-    nonce: u64,
+    /// Date, Message-ID and MIME boundary: fixed in the golden tests.
+    stamp: Stamp,
 }
 
 impl Note<'_> {
     /// The forward: our note, then the original attached unchanged (CRLF line endings, as the
-    /// spool keeps them; the template dot-stuffs when it is sent).
+    /// spool keeps them; the template dot-stuffs when it is sent). From our postmaster at the
+    /// domain the message was sent to (aligned with that domain's DKIM key, when it has one).
     fn wrap(&self, post: &SpooledPost) -> Bytes {
         let original = &post.body[..];
-        let mut boundary = format!("herald-pm-{:016x}", self.nonce);
+        let mut boundary = format!("herald-pm-{:016x}", self.stamp.nonce);
         // A 64-bit random boundary cannot be guessed; checking costs one scan all the same.
         while contains(original, boundary.as_bytes()) {
             boundary.push('x');
         }
         let reply_to =
             herald_enqueue::from_header(original).or_else(|| post.meta.envelope_from.clone());
-        let mut m = self.headers(post, reply_to.as_ref(), &boundary);
-        m.push_str("A note from Herald, and the message to postmaster attached.\r\n");
-        m.push_str(&format!("\r\n--{boundary}\r\n"));
-        m.push_str("Content-Type: text/plain; charset=us-ascii\r\n\r\n");
-        m.push_str(&self.note_text(post, reply_to.is_some()));
-        m.push_str(&format!("\r\n--{boundary}\r\n"));
-        m.push_str("Content-Type: message/rfc822\r\n");
-        m.push_str(&format!(
-            "Content-Disposition: attachment; filename=\"postmaster-{}.eml\"\r\n",
-            post.id
-        ));
-        // RFC 2046 §5.2.1: message/rfc822 takes no encoding but 7bit, 8bit or binary.
-        let cte = if original.is_ascii() { "7bit" } else { "8bit" };
-        m.push_str(&format!("Content-Transfer-Encoding: {cte}\r\n\r\n"));
-        let mut out = m.into_bytes();
-        out.extend_from_slice(original);
-        // The CRLF before a boundary belongs to the delimiter (RFC 2046 §5.1.1): with it the
-        // attachment is the original byte for byte, final line break included.
-        out.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
-        Bytes::from(out)
-    }
-
-    /// The forward's header, ending with the blank line. From our postmaster at the domain the
-    /// message was sent to (aligned with that domain's DKIM key, when it has one).
-    fn headers(&self, post: &SpooledPost, reply_to: Option<&Address>, boundary: &str) -> String {
-        let parsed = mail_parser::MessageParser::new().parse_headers(&post.body[..]);
+        let parsed = mail_parser::MessageParser::new().parse_headers(original);
         let subject = parsed.as_ref().and_then(|m| m.subject()).unwrap_or("");
-        let to: Vec<String> = self.to.iter().map(|a| format!("<{a}>")).collect();
-        let mut m = String::with_capacity(1024);
-        m.push_str(&format!(
-            "From: \"Herald postmaster\" <postmaster@{}>\r\n",
-            post.meta.list_address.domain()
-        ));
-        m.push_str(&format!("To: {}\r\n", to.join(",\r\n ")));
-        if let Some(r) = reply_to {
-            m.push_str(&format!("Reply-To: <{r}>\r\n"));
+        let note = mail::plain_part(&self.note_text(post, reply_to.is_some()), "us-ascii");
+        // RFC 2046 §5.2.1: message/rfc822 takes no encoding but 7bit, 8bit or binary; with the
+        // encoding given, mail-builder writes the part as is. The CRLF before the closing
+        // boundary belongs to the delimiter (RFC 2046 §5.1.1): the attachment is the original
+        // byte for byte, final line break included.
+        let cte = if original.is_ascii() { "7bit" } else { "8bit" };
+        let attached = MimePart::new("message/rfc822", BodyPart::Binary(original.into()))
+            .attachment(format!("postmaster-{}.eml", post.id))
+            .transfer_encoding(cte);
+        let mixed = ContentType::new("multipart/mixed").attribute("boundary", boundary);
+        let from = MailAddress::new_address(
+            Some("Herald postmaster"),
+            format!("postmaster@{}", post.meta.list_address.domain()),
+        );
+        let to = MailAddress::new_list(self.to.iter().map(mail::bare).collect());
+        let mut builder = MessageBuilder::new().from(from).to(to);
+        if let Some(r) = &reply_to {
+            builder = builder.reply_to(mail::bare(r));
         }
-        m.push_str(&subject_header(subject));
-        m.push_str(&format!("Date: {}\r\n", rfc822_date(self.now_secs)));
-        m.push_str(&format!(
-            "Message-ID: <herald.pm.{:016x}@{}>\r\n",
-            self.nonce, self.hostname
-        ));
-        m.push_str("Auto-Submitted: auto-generated\r\n");
-        m.push_str(&format!("X-Loop: {}\r\n", loop_marker(self.hostname)));
-        m.push_str("MIME-Version: 1.0\r\n");
-        m.push_str(&format!(
-            "Content-Type: multipart/mixed; boundary=\"{boundary}\"\r\n\r\n"
-        ));
-        m
+        let builder = builder
+            .header("Subject", mail::subject(&postmaster_subject(subject)))
+            .date(self.stamp.date())
+            .message_id(format!(
+                "herald.pm.{:016x}@{}",
+                self.stamp.nonce, self.hostname
+            ))
+            .header("Auto-Submitted", Raw::new("auto-generated"))
+            .header("X-Loop", Raw::new(loop_marker(self.hostname)))
+            .header("MIME-Version", Raw::new("1.0"))
+            .body(MimePart::new(mixed, vec![note, attached]));
+        mail::finish(builder)
     }
 
     /// The note for the operator: the envelope, when it arrived, how long it is kept, and how
@@ -291,9 +277,9 @@ impl Note<'_> {
             String::new(),
             format!("  Envelope sender:     {sender}"),
             format!("  Envelope recipient:  <{}>", meta.list_address),
-            format!("  Received:            {}", rfc822_date(received)),
+            format!("  Received:            {}", mail::rfc822_date(received)),
             format!("  Size:                {} bytes", post.body.len()),
-            format!("  Kept until:          {}", rfc822_date(until)),
+            format!("  Kept until:          {}", mail::rfc822_date(until)),
             String::new(),
             "It is attached unchanged. On the server:".to_string(),
             String::new(),
@@ -304,51 +290,25 @@ impl Note<'_> {
             lines.push(String::new());
             lines.push("A reply to this note goes to the sender of the message.".into());
         }
-        let mut text = lines.join("\r\n");
-        text.push_str("\r\n");
+        let mut text = lines.join("\n");
+        text.push('\n');
         text
     }
-}
-
-fn rfc822_date(unix_secs: u64) -> String {
-    mail_parser::DateTime::from_timestamp(unix_secs as i64).to_rfc822()
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-/// `Subject: [postmaster] <subject>` with CRLF: control characters dropped, at most
-/// [`MAX_SUBJECT_CHARS`], non-ASCII text as RFC 2047 encoded words (one per folded line, each
-/// within 75 characters).
-fn subject_header(subject: &str) -> String {
+/// `[postmaster] <subject>`: control characters dropped, at most [`MAX_SUBJECT_CHARS`] of
+/// the original. mail-builder encodes what is not ASCII (RFC 2047) and folds the header.
+fn postmaster_subject(subject: &str) -> String {
     let clean: String = subject
         .chars()
         .filter(|c| !c.is_control())
         .take(MAX_SUBJECT_CHARS)
         .collect();
-    let clean = clean.trim();
-    if clean.is_ascii() {
-        return format!("Subject: [postmaster] {clean}\r\n");
-    }
-    let mut out = String::from("Subject: [postmaster]");
-    let mut chunk = String::new();
-    let flush = |chunk: &mut String, out: &mut String| {
-        if !chunk.is_empty() {
-            out.push_str(&format!("\r\n =?utf-8?b?{}?=", STANDARD.encode(&*chunk)));
-            chunk.clear();
-        }
-    };
-    for c in clean.chars() {
-        // 45 bytes of UTF-8 make 60 base64 characters: 72 with the `=?utf-8?b?` `?=` frame.
-        if chunk.len() + c.len_utf8() > 45 {
-            flush(&mut chunk, &mut out);
-        }
-        chunk.push(c);
-    }
-    flush(&mut chunk, &mut out);
-    out.push_str("\r\n");
-    out
+    format!("[postmaster] {}", clean.trim())
 }
 
 #[cfg(test)]
@@ -385,8 +345,10 @@ mod tests {
             hostname: "herald.test",
             to,
             retention_days: 14,
-            now_secs: 1_700_000_100,
-            nonce: 0xfeed,
+            stamp: Stamp {
+                now_secs: 1_700_000_100,
+                nonce: 0xfeed,
+            },
         }
     }
 
@@ -495,6 +457,43 @@ mod tests {
         spool.close().await.expect("close");
     }
 
+    fn golden_forward(original: &str, from: Option<&str>) -> String {
+        let ops = [a("ops@example.org"), a("noc@example.net")];
+        let w = note(&ops).wrap(&stored(original, from));
+        String::from_utf8(w.to_vec()).expect("UTF-8")
+    }
+
+    /// The exact bytes of a forward: fixed date, Message-ID and boundary (the [`Stamp`]).
+    #[test]
+    fn a_forward_is_byte_for_byte_this() {
+        let got = golden_forward(
+            "From: Bob <bob@d0.test>\nSubject: your server\nMessage-ID: <m1@d0.test>\n\nHello postmaster,\n.\nbye\n",
+            Some("bounce-handler@d0.test"),
+        );
+        assert_eq!(got, PM_FORWARD);
+    }
+
+    /// A subject and display name carrying CR/LF (encoded in the original): the subject's
+    /// control characters are dropped, its 8-bit text encoded; nothing becomes a header.
+    #[test]
+    fn a_forward_of_a_hostile_message_is_byte_for_byte_this() {
+        let got = golden_forward(
+            "From: =?utf-8?q?Bob=0D=0ABcc:_victim@x.test?= <bob@d0.test>\nSubject: =?utf-8?q?Gr=C3=BC=C3=9Fe=0D=0ABcc:_victim@x.test?=\n\nx\n",
+            None,
+        );
+        assert_eq!(got, PM_HOSTILE);
+        let head = got.split("\r\n\r\n").next().unwrap_or("");
+        assert!(!head.lines().any(|l| l.starts_with("Bcc:")), "{head}");
+    }
+
+    /// The `Subject:` header line as the forward writes it.
+    fn subject_header(subject: &str) -> String {
+        use mail_builder::headers::Header;
+        let mut out = b"Subject: ".to_vec();
+        mail::subject(&postmaster_subject(subject)).write_header(&mut out, "Subject: ".len());
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
     #[test]
     fn hostile_subjects_stay_one_header_and_non_ascii_is_encoded() {
         let injected = stored(
@@ -519,4 +518,97 @@ mod tests {
         let want = format!("[postmaster] {}", "é".repeat(MAX_SUBJECT_CHARS));
         assert_eq!(parsed.subject(), Some(want.as_str()));
     }
+
+    const PM_FORWARD: &str = concat!(
+        "From: \"Herald postmaster\" <postmaster@lists.test>\r\n",
+        "To: <ops@example.org>, <noc@example.net>\r\n",
+        "Reply-To: <bob@d0.test>\r\n",
+        "Subject: [postmaster] your server\r\n",
+        "Date: Tue, 14 Nov 2023 22:15:00 +0000\r\n",
+        "Message-ID: <herald.pm.000000000000feed@herald.test>\r\n",
+        "Auto-Submitted: auto-generated\r\n",
+        "X-Loop: postmaster@herald.test\r\n",
+        "MIME-Version: 1.0\r\n",
+        "Content-Type: multipart/mixed; boundary=\"herald-pm-000000000000feed\"\r\n",
+        "\r\n",
+        "\r\n",
+        "--herald-pm-000000000000feed\r\n",
+        "Content-Type: text/plain; charset=\"us-ascii\"\r\n",
+        "Content-Transfer-Encoding: 7bit\r\n",
+        "\r\n",
+        "A message to <postmaster@lists.test> arrived and is stored as 0000000000001234.\r\n",
+        "\r\n",
+        "  Envelope sender:     <bounce-handler@d0.test>\r\n",
+        "  Envelope recipient:  <postmaster@lists.test>\r\n",
+        "  Received:            Tue, 14 Nov 2023 22:13:20 +0000\r\n",
+        "  Size:                102 bytes\r\n",
+        "  Kept until:          Tue, 28 Nov 2023 22:13:20 +0000\r\n",
+        "\r\n",
+        "It is attached unchanged. On the server:\r\n",
+        "\r\n",
+        "  herald postmaster show 0000000000001234\r\n",
+        "  herald postmaster delete 0000000000001234\r\n",
+        "\r\n",
+        "A reply to this note goes to the sender of the message.\r\n",
+        "\r\n",
+        "--herald-pm-000000000000feed\r\n",
+        "Content-Type: message/rfc822\r\n",
+        "Content-Disposition: attachment; filename=\"postmaster-0000000000001234.eml\"\r\n",
+        "Content-Transfer-Encoding: 7bit\r\n",
+        "\r\n",
+        "From: Bob <bob@d0.test>\r\n",
+        "Subject: your server\r\n",
+        "Message-ID: <m1@d0.test>\r\n",
+        "\r\n",
+        "Hello postmaster,\r\n",
+        ".\r\n",
+        "bye\r\n",
+        "\r\n",
+        "--herald-pm-000000000000feed--\r\n",
+    );
+
+    const PM_HOSTILE: &str = concat!(
+        "From: \"Herald postmaster\" <postmaster@lists.test>\r\n",
+        "To: <ops@example.org>, <noc@example.net>\r\n",
+        "Reply-To: <bob@d0.test>\r\n",
+        "Subject: =?utf-8?Q?[postmaster]_Gr=C3=BC=C3=9FeBcc:_victim@x.test?=\r\n",
+        "Date: Tue, 14 Nov 2023 22:15:00 +0000\r\n",
+        "Message-ID: <herald.pm.000000000000feed@herald.test>\r\n",
+        "Auto-Submitted: auto-generated\r\n",
+        "X-Loop: postmaster@herald.test\r\n",
+        "MIME-Version: 1.0\r\n",
+        "Content-Type: multipart/mixed; boundary=\"herald-pm-000000000000feed\"\r\n",
+        "\r\n",
+        "\r\n",
+        "--herald-pm-000000000000feed\r\n",
+        "Content-Type: text/plain; charset=\"us-ascii\"\r\n",
+        "Content-Transfer-Encoding: 7bit\r\n",
+        "\r\n",
+        "A message to <postmaster@lists.test> arrived and is stored as 0000000000001234.\r\n",
+        "\r\n",
+        "  Envelope sender:     <> (the null sender: a bounce or other automatic mail)\r\n",
+        "  Envelope recipient:  <postmaster@lists.test>\r\n",
+        "  Received:            Tue, 14 Nov 2023 22:13:20 +0000\r\n",
+        "  Size:                128 bytes\r\n",
+        "  Kept until:          Tue, 28 Nov 2023 22:13:20 +0000\r\n",
+        "\r\n",
+        "It is attached unchanged. On the server:\r\n",
+        "\r\n",
+        "  herald postmaster show 0000000000001234\r\n",
+        "  herald postmaster delete 0000000000001234\r\n",
+        "\r\n",
+        "A reply to this note goes to the sender of the message.\r\n",
+        "\r\n",
+        "--herald-pm-000000000000feed\r\n",
+        "Content-Type: message/rfc822\r\n",
+        "Content-Disposition: attachment; filename=\"postmaster-0000000000001234.eml\"\r\n",
+        "Content-Transfer-Encoding: 7bit\r\n",
+        "\r\n",
+        "From: =?utf-8?q?Bob=0D=0ABcc:_victim@x.test?= <bob@d0.test>\r\n",
+        "Subject: =?utf-8?q?Gr=C3=BC=C3=9Fe=0D=0ABcc:_victim@x.test?=\r\n",
+        "\r\n",
+        "x\r\n",
+        "\r\n",
+        "--herald-pm-000000000000feed--\r\n",
+    );
 }

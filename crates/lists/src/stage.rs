@@ -22,6 +22,7 @@
 
 use crate::config::ListsConfig;
 use crate::error::ListsError;
+use crate::notices::Notice;
 use crate::postmaster::Postmaster;
 use bytes::Bytes;
 use herald_bounce::stage::DisabledMember;
@@ -112,15 +113,22 @@ impl Lists {
             .ok_or_else(|| ListsError::NoSuchList(address.clone()))
     }
 
-    /// Sends `text` to `to` as generated mail from the list's request address.
+    /// Sends `notice` to `to` as generated mail from the list's request address.
     pub(crate) async fn send(
         &self,
         list: &List,
         to: &Address,
-        subject: &str,
-        text: &str,
+        notice: &Notice,
     ) -> Result<(), ListsError> {
-        let body: Bytes = crate::mail::compose(&self.hostname, &list.address, to, subject, text);
+        let stamp = crate::mail::Stamp::now();
+        let body: Bytes = crate::mail::compose(
+            &self.hostname,
+            &list.address,
+            to,
+            &notice.subject,
+            &notice.text,
+            stamp,
+        );
         self.enqueuer
             .enqueue(Submission::Generated {
                 list: Box::new(list.clone()),

@@ -10,6 +10,7 @@
 //! the mailbox confirms with a valid token.
 
 use crate::error::ListsError;
+use crate::notices;
 use crate::requests::{self, Command};
 use crate::stage::Lists;
 use herald_bounce::stage::DisabledMember;
@@ -59,13 +60,8 @@ impl Lists {
                 Some(Command::Help) | None => Some(requests::help_text(&list.address)),
             };
             if let Some(text) = reply {
-                self.send(
-                    &list,
-                    &req.sender,
-                    &format!("Re: your request to {}", list.address),
-                    &text,
-                )
-                .await?;
+                let notice = notices::request_reply(&list.address, text);
+                self.send(&list, &req.sender, &notice).await?;
             }
         }
         Ok(self.enqueuer.spool.complete(post.id).await?)
@@ -101,21 +97,8 @@ impl Lists {
         let expires = herald_types::unix_ms_now() / 1000 + self.cfg.confirm_ttl_secs;
         let token = token::confirmation_token(&self.secret, action, &list.address, who, expires);
         let url = format!("{}/confirm/{token}", self.public_base_url);
-        let text = format!(
-            "Somebody (probably you) asked to {verb} {who} {prep} the list {list}.\n\n\
-             To confirm, open this link:\n\n  {url}\n\n\
-             or simply reply to this message (keep the subject).\n\n\
-             If you did not ask for this, ignore this message: nothing changes.\n",
-            verb = action.verb(),
-            prep = if action == Action::Subscribe {
-                "to"
-            } else {
-                "from"
-            },
-            list = list.address,
-        );
-        self.send(list, who, &format!("confirm {token}"), &text)
-            .await?;
+        let notice = notices::confirmation(action, who, &list.address, &token, &url);
+        self.send(list, who, &notice).await?;
         Ok(None)
     }
 
@@ -191,24 +174,7 @@ impl Lists {
         let MemberStatus::Disabled(reason) = &member.status else {
             return Ok(()); // re-enabled in the meantime
         };
-        let request = herald_types::verp::request_address(&list.address);
-        let text = format!(
-            "Mail from the list {list} to {who} has been bouncing, so your subscription is now\n\
-             disabled: you will not receive posts.\n\
-             \n\
-             Why: {reason}\n\
-             \n\
-             To receive the list again, send a mail to {request} with the subject\n\
-             'subscribe' and confirm the answer.\n",
-            list = list.address,
-            who = member.address,
-        );
-        self.send(
-            &list,
-            &member.address,
-            &format!("Your subscription to {} is disabled", list.address),
-            &text,
-        )
-        .await
+        let notice = notices::disabled(&list.address, &member.address, reason);
+        self.send(&list, &member.address, &notice).await
     }
 }

@@ -1,0 +1,128 @@
+//! What each kind of generated mail says: subject and text of the confirmation request, the
+//! request reply, the held-post and moderator notices, the rejection and the disabled-member
+//! notice. Pure functions of their inputs (no clock, no randomness, no I/O), so the golden
+//! tests in `mail.rs` show the exact bytes of every kind; the runners supply tokens and dates.
+//!
+//! SECURITY: the subjects are fixed texts with addresses and tokens; the only text from a
+//! stranger is a held post's subject, quoted in the moderator's notice body after the caller
+//! dropped its control characters.
+
+use herald_types::token::Action;
+use herald_types::{verp, Address, PostId};
+
+/// The subject and plain text (LF line ends; the builder writes CRLF) of one message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub subject: String,
+    pub text: String,
+}
+
+/// To the sender of a held post: it waits for a moderator.
+pub fn held(list: &Address, reason: &str, expiry_days: u32) -> Notice {
+    Notice {
+        subject: "Your message is held for moderation".into(),
+        text: format!(
+            "Your message to {list} is held for a moderator ({reason}).\n\
+             You will not hear again unless it is approved; it expires after {expiry_days} days.\n"
+        ),
+    }
+}
+
+/// A held post as its moderators' notice describes it.
+pub struct HeldPost<'a> {
+    pub list: &'a Address,
+    /// The envelope sender, `<>` for the null sender.
+    pub poster: &'a str,
+    pub reason: &'a str,
+    /// The post's subject, control characters already dropped.
+    pub subject: &'a str,
+    pub id: PostId,
+    pub expiry_days: u32,
+}
+
+/// To each moderator: the approve token in the subject (a reply approves), the reject token in
+/// the body.
+pub fn moderation(post: &HeldPost<'_>, approve: &str, reject: &str) -> Notice {
+    let request = verp::request_address(post.list);
+    Notice {
+        subject: format!("approve {approve}"),
+        text: format!(
+            "A post to {list} from {poster} is held for moderation ({reason}).\n\
+             Its subject: {subject}\n\
+             Held post: {id}\n\
+             \n\
+             To approve it, reply to this message (keep the subject).\n\
+             To reject it, send a mail to {request} with this subject:\n\
+             \n\
+             \x20 reject {reject}\n\
+             \n\
+             Nobody acting, it expires after {days} days.\n",
+            list = post.list,
+            poster = post.poster,
+            reason = post.reason,
+            subject = post.subject,
+            id = post.id,
+            days = post.expiry_days,
+        ),
+    }
+}
+
+/// To the sender of a post a moderator rejected.
+pub fn rejected(list: &Address) -> Notice {
+    Notice {
+        subject: "Your message was rejected".into(),
+        text: format!(
+            "Your message to {list} was rejected by a moderator and will not be distributed.\n"
+        ),
+    }
+}
+
+/// The double opt-in confirmation: the token in the subject (a reply confirms) and the link.
+pub fn confirmation(
+    action: Action,
+    who: &Address,
+    list: &Address,
+    token: &str,
+    url: &str,
+) -> Notice {
+    Notice {
+        subject: format!("confirm {token}"),
+        text: format!(
+            "Somebody (probably you) asked to {verb} {who} {prep} the list {list}.\n\n\
+             To confirm, open this link:\n\n  {url}\n\n\
+             or simply reply to this message (keep the subject).\n\n\
+             If you did not ask for this, ignore this message: nothing changes.\n",
+            verb = action.verb(),
+            prep = if action == Action::Subscribe {
+                "to"
+            } else {
+                "from"
+            },
+        ),
+    }
+}
+
+/// The answer to request mail (`text`: what was done, or the help).
+pub fn request_reply(list: &Address, text: String) -> Notice {
+    Notice {
+        subject: format!("Re: your request to {list}"),
+        text,
+    }
+}
+
+/// To a member bounce handling disabled: why, and how to come back.
+pub fn disabled(list: &Address, who: &Address, reason: &str) -> Notice {
+    let request = verp::request_address(list);
+    Notice {
+        subject: format!("Your subscription to {list} is disabled"),
+        text: format!(
+            "Mail from the list {list} to {who} has been bouncing, so your subscription is now\n\
+             disabled: you will not receive posts.\n\
+             \n\
+             Why: {reason}\n\
+             \n\
+             To receive the list again, send a mail to {request} with the subject\n\
+             'subscribe' and confirm the answer.\n"
+        ),
+    }
+}
