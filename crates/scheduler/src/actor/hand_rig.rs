@@ -22,6 +22,9 @@ pub(super) struct Hand {
     pub net: Scripted,
     /// What the actor's workers tell it (connected, need work, batch done, exit).
     pub ctrl: mpsc::Receiver<Ctrl>,
+    /// The sending end of the actor's inbox (operator commands, snapshots), for tests that run
+    /// the actor's own loop (`paused_tests.rs`).
+    pub ctrl_tx: mpsc::Sender<Ctrl>,
     /// Outcome reports, as the report loop would get them.
     pub reports: mpsc::Receiver<Report>,
 }
@@ -31,7 +34,7 @@ pub(super) async fn hand(cfg: SchedulerConfig, domains: &[(&str, &str)]) -> Hand
     let net = Scripted::default();
     let (ctrl_tx, ctrl) = mpsc::channel(1024);
     let (reports_tx, reports) = mpsc::channel(1024);
-    let ctx = test_ctx_with(Arc::new(net.clone()), ctrl_tx, reports_tx);
+    let ctx = test_ctx_with(Arc::new(net.clone()), ctrl_tx.clone(), reports_tx);
     let clock = Clock::following_tokio(START_MS);
     let mut actor = Actor::new(Arc::new(cfg), ctx, test_resolvers(), None, clock);
     for (domain, mx) in domains {
@@ -50,6 +53,7 @@ pub(super) async fn hand(cfg: SchedulerConfig, domains: &[(&str, &str)]) -> Hand
         actor,
         net,
         ctrl,
+        ctrl_tx,
         reports,
     }
 }

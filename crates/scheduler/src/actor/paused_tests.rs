@@ -4,24 +4,14 @@
 //! whenever every task waits, so hours of retries run in milliseconds, and wall time
 //! ([`Clock::following_tokio`]) moves with it (expiry).
 
-use super::routes::{test_resolvers, Routing};
-use super::Actor;
-use crate::clock::Clock;
+use super::hand_rig::{hand, job, START_MS};
 use crate::config::SchedulerConfig;
-use crate::messages::{Ctrl, Job, OutcomeReport, PostCtx, QueueSnapshot, Report};
-use crate::workers::scripted::{test_ctx_with, test_post_at, Answer, Scripted};
-use herald_routing::MxHost;
-use herald_types::{
-    Address, EnhancedStatus, FailureCause, ListId, Member, MemberId, MemberStatus, RcptOutcome,
-    Reply,
-};
-use std::sync::Arc;
+use crate::messages::{Ctrl, Job, OutcomeReport, QueueSnapshot, Report};
+use crate::workers::scripted::{test_post_at, Answer, Scripted};
+use herald_types::{EnhancedStatus, FailureCause, RcptOutcome, Reply};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
-
-/// Wall time at the start of every test (2023-11-14).
-const START_MS: u64 = 1_700_000_000_000;
 
 /// The actor's tick in these tests: retries are due on the tick after their time.
 const TICK: Duration = Duration::from_millis(100);
@@ -48,48 +38,19 @@ struct Rig {
     started: Instant,
 }
 
-/// Starts an actor where each `(domain, mx)` is routed to one host on 127.0.0.1.
+/// Starts an actor (built as `hand_rig` builds one) and runs its own loop.
 async fn rig(cfg: SchedulerConfig, domains: &[(&str, &str)]) -> Rig {
-    let net = Scripted::default();
-    let (ctrl, ctrl_rx) = mpsc::channel(1024);
-    let (reports_tx, reports) = mpsc::channel(1024);
-    let ctx = test_ctx_with(Arc::new(net.clone()), ctrl.clone(), reports_tx);
-    let clock = Clock::following_tokio(START_MS);
-    let mut actor = Actor::new(Arc::new(cfg), ctx, test_resolvers(), None, clock);
-    for (domain, mx) in domains {
-        let routing = Routing {
-            hosts: vec![MxHost {
-                name: (*mx).to_string(),
-                preference: 10,
-                addrs: vec![[127, 0, 0, 1].into()],
-            }],
-            sts: None,
-            dane: None,
-        };
-        actor.on_resolved((*domain).to_string(), Ok(routing)).await;
-    }
+    let hand = hand(cfg, domains).await;
     let (jobs, jobs_rx) = mpsc::channel(64);
     let shutdown = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(actor.run(jobs_rx, ctrl_rx, shutdown));
+    tokio::spawn(hand.actor.run(jobs_rx, hand.ctrl, shutdown));
     Rig {
-        net,
+        net: hand.net,
         jobs,
-        ctrl,
-        reports,
+        ctrl: hand.ctrl_tx,
+        reports: hand.reports,
         started: Instant::now(),
     }
-}
-
-fn job(post: &Arc<PostCtx>, id: i64, rcpt: &str) -> Job {
-    let member = Arc::new(Member {
-        id: MemberId(id),
-        list_id: ListId(1),
-        address: Address::parse(rcpt).expect("addr"),
-        display_name: None,
-        status: MemberStatus::Enabled,
-        fields: Default::default(),
-    });
-    Job::new(post.clone(), member)
 }
 
 fn deferred(code: u16, text: &str) -> RcptOutcome {
