@@ -7,6 +7,11 @@
 //! not compared. Labels whose values come from traffic (destination classes, locks first used)
 //! appear only once seen, so the server here is fresh and idle: what it shows is the fixed part.
 //!
+//! `/metrics` is OpenMetrics text written by `prometheus-client`: a counter's `HELP`/`TYPE`
+//! name has no `_total` (its samples keep it), bucket bounds read `le="1.0"` and come first in
+//! a labelled histogram's label set (order has no meaning to Prometheus), and a family
+//! with no series yet (the per-destination table of an idle server) is left out entirely.
+//!
 //! Bless after an intended change: `HERALD_BLESS=1 cargo test --test metrics_series`.
 
 mod support;

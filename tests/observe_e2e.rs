@@ -377,7 +377,7 @@ async fn admin_routes_need_the_token_and_live_views_have_every_stage() {
     for want in [
         "herald_copies_total{outcome=\"failed\"} 100",
         "herald_smtp_reply_seconds_count{class=\"d0.test\"} ",
-        "herald_stage_wait_seconds_bucket{stage=\"report_queue\",le=\"+Inf\"}",
+        "herald_stage_wait_seconds_bucket{le=\"+Inf\",stage=\"report_queue\"}",
         "herald_lock_acquisitions_total{lock=\"stats_pending\"}",
         "herald_channel_depth{channel=\"jobs\"}",
         "herald_spool_group_commit_avg_records",

@@ -264,16 +264,16 @@ pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
 }
 
 pub async fn metrics(State(s): St) -> impl IntoResponse {
-    let mut out = String::with_capacity(8192);
-    s.telemetry.metrics().render(&mut out);
-    crate::spool_metrics::render(&s.spool.stats(), &mut out);
-    crate::postmaster::render_gauge(&s.spool, &mut out);
-    s.telemetry.contention().render(&mut out);
-    crate::spool_metrics::render_channels(&s.scheduler.channels(), &mut out);
+    let mut scrape = herald_telemetry::exposition::Registry::default();
+    crate::spool_metrics::register(&s.spool.stats(), &mut scrape);
+    crate::postmaster::register_gauge(&s.spool, &mut scrape);
+    crate::spool_metrics::register_channels(&s.scheduler.channels(), &mut scrape);
+    let mut out = String::with_capacity(16 * 1024);
+    s.telemetry.encode_metrics(&scrape, &mut out);
     (
         [(
             header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
+            herald_telemetry::exposition::CONTENT_TYPE,
         )],
         out,
     )

@@ -1,5 +1,5 @@
 //! Herald's HTTP side (axum): the JSON admin API used by the `herald` CLI, `/metrics` in
-//! Prometheus text format, and the RFC 8058 one-click unsubscribe endpoint whose signed URL is in
+//! OpenMetrics text (for Prometheus), and the RFC 8058 one-click unsubscribe endpoint whose signed URL is in
 //! every copy.
 //!
 //! It also serves the web dashboard (`/`), the report endpoints over the statistics store

@@ -64,7 +64,6 @@ pub async fn top(State(s): St) -> Result<Json<Top>, ApiError> {
         .take(TOP_DESTINATIONS)
         .map(views::scheduler::destination)
         .collect();
-    use std::sync::atomic::Ordering::Relaxed;
     Ok(Json(Top {
         now_ms: now,
         uptime_secs: s.started.elapsed().as_secs(),
@@ -75,9 +74,9 @@ pub async fn top(State(s): St) -> Result<Json<Top>, ApiError> {
             .map(views::telemetry::rate)
             .collect(),
         totals: Totals {
-            delivered: m.copies_delivered.load(Relaxed),
-            deferred: m.copies_deferred.load(Relaxed),
-            failed: m.copies_failed.load(Relaxed),
+            delivered: m.copies_delivered.get(),
+            deferred: m.copies_deferred.get(),
+            failed: m.copies_failed.get(),
         },
         posts: views::telemetry::posts(&posts),
         queued: views::count(q.queued),

@@ -105,8 +105,8 @@ pub async fn delete(State(s): St, Path(post): Path<String>) -> Result<StatusCode
 }
 
 /// The gauge next to the server's `herald_postmaster_messages_total` counter.
-pub fn render_gauge(spool: &Spool, out: &mut String) {
-    herald_telemetry::metrics::write_gauge(
+pub fn register_gauge(spool: &Spool, out: &mut herald_telemetry::exposition::Registry) {
+    herald_telemetry::exposition::gauge_at(
         out,
         "herald_postmaster_stored",
         "Messages to postmaster stored for the operator (bounded by postmaster.max_stored).",

@@ -161,7 +161,7 @@ impl InboundHandler for ListHandler {
         // A count of listeners, not a flag: SMTP and submissions each have their own board.
         let gauge = &self.enqueuer.telemetry.metrics().gauges.inbound_stress;
         let step = if stressed { 1 } else { -1 };
-        gauge.fetch_add(step, Ordering::Relaxed);
+        gauge.inc_by(step);
     }
 
     fn check_recipient(

@@ -148,10 +148,10 @@ impl Scheduler {
         let bound = cfg
             .max_connections
             .saturating_mul(cfg.max_copies_per_batch.max(1));
-        deps.telemetry.gauges().unjournaled_copies_bound.store(
-            i64::try_from(bound).unwrap_or(i64::MAX),
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        deps.telemetry
+            .gauges()
+            .unjournaled_copies_bound
+            .set(i64::try_from(bound).unwrap_or(i64::MAX));
         let actor = actor::Actor::new(
             cfg.clone(),
             worker_ctx,

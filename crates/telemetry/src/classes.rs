@@ -3,12 +3,13 @@
 //! `alt1.gmail-smtp-in.l.google.com` gives `google.com`) get a series each; every later provider
 //! shares `other`. Big providers appear early in any real fan-out, so they get their own series.
 //!
-//! Lock-free: class names are claimed once in `OnceLock` slots and never change.
+//! Lock-free on the hot path: class names are claimed once in `OnceLock` slots and never change,
+//! and each slot keeps its own handle on its series of the histogram family.
 //!
 //! SECURITY: the MX names come from DNS (untrusted). A class name is kept only if it is plain
 //! `[a-z0-9.-]`, so it can go into a Prometheus label and JSON unescaped.
 
-use crate::exposition::Histogram;
+use crate::exposition::{self, Histogram, HistogramFamily, OneLabel, Registry, Timing};
 use serde::Serialize;
 use std::sync::OnceLock;
 
@@ -18,17 +19,18 @@ pub const MAX_CLASSES: usize = 16;
 const BOUNDS: &[f64] = &[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0];
 
 pub struct ClassLatency {
-    names: [OnceLock<Box<str>>; MAX_CLASSES],
-    hists: Vec<Histogram>,
+    /// A claimed class's name and its series.
+    slots: [OnceLock<(Box<str>, Timing)>; MAX_CLASSES],
+    other: Timing,
+    family: HistogramFamily<OneLabel>,
 }
 
-impl Default for ClassLatency {
-    fn default() -> Self {
-        ClassLatency {
-            names: std::array::from_fn(|_| OnceLock::new()),
-            hists: (0..=MAX_CLASSES).map(|_| Histogram::new(BOUNDS)).collect(),
-        }
-    }
+fn class_histogram() -> Histogram {
+    Histogram::new(BOUNDS.iter().copied())
+}
+
+fn label(class: &str) -> OneLabel {
+    [("class", class.to_string())]
 }
 
 /// Mean latency of one class, for the "slowest hosts" panel.
@@ -58,35 +60,56 @@ pub fn class_of(relay: &str) -> Option<&str> {
 }
 
 impl ClassLatency {
-    fn index(&self, class: &str) -> usize {
-        for (i, slot) in self.names.iter().enumerate() {
+    /// Creates the family (with its `other` series) and registers it in `registry`.
+    pub(crate) fn new(registry: &mut Registry) -> ClassLatency {
+        let family = HistogramFamily::new_with_constructor(class_histogram as fn() -> Histogram);
+        let other = Timing::new(family.get_or_create_owned(&label("other")));
+        exposition::register(
+            registry,
+            "herald_smtp_reply_seconds",
+            "Outbound SMTP transaction time by destination class (provider).",
+            family.clone(),
+        );
+        ClassLatency {
+            slots: std::array::from_fn(|_| OnceLock::new()),
+            other,
+            family,
+        }
+    }
+
+    fn timing(&self, class: &str) -> &Timing {
+        for slot in &self.slots {
             match slot.get() {
-                Some(name) if &**name == class => return i,
+                Some((name, h)) if &**name == class => return h,
                 Some(_) => continue,
                 None => {
                     // Claim the free slot; if another thread won it, it may hold our class.
-                    let _ = slot.set(class.into());
-                    if slot.get().is_some_and(|n| &**n == class) {
-                        return i;
+                    let (name, h) = slot.get_or_init(|| {
+                        (
+                            class.into(),
+                            Timing::new(self.family.get_or_create_owned(&label(class))),
+                        )
+                    });
+                    if &**name == class {
+                        return h;
                     }
                 }
             }
         }
-        MAX_CLASSES
+        &self.other
     }
 
     pub fn observe(&self, relay: &str, xdelay_ms: u64) {
         if let Some(class) = class_of(relay) {
-            self.hists[self.index(class)].observe_ms(xdelay_ms);
+            self.timing(class).observe_ms(xdelay_ms);
         }
     }
 
-    fn named(&self) -> impl Iterator<Item = (&str, &Histogram)> {
-        self.names
+    fn named(&self) -> impl Iterator<Item = (&str, &Timing)> {
+        self.slots
             .iter()
-            .zip(&self.hists)
-            .filter_map(|(n, h)| n.get().map(|n| (&**n, h)))
-            .chain(std::iter::once(("other", &self.hists[MAX_CLASSES])))
+            .filter_map(|s| s.get().map(|(n, h)| (&**n, h)))
+            .chain(std::iter::once(("other", &self.other)))
     }
 
     /// Classes by mean latency, slowest first.
@@ -103,18 +126,6 @@ impl ClassLatency {
         v.sort_by(|a, b| b.mean_ms.total_cmp(&a.mean_ms));
         v
     }
-
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        let name = "herald_smtp_reply_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Outbound SMTP transaction time by destination class (provider).\n# TYPE {name} histogram"
-        );
-        for (class, h) in self.named() {
-            h.render_series(out, name, &[("class", class)]);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -127,7 +138,8 @@ mod tests {
         assert_eq!(class_of("localhost[127.0.0.1]:25"), Some("localhost"));
         assert_eq!(class_of("none"), None);
         assert_eq!(class_of("mx.EVIL\"{}.test[1.2.3.4]:25"), None);
-        let c = ClassLatency::default();
+        let mut registry = Registry::default();
+        let c = ClassLatency::new(&mut registry);
         for i in 0..40 {
             c.observe(&format!("mx.p{i}.test[127.0.0.1]:25"), 5);
         }
@@ -142,7 +154,7 @@ mod tests {
             Some(24)
         );
         let mut out = String::new();
-        c.render(&mut out);
+        exposition::encode(&mut out, &[&registry]);
         assert!(out.contains("herald_smtp_reply_seconds_count{class=\"other\"} 24\n"));
     }
 }

@@ -8,7 +8,7 @@
 //! Limits: the set of locks and stages is fixed at compile time ([`LockId`], [`StageId`]), so the
 //! metrics' label sets are bounded.
 
-use crate::exposition::Histogram;
+use crate::exposition::{self, Histogram, HistogramFamily, Registry, Timing};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -110,14 +110,26 @@ pub struct StageView {
 /// Every lock's and stage's counters.
 pub struct Contention {
     locks: [LockStats; 4],
-    stages: [(Histogram, AtomicU64); 3],
+    /// Each stage's series of `herald_stage_wait_seconds` and its longest wait (µs).
+    stages: [(Timing, AtomicU64); 3],
+    stage_family: HistogramFamily<[(&'static str, &'static str); 1]>,
+}
+
+fn wait_histogram() -> Histogram {
+    Histogram::new(WAIT_BOUNDS.iter().copied())
 }
 
 impl Default for Contention {
     fn default() -> Self {
+        let stage_family =
+            HistogramFamily::new_with_constructor(wait_histogram as fn() -> Histogram);
         Contention {
             locks: Default::default(),
-            stages: std::array::from_fn(|_| (Histogram::new(WAIT_BOUNDS), AtomicU64::new(0))),
+            stages: StageId::ALL.map(|id| {
+                let h = Timing::new(stage_family.get_or_create_owned(&[("stage", id.name())]));
+                (h, AtomicU64::new(0))
+            }),
+            stage_family,
         }
     }
 }
@@ -232,58 +244,56 @@ impl Contention {
             .collect()
     }
 
-    /// Appends the stage-wait histograms and lock counters in Prometheus text format.
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        let name = "herald_stage_wait_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Time work waits between stages (channel or queue).\n# TYPE {name} histogram"
+    /// Registers the stage-wait histograms (live series) in `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        exposition::register(
+            registry,
+            "herald_stage_wait_seconds",
+            "Time work waits between stages (channel or queue).",
+            self.stage_family.clone(),
         );
-        for &id in &StageId::ALL {
-            self.stages[id as usize]
-                .0
-                .render_series(out, name, &[("stage", id.name())]);
-        }
-        for (name, help, pick) in [
-            (
-                "herald_lock_acquisitions_total",
-                "Acquisitions of a shared structure's lock.",
-                (|v: &LockView| v.acquisitions) as fn(&LockView) -> u64,
-            ),
-            (
-                "herald_lock_contended_total",
-                "Acquisitions that had to wait.",
-                |v: &LockView| v.contended,
-            ),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for v in self.locks() {
-                let _ = writeln!(out, "{name}{{lock=\"{}\"}} {}", v.lock, pick(&v));
-            }
-        }
-        for (name, help, pick) in [
-            (
-                "herald_lock_wait_seconds_total",
-                "Time spent waiting for a shared structure's lock.",
-                (|v: &LockView| v.wait_us) as fn(&LockView) -> u64,
-            ),
-            (
-                "herald_lock_hold_seconds_total",
-                "Time a shared structure's lock was held.",
-                |v: &LockView| v.hold_us,
-            ),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
-            for v in self.locks() {
-                let _ = writeln!(
-                    out,
-                    "{name}{{lock=\"{}\"}} {}",
-                    v.lock,
-                    pick(&v) as f64 / 1e6
-                );
-            }
-        }
+    }
+
+    /// Registers the lock counters as they are now. They stay plain atomics (read at scrape
+    /// time) because they are bumped on every acquisition of the hottest locks.
+    pub fn register_snapshot(&self, registry: &mut Registry) {
+        let locks = self.locks();
+        let rows = |pick: fn(&LockView) -> u64| {
+            locks
+                .iter()
+                .map(move |v| ([("lock", v.lock)], pick(v)))
+                .collect::<Vec<_>>()
+        };
+        exposition::counter_rows(
+            registry,
+            "herald_lock_acquisitions_total",
+            "Acquisitions of a shared structure's lock.",
+            rows(|v| v.acquisitions),
+        );
+        exposition::counter_rows(
+            registry,
+            "herald_lock_contended_total",
+            "Acquisitions that had to wait.",
+            rows(|v| v.contended),
+        );
+        let seconds = |pick: fn(&LockView) -> u64| {
+            locks
+                .iter()
+                .map(move |v| ([("lock", v.lock)], pick(v) as f64 / 1e6))
+                .collect::<Vec<_>>()
+        };
+        exposition::seconds_rows(
+            registry,
+            "herald_lock_wait_seconds_total",
+            "Time spent waiting for a shared structure's lock.",
+            seconds(|v| v.wait_us),
+        );
+        exposition::seconds_rows(
+            registry,
+            "herald_lock_hold_seconds_total",
+            "Time a shared structure's lock was held.",
+            seconds(|v| v.hold_us),
+        );
     }
 }
 
@@ -348,8 +358,11 @@ mod tests {
         c.stage_wait(StageId::ReportQueue, 1500);
         let s = &c.stages()[StageId::ReportQueue as usize];
         assert_eq!((s.count, s.mean_us, s.max_us), (1, 1500, 1500));
+        let mut registry = Registry::default();
+        c.register(&mut registry);
+        c.register_snapshot(&mut registry);
         let mut out = String::new();
-        c.render(&mut out);
+        exposition::encode(&mut out, &[&registry]);
         assert!(
             out.contains("herald_stage_wait_seconds_count{stage=\"report_queue\"} 1\n"),
             "{out}"

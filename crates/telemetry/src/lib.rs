@@ -55,6 +55,8 @@ pub struct Telemetry {
 }
 
 struct Inner {
+    /// Every live series of `/metrics` (metrics and contention register theirs at start).
+    registry: exposition::Registry,
     metrics: Metrics,
     progress: progress::ProgressBook,
     log: Option<log::DeliveryLog>,
@@ -99,9 +101,13 @@ impl Telemetry {
         stats: Option<stats::StatsSink>,
         contention: Arc<Contention>,
     ) -> Telemetry {
+        let mut registry = exposition::Registry::default();
+        let metrics = Metrics::new(&mut registry);
+        contention.register(&mut registry);
         Telemetry {
             inner: Arc::new(Inner {
-                metrics: Metrics::default(),
+                registry,
+                metrics,
                 progress: progress::ProgressBook::default(),
                 log,
                 contention,
@@ -166,6 +172,16 @@ impl Telemetry {
 
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// Writes the whole `/metrics` exposition ([`exposition::CONTENT_TYPE`]): telemetry's live
+    /// series, its scrape-time views, then `others` (values other stages hand in at scrape time,
+    /// e.g. the spool's), ending with `# EOF`.
+    pub fn encode_metrics(&self, others: &exposition::Registry, out: &mut String) {
+        let mut snapshot = exposition::Registry::default();
+        self.inner.metrics.register_snapshot(&mut snapshot);
+        self.inner.contention.register_snapshot(&mut snapshot);
+        exposition::encode(out, &[&self.inner.registry, &snapshot, others]);
     }
 
     /// Live gauges the scheduler and spool keep current (queue depth, open connections, …).

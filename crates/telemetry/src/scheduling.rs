@@ -6,9 +6,9 @@
 //! Bounds: label values are fixed enum words, except the per-destination concurrency table,
 //! which holds at most [`MAX_DESTINATION_ROWS`] rows chosen by the scheduler.
 
+use crate::exposition::{self, Counter, Registry};
 use herald_types::{DeferralKind, HostStateKind, LaneKind, MemberId, PostId, Reply};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// Rows of `herald_destination_connections` shown at most (bounded label cardinality).
@@ -61,19 +61,58 @@ pub enum SchedulerEvent {
 }
 
 /// Counters fed by [`SchedulerEvent`]s.
-#[derive(Default)]
 pub struct SchedulerMetrics {
-    deferrals: [AtomicU64; 4],
-    lane_moves: AtomicU64,
-    hosts_marked_down: AtomicU64,
-    hosts_back_up: AtomicU64,
-    throttle_events: AtomicU64,
-    expired: AtomicU64,
+    /// In `DeferralKind::ALL` order.
+    deferrals: [Counter; 4],
+    lane_moves: Counter,
+    hosts_marked_down: Counter,
+    hosts_back_up: Counter,
+    throttle_events: Counter,
+    expired: Counter,
     /// (destination, connections, connection limit) rows, refreshed by the scheduler.
     destinations: Mutex<Vec<(String, i64, i64)>>,
 }
 
 impl SchedulerMetrics {
+    /// Creates the counters and registers them in `registry`.
+    pub(crate) fn new(registry: &mut Registry) -> SchedulerMetrics {
+        let deferrals = exposition::counter_family(
+            registry,
+            "herald_deferrals_total",
+            "Deferred copies by reason.",
+            DeferralKind::ALL.map(|k| [("reason", k.word())]),
+        );
+        let mut counter = |name: &str, help: &str| {
+            let c = Counter::default();
+            exposition::register(registry, name, help, c.clone());
+            c
+        };
+        SchedulerMetrics {
+            deferrals,
+            lane_moves: counter(
+                "herald_lane_moves_total",
+                "Copies moved from the fast to the slow lane.",
+            ),
+            hosts_marked_down: counter(
+                "herald_hosts_marked_down_total",
+                "Times a host was marked down.",
+            ),
+            hosts_back_up: counter(
+                "herald_hosts_back_up_total",
+                "Times a down host answered a probe.",
+            ),
+            throttle_events: counter(
+                "herald_throttle_events_total",
+                "Times a destination budget was cut after throttling.",
+            ),
+            expired: counter(
+                "herald_copies_expired_total",
+                "Copies given up after the list's maximum age (not scored as bounces).",
+            ),
+            destinations: Mutex::new(Vec::new()),
+        }
+    }
+
     pub(crate) fn observe(&self, e: &SchedulerEvent) {
         match e {
             SchedulerEvent::HostState { state, .. } => {
@@ -82,38 +121,38 @@ impl SchedulerMetrics {
                     HostStateKind::Up => &self.hosts_back_up,
                     HostStateKind::Probing => return,
                 };
-                c.fetch_add(1, Relaxed);
+                c.inc();
             }
             SchedulerEvent::LaneMove { copies, .. } => {
-                self.lane_moves.fetch_add(*copies, Relaxed);
+                self.lane_moves.inc_by(*copies);
             }
             SchedulerEvent::Deferred { kind, copies, .. } => {
-                self.deferrals[kind.index()].fetch_add(*copies, Relaxed);
+                self.deferrals[kind.index()].inc_by(*copies);
             }
             SchedulerEvent::Shaped { throttled, .. } => {
                 if *throttled {
-                    self.throttle_events.fetch_add(1, Relaxed);
+                    self.throttle_events.inc();
                 }
             }
             SchedulerEvent::Expired { .. } => {
-                self.expired.fetch_add(1, Relaxed);
+                self.expired.inc();
             }
         }
     }
 
     /// Deferred copies of one kind so far.
     pub fn deferrals(&self, kind: DeferralKind) -> u64 {
-        self.deferrals[kind.index()].load(Relaxed)
+        self.deferrals[kind.index()].get()
     }
 
     /// Copies given up after their list's maximum age.
     pub fn expired(&self) -> u64 {
-        self.expired.load(Relaxed)
+        self.expired.get()
     }
 
     /// Times a shaping budget was cut after throttling.
     pub fn throttle_events(&self) -> u64 {
-        self.throttle_events.load(Relaxed)
+        self.throttle_events.get()
     }
 
     /// Replaces the per-destination concurrency rows (at most [`MAX_DESTINATION_ROWS`] kept).
@@ -122,77 +161,32 @@ impl SchedulerMetrics {
         *self.destinations.lock().unwrap_or_else(|p| p.into_inner()) = rows;
     }
 
-    pub(crate) fn render(&self, out: &mut String) {
-        let name = "herald_deferrals_total";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Deferred copies by reason.\n# TYPE {name} counter"
-        );
-        for k in DeferralKind::ALL {
-            let v = self.deferrals(k);
-            let _ = writeln!(out, "{name}{{reason=\"{}\"}} {v}", k.word());
-        }
-        let counters = [
-            (
-                "herald_lane_moves_total",
-                "Copies moved from the fast to the slow lane.",
-                &self.lane_moves,
-            ),
-            (
-                "herald_hosts_marked_down_total",
-                "Times a host was marked down.",
-                &self.hosts_marked_down,
-            ),
-            (
-                "herald_hosts_back_up_total",
-                "Times a down host answered a probe.",
-                &self.hosts_back_up,
-            ),
-            (
-                "herald_throttle_events_total",
-                "Times a destination budget was cut after throttling.",
-                &self.throttle_events,
-            ),
-            (
-                "herald_copies_expired_total",
-                "Copies given up after the list's maximum age (not scored as bounces).",
-                &self.expired,
-            ),
-        ];
-        for (name, help, v) in counters {
-            crate::exposition::write_counter(out, name, help, &[], v.load(Relaxed));
-        }
+    /// Registers the per-destination table as it is now (a scrape-time view: the scheduler
+    /// replaces the rows wholesale, so they are not kept as live series).
+    pub(crate) fn register_snapshot(&self, registry: &mut Registry) {
         let rows = self
             .destinations
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        for (name, help, col) in [
-            (
-                "herald_destination_connections",
-                "Open connections of the destinations with the most queued copies.",
-                1,
-            ),
-            (
-                "herald_destination_connection_limit",
-                "Current (AIMD) connection limit of those destinations.",
-                2,
-            ),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
-            for row in &rows {
-                let v = if col == 1 { row.1 } else { row.2 };
-                let _ = writeln!(
-                    out,
-                    "{name}{{destination=\"{}\"}} {v}",
-                    escape_label(&row.0)
-                );
-            }
-        }
+        let label = |d: &str| [("destination", escape_label(d))];
+        exposition::gauge_rows(
+            registry,
+            "herald_destination_connections",
+            "Open connections of the destinations with the most queued copies.",
+            rows.iter().map(|r| (label(&r.0), r.1)),
+        );
+        exposition::gauge_rows(
+            registry,
+            "herald_destination_connection_limit",
+            "Current (AIMD) connection limit of those destinations.",
+            rows.iter().map(|r| (label(&r.0), r.2)),
+        );
     }
 }
 
-/// Escapes a label value (MX names come from DNS: hostile input).
+/// Escapes a label value (MX names come from DNS: hostile input; the exposition library writes
+/// label values as they are).
 fn escape_label(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars().take(200) {

@@ -37,7 +37,6 @@ use routes::Resolvers;
 use shaping::Budget;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 use stragglers::Stragglers;
@@ -453,17 +452,14 @@ impl Actor {
 
     pub(crate) fn update_gauges(&self) {
         let g = self.ctx.telemetry.gauges();
-        g.queued_recipients.store(self.queued as i64, Relaxed);
-        g.destinations_active.store(
-            self.dests.values().filter(|d| d.queued() > 0).count() as i64,
-            Relaxed,
-        );
-        g.hosts_down.store(self.health.down_count() as i64, Relaxed);
-        g.lane_slow.store(self.slow_queued as i64, Relaxed);
+        g.queued_recipients.set(self.queued as i64);
+        g.destinations_active
+            .set(self.dests.values().filter(|d| d.queued() > 0).count() as i64);
+        g.hosts_down.set(self.health.down_count() as i64);
+        g.lane_slow.set(self.slow_queued as i64);
         g.lane_fast
-            .store(self.queued.saturating_sub(self.slow_queued) as i64, Relaxed);
-        g.slow_connections
-            .store(self.slow_connections as i64, Relaxed);
+            .set(self.queued.saturating_sub(self.slow_queued) as i64);
+        g.slow_connections.set(self.slow_connections as i64);
         let mut rows: Vec<(usize, &Destination)> = self
             .dests
             .values()

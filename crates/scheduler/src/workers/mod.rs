@@ -33,7 +33,6 @@ use herald_routing::{DaneRoute, StsRoute};
 use herald_spool::{FinalState, Spool};
 use herald_telemetry::Telemetry;
 use herald_types::{DeferralKind, EnhancedStatus, LaneKind, RcptOutcome, Reply};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -116,7 +115,7 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
     };
     let _ = ctx.ctrl.send(connected).await;
     let gauges = ctx.telemetry.gauges();
-    gauges.connections_open.fetch_add(1, Relaxed);
+    gauges.connections_open.inc();
     let mut bufs: Vec<Vec<u8>> = Vec::new();
     let mut sent = 0usize;
     // The connection's unjournaled window: copies sent whose outcomes are not yet durable never
@@ -167,7 +166,7 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
     if let Some(p) = pending.take() {
         p.wait(&ctx).await;
     }
-    gauges.connections_open.fetch_sub(1, Relaxed);
+    gauges.connections_open.dec();
     // QUIT politely, but never let a slow peer hold the worker.
     let _ = tokio::time::timeout(Duration::from_secs(5), session.quit()).await;
     let _ = ctx.ctrl.send(Ctrl::WorkerExit { dest, lane }).await;
@@ -233,8 +232,8 @@ impl Batch<'_> {
             .collect();
         let gauges = ctx.telemetry.gauges();
         let handed = copies.len() as i64;
-        gauges.unjournaled_copies.fetch_add(handed, Relaxed);
-        gauges.inflight_copies.fetch_add(handed, Relaxed);
+        gauges.unjournaled_copies.inc_by(handed);
+        gauges.inflight_copies.inc_by(handed);
         // Each delivered copy is journaled the moment its reply arrives (see the module docs);
         // `streamed[i]` says it was, so the end of the batch records only the rest.
         let ids: Vec<(herald_types::PostId, herald_types::MemberId)> =
@@ -251,12 +250,10 @@ impl Batch<'_> {
         let started = Instant::now();
         let sent = self.session.send(&copies, &mut journal_now).await;
         let elapsed = started.elapsed();
-        gauges.inflight_copies.fetch_sub(handed, Relaxed);
+        gauges.inflight_copies.dec_by(handed);
         let healthy = sent.broke.is_none() && self.session.is_reusable();
         let settled = self.settle(jobs, rcpts, sent, &streamed, elapsed);
-        gauges
-            .unjournaled_copies
-            .fetch_sub(handed - settled.finals, Relaxed);
+        gauges.unjournaled_copies.dec_by(handed - settled.finals);
         (healthy, hand_over(settled, ctx).await)
     }
 
@@ -356,7 +353,7 @@ async fn hand_over(s: Settled, ctx: &WorkerCtx) -> Option<Unjournaled> {
         }),
         None => {
             let gauges = ctx.telemetry.gauges();
-            gauges.unjournaled_copies.fetch_sub(s.finals, Relaxed);
+            gauges.unjournaled_copies.dec_by(s.finals);
             None
         }
     }
@@ -385,10 +382,7 @@ impl Unjournaled {
             () = stopping => tracing::warn!("shutting down before a batch's outcomes were journaled"),
         }
         let copies = i64::try_from(self.copies).unwrap_or(i64::MAX);
-        ctx.telemetry
-            .gauges()
-            .unjournaled_copies
-            .fetch_sub(copies, Relaxed);
+        ctx.telemetry.gauges().unjournaled_copies.dec_by(copies);
     }
 }
 
