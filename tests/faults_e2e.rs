@@ -277,7 +277,15 @@ async fn kill9_during_intake_loses_no_acknowledged_post() {
             }
         }));
     }
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Killed mid-intake: once a few posts are acknowledged, while the clients keep posting.
+    let started = Instant::now();
+    while acked.lock().expect("lock").len() <= 10 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "too few posts acknowledged"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     server.kill9();
     stop.cancel();
     for c in clients {
@@ -486,12 +494,18 @@ async fn a_full_disk_refuses_with_452_pauses_and_heals_without_restart() {
         "{dups} duplicates, above the bound {bound}"
     );
 
-    // 4. Once everything is out, a restart sends nothing again.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // 4. Once everything is out, a restart sends nothing again: the restarted server recovers
+    //    no post (recovery is done before it answers), so it has nothing to send.
+    wait_settled(&server.api, Duration::from_secs(60)).await;
     server.stop().await;
     let sent = world.recorder().accepted();
     server.start().await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        metric(&server.api, "herald_posts_recovered_total").await,
+        Some(0),
+        "a clean restart recovered posts"
+    );
+    wait_settled(&server.api, Duration::from_secs(60)).await;
     let resent = world.recorder().accepted() - sent;
     assert_eq!(
         resent, 0,

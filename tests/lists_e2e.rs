@@ -85,7 +85,7 @@ async fn retries_and_cross_posts_reach_each_member_once() {
         (rec.snapshot().accepted >= 4).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    wait_settled(&server.api, Duration::from_secs(30)).await;
     let snap = rec.snapshot();
     assert_eq!(
         snap.accepted,
@@ -415,7 +415,7 @@ async fn a_moderator_approves_by_replying_and_forgeries_are_refused() {
     request(&server, BOSS, &format!("Re: approve {approve}"), "").await;
     let boss = wait_messages(&world, BOSS, 4).await;
     assert!(boss[3].contains("no longer waiting"), "{}", boss[3]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_settled(&api, Duration::from_secs(30)).await;
     for m in ["bob@d0.test", "carol@d1.test"] {
         assert_eq!(post_copies(&world, m, "mod-1@d1.test"), 1, "{m}");
     }
@@ -444,7 +444,7 @@ async fn a_reject_by_reply_tells_the_poster() {
         poster[1]
     );
     assert_eq!(held_count(&api).await, 0);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_settled(&api, Duration::from_secs(30)).await;
     for m in ["bob@d0.test", "carol@d1.test"] {
         assert_eq!(post_copies(&world, m, "mod-2@d1.test"), 0, "{m}");
     }

@@ -404,7 +404,17 @@ async fn a_small_post_is_not_starved_by_a_big_fan_out_before_it() {
     )
     .await;
     assert_eq!(status, 200, "{r}");
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The small post arrives while the big fan-out is under way (copies going out).
+    let (api, big_id) = (server.api.clone(), big.clone());
+    eventually(
+        Duration::from_secs(30),
+        "the big fan-out delivering",
+        || {
+            let (api, id) = (api.clone(), big_id.clone());
+            async move { progress(&api, &id).await.delivered > 0 }
+        },
+    )
+    .await;
     let msg = "From: p@outside.test\r\nTo: small@lists.test\r\nSubject: small\r\nMessage-ID: <small@outside.test>\r\n\r\nHi.\r\n";
     let (_, r) = http_bytes(
         &format!("{}/api/lists/{small_list}/posts", server.api),

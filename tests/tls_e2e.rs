@@ -219,8 +219,10 @@ async fn plaintext_pipelined_after_starttls_is_ignored() {
     assert!(tls.cmd("DATA").await.starts_with("503"));
     tls.cmd("QUIT").await;
     // Had the server answered the injected commands in plaintext, the handshake would have
-    // failed on them; give a wrongly accepted post time to fan out anyway.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // failed on them; a wrongly accepted post would be known to the server until fanned out.
+    wait_settled(&server.api, Duration::from_secs(30)).await;
+    let status: herald_api_types::Status = get_view(&format!("{}/api/status", server.api)).await;
+    assert!(status.posts.is_empty(), "{:?}", status.posts);
     assert_eq!(world.recorder().snapshot().accepted, 0);
     server.stop().await;
     world.shutdown().await;

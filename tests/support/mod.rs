@@ -219,6 +219,28 @@ pub async fn wait_complete(api: &str, post: &str, limit: Duration) -> PostSummar
     }
 }
 
+/// Waits until the server is settled: every post it knows has a final outcome for every
+/// recipient and the scheduler holds no copy. Tests that assert "nothing more arrives" wait for
+/// this instead of sleeping: a wrongly accepted or duplicated post is a known, incomplete post
+/// (or a queued copy) until its copies are out, so the check after this sees them.
+pub async fn wait_settled(api: &str, limit: Duration) {
+    let started = Instant::now();
+    loop {
+        let (status, body) = http("GET", &format!("{api}/api/status"), None).await;
+        if status == 200 {
+            let s: herald_api_types::Status = view("status", &body);
+            if s.queued == 0 && s.posts.iter().all(|p| p.complete) {
+                return;
+            }
+        }
+        assert!(
+            started.elapsed() < limit,
+            "server not settled after {limit:?}: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A minimal SMTP client: one line at a time, replies read in full.
 pub struct Smtp {
     reader: BufReader<tokio::net::tcp::OwnedReadHalf>,

@@ -84,8 +84,10 @@ async fn an_idle_worker_is_parked_and_a_worker_of_a_stopping_scheduler_gets_noth
     assert_eq!(rx.try_recv().map(|b| b.len()).ok(), Some(0));
 }
 
-/// Hands the workers' messages to the actor (and ticks it while they are quiet) until `copies` copies are delivered, and returns
-/// the most connections seen at once, overall and per destination.
+/// Hands the workers' messages to the actor (and ticks it while they are quiet) until `copies`
+/// copies are delivered, and returns the most connections seen at once, overall and per
+/// destination. Run on a paused clock: a quiet spell auto-advances time to the next tick, so
+/// the idle-connection close is reached in virtual milliseconds.
 async fn drive(h: &mut Hand, copies: usize) -> (usize, usize) {
     let (mut most, mut most_per_dest, mut delivered) = (0, 0, 0);
     let run = async {
@@ -112,7 +114,7 @@ async fn drive(h: &mut Hand, copies: usize) -> (usize, usize) {
     (most, most_per_dest)
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_destination_gets_one_connection_until_its_host_answers_then_up_to_its_limit() {
     let cfg = SchedulerConfig {
         max_connections_per_destination: 2,
@@ -135,7 +137,7 @@ async fn a_destination_gets_one_connection_until_its_host_answers_then_up_to_its
     assert_eq!(h.net.connects_to("mx.a.test").len(), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn when_the_connection_budget_is_spent_a_destination_waits_for_a_free_connection() {
     let cfg = SchedulerConfig {
         max_connections: 1,
