@@ -23,6 +23,14 @@ profile="${PROFILE:-debug}"
 skip=""
 [ -x "${CARGO_TARGET_DIR:-target}/$profile/herald" ] && skip=1
 deb="$(PROFILE="$profile" SKIP_BUILD="$skip" packaging/build-deb.sh)"
+# What the package and this test need from Debian (present on most machines already).
+need=""
+command -v systemd-analyze >/dev/null || need="$need systemd"
+command -v adduser >/dev/null || need="$need adduser"
+command -v setpriv >/dev/null || need="$need util-linux"
+if [ -n "$need" ]; then
+    apt-get update && apt-get install -y $need
+fi
 echo "built $deb ($(du -h "$deb" | cut -f1))"
 server_pid=""
 cleanup() {
