@@ -71,11 +71,12 @@ else
         /usr/bin/herald serve --config /etc/herald/herald.toml >/tmp/herald-package.log 2>&1 &
     server_pid=$!
 fi
+healthy() { python3 -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=2)" "$http/healthz" 2>/dev/null; }
 for _ in $(seq 1 100); do
-    curl -fsS "$http/healthz" >/dev/null 2>&1 && break
+    healthy && break
     sleep 0.1
 done
-curl -fsS "$http/healthz" >/dev/null || { echo "FAIL: the service did not answer"; cat /tmp/herald-package.log 2>/dev/null; exit 1; }
+healthy || { echo "FAIL: the service did not answer"; cat /tmp/herald-package.log 2>/dev/null; exit 1; }
 if [ -n "$server_pid" ]; then
     [ "$(ps -o user= -p "$server_pid")" = herald ] || { echo "FAIL: not running as herald" >&2; exit 1; }
 fi
