@@ -118,6 +118,8 @@ run_herald() { # <dir> <post>
 data_dir = "$dir/data"
 hostname = "herald.bench.test"
 secret = "$SECRET"
+[server]
+allow_root = true
 [listen]
 smtp = "127.0.0.1:12525"
 lmtp = "127.0.0.1:12424"

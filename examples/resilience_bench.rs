@@ -85,6 +85,7 @@ async fn run(
     config.delivery.helo_name = "herald.bench".into();
     config.log.delivery_log = false;
     config.scheduler.greylist_retry_secs = 65;
+    config.server.allow_root = true; // in-process, like the tests
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(herald_server::run(config, listeners, shutdown.clone()));
     let api = format!("http://{http}");

@@ -162,6 +162,9 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     config.scheduler.destination_backoff_secs = 2;
     config.stats.enabled = !args.no_stats;
     config.http.admin_token = args.admin_token.clone().unwrap_or_default();
+    // The demo runs its server inside this process, on loopback, against a simulated Internet:
+    // whoever runs it (root in a fresh container) stays who they are.
+    config.server.allow_root = true;
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(herald_server::run(config, listeners, shutdown.clone()));
     outln!(

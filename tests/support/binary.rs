@@ -46,6 +46,8 @@ impl BinaryServer {
             r#"data_dir = "{data}"
 hostname = "herald.test"
 secret = "{SECRET}"
+[server]
+allow_root = true
 [listen]
 smtp = "{smtp}"
 lmtp = "127.0.0.1:{lmtp}"
@@ -96,6 +98,11 @@ banner_timeout_secs = 2
             .expect("spawn herald serve");
         self.child = Some(child);
         wait_healthy(&self.api).await;
+    }
+
+    /// The running child's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// SIGKILL: no drain, no flush — a crash.

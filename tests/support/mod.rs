@@ -90,6 +90,10 @@ impl TestServer {
             http,
             submissions: config.listen.submissions,
         };
+        // The server runs inside the test process, which must never change its user (CI runs
+        // as root): dropping root is tested with the binary (`tests/privileges_e2e.rs`).
+        config.server.user.clear();
+        config.server.allow_root = true;
         let data_dir = config.data_dir.clone();
         let submissions = config.listen.submissions;
         let shutdown = CancellationToken::new();

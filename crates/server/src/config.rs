@@ -55,6 +55,8 @@ pub struct Config {
     /// Mail to postmaster (RFC 5321 §4.5.1): where it is forwarded, how long and how much of
     /// it is kept.
     pub postmaster: PostmasterSection,
+    /// Who the server runs as once its listeners are bound (`[server] user`, `allow_root`).
+    pub server: crate::privileges::ServerSection,
 }
 
 impl Default for Config {
@@ -77,6 +79,7 @@ impl Default for Config {
             tls: TlsSection::default(),
             auth: AuthSection::default(),
             postmaster: PostmasterSection::default(),
+            server: crate::privileges::ServerSection::default(),
         }
     }
 }

@@ -15,6 +15,7 @@
 
 pub mod config;
 mod listeners;
+pub mod privileges;
 mod secret;
 mod steps;
 
@@ -49,6 +50,8 @@ pub enum ServerError {
     Resolver(String),
     #[error("configuration: {0}")]
     Config(#[from] ConfigError),
+    #[error("{0}")]
+    Privileges(#[from] privileges::PrivilegeError),
     #[error("{what} listener failed: {message}")]
     Listener { what: &'static str, message: String },
 }
@@ -61,6 +64,15 @@ pub async fn run(
 ) -> Result<(), ServerError> {
     // TLS first: a bad certificate or an unbindable submissions port stops the start early.
     let inbound_tls = listeners::bind_tls(&config).await?;
+    // Every port is bound and the TLS key read: root is no longer needed (none of this reads
+    // from the network yet).
+    match privileges::drop_root(&config.server, &config.data_dir)? {
+        privileges::Outcome::Became(user) => tracing::info!(%user, "dropped root"),
+        privileges::Outcome::StayedRoot => {
+            tracing::warn!("running as root ([server] allow_root = true)")
+        }
+        privileges::Outcome::NotRoot => {}
+    }
     let stores = steps::open_stores(&config)?;
     let stages = steps::start_stages(&config, stores)?;
     let served = steps::serve(&config, listeners, inbound_tls, &stages, &shutdown);
