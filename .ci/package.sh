@@ -28,6 +28,8 @@ need=""
 command -v systemd-analyze >/dev/null || need="$need systemd"
 command -v adduser >/dev/null || need="$need adduser"
 command -v setpriv >/dev/null || need="$need util-linux"
+command -v logrotate >/dev/null || need="$need logrotate"
+command -v pkill >/dev/null || need="$need procps"
 if [ -n "$need" ]; then
     apt-get update && apt-get install -y $need
 fi
@@ -97,11 +99,30 @@ PY
 herald status | tee /tmp/herald-package-status.txt
 grep -q "announce@herald.localhost" /tmp/herald-package-status.txt || { echo "FAIL: the post is not in status" >&2; exit 1; }
 
+echo "== logrotate: rename and SIGHUP; the next post's lines go to the new file"
+log=/var/lib/herald/log/delivery.log
+for _ in $(seq 1 100); do grep -q "package-test@example.invalid\|to=<reader@example.invalid>" "$log" 2>/dev/null && break; sleep 0.1; done
+before="$(wc -l < "$log")"
+[ "$before" -gt 0 ] || { echo "FAIL: nothing in $log" >&2; exit 1; }
+logrotate -f /etc/logrotate.d/herald
+[ -s "$log.1" ] || { echo "FAIL: not rotated" >&2; ls -la /var/lib/herald/log >&2; exit 1; }
+python3 - <<'PY'
+import smtplib
+with smtplib.SMTP("127.0.0.1", 25, timeout=60) as s:
+    msg = ("From: poster@example.invalid\r\nTo: announce@herald.localhost\r\n"
+           "Subject: after rotation\r\nMessage-ID: <package-test-2@example.invalid>\r\n\r\nHello.\r\n")
+    assert not s.sendmail("poster@example.invalid", ["announce@herald.localhost"], msg)
+PY
+for _ in $(seq 1 100); do [ -s "$log" ] && grep -q "to=<reader@example.invalid>" "$log" && break; sleep 0.1; done
+grep -q "to=<reader@example.invalid>" "$log" || { echo "FAIL: after SIGHUP, nothing in the new $log" >&2; exit 1; }
+[ "$(wc -l < "$log.1")" = "$before" ] || { echo "FAIL: lines went to the rotated file after SIGHUP" >&2; exit 1; }
+
 echo "== purge"
 if [ -n "$server_pid" ]; then kill "$server_pid"; wait "$server_pid" || true; server_pid=""; fi
 dpkg --purge herald
 [ ! -e /usr/bin/herald ] || { echo "FAIL: binary left behind" >&2; exit 1; }
 [ ! -e /lib/systemd/system/herald.service ] || { echo "FAIL: unit left behind" >&2; exit 1; }
 [ ! -e /etc/herald/herald.toml ] || { echo "FAIL: config left behind after purge" >&2; exit 1; }
+[ ! -e /etc/logrotate.d/herald ] || { echo "FAIL: logrotate snippet left behind after purge" >&2; exit 1; }
 if getent passwd herald >/dev/null; then echo "FAIL: user left behind" >&2; exit 1; fi
 echo "package test passed"

@@ -26,12 +26,13 @@ version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)"
 arch="$(dpkg --print-architecture)"
 stage="$target/deb/stage"
 rm -rf "$stage"
-install -d "$stage/DEBIAN" "$stage/usr/bin" "$stage/etc/herald" \
+install -d "$stage/DEBIAN" "$stage/usr/bin" "$stage/etc/herald" "$stage/etc/logrotate.d" \
     "$stage/lib/systemd/system" "$stage/usr/share/doc/herald"
 install -m 0755 "$binary" "$stage/usr/bin/herald"
 strip --strip-debug "$stage/usr/bin/herald" 2>/dev/null || true
 install -m 0640 packaging/deb/herald.toml "$stage/etc/herald/herald.toml"
 install -m 0644 packaging/deb/herald.service "$stage/lib/systemd/system/herald.service"
+install -m 0644 packaging/deb/logrotate "$stage/etc/logrotate.d/herald"
 install -m 0644 README.md herald.example.toml "$stage/usr/share/doc/herald/"
 cat > "$stage/usr/share/doc/herald/copyright" <<COPYRIGHT
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
@@ -42,7 +43,7 @@ COPYRIGHT
 for script in postinst prerm postrm; do
     install -m 0755 "packaging/deb/$script" "$stage/DEBIAN/$script"
 done
-echo "/etc/herald/herald.toml" > "$stage/DEBIAN/conffiles"
+printf '%s\n' /etc/herald/herald.toml /etc/logrotate.d/herald > "$stage/DEBIAN/conffiles"
 size_kb="$(du -sk --exclude=DEBIAN "$stage" | cut -f1)"
 cat > "$stage/DEBIAN/control" <<CONTROL
 Package: herald

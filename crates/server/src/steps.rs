@@ -279,7 +279,39 @@ pub(crate) fn serve(
         api_state,
         shutdown.clone(),
     ));
+    tokio::spawn(reopen_logs_on_hangup(
+        stages.telemetry.clone(),
+        shutdown.clone(),
+    ));
     Served { inbound, api }
+}
+
+/// SIGHUP reopens the delivery log, so logrotate renames it and signals (no `copytruncate`,
+/// which loses the lines written between its copy and its truncation). The tracing log goes to
+/// stderr (journald under systemd) and needs no reopening.
+async fn reopen_logs_on_hangup(telemetry: Telemetry, shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangups = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGHUP: the delivery log is not reopened on it");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            got = hangups.recv() => {
+                if got.is_none() {
+                    return;
+                }
+                match telemetry.reopen_log() {
+                    Ok(()) => tracing::info!("SIGHUP: delivery log reopened"),
+                    Err(e) => tracing::error!(error = %e, "SIGHUP: cannot reopen the delivery log; writing on to the old file"),
+                }
+            }
+        }
+    }
 }
 
 /// Step 4: listeners, then the scheduler, then the other stages, then the stores.

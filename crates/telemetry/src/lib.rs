@@ -199,6 +199,15 @@ impl Telemetry {
         self.inner.progress.all()
     }
 
+    /// Reopens the delivery log at its path (SIGHUP, after logrotate renamed it). Nothing to do
+    /// when the log is off.
+    pub fn reopen_log(&self) -> std::io::Result<()> {
+        match &self.inner.log {
+            Some(log) => log.reopen(),
+            None => Ok(()),
+        }
+    }
+
     /// Waits until everything handed to the delivery log is written and flushed.
     pub fn flush_log(&self) {
         if let Some(log) = &self.inner.log {

@@ -9,7 +9,9 @@
 //! `completed`).
 //!
 //! Writing happens on a dedicated thread behind a bounded channel; the file is flushed when the
-//! channel runs dry, so a quiet server's log is always current.
+//! channel runs dry, so a quiet server's log is always current. [`DeliveryLog::reopen`] (SIGHUP)
+//! flushes and opens the path again, so logrotate can rename the file without `copytruncate`
+//! (which loses the lines written between its copy and its truncation).
 //!
 //! SECURITY: recipient addresses and reply texts come from members and remote servers; CR, LF and
 //! other control characters are replaced before writing so one line stays one line.
@@ -29,6 +31,8 @@ const LOG_QUEUE_LINES: usize = 65_536;
 enum LogMsg {
     Line(String),
     Flush(SyncSender<()>),
+    /// Flush, then write to a fresh open of the path (the old file was renamed by logrotate).
+    Reopen(SyncSender<std::io::Result<()>>),
 }
 
 pub(crate) struct DeliveryLog {
@@ -45,15 +49,12 @@ impl DeliveryLog {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(err)?;
+        let file = open_append(path).map_err(err)?;
         let (tx, rx) = sync_channel(LOG_QUEUE_LINES);
+        let path = path.to_path_buf();
         std::thread::Builder::new()
             .name("delivery-log".into())
-            .spawn(move || write_loop(rx, std::io::BufWriter::with_capacity(1 << 16, file)))
+            .spawn(move || write_loop(rx, path, writer(file)))
             .map_err(err)?;
         Ok(DeliveryLog { tx: Mutex::new(tx) })
     }
@@ -62,6 +63,15 @@ impl DeliveryLog {
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
         // A send error means the writer thread died (disk error already reported); nothing to do.
         let _ = tx.send(LogMsg::Line(line));
+    }
+
+    /// Flushes and reopens the file at its path; returns when the writer has done it.
+    pub(crate) fn reopen(&self) -> std::io::Result<()> {
+        let (done_tx, done_rx) = sync_channel(1);
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let gone = || std::io::Error::other("the delivery log writer has stopped");
+        tx.send(LogMsg::Reopen(done_tx)).map_err(|_| gone())?;
+        done_rx.recv().map_err(|_| gone())?
     }
 
     pub(crate) fn flush(&self) {
@@ -73,7 +83,22 @@ impl DeliveryLog {
     }
 }
 
-fn write_loop(rx: Receiver<LogMsg>, mut out: std::io::BufWriter<std::fs::File>) {
+fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+}
+
+fn writer(file: std::fs::File) -> std::io::BufWriter<std::fs::File> {
+    std::io::BufWriter::with_capacity(1 << 16, file)
+}
+
+fn write_loop(
+    rx: Receiver<LogMsg>,
+    path: std::path::PathBuf,
+    mut out: std::io::BufWriter<std::fs::File>,
+) {
     let mut outage = LogOutage::default();
     while let Ok(msg) = rx.recv() {
         let mut pending = Some(msg);
@@ -86,6 +111,13 @@ fn write_loop(rx: Receiver<LogMsg>, mut out: std::io::BufWriter<std::fs::File>) 
                 LogMsg::Flush(done) => {
                     let _ = out.flush();
                     let _ = done.send(());
+                }
+                LogMsg::Reopen(done) => {
+                    // On failure the old file stays in use: no line is lost, it only goes on
+                    // into the renamed file.
+                    let _ = out.flush();
+                    let reopened = open_append(&path).map(|file| out = writer(file));
+                    let _ = done.send(reopened);
                 }
             }
             pending = rx.try_recv().ok();
@@ -353,5 +385,41 @@ mod tests {
         log.write("two\n".into());
         log.flush();
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "one\ntwo\n");
+    }
+
+    #[test]
+    fn reopen_writes_to_a_new_file_after_a_rename_and_loses_no_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("delivery.log");
+        let log = DeliveryLog::open(&path).expect("open");
+        log.write("before\n".into());
+        // logrotate without copytruncate: rename, then signal.
+        let rotated = dir.path().join("delivery.log.1");
+        std::fs::rename(&path, &rotated).expect("rename");
+        log.write("between\n".into());
+        log.reopen().expect("reopen");
+        log.write("after\n".into());
+        log.flush();
+        assert_eq!(
+            std::fs::read_to_string(&rotated).expect("rotated"),
+            "before\nbetween\n"
+        );
+        assert_eq!(std::fs::read_to_string(&path).expect("new"), "after\n");
+        // A path that cannot be opened is an error and the writer goes on with the file it
+        // has; once the path is usable again, the next reopen takes it.
+        std::fs::rename(&path, dir.path().join("delivery.log.2")).expect("rename");
+        std::fs::create_dir(&path).expect("a directory where the log was");
+        assert!(log.reopen().is_err());
+        log.write("still\n".into());
+        log.flush();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("delivery.log.2")).expect("kept"),
+            "after\nstill\n"
+        );
+        std::fs::remove_dir(&path).expect("rmdir");
+        log.reopen().expect("reopen again");
+        log.write("again\n".into());
+        log.flush();
+        assert_eq!(std::fs::read_to_string(&path).expect("new"), "again\n");
     }
 }
