@@ -8,7 +8,9 @@
 //! Limits: the set of locks and stages is fixed at compile time ([`LockId`], [`StageId`]), so the
 //! metrics' label sets are bounded.
 
-use crate::exposition::{self, Histogram, HistogramFamily, Registry, Timing};
+use crate::exposition::{
+    self, Counter, Histogram, HistogramFamily, Registry, SecondsCounter, Timing,
+};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -258,41 +260,42 @@ impl Contention {
     /// time) because they are bumped on every acquisition of the hottest locks.
     pub fn register_snapshot(&self, registry: &mut Registry) {
         let locks = self.locks();
-        let rows = |pick: fn(&LockView) -> u64| {
-            locks
-                .iter()
-                .map(move |v| ([("lock", v.lock)], pick(v)))
-                .collect::<Vec<_>>()
+        let by_lock =
+            |pick: fn(&LockView) -> u64| locks.iter().map(move |v| ([("lock", v.lock)], pick(v)));
+        let count = |c: &Counter, v: u64| {
+            c.inc_by(v);
         };
-        exposition::counter_rows(
+        // Kept in µs, shown in seconds.
+        let seconds = |c: &SecondsCounter, v: u64| {
+            c.inc_by(v as f64 / 1e6);
+        };
+        exposition::rows(
             registry,
             "herald_lock_acquisitions_total",
             "Acquisitions of a shared structure's lock.",
-            rows(|v| v.acquisitions),
+            by_lock(|v| v.acquisitions),
+            count,
         );
-        exposition::counter_rows(
+        exposition::rows(
             registry,
             "herald_lock_contended_total",
             "Acquisitions that had to wait.",
-            rows(|v| v.contended),
+            by_lock(|v| v.contended),
+            count,
         );
-        let seconds = |pick: fn(&LockView) -> u64| {
-            locks
-                .iter()
-                .map(move |v| ([("lock", v.lock)], pick(v) as f64 / 1e6))
-                .collect::<Vec<_>>()
-        };
-        exposition::seconds_rows(
+        exposition::rows(
             registry,
             "herald_lock_wait_seconds_total",
             "Time spent waiting for a shared structure's lock.",
-            seconds(|v| v.wait_us),
+            by_lock(|v| v.wait_us),
+            seconds,
         );
-        exposition::seconds_rows(
+        exposition::rows(
             registry,
             "herald_lock_hold_seconds_total",
             "Time a shared structure's lock was held.",
-            seconds(|v| v.hold_us),
+            by_lock(|v| v.hold_us),
+            seconds,
         );
     }
 }

@@ -76,46 +76,36 @@ pub fn counter_family<const L: usize, const N: usize>(
     handles
 }
 
-/// A gauge family with one series per row of `rows`, each set to its value (scrape-time views).
+/// A family with one series per row of `rows`, each given its value by `set` (scrape-time
+/// views: gauges `set`, counters `inc_by` from zero).
+pub fn rows<S, M, V>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (S, V)>,
+    set: impl Fn(&M, V),
+) where
+    S: Clone + std::hash::Hash + Eq,
+    M: Default,
+    Family<S, M>: Metric,
+{
+    let family = Family::<S, M>::default();
+    for (labels, value) in rows {
+        set(&family.get_or_create(&labels), value);
+    }
+    register(registry, name, help, family);
+}
+
+/// Gauges, one per row (the per-destination table, channel depths).
 pub fn gauge_rows(
     registry: &mut Registry,
     name: &str,
     help: &str,
-    rows: impl IntoIterator<Item = (OneLabel, i64)>,
+    gauges: impl IntoIterator<Item = (OneLabel, i64)>,
 ) {
-    let family = Family::<OneLabel, Gauge>::default();
-    for (labels, value) in rows {
-        family.get_or_create(&labels).set(value);
-    }
-    register(registry, name, help, family);
-}
-
-/// A counter family of seconds with one series per row of `rows` (scrape-time views).
-pub fn seconds_rows(
-    registry: &mut Registry,
-    name: &str,
-    help: &str,
-    rows: impl IntoIterator<Item = (FixedLabels<1>, f64)>,
-) {
-    let family = Family::<FixedLabels<1>, SecondsCounter>::default();
-    for (labels, value) in rows {
-        family.get_or_create(&labels).inc_by(value);
-    }
-    register(registry, name, help, family);
-}
-
-/// A counter family with one series per row of `rows` (scrape-time views).
-pub fn counter_rows(
-    registry: &mut Registry,
-    name: &str,
-    help: &str,
-    rows: impl IntoIterator<Item = (FixedLabels<1>, u64)>,
-) {
-    let family = Family::<FixedLabels<1>, Counter>::default();
-    for (labels, value) in rows {
-        family.get_or_create(&labels).inc_by(value);
-    }
-    register(registry, name, help, family);
+    rows(registry, name, help, gauges, |g: &Gauge, v| {
+        g.set(v);
+    });
 }
 
 /// A counter holding `value` (scrape-time views of counts kept elsewhere, e.g. the spool's).
@@ -190,11 +180,14 @@ mod tests {
         delivered.inc_by(3);
         failed.inc();
         gauge_at(&mut registry, "herald_level", "A level.", -2);
-        seconds_rows(
+        rows(
             &mut registry,
             "herald_wait_seconds_total",
             "Waits.",
             [([("lock", "a")], 0.25)],
+            |c: &SecondsCounter, v| {
+                c.inc_by(v);
+            },
         );
         let mut out = String::new();
         encode(&mut out, &[&registry]);
