@@ -2,6 +2,7 @@
 //! key has a default and unknown keys are refused; [`HttpConfig::check`] runs when the server's
 //! configuration is loaded, so its errors name their key.
 
+use crate::auth::LocalClients;
 use serde::Deserialize;
 use std::net::SocketAddr;
 
@@ -17,6 +18,11 @@ pub struct HttpConfig {
     /// dashboard's login cookie). Empty: admin pages and API answer loopback clients only.
     /// The `HERALD_ADMIN_TOKEN` environment variable, when set, overrides it.
     pub admin_token: String,
+    /// Which clients count as "local" when no admin token is set: loopback networks or
+    /// addresses (`"127.0.0.1"`, `"127.0.0.0/8"`, `"::1"`). Empty: every loopback address.
+    /// Only loopback networks are accepted, so this key can narrow who is trusted without a
+    /// token, never widen it to the network.
+    pub local_clients: Vec<String>,
 }
 
 impl HttpConfig {
@@ -49,7 +55,13 @@ impl HttpConfig {
         {
             return Err("http.public_base_url: must start with http:// or https://".into());
         }
+        self.local_clients()?;
         Ok(())
+    }
+
+    /// `local_clients` parsed; the error names the key and the entry at fault.
+    pub fn local_clients(&self) -> Result<LocalClients, String> {
+        LocalClients::parse(&self.local_clients).map_err(|e| format!("http.local_clients: {e}"))
     }
 
     /// The base URL for unsubscribe links: `public_base_url` without a trailing slash, or the
@@ -103,5 +115,26 @@ mod tests {
             ..HttpConfig::default()
         };
         assert!(good.check().is_ok());
+    }
+
+    #[test]
+    fn local_clients_accept_loopback_only_and_name_the_key() {
+        let mut h = HttpConfig {
+            local_clients: vec!["127.0.0.1".into(), "127.0.1.0/24".into(), "::1".into()],
+            ..HttpConfig::default()
+        };
+        assert!(h.check().is_ok());
+        for bad in [
+            "10.0.0.1",
+            "0.0.0.0/0",
+            "127.0.0.0/4",
+            "not an address",
+            "127.0.0.1/33",
+            "",
+        ] {
+            h.local_clients = vec![bad.into()];
+            let e = h.check().expect_err(bad);
+            assert!(e.starts_with("http.local_clients:"), "{bad}: {e}");
+        }
     }
 }

@@ -7,10 +7,10 @@
 //! their actions (`/api/stragglers*`) and stored postmaster mail (`/api/postmaster*`).
 //!
 //! SECURITY: every admin route is behind `auth::guard` (bearer token or dashboard cookie when
-//! `http.admin_token` is set; loopback clients only when it is not); the unsubscribe endpoint is
-//! public by design and trusts nothing but a valid HMAC token
+//! `http.admin_token` is set; local (loopback) clients only when it is not); the unsubscribe and
+//! confirmation endpoints are public by design and trust nothing but a valid HMAC token
 //! (compared in constant time by `herald_types::token::verify_unsubscribe_token`). A GET never
-//! unsubscribes (mail scanners follow links); only a POST does.
+//! unsubscribes or confirms (mail scanners follow links); only a POST does.
 
 mod admin;
 pub mod auth;
@@ -68,8 +68,10 @@ pub struct ApiState {
     /// Moderation, subscriptions and confirmations (implemented by the server).
     pub lists: Arc<dyn ListOps>,
     pub started: Instant,
-    /// `http.admin_token`; `None`: admin routes answer loopback clients only.
+    /// `http.admin_token`; `None`: admin routes answer [`auth::LocalClients`] only.
     pub admin_token: Option<String>,
+    /// `http.local_clients`: who counts as local when there is no admin token.
+    pub local_clients: auth::LocalClients,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.

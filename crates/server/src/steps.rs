@@ -245,6 +245,7 @@ pub(crate) fn serve(
     listeners: Listeners,
     tls: InboundTls,
     stages: &Stages,
+    local_clients: herald_api::auth::LocalClients,
     shutdown: &CancellationToken,
 ) -> Served {
     let postmaster = PostmasterPolicy {
@@ -270,9 +271,10 @@ pub(crate) fn serve(
         lists: stages.lists.clone(),
         started: Instant::now(),
         admin_token: config.http.admin_token(),
+        local_clients,
     });
     if api_state.admin_token.is_none() {
-        tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer loopback clients only");
+        tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");
     }
     let api = tokio::spawn(herald_api::serve(
         listeners.http,
