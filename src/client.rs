@@ -117,6 +117,10 @@ impl Api {
             .await
             .map(drop)
     }
+    /// A POST with no body (an action named by its path), decoding the JSON answer.
+    pub async fn post_empty<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        self.send_typed(self.http.post(self.url(path)), path).await
+    }
     pub async fn patch_json<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
         path: &str,
@@ -274,6 +278,10 @@ pub enum MemberCommand {
     Import { list: String, file: PathBuf },
     /// A member's status, bounce score and bounce history.
     Show { list: String, address: String },
+    /// Re-enable a member (e.g. one disabled for bouncing) and clear their bounce score.
+    Enable { list: String, address: String },
+    /// Clear a member's bounce score; their status and bounce history stay.
+    ResetBounces { list: String, address: String },
 }
 
 fn parse_setting(s: &str) -> Result<(String, Value), String> {

@@ -245,8 +245,26 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
             }
         }
         MemberCommand::Import { list, file } => import(api, &list, &file).await?,
+        MemberCommand::Enable { list, address } => {
+            member_action(api, &list, &address, "enable").await?;
+            outln!("enabled {address} on {list} (bounce score cleared)");
+        }
+        MemberCommand::ResetBounces { list, address } => {
+            member_action(api, &list, &address, "reset-bounces").await?;
+            outln!("bounce score of {address} on {list} cleared");
+        }
     }
     Ok(())
+}
+
+/// `POST /api/lists/<list>/members/<address>/<action>`: the answer is the member's details.
+async fn member_action(api: &Api, list: &str, address: &str, action: &str) -> Result<MemberDetail> {
+    api.post_empty(&format!(
+        "/api/lists/{}/members/{}/{action}",
+        enc(list),
+        enc(address)
+    ))
+    .await
 }
 
 pub async fn member_show(api: &Api, list: &str, address: &str) -> Result<()> {

@@ -7,10 +7,17 @@
 //!
 //! Everything stays on 127.0.0.0/8: the "remote" client is a loopback source address the
 //! server is configured not to trust.
+//!
+//! Bounce administration, through the `herald` binary as an operator runs it: a member disabled
+//! by real bounce mail (a DSN through the VERP address) gets no post; `herald member
+//! reset-bounces` clears the score, `herald member enable` re-enables, and the next post reaches
+//! the member; `herald member rm` removes the bounce history with the member.
 
 mod support;
 
+use herald_api_types::{BounceEvent, MemberDetail};
 use herald_sim::{Profile, World};
+use herald_types::MemberStatus;
 use serde_json::{json, Value};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -42,6 +49,7 @@ async fn call(
         "GET" => client.get(url),
         "POST" => client.post(url),
         "DELETE" => client.delete(url),
+        "PATCH" => client.patch(url),
         other => panic!("method {other}"),
     };
     if let Some(t) = token {
@@ -243,6 +251,177 @@ async fn without_a_token_only_configured_local_clients_administer_but_anyone_con
     .await;
     assert_eq!(st, 200, "127.0.0.1 is: {body}");
     subscribe_and_confirm_remotely(&world, &api, None).await;
+    server.stop().await;
+    world.shutdown().await;
+}
+
+async fn post_to_list(server: &TestServer, mid: &str) {
+    let msg = format!(
+        "From: carol@d1.test\r\nTo: {LIST}\r\nSubject: news\r\nMessage-ID: <{mid}>\r\n\r\nbody\r\n"
+    );
+    let (mut c, _) = Smtp::connect(server.smtp).await;
+    c.cmd("EHLO client.test").await;
+    let r = c.send_mail("carol@d1.test", &[LIST], msg.as_bytes()).await;
+    assert!(r.starts_with("250"), "{r}");
+    c.cmd("QUIT").await;
+}
+
+/// How many copies of the post `mid` reached `rcpt`.
+fn copies_of(world: &World, rcpt: &str, mid: &str) -> usize {
+    delivered(world, rcpt)
+        .iter()
+        .filter(|m| String::from_utf8_lossy(m).contains(&format!("<{mid}>")))
+        .count()
+}
+
+async fn member_detail(api: &str, who: &str) -> (u16, String) {
+    let url = format!("{api}/api/lists/{LIST}/members/{who}/detail");
+    call(&reqwest::Client::new(), "GET", &url, Some(TOKEN), None).await
+}
+
+/// Waits until every known post is complete and nothing is queued (`support::wait_settled`
+/// with the admin token): then "no copy for bob" means none will come.
+async fn settled(api: &str) {
+    let start = Instant::now();
+    loop {
+        let url = format!("{api}/api/status");
+        let (st, body) = call(&reqwest::Client::new(), "GET", &url, Some(TOKEN), None).await;
+        assert_eq!(st, 200, "{body}");
+        let s: herald_api_types::Status = serde_json::from_str(&body).expect("status");
+        if s.queued == 0 && s.posts.iter().all(|p| p.complete) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "not settled: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The `herald` binary against the server, as an operator runs it (off the async workers).
+async fn cli(api: &str, args: &[&str]) -> String {
+    let (api, args): (String, Vec<String>) =
+        (api.into(), args.iter().map(|a| a.to_string()).collect());
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        herald_cli(&api, Some(TOKEN), &args)
+    })
+    .await
+    .expect("cli task")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_disabled_by_bounces_is_re_enabled_by_the_cli_and_gets_the_next_post() {
+    let (world, server, _dir) = start(Some(TOKEN)).await;
+    let api = server.api.clone();
+    let admin = reqwest::Client::new();
+    let (st, body) = call(
+        &admin,
+        "PATCH",
+        &format!("{api}/api/lists/{LIST}"),
+        Some(TOKEN),
+        Some(json!({"bounce_threshold": 1})),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    for who in ["bob@d0.test", "carol@d1.test"] {
+        let (st, body) = call(
+            &admin,
+            "POST",
+            &format!("{api}/api/lists/{LIST}/members"),
+            Some(TOKEN),
+            Some(json!({"address": who})),
+        )
+        .await;
+        assert_eq!(st, 201, "{body}");
+    }
+    // Real bounce mail for bob through his VERP return path disables him.
+    let dsn =
+        std::fs::read_to_string("crates/bounce/tests/corpus/postfix_hard.eml").expect("corpus");
+    let (mut c, _) = Smtp::connect(server.smtp).await;
+    c.cmd("EHLO mx.d0.test").await;
+    let r = c
+        .send_mail("", &["dev-bounces+bob=d0.test@lists.test"], dsn.as_bytes())
+        .await;
+    assert!(r.starts_with("250"), "{r}");
+    c.cmd("QUIT").await;
+    let start = Instant::now();
+    let disabled = loop {
+        let (st, body) = member_detail(&api, "bob@d0.test").await;
+        assert_eq!(st, 200, "{body}");
+        let d: MemberDetail = serde_json::from_str(&body).expect("detail");
+        if matches!(d.member.status, MemberStatus::Disabled(_)) {
+            break d;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "never disabled: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(disabled.bounce_score.map(|b| b.score), Some(1.0));
+
+    // While disabled, a post reaches carol and not bob.
+    post_to_list(&server, "p1@d1.test").await;
+    wait_for("p1 at carol", || {
+        (copies_of(&world, "carol@d1.test", "p1@d1.test") == 1).then_some(())
+    })
+    .await;
+    settled(&api).await;
+    assert_eq!(
+        copies_of(&world, "bob@d0.test", "p1@d1.test"),
+        0,
+        "disabled: no copy"
+    );
+
+    // reset-bounces clears the score only.
+    let out = cli(&api, &["member", "reset-bounces", LIST, "bob@d0.test"]).await;
+    assert!(out.contains("cleared"), "{out}");
+    let shown = cli(&api, &["member", "show", LIST, "bob@d0.test"]).await;
+    assert!(shown.contains("status:       disabled"), "{shown}");
+    assert!(shown.contains("bounce score: 0"), "{shown}");
+    // enable brings him back.
+    let out = cli(&api, &["member", "enable", LIST, "bob@d0.test"]).await;
+    assert!(out.contains("enabled bob@d0.test"), "{out}");
+    let shown = cli(&api, &["member", "show", LIST, "bob@d0.test"]).await;
+    assert!(shown.contains("status:       enabled"), "{shown}");
+    assert!(shown.contains("bounces:      1"), "history kept: {shown}");
+
+    // The next post reaches him.
+    post_to_list(&server, "p2@d1.test").await;
+    wait_for("p2 at bob", || {
+        (copies_of(&world, "bob@d0.test", "p2@d1.test") == 1).then_some(())
+    })
+    .await;
+
+    // An unknown member is a clear error, not a silent success.
+    let (st, _) = call(
+        &admin,
+        "POST",
+        &format!("{api}/api/lists/{LIST}/members/nobody@d0.test/enable"),
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(st, 404);
+
+    // Removing bob removes his bounce history with him.
+    cli(&api, &["member", "rm", LIST, "bob@d0.test"]).await;
+    let (st, body) = call(
+        &admin,
+        "GET",
+        &format!("{api}/api/bounces?list={LIST}"),
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    let events: Vec<BounceEvent> = serde_json::from_str(&body).expect("bounces");
+    assert!(
+        events.iter().all(|e| e.address != "bob@d0.test"),
+        "no history left for a removed member: {body}"
+    );
     server.stop().await;
     world.shutdown().await;
 }

@@ -139,6 +139,14 @@ pub fn router(state: Arc<ApiState>) -> Router {
             "/api/lists/{list}/members/{member}/prefs",
             post(lists_ops::member_prefs),
         )
+        .route(
+            "/api/lists/{list}/members/{member}/enable",
+            post(lists_ops::member_enable),
+        )
+        .route(
+            "/api/lists/{list}/members/{member}/reset-bounces",
+            post(lists_ops::member_reset_bounces),
+        )
         .route("/api/lists/{list}/subscribe", post(lists_ops::subscribe))
         .route(
             "/api/lists/{list}/unsubscribe",

@@ -1,6 +1,6 @@
 //! List housekeeping over HTTP (issue 5): held posts (list, approve, reject), bounces (list,
 //! dismiss a kept unrecognized bounce), member details (status, bounce score, history, the
-//! "not me too" option), subscription requests with double opt-in, and the public confirmation
+//! "not me too" option), an administrator's re-enable and bounce-score reset (issue 15), subscription requests with double opt-in, and the public confirmation
 //! page (`GET /confirm/<token>` shows a button, `POST` confirms — link scanners only GET).
 //!
 //! `herald_lists::Lists` implements [`ListOps`] (in `stages.rs`, which maps its `ListsError`);
@@ -129,10 +129,60 @@ pub async fn member_detail(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
 ) -> Result<Json<MemberDetail>, ApiError> {
-    let list = crate::admin::find_list_pub(&s, &list).await?;
-    let addr = Address::parse(&member).map_err(|e| ApiError::BadRequest(format!("member: {e}")))?;
+    detail(&s, &list, &member, BounceAction::None).await
+}
+
+/// An administrator's bounce action on one member (issue 15).
+#[derive(Debug, Clone, Copy)]
+enum BounceAction {
+    None,
+    /// Re-enable (whatever disabled the member) and clear the bounce score.
+    Enable,
+    /// Clear the bounce score only.
+    ResetScore,
+}
+
+/// `POST …/members/{member}/enable`: re-enables a member (e.g. one disabled for bouncing) and
+/// clears their bounce score; answers the member's details as they are now.
+pub async fn member_enable(
+    State(s): St,
+    Path((list, member)): Path<(String, String)>,
+) -> Result<Json<MemberDetail>, ApiError> {
+    let answer = detail(&s, &list, &member, BounceAction::Enable).await?;
+    tracing::info!(%list, %member, "member re-enabled by an administrator");
+    Ok(answer)
+}
+
+/// `POST …/members/{member}/reset-bounces`: clears the bounce score; status and history stay.
+pub async fn member_reset_bounces(
+    State(s): St,
+    Path((list, member)): Path<(String, String)>,
+) -> Result<Json<MemberDetail>, ApiError> {
+    let answer = detail(&s, &list, &member, BounceAction::ResetScore).await?;
+    tracing::info!(%list, %member, "bounce score reset by an administrator");
+    Ok(answer)
+}
+
+/// Applies `action` (if any) and reads the member's details, in one blocking task.
+async fn detail(
+    s: &ApiState,
+    list: &str,
+    member: &str,
+    action: BounceAction,
+) -> Result<Json<MemberDetail>, ApiError> {
+    let list = crate::admin::find_list_pub(s, list).await?;
+    let addr = Address::parse(member).map_err(|e| ApiError::BadRequest(format!("member: {e}")))?;
     let d = s.directory.clone();
     let (m, score, history) = tokio::task::spawn_blocking(move || {
+        match action {
+            BounceAction::None => {}
+            BounceAction::Enable => {
+                d.reset_bounces(list.id, &addr)?;
+            }
+            BounceAction::ResetScore => {
+                d.reset_bounce_score(list.id, &addr)?;
+            }
+        }
         Ok::<_, herald_directory::DirectoryError>((
             d.member(list.id, &addr)?,
             d.bounce_score(list.id, &addr)?,

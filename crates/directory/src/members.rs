@@ -133,14 +133,26 @@ impl Directory {
         })
     }
 
-    /// Removes a member. False if the address was not on the list.
+    /// Removes a member, with their bounce history and score on this list (issue 15: what is
+    /// not needed any more is not kept; a re-subscribed member starts with a clean record).
+    /// One transaction, so a crash never leaves the history of a removed member behind. False
+    /// if the address was not on the list (any history under it is removed all the same).
     pub fn remove_member(&self, list: ListId, address: &Address) -> Result<bool, DirectoryError> {
+        let addr = address.to_string();
         self.store.write(|tx| {
             ensure_list(tx, list)?;
             let n = tx
                 .prepare_cached("DELETE FROM members WHERE list_id = ?1 AND address = ?2")
-                .and_then(|mut st| st.execute(params![list.0, address.to_string()]))
+                .and_then(|mut st| st.execute(params![list.0, addr]))
                 .map_err(storage("delete member"))?;
+            for sql in [
+                "DELETE FROM bounce_events WHERE list_id = ?1 AND address = ?2",
+                "DELETE FROM bounce_scores WHERE list_id = ?1 AND address = ?2",
+            ] {
+                tx.prepare_cached(sql)
+                    .and_then(|mut st| st.execute(params![list.0, addr]))
+                    .map_err(storage("delete member's bounce history"))?;
+            }
             Ok(n > 0)
         })
     }

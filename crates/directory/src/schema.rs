@@ -41,8 +41,8 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX members_by_list ON members(list_id, id);",
     // 1 -> 2: bounce history and scores, member preferences (issue 5). Bounce rows are keyed by
-    // address, not member id, so the history survives a member being removed and re-added, and
-    // list-reputation events (no member) use the empty address.
+    // address, not member id, so list-reputation events (no member) can use the empty address.
+    // (Since issue 15, removing a member deletes their rows here too, in the same transaction.)
     "CREATE TABLE bounce_events (
         id         INTEGER PRIMARY KEY AUTOINCREMENT,
         list_id    INTEGER NOT NULL REFERENCES lists(id) ON DELETE CASCADE,
