@@ -283,6 +283,18 @@ pub async fn member_show(api: &Api, list: &str, address: &str) -> Result<()> {
     outln!("member:       {}", m.address);
     outln!("status:       {status}");
     outln!("bounce score: {}", v.bounce_score.map_or(0.0, |b| b.score));
+    match &v.consent {
+        Some(c) => outln!(
+            "consent:      {} at {}{}",
+            c.source,
+            herald_telemetry::time::rfc3339_ms(c.at_ms),
+            c.client
+                .as_deref()
+                .map(|who| format!(" by {who}"))
+                .unwrap_or_default()
+        ),
+        None => outln!("consent:      not recorded"),
+    }
     outln!("bounces:      {}", v.bounces.len());
     for b in &v.bounces {
         outln!(

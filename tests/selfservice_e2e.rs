@@ -12,6 +12,9 @@
 //! by real bounce mail (a DSN through the VERP address) gets no post; `herald member
 //! reset-bounces` clears the score, `herald member enable` re-enables, and the next post reaches
 //! the member; `herald member rm` removes the bounce history with the member.
+//!
+//! Consent: the remote confirmation is recorded as `web` with the browser's address, an
+//! administrator's add as `admin`; `herald member show` and the API show them.
 
 mod support;
 
@@ -174,6 +177,16 @@ async fn subscribe_and_confirm_remotely(world: &World, api: &str, token: Option<
     let (st, page) = call(&browser, "POST", &link, None, None).await;
     assert_eq!(st, 200, "confirmed from a remote client: {page}");
     assert!(is_member(api, token).await, "subscribed after the POST");
+    // The consent is recorded: by the web link, from the browser's address.
+    let url = format!("{api}/api/lists/{LIST}/members/{NEWBIE}/detail");
+    let (st, body) = call(&reqwest::Client::new(), "GET", &url, token, None).await;
+    assert_eq!(st, 200, "{body}");
+    let detail: MemberDetail = serde_json::from_str(&body).expect("detail");
+    let consent = detail.consent.expect("consent recorded");
+    assert_eq!(consent.source, "web");
+    assert_eq!(consent.client.as_deref(), Some("127.0.0.2"), "{body}");
+    let age_ms = herald_types::unix_ms_now().saturating_sub(consent.at_ms);
+    assert!(age_ms < 60_000, "recorded now: {consent:?}");
     // A tampered token gets a page saying so, and nothing else.
     let (st, _) = call(&browser, "POST", &format!("{link}x"), None, None).await;
     assert_eq!(st, 403);
@@ -387,6 +400,10 @@ async fn a_member_disabled_by_bounces_is_re_enabled_by_the_cli_and_gets_the_next
     let shown = cli(&api, &["member", "show", LIST, "bob@d0.test"]).await;
     assert!(shown.contains("status:       enabled"), "{shown}");
     assert!(shown.contains("bounces:      1"), "history kept: {shown}");
+    assert!(
+        shown.contains("consent:      admin at 20"),
+        "added by the API: {shown}"
+    );
 
     // The next post reaches him.
     post_to_list(&server, "p2@d1.test").await;

@@ -11,7 +11,7 @@
 
 use crate::views;
 use crate::{ApiError, ApiState};
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
@@ -22,6 +22,7 @@ use herald_api_types::{
 use herald_spool::PostKind;
 use herald_types::{Address, PostId};
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -38,8 +39,9 @@ pub trait ListOps: Send + Sync + 'static {
     fn reject(&self, post: PostId) -> OpsFuture<'_, ()>;
     /// Sends a double opt-in confirmation for `action` (`subscribe` / `unsubscribe`).
     fn request(&self, list: Address, address: Address, action: String) -> OpsFuture<'_, String>;
-    /// Checks a confirmation token; with `apply`, carries the action out.
-    fn confirm(&self, token: String, apply: bool) -> OpsFuture<'_, ConfirmView>;
+    /// Checks a confirmation token; with `apply: Some(client)`, carries the action out and
+    /// records the confirming client (the browser's IP address) with the consent.
+    fn confirm(&self, token: String, apply: Option<String>) -> OpsFuture<'_, ConfirmView>;
 }
 
 pub async fn held(State(s): St, Query(f): Query<ListFilter>) -> Json<Vec<HeldView>> {
@@ -173,7 +175,7 @@ async fn detail(
     let list = crate::admin::find_list_pub(s, list).await?;
     let addr = Address::parse(member).map_err(|e| ApiError::BadRequest(format!("member: {e}")))?;
     let d = s.directory.clone();
-    let (m, score, history) = tokio::task::spawn_blocking(move || {
+    let (m, score, history, consent) = tokio::task::spawn_blocking(move || {
         match action {
             BounceAction::None => {}
             BounceAction::Enable => {
@@ -187,6 +189,7 @@ async fn detail(
             d.member(list.id, &addr)?,
             d.bounce_score(list.id, &addr)?,
             d.bounce_events(Some(list.id), Some(&addr), None, 50)?,
+            d.member_consent(list.id, &addr)?,
         ))
     })
     .await??;
@@ -195,6 +198,7 @@ async fn detail(
         member: views::directory::member(&m),
         bounce_score: score.as_ref().map(views::directory::bounce_score),
         bounces: history.iter().map(views::directory::bounce).collect(),
+        consent: consent.as_ref().map(views::directory::consent),
     }))
 }
 
@@ -248,7 +252,7 @@ pub async fn unsubscribe_request(
 
 /// GET: shows what the token would do, with a button; changes nothing.
 pub async fn confirm_page(State(s): St, Path(token): Path<String>) -> Response {
-    match s.lists.confirm(token, false).await {
+    match s.lists.confirm(token, None).await {
         Ok(v) => Html(crate::unsubscribe::page(
             "Please confirm",
             &format!(
@@ -264,9 +268,15 @@ pub async fn confirm_page(State(s): St, Path(token): Path<String>) -> Response {
     }
 }
 
-/// POST: carries the confirmed action out.
-pub async fn confirm(State(s): St, Path(token): Path<String>) -> Response {
-    match s.lists.confirm(token, true).await {
+/// POST: carries the confirmed action out; the peer address (from the socket, never a
+/// header) is recorded as the confirming client.
+pub async fn confirm(
+    State(s): St,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(token): Path<String>,
+) -> Response {
+    let client = peer.ip().to_canonical().to_string();
+    match s.lists.confirm(token, Some(client)).await {
         Ok(v) => Html(crate::unsubscribe::page(
             "Confirmed",
             &format!(
