@@ -5,6 +5,7 @@
 use crate::auth::LocalClients;
 use serde::Deserialize;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 /// The HTTP side: the public URL that unsubscribe links point to.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -23,6 +24,13 @@ pub struct HttpConfig {
     /// Only loopback networks are accepted, so this key can narrow who is trusted without a
     /// token, never widen it to the network.
     pub local_clients: Vec<String>,
+    /// HTTPS for the API and dashboard with this PEM certificate chain (leaf first) and
+    /// `tls_key_file`. Unset (and `tls_from_inbound` false): plain HTTP.
+    pub tls_cert_file: Option<PathBuf>,
+    /// The private key (PEM) for `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// HTTPS with the `[tls]` certificate inbound SMTP uses, instead of a certificate of its own.
+    pub tls_from_inbound: bool,
 }
 
 impl HttpConfig {
@@ -56,7 +64,28 @@ impl HttpConfig {
             return Err("http.public_base_url: must start with http:// or https://".into());
         }
         self.local_clients()?;
+        match (
+            &self.tls_cert_file,
+            &self.tls_key_file,
+            self.tls_from_inbound,
+        ) {
+            (Some(_), None, _) | (None, Some(_), _) => {
+                return Err(
+                    "http.tls_cert_file: needs http.tls_key_file too (and the other way round)"
+                        .into(),
+                )
+            }
+            (Some(_), Some(_), true) => {
+                return Err("http.tls_from_inbound: set it or http.tls_cert_file, not both".into())
+            }
+            _ => {}
+        }
         Ok(())
+    }
+
+    /// True when the API listener speaks HTTPS.
+    pub fn tls_enabled(&self) -> bool {
+        self.tls_from_inbound || self.tls_cert_file.is_some()
     }
 
     /// `local_clients` parsed; the error names the key and the entry at fault.
@@ -68,7 +97,8 @@ impl HttpConfig {
     /// HTTP listener's own address when it is empty.
     pub fn public_base_url(&self, listen_http: SocketAddr) -> String {
         if self.public_base_url.is_empty() {
-            format!("http://{listen_http}")
+            let scheme = if self.tls_enabled() { "https" } else { "http" };
+            format!("{scheme}://{listen_http}")
         } else {
             self.public_base_url.trim_end_matches('/').to_string()
         }
@@ -115,6 +145,35 @@ mod tests {
             ..HttpConfig::default()
         };
         assert!(good.check().is_ok());
+    }
+
+    #[test]
+    fn tls_keys_come_in_pairs_and_switch_the_base_url_to_https() {
+        let listen = SocketAddr::from(([127, 0, 0, 1], 8025));
+        let half = HttpConfig {
+            tls_cert_file: Some("cert.pem".into()),
+            ..HttpConfig::default()
+        };
+        assert!(half
+            .check()
+            .expect_err("half")
+            .starts_with("http.tls_cert_file:"));
+        let both = HttpConfig {
+            tls_cert_file: Some("cert.pem".into()),
+            tls_key_file: Some("key.pem".into()),
+            tls_from_inbound: true,
+            ..HttpConfig::default()
+        };
+        assert!(both
+            .check()
+            .expect_err("both")
+            .starts_with("http.tls_from_inbound:"));
+        let inbound = HttpConfig {
+            tls_from_inbound: true,
+            ..HttpConfig::default()
+        };
+        assert!(inbound.check().is_ok());
+        assert_eq!(inbound.public_base_url(listen), "https://127.0.0.1:8025");
     }
 
     #[test]

@@ -23,6 +23,7 @@ mod postmaster;
 mod reports;
 mod spool_metrics;
 mod stages;
+pub mod tls;
 mod unsubscribe;
 mod views;
 
@@ -170,6 +171,25 @@ pub async fn serve(
     state: Arc<ApiState>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
+/// [`serve`] over TLS (`http.tls_cert_file` or `http.tls_from_inbound`): the same router and
+/// the same peer addresses, behind a [`tls::TlsListener`].
+pub async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    state: Arc<ApiState>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    // `tap_io` does nothing to the stream; it wraps the listener in axum's `TapIo`, for which
+    // axum implements `Connected` with the listener's `SocketAddr`, so handlers see the peer's
+    // `ConnectInfo` (the guard's local-client rule, the consent record) as over plain TCP.
+    let listener = tls::TlsListener::new(listener, tls)?.tap_io(|_| {});
     let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })

@@ -70,6 +70,7 @@ pub async fn run(
                 message,
             }
         })?;
+    let http_tls = config.http_tls()?;
     let stores = steps::open_stores(&config)?;
     let stages = steps::start_stages(&config, stores)?;
     let served = steps::serve(
@@ -78,6 +79,7 @@ pub async fn run(
         inbound_tls,
         &stages,
         local_clients,
+        http_tls,
         &shutdown,
     );
     tracing::info!(

@@ -246,6 +246,7 @@ pub(crate) fn serve(
     tls: InboundTls,
     stages: &Stages,
     local_clients: herald_api::auth::LocalClients,
+    http_tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: &CancellationToken,
 ) -> Served {
     let postmaster = PostmasterPolicy {
@@ -276,11 +277,19 @@ pub(crate) fn serve(
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");
     }
-    let api = tokio::spawn(herald_api::serve(
-        listeners.http,
-        api_state,
-        shutdown.clone(),
-    ));
+    let api = match http_tls {
+        Some(tls) => tokio::spawn(herald_api::serve_tls(
+            listeners.http,
+            tls,
+            api_state,
+            shutdown.clone(),
+        )),
+        None => tokio::spawn(herald_api::serve(
+            listeners.http,
+            api_state,
+            shutdown.clone(),
+        )),
+    };
     Served { inbound, api }
 }
 
