@@ -23,19 +23,44 @@ pub struct Api {
 }
 
 impl Api {
-    pub fn new(server: Option<String>, config: &Config) -> Result<Api> {
+    /// `ca_file`: a PEM file of CA certificates to trust for an `https://` server (the CLI's
+    /// client has no built-in roots: an admin listener's certificate is usually the operator's
+    /// own CA's). Without `--server`, the URL is the config's `listen.http`, `https` when the
+    /// config turns TLS on for it.
+    pub fn new(server: Option<String>, config: &Config, ca_file: Option<&Path>) -> Result<Api> {
+        let scheme = if config.http.tls_enabled() {
+            "https"
+        } else {
+            "http"
+        };
         let base = server
-            .unwrap_or_else(|| format!("http://{}", config.listen.http))
+            .unwrap_or_else(|| format!("{scheme}://{}", config.listen.http))
             .trim_end_matches('/')
             .to_string();
-        Ok(Api::with_base(base)?.with_token(config.http.admin_token()))
+        Ok(Api::with_base_and_ca(base, ca_file)?.with_token(config.http.admin_token()))
     }
 
     pub fn with_base(base: String) -> Result<Api> {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(300))
-            .build()
-            .context("cannot build the HTTP client")?;
+        Api::with_base_and_ca(base, None)
+    }
+
+    fn with_base_and_ca(base: String, ca_file: Option<&Path>) -> Result<Api> {
+        let mut builder = reqwest::Client::builder()
+            .use_rustls_tls()
+            .timeout(Duration::from_secs(300));
+        if let Some(path) = ca_file {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("--ca-file {}: cannot read", path.display()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                .with_context(|| format!("--ca-file {}: not PEM certificates", path.display()))?;
+            if certs.is_empty() {
+                bail!("--ca-file {}: holds no certificate", path.display());
+            }
+            for c in certs {
+                builder = builder.add_root_certificate(c);
+            }
+        }
+        let http = builder.build().context("cannot build the HTTP client")?;
         Ok(Api {
             base,
             http,
@@ -116,6 +141,10 @@ impl Api {
         self.send(self.http.post(self.url(path)).json(body))
             .await
             .map(drop)
+    }
+    /// A POST with no body (an action named by its path), decoding the JSON answer.
+    pub async fn post_empty<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        self.send_typed(self.http.post(self.url(path)), path).await
     }
     pub async fn patch_json<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,
@@ -274,6 +303,10 @@ pub enum MemberCommand {
     Import { list: String, file: PathBuf },
     /// A member's status, bounce score and bounce history.
     Show { list: String, address: String },
+    /// Re-enable a member (e.g. one disabled for bouncing) and clear their bounce score.
+    Enable { list: String, address: String },
+    /// Clear a member's bounce score; their status and bounce history stay.
+    ResetBounces { list: String, address: String },
 }
 
 fn parse_setting(s: &str) -> Result<(String, Value), String> {

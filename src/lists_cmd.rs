@@ -245,8 +245,26 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
             }
         }
         MemberCommand::Import { list, file } => import(api, &list, &file).await?,
+        MemberCommand::Enable { list, address } => {
+            member_action(api, &list, &address, "enable").await?;
+            outln!("enabled {address} on {list} (bounce score cleared)");
+        }
+        MemberCommand::ResetBounces { list, address } => {
+            member_action(api, &list, &address, "reset-bounces").await?;
+            outln!("bounce score of {address} on {list} cleared");
+        }
     }
     Ok(())
+}
+
+/// `POST /api/lists/<list>/members/<address>/<action>`: the answer is the member's details.
+async fn member_action(api: &Api, list: &str, address: &str, action: &str) -> Result<MemberDetail> {
+    api.post_empty(&format!(
+        "/api/lists/{}/members/{}/{action}",
+        enc(list),
+        enc(address)
+    ))
+    .await
 }
 
 pub async fn member_show(api: &Api, list: &str, address: &str) -> Result<()> {
@@ -265,6 +283,18 @@ pub async fn member_show(api: &Api, list: &str, address: &str) -> Result<()> {
     outln!("member:       {}", m.address);
     outln!("status:       {status}");
     outln!("bounce score: {}", v.bounce_score.map_or(0.0, |b| b.score));
+    match &v.consent {
+        Some(c) => outln!(
+            "consent:      {} at {}{}",
+            c.source,
+            herald_telemetry::time::rfc3339_ms(c.at_ms),
+            c.client
+                .as_deref()
+                .map(|who| format!(" by {who}"))
+                .unwrap_or_default()
+        ),
+        None => outln!("consent:      not recorded"),
+    }
     outln!("bounces:      {}", v.bounces.len());
     for b in &v.bounces {
         outln!(

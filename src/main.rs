@@ -32,6 +32,9 @@ struct Cli {
     /// URL of a running server's HTTP API (default: from the config's listen.http).
     #[arg(long, global = true, env = "HERALD_SERVER")]
     server: Option<String>,
+    /// PEM file of the CA certificate(s) to trust when the server's API is https.
+    #[arg(long, global = true, env = "HERALD_CA_FILE")]
+    ca_file: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -127,16 +130,23 @@ fn run() -> Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     let world_file = cli.config.clone();
-    runtime.block_on(dispatch(cli.command, config, cli.server, world_file))
+    runtime.block_on(dispatch(
+        cli.command,
+        config,
+        cli.server,
+        cli.ca_file,
+        world_file,
+    ))
 }
 
 async fn dispatch(
     command: Command,
     config: Config,
     server: Option<String>,
+    ca_file: Option<PathBuf>,
     world_file: Option<PathBuf>,
 ) -> Result<()> {
-    let api = || client::Api::new(server.clone(), &config);
+    let api = || client::Api::new(server.clone(), &config, ca_file.as_deref());
     match command {
         Command::Serve => serve(config).await,
         Command::Demo(args) => demo::run(args).await,

@@ -200,6 +200,13 @@ async fn double_opt_in_by_mail_and_mailto_unsubscribe_round_trip() {
     );
     send(&server, newbie, &["dev-request@lists.test"], &reply).await;
     wait_for_http(&member_url, |_| true).await;
+    // Issue 15: the consent is recorded as a mail command by its sender.
+    let detail = wait_for_http(&format!("{member_url}/detail"), |_| true).await;
+    let consent = view::<MemberDetail>("detail", &detail)
+        .consent
+        .expect("consent recorded");
+    assert_eq!(consent.source, "mail");
+    assert_eq!(consent.client.as_deref(), Some(newbie));
 
     // mailto unsubscribe: a confirmation round trip, confirmed by the link (GET then POST).
     // So far newbie got the confirmation and the "done" reply.

@@ -156,6 +156,23 @@ pub struct MemberDetail {
     pub bounce_score: Option<BounceScore>,
     /// The latest bounce events, newest first (at most 50).
     pub bounces: Vec<BounceEvent>,
+    /// How the subscription was consented to; `None` (JSON `null`) when not recorded (a
+    /// member from before consent was recorded).
+    pub consent: Option<ConsentView>,
+}
+
+/// A member's recorded consent (issue 15; GDPR article 7).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConsentView {
+    /// When it was given (Unix milliseconds).
+    pub at_ms: u64,
+    /// `web` (the confirmation link, in a browser), `mail` (a `confirm` mail command),
+    /// `import` (a CSV import) or `admin` (added through the API or CLI).
+    pub source: String,
+    /// The confirming client: the browser's IP address, or the mail command's sender; `None`
+    /// for an import or an administrator.
+    pub client: Option<String>,
 }
 
 /// `POST /api/lists/<list>/members/<member>/prefs`.

@@ -139,7 +139,8 @@ pub async fn add_member(
         display_name: req.name,
         fields: req.fields,
     };
-    let member = dir(&s, move |d| d.add_member(list.id, &new)).await?;
+    let consent = herald_directory::Consent::now(herald_directory::ConsentSource::Admin, None);
+    let member = dir(&s, move |d| d.add_member_consented(list.id, &new, &consent)).await?;
     Ok((StatusCode::CREATED, Json(views::directory::member(&member))))
 }
 

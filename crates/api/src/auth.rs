@@ -3,10 +3,13 @@
 //! - With `http.admin_token` set: a request must carry `Authorization: Bearer <token>` (the CLI,
 //!   Prometheus) or the dashboard's `herald_admin` cookie, set by `POST /login`. A browser
 //!   without it gets the login page at `/`; API calls get 401.
-//! - Without a token: only loopback clients are served (the server logs this at start).
+//! - Without a token: only local clients are served (the server logs this at start): any
+//!   loopback address by default, or the loopback addresses in `http.local_clients`.
 //!
-//! Public in every case: `/healthz`, the one-click unsubscribe endpoints (their HMAC token is
-//! the authorization), the login form and the static assets (no data in them).
+//! Public in every case: `/healthz`, the one-click unsubscribe endpoints and the double opt-in
+//! confirmation pages (`/confirm/<token>`: their HMAC token is the authorization, and the
+//! person clicking is a list member, not an administrator), the login form and the static
+//! assets (no data in them).
 //!
 //! SECURITY: tokens are compared as SHA-256 digests with a constant-time equality, so neither
 //! the content nor the length of the token leaks through timing. The cookie is `HttpOnly` and
@@ -19,9 +22,10 @@ use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Form;
+use ipnet::IpNet;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 pub const COOKIE: &str = "herald_admin";
@@ -38,9 +42,57 @@ pub fn token_matches(expected: &str, given: &str) -> bool {
         == 0
 }
 
+/// The clients trusted without a token when `http.admin_token` is empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LocalClients {
+    /// Empty: every loopback address.
+    nets: Vec<IpNet>,
+}
+
+impl LocalClients {
+    /// Parses `http.local_clients`: addresses or networks (CIDR), each within loopback
+    /// (127.0.0.0/8 or ::1), so the setting narrows trust and never opens it to the network.
+    pub fn parse(entries: &[String]) -> Result<LocalClients, String> {
+        let mut nets = Vec::with_capacity(entries.len());
+        for e in entries {
+            let e = e.trim();
+            let net = match e.parse::<IpNet>() {
+                Ok(n) => n,
+                Err(_) => e
+                    .parse::<IpAddr>()
+                    .map(IpNet::from)
+                    .map_err(|_| format!("{e:?} is not an IP address or network"))?,
+            };
+            let inside_loopback = match net {
+                IpNet::V4(n) => n.prefix_len() >= 8 && n.network().is_loopback(),
+                IpNet::V6(n) => n.prefix_len() == 128 && n.network().is_loopback(),
+            };
+            if !inside_loopback {
+                return Err(format!(
+                    "{e:?} is not within loopback (127.0.0.0/8 or ::1): clients elsewhere \
+                     need http.admin_token"
+                ));
+            }
+            nets.push(net);
+        }
+        Ok(LocalClients { nets })
+    }
+
+    /// True when `peer` may use the admin routes without a token. An IPv4-mapped IPv6 peer
+    /// (a dual-stack listener) is judged by its IPv4 address.
+    pub fn allows(&self, peer: IpAddr) -> bool {
+        let peer = peer.to_canonical();
+        if self.nets.is_empty() {
+            return peer.is_loopback();
+        }
+        self.nets.iter().any(|n| n.contains(&peer))
+    }
+}
+
 fn is_public(method: &Method, path: &str) -> bool {
     path == "/healthz"
         || path.starts_with("/unsubscribe/")
+        || path.starts_with("/confirm/")
         || path.starts_with("/assets/")
         || (path == "/login" && method == Method::POST)
 }
@@ -76,7 +128,7 @@ pub async fn guard(State(s): State<Arc<ApiState>>, req: Request, next: Next) -> 
         None => req
             .extensions()
             .get::<ConnectInfo<SocketAddr>>()
-            .is_some_and(|ConnectInfo(peer)| peer.ip().is_loopback()),
+            .is_some_and(|ConnectInfo(peer)| s.local_clients.allows(peer.ip())),
     };
     if allowed {
         return next.run(req).await;
@@ -89,7 +141,7 @@ pub async fn guard(State(s): State<Arc<ApiState>>, req: Request, next: Next) -> 
         ),
         (None, _) => refuse(
             StatusCode::FORBIDDEN,
-            "no http.admin_token is configured: the admin API answers loopback clients only",
+            "no http.admin_token is configured: the admin API answers local (loopback) clients only",
         ),
     }
 }
@@ -148,7 +200,34 @@ mod tests {
         h.insert(header::AUTHORIZATION, "Bearer xyz".parse().expect("header"));
         assert_eq!(presented(&h), Some("xyz"));
         assert!(is_public(&Method::GET, "/unsubscribe/a/b/c"));
+        assert!(is_public(&Method::GET, "/confirm/tok"));
+        assert!(is_public(&Method::POST, "/confirm/tok"));
+        assert!(!is_public(&Method::GET, "/confirmx"));
         assert!(!is_public(&Method::GET, "/api/status"));
         assert!(!is_public(&Method::GET, "/login"));
+    }
+
+    #[test]
+    fn local_clients_default_to_loopback_and_narrow_when_set() {
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        let any = LocalClients::default();
+        assert!(
+            any.allows(ip("127.0.0.1")) && any.allows(ip("127.9.9.9")) && any.allows(ip("::1"))
+        );
+        assert!(!any.allows(ip("10.0.0.1")) && !any.allows(ip("::ffff:10.0.0.1")));
+        assert!(any.allows(ip("::ffff:127.0.0.1")));
+        let one = LocalClients::parse(&["127.0.0.1".into()]).expect("parse");
+        assert!(one.allows(ip("127.0.0.1")));
+        assert!(!one.allows(ip("127.0.0.2")) && !one.allows(ip("::1")));
+        for hostile in [
+            "0.0.0.0/0",
+            "::/0",
+            "192.168.0.0/16",
+            "127.0.0.1/7",
+            "::1/64",
+            "1.2.3.4",
+        ] {
+            assert!(LocalClients::parse(&[hostile.into()]).is_err(), "{hostile}");
+        }
     }
 }

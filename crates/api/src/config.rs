@@ -2,8 +2,10 @@
 //! key has a default and unknown keys are refused; [`HttpConfig::check`] runs when the server's
 //! configuration is loaded, so its errors name their key.
 
+use crate::auth::LocalClients;
 use serde::Deserialize;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 /// The HTTP side: the public URL that unsubscribe links point to.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -17,6 +19,18 @@ pub struct HttpConfig {
     /// dashboard's login cookie). Empty: admin pages and API answer loopback clients only.
     /// The `HERALD_ADMIN_TOKEN` environment variable, when set, overrides it.
     pub admin_token: String,
+    /// Which clients count as "local" when no admin token is set: loopback networks or
+    /// addresses (`"127.0.0.1"`, `"127.0.0.0/8"`, `"::1"`). Empty: every loopback address.
+    /// Only loopback networks are accepted, so this key can narrow who is trusted without a
+    /// token, never widen it to the network.
+    pub local_clients: Vec<String>,
+    /// HTTPS for the API and dashboard with this PEM certificate chain (leaf first) and
+    /// `tls_key_file`. Unset (and `tls_from_inbound` false): plain HTTP.
+    pub tls_cert_file: Option<PathBuf>,
+    /// The private key (PEM) for `tls_cert_file`.
+    pub tls_key_file: Option<PathBuf>,
+    /// HTTPS with the `[tls]` certificate inbound SMTP uses, instead of a certificate of its own.
+    pub tls_from_inbound: bool,
 }
 
 impl HttpConfig {
@@ -49,14 +63,42 @@ impl HttpConfig {
         {
             return Err("http.public_base_url: must start with http:// or https://".into());
         }
+        self.local_clients()?;
+        match (
+            &self.tls_cert_file,
+            &self.tls_key_file,
+            self.tls_from_inbound,
+        ) {
+            (Some(_), None, _) | (None, Some(_), _) => {
+                return Err(
+                    "http.tls_cert_file: needs http.tls_key_file too (and the other way round)"
+                        .into(),
+                )
+            }
+            (Some(_), Some(_), true) => {
+                return Err("http.tls_from_inbound: set it or http.tls_cert_file, not both".into())
+            }
+            _ => {}
+        }
         Ok(())
+    }
+
+    /// True when the API listener speaks HTTPS.
+    pub fn tls_enabled(&self) -> bool {
+        self.tls_from_inbound || self.tls_cert_file.is_some()
+    }
+
+    /// `local_clients` parsed; the error names the key and the entry at fault.
+    pub fn local_clients(&self) -> Result<LocalClients, String> {
+        LocalClients::parse(&self.local_clients).map_err(|e| format!("http.local_clients: {e}"))
     }
 
     /// The base URL for unsubscribe links: `public_base_url` without a trailing slash, or the
     /// HTTP listener's own address when it is empty.
     pub fn public_base_url(&self, listen_http: SocketAddr) -> String {
         if self.public_base_url.is_empty() {
-            format!("http://{listen_http}")
+            let scheme = if self.tls_enabled() { "https" } else { "http" };
+            format!("{scheme}://{listen_http}")
         } else {
             self.public_base_url.trim_end_matches('/').to_string()
         }
@@ -103,5 +145,55 @@ mod tests {
             ..HttpConfig::default()
         };
         assert!(good.check().is_ok());
+    }
+
+    #[test]
+    fn tls_keys_come_in_pairs_and_switch_the_base_url_to_https() {
+        let listen = SocketAddr::from(([127, 0, 0, 1], 8025));
+        let half = HttpConfig {
+            tls_cert_file: Some("cert.pem".into()),
+            ..HttpConfig::default()
+        };
+        assert!(half
+            .check()
+            .expect_err("half")
+            .starts_with("http.tls_cert_file:"));
+        let both = HttpConfig {
+            tls_cert_file: Some("cert.pem".into()),
+            tls_key_file: Some("key.pem".into()),
+            tls_from_inbound: true,
+            ..HttpConfig::default()
+        };
+        assert!(both
+            .check()
+            .expect_err("both")
+            .starts_with("http.tls_from_inbound:"));
+        let inbound = HttpConfig {
+            tls_from_inbound: true,
+            ..HttpConfig::default()
+        };
+        assert!(inbound.check().is_ok());
+        assert_eq!(inbound.public_base_url(listen), "https://127.0.0.1:8025");
+    }
+
+    #[test]
+    fn local_clients_accept_loopback_only_and_name_the_key() {
+        let mut h = HttpConfig {
+            local_clients: vec!["127.0.0.1".into(), "127.0.1.0/24".into(), "::1".into()],
+            ..HttpConfig::default()
+        };
+        assert!(h.check().is_ok());
+        for bad in [
+            "10.0.0.1",
+            "0.0.0.0/0",
+            "127.0.0.0/4",
+            "not an address",
+            "127.0.0.1/33",
+            "",
+        ] {
+            h.local_clients = vec![bad.into()];
+            let e = h.check().expect_err(bad);
+            assert!(e.starts_with("http.local_clients:"), "{bad}: {e}");
+        }
     }
 }

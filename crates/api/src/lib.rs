@@ -7,10 +7,10 @@
 //! their actions (`/api/stragglers*`) and stored postmaster mail (`/api/postmaster*`).
 //!
 //! SECURITY: every admin route is behind `auth::guard` (bearer token or dashboard cookie when
-//! `http.admin_token` is set; loopback clients only when it is not); the unsubscribe endpoint is
-//! public by design and trusts nothing but a valid HMAC token
+//! `http.admin_token` is set; local (loopback) clients only when it is not); the unsubscribe and
+//! confirmation endpoints are public by design and trust nothing but a valid HMAC token
 //! (compared in constant time by `herald_types::token::verify_unsubscribe_token`). A GET never
-//! unsubscribes (mail scanners follow links); only a POST does.
+//! unsubscribes or confirms (mail scanners follow links); only a POST does.
 
 mod admin;
 pub mod auth;
@@ -23,6 +23,7 @@ mod postmaster;
 mod reports;
 mod spool_metrics;
 mod stages;
+pub mod tls;
 mod unsubscribe;
 mod views;
 
@@ -68,8 +69,10 @@ pub struct ApiState {
     /// Moderation, subscriptions and confirmations (implemented by the server).
     pub lists: Arc<dyn ListOps>,
     pub started: Instant,
-    /// `http.admin_token`; `None`: admin routes answer loopback clients only.
+    /// `http.admin_token`; `None`: admin routes answer [`auth::LocalClients`] only.
     pub admin_token: Option<String>,
+    /// `http.local_clients`: who counts as local when there is no admin token.
+    pub local_clients: auth::LocalClients,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.
@@ -137,6 +140,14 @@ pub fn router(state: Arc<ApiState>) -> Router {
             "/api/lists/{list}/members/{member}/prefs",
             post(lists_ops::member_prefs),
         )
+        .route(
+            "/api/lists/{list}/members/{member}/enable",
+            post(lists_ops::member_enable),
+        )
+        .route(
+            "/api/lists/{list}/members/{member}/reset-bounces",
+            post(lists_ops::member_reset_bounces),
+        )
         .route("/api/lists/{list}/subscribe", post(lists_ops::subscribe))
         .route(
             "/api/lists/{list}/unsubscribe",
@@ -160,6 +171,25 @@ pub async fn serve(
     state: Arc<ApiState>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
+/// [`serve`] over TLS (`http.tls_cert_file` or `http.tls_from_inbound`): the same router and
+/// the same peer addresses, behind a [`tls::TlsListener`].
+pub async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    state: Arc<ApiState>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    // `tap_io` does nothing to the stream; it wraps the listener in axum's `TapIo`, for which
+    // axum implements `Connected` with the listener's `SocketAddr`, so handlers see the peer's
+    // `ConnectInfo` (the guard's local-client rule, the consent record) as over plain TCP.
+    let listener = tls::TlsListener::new(listener, tls)?.tap_io(|_| {});
     let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })

@@ -1,6 +1,6 @@
 //! List housekeeping over HTTP (issue 5): held posts (list, approve, reject), bounces (list,
 //! dismiss a kept unrecognized bounce), member details (status, bounce score, history, the
-//! "not me too" option), subscription requests with double opt-in, and the public confirmation
+//! "not me too" option), an administrator's re-enable and bounce-score reset (issue 15), subscription requests with double opt-in, and the public confirmation
 //! page (`GET /confirm/<token>` shows a button, `POST` confirms — link scanners only GET).
 //!
 //! `herald_lists::Lists` implements [`ListOps`] (in `stages.rs`, which maps its `ListsError`);
@@ -11,7 +11,7 @@
 
 use crate::views;
 use crate::{ApiError, ApiState};
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
@@ -22,6 +22,7 @@ use herald_api_types::{
 use herald_spool::PostKind;
 use herald_types::{Address, PostId};
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -38,8 +39,9 @@ pub trait ListOps: Send + Sync + 'static {
     fn reject(&self, post: PostId) -> OpsFuture<'_, ()>;
     /// Sends a double opt-in confirmation for `action` (`subscribe` / `unsubscribe`).
     fn request(&self, list: Address, address: Address, action: String) -> OpsFuture<'_, String>;
-    /// Checks a confirmation token; with `apply`, carries the action out.
-    fn confirm(&self, token: String, apply: bool) -> OpsFuture<'_, ConfirmView>;
+    /// Checks a confirmation token; with `apply: Some(client)`, carries the action out and
+    /// records the confirming client (the browser's IP address) with the consent.
+    fn confirm(&self, token: String, apply: Option<String>) -> OpsFuture<'_, ConfirmView>;
 }
 
 pub async fn held(State(s): St, Query(f): Query<ListFilter>) -> Json<Vec<HeldView>> {
@@ -129,14 +131,65 @@ pub async fn member_detail(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
 ) -> Result<Json<MemberDetail>, ApiError> {
-    let list = crate::admin::find_list_pub(&s, &list).await?;
-    let addr = Address::parse(&member).map_err(|e| ApiError::BadRequest(format!("member: {e}")))?;
+    detail(&s, &list, &member, BounceAction::None).await
+}
+
+/// An administrator's bounce action on one member (issue 15).
+#[derive(Debug, Clone, Copy)]
+enum BounceAction {
+    None,
+    /// Re-enable (whatever disabled the member) and clear the bounce score.
+    Enable,
+    /// Clear the bounce score only.
+    ResetScore,
+}
+
+/// `POST …/members/{member}/enable`: re-enables a member (e.g. one disabled for bouncing) and
+/// clears their bounce score; answers the member's details as they are now.
+pub async fn member_enable(
+    State(s): St,
+    Path((list, member)): Path<(String, String)>,
+) -> Result<Json<MemberDetail>, ApiError> {
+    let answer = detail(&s, &list, &member, BounceAction::Enable).await?;
+    tracing::info!(%list, %member, "member re-enabled by an administrator");
+    Ok(answer)
+}
+
+/// `POST …/members/{member}/reset-bounces`: clears the bounce score; status and history stay.
+pub async fn member_reset_bounces(
+    State(s): St,
+    Path((list, member)): Path<(String, String)>,
+) -> Result<Json<MemberDetail>, ApiError> {
+    let answer = detail(&s, &list, &member, BounceAction::ResetScore).await?;
+    tracing::info!(%list, %member, "bounce score reset by an administrator");
+    Ok(answer)
+}
+
+/// Applies `action` (if any) and reads the member's details, in one blocking task.
+async fn detail(
+    s: &ApiState,
+    list: &str,
+    member: &str,
+    action: BounceAction,
+) -> Result<Json<MemberDetail>, ApiError> {
+    let list = crate::admin::find_list_pub(s, list).await?;
+    let addr = Address::parse(member).map_err(|e| ApiError::BadRequest(format!("member: {e}")))?;
     let d = s.directory.clone();
-    let (m, score, history) = tokio::task::spawn_blocking(move || {
+    let (m, score, history, consent) = tokio::task::spawn_blocking(move || {
+        match action {
+            BounceAction::None => {}
+            BounceAction::Enable => {
+                d.reset_bounces(list.id, &addr)?;
+            }
+            BounceAction::ResetScore => {
+                d.reset_bounce_score(list.id, &addr)?;
+            }
+        }
         Ok::<_, herald_directory::DirectoryError>((
             d.member(list.id, &addr)?,
             d.bounce_score(list.id, &addr)?,
             d.bounce_events(Some(list.id), Some(&addr), None, 50)?,
+            d.member_consent(list.id, &addr)?,
         ))
     })
     .await??;
@@ -145,6 +198,7 @@ pub async fn member_detail(
         member: views::directory::member(&m),
         bounce_score: score.as_ref().map(views::directory::bounce_score),
         bounces: history.iter().map(views::directory::bounce).collect(),
+        consent: consent.as_ref().map(views::directory::consent),
     }))
 }
 
@@ -198,7 +252,7 @@ pub async fn unsubscribe_request(
 
 /// GET: shows what the token would do, with a button; changes nothing.
 pub async fn confirm_page(State(s): St, Path(token): Path<String>) -> Response {
-    match s.lists.confirm(token, false).await {
+    match s.lists.confirm(token, None).await {
         Ok(v) => Html(crate::unsubscribe::page(
             "Please confirm",
             &format!(
@@ -214,9 +268,15 @@ pub async fn confirm_page(State(s): St, Path(token): Path<String>) -> Response {
     }
 }
 
-/// POST: carries the confirmed action out.
-pub async fn confirm(State(s): St, Path(token): Path<String>) -> Response {
-    match s.lists.confirm(token, true).await {
+/// POST: carries the confirmed action out; the peer address (from the socket, never a
+/// header) is recorded as the confirming client.
+pub async fn confirm(
+    State(s): St,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(token): Path<String>,
+) -> Response {
+    let client = peer.ip().to_canonical().to_string();
+    match s.lists.confirm(token, Some(client)).await {
         Ok(v) => Html(crate::unsubscribe::page(
             "Confirmed",
             &format!(

@@ -4,6 +4,7 @@
 
 use crate::{ApiError, ConfirmView, Injector, ListOps, OpsFuture};
 use bytes::Bytes;
+use herald_directory::{Consent, ConsentSource};
 use herald_enqueue::Enqueuer;
 use herald_lists::{Lists, ListsError};
 use herald_types::token::{Action, Confirmation};
@@ -67,7 +68,10 @@ impl ListOps for Lists {
         })
     }
 
-    fn confirm(&self, token: String, apply: bool) -> OpsFuture<'_, ConfirmView> {
-        Box::pin(async move { Ok(view(&Lists::confirm(self, &token, apply).await?)) })
+    fn confirm(&self, token: String, apply: Option<String>) -> OpsFuture<'_, ConfirmView> {
+        Box::pin(async move {
+            let consent = apply.map(|client| Consent::now(ConsentSource::Web, Some(&client)));
+            Ok(view(&Lists::confirm(self, &token, consent).await?))
+        })
     }
 }

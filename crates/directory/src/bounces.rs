@@ -295,15 +295,33 @@ impl Directory {
         .map_err(storage("check cross-post member"))
     }
 
-    /// Re-enables a member and clears their bounce score (an administrator's decision).
+    /// Re-enables a member and clears their bounce score (an administrator's decision, or a
+    /// confirmed re-subscription): without the reset, the next counted bounce would disable
+    /// the member again at once. The history is kept. False if the address is not on the list.
     pub fn reset_bounces(&self, list: ListId, address: &Address) -> Result<bool, DirectoryError> {
         let found = self.set_member_status(list, address, &MemberStatus::Enabled)?;
-        self.store.write(|tx| {
-            tx.prepare_cached("DELETE FROM bounce_scores WHERE list_id = ?1 AND address = ?2")
-                .and_then(|mut st| st.execute(params![list.0, address.to_string()]))
-                .map_err(storage("reset bounce score"))
-        })?;
+        self.reset_bounce_score(list, address)?;
         Ok(found)
+    }
+
+    /// Clears a member's bounce score, leaving their status and history as they are (the
+    /// score starts again from zero). False if the address is not on the list.
+    pub fn reset_bounce_score(
+        &self,
+        list: ListId,
+        address: &Address,
+    ) -> Result<bool, DirectoryError> {
+        let addr = address.to_string();
+        self.store.write(|tx| {
+            ensure_list(tx, list)?;
+            tx.prepare_cached("DELETE FROM bounce_scores WHERE list_id = ?1 AND address = ?2")
+                .and_then(|mut st| st.execute(params![list.0, addr]))
+                .map_err(storage("reset bounce score"))?;
+            tx.prepare_cached("SELECT 1 FROM members WHERE list_id = ?1 AND address = ?2")
+                .and_then(|mut st| st.query_row(params![list.0, addr], |_| Ok(())).optional())
+                .map(|found| found.is_some())
+                .map_err(storage("find member"))
+        })
     }
 }
 

@@ -24,6 +24,7 @@
 //! Counting caveat: `added`/`updated` are exact unless another writer adds the same address while
 //! the import runs (between two of its batches); such a row is then reported as added.
 
+use crate::consent::{Consent, ConsentSource};
 use crate::csvline::{split_fields, LineReader, RawLine};
 use crate::error::DirectoryError;
 use crate::lists::ensure_list;
@@ -122,7 +123,9 @@ impl Directory {
                 Some(h) => h,
                 None => high_water(tx)?,
             };
-            let tally = upsert_members(tx, list, batch.iter(), &mut h)?;
+            // Consent by import, for rows new to the list (an existing member keeps theirs).
+            let consent = Consent::now(ConsentSource::Import, None);
+            let tally = upsert_members(tx, list, batch.iter(), &mut h, Some(&consent))?;
             *high = Some(h);
             Ok(tally)
         })?;

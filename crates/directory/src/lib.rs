@@ -22,6 +22,7 @@
 //! later reach headers are refused if they carry control characters (no CR/LF injection).
 
 mod bounces;
+mod consent;
 mod csvline;
 mod error;
 mod import;
@@ -35,6 +36,7 @@ pub use bounces::{
     BounceApplied, BounceEvent, BounceScore, NewBounce, DAY_MS, MAX_BOUNCE_LISTING,
     MAX_EVENTS_PER_ADDRESS, MAX_REPUTATION_EVENTS,
 };
+pub use consent::{Consent, ConsentSource, MAX_CLIENT_CHARS};
 pub use error::DirectoryError;
 pub use import::{IMPORT_BATCH_ROWS, MAX_LINE_BYTES, MAX_REPORTED_REJECTS};
 pub use lists::{MAX_FOOTER_BYTES, MAX_LIST_NAME_CHARS, MAX_MODERATORS, MAX_SUBJECT_PREFIX_CHARS};

@@ -11,6 +11,7 @@
 //! Limits: a page holds at most [`MAX_PAGE_LIMIT`] members; names and fields are bounded by the
 //! limits in [`crate::model`]; a disabled reason by [`MAX_REASON_CHARS`].
 
+use crate::consent::Consent;
 use crate::error::{storage, DirectoryError};
 use crate::lists::ensure_list;
 use crate::model::{is_forbidden_char, validate_new_member, MemberCounts, NewMember};
@@ -54,6 +55,7 @@ pub(crate) fn upsert_members<'a>(
     list: ListId,
     members: impl IntoIterator<Item = &'a NewMember>,
     high: &mut i64,
+    consent: Option<&Consent>,
 ) -> Result<Upserted, DirectoryError> {
     let mut st = conn
         .prepare_cached(UPSERT)
@@ -67,6 +69,10 @@ pub(crate) fn upsert_members<'a>(
                 |r| r.get(0),
             )
             .map_err(storage("upsert member"))?;
+        if let Some(c) = consent {
+            // Fills a missing record only: an update keeps the member's earlier consent.
+            crate::consent::record(conn, id, c, false)?;
+        }
         if id > *high {
             *high = id;
             tally.added += 1;
@@ -88,7 +94,7 @@ impl Directory {
         let tally = self.store.write(|tx| {
             ensure_list(tx, list)?;
             let mut high = high_water(tx)?;
-            upsert_members(tx, list, ms, &mut high)
+            upsert_members(tx, list, ms, &mut high, None)
         })?;
         tracing::debug!(
             list = list.0,
@@ -99,8 +105,29 @@ impl Directory {
         Ok(tally.added)
     }
 
-    /// Adds one member; `AlreadyMember` if the address (any case) is already on the list.
+    /// Adds one member; `AlreadyMember` if the address (any case) is already on the list. No
+    /// consent is recorded (see [`Directory::add_member_consented`]).
     pub fn add_member(&self, list: ListId, m: &NewMember) -> Result<Member, DirectoryError> {
+        self.add_member_with(list, m, None)
+    }
+
+    /// [`Directory::add_member`], recording how the subscription was consented to in the same
+    /// transaction.
+    pub fn add_member_consented(
+        &self,
+        list: ListId,
+        m: &NewMember,
+        consent: &Consent,
+    ) -> Result<Member, DirectoryError> {
+        self.add_member_with(list, m, Some(consent))
+    }
+
+    fn add_member_with(
+        &self,
+        list: ListId,
+        m: &NewMember,
+        consent: Option<&Consent>,
+    ) -> Result<Member, DirectoryError> {
         validate_new_member(m)?;
         let fields = fields_json(&m.fields)?;
         let id = self.store.write(|tx| {
@@ -121,7 +148,11 @@ impl Directory {
                 ])
             })
             .map_err(storage("insert member"))?;
-            Ok(tx.last_insert_rowid())
+            let id = tx.last_insert_rowid();
+            if let Some(c) = consent {
+                crate::consent::record(tx, id, c, true)?;
+            }
+            Ok(id)
         })?;
         Ok(Member {
             id: MemberId(id),
@@ -133,14 +164,26 @@ impl Directory {
         })
     }
 
-    /// Removes a member. False if the address was not on the list.
+    /// Removes a member, with their bounce history and score on this list (issue 15: what is
+    /// not needed any more is not kept; a re-subscribed member starts with a clean record).
+    /// One transaction, so a crash never leaves the history of a removed member behind. False
+    /// if the address was not on the list (any history under it is removed all the same).
     pub fn remove_member(&self, list: ListId, address: &Address) -> Result<bool, DirectoryError> {
+        let addr = address.to_string();
         self.store.write(|tx| {
             ensure_list(tx, list)?;
             let n = tx
                 .prepare_cached("DELETE FROM members WHERE list_id = ?1 AND address = ?2")
-                .and_then(|mut st| st.execute(params![list.0, address.to_string()]))
+                .and_then(|mut st| st.execute(params![list.0, addr]))
                 .map_err(storage("delete member"))?;
+            for sql in [
+                "DELETE FROM bounce_events WHERE list_id = ?1 AND address = ?2",
+                "DELETE FROM bounce_scores WHERE list_id = ?1 AND address = ?2",
+            ] {
+                tx.prepare_cached(sql)
+                    .and_then(|mut st| st.execute(params![list.0, addr]))
+                    .map_err(storage("delete member's bounce history"))?;
+            }
             Ok(n > 0)
         })
     }

@@ -41,8 +41,8 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX members_by_list ON members(list_id, id);",
     // 1 -> 2: bounce history and scores, member preferences (issue 5). Bounce rows are keyed by
-    // address, not member id, so the history survives a member being removed and re-added, and
-    // list-reputation events (no member) use the empty address.
+    // address, not member id, so list-reputation events (no member) can use the empty address.
+    // (Since issue 15, removing a member deletes their rows here too, in the same transaction.)
     "CREATE TABLE bounce_events (
         id         INTEGER PRIMARY KEY AUTOINCREMENT,
         list_id    INTEGER NOT NULL REFERENCES lists(id) ON DELETE CASCADE,
@@ -68,6 +68,13 @@ const MIGRATIONS: &[&str] = &[
     CREATE TABLE member_prefs (
         member_id         INTEGER PRIMARY KEY REFERENCES members(id) ON DELETE CASCADE,
         skip_if_addressed INTEGER NOT NULL DEFAULT 0
+    );",
+    // 2 -> 3: consent records (issue 15, see `consent`). Members from before have no row.
+    "CREATE TABLE member_consent (
+        member_id INTEGER PRIMARY KEY REFERENCES members(id) ON DELETE CASCADE,
+        at_ms     INTEGER NOT NULL,
+        source    TEXT NOT NULL,
+        client    TEXT
     );",
 ];
 
@@ -112,4 +119,61 @@ fn check_not_newer(found: i64) -> Result<(), DirectoryError> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ConsentSource, Directory};
+    use herald_types::Address;
+
+    /// A database written by a version-2 Herald (lists, members, bounce history) opens, is
+    /// upgraded to the current version in place, keeps its data, and its old members show no
+    /// consent (not recorded, never invented) while new ones get theirs.
+    #[test]
+    fn a_version_2_database_is_upgraded_with_its_members_kept() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let path = tmp.path().join("old.db");
+        {
+            let conn = Connection::open(&path).expect("open");
+            for sql in &MIGRATIONS[..2] {
+                conn.execute_batch(sql).expect("old schema");
+            }
+            conn.pragma_update(None, "user_version", 2)
+                .expect("version");
+            conn.execute_batch(
+                "INSERT INTO lists (address, settings, created_at_ms) VALUES ('dev@l.test', '{}', 1);
+                 INSERT INTO members (list_id, address) VALUES (1, 'old@x.test');
+                 INSERT INTO bounce_events (list_id, address, at_ms, kind, source, counted, score)
+                     VALUES (1, 'old@x.test', 5, 'hard', 'dsn', 1, 1.0);",
+            )
+            .expect("old rows");
+        }
+        let d = Directory::open(&path).expect("upgrade");
+        let list = d
+            .list_by_address(&Address::parse("dev@l.test").expect("a"))
+            .expect("read")
+            .expect("list kept");
+        let old = Address::parse("old@x.test").expect("a");
+        assert!(
+            d.member(list.id, &old).expect("read").is_some(),
+            "member kept"
+        );
+        assert_eq!(
+            d.bounce_events(Some(list.id), Some(&old), None, 10)
+                .expect("h")
+                .len(),
+            1
+        );
+        assert_eq!(d.member_consent(list.id, &old).expect("consent"), None);
+        let new = Address::parse("new@x.test").expect("a");
+        let c = crate::Consent::now(ConsentSource::Web, Some("127.0.0.2"));
+        d.add_member_consented(list.id, &crate::NewMember::new(new.clone()), &c)
+            .expect("add");
+        assert_eq!(d.member_consent(list.id, &new).expect("consent"), Some(c));
+        drop(d);
+        let conn = Connection::open(&path).expect("reopen");
+        assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
+        assert_eq!(SCHEMA_VERSION, 3);
+    }
 }

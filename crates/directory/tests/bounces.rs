@@ -131,3 +131,67 @@ fn stale_scores_restart_and_soft_counts_half_and_reputation_spares_members() {
         .expect("stranger");
     assert!(!r.member_found && !r.counted);
 }
+
+#[test]
+fn an_administrator_resets_a_score_or_re_enables_and_removal_forgets_the_history() {
+    let (_t, d, list) = setup();
+    let (bob, carol) = (a("bob@x.test"), a("carol@x.test"));
+    let t0 = 1_000 * DAY_MS;
+    for who in [&bob, &carol] {
+        for day in 0..5 {
+            d.apply_bounce(list, Some(who), &hard(t0 + day * DAY_MS))
+                .expect("apply");
+        }
+        let m = d.member(list, who).expect("read").expect("member");
+        assert!(!m.status.is_enabled(), "disabled by bounces");
+    }
+    // Reset the score only: status and history stay.
+    assert!(d.reset_bounce_score(list, &bob).expect("reset"));
+    assert_eq!(d.bounce_score(list, &bob).expect("score"), None);
+    assert!(!d
+        .member(list, &bob)
+        .expect("r")
+        .expect("m")
+        .status
+        .is_enabled());
+    assert_eq!(
+        d.bounce_events(Some(list), Some(&bob), None, 100)
+            .expect("h")
+            .len(),
+        5
+    );
+    // Re-enable: enabled, score cleared, history kept; the next bounce counts from zero.
+    assert!(d.reset_bounces(list, &bob).expect("enable"));
+    assert!(d
+        .member(list, &bob)
+        .expect("r")
+        .expect("m")
+        .status
+        .is_enabled());
+    let r = d
+        .apply_bounce(list, Some(&bob), &hard(t0 + 10 * DAY_MS))
+        .expect("apply");
+    assert!(!r.disabled && r.score == 1.0, "{r:?}");
+    // Not a member: false, nothing created.
+    let nobody = a("nobody@x.test");
+    assert!(!d.reset_bounce_score(list, &nobody).expect("reset"));
+    assert!(!d.reset_bounces(list, &nobody).expect("enable"));
+    assert!(d.member(list, &nobody).expect("r").is_none());
+    // Removing carol removes her history and score; bob's stay.
+    assert!(d.remove_member(list, &carol).expect("remove"));
+    assert_eq!(d.bounce_score(list, &carol).expect("score"), None);
+    assert!(d
+        .bounce_events(Some(list), Some(&carol), None, 100)
+        .expect("h")
+        .is_empty());
+    assert_eq!(
+        d.bounce_events(Some(list), Some(&bob), None, 100)
+            .expect("h")
+            .len(),
+        6
+    );
+    // Re-added, she starts clean.
+    d.add_member(list, &herald_directory::NewMember::new(carol.clone()))
+        .expect("re-add");
+    assert_eq!(d.bounce_score(list, &carol).expect("score"), None);
+}

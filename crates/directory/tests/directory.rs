@@ -469,3 +469,55 @@ fn bulk_add_200k_timed() {
         200_000.0 / scanned.as_secs_f64()
     );
 }
+
+/// Consent (issue 15): an import records `import` for new rows only, a confirmation replaces
+/// it, a re-import does not overwrite the confirmation, hostile client text is bounded and
+/// cleaned, and removing the member removes the record.
+#[test]
+fn consent_is_recorded_per_source_and_survives_re_imports() {
+    use herald_directory::{Consent, ConsentSource, MAX_CLIENT_CHARS};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let d = Directory::open(&tmp.path().join("c.db")).expect("open");
+    let list = d
+        .create_list(
+            &Address::parse("dev@l.test").expect("a"),
+            &herald_types::ListSettings::default(),
+        )
+        .expect("list");
+    let bob = Address::parse("bob@x.test").expect("a");
+    d.import_csv(list.id, "email\nbob@x.test\n".as_bytes(), &mut |_| {})
+        .expect("import");
+    let c = d
+        .member_consent(list.id, &bob)
+        .expect("read")
+        .expect("recorded");
+    assert_eq!((c.source, c.client), (ConsentSource::Import, None));
+    let web = Consent::now(ConsentSource::Web, Some("127.0.0.2"));
+    assert!(d.record_consent(list.id, &bob, &web).expect("record"));
+    d.import_csv(
+        list.id,
+        "email,name\nbob@x.test,Bob\n".as_bytes(),
+        &mut |_| {},
+    )
+    .expect("re-import");
+    assert_eq!(
+        d.member_consent(list.id, &bob).expect("read"),
+        Some(web.clone())
+    );
+    let hostile = format!("evil\r\nX-Injected: 1{}", "a".repeat(10_000));
+    let c = Consent::now(ConsentSource::Mail, Some(&hostile));
+    let client = c.client.clone().expect("client");
+    assert!(client.chars().count() <= MAX_CLIENT_CHARS && !client.contains('\n'));
+    assert!(d.record_consent(list.id, &bob, &c).expect("record"));
+    assert_eq!(d.member_consent(list.id, &bob).expect("read"), Some(c));
+    let nobody = Address::parse("nobody@x.test").expect("a");
+    assert!(!d.record_consent(list.id, &nobody, &web).expect("record"));
+    assert!(d.remove_member(list.id, &bob).expect("remove"));
+    d.add_member(list.id, &NewMember::new(bob.clone()))
+        .expect("re-add");
+    assert_eq!(
+        d.member_consent(list.id, &bob).expect("read"),
+        None,
+        "cascaded"
+    );
+}

@@ -14,7 +14,7 @@ use crate::notices;
 use crate::requests::{self, Command};
 use crate::stage::Lists;
 use herald_bounce::stage::DisabledMember;
-use herald_directory::{DirectoryError, NewMember};
+use herald_directory::{Consent, ConsentSource, DirectoryError, NewMember};
 use herald_spool::SpooledPost;
 use herald_types::token::{self, Action, Confirmation, Moderation};
 use herald_types::{Address, List, MemberStatus, SubscriptionPolicy};
@@ -39,7 +39,13 @@ impl Lists {
                 Some(Command::Unsubscribe) => {
                     self.start(&list, &req.sender, Action::Unsubscribe).await?
                 }
-                Some(Command::Confirm(t)) => match self.apply_token(&t).await {
+                Some(Command::Confirm(t)) => match self
+                    .apply_token(
+                        &t,
+                        Consent::now(ConsentSource::Mail, Some(&req.sender.to_string())),
+                    )
+                    .await
+                {
                     Ok(c) => Some(format!(
                         "Done: {} {} ({}).",
                         c.action.verb(),
@@ -102,17 +108,23 @@ impl Lists {
         Ok(None)
     }
 
-    /// Checks a confirmation token; with `apply`, carries its action out (idempotent).
-    pub async fn confirm(&self, token: &str, apply: bool) -> Result<Confirmation, ListsError> {
-        if apply {
-            return self.apply_token(token).await;
+    /// Checks a confirmation token; with `apply: Some(consent)` (how and by whom it is
+    /// confirmed), carries its action out (idempotent).
+    pub async fn confirm(
+        &self,
+        token: &str,
+        apply: Option<Consent>,
+    ) -> Result<Confirmation, ListsError> {
+        if let Some(consent) = apply {
+            return self.apply_token(token, consent).await;
         }
         token::verify_confirmation(&self.secret, token, herald_types::unix_ms_now() / 1000)
             .ok_or(ListsError::InvalidToken)
     }
 
-    /// Verifies a token and carries its action out (idempotent).
-    async fn apply_token(&self, token: &str) -> Result<Confirmation, ListsError> {
+    /// Verifies a token and carries its action out (idempotent). A subscription records
+    /// `consent`, replacing an earlier record: the confirmation is the newest consent.
+    async fn apply_token(&self, token: &str, consent: Consent) -> Result<Confirmation, ListsError> {
         let c = token::verify_confirmation(&self.secret, token, herald_types::unix_ms_now() / 1000)
             .ok_or(ListsError::InvalidToken)?;
         let list = self.list(&c.list).await?;
@@ -128,7 +140,7 @@ impl Lists {
                     display_name: None,
                     fields: Default::default(),
                 };
-                match d.add_member(id, &m) {
+                match d.add_member_consented(id, &m, &consent) {
                     Ok(_) => Ok(()),
                     Err(DirectoryError::AlreadyMember(_)) => {
                         // A member that bounce handling disabled comes back by confirming: the
@@ -140,6 +152,7 @@ impl Lists {
                         if by_bounces {
                             d.reset_bounces(id, &m.address)?;
                         }
+                        d.record_consent(id, &m.address, &consent)?;
                         Ok(())
                     }
                     Err(e) => Err(e),

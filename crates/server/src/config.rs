@@ -185,6 +185,36 @@ impl Config {
         Ok(herald_auth::DkimKeys::new(signers))
     }
 
+    /// The API listener's TLS configuration: its own certificate (`http.tls_cert_file`), the
+    /// `[tls]` one (`http.tls_from_inbound`), or `None` for plain HTTP.
+    pub fn http_tls(&self) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, ConfigError> {
+        let unusable = |key: &str, message: String| ConfigError::Unusable {
+            key: key.into(),
+            message,
+        };
+        self.http.check().map_err(|m| {
+            let (key, message) = m.split_once(": ").unwrap_or(("http", m.as_str()));
+            unusable(key, message.to_string())
+        })?;
+        if let (Some(cert), Some(key)) = (&self.http.tls_cert_file, &self.http.tls_key_file) {
+            return herald_inbound::load_server_config(cert, key)
+                .map(Some)
+                .map_err(|e| unusable("http.tls_cert_file", e.to_string()));
+        }
+        if !self.http.tls_from_inbound {
+            return Ok(None);
+        }
+        match (&self.tls.cert_file, &self.tls.key_file) {
+            (Some(cert), Some(key)) => herald_inbound::load_server_config(cert, key)
+                .map(Some)
+                .map_err(|e| unusable("tls", e.to_string())),
+            _ => Err(unusable(
+                "http.tls_from_inbound",
+                "needs tls.cert_file and tls.key_file".into(),
+            )),
+        }
+    }
+
     /// Loads the `[tls]` certificate: `None` when TLS is not configured. Half a configuration,
     /// an unusable certificate or a submissions listener without one stops the start. Here,
     /// not in the inbound crate: it spans `[tls]` and `[listen]`.

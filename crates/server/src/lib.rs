@@ -64,7 +64,17 @@ pub async fn run(
 ) -> Result<(), ServerError> {
     // TLS first: a bad certificate or an unbindable submissions port stops the start early.
     let inbound_tls = listeners::bind_tls(&config).await?;
-    // Every port is bound and the TLS key read: root is no longer needed (none of this reads
+    // Checked again here (not only at load): a Config built in code skips `check`, and a bad
+    // entry must stop the start rather than fall back to a different trust rule.
+    let local_clients =
+        herald_api::auth::LocalClients::parse(&config.http.local_clients).map_err(|message| {
+            ConfigError::Unusable {
+                key: "http.local_clients".into(),
+                message,
+            }
+        })?;
+    let http_tls = config.http_tls()?;
+    // Every port is bound and the TLS keys read: root is no longer needed (none of this reads
     // from the network yet).
     match privileges::drop_root(&config.server, &config.data_dir)? {
         privileges::Outcome::Became(user) => tracing::info!(%user, "dropped root"),
@@ -75,7 +85,15 @@ pub async fn run(
     }
     let stores = steps::open_stores(&config)?;
     let stages = steps::start_stages(&config, stores)?;
-    let served = steps::serve(&config, listeners, inbound_tls, &stages, &shutdown);
+    let served = steps::serve(
+        &config,
+        listeners,
+        inbound_tls,
+        &stages,
+        local_clients,
+        http_tls,
+        &shutdown,
+    );
     tracing::info!(
         smtp = %config.listen.smtp, lmtp = %config.listen.lmtp, http = %config.listen.http,
         "herald is running"

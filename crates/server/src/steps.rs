@@ -245,6 +245,8 @@ pub(crate) fn serve(
     listeners: Listeners,
     tls: InboundTls,
     stages: &Stages,
+    local_clients: herald_api::auth::LocalClients,
+    http_tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: &CancellationToken,
 ) -> Served {
     let postmaster = PostmasterPolicy {
@@ -270,15 +272,24 @@ pub(crate) fn serve(
         lists: stages.lists.clone(),
         started: Instant::now(),
         admin_token: config.http.admin_token(),
+        local_clients,
     });
     if api_state.admin_token.is_none() {
-        tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer loopback clients only");
+        tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");
     }
-    let api = tokio::spawn(herald_api::serve(
-        listeners.http,
-        api_state,
-        shutdown.clone(),
-    ));
+    let api = match http_tls {
+        Some(tls) => tokio::spawn(herald_api::serve_tls(
+            listeners.http,
+            tls,
+            api_state,
+            shutdown.clone(),
+        )),
+        None => tokio::spawn(herald_api::serve(
+            listeners.http,
+            api_state,
+            shutdown.clone(),
+        )),
+    };
     tokio::spawn(reopen_logs_on_hangup(
         stages.telemetry.clone(),
         shutdown.clone(),

@@ -1,4 +1,4 @@
-//! Directory → wire: lists, members, counts, CSV import reports and bounce events.
+//! Directory → wire: lists, members, counts, CSV import reports, bounce events and consent.
 
 use herald_api_types as v;
 use herald_directory as d;
@@ -75,5 +75,13 @@ pub(crate) fn bounce_score(s: &d::BounceScore) -> v::BounceScore {
     v::BounceScore {
         score: s.score,
         last_counted_ms: s.last_counted_ms,
+    }
+}
+
+pub(crate) fn consent(c: &d::Consent) -> v::ConsentView {
+    v::ConsentView {
+        at_ms: c.at_ms,
+        source: c.source.as_str().to_string(),
+        client: c.client.clone(),
     }
 }

@@ -1,0 +1,444 @@
+//! Issue 15, member self-service as a real subscriber meets it: the server has
+//! `http.admin_token` set and treats only 127.0.0.1 as local (`http.local_clients`); the
+//! subscriber's browser is a client bound to 127.0.0.2, which the server sees as remote. The
+//! confirmation link is read from the mail delivered to the simulated mailbox, the one-click
+//! unsubscribe link from the `List-Unsubscribe` header of a delivered post. A GET (a link
+//! scanner) changes nothing; only the POST acts.
+//!
+//! Everything stays on 127.0.0.0/8: the "remote" client is a loopback source address the
+//! server is configured not to trust.
+//!
+//! Bounce administration, through the `herald` binary as an operator runs it: a member disabled
+//! by real bounce mail (a DSN through the VERP address) gets no post; `herald member
+//! reset-bounces` clears the score, `herald member enable` re-enables, and the next post reaches
+//! the member; `herald member rm` removes the bounce history with the member.
+//!
+//! Consent: the remote confirmation is recorded as `web` with the browser's address, an
+//! administrator's add as `admin`; `herald member show` and the API show them.
+
+mod support;
+
+use herald_api_types::{BounceEvent, MemberDetail};
+use herald_sim::{Profile, World};
+use herald_types::MemberStatus;
+use serde_json::{json, Value};
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+use support::*;
+
+const LIST: &str = "dev@lists.test";
+const TOKEN: &str = "admin-token-0123456789abcdef";
+const NEWBIE: &str = "newbie@d1.test";
+/// The subscriber's browser: a loopback source address outside `http.local_clients`.
+const REMOTE: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+
+/// A client whose connections come from `REMOTE`.
+fn remote_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(REMOTE)
+        .build()
+        .expect("client")
+}
+
+/// (status, body text) of a request; `token` adds the admin bearer token.
+async fn call(
+    client: &reqwest::Client,
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> (u16, String) {
+    let mut req = match method {
+        "GET" => client.get(url),
+        "POST" => client.post(url),
+        "DELETE" => client.delete(url),
+        "PATCH" => client.patch(url),
+        other => panic!("method {other}"),
+    };
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.expect("request");
+    let status = resp.status().as_u16();
+    (status, resp.text().await.expect("body"))
+}
+
+async fn start(admin_token: Option<&str>) -> (World, TestServer, tempfile::TempDir) {
+    let world = World::start(world_config(&[Profile::Normal, Profile::Normal], true))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = server_config(&world, dir.path().to_path_buf());
+    config.http.admin_token = admin_token.unwrap_or_default().to_string();
+    config.http.local_clients = vec!["127.0.0.1".into()];
+    let server = TestServer::start(config).await;
+    let admin = reqwest::Client::new();
+    let (st, body) = call(
+        &admin,
+        "POST",
+        &format!("{}/api/lists", server.api),
+        admin_token,
+        Some(json!({"address": LIST, "settings": {"posting_policy": "anyone"}})),
+    )
+    .await;
+    assert_eq!(st, 201, "create list: {body}");
+    (world, server, dir)
+}
+
+async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The delivered messages for `rcpt`, parsed.
+fn delivered(world: &World, rcpt: &str) -> Vec<Vec<u8>> {
+    world
+        .recorder()
+        .snapshot()
+        .copies_for(rcpt)
+        .iter()
+        .filter_map(|c| c.message.clone())
+        .map(|m| m.to_vec())
+        .collect()
+}
+
+/// The `/confirm/` link in the text body of the newest confirmation mail for `rcpt`, decoded as
+/// a mail client would (the body may be quoted-printable).
+fn confirmation_link(world: &World, rcpt: &str) -> Option<String> {
+    delivered(world, rcpt).iter().rev().find_map(|raw| {
+        let msg = mail_parser::MessageParser::default().parse(raw)?;
+        if !msg.subject()?.starts_with("confirm ") {
+            return None;
+        }
+        let text = msg.body_text(0)?;
+        text.split_whitespace()
+            .find(|w| w.contains("/confirm/"))
+            .map(str::to_string)
+    })
+}
+
+/// The https?/http URL in the `List-Unsubscribe` header of the newest copy of a post.
+fn unsubscribe_link(world: &World, rcpt: &str) -> Option<String> {
+    delivered(world, rcpt).iter().rev().find_map(|raw| {
+        let msg = mail_parser::MessageParser::default().parse(raw)?;
+        let v = msg.header_raw("List-Unsubscribe")?;
+        v.split(['<', '>'])
+            .map(str::trim)
+            .find(|u| u.starts_with("http"))
+            .map(str::to_string)
+    })
+}
+
+async fn is_member(api: &str, token: Option<&str>) -> bool {
+    let url = format!("{api}/api/lists/{LIST}/members/{NEWBIE}");
+    match call(&reqwest::Client::new(), "GET", &url, token, None).await {
+        (200, _) => true,
+        (404, _) => false,
+        other => panic!("member lookup: {other:?}"),
+    }
+}
+
+/// Subscribes `NEWBIE` by double opt-in, confirming from the remote client; returns the link.
+async fn subscribe_and_confirm_remotely(world: &World, api: &str, token: Option<&str>) {
+    let (st, body) = call(
+        &reqwest::Client::new(),
+        "POST",
+        &format!("{api}/api/lists/{LIST}/subscribe"),
+        token,
+        Some(json!({"address": NEWBIE})),
+    )
+    .await;
+    assert_eq!(st, 202, "subscribe request: {body}");
+    let link = wait_for("the confirmation mail", || confirmation_link(world, NEWBIE)).await;
+    assert!(
+        link.starts_with(api),
+        "the link points at this server: {link}"
+    );
+    let browser = remote_client();
+    // A link scanner (or the person, first): a page with a button, nothing changes.
+    let (st, page) = call(&browser, "GET", &link, None, None).await;
+    assert_eq!(st, 200, "the confirmation page for a remote client: {page}");
+    assert!(page.contains("<form method=\"post\""), "{page}");
+    assert!(page.contains(NEWBIE), "{page}");
+    assert!(!is_member(api, token).await, "a GET never subscribes");
+    // The button.
+    let (st, page) = call(&browser, "POST", &link, None, None).await;
+    assert_eq!(st, 200, "confirmed from a remote client: {page}");
+    assert!(is_member(api, token).await, "subscribed after the POST");
+    // The consent is recorded: by the web link, from the browser's address.
+    let url = format!("{api}/api/lists/{LIST}/members/{NEWBIE}/detail");
+    let (st, body) = call(&reqwest::Client::new(), "GET", &url, token, None).await;
+    assert_eq!(st, 200, "{body}");
+    let detail: MemberDetail = serde_json::from_str(&body).expect("detail");
+    let consent = detail.consent.expect("consent recorded");
+    assert_eq!(consent.source, "web");
+    assert_eq!(consent.client.as_deref(), Some("127.0.0.2"), "{body}");
+    let age_ms = herald_types::unix_ms_now().saturating_sub(consent.at_ms);
+    assert!(age_ms < 60_000, "recorded now: {consent:?}");
+    // A tampered token gets a page saying so, and nothing else.
+    let (st, _) = call(&browser, "POST", &format!("{link}x"), None, None).await;
+    assert_eq!(st, 403);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_subscriber_confirms_and_unsubscribes_with_the_admin_token_set() {
+    let (world, server, _dir) = start(Some(TOKEN)).await;
+    let api = server.api.clone();
+    let browser = remote_client();
+    // The admin API stays closed to this client without the token.
+    let (st, _) = call(&browser, "GET", &format!("{api}/api/status"), None, None).await;
+    assert_eq!(st, 401, "the admin API needs the token");
+
+    subscribe_and_confirm_remotely(&world, &api, Some(TOKEN)).await;
+
+    // A post reaches the new member with a one-click unsubscribe link.
+    let msg = format!(
+        "From: bob@d0.test\r\nTo: {LIST}\r\nSubject: hello\r\nMessage-ID: <p1@d0.test>\r\n\r\nbody\r\n"
+    );
+    let (mut c, _) = Smtp::connect(server.smtp).await;
+    c.cmd("EHLO client.test").await;
+    let r = c.send_mail("bob@d0.test", &[LIST], msg.as_bytes()).await;
+    assert!(r.starts_with("250"), "{r}");
+    c.cmd("QUIT").await;
+    let link = wait_for("the post's copy", || unsubscribe_link(&world, NEWBIE)).await;
+    // A scanner following the link sees a page; the member stays.
+    let (st, page) = call(&browser, "GET", &link, None, None).await;
+    assert_eq!(st, 200, "{page}");
+    assert!(
+        page.contains("List-Unsubscribe"),
+        "the page's button POSTs: {page}"
+    );
+    assert!(
+        is_member(&api, Some(TOKEN)).await,
+        "a GET never unsubscribes"
+    );
+    // The mailbox provider's RFC 8058 POST.
+    let resp = browser
+        .post(&link)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("List-Unsubscribe=One-Click")
+        .send()
+        .await
+        .expect("one-click");
+    assert_eq!(resp.status().as_u16(), 200);
+    assert!(
+        !is_member(&api, Some(TOKEN)).await,
+        "unsubscribed by the POST"
+    );
+    server.stop().await;
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_token_only_configured_local_clients_administer_but_anyone_confirms() {
+    let (world, server, _dir) = start(None).await;
+    let api = server.api.clone();
+    let (st, body) = call(
+        &remote_client(),
+        "GET",
+        &format!("{api}/api/status"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(st, 403, "127.0.0.2 is not in http.local_clients: {body}");
+    let (st, body) = call(
+        &reqwest::Client::new(),
+        "GET",
+        &format!("{api}/api/status"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(st, 200, "127.0.0.1 is: {body}");
+    subscribe_and_confirm_remotely(&world, &api, None).await;
+    server.stop().await;
+    world.shutdown().await;
+}
+
+async fn post_to_list(server: &TestServer, mid: &str) {
+    let msg = format!(
+        "From: carol@d1.test\r\nTo: {LIST}\r\nSubject: news\r\nMessage-ID: <{mid}>\r\n\r\nbody\r\n"
+    );
+    let (mut c, _) = Smtp::connect(server.smtp).await;
+    c.cmd("EHLO client.test").await;
+    let r = c.send_mail("carol@d1.test", &[LIST], msg.as_bytes()).await;
+    assert!(r.starts_with("250"), "{r}");
+    c.cmd("QUIT").await;
+}
+
+/// How many copies of the post `mid` reached `rcpt`.
+fn copies_of(world: &World, rcpt: &str, mid: &str) -> usize {
+    delivered(world, rcpt)
+        .iter()
+        .filter(|m| String::from_utf8_lossy(m).contains(&format!("<{mid}>")))
+        .count()
+}
+
+async fn member_detail(api: &str, who: &str) -> (u16, String) {
+    let url = format!("{api}/api/lists/{LIST}/members/{who}/detail");
+    call(&reqwest::Client::new(), "GET", &url, Some(TOKEN), None).await
+}
+
+/// Waits until every known post is complete and nothing is queued (`support::wait_settled`
+/// with the admin token): then "no copy for bob" means none will come.
+async fn settled(api: &str) {
+    let start = Instant::now();
+    loop {
+        let url = format!("{api}/api/status");
+        let (st, body) = call(&reqwest::Client::new(), "GET", &url, Some(TOKEN), None).await;
+        assert_eq!(st, 200, "{body}");
+        let s: herald_api_types::Status = serde_json::from_str(&body).expect("status");
+        if s.queued == 0 && s.posts.iter().all(|p| p.complete) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "not settled: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The `herald` binary against the server, as an operator runs it (off the async workers).
+async fn cli(api: &str, args: &[&str]) -> String {
+    let (api, args): (String, Vec<String>) =
+        (api.into(), args.iter().map(|a| a.to_string()).collect());
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        herald_cli(&api, Some(TOKEN), &args)
+    })
+    .await
+    .expect("cli task")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_disabled_by_bounces_is_re_enabled_by_the_cli_and_gets_the_next_post() {
+    let (world, server, _dir) = start(Some(TOKEN)).await;
+    let api = server.api.clone();
+    let admin = reqwest::Client::new();
+    let (st, body) = call(
+        &admin,
+        "PATCH",
+        &format!("{api}/api/lists/{LIST}"),
+        Some(TOKEN),
+        Some(json!({"bounce_threshold": 1})),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    for who in ["bob@d0.test", "carol@d1.test"] {
+        let (st, body) = call(
+            &admin,
+            "POST",
+            &format!("{api}/api/lists/{LIST}/members"),
+            Some(TOKEN),
+            Some(json!({"address": who})),
+        )
+        .await;
+        assert_eq!(st, 201, "{body}");
+    }
+    // Real bounce mail for bob through his VERP return path disables him.
+    let dsn =
+        std::fs::read_to_string("crates/bounce/tests/corpus/postfix_hard.eml").expect("corpus");
+    let (mut c, _) = Smtp::connect(server.smtp).await;
+    c.cmd("EHLO mx.d0.test").await;
+    let r = c
+        .send_mail("", &["dev-bounces+bob=d0.test@lists.test"], dsn.as_bytes())
+        .await;
+    assert!(r.starts_with("250"), "{r}");
+    c.cmd("QUIT").await;
+    let start = Instant::now();
+    let disabled = loop {
+        let (st, body) = member_detail(&api, "bob@d0.test").await;
+        assert_eq!(st, 200, "{body}");
+        let d: MemberDetail = serde_json::from_str(&body).expect("detail");
+        if matches!(d.member.status, MemberStatus::Disabled(_)) {
+            break d;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "never disabled: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(disabled.bounce_score.map(|b| b.score), Some(1.0));
+
+    // While disabled, a post reaches carol and not bob.
+    post_to_list(&server, "p1@d1.test").await;
+    wait_for("p1 at carol", || {
+        (copies_of(&world, "carol@d1.test", "p1@d1.test") == 1).then_some(())
+    })
+    .await;
+    settled(&api).await;
+    assert_eq!(
+        copies_of(&world, "bob@d0.test", "p1@d1.test"),
+        0,
+        "disabled: no copy"
+    );
+
+    // reset-bounces clears the score only.
+    let out = cli(&api, &["member", "reset-bounces", LIST, "bob@d0.test"]).await;
+    assert!(out.contains("cleared"), "{out}");
+    let shown = cli(&api, &["member", "show", LIST, "bob@d0.test"]).await;
+    assert!(shown.contains("status:       disabled"), "{shown}");
+    assert!(shown.contains("bounce score: 0"), "{shown}");
+    // enable brings him back.
+    let out = cli(&api, &["member", "enable", LIST, "bob@d0.test"]).await;
+    assert!(out.contains("enabled bob@d0.test"), "{out}");
+    let shown = cli(&api, &["member", "show", LIST, "bob@d0.test"]).await;
+    assert!(shown.contains("status:       enabled"), "{shown}");
+    assert!(shown.contains("bounces:      1"), "history kept: {shown}");
+    assert!(
+        shown.contains("consent:      admin at 20"),
+        "added by the API: {shown}"
+    );
+
+    // The next post reaches him.
+    post_to_list(&server, "p2@d1.test").await;
+    wait_for("p2 at bob", || {
+        (copies_of(&world, "bob@d0.test", "p2@d1.test") == 1).then_some(())
+    })
+    .await;
+
+    // An unknown member is a clear error, not a silent success.
+    let (st, _) = call(
+        &admin,
+        "POST",
+        &format!("{api}/api/lists/{LIST}/members/nobody@d0.test/enable"),
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(st, 404);
+
+    // Removing bob removes his bounce history with him.
+    cli(&api, &["member", "rm", LIST, "bob@d0.test"]).await;
+    let (st, body) = call(
+        &admin,
+        "GET",
+        &format!("{api}/api/bounces?list={LIST}"),
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    let events: Vec<BounceEvent> = serde_json::from_str(&body).expect("bounces");
+    assert!(
+        events.iter().all(|e| e.address != "bob@d0.test"),
+        "no history left for a removed member: {body}"
+    );
+    server.stop().await;
+    world.shutdown().await;
+}
