@@ -17,12 +17,14 @@
 //! SECURITY: every message stored here came from the network (or an operator's file); it is
 //! parsed only by mail-parser, bounded by [`parse::Limits`], and never executed or rendered here.
 
+pub mod config;
 pub mod import;
 pub mod mbox;
 pub mod parse;
 pub mod stage;
 pub mod store;
 
+pub use config::ArchiveSection;
 pub use store::{Archive, MessageSummary, Month, Privacy, StoredMessage};
 
 use std::path::PathBuf;

@@ -27,6 +27,7 @@ pub struct StageConfig {
     pub capacity: usize,
     /// Posts per transaction at most.
     pub batch_max: usize,
+    pub max_message_bytes: usize,
     /// Base of `Archived-At` URLs (`<base>/archive/<list>/msg/<id>`), when the web archive is
     /// served.
     pub public_base_url: Option<String>,
@@ -56,7 +57,13 @@ impl ArchiveSender {
 pub fn spawn(
     cfg: StageConfig,
 ) -> Result<(ArchiveSender, std::thread::JoinHandle<()>), crate::ArchiveError> {
-    let archive = Archive::open(&cfg.path)?.with_default_privacy(cfg.default_privacy);
+    let limits = crate::parse::Limits {
+        max_message_bytes: cfg.max_message_bytes,
+        ..Default::default()
+    };
+    let archive = Archive::open(&cfg.path)?
+        .with_default_privacy(cfg.default_privacy)
+        .with_limits(limits);
     let (tx, rx) = mpsc::channel(cfg.capacity.max(1));
     let handle = std::thread::Builder::new()
         .name("archive-writer".into())

@@ -55,6 +55,9 @@ pub struct Config {
     /// Mail to postmaster (RFC 5321 §4.5.1): where it is forwarded, how long and how much of
     /// it is kept.
     pub postmaster: PostmasterSection,
+    /// The list archive (issue 14): on by default, lists private until an administrator
+    /// publishes them.
+    pub archive: herald_archive::ArchiveSection,
 }
 
 impl Default for Config {
@@ -77,6 +80,7 @@ impl Default for Config {
             tls: TlsSection::default(),
             auth: AuthSection::default(),
             postmaster: PostmasterSection::default(),
+            archive: herald_archive::ArchiveSection::default(),
         }
     }
 }

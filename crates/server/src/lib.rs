@@ -49,6 +49,8 @@ pub enum ServerError {
     Resolver(String),
     #[error("configuration: {0}")]
     Config(#[from] ConfigError),
+    #[error("archive: {0}")]
+    Archive(#[from] herald_archive::ArchiveError),
     #[error("{what} listener failed: {message}")]
     Listener { what: &'static str, message: String },
 }
