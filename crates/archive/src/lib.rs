@@ -13,6 +13,7 @@
 //! - [`import`]: mbox files, pipermail `.txt`/`.txt.gz`, Maildir folders → the store, with a
 //!   report of refused messages.
 //! - [`stage`]: the archive writer of the running server.
+//! - [`web`]: the public archive's HTML pages (mounted on the API's router).
 //!
 //! SECURITY: every message stored here came from the network (or an operator's file); it is
 //! parsed only by mail-parser, bounded by [`parse::Limits`], and never executed or rendered here.
@@ -23,6 +24,7 @@ pub mod mbox;
 pub mod parse;
 pub mod stage;
 pub mod store;
+pub mod web;
 
 pub use config::ArchiveSection;
 pub use store::{Archive, MessageSummary, Month, Privacy, StoredMessage};

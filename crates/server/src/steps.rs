@@ -53,6 +53,8 @@ pub(crate) struct Stages {
     /// The archive writer's thread (`[archive] enabled`): ends once the hand-over task has
     /// stopped and dropped its sender, after storing what was queued.
     archive_writer: Option<std::thread::JoinHandle<()>>,
+    /// The web archive's read connection (`[archive] enabled`).
+    web_archive: Option<Arc<herald_archive::web::WebArchive>>,
     stages_stop: CancellationToken,
 }
 
@@ -208,6 +210,13 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         )),
     ];
     let mut tasks = tasks;
+    let web_archive = match config.archive.enabled {
+        true => Some(Arc::new(herald_archive::web::WebArchive::new(
+            herald_archive::Archive::open(&config.data_dir.join("archive.db"))?
+                .with_default_privacy(config.archive.default_privacy),
+        ))),
+        false => None,
+    };
     let archive_writer = match archive {
         // Fan-out first, then the archive: a post's fan-out never waits for the archive.
         Some((sender, writer, recovered)) => {
@@ -246,6 +255,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         lists,
         tasks,
         archive_writer,
+        web_archive,
         stages_stop,
     })
 }
@@ -272,8 +282,8 @@ fn start_archive(
         capacity: a.queue_capacity,
         batch_max: a.batch_max,
         max_message_bytes: a.max_message_bytes,
-        // No Archived-At until the web archive serves the URL it would name.
-        public_base_url: None,
+        // Archived-At names the web archive's page (served for public lists).
+        public_base_url: Some(config.public_base_url()),
     })?;
     Ok(Some((
         sender,
@@ -350,6 +360,7 @@ pub(crate) fn serve(
         lists: stages.lists.clone(),
         started: Instant::now(),
         admin_token: config.http.admin_token(),
+        archive: stages.web_archive.clone(),
     });
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer loopback clients only");
