@@ -157,3 +157,86 @@ pub fn url_component(s: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_spool::PostMeta;
+    use herald_types::{Address, ListId, MemberId, PostId};
+
+    fn post(id: u64, list: &str, kind: PostKind, mid: &str) -> SpooledPost {
+        SpooledPost {
+            id: PostId(id),
+            meta: PostMeta {
+                kind,
+                list_id: ListId(1),
+                list_address: Address::parse(list).unwrap(),
+                envelope_from: None,
+                received_at_ms: 1_795_000_000_000,
+                max_member_id: MemberId(0),
+                message_id: Some(format!("<{mid}>")),
+                recipients: Vec::new(),
+                hold_reason: None,
+                null_sender: false,
+            },
+            body: bytes::Bytes::from(format!(
+                "From: a@x\r\nSubject: s\r\nMessage-ID: <{mid}>\r\n\r\nbody\r\n"
+            )),
+        }
+    }
+
+    /// A post offered again (the spool's recovery after a crash, or a re-delivery) is stored
+    /// once; held posts and lists with privacy `none` are not stored; everything queued is
+    /// stored before the writer's thread ends.
+    #[tokio::test]
+    async fn recovered_posts_are_archived_once_and_privacy_none_keeps_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("archive.db");
+        Archive::open(&path)
+            .unwrap()
+            .set_privacy("quiet@l.test", Privacy::None)
+            .unwrap();
+        Archive::open(&path)
+            .unwrap()
+            .set_privacy("pub@l.test", Privacy::Public)
+            .unwrap();
+        let (tx, writer) = spawn(StageConfig {
+            path: path.clone(),
+            default_privacy: Privacy::Private,
+            capacity: 2,
+            batch_max: 8,
+            max_message_bytes: 1 << 20,
+            public_base_url: Some("https://l.test/".into()),
+        })
+        .unwrap();
+        let p = post(1, "dev@l.test", PostKind::ListPost, "a@x");
+        for post in [
+            p.clone(),
+            p.clone(),
+            post(2, "dev@l.test", PostKind::Held, "held@x"),
+            post(3, "quiet@l.test", PostKind::ListPost, "q@x"),
+            post(4, "pub@l.test", PostKind::ListPost, "p/1@x"),
+            p,
+        ] {
+            tx.archive(&post).await;
+        }
+        drop(tx);
+        tokio::task::spawn_blocking(move || writer.join().unwrap())
+            .await
+            .unwrap();
+        let a = Archive::open(&path).unwrap();
+        let totals = a.lists().unwrap();
+        let count = |l: &str| totals.iter().find(|t| t.list == l).map(|t| t.messages);
+        assert_eq!(count("dev@l.test"), Some(1));
+        assert_eq!(count("quiet@l.test"), Some(0));
+        assert!(a.message("dev@l.test", "held@x").unwrap().is_none());
+        let stored = a.message("dev@l.test", "a@x").unwrap().unwrap().raw;
+        assert!(stored.starts_with(b"List-Id: <dev.l.test>\r\nFrom: a@x\r\n"));
+        let public = a.message("pub@l.test", "p/1@x").unwrap().unwrap().raw;
+        let text = String::from_utf8(public).unwrap();
+        assert!(
+            text.contains("Archived-At: <https://l.test/archive/pub@l.test/msg/p%2F1@x>\r\n"),
+            "{text}"
+        );
+    }
+}
