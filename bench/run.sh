@@ -4,6 +4,7 @@
 #
 #   bench/run.sh mailman-8k | internet-100k | big-post | million | herald-100k
 #   DKIM=rsa|ed25519 [ARC=no] POSTFIX=no bench/run.sh mailman-8k   # Herald signing every copy
+#   ARCHIVE=off POSTFIX=no bench/run.sh mailman-8k                 # Herald without the archive
 #
 # Needs root (receivers on port 25 and the world's DNS on 127.0.0.53:53, because Postfix only
 # uses the system resolver; a private mount namespace gives Postfix its own /etc/resolv.conf, so
@@ -143,6 +144,10 @@ EOF
   # Experiments: HERALD_SCHEDULER="max_queued_copies = 20000" adds a [scheduler] section.
   if [ -n "${HERALD_SCHEDULER:-}" ]; then
     printf '[scheduler]\n%s\n' "$HERALD_SCHEDULER" >>"$dir/herald.toml"
+  fi
+  # ARCHIVE=off runs Herald without the list archive (issue 14: fan-out with and without it).
+  if [ "${ARCHIVE:-on}" = off ]; then
+    printf '[archive]\nenabled = false\n' >>"$dir/herald.toml"
   fi
   "$HERALD" serve --config "$dir/herald.toml" >"$dir/herald.log" 2>&1 &
   local hpid=$!

@@ -1,9 +1,11 @@
 //! The `herald` binary: command-line parsing and wiring only. `serve` runs the server
 //! (`herald_server::run`), `demo` runs it against a simulated Internet, and the admin commands
-//! talk to a running server over its HTTP API (`client.rs`).
+//! talk to a running server over its HTTP API (`client.rs`); `archive` opens the data
+//! directory's archive itself (`archive_cmd.rs`).
 
 #[macro_use]
 mod output;
+mod archive_cmd;
 mod client;
 mod demo;
 mod dkim_cmd;
@@ -80,6 +82,10 @@ enum Command {
     /// `sim report <run-dir>`.
     #[command(subcommand)]
     Sim(sim_cmd::SimCommand),
+    /// The list archive in this machine's data directory: ls, show, search, rm, import,
+    /// export, privacy.
+    #[command(subcommand)]
+    Archive(archive_cmd::ArchiveCommand),
 }
 
 #[derive(Args)]
@@ -164,6 +170,7 @@ async fn dispatch(
         Command::Top(a) => top::run(api()?, a).await,
         Command::Stragglers(a) => stragglers::run(&api()?, a).await,
         Command::Sim(cmd) => sim_cmd::run(cmd, world_file).await,
+        Command::Archive(cmd) => archive_cmd::run(cmd, &config),
     }
 }
 

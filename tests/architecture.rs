@@ -34,6 +34,7 @@ const FLOW: &[&str] = &[
     "herald-scheduler",
     "herald-bounce",
     "herald-lists",
+    "herald-archive",
     "herald-api",
     "herald-server",
     "herald-bench",

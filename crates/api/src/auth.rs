@@ -95,6 +95,8 @@ fn is_public(method: &Method, path: &str) -> bool {
         || path.starts_with("/confirm/")
         || path.starts_with("/assets/")
         || (path == "/login" && method == Method::POST)
+        // The web archive: its pages serve public archives only (herald_archive::web).
+        || (path.starts_with("/archive/") && method == Method::GET)
 }
 
 /// The token a request presents: bearer header first, then the dashboard cookie.

@@ -73,6 +73,8 @@ pub struct ApiState {
     pub admin_token: Option<String>,
     /// `http.local_clients`: who counts as local when there is no admin token.
     pub local_clients: auth::LocalClients,
+    /// The web archive's pages (`/archive/…`, public lists only); `None` with the archive off.
+    pub archive: Option<Arc<herald_archive::web::WebArchive>>,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.
@@ -80,7 +82,12 @@ const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 
 /// The full router.
 pub fn router(state: Arc<ApiState>) -> Router {
+    let archive = match &state.archive {
+        Some(web) => herald_archive::web::router(web.clone()),
+        None => Router::new(),
+    };
     Router::new()
+        .merge(archive)
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(admin::metrics))
         .route("/api/status", get(admin::status))

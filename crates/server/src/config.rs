@@ -57,6 +57,9 @@ pub struct Config {
     pub postmaster: PostmasterSection,
     /// Who the server runs as once its listeners are bound (`[server] user`, `allow_root`).
     pub server: crate::privileges::ServerSection,
+    /// The list archive (issue 14): on by default, lists private until an administrator
+    /// publishes them.
+    pub archive: herald_archive::ArchiveSection,
 }
 
 impl Default for Config {
@@ -80,6 +83,7 @@ impl Default for Config {
             auth: AuthSection::default(),
             postmaster: PostmasterSection::default(),
             server: crate::privileges::ServerSection::default(),
+            archive: herald_archive::ArchiveSection::default(),
         }
     }
 }

@@ -52,6 +52,8 @@ pub enum ServerError {
     Config(#[from] ConfigError),
     #[error("{0}")]
     Privileges(#[from] privileges::PrivilegeError),
+    #[error("archive: {0}")]
+    Archive(#[from] herald_archive::ArchiveError),
     #[error("{what} listener failed: {message}")]
     Listener { what: &'static str, message: String },
 }

@@ -50,6 +50,11 @@ pub(crate) struct Stages {
     lists: Arc<Lists>,
     /// Bounce and lists stages, the dedup flusher and the hand-over to fan-out.
     tasks: Vec<JoinHandle<()>>,
+    /// The archive writer's thread (`[archive] enabled`): ends once the hand-over task has
+    /// stopped and dropped its sender, after storing what was queued.
+    archive_writer: Option<std::thread::JoinHandle<()>>,
+    /// The web archive's read connection (`[archive] enabled`).
+    web_archive: Option<Arc<herald_archive::web::WebArchive>>,
     stages_stop: CancellationToken,
 }
 
@@ -147,6 +152,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         health_path: Some(config.data_dir.join("host-health.json")),
         mta_sts_path: Some(config.data_dir.join("mta-sts.json")),
     };
+    let archive = start_archive(config, &s.recovered)?;
     let (scheduler, scheduler_task) = Scheduler::start(
         config.scheduler.clone(),
         deps,
@@ -202,12 +208,41 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
             Duration::from_millis(config.lists.dedup_flush_ms),
             stop.clone(),
         )),
-        tokio::spawn(
-            scheduler
-                .clone()
-                .take_posts(handed.fanout, scheduler_stop.clone()),
-        ),
     ];
+    let mut tasks = tasks;
+    let web_archive = match config.archive.enabled {
+        true => Some(Arc::new(herald_archive::web::WebArchive::new(
+            herald_archive::Archive::open(&config.data_dir.join("archive.db"))?
+                .with_default_privacy(config.archive.default_privacy),
+        ))),
+        false => None,
+    };
+    let archive_writer = match archive {
+        // Fan-out first, then the archive: a post's fan-out never waits for the archive.
+        Some((sender, writer, recovered)) => {
+            let replay = sender.clone();
+            tasks.push(tokio::spawn(async move {
+                for post in &recovered {
+                    replay.archive(post).await;
+                }
+            }));
+            tasks.push(tokio::spawn(hand_over_archiving(
+                scheduler.clone(),
+                sender,
+                handed.fanout,
+                scheduler_stop.clone(),
+            )));
+            Some(writer)
+        }
+        None => {
+            tasks.push(tokio::spawn(
+                scheduler
+                    .clone()
+                    .take_posts(handed.fanout, scheduler_stop.clone()),
+            ));
+            None
+        }
+    };
     Ok(Stages {
         directory: s.directory,
         spool: s.spool,
@@ -219,8 +254,63 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         enqueuer,
         lists,
         tasks,
+        archive_writer,
+        web_archive,
         stages_stop,
     })
+}
+
+/// The archive writer, with the recovered list posts to offer it again (a post accepted just
+/// before a crash may not have been stored; a stored one is a no-op by its Message-ID).
+type ArchiveStart = (
+    herald_archive::stage::ArchiveSender,
+    std::thread::JoinHandle<()>,
+    Vec<SpooledPost>,
+);
+
+fn start_archive(
+    config: &Config,
+    recovered: &[RecoveredPost],
+) -> Result<Option<ArchiveStart>, ServerError> {
+    let a = &config.archive;
+    if !a.enabled {
+        return Ok(None);
+    }
+    let (sender, writer) = herald_archive::stage::spawn(herald_archive::stage::StageConfig {
+        path: config.data_dir.join("archive.db"),
+        default_privacy: a.default_privacy,
+        capacity: a.queue_capacity,
+        batch_max: a.batch_max,
+        max_message_bytes: a.max_message_bytes,
+        // Archived-At names the web archive's page (served for public lists).
+        public_base_url: Some(config.public_base_url()),
+    })?;
+    Ok(Some((
+        sender,
+        writer,
+        recovered_of(recovered, PostKind::ListPost),
+    )))
+}
+
+/// The hand-over from enqueue with the archive on: each post to fan-out, then to the archive
+/// writer (a bounded channel; it waits only when the writer is `queue_capacity` posts behind).
+async fn hand_over_archiving(
+    scheduler: Scheduler,
+    archive: herald_archive::stage::ArchiveSender,
+    mut posts: mpsc::Receiver<SpooledPost>,
+    stop: CancellationToken,
+) {
+    loop {
+        let post = tokio::select! {
+            _ = stop.cancelled() => break,
+            post = posts.recv() => match post {
+                Some(post) => post,
+                None => break,
+            },
+        };
+        scheduler.submit(post.clone());
+        archive.archive(&post).await;
+    }
 }
 
 /// The arrival check with its own resolver (mail-auth's, through the same `[dns]` servers).
@@ -273,6 +363,7 @@ pub(crate) fn serve(
         started: Instant::now(),
         admin_token: config.http.admin_token(),
         local_clients,
+        archive: stages.web_archive.clone(),
     });
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");
@@ -343,6 +434,10 @@ pub(crate) async fn drain(stages: Stages, served: Served) -> Result<(), ServerEr
     stages.stages_stop.cancel();
     for task in stages.tasks {
         let _ = task.await;
+    }
+    if let Some(writer) = stages.archive_writer {
+        // Its senders went with the tasks above; it stores what is queued and ends.
+        let _ = tokio::task::spawn_blocking(move || writer.join()).await;
     }
     stages.spool.flush().await?;
     stages.telemetry.flush_log();

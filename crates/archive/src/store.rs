@@ -1,0 +1,610 @@
+//! The archive database: one SQLite file (WAL) holding every archived message of every list.
+//!
+//! - `messages`: one row per (list, Message-ID), the body deflate-compressed in a BLOB, with the
+//!   overview columns listings and threads read (month, date, thread, subject, sender). Pages
+//!   read through the indexes below with LIMIT, never the whole table.
+//! - `fts`: an FTS5 index (contentless: the text lives only in the compressed bodies, so the
+//!   index stays a fraction of the archive; `contentless_delete` lets a removal drop its row).
+//! - `tombstones`: Message-IDs an administrator removed, so neither the server nor a re-import
+//!   stores them again.
+//! - `privacy`: per-list archive visibility.
+//!
+//! Durability: `synchronous=FULL` per transaction and the writer commits a batch per
+//! transaction (group commit, [`crate::stage`]).
+//!
+//! SECURITY: stores untrusted messages as bytes; every SQL statement is parameterized; a search
+//! query is turned into quoted FTS5 phrases, so its syntax cannot reach FTS5's query language.
+
+use crate::parse::{self, Limits, Parsed, Refused};
+use crate::ArchiveError;
+use flate2::read::DeflateDecoder;
+use flate2::write::DeflateEncoder;
+use flate2::Compression;
+use rusqlite::{params, Connection, OptionalExtension};
+use std::io::{Read, Write};
+use std::path::Path;
+
+/// Who may read a list's archive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Privacy {
+    /// Anybody, on the web; copies carry `Archived-At`.
+    Public,
+    /// Members only (a signed link until web sessions exist; administrators meanwhile).
+    Members,
+    /// Administrators only. The default: history is kept from the first post, nothing is
+    /// published until an administrator decides to (an archive not kept cannot be made later;
+    /// one published by mistake cannot be unpublished).
+    #[default]
+    Private,
+    /// Nothing is archived.
+    None,
+}
+
+impl Privacy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Privacy::Public => "public",
+            Privacy::Members => "members",
+            Privacy::Private => "private",
+            Privacy::None => "none",
+        }
+    }
+}
+
+impl std::str::FromStr for Privacy {
+    type Err = ArchiveError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "public" => Ok(Privacy::Public),
+            "members" => Ok(Privacy::Members),
+            "private" => Ok(Privacy::Private),
+            "none" => Ok(Privacy::None),
+            other => Err(ArchiveError::BadPrivacy(other.to_string())),
+        }
+    }
+}
+
+/// One message to archive.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    /// The list address, lowercase.
+    pub list: String,
+    pub raw: Vec<u8>,
+    /// Used as the date when the message has no readable Date (and for its month).
+    pub received_ms: i64,
+}
+
+/// What became of one [`NewMessage`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored {
+    Added {
+        id: i64,
+        message_id: String,
+    },
+    /// Already archived under this Message-ID (a re-delivery or a second import).
+    Duplicate {
+        message_id: String,
+    },
+    Refused(Refused),
+}
+
+/// A row of a listing (no body).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MessageSummary {
+    pub id: i64,
+    pub list: String,
+    pub message_id: String,
+    pub date_ms: i64,
+    pub thread_id: i64,
+    pub subject: String,
+    pub from: String,
+    pub size: i64,
+}
+
+/// One message with its bytes.
+#[derive(Debug, Clone)]
+pub struct StoredMessage {
+    pub summary: MessageSummary,
+    pub raw: Vec<u8>,
+}
+
+/// A month of a list with its message count.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Month {
+    pub year: i32,
+    pub month: u8,
+    pub count: i64,
+}
+
+/// Totals for `ls` and metrics.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ListTotals {
+    pub list: String,
+    pub privacy: Privacy,
+    pub messages: i64,
+    pub raw_bytes: i64,
+    pub stored_bytes: i64,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY,
+    list TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    date_ms INTEGER NOT NULL,
+    month TEXT NOT NULL,
+    thread_id INTEGER NOT NULL DEFAULT 0,
+    parent TEXT,
+    base_subject TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    sender TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    UNIQUE (list, message_id)
+);
+CREATE INDEX IF NOT EXISTS messages_month ON messages (list, month, date_ms);
+CREATE INDEX IF NOT EXISTS messages_date ON messages (list, date_ms);
+CREATE INDEX IF NOT EXISTS messages_thread ON messages (list, thread_id, date_ms);
+CREATE INDEX IF NOT EXISTS messages_parent ON messages (list, parent);
+CREATE INDEX IF NOT EXISTS messages_subject ON messages (list, base_subject, date_ms);
+CREATE TABLE IF NOT EXISTS tombstones (
+    list TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    removed_ms INTEGER NOT NULL,
+    PRIMARY KEY (list, message_id)
+);
+CREATE TABLE IF NOT EXISTS privacy (list TEXT PRIMARY KEY, privacy TEXT NOT NULL);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
+    subject, sender, body, content='', contentless_delete=1, detail=none
+);
+";
+
+const SUMMARY_COLS: &str = "id, list, message_id, date_ms, thread_id, subject, sender, size";
+
+/// The archive store. One connection; the writer stage, the CLI and the web pages each open
+/// their own (SQLite WAL: one writer, many readers).
+pub struct Archive {
+    conn: Connection,
+    limits: Limits,
+    default_privacy: Privacy,
+}
+
+impl Archive {
+    /// Opens (creating) the archive at `path`.
+    pub fn open(path: &Path) -> Result<Archive, ArchiveError> {
+        let db = |source| ArchiveError::Db {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(db)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(db)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(db)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(db)?;
+        conn.execute_batch(SCHEMA).map_err(db)?;
+        Ok(Archive {
+            conn,
+            limits: Limits::default(),
+            default_privacy: Privacy::default(),
+        })
+    }
+
+    /// The privacy of lists nobody set one for (`[archive] default_privacy`).
+    pub fn with_default_privacy(mut self, p: Privacy) -> Self {
+        self.default_privacy = p;
+        self
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    pub fn privacy(&self, list: &str) -> Result<Privacy, ArchiveError> {
+        let p: Option<String> = self
+            .conn
+            .query_row("SELECT privacy FROM privacy WHERE list = ?1", [list], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        match p {
+            Some(p) => p.parse(),
+            None => Ok(self.default_privacy),
+        }
+    }
+
+    pub fn set_privacy(&self, list: &str, p: Privacy) -> Result<(), ArchiveError> {
+        self.conn.execute(
+            "INSERT INTO privacy (list, privacy) VALUES (?1, ?2)
+             ON CONFLICT (list) DO UPDATE SET privacy = excluded.privacy",
+            params![list, p.as_str()],
+        )?;
+        Ok(())
+    }
+
+    /// Stores a batch in one transaction (one fsync for the batch: group commit).
+    pub fn insert_batch(&mut self, batch: &[NewMessage]) -> Result<Vec<Stored>, ArchiveError> {
+        let limits = self.limits;
+        let tx = self.conn.transaction()?;
+        let mut out = Vec::with_capacity(batch.len());
+        for m in batch {
+            out.push(insert_one(&tx, m, &limits)?);
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Removes one message and leaves a tombstone. False when it was not archived (the
+    /// tombstone is written anyway: a later import must not bring it in).
+    pub fn remove(
+        &mut self,
+        list: &str,
+        message_id: &str,
+        now_ms: i64,
+    ) -> Result<bool, ArchiveError> {
+        let mid = parse::clean_id(message_id);
+        let tx = self.conn.transaction()?;
+        let id: Option<i64> = tx
+            .query_row(
+                "SELECT id FROM messages WHERE list = ?1 AND message_id = ?2",
+                params![list, mid],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(id) = id {
+            tx.execute("DELETE FROM fts WHERE rowid = ?1", [id])?;
+            tx.execute("DELETE FROM messages WHERE id = ?1", [id])?;
+        }
+        tx.execute(
+            "INSERT OR IGNORE INTO tombstones (list, message_id, removed_ms) VALUES (?1, ?2, ?3)",
+            params![list, mid, now_ms],
+        )?;
+        tx.commit()?;
+        Ok(id.is_some())
+    }
+
+    /// Every list with an archive or a privacy setting, with totals.
+    pub fn lists(&self) -> Result<Vec<ListTotals>, ArchiveError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT l.list, COUNT(m.id), COALESCE(SUM(m.size), 0), COALESCE(SUM(LENGTH(m.body)), 0)
+             FROM (SELECT list FROM messages GROUP BY list UNION SELECT list FROM privacy) l
+             LEFT JOIN messages m ON m.list = l.list GROUP BY l.list ORDER BY l.list",
+        )?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })?
+            .collect::<Result<Vec<(String, i64, i64, i64)>, _>>()?;
+        rows.into_iter()
+            .map(|(list, messages, raw_bytes, stored_bytes)| {
+                Ok(ListTotals {
+                    privacy: self.privacy(&list)?,
+                    list,
+                    messages,
+                    raw_bytes,
+                    stored_bytes,
+                })
+            })
+            .collect()
+    }
+
+    /// Months with messages, newest first.
+    pub fn months(&self, list: &str) -> Result<Vec<Month>, ArchiveError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT month, COUNT(*) FROM messages WHERE list = ?1 GROUP BY month ORDER BY month DESC",
+        )?;
+        let rows = stmt
+            .query_map([list], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(m, count)| {
+                let (y, mo) = m.split_once('-')?;
+                Some(Month {
+                    year: y.parse().ok()?,
+                    month: mo.parse().ok()?,
+                    count,
+                })
+            })
+            .collect())
+    }
+
+    /// One page of a month's messages in date order.
+    pub fn month_page(
+        &self,
+        list: &str,
+        year: i32,
+        month: u8,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<MessageSummary>, ArchiveError> {
+        self.summaries(
+            &format!(
+                "SELECT {SUMMARY_COLS} FROM messages WHERE list = ?1 AND month = ?2
+                 ORDER BY date_ms, id LIMIT ?3 OFFSET ?4"
+            ),
+            params![list, month_key(year, month), limit as i64, offset as i64],
+        )
+    }
+
+    /// One page of a thread in date order.
+    pub fn thread(
+        &self,
+        list: &str,
+        thread_id: i64,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<MessageSummary>, ArchiveError> {
+        self.summaries(
+            &format!(
+                "SELECT {SUMMARY_COLS} FROM messages WHERE list = ?1 AND thread_id = ?2
+                 ORDER BY date_ms, id LIMIT ?3 OFFSET ?4"
+            ),
+            params![list, thread_id, limit as i64, offset as i64],
+        )
+    }
+
+    /// Messages of `list` between two dates (inclusive `since`, exclusive `until`) after row
+    /// `after_id`, in id order: the export reads the archive a page at a time.
+    pub fn range_page(
+        &self,
+        list: &str,
+        since_ms: i64,
+        until_ms: i64,
+        after_id: i64,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, ArchiveError> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {SUMMARY_COLS}, body FROM messages WHERE list = ?1 AND date_ms >= ?2
+             AND date_ms < ?3 AND id > ?4 ORDER BY id LIMIT ?5"
+        ))?;
+        let rows = stmt
+            .query_map(
+                params![list, since_ms, until_ms, after_id, limit as i64],
+                |r| Ok((summary(r)?, r.get::<_, Vec<u8>>(8)?)),
+            )?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(s, body)| {
+                Ok(StoredMessage {
+                    raw: inflate(&body).ok_or(ArchiveError::Corrupt(s.id))?,
+                    summary: s,
+                })
+            })
+            .collect()
+    }
+
+    /// One message by Message-ID (with or without angle brackets).
+    pub fn message(
+        &self,
+        list: &str,
+        message_id: &str,
+    ) -> Result<Option<StoredMessage>, ArchiveError> {
+        let row = self
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT {SUMMARY_COLS}, body FROM messages WHERE list = ?1 AND message_id = ?2"
+                ),
+                params![list, parse::clean_id(message_id)],
+                |r| Ok((summary(r)?, r.get::<_, Vec<u8>>(8)?)),
+            )
+            .optional()?;
+        row.map(|(s, body)| {
+            Ok(StoredMessage {
+                raw: inflate(&body).ok_or(ArchiveError::Corrupt(s.id))?,
+                summary: s,
+            })
+        })
+        .transpose()
+    }
+
+    /// Full-text search over subject, sender and body; best matches first, paged. Every word
+    /// of `query` must occur (each is a quoted phrase, so FTS5 operators are plain text).
+    pub fn search(
+        &self,
+        list: &str,
+        query: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<MessageSummary>, ArchiveError> {
+        let q = fts_query(query);
+        if q.is_empty() {
+            return Ok(Vec::new());
+        }
+        let cols = SUMMARY_COLS
+            .split(", ")
+            .map(|c| format!("m.{c}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.summaries(
+            &format!(
+                "SELECT {cols} FROM fts JOIN messages m ON m.id = fts.rowid
+                 WHERE fts MATCH ?1 AND m.list = ?2 ORDER BY fts.rank LIMIT ?3 OFFSET ?4"
+            ),
+            params![q, list, limit as i64, offset as i64],
+        )
+    }
+
+    /// Bytes used by the full-text index and by the message table (SQLite's dbstat), for the
+    /// size comparison in BENCHMARKS.md.
+    pub fn sizes(&self) -> Result<(i64, i64), ArchiveError> {
+        let sum = |like: &str| -> Result<i64, ArchiveError> {
+            Ok(self.conn.query_row(
+                "SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name LIKE ?1",
+                [like],
+                |r| r.get(0),
+            )?)
+        };
+        Ok((sum("fts%")?, sum("messages%")?))
+    }
+
+    fn summaries<P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        p: P,
+    ) -> Result<Vec<MessageSummary>, ArchiveError> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let rows = stmt.query_map(p, summary)?.collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+}
+
+fn summary(r: &rusqlite::Row<'_>) -> rusqlite::Result<MessageSummary> {
+    Ok(MessageSummary {
+        id: r.get(0)?,
+        list: r.get(1)?,
+        message_id: r.get(2)?,
+        date_ms: r.get(3)?,
+        thread_id: r.get(4)?,
+        subject: r.get(5)?,
+        from: r.get(6)?,
+        size: r.get(7)?,
+    })
+}
+
+fn insert_one(
+    tx: &rusqlite::Transaction<'_>,
+    m: &NewMessage,
+    limits: &Limits,
+) -> Result<Stored, ArchiveError> {
+    let p = match parse::parse(&m.raw, limits) {
+        Ok(p) => p,
+        Err(r) => return Ok(Stored::Refused(r)),
+    };
+    let tomb: Option<i64> = tx
+        .prepare_cached("SELECT 1 FROM tombstones WHERE list = ?1 AND message_id = ?2")?
+        .query_row(params![m.list, p.message_id], |r| r.get(0))
+        .optional()?;
+    if tomb.is_some() {
+        return Ok(Stored::Refused(Refused::Tombstoned));
+    }
+    // Dates before 1970 or more than a day ahead are a sender's clock, not history.
+    let date_ms = p
+        .date_ms
+        .filter(|d| *d >= 0 && *d <= m.received_ms.max(0).saturating_add(86_400_000))
+        .unwrap_or(m.received_ms);
+    let base = parse::base_subject(&p.subject);
+    let thread = find_thread(tx, &m.list, &p, &base)?;
+    let body = deflate(&m.raw);
+    let n = tx
+        .prepare_cached(
+            "INSERT OR IGNORE INTO messages (list, message_id, date_ms, month, thread_id, parent,
+             base_subject, subject, sender, size, body) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+        )?
+        .execute(params![
+            m.list,
+            p.message_id,
+            date_ms,
+            month_of(date_ms),
+            thread.unwrap_or(0),
+            p.parent,
+            base,
+            p.subject,
+            p.from,
+            m.raw.len() as i64,
+            body
+        ])?;
+    if n == 0 {
+        return Ok(Stored::Duplicate {
+            message_id: p.message_id,
+        });
+    }
+    let id = tx.last_insert_rowid();
+    let thread_id = match thread {
+        Some(t) => t,
+        None => {
+            tx.execute("UPDATE messages SET thread_id = ?1 WHERE id = ?1", [id])?;
+            id
+        }
+    };
+    // Replies archived before this message (out-of-order import) started threads of their
+    // own; they join this one.
+    tx.prepare_cached(
+        "UPDATE messages SET thread_id = ?1 WHERE list = ?2 AND thread_id IN
+         (SELECT thread_id FROM messages WHERE list = ?2 AND parent = ?3 AND thread_id = id)",
+    )?
+    .execute(params![thread_id, m.list, p.message_id])?;
+    tx.prepare_cached("INSERT INTO fts (rowid, subject, sender, body) VALUES (?1, ?2, ?3, ?4)")?
+        .execute(params![id, p.subject, p.from, p.text])?;
+    Ok(Stored::Added {
+        id,
+        message_id: p.message_id,
+    })
+}
+
+/// The thread a message joins: its parent's, else a referenced message's (nearest first),
+/// else — for a reply by its subject only — the latest thread with the same base subject.
+fn find_thread(
+    tx: &rusqlite::Transaction<'_>,
+    list: &str,
+    p: &Parsed,
+    base: &str,
+) -> Result<Option<i64>, ArchiveError> {
+    let mut by_id =
+        tx.prepare_cached("SELECT thread_id FROM messages WHERE list = ?1 AND message_id = ?2")?;
+    let candidates = p.parent.iter().chain(p.references.iter().rev());
+    for id in candidates {
+        if let Some(t) = by_id
+            .query_row(params![list, id], |r| r.get(0))
+            .optional()?
+        {
+            return Ok(Some(t));
+        }
+    }
+    if p.parent.is_none() && parse::is_reply_subject(&p.subject) {
+        let t = tx
+            .prepare_cached(
+                "SELECT thread_id FROM messages WHERE list = ?1 AND base_subject = ?2
+                 ORDER BY date_ms DESC LIMIT 1",
+            )?
+            .query_row(params![list, base], |r| r.get(0))
+            .optional()?;
+        return Ok(t);
+    }
+    Ok(None)
+}
+
+fn month_key(year: i32, month: u8) -> String {
+    format!("{year:04}-{month:02}")
+}
+
+/// `YYYY-MM` of a UTC time.
+pub fn month_of(ms: i64) -> String {
+    let z = jiff::tz::Offset::UTC
+        .to_datetime(jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH));
+    month_key(i32::from(z.year()), z.month() as u8)
+}
+
+fn deflate(raw: &[u8]) -> Vec<u8> {
+    let mut e = DeflateEncoder::new(Vec::with_capacity(raw.len() / 2), Compression::new(6));
+    // Writing into a Vec cannot fail.
+    let _ = e.write_all(raw);
+    e.finish().unwrap_or_default()
+}
+
+fn inflate(body: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(body.len() * 3);
+    DeflateDecoder::new(body).read_to_end(&mut out).ok()?;
+    Some(out)
+}
+
+/// Each word of the query (a run of letters and digits, as FTS5's unicode61 tokenizer cuts
+/// them) as a quoted FTS5 term, at most 16: every term must occur. The index keeps no
+/// positions (`detail=none`: 6.6 % of the raw corpus instead of 49 %, BENCHMARKS.md), so terms are matched, not phrases.
+fn fts_query(q: &str) -> String {
+    q.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .take(16)
+        .map(|w| format!("\"{w}\""))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,171 @@
+//! Store tests on a real SQLite file.
+
+use super::*;
+
+fn msg(list: &str, mid: &str, extra: &str, subject: &str, body: &str) -> NewMessage {
+    NewMessage {
+        list: list.into(),
+        raw: format!(
+            "From: Ann <ann@example.org>\r\nSubject: {subject}\r\nMessage-ID: <{mid}>\r\n{extra}Date: Tue, 24 Nov 2026 10:00:00 +0000\r\n\r\n{body}\r\n"
+        )
+        .into_bytes(),
+        received_ms: 1_795_990_000_000,
+    }
+}
+
+fn open() -> (tempfile::TempDir, Archive) {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Archive::open(&dir.path().join("archive.db")).unwrap();
+    (dir, a)
+}
+
+#[test]
+fn a_message_is_stored_once_and_read_back_byte_for_byte() {
+    let (_d, mut a) = open();
+    let m = msg("dev@x", "a@x", "", "Hello", "first");
+    let r = a.insert_batch(&[m.clone(), m.clone()]).unwrap();
+    assert!(matches!(r[0], Stored::Added { .. }));
+    assert_eq!(
+        r[1],
+        Stored::Duplicate {
+            message_id: "a@x".into()
+        }
+    );
+    assert_eq!(a.message("dev@x", "<a@x>").unwrap().unwrap().raw, m.raw);
+    // Same Message-ID on another list is another message.
+    assert!(matches!(
+        a.insert_batch(&[msg("ops@x", "a@x", "", "Hello", "first")])
+            .unwrap()[0],
+        Stored::Added { .. }
+    ));
+    let months = a.months("dev@x").unwrap();
+    assert_eq!(
+        months,
+        vec![Month {
+            year: 2026,
+            month: 11,
+            count: 1
+        }]
+    );
+    assert_eq!(a.month_page("dev@x", 2026, 11, 10, 0).unwrap().len(), 1);
+}
+
+#[test]
+fn replies_join_threads_by_reference_out_of_order_and_by_subject() {
+    let (_d, mut a) = open();
+    // The reply arrives before its parent (an import in file order).
+    a.insert_batch(&[msg(
+        "l",
+        "b@x",
+        "In-Reply-To: <a@x>\r\n",
+        "Re: Topic",
+        "reply",
+    )])
+    .unwrap();
+    a.insert_batch(&[msg("l", "a@x", "", "Topic", "root")])
+        .unwrap();
+    a.insert_batch(&[msg(
+        "l",
+        "c@x",
+        "References: <a@x> <b@x>\r\n",
+        "Re: Topic",
+        "deeper",
+    )])
+    .unwrap();
+    // No references, a reply subject: joined by subject.
+    a.insert_batch(&[msg("l", "d@x", "", "RE: [l] Topic", "by subject")])
+        .unwrap();
+    // Same words but not a reply: a thread of its own.
+    a.insert_batch(&[msg("l", "e@x", "", "Topic", "new thread")])
+        .unwrap();
+    let root = a.message("l", "a@x").unwrap().unwrap().summary.thread_id;
+    let t = a.thread("l", root, 10, 0).unwrap();
+    let ids: Vec<_> = t.iter().map(|m| m.message_id.as_str()).collect();
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    for m in ["a@x", "b@x", "c@x", "d@x"] {
+        assert!(ids.contains(&m), "{m} not in {ids:?}");
+    }
+    assert_ne!(
+        a.message("l", "e@x").unwrap().unwrap().summary.thread_id,
+        root
+    );
+}
+
+#[test]
+fn a_removed_message_stays_removed() {
+    let (_d, mut a) = open();
+    let m = msg("l", "oops@x", "", "Mistake", "secret words");
+    a.insert_batch(std::slice::from_ref(&m)).unwrap();
+    assert_eq!(a.search("l", "secret", 10, 0).unwrap().len(), 1);
+    assert!(a.remove("l", "<oops@x>", 1).unwrap());
+    assert!(a.message("l", "oops@x").unwrap().is_none());
+    assert!(a.search("l", "secret", 10, 0).unwrap().is_empty());
+    assert_eq!(
+        a.insert_batch(&[m]).unwrap()[0],
+        Stored::Refused(Refused::Tombstoned)
+    );
+}
+
+#[test]
+fn search_finds_words_and_treats_query_syntax_as_text() {
+    let (_d, mut a) = open();
+    a.insert_batch(&[
+        msg("l", "1@x", "", "Kernel panic", "the scheduler oopsed"),
+        msg("l", "2@x", "", "Lunch", "pizza on friday"),
+    ])
+    .unwrap();
+    let hits = a.search("l", "scheduler", 10, 0).unwrap();
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].message_id, "1@x");
+    assert_eq!(a.search("l", "ann@example.org", 10, 0).unwrap().len(), 2);
+    assert_eq!(a.search("l", "panic kernel", 10, 0).unwrap().len(), 1);
+    assert!(a.search("other", "pizza", 10, 0).unwrap().is_empty());
+    for hostile in [
+        "\"",
+        "a OR",
+        "NEAR(",
+        "*",
+        "subject:x",
+        "' ; DROP TABLE messages; --",
+        "",
+    ] {
+        assert!(a.search("l", hostile, 10, 0).is_ok(), "{hostile}");
+    }
+}
+
+#[test]
+fn privacy_defaults_and_persists() {
+    let (_d, a) = open();
+    assert_eq!(a.privacy("l").unwrap(), Privacy::Private);
+    a.set_privacy("l", Privacy::Public).unwrap();
+    assert_eq!(a.privacy("l").unwrap(), Privacy::Public);
+    assert!("bogus".parse::<Privacy>().is_err());
+    let a = a.with_default_privacy(Privacy::None);
+    assert_eq!(a.privacy("other").unwrap(), Privacy::None);
+}
+
+#[test]
+fn a_thousand_level_thread_stays_one_thread() {
+    let (_d, mut a) = open();
+    let mut refs = String::new();
+    let mut batch = Vec::new();
+    for i in 0..1000 {
+        let extra = if i == 0 {
+            String::new()
+        } else {
+            format!("In-Reply-To: <{}@deep>\r\nReferences:{refs}\r\n", i - 1)
+        };
+        refs.push_str(&format!(" <{i}@deep>"));
+        batch.push(msg("l", &format!("{i}@deep"), &extra, "Re: deep", "x"));
+    }
+    a.insert_batch(&batch).unwrap();
+    let root = a.message("l", "0@deep").unwrap().unwrap().summary.thread_id;
+    let last = a
+        .message("l", "999@deep")
+        .unwrap()
+        .unwrap()
+        .summary
+        .thread_id;
+    assert_eq!(root, last);
+    assert_eq!(a.thread("l", root, 50, 0).unwrap().len(), 50, "paged");
+}
