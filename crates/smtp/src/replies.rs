@@ -200,6 +200,9 @@ pub const BARE_LINE_ENDING: Canned = Canned::new(
     0,
     "Message refused: bare CR or LF in data; lines must end with CRLF",
 );
+/// A NUL octet in DATA (RFC 5321 §4.1.1.4: not allowed in text). Refused rather than stripped:
+/// a receiver that strips NULs would see `\r\n\0.\r\n` as the end of data (smuggling).
+pub const NUL_IN_DATA: Canned = Canned::new(550, 5, 6, 0, "Message refused: NUL octet in data");
 /// RFC 5321 §4.1.1.11: a MAIL or RCPT parameter we do not implement.
 pub const UNKNOWN_PARAMETER: Canned =
     Canned::new(555, 5, 5, 4, "Parameter not recognized or not implemented");
