@@ -19,6 +19,7 @@
 //! is stopping) stays in the spool and is picked up at the next start.
 
 use crate::arrival::{ArrivalCheck, Source};
+use crate::complete::{self, complete_header};
 use crate::dedup::{DedupStore, Seen};
 use crate::error::EnqueueError;
 use bytes::Bytes;
@@ -253,6 +254,19 @@ impl Enqueuer {
             .await;
         let now = herald_types::unix_ms_now();
         let approved = matches!(origin, Origin::Approved { .. });
+        // After the arrival check (it must verify what the poster signed); an approved post
+        // was completed when it arrived and was held.
+        let body = match (role, approved) {
+            (ListAddressKind::Post, false) => complete_header(
+                body,
+                complete::Stamp {
+                    now_secs: now / 1000,
+                    nonce: rand::random(),
+                    host: self.arrival.authserv_id(),
+                },
+            ),
+            _ => body,
+        };
         if let (ListAddressKind::Post, false) = (role, approved) {
             if let Some(first) = self.duplicate_of(list, &body, now) {
                 return Ok(Err(first));
