@@ -26,7 +26,9 @@ use bytes::Bytes;
 use herald_directory::{Directory, DirectoryError};
 use herald_spool::{PostKind, PostMeta, Spool, SpooledPost};
 use herald_telemetry::{Event, Telemetry};
-use herald_types::{Address, List, ListAddressKind, ListId, MemberId, PostId};
+use herald_types::{
+    Address, GuardAction, GuardTrip, List, ListAddressKind, ListId, MemberId, PostId,
+};
 use tokio::sync::mpsc;
 
 /// Capacity of each hand-over channel (posts, not copies: a post is one small struct with a
@@ -136,6 +138,8 @@ pub struct Enqueuer {
     pub arrival: ArrivalCheck,
     /// Where spooled posts go next.
     pub handoff: Handoff,
+    /// Posts per sender per list in the current hour (`max_posts_per_hour`).
+    pub post_rate: herald_guard::PostRate,
 }
 
 /// A post about to be accepted: everything [`Enqueuer::accept`] needs to build its `PostMeta`.
@@ -412,7 +416,17 @@ impl Enqueuer {
         envelope_from: Option<Address>,
         body: &Bytes,
     ) -> Result<(PostKind, Option<String>), EnqueueError> {
-        let mut senders: Vec<Address> = from_header(body).into_iter().collect();
+        let from = from_header(body);
+        if let Some(trip) = self.guard_trip(list, from.as_ref().or(envelope_from.as_ref()), body) {
+            self.telemetry.metrics().count_list_guard(trip);
+            tracing::info!(list = %list.address, guard = trip.word(),
+                action = ?list.settings.guard_action, "list post stopped by a guard");
+            return match list.settings.guard_action {
+                GuardAction::Hold => Ok((PostKind::Held, Some(trip.reason().to_string()))),
+                GuardAction::Reject => Err(EnqueueError::Guarded(trip)),
+            };
+        }
+        let mut senders: Vec<Address> = from.into_iter().collect();
         senders.extend(envelope_from);
         let dir = self.directory.clone();
         let settings = list.settings.clone();
@@ -439,6 +453,20 @@ impl Enqueuer {
             Some(r) => (PostKind::Held, Some(r)),
             None => (PostKind::ListPost, None),
         })
+    }
+}
+
+impl Enqueuer {
+    /// The loop / auto-reply guard a post from SMTP trips, else its sender's post rate. A
+    /// post that trips a header guard is not counted against the rate.
+    fn guard_trip(&self, list: &List, sender: Option<&Address>, body: &[u8]) -> Option<GuardTrip> {
+        if let Some(trip) = herald_guard::inspect(body, &list.address) {
+            return Some(trip);
+        }
+        let sender = sender.map_or_else(|| "<>".to_string(), ToString::to_string);
+        let now = herald_types::unix_ms_now();
+        let max = list.settings.max_posts_per_hour;
+        (!self.post_rate.admit(list.id, &sender, max, now)).then_some(GuardTrip::PostRate)
     }
 }
 

@@ -264,6 +264,19 @@ pub fn too_big_for_list(limit: u64) -> Reply {
     )
 }
 
+/// A list post a loop or auto-reply guard stopped, on a list whose `guard_action` is
+/// `reject` (issue 18): `550 5.7.1` with the guard's reason (a fixed text, never the post's).
+pub const GUARD_REFUSED: Canned = Canned::new(550, 5, 7, 1, "Message refused by the list");
+
+/// [`GUARD_REFUSED`] with the guard's reason.
+pub fn guard_refused(reason: &str) -> Reply {
+    Reply::new(
+        GUARD_REFUSED.code,
+        Some(GUARD_REFUSED.enhanced),
+        format!("Message refused by the list: {reason}"),
+    )
+}
+
 /// The 354 go-ahead after DATA.
 pub fn start_data() -> Reply {
     Reply::new(354, None, "End data with <CR><LF>.<CR><LF>")

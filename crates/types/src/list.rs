@@ -106,6 +106,12 @@ pub struct ListSettings {
     pub from_rewrite: FromRewrite,
     /// The poster's DKIM-Signature fields in copies.
     pub poster_dkim: PosterDkim,
+    /// What a post that trips a loop or auto-reply guard (or the post rate) gets: held for
+    /// moderation (default) or refused with `550 5.7.1` (issue 18).
+    pub guard_action: crate::GuardAction,
+    /// Most posts one sender may make to the list per hour (0: no limit); the next are
+    /// treated per `guard_action`. Counted per server process, reset by a restart.
+    pub max_posts_per_hour: u32,
 }
 
 /// Who may join a list.
@@ -140,6 +146,8 @@ impl Default for ListSettings {
             hold_executables: true,
             from_rewrite: FromRewrite::default(),
             poster_dkim: PosterDkim::default(),
+            guard_action: crate::GuardAction::default(),
+            max_posts_per_hour: 0,
         }
     }
 }
