@@ -220,3 +220,124 @@ Message-ID: <echo1@d1.test>\r\n\r\nan old copy\r\n";
     s.cmd("QUIT").await;
     server.stop().await;
 }
+
+/// A post from `boss@mod.test` to `announce@lists.test`, DKIM-signed by mod.test when `signer`
+/// is given (the way a real poster's MTA signs: relaxed/relaxed over the header and body).
+fn boss_post(mid: &str, signer: Option<&herald_auth::DkimSigner>) -> Vec<u8> {
+    let header = format!(
+        "From: Boss <boss@mod.test>\r\nTo: announce@lists.test\r\nSubject: announcement\r\n\
+Date: Tue, 24 Nov 2026 12:00:00 +0000\r\nMessage-ID: <{mid}@mod.test>\r\n"
+    );
+    let body = b"Everybody: please read this.\r\n";
+    let mut out = Vec::new();
+    if let Some(signer) = signer {
+        let mut hasher = herald_auth::dkim::BodyHasher::new();
+        hasher.update(body);
+        let field = signer
+            .sign(header.as_bytes(), &hasher.finish(), 1_795_000_000)
+            .expect("sign");
+        out.extend_from_slice(&field);
+    }
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    out
+}
+
+/// Item 1: on an announce-only list (`posting_policy = moderators`, so `require_aligned_from`
+/// is on by default) a forged moderator `From:` is held as "unauthenticated sender" and never
+/// reaches a member; the moderator's DKIM-signed post (DMARC pass on arrival) goes out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_moderator_is_held_and_the_signed_moderator_posts() {
+    const ANNOUNCE: &str = "announce@lists.test";
+    let key = herald_auth::dkim::generate(herald_auth::DkimAlgorithm::Rsa).expect("key");
+    let (world, server, dir) = setup().await;
+    world
+        .dns()
+        .update_zone(|z| {
+            z.add_txt("s1._domainkey.mod.test", &key.dns_txt);
+            z.add_txt("_dmarc.mod.test", "v=DMARC1; p=reject");
+        })
+        .expect("zone");
+    let key_file = dir.path().join("mod.test.pem");
+    std::fs::write(&key_file, &key.private_pem).expect("key file");
+    let signer = herald_auth::dkim::DkimDomainConfig {
+        key: herald_auth::dkim::DkimKeyConfig {
+            selector: "s1".into(),
+            key_file,
+            algorithm: herald_auth::DkimAlgorithm::Rsa,
+        },
+        second: None,
+        arc: false,
+    }
+    .signer("mod.test")
+    .expect("signer");
+    let api = &server.api;
+    create_list(
+        api,
+        ANNOUNCE,
+        json!({"posting_policy": "moderators", "moderators": ["boss@mod.test"]}),
+    )
+    .await;
+    for m in MEMBERS {
+        let (status, body) = http(
+            "POST",
+            &format!("{api}/api/lists/{ANNOUNCE}/members"),
+            Some(json!({ "address": m })),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let (mut s, _) = Smtp::connect(server.smtp).await;
+    assert!(s.cmd("EHLO forger.test").await.starts_with("250"));
+    let r = s
+        .send_mail("boss@mod.test", &[ANNOUNCE], &boss_post("forged", None))
+        .await;
+    assert!(r.starts_with("250"), "held, not refused: {r}");
+    let r = s
+        .send_mail(
+            "boss@mod.test",
+            &[ANNOUNCE],
+            &boss_post("genuine", Some(&signer)),
+        )
+        .await;
+    let post = queued_id(&r);
+    s.cmd("QUIT").await;
+    wait_complete(api, &post, Duration::from_secs(30)).await;
+
+    let held = held(api, ANNOUNCE).await;
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].1.as_deref(), Some("unauthenticated sender"));
+    assert_eq!(
+        metric(
+            api,
+            "herald_list_guard_trips_total{guard=\"unauthenticated\"}"
+        )
+        .await,
+        1
+    );
+    let started = Instant::now();
+    let snap = loop {
+        let snap = world.recorder().snapshot();
+        if MEMBERS.iter().all(|m| !snap.copies_for(m).is_empty()) {
+            break snap;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "copies missing"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let ids: Vec<&str> = snap
+        .copies
+        .iter()
+        .filter_map(|c| c.message_id.as_deref())
+        .collect();
+    assert!(!ids.iter().any(|id| id.contains("forged")), "{ids:?}");
+    assert_eq!(
+        ids.iter().filter(|id| id.contains("genuine")).count(),
+        2,
+        "{ids:?}"
+    );
+    server.stop().await;
+}

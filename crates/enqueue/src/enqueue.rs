@@ -426,10 +426,20 @@ impl Enqueuer {
                 GuardAction::Reject => Err(EnqueueError::Guarded(trip)),
             };
         }
+        // With require_aligned_from only the From: counts, and only if authentic (below): the
+        // envelope sender and an unauthenticated From: are whatever the client typed.
+        let aligned_only = list.settings.requires_aligned_from();
+        let authentic = aligned_only
+            && from
+                .as_ref()
+                .is_some_and(|f| from_is_authentic(body, f, self.arrival.authserv_id()));
         let mut senders: Vec<Address> = from.into_iter().collect();
-        senders.extend(envelope_from);
+        if !aligned_only {
+            senders.extend(envelope_from);
+        }
         let dir = self.directory.clone();
         let settings = list.settings.clone();
+        let (list_address, guard_action) = (list.address.clone(), list.settings.guard_action);
         let list = list.clone();
         let allowed = tokio::task::spawn_blocking(move || {
             for s in &senders {
@@ -445,6 +455,15 @@ impl Enqueuer {
                 PostKind::Held,
                 Some("the sender may not post to this list".into()),
             ));
+        }
+        if aligned_only && !authentic {
+            let trip = GuardTrip::Unauthenticated;
+            self.telemetry.metrics().count_list_guard(trip);
+            tracing::info!(list = %list_address, "member From: without a DMARC pass: unauthenticated sender");
+            return match guard_action {
+                GuardAction::Hold => Ok((PostKind::Held, Some(trip.reason().to_string()))),
+                GuardAction::Reject => Err(EnqueueError::Guarded(trip)),
+            };
         }
         let b = body.clone();
         let reason =
@@ -468,6 +487,36 @@ impl Enqueuer {
         let max = list.settings.max_posts_per_hour;
         (!self.post_rate.admit(list.id, &sender, max, now)).then_some(GuardTrip::PostRate)
     }
+}
+
+/// Whether our arrival results in `body` (the `Authentication-Results` field with our
+/// authserv-id; the arrival check removed any forged one first) say DMARC passed for `from`'s
+/// domain: aligned SPF or DKIM (RFC 7489 §4.2). No field (checking off) means no.
+fn from_is_authentic(body: &[u8], from: &Address, authserv_id: &str) -> bool {
+    let Some(msg) = mail_parser::MessageParser::new().parse_headers(body) else {
+        return false;
+    };
+    let ours = msg.headers().iter().find_map(|h| {
+        if !h
+            .name
+            .as_str()
+            .eq_ignore_ascii_case("Authentication-Results")
+        {
+            return None;
+        }
+        let value = msg
+            .raw_message()
+            .get(h.offset_start as usize..h.offset_end as usize)?;
+        let id = herald_auth::results::authserv_id_of(value)?;
+        id.eq_ignore_ascii_case(authserv_id.as_bytes())
+            .then(|| herald_auth::results::parse_ours(value, authserv_id))?
+    });
+    ours.is_some_and(|r| {
+        r.dmarc.as_deref() == Some("pass")
+            && r.dmarc_domain
+                .as_deref()
+                .is_some_and(|d| d.eq_ignore_ascii_case(from.domain()))
+    })
 }
 
 /// The first address of the From header, if it parses as an address Herald accepts.

@@ -207,7 +207,7 @@ pub struct Metrics {
     /// Inbound peers refused or cut off, by [`InboundRefusal`] (in `InboundRefusal::ALL` order).
     inbound_refusals: [Counter; 7],
     /// List posts stopped by a loop / auto-reply / rate guard, by [`GuardTrip`] (issue 18).
-    list_guard: [Counter; 5],
+    list_guard: [Counter; 6],
 }
 
 impl Metrics {
@@ -281,7 +281,7 @@ impl Metrics {
         let list_guard = exposition::counter_family(
             registry,
             "herald_list_guard_trips_total",
-            "List posts stopped before fan-out (held or refused per the list's guard_action), by guard: Auto-Submitted, Precedence bulk/junk/list, our own copy coming back, auto-reply, max_posts_per_hour.",
+            "List posts stopped before fan-out (held or refused per the list's guard_action), by guard: Auto-Submitted, Precedence bulk/junk/list, our own copy coming back, auto-reply, max_posts_per_hour, unauthenticated From (require_aligned_from).",
             GuardTrip::WORDS.map(|w| [("guard", w)]),
         );
         let delivery_latency = Histogram::new(DELIVERY_BOUNDS.iter().copied());

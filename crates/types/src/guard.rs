@@ -18,16 +18,20 @@ pub enum GuardTrip {
     AutoReply,
     /// The sender passed the list's `max_posts_per_hour`.
     PostRate,
+    /// `From:` names a member or moderator, but the arrival check did not find it authentic
+    /// (no DMARC pass for the From domain) on a list that requires it (`require_aligned_from`).
+    Unauthenticated,
 }
 
 impl GuardTrip {
     /// Every variant's word, in [`GuardTrip::index`] order (the metric's label values).
-    pub const WORDS: [&'static str; 5] = [
+    pub const WORDS: [&'static str; 6] = [
         "auto_submitted",
         "precedence",
         "loop",
         "auto_reply",
         "post_rate",
+        "unauthenticated",
     ];
 
     /// Position in [`GuardTrip::WORDS`].
@@ -38,6 +42,7 @@ impl GuardTrip {
             GuardTrip::Loop => 2,
             GuardTrip::AutoReply => 3,
             GuardTrip::PostRate => 4,
+            GuardTrip::Unauthenticated => 5,
         }
     }
 
@@ -54,6 +59,7 @@ impl GuardTrip {
             GuardTrip::Loop => "mail loop: a copy from this list came back",
             GuardTrip::AutoReply => "auto-reply (vacation or out of office)",
             GuardTrip::PostRate => "the sender posted more than max_posts_per_hour",
+            GuardTrip::Unauthenticated => "unauthenticated sender",
         }
     }
 }
@@ -82,6 +88,7 @@ mod tests {
             GuardTrip::Loop,
             GuardTrip::AutoReply,
             GuardTrip::PostRate,
+            GuardTrip::Unauthenticated,
         ] {
             assert_eq!(GuardTrip::WORDS[t.index()], t.word());
         }
