@@ -26,6 +26,7 @@ const FLOW: &[&str] = &[
     "herald-spool",
     "herald-telemetry",
     "herald-api-types",
+    "herald-guard",
     "herald-inbound",
     "herald-enqueue",
     "herald-fanout",

@@ -9,7 +9,7 @@
 //! Properties checked after every step:
 //! - no panic; every reply is well formed (2xx–5xx, printable ASCII, wire lines ≤ 512 octets);
 //! - a message handed over has CRLF line endings only (no bare CR/LF: SMTP smuggling), no line
-//!   longer than the DATA line limit, at most the size limit, 1..=max distinct recipients;
+//!   longer than the DATA line limit, no NUL octet (issue 18: stripped downstream it smuggles), at most the size limit, 1..=max distinct recipients;
 //! - unread input stays within one line while the session is not waiting on the driver;
 //! - `max_errors` permanent replies in SMTP mode close the session; a closed session says
 //!   nothing more; the buffer budget is never overdrawn and is all returned at the end.
@@ -184,6 +184,10 @@ fn check_reply(r: &Reply) {
 
 fn check_envelope(env: &Envelope, limits: &Limits) {
     assert_crlf_only(&env.body, "message body");
+    assert!(
+        !env.body.contains(&0),
+        "message body: NUL octet handed over"
+    );
     let octets = u64::try_from(env.body.len()).unwrap_or(u64::MAX);
     assert!(
         octets <= limits.max_message_octets,

@@ -1,5 +1,10 @@
 //! Plain data crossing the directory's API: what callers hand in ([`NewMember`]) and the reports
 //! they get back. All of it is serde-serializable so the HTTP API can send it as JSON.
+//!
+//! SECURITY: names and fields come from CSV imports and the HTTP API and end up in headers and
+//! footers of every copy; [`check_name`] refuses control characters, also when they hide inside
+//! an RFC 2047 encoded word (a lenient reader decodes `=?utf-8?q?Eve=0D=0ABcc=3A_x?=` even in a
+//! quoted string and sees a header break).
 
 use herald_types::Address;
 use serde::{Deserialize, Serialize};
@@ -83,7 +88,28 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
     if let Some(c) = name.chars().find(|&c| is_forbidden_char(c)) {
         return Err(format!("name contains control character {c:?}"));
     }
+    if let Some(c) = control_in_encoded_words(name) {
+        return Err(format!(
+            "name contains an encoded word that decodes to control character {c:?}"
+        ));
+    }
     Ok(())
+}
+
+/// The first forbidden character in what a lenient reader would decode `name` to, reading
+/// every RFC 2047 encoded word in it. mail-parser's unstructured-field decoder is that lenient
+/// reader (it decodes words anywhere, any charset it knows), so we ask it rather than write a
+/// second decoder that might disagree with the ones members run.
+fn control_in_encoded_words(name: &str) -> Option<char> {
+    if !name.contains("=?") {
+        return None;
+    }
+    let mut line = String::with_capacity(name.len() + 2);
+    line.push_str(name);
+    line.push_str("\r\n");
+    let value = mail_parser::parsers::MessageStream::new(line.as_bytes()).parse_unstructured();
+    let decoded = value.as_text()?;
+    decoded.chars().find(|&c| is_forbidden_char(c))
 }
 
 /// Checks a custom field name (a footer placeholder).
@@ -135,4 +161,41 @@ pub(crate) fn validate_new_member(m: &NewMember) -> Result<(), crate::DirectoryE
         check_field_value(k, v).map_err(|r| DirectoryError::invalid("fields", r))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_name;
+
+    /// Issue 18 item 7: hostile names whose encoded words decode to a header break.
+    #[test]
+    fn encoded_words_decoding_to_controls_are_refused() {
+        for evil in [
+            "=?utf-8?q?Evil=0D=0ABcc=3A_victim@x.example?=",
+            "Eve =?UTF-8?Q?=0A?= Adams",
+            "=?utf-8?b?RXZlDQpCY2M6IHg=?=",
+            "=?iso-8859-1?q?a=00b?=",
+            "=?utf-8?q?=7F?=",
+            "=?utf-8?q?=C2=85?=",
+        ] {
+            let err = check_name(evil).expect_err(evil);
+            assert!(err.contains("encoded word"), "{evil}: {err}");
+        }
+    }
+
+    #[test]
+    fn honest_and_broken_encoded_words_are_kept() {
+        for ok in [
+            "=?utf-8?q?J=C3=BCrgen_M=C3=BCller?=",
+            "=?utf-8?b?SsO8cmdlbg==?=",
+            "a =? b ?= c",
+            "=?",
+            "=?utf-8?q?",
+            "=?utf-8?x?abc?=",
+            "=?utf-8?b?!!!?=",
+            "Plain Name",
+        ] {
+            assert_eq!(check_name(ok), Ok(()), "{ok}");
+        }
+    }
 }

@@ -175,3 +175,29 @@ fn import_updates_existing_members_and_keeps_status() {
     let new = d.member(list, &addr("new@example.com")).unwrap().unwrap();
     assert!(new.id > before.id && new.display_name.is_none() && new.fields.is_empty());
 }
+
+/// Issue 18 item 7: a name that is an RFC 2047 encoded word decoding to a header break is refused
+/// by the import (a real CSV file on disk) and by the API path, and an honest encoded name is kept.
+#[test]
+fn encoded_word_names_that_decode_to_controls_are_refused() {
+    let (tmp, d, list) = setup();
+    let path = tmp.path().join("members.csv");
+    std::fs::write(
+        &path,
+        "email,name\r\n\
+         eve@example.com,=?utf-8?q?Evil=0D=0ABcc=3A_victim@example.com?=\r\n\
+         jo@example.com,=?utf-8?q?J=C3=BCrgen?=\r\n",
+    )
+    .unwrap();
+    let report = import(&d, list, &std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(report.rejected.len(), 1, "{report:?}");
+    assert_eq!(report.rejected[0].line, 2);
+    assert!(report.rejected[0].reason.contains("encoded word"));
+    assert!(d.member(list, &addr("eve@example.com")).unwrap().is_none());
+    assert!(d.member(list, &addr("jo@example.com")).unwrap().is_some());
+
+    let mut m = NewMember::new(addr("eve2@example.com"));
+    m.display_name = Some("=?utf-8?b?RXZlDQpCY2M6IHg=?=".into());
+    let err = d.add_member(list, &m).unwrap_err();
+    assert!(err.to_string().contains("display_name"), "{err}");
+}

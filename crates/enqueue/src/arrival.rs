@@ -71,6 +71,12 @@ impl std::fmt::Debug for ArrivalCheck {
 }
 
 impl ArrivalCheck {
+    /// Our host name as written in our `Authentication-Results` (the server's `hostname`); the
+    /// enqueue path also uses it as the right side of Message-IDs it adds.
+    pub fn authserv_id(&self) -> &str {
+        &self.authserv_id
+    }
+
     pub fn new(
         auth: Option<Authenticator>,
         authserv_id: &str,

@@ -19,13 +19,16 @@
 //! is stopping) stays in the spool and is picked up at the next start.
 
 use crate::arrival::{ArrivalCheck, Source};
+use crate::complete::{self, complete_header};
 use crate::dedup::{DedupStore, Seen};
 use crate::error::EnqueueError;
 use bytes::Bytes;
 use herald_directory::{Directory, DirectoryError};
 use herald_spool::{PostKind, PostMeta, Spool, SpooledPost};
 use herald_telemetry::{Event, Telemetry};
-use herald_types::{Address, List, ListAddressKind, ListId, MemberId, PostId};
+use herald_types::{
+    Address, GuardAction, GuardTrip, List, ListAddressKind, ListId, MemberId, PostId,
+};
 use tokio::sync::mpsc;
 
 /// Capacity of each hand-over channel (posts, not copies: a post is one small struct with a
@@ -135,6 +138,8 @@ pub struct Enqueuer {
     pub arrival: ArrivalCheck,
     /// Where spooled posts go next.
     pub handoff: Handoff,
+    /// Posts per sender per list in the current hour (`max_posts_per_hour`).
+    pub post_rate: herald_guard::PostRate,
 }
 
 /// A post about to be accepted: everything [`Enqueuer::accept`] needs to build its `PostMeta`.
@@ -253,6 +258,19 @@ impl Enqueuer {
             .await;
         let now = herald_types::unix_ms_now();
         let approved = matches!(origin, Origin::Approved { .. });
+        // After the arrival check (it must verify what the poster signed); an approved post
+        // was completed when it arrived and was held.
+        let body = match (role, approved) {
+            (ListAddressKind::Post, false) => complete_header(
+                body,
+                complete::Stamp {
+                    now_secs: now / 1000,
+                    nonce: rand::random(),
+                    host: self.arrival.authserv_id(),
+                },
+            ),
+            _ => body,
+        };
         if let (ListAddressKind::Post, false) = (role, approved) {
             if let Some(first) = self.duplicate_of(list, &body, now) {
                 return Ok(Err(first));
@@ -398,10 +416,30 @@ impl Enqueuer {
         envelope_from: Option<Address>,
         body: &Bytes,
     ) -> Result<(PostKind, Option<String>), EnqueueError> {
-        let mut senders: Vec<Address> = from_header(body).into_iter().collect();
-        senders.extend(envelope_from);
+        let from = from_header(body);
+        if let Some(trip) = self.guard_trip(list, from.as_ref().or(envelope_from.as_ref()), body) {
+            self.telemetry.metrics().count_list_guard(trip);
+            tracing::info!(list = %list.address, guard = trip.word(),
+                action = ?list.settings.guard_action, "list post stopped by a guard");
+            return match list.settings.guard_action {
+                GuardAction::Hold => Ok((PostKind::Held, Some(trip.reason().to_string()))),
+                GuardAction::Reject => Err(EnqueueError::Guarded(trip)),
+            };
+        }
+        // With require_aligned_from only the From: counts, and only if authentic (below): the
+        // envelope sender and an unauthenticated From: are whatever the client typed.
+        let aligned_only = list.settings.requires_aligned_from();
+        let authentic = aligned_only
+            && from
+                .as_ref()
+                .is_some_and(|f| from_is_authentic(body, f, self.arrival.authserv_id()));
+        let mut senders: Vec<Address> = from.into_iter().collect();
+        if !aligned_only {
+            senders.extend(envelope_from);
+        }
         let dir = self.directory.clone();
         let settings = list.settings.clone();
+        let (list_address, guard_action) = (list.address.clone(), list.settings.guard_action);
         let list = list.clone();
         let allowed = tokio::task::spawn_blocking(move || {
             for s in &senders {
@@ -418,6 +456,15 @@ impl Enqueuer {
                 Some("the sender may not post to this list".into()),
             ));
         }
+        if aligned_only && !authentic {
+            let trip = GuardTrip::Unauthenticated;
+            self.telemetry.metrics().count_list_guard(trip);
+            tracing::info!(list = %list_address, "member From: without a DMARC pass: unauthenticated sender");
+            return match guard_action {
+                GuardAction::Hold => Ok((PostKind::Held, Some(trip.reason().to_string()))),
+                GuardAction::Reject => Err(EnqueueError::Guarded(trip)),
+            };
+        }
         let b = body.clone();
         let reason =
             tokio::task::spawn_blocking(move || crate::policy::hold_reason(&settings, &b)).await?;
@@ -426,6 +473,50 @@ impl Enqueuer {
             None => (PostKind::ListPost, None),
         })
     }
+}
+
+impl Enqueuer {
+    /// The loop / auto-reply guard a post from SMTP trips, else its sender's post rate. A
+    /// post that trips a header guard is not counted against the rate.
+    fn guard_trip(&self, list: &List, sender: Option<&Address>, body: &[u8]) -> Option<GuardTrip> {
+        if let Some(trip) = herald_guard::inspect(body, &list.address) {
+            return Some(trip);
+        }
+        let sender = sender.map_or_else(|| "<>".to_string(), ToString::to_string);
+        let now = herald_types::unix_ms_now();
+        let max = list.settings.max_posts_per_hour;
+        (!self.post_rate.admit(list.id, &sender, max, now)).then_some(GuardTrip::PostRate)
+    }
+}
+
+/// Whether our arrival results in `body` (the `Authentication-Results` field with our
+/// authserv-id; the arrival check removed any forged one first) say DMARC passed for `from`'s
+/// domain: aligned SPF or DKIM (RFC 7489 §4.2). No field (checking off) means no.
+fn from_is_authentic(body: &[u8], from: &Address, authserv_id: &str) -> bool {
+    let Some(msg) = mail_parser::MessageParser::new().parse_headers(body) else {
+        return false;
+    };
+    let ours = msg.headers().iter().find_map(|h| {
+        if !h
+            .name
+            .as_str()
+            .eq_ignore_ascii_case("Authentication-Results")
+        {
+            return None;
+        }
+        let value = msg
+            .raw_message()
+            .get(h.offset_start as usize..h.offset_end as usize)?;
+        let id = herald_auth::results::authserv_id_of(value)?;
+        id.eq_ignore_ascii_case(authserv_id.as_bytes())
+            .then(|| herald_auth::results::parse_ours(value, authserv_id))?
+    });
+    ours.is_some_and(|r| {
+        r.dmarc.as_deref() == Some("pass")
+            && r.dmarc_domain
+                .as_deref()
+                .is_some_and(|d| d.eq_ignore_ascii_case(from.domain()))
+    })
 }
 
 /// The first address of the From header, if it parses as an address Herald accepts.

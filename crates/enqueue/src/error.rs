@@ -5,7 +5,7 @@
 use herald_directory::DirectoryError;
 use herald_smtp::replies;
 use herald_spool::SpoolError;
-use herald_types::{Address, Reply};
+use herald_types::{Address, GuardTrip, Reply};
 
 /// Why a message could not be enqueued.
 #[derive(Debug, thiserror::Error)]
@@ -20,6 +20,9 @@ pub enum EnqueueError {
     Spool(#[from] SpoolError),
     #[error("internal task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    /// A list guard stopped the post and the list's `guard_action` is `reject`.
+    #[error("refused by a list guard: {}", .0.reason())]
+    Guarded(GuardTrip),
 }
 
 impl EnqueueError {
@@ -27,7 +30,7 @@ impl EnqueueError {
     pub fn is_transient(&self) -> bool {
         !matches!(
             self,
-            EnqueueError::TooBig { .. } | EnqueueError::NoSuchList(_)
+            EnqueueError::TooBig { .. } | EnqueueError::NoSuchList(_) | EnqueueError::Guarded(_)
         )
     }
 
@@ -42,6 +45,7 @@ impl EnqueueError {
         match self {
             EnqueueError::TooBig { limit } => replies::too_big_for_list(*limit),
             EnqueueError::NoSuchList(list) => replies::no_such_list(list),
+            EnqueueError::Guarded(trip) => replies::guard_refused(trip.reason()),
             e if e.is_storage_shortage() => replies::INSUFFICIENT_STORAGE.reply(),
             _ => replies::LOCAL_ERROR.reply(),
         }
@@ -69,5 +73,8 @@ mod tests {
         assert!(failed.is_transient());
         let list = Address::parse("dev@l.test").expect("address");
         assert!(replies::NO_SUCH_RECIPIENT.matches(&EnqueueError::NoSuchList(list).smtp_reply()));
+        let guarded = EnqueueError::Guarded(herald_types::GuardTrip::AutoReply);
+        assert!(replies::GUARD_REFUSED.matches(&guarded.smtp_reply()));
+        assert!(!guarded.is_transient());
     }
 }

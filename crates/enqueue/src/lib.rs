@@ -19,6 +19,7 @@
 //! and `policy.rs` for what is checked where.
 
 mod arrival;
+pub mod complete;
 pub mod config;
 pub mod dedup;
 mod enqueue;

@@ -67,6 +67,7 @@ fn world() -> World {
             LmtpClients::Unknown,
         ),
         handoff,
+        post_rate: Default::default(),
     });
     World {
         _dir: dir,

@@ -173,8 +173,16 @@ impl<'o> Folder<'o> {
 /// Writes a display name (already sanitized) as RFC 5322 phrase tokens: plain atoms when
 /// `atoms_ok` and the name needs no quoting, a quoted string when it is ASCII and short, else
 /// RFC 2047 B-encoded words (UTF-8, split on character boundaries).
+///
+/// A name holding `=?` is always B-encoded whole: an encoded word inside a quoted string must
+/// not be decoded (RFC 2047 §5), but lenient readers do, and `=?utf-8?q?Eve=0D=0ABcc=3A_x?=`
+/// would become a header break there. Encoded as a word itself, it decodes to its literal text.
 pub fn write_phrase(f: &mut Folder<'_>, name: &str, atoms_ok: bool) {
     if name.is_empty() {
+        return;
+    }
+    if name.contains("=?") {
+        for_each_word(name.as_bytes(), |word| f.token(&[word]));
         return;
     }
     if atoms_ok && name.bytes().all(|b| b == b' ' || is_atext(b)) {
@@ -320,6 +328,31 @@ mod tests {
         write_phrase(&mut f, r#"a "b" \c"#, true);
         f.finish();
         assert_eq!(out, b"To: \"a \\\"b\\\" \\\\c\"\r\n");
+    }
+
+    /// Issue 18 item 7: a stored name that is itself an encoded word is re-encoded, so a lenient
+    /// reader (mail-parser decodes words even inside quoted strings) sees its literal text.
+    #[test]
+    fn a_name_that_is_an_encoded_word_is_reencoded_not_passed_through() {
+        let evil = "=?utf-8?q?Evil=0D=0ABcc=3A_victim@x.example?=";
+        let mut out = Vec::new();
+        let mut f = Folder::new(&mut out, "To");
+        write_phrase(&mut f, evil, false);
+        f.token(&[b"<m@x.example>"]);
+        f.finish();
+        assert!(
+            out.starts_with(b"To: =?utf-8?B?"),
+            "{:?}",
+            String::from_utf8_lossy(&out)
+        );
+        out.extend_from_slice(b"Subject: s\r\n\r\nbody\r\n");
+        let msg = mail_parser::MessageParser::default()
+            .parse(&out)
+            .expect("parses");
+        let to = msg.to().and_then(|a| a.first()).expect("one To address");
+        assert_eq!(to.name(), Some(evil), "decoded once, to the literal text");
+        assert_eq!(to.address(), Some("m@x.example"));
+        assert!(msg.header("Bcc").is_none());
     }
 
     #[test]

@@ -208,6 +208,26 @@ async fn bare_lf_in_data_is_refused_and_never_split() {
     assert_eq!(server.recorder.checked(), vec![addr("list@lists.example")]);
 }
 
+/// Issue 18 item 7: a NUL before the dot (`\r\n\0.\r\n`) was accepted with the NUL intact; a
+/// receiver that strips NULs would then read the dot as the end of data.
+#[tokio::test]
+async fn nul_octet_in_data_is_refused_over_a_real_socket() {
+    let server = start(Mode::Smtp, |_| {}).await;
+    let mut c = Client::connect(server.addr).await;
+    c.send(
+        b"EHLO c.example\r\nMAIL FROM:<a@c.example>\r\nRCPT TO:<list@lists.example>\r\nDATA\r\n",
+    )
+    .await;
+    assert_eq!(
+        c.replies(4).await,
+        want(&["250", "250 2.1.0", "250 2.1.5", "354"])
+    );
+    c.send(b"Subject: x\r\n\r\nhello\r\n\0.\r\nMAIL FROM:<ceo@victim.example>\r\n.\r\nNOOP\r\n")
+        .await;
+    assert_eq!(c.replies(2).await, want(&["550 5.6.0", "250 2.0.0"]));
+    assert!(server.recorder.messages().is_empty());
+}
+
 #[tokio::test]
 async fn session_limit_refuses_the_next_connection_with_421() {
     // Shedding off: the limit as it was before issue 12 (see limits.rs for shedding).

@@ -167,6 +167,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         dedup: Some(s.dedup.clone()),
         arrival: arrival_check(config)?,
         handoff,
+        post_rate: Default::default(),
     });
     let lists = Arc::new(Lists {
         enqueuer: enqueuer.clone(),

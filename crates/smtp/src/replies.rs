@@ -200,6 +200,9 @@ pub const BARE_LINE_ENDING: Canned = Canned::new(
     0,
     "Message refused: bare CR or LF in data; lines must end with CRLF",
 );
+/// A NUL octet in DATA (RFC 5321 §4.1.1.4: not allowed in text). Refused rather than stripped:
+/// a receiver that strips NULs would see `\r\n\0.\r\n` as the end of data (smuggling).
+pub const NUL_IN_DATA: Canned = Canned::new(550, 5, 6, 0, "Message refused: NUL octet in data");
 /// RFC 5321 §4.1.1.11: a MAIL or RCPT parameter we do not implement.
 pub const UNKNOWN_PARAMETER: Canned =
     Canned::new(555, 5, 5, 4, "Parameter not recognized or not implemented");
@@ -258,6 +261,19 @@ pub fn too_big_for_list(limit: u64) -> Reply {
         MESSAGE_TOO_BIG.code,
         Some(MESSAGE_TOO_BIG.enhanced),
         format!("message larger than the list allows ({limit} bytes)"),
+    )
+}
+
+/// A list post a loop or auto-reply guard stopped, on a list whose `guard_action` is
+/// `reject` (issue 18): `550 5.7.1` with the guard's reason (a fixed text, never the post's).
+pub const GUARD_REFUSED: Canned = Canned::new(550, 5, 7, 1, "Message refused by the list");
+
+/// [`GUARD_REFUSED`] with the guard's reason.
+pub fn guard_refused(reason: &str) -> Reply {
+    Reply::new(
+        GUARD_REFUSED.code,
+        Some(GUARD_REFUSED.enhanced),
+        format!("Message refused by the list: {reason}"),
     )
 }
 

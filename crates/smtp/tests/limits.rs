@@ -156,6 +156,20 @@ fn smuggled_commands_after_bare_lf_dot_are_never_executed() {
     }
 }
 
+/// Issue 18 item 7: `\r\n\0.\r\n` is content, and a message holding a NUL is refused.
+#[test]
+fn nul_octet_in_body_is_refused_and_the_session_stays_in_sync() {
+    let mut p = Peer::smtp();
+    p.send(OPEN);
+    let codes =
+        p.codes(b"Subject: hi\r\n\r\nhello\r\n\0.\r\nMAIL FROM:<ceo@victim.example>\r\n.\r\n");
+    assert_eq!(codes, want(&["550 5.6.0"]));
+    assert!(p.messages.is_empty());
+    let codes =
+        p.codes(b"MAIL FROM:<a@c.example>\r\nRCPT TO:<list@l.example>\r\nDATA\r\nok\r\n.\r\n");
+    assert_eq!(codes, want(&["250 2.1.0", "250 2.1.5", "354", "250 2.0.0"]));
+}
+
 #[test]
 fn bare_cr_or_lf_in_body_is_refused_per_recipient_in_lmtp() {
     let mut p = Peer::lmtp();

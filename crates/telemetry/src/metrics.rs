@@ -8,7 +8,7 @@ use crate::event::{Event, PostmasterForward};
 use crate::exposition::{self, observe_ms, Counter, Gauge, Histogram, Registry};
 use crate::rate::Kind;
 use herald_types::RcptOutcome;
-use herald_types::{DaneNote, MtaStsNote};
+use herald_types::{DaneNote, GuardTrip, MtaStsNote};
 
 /// Why an inbound peer was refused or cut off by a listener bound (the `reason` label of
 /// `herald_inbound_refusals_total`). Telemetry does not import `inbound`; the server maps
@@ -206,6 +206,8 @@ pub struct Metrics {
     postmaster: [Counter; 5],
     /// Inbound peers refused or cut off, by [`InboundRefusal`] (in `InboundRefusal::ALL` order).
     inbound_refusals: [Counter; 7],
+    /// List posts stopped by a loop / auto-reply / rate guard, by [`GuardTrip`] (issue 18).
+    list_guard: [Counter; 6],
 }
 
 impl Metrics {
@@ -276,6 +278,12 @@ impl Metrics {
             "Inbound SMTP/LMTP peers refused or cut off by a listener bound: per-client or per-network session limit (421 4.7.0), command, stress or DATA deadline (421 4.4.2), buffer budget (452 4.3.1), idle session shed for a newcomer (421 4.7.0).",
             InboundRefusal::ALL.map(|r| [("reason", r.word())]),
         );
+        let list_guard = exposition::counter_family(
+            registry,
+            "herald_list_guard_trips_total",
+            "List posts stopped before fan-out (held or refused per the list's guard_action), by guard: Auto-Submitted, Precedence bulk/junk/list, our own copy coming back, auto-reply, max_posts_per_hour, unauthenticated From (require_aligned_from).",
+            GuardTrip::WORDS.map(|w| [("guard", w)]),
+        );
         let delivery_latency = Histogram::new(DELIVERY_BOUNDS.iter().copied());
         exposition::register(
             registry,
@@ -308,6 +316,7 @@ impl Metrics {
             copy_auth,
             postmaster,
             inbound_refusals,
+            list_guard,
         }
     }
 
@@ -319,6 +328,15 @@ impl Metrics {
     /// Counts one inbound refusal (called from the listeners' sessions; one atomic add).
     pub fn count_inbound_refusal(&self, why: InboundRefusal) {
         self.inbound_refusals[why.index()].inc();
+    }
+
+    /// Counts one list post a guard stopped (called from the enqueue path; one atomic add).
+    pub fn count_list_guard(&self, trip: GuardTrip) {
+        self.list_guard[trip.index()].inc();
+    }
+
+    pub fn list_guard_trips(&self, trip: GuardTrip) -> u64 {
+        self.list_guard[trip.index()].get()
     }
 
     pub fn inbound_refusals(&self, why: InboundRefusal) -> u64 {

@@ -30,6 +30,21 @@ pub fn rfc3339_ms(unix_ms: u64) -> String {
         .timestamp_to_string(&timestamp_ms(unix_ms))
 }
 
+/// Unix seconds as an RFC 5322 `Date:` value in UTC (`Tue, 24 Nov 2026 22:47:33 +0000`), for the
+/// field the enqueue path adds to a post that arrived without one.
+pub fn rfc5322_date(unix_secs: u64) -> String {
+    let ts = timestamp_ms(unix_secs.saturating_mul(1000));
+    // Through a UTC zone rather than `timestamp_to_string`, which writes `-0000` ("local time
+    // unknown", RFC 5322 §3.3); we do know it is UTC.
+    let mut out = String::with_capacity(32);
+    match jiff::fmt::rfc2822::DateTimePrinter::new()
+        .print_zoned_datetime(&ts.to_zoned_datetime(TimeZone::UTC), &mut out)
+    {
+        Ok(()) => out,
+        Err(_) => "Thu, 1 Jan 1970 00:00:00 +0000".to_string(),
+    }
+}
+
 /// `YYYY-MM-DD` (UTC) → ms since the epoch at that day's midnight; `None` for anything else,
 /// for an impossible day (`2001-02-29`) and for days before 1970.
 pub fn parse_date_ms(s: &str) -> Option<u64> {
@@ -52,6 +67,19 @@ pub fn parse_date_ms(s: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formats_rfc5322_dates_in_utc() {
+        assert_eq!(rfc5322_date(0), "Thu, 1 Jan 1970 00:00:00 +0000");
+        assert_eq!(
+            rfc5322_date(1_000_000_000),
+            "Sun, 9 Sep 2001 01:46:40 +0000"
+        );
+        assert!(
+            rfc5322_date(u64::MAX).ends_with("+0000"),
+            "clamped, no panic"
+        );
+    }
 
     #[test]
     fn formats_known_instants() {

@@ -10,6 +10,7 @@
 
 pub mod address;
 pub mod failure;
+pub mod guard;
 pub mod ids;
 pub mod list;
 pub mod outcome;
@@ -21,6 +22,7 @@ pub mod verp;
 
 pub use address::{Address, AddressError};
 pub use failure::{FailedCopy, FailureCause, NoRoute};
+pub use guard::{GuardAction, GuardTrip};
 pub use ids::{ListId, MemberId, PostId};
 pub use list::{
     FromRewrite, List, ListSettings, Member, MemberStatus, PosterDkim, PostingPolicy,

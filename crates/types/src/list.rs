@@ -106,6 +106,31 @@ pub struct ListSettings {
     pub from_rewrite: FromRewrite,
     /// The poster's DKIM-Signature fields in copies.
     pub poster_dkim: PosterDkim,
+    /// What a post that trips a loop or auto-reply guard (or the post rate) gets: held for
+    /// moderation (default) or refused with `550 5.7.1` (issue 18).
+    pub guard_action: crate::GuardAction,
+    /// Most posts one sender may make to the list per hour (0: no limit); the next are
+    /// treated per `guard_action`. Counted per server process, reset by a restart.
+    pub max_posts_per_hour: u32,
+    /// Posting rights by authenticated identity (issue 18): a member or moderator `From:`
+    /// counts only when the arrival check found DMARC passing for its domain (aligned SPF or
+    /// DKIM), and the envelope sender no longer counts; otherwise the post is held with the
+    /// reason "unauthenticated sender" (or refused, per `guard_action`). `None`: on for
+    /// `moderators` lists, off for `members` lists (see [`ListSettings::requires_aligned_from`]).
+    pub require_aligned_from: Option<bool>,
+}
+
+impl ListSettings {
+    /// Whether posting rights need an authenticated `From:` (never for `anyone` lists, where
+    /// nobody's identity matters).
+    pub fn requires_aligned_from(&self) -> bool {
+        match (self.posting_policy, self.require_aligned_from) {
+            (PostingPolicy::Anyone, _) => false,
+            (_, Some(on)) => on,
+            (PostingPolicy::Moderators, None) => true,
+            (PostingPolicy::Members, None) => false,
+        }
+    }
 }
 
 /// Who may join a list.
@@ -140,6 +165,9 @@ impl Default for ListSettings {
             hold_executables: true,
             from_rewrite: FromRewrite::default(),
             poster_dkim: PosterDkim::default(),
+            guard_action: crate::GuardAction::default(),
+            max_posts_per_hour: 0,
+            require_aligned_from: None,
         }
     }
 }

@@ -1,0 +1,96 @@
+//! The list-post guards' vocabulary (issue 18): why a post to a list was stopped before
+//! fan-out, and what the list does about it. The guard crate decides, enqueue acts, telemetry
+//! counts, all in these words (STYLE rule 17: our verdicts are data, never text).
+
+use serde::{Deserialize, Serialize};
+
+/// Why a list post tripped a guard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardTrip {
+    /// `Auto-Submitted:` other than `no` (RFC 3834 §5): a machine wrote it.
+    AutoSubmitted,
+    /// `Precedence: bulk`, `junk` or `list`: bulk or list mail, never a person's post.
+    Precedence,
+    /// Our own `List-Id` or an `X-Loop` naming this list: one of our copies came back.
+    Loop,
+    /// Vacation / out-of-office marks (`X-Autoreply`, `Precedence: auto_reply`, an
+    /// "Out of Office:" subject, ...).
+    AutoReply,
+    /// The sender passed the list's `max_posts_per_hour`.
+    PostRate,
+    /// `From:` names a member or moderator, but the arrival check did not find it authentic
+    /// (no DMARC pass for the From domain) on a list that requires it (`require_aligned_from`).
+    Unauthenticated,
+}
+
+impl GuardTrip {
+    /// Every variant's word, in [`GuardTrip::index`] order (the metric's label values).
+    pub const WORDS: [&'static str; 6] = [
+        "auto_submitted",
+        "precedence",
+        "loop",
+        "auto_reply",
+        "post_rate",
+        "unauthenticated",
+    ];
+
+    /// Position in [`GuardTrip::WORDS`].
+    pub fn index(self) -> usize {
+        match self {
+            GuardTrip::AutoSubmitted => 0,
+            GuardTrip::Precedence => 1,
+            GuardTrip::Loop => 2,
+            GuardTrip::AutoReply => 3,
+            GuardTrip::PostRate => 4,
+            GuardTrip::Unauthenticated => 5,
+        }
+    }
+
+    /// The word in logs and the metric label.
+    pub fn word(self) -> &'static str {
+        Self::WORDS[self.index()]
+    }
+
+    /// The hold reason a moderator reads (and the SMTP text when the list rejects).
+    pub fn reason(self) -> &'static str {
+        match self {
+            GuardTrip::AutoSubmitted => "automatic mail (Auto-Submitted)",
+            GuardTrip::Precedence => "bulk or list mail (Precedence)",
+            GuardTrip::Loop => "mail loop: a copy from this list came back",
+            GuardTrip::AutoReply => "auto-reply (vacation or out of office)",
+            GuardTrip::PostRate => "the sender posted more than max_posts_per_hour",
+            GuardTrip::Unauthenticated => "unauthenticated sender",
+        }
+    }
+}
+
+/// What a list does with a post that tripped a guard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GuardAction {
+    /// Held for moderation with the reason (nothing is lost; a moderator may approve it).
+    #[default]
+    Hold,
+    /// Refused at the end of DATA (`550 5.7.1` with the reason): the sending MTA keeps it and
+    /// tells its sender, or drops it when it came from the null sender (auto-replies do).
+    Reject,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_follow_the_index() {
+        for t in [
+            GuardTrip::AutoSubmitted,
+            GuardTrip::Precedence,
+            GuardTrip::Loop,
+            GuardTrip::AutoReply,
+            GuardTrip::PostRate,
+            GuardTrip::Unauthenticated,
+        ] {
+            assert_eq!(GuardTrip::WORDS[t.index()], t.word());
+        }
+    }
+}
