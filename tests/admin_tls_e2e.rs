@@ -138,6 +138,8 @@ async fn start_tls(mut config: herald_server::Config, ca: &Path) -> TlsServer {
     config.listen.smtp = smtp;
     config.listen.lmtp = lmtp;
     config.listen.http = http;
+    // In-process, like `TestServer`: the test process keeps its user.
+    config.server.allow_root = true;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(herald_server::run(config, listeners, shutdown.clone()));
     let pem = std::fs::read(ca).expect("ca");
