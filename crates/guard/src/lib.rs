@@ -18,9 +18,11 @@
 //! message size the SMTP layer already enforced); only field values are compared here, nothing
 //! is copied out.
 
+mod notice_rate;
 mod rate;
 
 pub use herald_types::GuardTrip;
+pub use notice_rate::{NoticeLimits, NoticeRate, NoticeTo};
 pub use rate::{PostRate, MAX_TRACKED_SENDERS};
 
 use herald_types::Address;

@@ -20,6 +20,7 @@ mod config;
 mod error;
 #[cfg(test)]
 mod golden;
+mod limits;
 mod mail;
 mod moderation;
 mod notices;

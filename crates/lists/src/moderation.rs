@@ -19,21 +19,34 @@ use crate::stage::Lists;
 use herald_enqueue::{Origin, Submission};
 use herald_spool::SpooledPost;
 use herald_types::token::{self, Moderation};
-use herald_types::{Address, List, ListAddressKind, PostId};
+use herald_types::{Address, List, ListAddressKind, NoticeKind, PostId};
 
 /// Longest held-post subject quoted in a moderator's notice, in characters.
 const MAX_QUOTED_SUBJECT_CHARS: usize = 200;
 
 impl Lists {
-    /// Tells the sender of a held post that it waits for a moderator.
+    /// Tells the sender of a held post that it waits for a moderator — unless the post is
+    /// automatic, bulk or looping mail (whatever it was held for): RFC 3834 §2 says not to
+    /// answer those, and the answer to a vacation reply goes to a stranger (backscatter).
     pub(crate) async fn notify_held(&self, post: &SpooledPost) -> Result<(), ListsError> {
         let Some(to) = post.meta.envelope_from.clone() else {
             return Ok(()); // never write to the null sender
         };
         let list = self.list(&post.meta.list_address).await?;
+        if let Some(trip) = herald_guard::inspect(&post.body, &list.address) {
+            self.enqueuer
+                .telemetry
+                .metrics()
+                .count_held_notice_suppressed();
+            tracing::info!(post = %post.id, list = %list.address, guard = trip.word(),
+                "held post is machine mail: its sender gets no notice");
+            return Ok(());
+        }
         let reason = post.meta.hold_reason.as_deref().unwrap_or("moderation");
         let notice = notices::held(&list.address, reason, list.settings.held_expiry_days);
-        self.send(&list, &to, &notice).await
+        let client = crate::limits::smtp_client(&post.body);
+        self.send_notice(&list, &to, &notice, NoticeKind::Held, client)
+            .await
     }
 
     /// Sends each moderator of the list a notice for a held post, carrying the approve token in
@@ -157,7 +170,8 @@ impl Lists {
         // The rejection is done; a lost notice must not turn it into an error for the caller.
         let notice = async {
             let list = self.list(&meta.list_address).await?;
-            self.send(&list, &to, &notices::rejected(&list.address))
+            let notice = notices::rejected(&list.address);
+            self.send_notice(&list, &to, &notice, NoticeKind::Rejected, None)
                 .await
         };
         if let Err(e) = notice.await {

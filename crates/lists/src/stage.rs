@@ -48,6 +48,8 @@ pub struct Lists {
     /// Confirmation links are `{public_base_url}/confirm/<token>`.
     pub public_base_url: String,
     pub cfg: ListsConfig,
+    /// Limits on the notices sent on others' behalf (`[notice_limits]`, `limits.rs`).
+    pub notice_rate: herald_guard::NoticeRate,
 }
 
 impl Lists {

@@ -17,7 +17,7 @@ use herald_bounce::stage::DisabledMember;
 use herald_directory::{Consent, ConsentSource, DirectoryError, NewMember};
 use herald_spool::SpooledPost;
 use herald_types::token::{self, Action, Confirmation, Moderation};
-use herald_types::{Address, List, MemberStatus, SubscriptionPolicy};
+use herald_types::{Address, List, MemberStatus, NoticeKind, SubscriptionPolicy};
 
 /// How the directory's bounce-disable reasons begin (`herald_directory` bounces.rs).
 const BOUNCE_REASON_PREFIX: &str = "bounce score";
@@ -32,12 +32,15 @@ impl Lists {
         );
         if let Some(req) = parsed {
             let list = self.list(&post.meta.list_address).await?;
+            let client = crate::limits::smtp_client(&post.body);
             let reply = match req.command {
                 Some(Command::Subscribe) => {
-                    self.start(&list, &req.sender, Action::Subscribe).await?
+                    self.start(&list, &req.sender, Action::Subscribe, client)
+                        .await?
                 }
                 Some(Command::Unsubscribe) => {
-                    self.start(&list, &req.sender, Action::Unsubscribe).await?
+                    self.start(&list, &req.sender, Action::Unsubscribe, client)
+                        .await?
                 }
                 Some(Command::Confirm(t)) => match self
                     .apply_token(
@@ -67,7 +70,14 @@ impl Lists {
             };
             if let Some(text) = reply {
                 let notice = notices::request_reply(&list.address, text);
-                self.send(&list, &req.sender, &notice).await?;
+                self.send_notice(
+                    &list,
+                    &req.sender,
+                    &notice,
+                    NoticeKind::RequestReply,
+                    client,
+                )
+                .await?;
             }
         }
         Ok(self.enqueuer.spool.complete(post.id).await?)
@@ -83,7 +93,7 @@ impl Lists {
         action: Action,
     ) -> Result<Option<String>, ListsError> {
         let list = self.list(list).await?;
-        self.start(&list, who, action).await
+        self.start(&list, who, action, None).await
     }
 
     /// Sends the double opt-in confirmation; returns a text for the requester when there is
@@ -93,6 +103,7 @@ impl Lists {
         list: &List,
         who: &Address,
         action: Action,
+        client: Option<std::net::IpAddr>,
     ) -> Result<Option<String>, ListsError> {
         if action == Action::Subscribe && list.settings.subscription == SubscriptionPolicy::Closed {
             return Ok(Some(format!(
@@ -104,7 +115,8 @@ impl Lists {
         let token = token::confirmation_token(&self.secret, action, &list.address, who, expires);
         let url = format!("{}/confirm/{token}", self.public_base_url);
         let notice = notices::confirmation(action, who, &list.address, &token, &url);
-        self.send(list, who, &notice).await?;
+        self.send_notice(list, who, &notice, NoticeKind::Confirmation, client)
+            .await?;
         Ok(None)
     }
 
@@ -188,6 +200,7 @@ impl Lists {
             return Ok(()); // re-enabled in the meantime
         };
         let notice = notices::disabled(&list.address, &member.address, reason);
-        self.send(&list, &member.address, &notice).await
+        self.send_notice(&list, &member.address, &notice, NoticeKind::Disabled, None)
+            .await
     }
 }

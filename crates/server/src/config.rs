@@ -60,6 +60,9 @@ pub struct Config {
     /// The list archive (issue 14): on by default, lists private until an administrator
     /// publishes them.
     pub archive: herald_archive::ArchiveSection,
+    /// Limits on mail sent on others' behalf: confirmations, held-post, request-reply,
+    /// rejection and bounce-disabled notices (issue 18 item 3).
+    pub notice_limits: herald_guard::NoticeLimits,
 }
 
 impl Default for Config {
@@ -84,6 +87,7 @@ impl Default for Config {
             postmaster: PostmasterSection::default(),
             server: crate::privileges::ServerSection::default(),
             archive: herald_archive::ArchiveSection::default(),
+            notice_limits: herald_guard::NoticeLimits::default(),
         }
     }
 }
@@ -170,6 +174,7 @@ impl Config {
         self.scheduler.validate().map_err(|e| e.to_string())?;
         self.delivery.validate().map_err(|e| e.to_string())?;
         self.stats.check()?;
+        self.notice_limits.check()?;
         self.http.check()
     }
 

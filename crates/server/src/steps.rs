@@ -180,6 +180,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         hostname: config.hostname.clone(),
         public_base_url: config.public_base_url(),
         cfg: config.lists.clone(),
+        notice_rate: herald_guard::NoticeRate::new(config.notice_limits.clone()),
     });
     let bounce_stage = herald_bounce::stage::BounceStage {
         directory: s.directory.clone(),

@@ -8,7 +8,7 @@ use crate::event::{Event, PostmasterForward};
 use crate::exposition::{self, observe_ms, Counter, Gauge, Histogram, Registry};
 use crate::rate::Kind;
 use herald_types::RcptOutcome;
-use herald_types::{DaneNote, GuardTrip, MtaStsNote};
+use herald_types::{DaneNote, GuardTrip, MtaStsNote, NoticeKind, NoticeLimit};
 
 /// Why an inbound peer was refused or cut off by a listener bound (the `reason` label of
 /// `herald_inbound_refusals_total`). Telemetry does not import `inbound`; the server maps
@@ -208,6 +208,10 @@ pub struct Metrics {
     inbound_refusals: [Counter; 7],
     /// List posts stopped by a loop / auto-reply / rate guard, by [`GuardTrip`] (issue 18).
     list_guard: [Counter; 6],
+    /// Notices dropped by a `[notice_limits]` limit, by kind × limit (issue 18 item 3).
+    notices_dropped: [Counter; 25],
+    /// Held-post notices not sent because the held post was machine mail (backscatter).
+    held_notices_suppressed: Counter,
 }
 
 impl Metrics {
@@ -284,6 +288,23 @@ impl Metrics {
             "List posts stopped before fan-out (held or refused per the list's guard_action), by guard: Auto-Submitted, Precedence bulk/junk/list, our own copy coming back, auto-reply, max_posts_per_hour, unauthenticated From (require_aligned_from).",
             GuardTrip::WORDS.map(|w| [("guard", w)]),
         );
+        let notices_dropped = exposition::counter_family(
+            registry,
+            "herald_notices_dropped_total",
+            "Mail Herald sends on others' behalf (confirmations, held-post, request-reply, rejection, bounce-disabled notices) dropped by a [notice_limits] limit, by kind and limit: per recipient, per client, per list, global, counting table full.",
+            std::array::from_fn(|i| {
+                let (k, l) = (i / NoticeLimit::ALL.len(), i % NoticeLimit::ALL.len());
+                [
+                    ("kind", NoticeKind::ALL[k].word()),
+                    ("limit", NoticeLimit::ALL[l].word()),
+                ]
+            }),
+        );
+        let held_notices_suppressed = counter(
+            registry,
+            "herald_held_notices_suppressed_total",
+            "Held-post notices not sent because the held post was automatic, bulk or looping mail (answering it would be backscatter).",
+        );
         let delivery_latency = Histogram::new(DELIVERY_BOUNDS.iter().copied());
         exposition::register(
             registry,
@@ -317,6 +338,8 @@ impl Metrics {
             postmaster,
             inbound_refusals,
             list_guard,
+            notices_dropped,
+            held_notices_suppressed,
         }
     }
 
@@ -337,6 +360,24 @@ impl Metrics {
 
     pub fn list_guard_trips(&self, trip: GuardTrip) -> u64 {
         self.list_guard[trip.index()].get()
+    }
+
+    /// Counts one notice dropped by a `[notice_limits]` limit (one atomic add).
+    pub fn count_notice_dropped(&self, kind: NoticeKind, limit: NoticeLimit) {
+        self.notices_dropped[kind.index() * NoticeLimit::ALL.len() + limit.index()].inc();
+    }
+
+    pub fn notices_dropped(&self, kind: NoticeKind, limit: NoticeLimit) -> u64 {
+        self.notices_dropped[kind.index() * NoticeLimit::ALL.len() + limit.index()].get()
+    }
+
+    /// Counts one held-post notice not sent because the post was machine mail.
+    pub fn count_held_notice_suppressed(&self) {
+        self.held_notices_suppressed.inc();
+    }
+
+    pub fn held_notices_suppressed(&self) -> u64 {
+        self.held_notices_suppressed.get()
     }
 
     pub fn inbound_refusals(&self, why: InboundRefusal) -> u64 {

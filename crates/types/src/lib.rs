@@ -13,6 +13,7 @@ pub mod failure;
 pub mod guard;
 pub mod ids;
 pub mod list;
+pub mod notice;
 pub mod outcome;
 pub mod reply;
 pub mod scheduling;
@@ -28,6 +29,7 @@ pub use list::{
     FromRewrite, List, ListSettings, Member, MemberStatus, PosterDkim, PostingPolicy,
     ReplyToPolicy, SubscriptionPolicy,
 };
+pub use notice::{NoticeKind, NoticeLimit};
 pub use outcome::RcptOutcome;
 pub use reply::{EnhancedStatus, Reply, ReplyError};
 pub use scheduling::{DeferralKind, HostStateKind, LaneKind};
