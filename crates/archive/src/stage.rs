@@ -119,8 +119,11 @@ fn prepare(archive: &Archive, post: &SpooledPost, cfg: &StageConfig) -> Option<N
     if privacy == Privacy::None {
         return None;
     }
-    let (local, domain) = list.split_once('@').unwrap_or((&list, ""));
-    let mut raw = format!("List-Id: <{local}.{domain}>\r\n").into_bytes();
+    // The label fan-out writes (and the loop guard recognises), lower-cased like the list key.
+    let address = &post.meta.list_address;
+    let label = herald_types::list_id_label(address.local()).to_lowercase();
+    let domain = address.domain().to_lowercase();
+    let mut raw = format!("List-Id: <{label}.{domain}>\r\n").into_bytes();
     if let (Privacy::Public, Some(base)) = (privacy, &cfg.public_base_url) {
         if let Some(mid) = post.meta.message_id.as_deref() {
             raw.extend_from_slice(archived_at(base, &list, mid).as_bytes());

@@ -5,6 +5,24 @@ use crate::{Address, ListId, MemberId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// RFC 2919 list-label: the list's local part as a dot-atom (a quoted local part has its
+/// quotes dropped and other non-atext characters replaced by '-'). One definition, because
+/// fan-out writes `List-Id` with it, the archive stores it, and the loop guard recognises our
+/// own `List-Id` coming back by it: if they disagreed, a loop would pass the guard.
+pub fn list_id_label(local: &str) -> String {
+    local
+        .trim_matches('"')
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "!#$%&'*+-/=^_`{|}~.".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
 /// Who may post to a list without moderation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -210,4 +228,17 @@ pub struct Member {
     pub status: MemberStatus,
     /// Free-form fields for footer templates (`{{field}}`).
     pub fields: BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod list_id_label_tests {
+    use super::list_id_label;
+
+    #[test]
+    fn list_id_label_is_a_dot_atom() {
+        assert_eq!(list_id_label("announce"), "announce");
+        assert_eq!(list_id_label("\"a b\""), "a-b");
+        assert_eq!(list_id_label("dev.team+x"), "dev.team+x");
+        assert_eq!(list_id_label("\"a\r\nb<>\""), "a--b--");
+    }
 }
