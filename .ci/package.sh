@@ -39,6 +39,7 @@ cleanup() {
     [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
     dpkg --purge herald >/dev/null 2>&1 || true
     rm -rf /var/lib/herald
+    [ -z "${scratch:-}" ] || rm -rf "$scratch"
 }
 trap cleanup EXIT
 
@@ -116,6 +117,32 @@ PY
 for _ in $(seq 1 100); do [ -s "$log" ] && grep -q "to=<reader@example.invalid>" "$log" && break; sleep 0.1; done
 grep -q "to=<reader@example.invalid>" "$log" || { echo "FAIL: after SIGHUP, nothing in the new $log" >&2; exit 1; }
 [ "$(wc -l < "$log.1")" = "$before" ] || { echo "FAIL: lines went to the rotated file after SIGHUP" >&2; exit 1; }
+
+echo "== backup from the running service, restore into a fresh data directory as root, serve it"
+scratch="$(mktemp -d)"
+backup_dir="$scratch/backup"
+herald backup "$backup_dir" | tee /tmp/herald-package-backup.txt
+[ -s "$backup_dir/manifest.json" ] || { echo "FAIL: no manifest in the backup" >&2; exit 1; }
+if [ -n "$server_pid" ]; then kill "$server_pid"; wait "$server_pid" || true; server_pid=""; else systemctl stop herald; fi
+mv /var/lib/herald "$scratch/data-before-restore"
+install -d -o herald -g herald -m 0750 /var/lib/herald
+herald restore "$backup_dir"
+owner="$(stat -c %U /var/lib/herald/herald.db)"
+[ "$owner" = herald ] || { echo "FAIL: restored files belong to $owner, not herald" >&2; exit 1; }
+if [ -d /run/systemd/system ]; then
+    systemctl start herald
+else
+    setpriv --reuid herald --regid herald --init-groups \
+        --inh-caps +net_bind_service --ambient-caps +net_bind_service --bounding-set +net_bind_service \
+        --no-new-privs \
+        /usr/bin/herald serve --config /etc/herald/herald.toml >>/tmp/herald-package.log 2>&1 &
+    server_pid=$!
+fi
+for _ in $(seq 1 100); do healthy && break; sleep 0.1; done
+healthy || { echo "FAIL: the restored service did not answer"; cat /tmp/herald-package.log 2>/dev/null; exit 1; }
+herald member ls announce@herald.localhost | grep -q reader@example.invalid \
+    || { echo "FAIL: the restored server lost the member" >&2; exit 1; }
+rm -rf "$scratch"
 
 echo "== purge"
 if [ -n "$server_pid" ]; then kill "$server_pid"; wait "$server_pid" || true; server_pid=""; fi

@@ -79,13 +79,13 @@ impl Api {
         &self.base
     }
 
-    /// Sends a request: the status and the body, or a plain error when nothing answers.
-    async fn raw(&self, req: reqwest::RequestBuilder) -> Result<(reqwest::StatusCode, Vec<u8>)> {
+    /// Sends a request with the token: the response, or a plain error when nothing answers.
+    async fn respond(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response> {
         let req = match &self.token {
             Some(t) => req.bearer_auth(t),
             None => req,
         };
-        let resp = req.send().await.map_err(|e| {
+        req.send().await.map_err(|e| {
             if e.is_connect() {
                 anyhow!(
                     "no Herald server is answering at {} (is `herald serve` running? use --server to point elsewhere)",
@@ -94,10 +94,29 @@ impl Api {
             } else {
                 anyhow!("request to {} failed: {e}", self.base)
             }
-        })?;
+        })
+    }
+
+    /// Sends a request: the status and the body, or a plain error when nothing answers.
+    async fn raw(&self, req: reqwest::RequestBuilder) -> Result<(reqwest::StatusCode, Vec<u8>)> {
+        let resp = self.respond(req).await?;
         let status = resp.status();
         let body = resp.bytes().await.context("reading the server's answer")?;
         Ok((status, body.to_vec()))
+    }
+
+    /// A GET whose answer is read as a stream (a backup), allowed `limit` in all rather than
+    /// the usual request timeout: the response once its status says success.
+    pub async fn get_streaming(&self, path: &str, limit: Duration) -> Result<reqwest::Response> {
+        let resp = self
+            .respond(self.http.get(self.url(path)).timeout(limit))
+            .await?;
+        let status = resp.status();
+        if !status.is_success() {
+            let body = resp.bytes().await.context("reading the server's answer")?;
+            bail!("{} (HTTP {status})", error_text(&body));
+        }
+        Ok(resp)
     }
 
     /// Sends a request; on success, the body (possibly empty), else the server's error line.

@@ -1,11 +1,13 @@
 //! The `herald` binary: command-line parsing and wiring only. `serve` runs the server
 //! (`herald_server::run`), `demo` runs it against a simulated Internet, and the admin commands
 //! talk to a running server over its HTTP API (`client.rs`); `archive` opens the data
-//! directory's archive itself (`archive_cmd.rs`).
+//! directory's archive itself (`archive_cmd.rs`); `backup` streams one from the server's API and
+//! `restore` writes one into the data directory (`backup_cmd.rs`).
 
 #[macro_use]
 mod output;
 mod archive_cmd;
+mod backup_cmd;
 mod client;
 mod demo;
 mod dkim_cmd;
@@ -86,6 +88,17 @@ enum Command {
     /// export, privacy.
     #[command(subcommand)]
     Archive(archive_cmd::ArchiveCommand),
+    /// Copy a running server (lists, members, pending deliveries, archive, secret, keys) into
+    /// a new directory, without stopping delivery.
+    Backup(DirArg),
+    /// Bring a backup into this machine's (fresh) data directory, before `herald serve`.
+    Restore(DirArg),
+}
+
+#[derive(Args)]
+struct DirArg {
+    /// The backup's directory.
+    dir: PathBuf,
 }
 
 #[derive(Args)]
@@ -171,6 +184,8 @@ async fn dispatch(
         Command::Stragglers(a) => stragglers::run(&api()?, a).await,
         Command::Sim(cmd) => sim_cmd::run(cmd, world_file).await,
         Command::Archive(cmd) => archive_cmd::run(cmd, &config),
+        Command::Backup(a) => backup_cmd::backup(&api()?, &a.dir).await,
+        Command::Restore(a) => backup_cmd::restore_into(&config, &a.dir),
     }
 }
 

@@ -36,6 +36,7 @@ const FLOW: &[&str] = &[
     "herald-bounce",
     "herald-lists",
     "herald-archive",
+    "herald-backup",
     "herald-api",
     "herald-server",
     "herald-bench",

@@ -264,6 +264,28 @@ pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
     }))
 }
 
+/// `GET /api/backup`: a consistent copy of this running server as a tar stream (see
+/// `herald-backup`). The cut is taken before the first byte is sent, so a failure to take it is
+/// an error status; a failure later ends the stream without its manifest, which the client
+/// refuses as incomplete.
+pub async fn backup(State(s): St) -> Result<axum::response::Response, ApiError> {
+    let staged = herald_backup::take::stage(&s.backup)
+        .await
+        .map_err(|e| ApiError::Unavailable(format!("cannot take a backup: {e}")))?;
+    let chunks = herald_backup::take::stream(staged);
+    let body = futures_util::stream::unfold(chunks, |mut rx| async move {
+        rx.recv().await.map(|chunk| (chunk, rx))
+    });
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/x-tar"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response())
+}
+
 pub async fn metrics(State(s): St) -> impl IntoResponse {
     let mut scrape = herald_telemetry::exposition::Registry::default();
     crate::spool_metrics::register(&s.spool.stats(), &mut scrape);

@@ -13,6 +13,10 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// The server cannot do it now, and the operator needs to know why (a backup whose
+    /// staging cannot be written, an unwritable spool).
+    #[error("{0}")]
+    Unavailable(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -23,6 +27,7 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

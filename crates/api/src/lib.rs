@@ -75,6 +75,8 @@ pub struct ApiState {
     pub local_clients: auth::LocalClients,
     /// The web archive's pages (`/archive/…`, public lists only); `None` with the archive off.
     pub archive: Option<Arc<herald_archive::web::WebArchive>>,
+    /// What `GET /api/backup` copies (issue 19).
+    pub backup: herald_backup::take::Source,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.
@@ -126,6 +128,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
             "/unsubscribe/{list}/{member}/{token}",
             get(unsubscribe::confirm_page).post(unsubscribe::unsubscribe),
         )
+        .route("/api/backup", get(admin::backup))
         .route("/api/held", get(lists_ops::held))
         .route("/api/held/{post}/approve", post(lists_ops::approve))
         .route("/api/held/{post}/reject", post(lists_ops::reject))

@@ -269,6 +269,33 @@ impl Config {
     pub fn spool_config(&self) -> herald_spool::SpoolConfig {
         self.spool.spool_config(self.data_dir.join("spool"))
     }
+
+    /// The key and certificate files this config names, by role: what a backup carries and
+    /// where a restore on this machine puts them (`herald backup`/`restore`, issue 19).
+    pub fn key_files(&self) -> Vec<herald_backup::KeyFile> {
+        let mut keys = Vec::new();
+        let mut add = |role: String, path: &Option<PathBuf>| {
+            if let Some(path) = path {
+                keys.push(herald_backup::KeyFile {
+                    role,
+                    path: path.clone(),
+                });
+            }
+        };
+        for (domain, d) in &self.dkim {
+            for key in std::iter::once(&d.key).chain(&d.second) {
+                add(
+                    format!("dkim:{domain}:{}", key.selector),
+                    &Some(key.key_file.clone()),
+                );
+            }
+        }
+        add("tls:cert".into(), &self.tls.cert_file);
+        add("tls:key".into(), &self.tls.key_file);
+        add("http:cert".into(), &self.http.tls_cert_file);
+        add("http:key".into(), &self.http.tls_key_file);
+        keys
+    }
 }
 
 #[cfg(test)]

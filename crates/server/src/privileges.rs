@@ -79,6 +79,33 @@ pub fn drop_root(section: &ServerSection, data_dir: &Path) -> Result<Outcome, Pr
             Err(PrivilegeError::RootRefused)
         };
     }
+    let Some((user, gid)) = service_owner(section)? else {
+        return Err(PrivilegeError::RootRefused);
+    };
+    if !data_dir.exists() {
+        std::fs::create_dir_all(data_dir).map_err(|e| PrivilegeError::DataDir {
+            path: data_dir.display().to_string(),
+            user: section.user.clone(),
+            source: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+        })?;
+        unistd::chown(data_dir, Some(user.uid), Some(gid)).map_err(|source| {
+            PrivilegeError::DataDir {
+                path: data_dir.display().to_string(),
+                user: section.user.clone(),
+                source,
+            }
+        })?;
+    }
+    switch(&user, gid)?;
+    Ok(Outcome::Became(user.name))
+}
+
+/// The user and group `[server]` names (`None` when no user is set): who the service runs
+/// as, and so who must own what `herald restore` writes when run as root.
+pub fn service_owner(section: &ServerSection) -> Result<Option<(User, Gid)>, PrivilegeError> {
+    if section.user.is_empty() {
+        return Ok(None);
+    }
     let user = User::from_name(&section.user)
         .ok()
         .flatten()
@@ -97,22 +124,7 @@ pub fn drop_root(section: &ServerSection, data_dir: &Path) -> Result<Outcome, Pr
             .ok_or_else(|| PrivilegeError::NoGroup(section.group.clone()))?
             .gid
     };
-    if !data_dir.exists() {
-        std::fs::create_dir_all(data_dir).map_err(|e| PrivilegeError::DataDir {
-            path: data_dir.display().to_string(),
-            user: section.user.clone(),
-            source: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)),
-        })?;
-        unistd::chown(data_dir, Some(user.uid), Some(gid)).map_err(|source| {
-            PrivilegeError::DataDir {
-                path: data_dir.display().to_string(),
-                user: section.user.clone(),
-                source,
-            }
-        })?;
-    }
-    switch(&user, gid)?;
-    Ok(Outcome::Became(user.name))
+    Ok(Some((user, gid)))
 }
 
 /// Supplementary groups first (only while root may set them), then the group, then the user.

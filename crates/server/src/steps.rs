@@ -366,6 +366,13 @@ pub(crate) fn serve(
         admin_token: config.http.admin_token(),
         local_clients,
         archive: stages.web_archive.clone(),
+        backup: herald_backup::take::Source {
+            data_dir: config.data_dir.clone(),
+            spool: stages.spool.clone(),
+            spool_dir: config.spool_config().dir,
+            keys: config.key_files(),
+            hostname: config.hostname.clone(),
+        },
     });
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");

@@ -32,7 +32,7 @@
 
 use crate::error::SpoolError;
 use crate::live::Applied;
-use crate::model::{FinalState, PostMeta};
+use crate::model::{FinalState, PostMeta, SnapshotSegment};
 use crate::record::{self, FRAME_HEADER_LEN};
 use crate::scan::FrameLoc;
 use crate::segment::{self, SEGMENT_HEADER_LEN};
@@ -155,6 +155,36 @@ impl Journal {
 
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Hard-links every segment into `into` (created if missing; same file system as the
+    /// journal) and says how many of each one's bytes are durable: sealed segments whole, the
+    /// active one up to its last fdatasync. Called right after a commit, so the cut holds every
+    /// accepted post and every committed outcome, and a later compaction that deletes a segment
+    /// does not take it from the cut (the link keeps the file).
+    pub(crate) fn link_segments(&self, into: &Path) -> Result<Vec<SnapshotSegment>, SpoolError> {
+        std::fs::create_dir_all(into).map_err(SpoolError::io("create", into))?;
+        let mut cut = Vec::with_capacity(self.segments.len());
+        for (&seq, path) in &self.segments {
+            let Some(name) = path.file_name() else {
+                continue;
+            };
+            let link = into.join(name);
+            std::fs::hard_link(path, &link).map_err(SpoolError::io("link segment", path))?;
+            let bytes = if seq == self.active.seq {
+                self.durable_len
+            } else {
+                std::fs::metadata(&link)
+                    .map_err(SpoolError::io("stat segment", &link))?
+                    .len()
+            };
+            cut.push(SnapshotSegment {
+                name: name.to_string_lossy().into_owned(),
+                path: link,
+                bytes,
+            });
+        }
+        Ok(cut)
     }
 
     fn pos(&self) -> u64 {

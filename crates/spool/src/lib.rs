@@ -43,6 +43,7 @@ mod writer;
 pub use config::{SpoolConfig, SpoolSection};
 pub use error::SpoolError;
 pub use model::{
-    DoneSet, FinalState, PostKind, PostMeta, PostProgress, RecoveredPost, SpoolStats, SpooledPost,
+    DoneSet, FinalState, PostKind, PostMeta, PostProgress, RecoveredPost, SnapshotSegment,
+    SpoolStats, SpooledPost,
 };
 pub use spool::{Durable, Spool, QUEUE_CAPACITY};

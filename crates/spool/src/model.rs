@@ -156,6 +156,17 @@ pub struct PostProgress {
     pub failed: u64,
 }
 
+/// One journal segment in a backup's cut ([`crate::Spool::snapshot`]): a hard link to the
+/// segment file and how many of its bytes belong to the cut (the file may grow after it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotSegment {
+    /// The segment's file name in `journal/`.
+    pub name: String,
+    /// The hard link made for the cut; the caller copies `bytes` of it, then removes it.
+    pub path: std::path::PathBuf,
+    pub bytes: u64,
+}
+
 /// Counters and gauges for telemetry. Counters are totals since `open`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct SpoolStats {

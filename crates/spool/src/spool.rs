@@ -19,13 +19,16 @@
 use crate::config::SpoolConfig;
 use crate::error::SpoolError;
 use crate::journal::{Journal, Resume};
-use crate::model::{FinalState, PostKind, PostMeta, PostProgress, RecoveredPost, SpoolStats};
+use crate::model::{
+    FinalState, PostKind, PostMeta, PostProgress, RecoveredPost, SnapshotSegment, SpoolStats,
+};
 use crate::record::{self, MAX_BODY_BYTES};
 use crate::recovery;
 use crate::shared::Shared;
 use crate::writer::{self, Policy, PostRequest, Request};
 use bytes::Bytes;
 use herald_types::{MemberId, PostId};
+use std::path::Path;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -246,6 +249,22 @@ impl Spool {
     pub async fn body(&self, post: PostId) -> Result<Option<Bytes>, SpoolError> {
         let (reply, rx) = oneshot::channel();
         self.send(Request::Body { post, reply }).await?;
+        rx.await.map_err(|_| self.closed())?
+    }
+
+    /// A consistent cut of the journal for a backup, taken without stopping the spool: the
+    /// writer commits what is queued, hard-links every segment into `into` (a directory on the
+    /// journal's file system, e.g. under the spool directory) and returns each with its length
+    /// at that commit. Copying those bytes gives a journal that recovers to exactly the state
+    /// of that moment: every post accepted before it, every outcome committed before it. The
+    /// caller removes the links when done.
+    pub async fn snapshot(&self, into: &Path) -> Result<Vec<SnapshotSegment>, SpoolError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(Request::Snapshot {
+            into: into.to_path_buf(),
+            reply,
+        })
+        .await?;
         rx.await.map_err(|_| self.closed())?
     }
 

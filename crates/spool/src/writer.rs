@@ -32,10 +32,11 @@
 use crate::error::SpoolError;
 use crate::journal::Journal;
 use crate::live::Applied;
-use crate::model::{FinalState, PostMeta};
+use crate::model::{FinalState, PostMeta, SnapshotSegment};
 use crate::shared::Shared;
 use bytes::Bytes;
 use herald_types::{MemberId, PostId};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
@@ -93,6 +94,12 @@ pub(crate) enum Request {
     Body {
         post: PostId,
         reply: oneshot::Sender<Result<Option<Bytes>, SpoolError>>,
+    },
+    /// Commit what is queued, then hard-link every segment into `into` with its durable length
+    /// (a backup's consistent cut, see [`crate::Spool::snapshot`]).
+    Snapshot {
+        into: PathBuf,
+        reply: oneshot::Sender<Result<Vec<SnapshotSegment>, SpoolError>>,
     },
 }
 
@@ -326,6 +333,16 @@ impl Writer {
                 self.waiters.push(reply);
                 self.urgent = true;
             }
+            Request::Snapshot { into, reply } => {
+                // The cut is taken right after a commit, on this thread, so nothing is
+                // half-written in it; linking is cheap, the copying happens elsewhere.
+                self.commit();
+                let cut = match self.outage {
+                    Some(_) => Err(self.shared.failure().unwrap_or(SpoolError::Closed)),
+                    None => self.journal.link_segments(&into),
+                };
+                let _ = reply.send(cut);
+            }
             Request::Body { post, reply } => {
                 let _ = reply.send(self.journal.read_body(post));
                 if self.journal.is_broken() {
@@ -376,6 +393,9 @@ impl Writer {
                 }
             }
             Request::Flush { reply } => self.waiters.push(reply),
+            Request::Snapshot { reply, .. } => {
+                let _ = reply.send(Err(self.shared.failure().unwrap_or(SpoolError::Closed)));
+            }
             Request::Body { post, reply } => {
                 let _ = reply.send(self.journal.read_body(post));
             }
