@@ -32,6 +32,36 @@ pub struct Source {
     pub hostname: String,
 }
 
+/// Removes staging left by a backup that was cut short by a crash (its hard links would keep
+/// old journal segments on disk forever). Called at start-up, before anything is staged.
+pub fn remove_stale_staging(dirs: &[&Path]) {
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(STAGING_PREFIX)
+            {
+                let path = entry.path();
+                match std::fs::remove_dir_all(&path) {
+                    Ok(()) => {
+                        tracing::info!(path = %path.display(), "removed an interrupted backup's staging")
+                    }
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "could not remove an interrupted backup's staging")
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Names of staging directories start with this.
+const STAGING_PREFIX: &str = ".backup-";
+
 /// A cut, staged and ready to be written out.
 pub struct Staged {
     data_stage: PathBuf,
@@ -70,7 +100,7 @@ fn private_dir(path: &Path) -> Result<(), BackupError> {
 /// hard links, SQLite copies read a snapshot while writers continue (WAL).
 pub async fn stage(source: &Source) -> Result<Staged, BackupError> {
     let nonce = format!(
-        ".backup-{}-{}",
+        "{STAGING_PREFIX}{}-{}",
         std::process::id(),
         jiff::Timestamp::now().as_millisecond()
     );

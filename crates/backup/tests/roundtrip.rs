@@ -135,6 +135,13 @@ async fn a_backup_round_trips_into_a_fresh_machine() {
     assert_eq!(recovered.len(), 1);
     assert!(recovered[0].done.contains(MemberId(7)));
 
+    // Staging left by a crash mid-backup is removed at the next start.
+    let stale = live.source.spool_dir.join(".backup-1-2");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("seg"), b"x").unwrap();
+    herald_backup::take::remove_stale_staging(&[&live.source.data_dir, &live.source.spool_dir]);
+    assert!(!stale.exists());
+
     // A second restore into the same place is refused and changes nothing.
     let again = restore(&backup, &targets).unwrap_err();
     assert!(matches!(again, BackupError::Refused(_)), "{again}");

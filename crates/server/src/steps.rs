@@ -72,6 +72,7 @@ pub(crate) fn open_stores(config: &Config) -> Result<Stores, ServerError> {
     };
     std::fs::create_dir_all(&config.data_dir).map_err(data_err)?;
     let secret = crate::secret::load_or_create(config).map_err(data_err)?;
+    herald_backup::take::remove_stale_staging(&[&config.data_dir, &config.spool_config().dir]);
     let directory = Directory::open(&config.data_dir.join("herald.db"))?;
     let (spool, recovered) = Spool::open(config.spool_config())?;
     let telemetry = Telemetry::new(&herald_telemetry::telemetry_config(
