@@ -91,6 +91,7 @@ pub fn restore_into(config: &Config, dir: &Path) -> Result<()> {
         spool_dir: config.spool_config().dir,
         keys: config.key_files(),
         owner,
+        directory_schema_supported: herald_directory::SCHEMA_VERSION,
     };
     let done = restore(dir, &targets).with_context(|| format!("restore from {}", dir.display()))?;
     outln!(

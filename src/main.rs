@@ -131,10 +131,27 @@ fn main() -> std::process::ExitCode {
     match run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("herald: {e:#}");
+            eprintln!("herald: {}", cause_chain(&e));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes joined by `: `, each said once: many errors already include their
+/// source's text in their own message (`directory: {0}`), and the reader needs it only once.
+fn cause_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn run() -> Result<()> {

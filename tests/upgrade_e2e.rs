@@ -147,3 +147,95 @@ fn herald_with_config(config: &Path, args: &[&str]) -> (bool, String) {
     );
     (out.status.success(), text)
 }
+
+/// `herald serve` on `data` must stop at once with a message naming a newer Herald, and leave
+/// the store it refused as it was.
+async fn refuses_to_start(data: &Path, world: &World, store: &Path, what: &str) {
+    let dir = data.parent().expect("parent");
+    let server = BinaryServer::configure(dir, data, world, "");
+    let before = std::fs::read(store).expect("read store");
+    let mut child = std::process::Command::new(herald_bin())
+        .args(["serve", "--config"])
+        .arg(&server.config)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{what}: herald serve kept running on a store from a newer Herald");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert!(!status.success(), "{what}: started anyway");
+    assert!(
+        stderr.contains("newer") && stderr.contains("upgrade Herald"),
+        "{what}: the refusal must say why: {stderr}"
+    );
+    assert_eq!(
+        std::fs::read(store).expect("read store"),
+        before,
+        "{what}: the refused store was changed"
+    );
+    eprintln!("{what}: {}", stderr.trim());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stores_from_a_newer_herald_are_refused_with_a_clear_message() {
+    let world = World::start(world_config(&[Profile::Normal], false))
+        .await
+        .expect("world");
+    let set_version = |db: &Path, v: i64| {
+        rusqlite::Connection::open(db)
+            .expect("open")
+            .pragma_update(None, "user_version", v)
+            .expect("set user_version");
+    };
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    copy_tree(&fixture(), &data);
+    let db = data.join("herald.db");
+    set_version(&db, herald_directory::SCHEMA_VERSION + 1);
+    refuses_to_start(&data, &world, &db, "directory").await;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    copy_tree(&fixture(), &data);
+    let db = data.join("archive.db");
+    set_version(&db, herald_archive::store::SCHEMA_VERSION + 1);
+    refuses_to_start(&data, &world, &db, "archive").await;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    copy_tree(&fixture(), &data);
+    let db = data.join("stats.db");
+    set_version(&db, 2);
+    refuses_to_start(&data, &world, &db, "statistics").await;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    copy_tree(&fixture(), &data);
+    let segment = data.join("spool/journal/0000000000000001.log");
+    let mut bytes = std::fs::read(&segment).expect("read segment");
+    assert_eq!(&bytes[..8], b"HRLDJNL1");
+    bytes[7] = b'2';
+    std::fs::write(&segment, bytes).expect("write segment");
+    refuses_to_start(&data, &world, &segment, "journal").await;
+    assert!(
+        !data
+            .join("spool/journal/0000000000000001.log.corrupt")
+            .exists()
+            && segment.exists(),
+        "a newer journal must not be quarantined as damage"
+    );
+    world.shutdown().await;
+}

@@ -52,4 +52,13 @@ pub enum ArchiveError {
     BadPrivacy(String),
     #[error("stored message {0} is corrupt (cannot inflate)")]
     Corrupt(i64),
+    #[error(
+        "archive database {path} has schema version {found}, written by a newer Herald; this one \
+         reads up to {supported}: upgrade Herald or restore a backup taken by this version"
+    )]
+    SchemaTooNew {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
 }

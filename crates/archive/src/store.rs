@@ -127,6 +127,11 @@ pub struct ListTotals {
     pub stored_bytes: i64,
 }
 
+/// The archive's schema version (SQLite `user_version`). 1 is the schema below; Herald 0.1.0
+/// wrote the same tables without setting a version (0), so 0 is read as 1. A later change adds
+/// its step in [`Archive::open`] and bumps this.
+pub const SCHEMA_VERSION: i64 = 1;
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY,
@@ -184,7 +189,21 @@ impl Archive {
             .map_err(db)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(db)?;
+        let found: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(db)?;
+        if found > SCHEMA_VERSION {
+            return Err(ArchiveError::SchemaTooNew {
+                path: path.to_path_buf(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
         conn.execute_batch(SCHEMA).map_err(db)?;
+        if found < SCHEMA_VERSION {
+            conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+                .map_err(db)?;
+        }
         Ok(Archive {
             conn,
             limits: Limits::default(),

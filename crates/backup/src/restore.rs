@@ -29,6 +29,9 @@ pub struct Targets {
     /// Files and directories written are given to this uid/gid (`[server] user` when restore
     /// runs as root, so the service can open them).
     pub owner: Option<(u32, u32)>,
+    /// The newest directory schema this Herald reads: a backup from a newer one is refused
+    /// before anything is copied.
+    pub directory_schema_supported: i64,
 }
 
 /// What restore did.
@@ -102,6 +105,15 @@ fn hash_file(path: &Path) -> Result<(u64, String), BackupError> {
 /// Restores the verified backup in `dir` into `targets`.
 pub fn restore(dir: &Path, targets: &Targets) -> Result<Restored, BackupError> {
     let manifest = verify(dir)?;
+    if let Some(found) = manifest.directory_schema {
+        if found > targets.directory_schema_supported {
+            return Err(BackupError::Refused(format!(
+                "the backup was taken by Herald {} (directory schema {found}); this Herald reads \
+                 up to schema {}: restore it with that version or newer",
+                manifest.herald_version, targets.directory_schema_supported
+            )));
+        }
+    }
     refuse_to_mix(targets)?;
     let journal = targets.spool_dir.join("journal");
     let mut made = Vec::new();

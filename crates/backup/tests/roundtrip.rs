@@ -114,7 +114,20 @@ async fn a_backup_round_trips_into_a_fresh_machine() {
             path: key_target.clone(),
         }],
         owner: None,
+        directory_schema_supported: 3,
     };
+    // A backup from a newer Herald (schema 3 here, this one pretending to read up to 2) is
+    // refused before anything is copied.
+    let older = Targets {
+        directory_schema_supported: 2,
+        ..targets.clone()
+    };
+    let err = restore(&backup, &older).unwrap_err();
+    assert!(
+        err.to_string().contains("newer") || err.to_string().contains("reads up to"),
+        "{err}"
+    );
+    assert!(!targets.data_dir.exists());
     let done = restore(&backup, &targets).unwrap();
     assert_eq!(
         done.data_files, 4,

@@ -34,6 +34,18 @@ pub enum SpoolError {
         reason: String,
     },
 
+    /// A segment written by a newer Herald (its format version is above this one's): the spool
+    /// refuses to open rather than quarantine data it cannot read.
+    #[error(
+        "spool segment {path} has journal format {found}, written by a newer Herald; this one \
+         reads format {supported}: upgrade Herald or restore a backup taken by this version"
+    )]
+    FormatTooNew {
+        path: PathBuf,
+        found: char,
+        supported: char,
+    },
+
     /// `complete` for a post that is not live (never accepted here, or already completed).
     #[error("post {0} is not live in the spool")]
     UnknownPost(PostId),

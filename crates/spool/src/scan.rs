@@ -20,7 +20,7 @@
 
 use crate::error::SpoolError;
 use crate::record::{self, FrameHeader, Record, FRAME_HEADER_LEN, FRAME_MAGIC};
-use crate::segment::{decode_header, SEGMENT_HEADER_LEN};
+use crate::segment::{decode_header, other_format, SEGMENT_HEADER_LEN, SEGMENT_MAGIC};
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -92,6 +92,13 @@ pub(crate) fn scan(
     reader
         .read_exact(&mut h)
         .map_err(SpoolError::io("read segment", path))?;
+    if let Some(found) = other_format(&h) {
+        return Err(SpoolError::FormatTooNew {
+            path: path.to_path_buf(),
+            found,
+            supported: SEGMENT_MAGIC[7] as char,
+        });
+    }
     let id_floor = match decode_header(&h, seq) {
         Ok(floor) => floor,
         Err(reason) => {

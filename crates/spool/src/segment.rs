@@ -81,6 +81,14 @@ pub(crate) fn encode_header(seq: u64, id_floor: u64) -> [u8; SEGMENT_HEADER_LEN 
     h
 }
 
+/// The format version a header's magic names when it is a Herald journal of another version
+/// than this one (`HRLDJNL` + a version digit), so recovery can refuse a newer journal instead
+/// of quarantining it as damage.
+pub(crate) fn other_format(h: &[u8; SEGMENT_HEADER_LEN as usize]) -> Option<char> {
+    (h[..7] == SEGMENT_MAGIC[..7] && h[7] != SEGMENT_MAGIC[7] && h[7].is_ascii_alphanumeric())
+        .then_some(h[7] as char)
+}
+
 /// Checks a header against the seq from the file name; returns its id floor.
 pub(crate) fn decode_header(
     h: &[u8; SEGMENT_HEADER_LEN as usize],

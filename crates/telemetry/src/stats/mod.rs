@@ -58,6 +58,11 @@ pub enum StatsError {
     Stopped,
     #[error("cannot start the statistics writer: {0}")]
     Thread(std::io::Error),
+    #[error(
+        "statistics database has schema version {found}, written by a newer Herald; this one \
+         reads up to {supported}: upgrade Herald, or move stats.db away (statistics only)"
+    )]
+    SchemaTooNew { found: i64, supported: i64 },
 }
 
 enum Msg {

@@ -6,6 +6,10 @@ use super::StatsError;
 use rusqlite::{params, Connection, OpenFlags};
 use std::path::Path;
 
+/// The statistics schema version (SQLite `user_version`). 1 is the schema below; Herald 0.1.0
+/// wrote the same tables without a version (0), read as 1.
+pub(crate) const SCHEMA_VERSION: i64 = 1;
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS minute_totals (
     minute INTEGER NOT NULL, outcome INTEGER NOT NULL,
@@ -39,7 +43,17 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, StatsError> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // Statistics want speed, not durability: see the module docs.
     conn.pragma_update(None, "synchronous", "OFF")?;
+    let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if found > SCHEMA_VERSION {
+        return Err(StatsError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
     conn.execute_batch(SCHEMA)?;
+    if found < SCHEMA_VERSION {
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    }
     Ok(conn)
 }
 
