@@ -207,7 +207,7 @@ async fn dispatch(
 }
 
 async fn serve(config: Config) -> Result<()> {
-    init_logging();
+    init_logging(config.log.format);
     let listeners = Listeners::bind(&config).await?;
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();
@@ -220,10 +220,18 @@ async fn serve(config: Config) -> Result<()> {
     Ok(())
 }
 
-fn init_logging() {
+fn init_logging(format: herald_telemetry::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).try_init();
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        herald_telemetry::LogFormat::Text => builder.try_init(),
+        // One JSON object per line, the event's fields at the top level (what Vector, Fluent
+        // Bit and Loki's promtail parse without configuration).
+        herald_telemetry::LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
 }
 
 /// SIGTERM or SIGINT (Ctrl-C).

@@ -89,3 +89,61 @@ async fn sighup_reopens_the_delivery_log_after_logrotate_renamed_it() {
     assert_eq!(new.matches("status=sent").count(), 1, "new:\n{new}");
     world.shutdown().await;
 }
+
+/// `[log] format = "json"`: every line the server writes to stderr is one JSON object with a
+/// timestamp, a level and the event's fields, as log shippers read them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_are_one_object_per_line() {
+    use std::io::BufRead;
+    let world = World::start(world_config(&[Profile::Normal], false))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = BinaryServer::configure(
+        dir.path(),
+        &dir.path().join("data"),
+        &world,
+        "[log]\nformat = \"json\"\n",
+    );
+    let mut child = std::process::Command::new(support::binary::herald_bin())
+        .args(["serve", "--config"])
+        .arg(&server.config)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    wait_healthy(&server.api).await;
+    // A post makes the stages log; then a graceful stop logs the drain and closes stderr.
+    let (mut smtp, _) = Smtp::connect(server.smtp).await;
+    smtp.cmd("EHLO client.test").await;
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let lines = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stderr)
+            .lines()
+            .map(|l| l.expect("utf-8 line"))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .expect("join");
+    let _ = child.wait();
+    assert!(lines.len() >= 2, "too few log lines: {lines:?}");
+    for line in &lines {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        assert!(v["timestamp"].is_string(), "{line}");
+        assert!(v["level"].is_string(), "{line}");
+        assert!(
+            v["message"].is_string() || v.as_object().is_some_and(|o| o.len() > 3),
+            "{line}"
+        );
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("shutting down")),
+        "the graceful stop is logged: {lines:?}"
+    );
+    world.shutdown().await;
+}

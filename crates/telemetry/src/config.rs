@@ -41,11 +41,26 @@ impl StatsSection {
 pub struct LogConfig {
     /// Write `<data_dir>/log/delivery.log` (one line per delivery attempt).
     pub delivery_log: bool,
+    /// The server's own log on stderr (journald under systemd): `text` for people, `json` (one
+    /// object per line: timestamp, level, target, fields) for log shippers.
+    pub format: LogFormat,
+}
+
+/// `[log] format`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 impl Default for LogConfig {
     fn default() -> Self {
-        LogConfig { delivery_log: true }
+        LogConfig {
+            delivery_log: true,
+            format: LogFormat::Text,
+        }
     }
 }
 

@@ -28,7 +28,7 @@ pub mod stats;
 pub mod stragglers;
 pub mod time;
 
-pub use config::{telemetry_config, LogConfig, StatsSection};
+pub use config::{telemetry_config, LogConfig, LogFormat, StatsSection};
 pub use contention::{Contention, LockId, StageId};
 pub use event::{Attempt, Event, PostmasterForward, PostmasterMail};
 pub use metrics::{Gauges, InboundRefusal, Metrics};
