@@ -97,6 +97,7 @@ mod tests {
             dir,
             &LogConfig {
                 delivery_log: false,
+                format: LogFormat::Json,
             },
             &StatsSection {
                 enabled: false,
