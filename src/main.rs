@@ -11,6 +11,7 @@ mod backup_cmd;
 mod client;
 mod demo;
 mod dkim_cmd;
+mod doctor_cmd;
 mod lists_cmd;
 mod report;
 mod sim_cmd;
@@ -93,6 +94,9 @@ enum Command {
     Backup(DirArg),
     /// Bring a backup into this machine's (fresh) data directory, before `herald serve`.
     Restore(DirArg),
+    /// Check list domains' DNS (MX, SPF, DKIM, DMARC, MTA-STS, TLS-RPT), reverse DNS, the HELO
+    /// name, the TLS certificate and port 25; print the records to publish.
+    Doctor(doctor_cmd::DoctorArgs),
 }
 
 #[derive(Args)]
@@ -203,6 +207,7 @@ async fn dispatch(
         Command::Archive(cmd) => archive_cmd::run(cmd, &config),
         Command::Backup(a) => backup_cmd::backup(&api()?, &a.dir).await,
         Command::Restore(a) => backup_cmd::restore_into(&config, &a.dir),
+        Command::Doctor(a) => doctor_cmd::run(&config, api(), a).await,
     }
 }
 

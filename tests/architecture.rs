@@ -37,6 +37,7 @@ const FLOW: &[&str] = &[
     "herald-lists",
     "herald-archive",
     "herald-backup",
+    "herald-doctor",
     "herald-api",
     "herald-server",
     "herald-bench",

@@ -165,6 +165,31 @@ impl Authenticator {
         }
     }
 
+    /// The SPF result (RFC 7208) a receiver computes for mail from `sender` sent by `ip` with
+    /// HELO `helo`, in its RFC 8601 word (`pass`, `fail`, `softfail`, `neutral`, `none`,
+    /// `temperror`, `permerror`): `herald doctor` asks it for each egress address.
+    pub async fn spf_result(&self, ip: IpAddr, helo: &str, sender: &str) -> String {
+        let out = self
+            .inner
+            .verify_spf(SpfParameters::verify_mail_from(
+                ip,
+                helo,
+                &self.authserv_id,
+                sender,
+            ))
+            .await;
+        match out.result() {
+            mail_auth::SpfResult::Pass => "pass",
+            mail_auth::SpfResult::Fail => "fail",
+            mail_auth::SpfResult::SoftFail => "softfail",
+            mail_auth::SpfResult::Neutral => "neutral",
+            mail_auth::SpfResult::TempError => "temperror",
+            mail_auth::SpfResult::PermError => "permerror",
+            mail_auth::SpfResult::None => "none",
+        }
+        .to_string()
+    }
+
     /// Checks a post on arrival. `peer`/`helo`/`mail_from` are absent for posts injected over
     /// HTTP (SPF is then `none`). Never fails: DNS trouble becomes `temperror` results.
     pub async fn check_arrival(

@@ -50,5 +50,5 @@ pub use dane::{Dane, DaneConfig, DaneRoute, HostDane, MxSecurity, TlsaSet};
 pub use error::SetupError;
 pub use mta_sts::config::MtaStsConfig;
 pub use mta_sts::{MtaSts, StsLookup, StsRoute};
-pub use resolve::{MxHost, MxResolver, ResolveError};
+pub use resolve::{build_resolver, MxHost, MxResolver, ResolveError};
 pub use tls_policy::{TlsMode, TlsPolicy, TlsPolicyRule};

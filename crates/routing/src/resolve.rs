@@ -119,42 +119,53 @@ pub struct MxResolver {
     secure: SecureDns,
 }
 
+/// A hickory resolver as `[dns]` says: only `cfg.nameservers` (UDP, TCP on truncation) when
+/// given, the system configuration otherwise; with the nameservers it uses and its timeout.
+/// Delivery's [`MxResolver`] and `herald doctor` ask the same servers the same way. Must be
+/// called inside a tokio runtime.
+pub fn build_resolver(
+    cfg: &ResolverConfig,
+) -> Result<(TokioResolver, Vec<SocketAddr>, Duration), SetupError> {
+    cfg.validate()?;
+    let (config, mut opts) = if cfg.nameservers.is_empty() {
+        hickory_resolver::system_conf::read_system_conf().map_err(SetupError::SystemDns)?
+    } else {
+        let mut group = NameServerConfigGroup::with_capacity(cfg.nameservers.len() * 2);
+        for &ns in &cfg.nameservers {
+            group.push(NameServerConfig::new(ns, Protocol::Udp));
+            group.push(NameServerConfig::new(ns, Protocol::Tcp));
+        }
+        let mut opts = ResolverOpts::default();
+        // Explicit servers are the whole truth (the simulator relies on this).
+        opts.use_hosts_file = ResolveHosts::Never;
+        (HickoryConfig::from_parts(None, vec![], group), opts)
+    };
+    opts.timeout = Duration::from_millis(cfg.timeout_ms);
+    // hickory's `attempts` counts retries after the first try; ours counts tries.
+    opts.attempts = cfg.attempts.saturating_sub(1);
+    let mut nameservers: Vec<SocketAddr> = Vec::new();
+    for ns in config.name_servers() {
+        if !nameservers.contains(&ns.socket_addr) {
+            nameservers.push(ns.socket_addr);
+        }
+    }
+    let timeout = opts.timeout;
+    let resolver = TokioResolver::builder_with_config(config, TokioConnectionProvider::default())
+        .with_options(opts)
+        .build();
+    Ok((resolver, nameservers, timeout))
+}
+
 impl MxResolver {
     /// Builds the resolver: only `cfg.nameservers` (UDP, TCP on truncation) when given, the
     /// system configuration otherwise. Must be called inside a tokio runtime.
     pub fn new(cfg: &ResolverConfig) -> Result<MxResolver, SetupError> {
-        cfg.validate()?;
-        let (config, mut opts) = if cfg.nameservers.is_empty() {
-            hickory_resolver::system_conf::read_system_conf().map_err(SetupError::SystemDns)?
-        } else {
-            let mut group = NameServerConfigGroup::with_capacity(cfg.nameservers.len() * 2);
-            for &ns in &cfg.nameservers {
-                group.push(NameServerConfig::new(ns, Protocol::Udp));
-                group.push(NameServerConfig::new(ns, Protocol::Tcp));
-            }
-            let mut opts = ResolverOpts::default();
-            // Explicit servers are the whole truth (the simulator relies on this).
-            opts.use_hosts_file = ResolveHosts::Never;
-            (HickoryConfig::from_parts(None, vec![], group), opts)
-        };
-        opts.timeout = Duration::from_millis(cfg.timeout_ms);
-        // hickory's `attempts` counts retries after the first try; ours counts tries.
-        opts.attempts = cfg.attempts.saturating_sub(1);
-        let mut nameservers: Vec<SocketAddr> = Vec::new();
-        for ns in config.name_servers() {
-            if !nameservers.contains(&ns.socket_addr) {
-                nameservers.push(ns.socket_addr);
-            }
-        }
+        let (resolver, nameservers, timeout) = build_resolver(cfg)?;
         let secure = SecureDns {
             nameservers,
-            timeout: opts.timeout,
+            timeout,
             attempts: cfg.attempts,
         };
-        let resolver =
-            TokioResolver::builder_with_config(config, TokioConnectionProvider::default())
-                .with_options(opts)
-                .build();
         Ok(MxResolver { resolver, secure })
     }
 

@@ -48,6 +48,18 @@ impl PrivateKey {
         }
     }
 
+    /// The public key as a DKIM record's `p=` carries it (base64 of an RSA SubjectPublicKeyInfo,
+    /// or of the raw Ed25519 key, RFC 8463 §4.2).
+    pub(crate) fn public_p(&self) -> String {
+        use aws_lc_rs::signature::KeyPair;
+        use base64::Engine;
+        let der = match self {
+            PrivateKey::Rsa(key) => super::keygen::rsa_spki(key.public_key().as_ref()),
+            PrivateKey::Ed25519(key) => key.public_key().as_ref().to_vec(),
+        };
+        base64::engine::general_purpose::STANDARD.encode(der)
+    }
+
     /// Signs `data`: RSASSA-PKCS1-v1_5 with SHA-256, or Ed25519 over the SHA-256 digest of
     /// `data` (RFC 8463 §3: ed25519-sha256 signs the hash, not the data).
     pub(crate) fn sign(&self, data: &[u8]) -> Result<Vec<u8>, DkimError> {

@@ -58,7 +58,7 @@ pub(crate) fn pem(label: &str, der: &[u8]) -> String {
 }
 
 /// Wraps a PKCS#1 RSAPublicKey in a SubjectPublicKeyInfo (RFC 5280 §4.1, RFC 3279 §2.3.1).
-fn rsa_spki(pkcs1: &[u8]) -> Vec<u8> {
+pub(crate) fn rsa_spki(pkcs1: &[u8]) -> Vec<u8> {
     // SEQUENCE { OID 1.2.840.113549.1.1.1, NULL }
     const ALGORITHM: &[u8] = &[
         0x30, 0x0d, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01, 0x05, 0x00,
@@ -102,6 +102,17 @@ mod tests {
             k.private_pem.as_bytes(),
         )
         .expect("loads");
+    }
+
+    #[test]
+    fn a_loaded_key_gives_back_the_record_it_was_made_with() {
+        for algorithm in [DkimAlgorithm::Ed25519, DkimAlgorithm::Rsa] {
+            let k = generate(algorithm).expect("generates");
+            let signer =
+                DkimSigner::from_pem("example.org", "s", algorithm, k.private_pem.as_bytes())
+                    .expect("loads");
+            assert_eq!(signer.dns_record(), k.dns_txt);
+        }
     }
 
     #[test]

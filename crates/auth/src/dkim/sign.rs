@@ -130,6 +130,16 @@ impl DkimSigner {
         self.algorithm
     }
 
+    /// The TXT record to publish at `<selector>._domainkey.<domain>` for this key (what
+    /// `herald dkim keygen` printed when it made it; `herald doctor` compares DNS with it).
+    pub fn dns_record(&self) -> String {
+        format!(
+            "v=DKIM1; k={}; p={}",
+            self.algorithm().key_type(),
+            self.key.public_p()
+        )
+    }
+
     /// Returns the complete `DKIM-Signature` field (folded, CRLF-terminated) for a message
     /// whose header block is `header` (fields in wire form, without the blank line) and whose
     /// relaxed body hash is `body_hash`. `now` is the signing time (`t=`, Unix seconds).

@@ -6,7 +6,7 @@
 //! asked type gets NOERROR with an empty answer (RFC 2308 NODATA); both carry a SOA in the
 //! authority section so that resolvers can cache the negative answer for `negative_ttl` seconds.
 //!
-//! Limits: only the record types a mail system needs (MX, A, AAAA, TXT, TLSA) and SOA for
+//! Limits: only the record types a mail system needs (MX, A, AAAA, TXT, TLSA, PTR) and SOA for
 //! negative answers; no wildcards, no CNAMEs, no delegation.
 //!
 //! DNSSEC is simulated the way a stub resolver sees it behind a *validating* resolver, not
@@ -24,7 +24,7 @@
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::tlsa::{CertUsage, Matching, Selector};
-use hickory_proto::rr::rdata::{A, AAAA, MX, SOA, TLSA, TXT};
+use hickory_proto::rr::rdata::{A, AAAA, MX, PTR, SOA, TLSA, TXT};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use std::collections::{HashMap, HashSet};
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -48,6 +48,8 @@ struct NameRecords {
     aaaa: Vec<Ipv6Addr>,
     txt: Vec<String>,
     tlsa: Vec<TlsaRecord>,
+    /// PTR targets (reverse names `d.c.b.a.in-addr.arpa`).
+    ptr: Vec<String>,
     servfail: bool,
 }
 
@@ -133,6 +135,16 @@ impl Zone {
     /// Adds an AAAA record.
     pub fn add_aaaa(&mut self, name: &str, addr: Ipv6Addr) -> &mut Self {
         self.entry(name).aaaa.push(addr);
+        self
+    }
+
+    /// Adds a PTR record for `addr` (at its `in-addr.arpa` name) pointing at `host`: the
+    /// reverse DNS a receiver checks of a sending IP.
+    pub fn add_ptr(&mut self, addr: Ipv4Addr, host: &str) -> &mut Self {
+        let [a, b, c, d] = addr.octets();
+        let owner = format!("{d}.{c}.{b}.{a}.in-addr.arpa");
+        let host = key(host);
+        self.entry(&owner).ptr.push(host);
         self
     }
 
@@ -368,6 +380,13 @@ fn records_of(zone: &Zone, qname: &Name, recs: &NameRecords, qtype: RecordType) 
                 .iter()
                 .map(|t| rec(RData::TXT(TXT::new(txt_chunks(t))))),
         );
+    }
+    if any || qtype == RecordType::PTR {
+        for host in &recs.ptr {
+            if let Ok(h) = parse_name(host) {
+                out.push(rec(RData::PTR(PTR(h))));
+            }
+        }
     }
     if any || qtype == RecordType::TLSA {
         out.extend(recs.tlsa.iter().map(|t| {
