@@ -79,16 +79,26 @@ pub fn check(path: &Path, host: &str, now: jiff::Timestamp) -> Vec<Finding> {
     let not_after = leaf.validity().not_after.timestamp();
     let days = (not_after - now.as_second()).div_euclid(86_400);
     out.push(if days < 0 {
-        Finding::new(Severity::Error, "tls", &subject, format!("expired {} days ago", -days))
+        Finding::new(
+            Severity::Error,
+            "tls",
+            &subject,
+            format!("expired {} days ago", -days),
+        )
     } else if days < WARN_DAYS {
         Finding::new(
             Severity::Warn,
             "tls",
             &subject,
-            format!("expires in {days} days: renew it (SIGHUP-free renewal is not in yet: restart after)"),
+            format!("expires in {days} days: renew it, then `systemctl reload herald` (SIGHUP)"),
         )
     } else {
-        Finding::new(Severity::Ok, "tls", &subject, format!("valid for {days} more days"))
+        Finding::new(
+            Severity::Ok,
+            "tls",
+            &subject,
+            format!("valid for {days} more days"),
+        )
     });
     let chain_ok = parsed
         .windows(2)

@@ -54,7 +54,7 @@ pub use config::{InboundConfig, SmtpInConfig};
 pub use herald_smtp::{Limits, Mode};
 pub use listener::{serve, serve_shared, serve_with_tls};
 pub use shared::InboundShared;
-pub use tls::{load_server_config, InboundTls, TlsSection, TlsSetupError};
+pub use tls::{load_server_config, InboundTls, ServedCert, TlsSection, TlsSetupError};
 
 /// A message ready to be stored: its envelope, with the `Received:` header already prepended to
 /// `envelope.body`, where and when it arrived, and the handler's own answer for each recipient.

@@ -1,13 +1,15 @@
-//! Inbound TLS: the server certificate, loaded once at start-up, and the byte stream a session
-//! runs over (plaintext TCP, or TLS after STARTTLS or on an implicit-TLS listener).
+//! Inbound TLS: the server certificate (loaded at start-up, replaced on SIGHUP after a renewal
+//! without dropping a connection: [`ServedCert`]), and the byte stream a session runs over
+//! (plaintext TCP, or TLS after STARTTLS or on an implicit-TLS listener).
 //!
 //! Two ways in: STARTTLS on the SMTP listener (RFC 3207; offered in EHLO only when a certificate
 //! is configured, never in LMTP) and implicit TLS (RFC 8314 submissions: the handshake comes
 //! first, then the same SMTP session).
 //!
-//! Invariants: the certificate chain and key are read and checked against each other once, by
-//! [`load_server_config`]; a listener never starts with an unusable certificate. Every handshake
-//! is bounded by the session's command timeout.
+//! Invariants: the certificate chain and key are read and checked against each other by
+//! [`load_server_config`] (and again by [`ServedCert::reload`], which keeps the old pair when
+//! the new one is unusable); a listener never starts with an unusable certificate. Every
+//! handshake is bounded by the session's command timeout.
 //!
 //! SECURITY: TLS 1.2 and 1.3 only (rustls safe defaults, ring provider), no client
 //! certificates. The key file is read once and kept in memory; keep it readable by Herald only.
@@ -16,10 +18,12 @@
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -64,12 +68,60 @@ pub enum TlsSetupError {
     Config(#[from] rustls::Error),
 }
 
+/// A listener's TLS configuration and the certificate it presents, which [`ServedCert::reload`]
+/// replaces from the same files while the listener runs: handshakes from then on present the
+/// new certificate, connections already open keep theirs (nothing is dropped).
+#[derive(Clone, Debug)]
+pub struct ServedCert {
+    pub config: Arc<rustls::ServerConfig>,
+    current: Arc<CurrentCert>,
+    cert_file: PathBuf,
+    key_file: PathBuf,
+}
+
+impl ServedCert {
+    /// Reads the files again; on success the new pair is presented from the next handshake
+    /// on. On error the old one stays (a half-written renewal must not take TLS down).
+    pub fn reload(&self) -> Result<(), TlsSetupError> {
+        let key = certified_key(&self.cert_file, &self.key_file)?;
+        *self
+            .current
+            .key
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(key);
+        Ok(())
+    }
+
+    /// The certificate file, for the log.
+    pub fn cert_file(&self) -> &Path {
+        &self.cert_file
+    }
+}
+
+/// The certified key handed to each handshake (rustls asks per ClientHello).
+#[derive(Debug)]
+struct CurrentCert {
+    key: RwLock<Arc<CertifiedKey>>,
+}
+
+impl ResolvesServerCert for CurrentCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(
+            self.key
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        )
+    }
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
 /// Reads a PEM certificate chain (leaf first) and a PEM private key (PKCS#8, PKCS#1 or SEC1)
-/// and builds the server configuration (ring provider, TLS 1.2 and 1.3).
-pub fn load_server_config(
-    cert_file: &Path,
-    key_file: &Path,
-) -> Result<Arc<rustls::ServerConfig>, TlsSetupError> {
+/// and checks that they belong together.
+fn certified_key(cert_file: &Path, key_file: &Path) -> Result<CertifiedKey, TlsSetupError> {
     let read_err = |path: &Path, e: &dyn std::fmt::Display| TlsSetupError::Read {
         path: path.to_path_buf(),
         message: e.to_string(),
@@ -84,12 +136,28 @@ pub fn load_server_config(
         });
     }
     let key = PrivateKeyDer::from_pem_file(key_file).map_err(|e| read_err(key_file, &e))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
+    let signing = provider().key_provider.load_private_key(key)?;
+    let certified = CertifiedKey::new(certs, signing);
+    certified.keys_match()?;
+    Ok(certified)
+}
+
+/// Reads the certificate and key and builds the server configuration (ring provider, TLS 1.2
+/// and 1.3) presenting them, reloadable (see [`ServedCert`]).
+pub fn load_server_config(cert_file: &Path, key_file: &Path) -> Result<ServedCert, TlsSetupError> {
+    let current = Arc::new(CurrentCert {
+        key: RwLock::new(Arc::new(certified_key(cert_file, key_file)?)),
+    });
+    let config = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
-        .with_single_cert(certs, key)?;
-    Ok(Arc::new(config))
+        .with_cert_resolver(current.clone());
+    Ok(ServedCert {
+        config: Arc::new(config),
+        current,
+        cert_file: cert_file.to_path_buf(),
+        key_file: key_file.to_path_buf(),
+    })
 }
 
 /// The byte stream under a session.

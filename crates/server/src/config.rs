@@ -63,6 +63,9 @@ pub struct Config {
     /// Limits on mail sent on others' behalf: confirmations, held-post, request-reply,
     /// rejection and bounce-disabled notices (issue 18 item 3).
     pub notice_limits: herald_guard::NoticeLimits,
+    /// The file this config was loaded from (`Config::load`): SIGHUP reads it again.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -88,6 +91,7 @@ impl Default for Config {
             server: crate::privileges::ServerSection::default(),
             archive: herald_archive::ArchiveSection::default(),
             notice_limits: herald_guard::NoticeLimits::default(),
+            source: None,
         }
     }
 }
@@ -147,10 +151,12 @@ impl Config {
             path: path.to_path_buf(),
             source,
         })?;
-        Config::parse(&text).map_err(|message| ConfigError::Invalid {
+        let mut config = Config::parse(&text).map_err(|message| ConfigError::Invalid {
             path: path.to_path_buf(),
             message,
-        })
+        })?;
+        config.source = Some(path.to_path_buf());
+        Ok(config)
     }
 
     /// Parses TOML text; the error message names the offending key.
@@ -196,7 +202,7 @@ impl Config {
 
     /// The API listener's TLS configuration: its own certificate (`http.tls_cert_file`), the
     /// `[tls]` one (`http.tls_from_inbound`), or `None` for plain HTTP.
-    pub fn http_tls(&self) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, ConfigError> {
+    pub fn http_tls(&self) -> Result<Option<herald_inbound::ServedCert>, ConfigError> {
         let unusable = |key: &str, message: String| ConfigError::Unusable {
             key: key.into(),
             message,
@@ -227,7 +233,7 @@ impl Config {
     /// Loads the `[tls]` certificate: `None` when TLS is not configured. Half a configuration,
     /// an unusable certificate or a submissions listener without one stops the start. Here,
     /// not in the inbound crate: it spans `[tls]` and `[listen]`.
-    pub fn inbound_tls(&self) -> Result<Option<std::sync::Arc<rustls::ServerConfig>>, ConfigError> {
+    pub fn inbound_tls(&self) -> Result<Option<herald_inbound::ServedCert>, ConfigError> {
         let unusable = |key: &str, message: String| ConfigError::Unusable {
             key: key.into(),
             message,

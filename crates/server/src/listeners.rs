@@ -61,7 +61,7 @@ async fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, Serve
 }
 
 /// The inbound TLS configuration and the implicit-TLS submissions socket, when configured.
-pub(crate) type InboundTls = Option<(Arc<rustls::ServerConfig>, Option<TcpListener>)>;
+pub(crate) type InboundTls = Option<(herald_inbound::ServedCert, Option<TcpListener>)>;
 
 /// Loads the certificate and binds the submissions port (a bad certificate or an unbindable
 /// port stops the start before anything is opened).
@@ -92,8 +92,8 @@ pub(crate) fn spawn(
     let inbound = config.smtp_in.inbound_config(&config.hostname);
     let shared = InboundShared::new(&inbound);
     let mut tasks = Vec::with_capacity(3);
-    let starttls = tls.as_ref().map(|(cfg, _)| herald_inbound::InboundTls {
-        config: cfg.clone(),
+    let starttls = tls.as_ref().map(|(cert, _)| herald_inbound::InboundTls {
+        config: cert.config.clone(),
         implicit: false,
     });
     let listen = |listener, mode, tls| {
@@ -107,9 +107,9 @@ pub(crate) fn spawn(
             shutdown.clone(),
         ))
     };
-    if let Some((cfg, Some(listener))) = tls {
+    if let Some((cert, Some(listener))) = tls {
         let implicit = herald_inbound::InboundTls {
-            config: cfg,
+            config: cert.config,
             implicit: true,
         };
         tasks.push(("SMTPS", listen(listener, Mode::Smtp, Some(implicit))));

@@ -55,6 +55,8 @@ pub(crate) struct Stages {
     archive_writer: Option<std::thread::JoinHandle<()>>,
     /// The web archive's read connection (`[archive] enabled`).
     web_archive: Option<Arc<herald_archive::web::WebArchive>>,
+    /// The signing keys every copy is built with; SIGHUP replaces them in place.
+    dkim: herald_auth::DkimKeys,
     stages_stop: CancellationToken,
 }
 
@@ -133,6 +135,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
     let (failures_tx, failures_rx) = mpsc::channel(herald_scheduler::FAILED_COPY_CAPACITY);
     let (disabled_tx, disabled_rx) = mpsc::channel(herald_lists::DISABLED_QUEUE_CAPACITY);
     let (handoff, handed) = Handoff::channels(HANDOFF_CAPACITY);
+    let dkim = config.dkim_keys()?;
     let stages_stop = CancellationToken::new();
     let scheduler_stop = CancellationToken::new();
     let deps = SchedulerDeps {
@@ -145,7 +148,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
             unsubscribe_base_url: config.public_base_url(),
             archive_url: config.http.archive_url(),
             secret: s.secret.clone(),
-            dkim: config.dkim_keys()?,
+            dkim: dkim.clone(),
             authserv_id: config.hostname.clone(),
         },
         failures: Some(failures_tx),
@@ -259,6 +262,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         tasks,
         archive_writer,
         web_archive,
+        dkim,
         stages_stop,
     })
 }
@@ -339,9 +343,11 @@ pub(crate) fn serve(
     tls: InboundTls,
     stages: &Stages,
     local_clients: herald_api::auth::LocalClients,
-    http_tls: Option<Arc<rustls::ServerConfig>>,
+    http_tls: Option<herald_inbound::ServedCert>,
     shutdown: &CancellationToken,
 ) -> Served {
+    let starttls_cert = tls.as_ref().map(|(cert, _)| cert.clone());
+    let http_cert = http_tls.clone();
     let postmaster = PostmasterPolicy {
         hostname: config.hostname.clone(),
         max_stored: config.postmaster.max_stored,
@@ -378,10 +384,10 @@ pub(crate) fn serve(
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");
     }
-    let api = match http_tls {
+    let api = match http_tls.as_ref() {
         Some(tls) => tokio::spawn(herald_api::serve_tls(
             listeners.http,
-            tls,
+            tls.config.clone(),
             api_state,
             shutdown.clone(),
         )),
@@ -391,39 +397,27 @@ pub(crate) fn serve(
             shutdown.clone(),
         )),
     };
-    tokio::spawn(reopen_logs_on_hangup(
-        stages.telemetry.clone(),
+    let mut certs = Vec::new();
+    certs.extend(starttls_cert.map(|c| ("inbound", c)));
+    certs.extend(http_cert.map(|c| ("http", c)));
+    let (source, running) = match &config.source {
+        Some(path) => (
+            Some(path.clone()),
+            crate::reload::read(path).ok().map(|(_, table)| table),
+        ),
+        None => (None, None),
+    };
+    tokio::spawn(crate::reload::on_hangup(
+        crate::reload::Reloadable {
+            telemetry: stages.telemetry.clone(),
+            source,
+            running,
+            certs,
+            dkim: stages.dkim.clone(),
+        },
         shutdown.clone(),
     ));
     Served { inbound, api }
-}
-
-/// SIGHUP reopens the delivery log, so logrotate renames it and signals (no `copytruncate`,
-/// which loses the lines written between its copy and its truncation). The tracing log goes to
-/// stderr (journald under systemd) and needs no reopening.
-async fn reopen_logs_on_hangup(telemetry: Telemetry, shutdown: CancellationToken) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut hangups = match signal(SignalKind::hangup()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot listen for SIGHUP: the delivery log is not reopened on it");
-            return;
-        }
-    };
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            got = hangups.recv() => {
-                if got.is_none() {
-                    return;
-                }
-                match telemetry.reopen_log() {
-                    Ok(()) => tracing::info!("SIGHUP: delivery log reopened"),
-                    Err(e) => tracing::error!(error = %e, "SIGHUP: cannot reopen the delivery log; writing on to the old file"),
-                }
-            }
-        }
-    }
 }
 
 /// Step 4: listeners, then the scheduler, then the other stages, then the stores.

@@ -26,7 +26,7 @@ pub use sign::{header_fields, DkimSigner, SIGNED_FIELDS};
 use rustls_pki_types::{pem::PemObject, PrivateKeyDer};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 /// The signing algorithm of a key (`a=` tag).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -93,35 +93,56 @@ impl DkimSigner {
     }
 }
 
-/// The signers of all list domains, shared by every template (cheap to clone).
+/// The signers of all list domains, shared by every template (cheap to clone). Every clone
+/// sees [`DkimKeys::replace_with`]: a SIGHUP after a key rotation reaches every stage at once,
+/// and posts whose template is already built finish with the key they started with.
 #[derive(Clone, Default)]
 pub struct DkimKeys {
-    by_domain: Arc<HashMap<String, Arc<DkimSigner>>>,
+    by_domain: Arc<RwLock<Arc<SignerMap>>>,
 }
+
+type SignerMap = HashMap<String, Arc<DkimSigner>>;
 
 impl std::fmt::Debug for DkimKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.by_domain.values()).finish()
+        f.debug_list().entries(self.current().values()).finish()
     }
 }
 
 impl DkimKeys {
     pub fn new(signers: impl IntoIterator<Item = DkimSigner>) -> DkimKeys {
-        let by_domain = signers
+        let by_domain: SignerMap = signers
             .into_iter()
             .map(|s| (s.domain().to_string(), Arc::new(s)))
             .collect();
         DkimKeys {
-            by_domain: Arc::new(by_domain),
+            by_domain: Arc::new(RwLock::new(Arc::new(by_domain))),
         }
+    }
+
+    /// The map now: a read lock held for one `Arc` clone.
+    fn current(&self) -> Arc<SignerMap> {
+        self.by_domain
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The signer for a list domain (case-insensitive), if one is configured.
     pub fn get(&self, domain: &str) -> Option<Arc<DkimSigner>> {
-        self.by_domain.get(&domain.to_ascii_lowercase()).cloned()
+        self.current().get(&domain.to_ascii_lowercase()).cloned()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_domain.is_empty()
+        self.current().is_empty()
+    }
+
+    /// Makes every clone of `self` sign with `other`'s keys from now on.
+    pub fn replace_with(&self, other: &DkimKeys) {
+        let next = other.current();
+        *self
+            .by_domain
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = next;
     }
 }
