@@ -307,6 +307,14 @@ pub enum MemberCommand {
     Enable { list: String, address: String },
     /// Clear a member's bounce score; their status and bounce history stay.
     ResetBounces { list: String, address: String },
+    /// Change a member's settings: `delivery=regular|digest-mime|digest-plain|nomail`.
+    Set {
+        list: String,
+        address: String,
+        /// name=value (repeatable); today only `delivery`.
+        #[arg(required = true, value_parser = crate::lists_cmd::parse_member_setting)]
+        settings: Vec<crate::lists_cmd::MemberSetting>,
+    },
 }
 
 fn parse_setting(s: &str) -> Result<(String, Value), String> {

@@ -5,10 +5,10 @@ use crate::client::{enc, import, Api, MemberCommand};
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use herald_api_types::{
-    AddMember, Approved, BounceEvent, HeldView, MemberDetail, MemberView, PostmasterView,
-    SubscribeAnswer, SubscribeRequest,
+    AddMember, Approved, BounceEvent, HeldView, MemberDetail, MemberUpdate, MemberView,
+    PostmasterView, SubscribeAnswer, SubscribeRequest,
 };
-use herald_types::MemberStatus;
+use herald_types::{DeliveryMode, MemberStatus};
 use serde_json::json;
 
 /// `herald held [--list L] [approve|reject <id>]`.
@@ -253,8 +253,51 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
             member_action(api, &list, &address, "reset-bounces").await?;
             outln!("bounce score of {address} on {list} cleared");
         }
+        MemberCommand::Set {
+            list,
+            address,
+            settings,
+        } => {
+            let mut update = MemberUpdate::default();
+            for s in settings {
+                match s {
+                    MemberSetting::Delivery(m) => update.delivery = Some(m),
+                }
+            }
+            let d: MemberDetail = api
+                .patch_json(
+                    &format!("/api/lists/{}/members/{}", enc(&list), enc(&address)),
+                    &update,
+                )
+                .await?;
+            outln!("{} on {list}: delivery {}", d.member.address, d.delivery);
+        }
     }
     Ok(())
+}
+
+/// One `name=value` of `herald member set`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberSetting {
+    Delivery(DeliveryMode),
+}
+
+/// Parses `delivery=<mode>`; anything else is a clear error naming what is accepted.
+pub fn parse_member_setting(s: &str) -> Result<MemberSetting, String> {
+    let words = || {
+        DeliveryMode::ALL
+            .iter()
+            .map(|m| m.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match s.split_once('=') {
+        Some(("delivery", v)) => DeliveryMode::parse(v)
+            .map(MemberSetting::Delivery)
+            .ok_or_else(|| format!("delivery must be one of {}, not {v:?}", words())),
+        Some((k, _)) => Err(format!("unknown member setting {k:?} (known: delivery)")),
+        None => Err(format!("expected delivery=<mode>, got {s:?}")),
+    }
 }
 
 /// `POST /api/lists/<list>/members/<address>/<action>`: the answer is the member's details.
@@ -282,6 +325,7 @@ pub async fn member_show(api: &Api, list: &str, address: &str) -> Result<()> {
     };
     outln!("member:       {}", m.address);
     outln!("status:       {status}");
+    outln!("delivery:     {}", v.delivery);
     outln!("bounce score: {}", v.bounce_score.map_or(0.0, |b| b.score));
     match &v.consent {
         Some(c) => outln!(
@@ -320,4 +364,33 @@ pub async fn subscribe(api: &Api, a: SubscribeArgs) -> Result<()> {
         .await?;
     outln!("{what} {}: {}", req.address, r.status);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `herald member set` refuses what it does not know before anything is sent.
+    #[test]
+    fn member_settings_parse_and_refuse() {
+        assert_eq!(
+            parse_member_setting("delivery=digest-mime"),
+            Ok(MemberSetting::Delivery(DeliveryMode::DigestMime))
+        );
+        assert_eq!(
+            parse_member_setting("delivery=nomail"),
+            Ok(MemberSetting::Delivery(DeliveryMode::Nomail))
+        );
+        for bad in [
+            "delivery=digest",
+            "delivery=",
+            "delivery",
+            "Delivery=regular",
+            "name=x",
+            "delivery=regular\n",
+            "=regular",
+        ] {
+            assert!(parse_member_setting(bad).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -104,7 +104,9 @@ pub fn router(state: Arc<ApiState>) -> Router {
         )
         .route(
             "/api/lists/{list}/members/{member}",
-            get(admin::show_member).delete(admin::remove_member),
+            get(admin::show_member)
+                .delete(admin::remove_member)
+                .patch(lists_ops::member_update),
         )
         .route("/api/lists/{list}/import", post(admin::import))
         .route("/api/lists/{list}/posts", post(admin::inject))
