@@ -1,14 +1,16 @@
 //! List housekeeping commands (issue 5): held posts, bounces, member details, subscription
 //! requests, stored postmaster mail. Thin clients of the HTTP API, like `client.rs`.
 
-use crate::client::{enc, import, Api, MemberCommand};
+#[cfg(test)]
+use crate::client::parse_member_setting;
+use crate::client::{enc, import, Api, MemberCommand, MemberSetting};
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use herald_api_types::{
     AddMember, Approved, BounceEvent, HeldView, MemberDetail, MemberUpdate, MemberView,
     PostmasterView, SubscribeAnswer, SubscribeRequest,
 };
-use herald_types::{DeliveryMode, MemberStatus};
+use herald_types::MemberStatus;
 use serde_json::json;
 
 /// `herald held [--list L] [approve|reject <id>]`.
@@ -276,28 +278,33 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
     Ok(())
 }
 
-/// One `name=value` of `herald member set`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemberSetting {
-    Delivery(DeliveryMode),
+/// `herald digest …`.
+#[derive(Debug, Subcommand)]
+pub enum DigestCommand {
+    /// Send the list's next digest now (if anything was archived since the last one).
+    SendNow { list: String },
 }
 
-/// Parses `delivery=<mode>`; anything else is a clear error naming what is accepted.
-pub fn parse_member_setting(s: &str) -> Result<MemberSetting, String> {
-    let words = || {
-        DeliveryMode::ALL
-            .iter()
-            .map(|m| m.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match s.split_once('=') {
-        Some(("delivery", v)) => DeliveryMode::parse(v)
-            .map(MemberSetting::Delivery)
-            .ok_or_else(|| format!("delivery must be one of {}, not {v:?}", words())),
-        Some((k, _)) => Err(format!("unknown member setting {k:?} (known: delivery)")),
-        None => Err(format!("expected delivery=<mode>, got {s:?}")),
+pub async fn digest(api: &Api, cmd: DigestCommand) -> Result<()> {
+    match cmd {
+        DigestCommand::SendNow { list } => {
+            let d: herald_api_types::DigestSent = api
+                .post_empty(&format!("/api/lists/{}/digest/send-now", enc(&list)))
+                .await?;
+            if d.sent {
+                outln!(
+                    "{list}: digest vol {} issue {} sent ({} posts; {})",
+                    d.volume,
+                    d.issue,
+                    d.posts,
+                    d.formats.join(", ")
+                );
+            } else {
+                outln!("{list}: nothing archived since the last digest; none sent");
+            }
+        }
     }
+    Ok(())
 }
 
 /// `POST /api/lists/<list>/members/<address>/<action>`: the answer is the member's details.
@@ -369,6 +376,7 @@ pub async fn subscribe(api: &Api, a: SubscribeArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use herald_types::DeliveryMode;
 
     /// `herald member set` refuses what it does not know before anything is sent.
     #[test]

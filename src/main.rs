@@ -86,6 +86,9 @@ enum Command {
     /// export, privacy.
     #[command(subcommand)]
     Archive(archive_cmd::ArchiveCommand),
+    /// List digests (issue 14): `digest send-now <list>`.
+    #[command(subcommand)]
+    Digest(lists_cmd::DigestCommand),
 }
 
 #[derive(Args)]
@@ -171,6 +174,7 @@ async fn dispatch(
         Command::Stragglers(a) => stragglers::run(&api()?, a).await,
         Command::Sim(cmd) => sim_cmd::run(cmd, world_file).await,
         Command::Archive(cmd) => archive_cmd::run(cmd, &config),
+        Command::Digest(cmd) => lists_cmd::digest(&api()?, cmd).await,
     }
 }
 

@@ -36,6 +36,7 @@ const FLOW: &[&str] = &[
     "herald-bounce",
     "herald-lists",
     "herald-archive",
+    "herald-digest",
     "herald-api",
     "herald-server",
     "herald-bench",

@@ -163,6 +163,20 @@ pub struct MemberDetail {
     pub delivery: DeliveryMode,
 }
 
+/// `POST /api/lists/<list>/digest/send-now`: the digest sent, if anything was archived since
+/// the last one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DigestSent {
+    /// False when there was nothing new (no digest is sent then).
+    pub sent: bool,
+    pub volume: u32,
+    pub issue: u32,
+    pub posts: u64,
+    /// The formats sent: `mime`, `plain` (those with members).
+    pub formats: Vec<String>,
+}
+
 /// `PATCH /api/lists/<list>/members/<member>`: what to change (fields left out stay). The
 /// answer is the member's [`MemberDetail`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -75,6 +75,8 @@ pub struct ApiState {
     pub local_clients: auth::LocalClients,
     /// The web archive's pages (`/archive/…`, public lists only); `None` with the archive off.
     pub archive: Option<Arc<herald_archive::web::WebArchive>>,
+    /// The digest stage (`herald digest send-now`); `None` with digests or the archive off.
+    pub digests: Option<Arc<herald_digest::Digests>>,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.
@@ -158,6 +160,10 @@ pub fn router(state: Arc<ApiState>) -> Router {
             post(lists_ops::member_reset_bounces),
         )
         .route("/api/lists/{list}/subscribe", post(lists_ops::subscribe))
+        .route(
+            "/api/lists/{list}/digest/send-now",
+            post(lists_ops::digest_send_now),
+        )
         .route(
             "/api/lists/{list}/unsubscribe",
             post(lists_ops::unsubscribe_request),

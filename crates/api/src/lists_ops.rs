@@ -151,6 +151,32 @@ pub async fn member_update(
     Ok(answer)
 }
 
+/// `POST /api/lists/<list>/digest/send-now`: the list's next digest now (issue 14), if anything
+/// was archived since the last one. 409 when digests are off on this server.
+pub async fn digest_send_now(
+    State(s): St,
+    Path(list): Path<String>,
+) -> Result<Json<herald_api_types::DigestSent>, ApiError> {
+    let Some(digests) = s.digests.clone() else {
+        return Err(ApiError::Conflict(
+            "digests are off on this server ([digest] enabled and [archive] enabled)".into(),
+        ));
+    };
+    let list = Address::parse(&list).map_err(|e| ApiError::BadRequest(format!("list: {e}")))?;
+    match digests.send_now(&list).await {
+        Ok(Some(d)) => Ok(Json(herald_api_types::DigestSent {
+            sent: true,
+            volume: d.volume,
+            issue: d.issue,
+            posts: d.posts,
+            formats: d.formats.iter().map(|f| f.to_string()).collect(),
+        })),
+        Ok(None) => Ok(Json(herald_api_types::DigestSent::default())),
+        Err(e) if e.is_not_found() => Err(ApiError::NotFound(e.to_string())),
+        Err(e) => Err(ApiError::Internal(e.to_string())),
+    }
+}
+
 /// An administrator's action on one member before its details are read: bounce handling
 /// (issue 15) or the delivery mode (issue 14).
 #[derive(Debug, Clone, Copy)]
