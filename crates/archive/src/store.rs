@@ -400,8 +400,9 @@ impl Archive {
         ))
     }
 
-    /// The last row of `list` archived with a date before `before_ms` (0 when none): where a
-    /// new digest cursor starts, so history imported from an older list server is not mailed.
+    /// The last row of `list` archived with a date (its `Date:`) before `before_ms` (0 when
+    /// none): where a new digest cursor starts, so history imported from an older list server
+    /// is not mailed.
     pub fn last_id_before(&self, list: &str, before_ms: i64) -> Result<i64, ArchiveError> {
         let last: Option<i64> = self.conn.query_row(
             "SELECT MAX(id) FROM messages WHERE list = ?1 AND date_ms < ?2",

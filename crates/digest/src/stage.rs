@@ -190,7 +190,9 @@ impl Digests {
             self.archive.clone(),
             self.ledger.clone(),
             key.clone(),
-            list.created_at_ms as i64,
+            // A day's slack: a post's Date may lag a little behind the list's creation (clock
+            // skew) and is still news; history imported from an older server is older.
+            (list.created_at_ms as i64).saturating_sub(DAY_MS),
         );
         let (state, pending) = blocking(move || {
             let a = lock(&archive)?;
