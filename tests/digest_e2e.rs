@@ -279,6 +279,16 @@ async fn digest_members_get_one_digest_regular_members_the_posts_nomail_nothing(
     // Nothing new: nothing sent.
     let out = herald_cli(&api, None, &["digest", "send-now", LIST]);
     assert!(out.contains("none sent"), "{out}");
+    let metrics = reqwest::get(format!("{api}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains(&format!("herald_digests_sent_total{{list=\"{LIST}\"}} 1")),
+        "{metrics}"
+    );
     assert_eq!(messages_for(&world, mime).len(), 1);
     server.stop().await;
     world.shutdown().await;
