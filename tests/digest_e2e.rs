@@ -411,6 +411,106 @@ async fn a_digest_killed_mid_send_is_finished_after_restart_never_sent_again() {
     world.shutdown().await;
 }
 
+/// A crash between the ledger's phase 1 (digest recorded, cursor moved) and the spool's accept
+/// leaves an `enqueuing` row with nothing in the spool: the next start must send that digest
+/// (rebuilt from the same archive rows, same Message-ID) once, and a later start nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_recorded_but_not_spooled_at_a_crash_is_sent_once_at_restart() {
+    let world = World::start(world_config(&[Profile::Normal], true))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let mut server = BinaryServer::configure(dir.path(), &data, &world, "");
+    let api = server.api.clone();
+    server.start().await;
+    create_list(
+        &api,
+        LIST,
+        json!({"posting_policy": "anyone", "digest_size_threshold_kb": 0, "digest_schedule": "none"}),
+    )
+    .await;
+    let members = ["a@d0.test", "b@d0.test", "c@d0.test"];
+    for m in members {
+        let (st, b) = http(
+            "POST",
+            &format!("{api}/api/lists/{LIST}/members"),
+            Some(json!({"address": m})),
+        )
+        .await;
+        assert_eq!(st, 201, "{b}");
+        let url = format!("{api}/api/lists/{LIST}/members/{m}");
+        assert_eq!(
+            http("PATCH", &url, Some(json!({"delivery": "digest-mime"})))
+                .await
+                .0,
+            200
+        );
+    }
+    for n in 1..=2 {
+        let (st, r) = http_bytes(
+            &format!("{api}/api/lists/{LIST}/posts"),
+            post(n, "kept news"),
+        )
+        .await;
+        assert_eq!(st, 202, "{r}");
+    }
+    wait_settled(&api, Duration::from_secs(60)).await;
+    server.stop().await;
+    assert_eq!(archived(&server.config), 2);
+    // What phase 1 leaves when the process dies before the spool accepts the digest.
+    let now = herald_types::unix_ms_now() as i64;
+    let mid = "digest.1.1.mime.dev.lists.test@herald.test".to_string();
+    {
+        let mut ledger =
+            herald_digest::state::Ledger::open(&data.join("digest.db")).expect("ledger");
+        ledger.state(LIST, 0, now).expect("state");
+        let taken = herald_digest::state::Taken {
+            list: LIST.into(),
+            volume: 1,
+            issue: 1,
+            format: "mime".into(),
+            from_id: 0,
+            upto_id: 2,
+            message_id: mid.clone(),
+        };
+        assert!(ledger.take(&[taken], false, now).expect("take"));
+    }
+    server.start().await;
+    let rec = world.recorder();
+    wait_for(Duration::from_secs(30), "the recovered digest", || {
+        members
+            .iter()
+            .all(|m| !rec.snapshot().copies_for(m).is_empty())
+            .then_some(())
+    })
+    .await;
+    wait_settled(&api, Duration::from_secs(60)).await;
+    server.stop().await;
+    server.start().await;
+    let (st, b) = http(
+        "POST",
+        &format!("{api}/api/lists/{LIST}/digest/send-now"),
+        None,
+    )
+    .await;
+    assert_eq!((st, &b["sent"]), (200, &json!(false)), "{b}");
+    wait_settled(&api, Duration::from_secs(60)).await;
+    for m in members {
+        let got = messages_for(&world, m);
+        assert_eq!(got.len(), 1, "{m}: one digest");
+        let parsed = MessageParser::new().parse(&got[0]).expect("parses");
+        assert_eq!(parsed.message_id(), Some(mid.as_str()));
+        let text = String::from_utf8_lossy(&got[0]);
+        assert!(
+            text.contains("1. kept news") && text.contains("2. kept news"),
+            "{text}"
+        );
+    }
+    server.stop().await;
+    world.shutdown().await;
+}
+
 async fn wait_for_async<T, F, Fut>(limit: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
