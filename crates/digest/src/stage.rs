@@ -16,7 +16,7 @@
 //! ours. `send_now` is an admin route (the API's token guard).
 
 use crate::build::{self, Format, Masthead};
-use crate::state::{Ledger, Taken};
+use crate::state::{Ledger, ListState, Taken};
 use crate::DigestError;
 use herald_archive::Archive;
 use herald_directory::Directory;
@@ -184,24 +184,7 @@ impl Digests {
         let _one = self.sending.lock().await;
         let key = list_key(&list.address);
         let now = herald_types::unix_ms_now() as i64;
-        let (d, id) = (self.directory.clone(), list.id);
-        let counts = blocking(move || Ok(d.delivery_counts(id)?)).await?;
-        let (archive, ledger, k, created) = (
-            self.archive.clone(),
-            self.ledger.clone(),
-            key.clone(),
-            // A day's slack: a post's Date may lag a little behind the list's creation (clock
-            // skew) and is still news; history imported from an older server is older.
-            (list.created_at_ms as i64).saturating_sub(DAY_MS),
-        );
-        let (state, pending) = blocking(move || {
-            let a = lock(&archive)?;
-            let start = a.last_id_before(&k, created)?;
-            let state = lock(&ledger)?.state(&k, start, now)?;
-            let pending = a.pending_since(&k, state.cursor)?;
-            Ok((state, pending))
-        })
-        .await?;
+        let (counts, state, pending) = self.position(list, &key, now).await?;
         let (n, bytes, _) = pending;
         if n == 0 || !(force || due(list, &state, bytes, now)) {
             return Ok(None);
@@ -267,6 +250,35 @@ impl Digests {
             posts: posts.len() as u64,
             formats: formats.iter().map(|f| f.as_str()).collect(),
         }))
+    }
+
+    /// Enabled members per delivery mode, the list's ledger state (created if new) and what
+    /// the archive holds past its cursor.
+    async fn position(
+        &self,
+        list: &List,
+        key: &str,
+        now: i64,
+    ) -> Result<(BTreeMap<DeliveryMode, u64>, ListState, (u64, u64, i64)), DigestError> {
+        let (d, id) = (self.directory.clone(), list.id);
+        let counts = blocking(move || Ok(d.delivery_counts(id)?)).await?;
+        let (archive, ledger, k, created) = (
+            self.archive.clone(),
+            self.ledger.clone(),
+            key.to_string(),
+            // A day's slack: a post's Date may lag a little behind the list's creation (clock
+            // skew) and is still news; history imported from an older server is older.
+            (list.created_at_ms as i64).saturating_sub(DAY_MS),
+        );
+        let (state, pending) = blocking(move || {
+            let a = lock(&archive)?;
+            let start = a.last_id_before(&k, created)?;
+            let state = lock(&ledger)?.state(&k, start, now)?;
+            let pending = a.pending_since(&k, state.cursor)?;
+            Ok((state, pending))
+        })
+        .await?;
+        Ok((counts, state, pending))
     }
 
     fn body(
@@ -372,7 +384,7 @@ fn list_key(address: &Address) -> String {
 }
 
 /// Whether the size threshold or the schedule calls for a digest.
-fn due(list: &List, state: &crate::state::ListState, pending_bytes: u64, now_ms: i64) -> bool {
+fn due(list: &List, state: &ListState, pending_bytes: u64, now_ms: i64) -> bool {
     let s = &list.settings;
     let by_size = s.digest_size_threshold_kb > 0
         && pending_bytes >= u64::from(s.digest_size_threshold_kb) * 1024;
