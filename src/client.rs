@@ -326,6 +326,38 @@ pub enum MemberCommand {
     Enable { list: String, address: String },
     /// Clear a member's bounce score; their status and bounce history stay.
     ResetBounces { list: String, address: String },
+    /// Change a member's settings: `delivery=regular|digest-mime|digest-plain|nomail`.
+    Set {
+        list: String,
+        address: String,
+        /// name=value (repeatable); today only `delivery`.
+        #[arg(required = true, value_parser = parse_member_setting)]
+        settings: Vec<MemberSetting>,
+    },
+}
+
+/// One `name=value` of `herald member set`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberSetting {
+    Delivery(herald_types::DeliveryMode),
+}
+
+/// Parses `delivery=<mode>`; anything else is a clear error naming what is accepted.
+pub fn parse_member_setting(s: &str) -> Result<MemberSetting, String> {
+    let words = || {
+        herald_types::DeliveryMode::ALL
+            .iter()
+            .map(|m| m.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match s.split_once('=') {
+        Some(("delivery", v)) => herald_types::DeliveryMode::parse(v)
+            .map(MemberSetting::Delivery)
+            .ok_or_else(|| format!("delivery must be one of {}, not {v:?}", words())),
+        Some((k, _)) => Err(format!("unknown member setting {k:?} (known: delivery)")),
+        None => Err(format!("expected delivery=<mode>, got {s:?}")),
+    }
 }
 
 fn parse_setting(s: &str) -> Result<(String, Value), String> {

@@ -1,12 +1,14 @@
 //! List housekeeping commands (issue 5): held posts, bounces, member details, subscription
 //! requests, stored postmaster mail. Thin clients of the HTTP API, like `client.rs`.
 
-use crate::client::{enc, import, Api, MemberCommand};
+#[cfg(test)]
+use crate::client::parse_member_setting;
+use crate::client::{enc, import, Api, MemberCommand, MemberSetting};
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use herald_api_types::{
-    AddMember, Approved, BounceEvent, HeldView, MemberDetail, MemberView, PostmasterView,
-    SubscribeAnswer, SubscribeRequest,
+    AddMember, Approved, BounceEvent, HeldView, MemberDetail, MemberUpdate, MemberView,
+    PostmasterView, SubscribeAnswer, SubscribeRequest,
 };
 use herald_types::MemberStatus;
 use serde_json::json;
@@ -253,6 +255,54 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
             member_action(api, &list, &address, "reset-bounces").await?;
             outln!("bounce score of {address} on {list} cleared");
         }
+        MemberCommand::Set {
+            list,
+            address,
+            settings,
+        } => {
+            let mut update = MemberUpdate::default();
+            for s in settings {
+                match s {
+                    MemberSetting::Delivery(m) => update.delivery = Some(m),
+                }
+            }
+            let d: MemberDetail = api
+                .patch_json(
+                    &format!("/api/lists/{}/members/{}", enc(&list), enc(&address)),
+                    &update,
+                )
+                .await?;
+            outln!("{} on {list}: delivery {}", d.member.address, d.delivery);
+        }
+    }
+    Ok(())
+}
+
+/// `herald digest …`.
+#[derive(Debug, Subcommand)]
+pub enum DigestCommand {
+    /// Send the list's next digest now (if anything was archived since the last one).
+    SendNow { list: String },
+}
+
+pub async fn digest(api: &Api, cmd: DigestCommand) -> Result<()> {
+    match cmd {
+        DigestCommand::SendNow { list } => {
+            let d: herald_api_types::DigestSent = api
+                .post_empty(&format!("/api/lists/{}/digest/send-now", enc(&list)))
+                .await?;
+            if d.sent {
+                outln!(
+                    "{list}: digest vol {} issue {} sent ({} posts; {})",
+                    d.volume,
+                    d.issue,
+                    d.posts,
+                    d.formats.join(", ")
+                );
+            } else {
+                outln!("{list}: nothing archived since the last digest; none sent");
+            }
+        }
     }
     Ok(())
 }
@@ -282,6 +332,7 @@ pub async fn member_show(api: &Api, list: &str, address: &str) -> Result<()> {
     };
     outln!("member:       {}", m.address);
     outln!("status:       {status}");
+    outln!("delivery:     {}", v.delivery);
     outln!("bounce score: {}", v.bounce_score.map_or(0.0, |b| b.score));
     match &v.consent {
         Some(c) => outln!(
@@ -320,4 +371,34 @@ pub async fn subscribe(api: &Api, a: SubscribeArgs) -> Result<()> {
         .await?;
     outln!("{what} {}: {}", req.address, r.status);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_types::DeliveryMode;
+
+    /// `herald member set` refuses what it does not know before anything is sent.
+    #[test]
+    fn member_settings_parse_and_refuse() {
+        assert_eq!(
+            parse_member_setting("delivery=digest-mime"),
+            Ok(MemberSetting::Delivery(DeliveryMode::DigestMime))
+        );
+        assert_eq!(
+            parse_member_setting("delivery=nomail"),
+            Ok(MemberSetting::Delivery(DeliveryMode::Nomail))
+        );
+        for bad in [
+            "delivery=digest",
+            "delivery=",
+            "delivery",
+            "Delivery=regular",
+            "name=x",
+            "delivery=regular\n",
+            "=regular",
+        ] {
+            assert!(parse_member_setting(bad).is_err(), "{bad:?}");
+        }
+    }
 }

@@ -89,6 +89,9 @@ enum Command {
     /// export, privacy.
     #[command(subcommand)]
     Archive(archive_cmd::ArchiveCommand),
+    /// List digests (issue 14): `digest send-now <list>`.
+    #[command(subcommand)]
+    Digest(lists_cmd::DigestCommand),
     /// Copy a running server (lists, members, pending deliveries, archive, secret, keys) into
     /// a new directory, without stopping delivery.
     Backup(DirArg),
@@ -208,6 +211,7 @@ async fn dispatch(
         Command::Backup(a) => backup_cmd::backup(&api()?, &a.dir).await,
         Command::Restore(a) => backup_cmd::restore_into(&config, &a.dir),
         Command::Doctor(a) => doctor_cmd::run(&config, api(), a).await,
+        Command::Digest(cmd) => lists_cmd::digest(&api()?, cmd).await,
     }
 }
 

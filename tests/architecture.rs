@@ -38,6 +38,7 @@ const FLOW: &[&str] = &[
     "herald-archive",
     "herald-backup",
     "herald-doctor",
+    "herald-digest",
     "herald-api",
     "herald-server",
     "herald-bench",

@@ -8,7 +8,7 @@
 //! hand-kept duplicate of eighteen fields and four enums would be a second source of truth to
 //! keep in step. [`herald_types::MemberStatus`] is reused for the same reason.
 
-use herald_types::{ListSettings, MemberStatus};
+use herald_types::{DeliveryMode, ListSettings, MemberStatus};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -159,6 +159,32 @@ pub struct MemberDetail {
     /// How the subscription was consented to; `None` (JSON `null`) when not recorded (a
     /// member from before consent was recorded).
     pub consent: Option<ConsentView>,
+    /// `regular`, `digest-mime`, `digest-plain` or `nomail` (issue 14).
+    pub delivery: DeliveryMode,
+}
+
+/// `POST /api/lists/<list>/digest/send-now`: the digest sent, if anything was archived since
+/// the last one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DigestSent {
+    /// False when there was nothing new (no digest is sent then).
+    pub sent: bool,
+    pub volume: u32,
+    pub issue: u32,
+    pub posts: u64,
+    /// The formats sent: `mime`, `plain` (those with members).
+    pub formats: Vec<String>,
+}
+
+/// `PATCH /api/lists/<list>/members/<member>`: what to change (fields left out stay). The
+/// answer is the member's [`MemberDetail`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberUpdate {
+    /// The member's delivery mode (`regular`, `digest-mime`, `digest-plain`, `nomail`).
+    #[serde(default)]
+    pub delivery: Option<DeliveryMode>,
 }
 
 /// A member's recorded consent (issue 15; GDPR article 7).

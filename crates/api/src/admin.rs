@@ -291,6 +291,22 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
     crate::spool_metrics::register(&s.spool.stats(), &mut scrape);
     crate::postmaster::register_gauge(&s.spool, &mut scrape);
     crate::spool_metrics::register_channels(&s.scheduler.channels(), &mut scrape);
+    if let Some(d) = &s.digests {
+        // Per list, since the server started (a restart resets it, as counters may).
+        let rows = d
+            .sent_totals()
+            .into_iter()
+            .map(|(list, n)| ([("list", list)], n));
+        herald_telemetry::exposition::rows(
+            &mut scrape,
+            "herald_digests_sent_total",
+            "Digests sent per list since the server started (one per issue, all formats).",
+            rows,
+            |c: &herald_telemetry::exposition::Counter, n| {
+                c.inc_by(n);
+            },
+        );
+    }
     let mut out = String::with_capacity(16 * 1024);
     s.telemetry.encode_metrics(&scrape, &mut out);
     (

@@ -77,6 +77,8 @@ pub struct ApiState {
     pub archive: Option<Arc<herald_archive::web::WebArchive>>,
     /// What `GET /api/backup` copies (issue 19).
     pub backup: herald_backup::take::Source,
+    /// The digest stage (`herald digest send-now`); `None` with digests or the archive off.
+    pub digests: Option<Arc<herald_digest::Digests>>,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.
@@ -106,7 +108,9 @@ pub fn router(state: Arc<ApiState>) -> Router {
         )
         .route(
             "/api/lists/{list}/members/{member}",
-            get(admin::show_member).delete(admin::remove_member),
+            get(admin::show_member)
+                .delete(admin::remove_member)
+                .patch(lists_ops::member_update),
         )
         .route("/api/lists/{list}/import", post(admin::import))
         .route("/api/lists/{list}/posts", post(admin::inject))
@@ -159,6 +163,10 @@ pub fn router(state: Arc<ApiState>) -> Router {
             post(lists_ops::member_reset_bounces),
         )
         .route("/api/lists/{list}/subscribe", post(lists_ops::subscribe))
+        .route(
+            "/api/lists/{list}/digest/send-now",
+            post(lists_ops::digest_send_now),
+        )
         .route(
             "/api/lists/{list}/unsubscribe",
             post(lists_ops::unsubscribe_request),

@@ -134,10 +134,56 @@ pub async fn member_detail(
     detail(&s, &list, &member, BounceAction::None).await
 }
 
-/// An administrator's bounce action on one member (issue 15).
+/// `PATCH …/members/{member}`: an administrator changes a member's delivery mode (issue 14);
+/// answers the member's details as they are now. An unknown mode word is refused by the JSON
+/// decoder (422) before anything changes.
+pub async fn member_update(
+    State(s): St,
+    Path((list, member)): Path<(String, String)>,
+    Json(u): Json<herald_api_types::MemberUpdate>,
+) -> Result<Json<MemberDetail>, ApiError> {
+    let action = match u.delivery {
+        Some(mode) => BounceAction::Delivery(mode),
+        None => BounceAction::None,
+    };
+    let answer = detail(&s, &list, &member, action).await?;
+    tracing::info!(%list, %member, delivery = ?u.delivery, "member updated by an administrator");
+    Ok(answer)
+}
+
+/// `POST /api/lists/<list>/digest/send-now`: the list's next digest now (issue 14), if anything
+/// was archived since the last one. 409 when digests are off on this server.
+pub async fn digest_send_now(
+    State(s): St,
+    Path(list): Path<String>,
+) -> Result<Json<herald_api_types::DigestSent>, ApiError> {
+    let Some(digests) = s.digests.clone() else {
+        return Err(ApiError::Conflict(
+            "digests are off on this server ([digest] enabled and [archive] enabled)".into(),
+        ));
+    };
+    let list = Address::parse(&list).map_err(|e| ApiError::BadRequest(format!("list: {e}")))?;
+    match digests.send_now(&list).await {
+        Ok(Some(d)) => Ok(Json(herald_api_types::DigestSent {
+            sent: true,
+            volume: d.volume,
+            issue: d.issue,
+            posts: d.posts,
+            formats: d.formats.iter().map(|f| f.to_string()).collect(),
+        })),
+        Ok(None) => Ok(Json(herald_api_types::DigestSent::default())),
+        Err(e) if e.is_not_found() => Err(ApiError::NotFound(e.to_string())),
+        Err(e) => Err(ApiError::Internal(e.to_string())),
+    }
+}
+
+/// An administrator's action on one member before its details are read: bounce handling
+/// (issue 15) or the delivery mode (issue 14).
 #[derive(Debug, Clone, Copy)]
 enum BounceAction {
     None,
+    /// Set the delivery mode.
+    Delivery(herald_types::DeliveryMode),
     /// Re-enable (whatever disabled the member) and clear the bounce score.
     Enable,
     /// Clear the bounce score only.
@@ -175,9 +221,12 @@ async fn detail(
     let list = crate::admin::find_list_pub(s, list).await?;
     let addr = Address::parse(member).map_err(|e| ApiError::BadRequest(format!("member: {e}")))?;
     let d = s.directory.clone();
-    let (m, score, history, consent) = tokio::task::spawn_blocking(move || {
+    let (m, score, history, consent, delivery) = tokio::task::spawn_blocking(move || {
         match action {
             BounceAction::None => {}
+            BounceAction::Delivery(mode) => {
+                d.set_delivery(list.id, &addr, mode)?;
+            }
             BounceAction::Enable => {
                 d.reset_bounces(list.id, &addr)?;
             }
@@ -190,6 +239,7 @@ async fn detail(
             d.bounce_score(list.id, &addr)?,
             d.bounce_events(Some(list.id), Some(&addr), None, 50)?,
             d.member_consent(list.id, &addr)?,
+            d.delivery(list.id, &addr)?,
         ))
     })
     .await??;
@@ -199,6 +249,7 @@ async fn detail(
         bounce_score: score.as_ref().map(views::directory::bounce_score),
         bounces: history.iter().map(views::directory::bounce).collect(),
         consent: consent.as_ref().map(views::directory::consent),
+        delivery: delivery.unwrap_or_default(),
     }))
 }
 

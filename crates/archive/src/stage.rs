@@ -43,7 +43,9 @@ impl ArchiveSender {
     /// Queues a post (list posts only; the rest are ignored). Waits only when the writer is
     /// `capacity` posts behind.
     pub async fn archive(&self, post: &SpooledPost) {
-        if post.meta.kind != PostKind::ListPost {
+        // A digest (a list post for digest members, issue 14) is made of archived posts: storing
+        // it would archive them twice and feed the next digest with the last one.
+        if post.meta.kind != PostKind::ListPost || !post.meta.audience.is_regular() {
             return;
         }
         if self.tx.send(post.clone()).await.is_err() {
@@ -181,6 +183,7 @@ mod tests {
                 recipients: Vec::new(),
                 hold_reason: None,
                 null_sender: false,
+                audience: Default::default(),
             },
             body: bytes::Bytes::from(format!(
                 "From: a@x\r\nSubject: s\r\nMessage-ID: <{mid}>\r\n\r\nbody\r\n"

@@ -183,12 +183,8 @@ impl Archive {
             source,
         };
         let conn = Connection::open(path).map_err(db)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(db)?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(db)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(db)?;
+        // The version first: an archive from a newer Herald is refused before anything (even
+        // the journal mode) is written to it.
         let found: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(db)?;
@@ -199,6 +195,12 @@ impl Archive {
                 supported: SCHEMA_VERSION,
             });
         }
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(db)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(db)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(db)?;
         conn.execute_batch(SCHEMA).map_err(db)?;
         if found < SCHEMA_VERSION {
             conn.pragma_update(None, "user_version", SCHEMA_VERSION)
@@ -396,6 +398,39 @@ impl Archive {
                 })
             })
             .collect()
+    }
+
+    /// What `list` archived after row `after_id` (the digest's cursor, issue 14): how many
+    /// messages, their stored size in bytes, and the last row id (`after_id` when none). One
+    /// range scan of the list's rows past the cursor.
+    pub fn pending_since(
+        &self,
+        list: &str,
+        after_id: i64,
+    ) -> Result<(u64, u64, i64), ArchiveError> {
+        let (n, bytes, last): (i64, i64, Option<i64>) = self.conn.query_row(
+            "SELECT COUNT(*), COALESCE(SUM(size), 0), MAX(id) FROM messages
+             WHERE list = ?1 AND id > ?2",
+            params![list, after_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        Ok((
+            n.max(0) as u64,
+            bytes.max(0) as u64,
+            last.unwrap_or(after_id),
+        ))
+    }
+
+    /// The last row of `list` archived with a date (its `Date:`) before `before_ms` (0 when
+    /// none): where a new digest cursor starts, so history imported from an older list server
+    /// is not mailed.
+    pub fn last_id_before(&self, list: &str, before_ms: i64) -> Result<i64, ArchiveError> {
+        let last: Option<i64> = self.conn.query_row(
+            "SELECT MAX(id) FROM messages WHERE list = ?1 AND date_ms < ?2",
+            params![list, before_ms],
+            |r| r.get(0),
+        )?;
+        Ok(last.unwrap_or(0))
     }
 
     /// One message by Message-ID (with or without angle brackets).

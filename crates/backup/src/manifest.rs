@@ -2,7 +2,7 @@
 //!
 //! Layout of a backup (the only names [`check_name`] accepts):
 //! - `data/<name>` — files of the data directory (`herald.db`, `archive.db`, `stats.db`,
-//!   `secret`, `dedup.log`, `host-health.json`, `mta-sts.json`);
+//!   `digest.db`, `secret`, `dedup.log`, `host-health.json`, `mta-sts.json`);
 //! - `spool/journal/<segment>` — the journal's segments at the cut;
 //! - `keys/<n>` — the key and certificate files the config names, with their role;
 //! - `manifest.json`.
@@ -21,6 +21,7 @@ pub const DATA_FILES: &[(&str, bool)] = &[
     ("herald.db", true),
     ("archive.db", true),
     ("stats.db", true),
+    ("digest.db", true),
     ("secret", false),
     ("dedup.log", false),
     ("host-health.json", false),

@@ -23,6 +23,7 @@ fn meta(n: u64) -> PostMeta {
         recipients: Vec::new(),
         hold_reason: None,
         null_sender: false,
+        audience: Default::default(),
     }
 }
 

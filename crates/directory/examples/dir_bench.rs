@@ -48,16 +48,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     report("add_members", added as usize, in_add);
 
-    let start = Instant::now();
+    // The fan-out scan before and after delivery modes (issue 14): `members_page` (enabled
+    // members) against `delivery_page(Regular)` (enabled and regular), alternated three times.
     let up_to = d.max_member_id(list.id)?;
-    let (mut after, mut seen) = (MemberId(0), 0usize);
-    loop {
-        let page = d.members_page(list.id, after, up_to, PAGE, true)?;
-        let Some(last) = page.last() else { break };
-        after = last.id;
-        seen += page.len();
+    for _ in 0..3 {
+        let start = Instant::now();
+        let (mut after, mut seen) = (MemberId(0), 0usize);
+        loop {
+            let page = d.members_page(list.id, after, up_to, PAGE, true)?;
+            let Some(last) = page.last() else { break };
+            after = last.id;
+            seen += page.len();
+        }
+        report("members_page scan", seen, start.elapsed());
+        let start = Instant::now();
+        let (mut after, mut seen) = (MemberId(0), 0usize);
+        loop {
+            let page = d.delivery_page(
+                list.id,
+                after,
+                up_to,
+                PAGE,
+                herald_types::DeliveryMode::Regular,
+            )?;
+            let Some(last) = page.last() else { break };
+            after = last.id;
+            seen += page.len();
+        }
+        report("delivery_page(regular) scan", seen, start.elapsed());
     }
-    report("members_page scan", seen, start.elapsed());
 
     let start = Instant::now();
     let counts = d.member_counts(list.id)?;

@@ -275,7 +275,8 @@ impl Directory {
     }
 
     /// Whether `address` is an enabled member of `list` with `id <= up_to` (cross-post dedup:
-    /// "did the other list's post already reach this person?").
+    /// "did the other list's post already reach this person?"). Only a `regular` member got that
+    /// single copy: a digest or nomail member of the other list still gets this list's copy.
     pub fn is_enabled_member_upto(
         &self,
         list: ListId,
@@ -285,7 +286,7 @@ impl Directory {
         let conn = self.store.reader()?;
         conn.prepare_cached(
             "SELECT 1 FROM members WHERE list_id = ?1 AND address = ?2 AND id <= ?3 \
-             AND disabled_reason IS NULL",
+             AND disabled_reason IS NULL AND delivery = 'regular'",
         )
         .and_then(|mut st| {
             st.query_row(params![list.0, address.to_string(), up_to.0], |_| Ok(()))

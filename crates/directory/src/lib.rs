@@ -3,7 +3,7 @@
 //! Place in the flow: inbound asks whether an address is a list and whether a sender may post
 //! ([`Directory::list_by_address`], [`Directory::may_post`]); the spool records
 //! [`Directory::max_member_id`] when a post is accepted; fan-out expands recipients with
-//! [`Directory::members_page`]; the HTTP API and CLI manage lists and members and import CSV
+//! [`Directory::delivery_page`] (the members of one delivery mode); the HTTP API and CLI manage lists and members and import CSV
 //! files ([`Directory::import_csv`]); bounce handling disables members
 //! ([`Directory::set_member_status`]).
 //!
@@ -24,6 +24,7 @@
 mod bounces;
 mod consent;
 mod csvline;
+mod delivery;
 mod error;
 mod import;
 mod lists;

@@ -246,6 +246,26 @@ impl Directory {
         limit: usize,
         enabled_only: bool,
     ) -> Result<Vec<Member>, DirectoryError> {
+        let filter = if enabled_only {
+            "AND disabled_reason IS NULL"
+        } else {
+            ""
+        };
+        self.page_where(list, after, up_to, limit, filter, None)
+    }
+
+    /// One page of the `members(list_id, id)` range scan with an extra `filter` (fixed SQL, never
+    /// input), which may name `?5`, bound to `extra`. Shared by [`Directory::members_page`] and
+    /// the delivery-mode page (`delivery`), so both keep the index plan tested below.
+    pub(crate) fn page_where(
+        &self,
+        list: ListId,
+        after: MemberId,
+        up_to: MemberId,
+        limit: usize,
+        filter: &str,
+        extra: Option<&str>,
+    ) -> Result<Vec<Member>, DirectoryError> {
         if limit > MAX_PAGE_LIMIT {
             return Err(DirectoryError::invalid(
                 "limit",
@@ -254,11 +274,6 @@ impl Directory {
         }
         let conn = self.store.reader()?;
         ensure_list(&conn, list)?;
-        let filter = if enabled_only {
-            "AND disabled_reason IS NULL"
-        } else {
-            ""
-        };
         let sql = format!(
             "SELECT {MEMBER_COLUMNS} FROM members \
              WHERE list_id = ?1 AND id > ?2 AND id <= ?3 {filter} ORDER BY id LIMIT ?4"
@@ -267,12 +282,12 @@ impl Directory {
             .prepare_cached(&sql)
             .map_err(storage("prepare member page"))?;
         // `limit` <= MAX_PAGE_LIMIT, so the cast cannot truncate.
-        let rows = st
-            .query_map(
-                params![list.0, after.0, up_to.0, limit as i64],
-                MemberRow::from_row,
-            )
-            .map_err(storage("read member page"))?;
+        let (l, a, u, n) = (list.0, after.0, up_to.0, limit as i64);
+        let rows = match extra {
+            Some(x) => st.query_map(params![l, a, u, n, x], MemberRow::from_row),
+            None => st.query_map(params![l, a, u, n], MemberRow::from_row),
+        }
+        .map_err(storage("read member page"))?;
         let mut out = Vec::with_capacity(limit.min(4096));
         for row in rows {
             out.push(row.map_err(storage("read member page"))?.decode()?);
@@ -418,7 +433,11 @@ mod tests {
             )
             .unwrap();
         let conn = d.store.reader().unwrap();
-        for filter in ["AND disabled_reason IS NULL", ""] {
+        for filter in [
+            "AND disabled_reason IS NULL",
+            "",
+            "AND disabled_reason IS NULL AND delivery = 'regular'",
+        ] {
             let sql = format!(
                 "EXPLAIN QUERY PLAN SELECT {MEMBER_COLUMNS} FROM members \
                  WHERE list_id = ?1 AND id > ?2 AND id <= ?3 {filter} ORDER BY id LIMIT ?4"

@@ -76,6 +76,11 @@ const MIGRATIONS: &[&str] = &[
         source    TEXT NOT NULL,
         client    TEXT
     );",
+    // 3 -> 4: per-member delivery mode (issue 14 item 6). Every existing member keeps getting
+    // single posts. Checked against the four words so a bad write cannot make a member
+    // silently receive nothing.
+    "ALTER TABLE members ADD COLUMN delivery TEXT NOT NULL DEFAULT 'regular'
+        CHECK (delivery IN ('regular', 'digest-mime', 'digest-plain', 'nomail'));",
 ];
 
 /// The schema version this build writes and understands.
@@ -174,6 +179,18 @@ mod tests {
         drop(d);
         let conn = Connection::open(&path).expect("reopen");
         assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 3);
+        assert_eq!(SCHEMA_VERSION, 4);
+        // Migration 4: the member from before keeps getting single posts.
+        let d = Directory::open(&path).expect("reopen directory");
+        assert_eq!(
+            d.delivery(list.id, &old).expect("delivery"),
+            Some(herald_types::DeliveryMode::Regular)
+        );
+        // The CHECK refuses a word that is not a mode, whoever writes it.
+        let bad = conn.execute(
+            "UPDATE members SET delivery = 'digest' WHERE address = 'old@x.test'",
+            [],
+        );
+        assert!(bad.is_err(), "unknown delivery word stored");
     }
 }

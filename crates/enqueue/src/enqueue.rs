@@ -27,7 +27,7 @@ use herald_directory::{Directory, DirectoryError};
 use herald_spool::{PostKind, PostMeta, Spool, SpooledPost};
 use herald_telemetry::{Event, Telemetry};
 use herald_types::{
-    Address, GuardAction, GuardTrip, List, ListAddressKind, ListId, MemberId, PostId,
+    Address, DeliveryMode, GuardAction, GuardTrip, List, ListAddressKind, ListId, MemberId, PostId,
 };
 use tokio::sync::mpsc;
 
@@ -57,6 +57,15 @@ pub enum Submission {
     Postmaster {
         rcpt: Address,
         envelope_from: Option<Address>,
+        body: Bytes,
+    },
+    /// A list digest (issue 14, built by `herald-digest` from the archive): a list post for the
+    /// enabled members whose delivery mode is `audience` only, personalized like any copy. No
+    /// arrival check, guard or duplicate check: Herald wrote it, and the digest stage's own
+    /// record is what keeps it from being sent twice.
+    Digest {
+        list: Box<List>,
+        audience: DeliveryMode,
         body: Bytes,
     },
     /// Server mail from `from` (a postmaster address) to `to`, sent from the null reverse path
@@ -153,6 +162,8 @@ struct Draft {
     recipients: Vec<Address>,
     hold_reason: Option<String>,
     null_sender: bool,
+    /// `ListPost`: the delivery mode whose members get it (a digest's; regular otherwise).
+    audience: DeliveryMode,
     body: Bytes,
 }
 
@@ -169,6 +180,7 @@ impl Draft {
             recipients: Vec::new(),
             hold_reason: None,
             null_sender: false,
+            audience: DeliveryMode::Regular,
             body,
         }
     }
@@ -205,6 +217,20 @@ impl Enqueuer {
                 }
                 let mut d = Draft::plain(PostKind::Postmaster, ListId::NONE, rcpt, body);
                 d.envelope_from = envelope_from;
+                d
+            }
+            Submission::Digest {
+                list,
+                audience,
+                body,
+            } => {
+                let dir = self.directory.clone();
+                let list_id = list.id;
+                let max_member_id =
+                    tokio::task::spawn_blocking(move || dir.max_member_id(list_id)).await??;
+                let mut d = Draft::plain(PostKind::ListPost, list.id, list.address, body);
+                d.max_member_id = max_member_id;
+                d.audience = audience;
                 d
             }
             Submission::Server { from, to, body } => {
@@ -305,6 +331,7 @@ impl Enqueuer {
             recipients,
             hold_reason,
             null_sender: false,
+            audience: DeliveryMode::Regular,
             body,
         }))
     }
@@ -362,6 +389,7 @@ impl Enqueuer {
             recipients: draft.recipients,
             hold_reason: draft.hold_reason,
             null_sender: draft.null_sender,
+            audience: draft.audience,
         };
         let body = draft.body;
         let id = self.spool.accept(meta.clone(), body.clone()).await?;

@@ -20,6 +20,8 @@ pub enum ListsError {
     ClosedList,
     #[error("unknown action {0}")]
     UnknownAction(String),
+    #[error("{0} is not a member")]
+    NotMember(Address),
     #[error("directory: {0}")]
     Directory(#[from] DirectoryError),
     #[error("enqueue: {0}")]
@@ -34,7 +36,9 @@ impl ListsError {
     /// The list or held post named does not exist (or no longer does).
     pub fn is_not_found(&self) -> bool {
         match self {
-            ListsError::NoSuchList(_) | ListsError::NoHeldPost(_) => true,
+            ListsError::NoSuchList(_) | ListsError::NoHeldPost(_) | ListsError::NotMember(_) => {
+                true
+            }
             ListsError::Directory(e) => e.is_not_found(),
             _ => false,
         }

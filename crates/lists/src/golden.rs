@@ -261,6 +261,8 @@ const REQUEST_REPLY: &str = concat!(
         "\r\n",
         "  subscribe     join the list (you will be asked to confirm)\r\n",
         "  unsubscribe   leave the list (you will be asked to confirm)\r\n",
+        "  set digest mime|plain|off   receive digests instead of single posts, or not\r\n",
+        "  set nomail on|off          stop (or resume) list mail, staying a member\r\n",
         "  help          this text\r\n",
 );
 

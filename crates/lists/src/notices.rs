@@ -93,10 +93,10 @@ pub fn confirmation(
              or simply reply to this message (keep the subject).\n\n\
              If you did not ask for this, ignore this message: nothing changes.\n",
             verb = action.verb(),
-            prep = if action == Action::Subscribe {
-                "to"
-            } else {
-                "from"
+            prep = match action {
+                Action::Subscribe => "to",
+                Action::Unsubscribe => "from",
+                Action::Delivery(_) => "on",
             },
         ),
     }

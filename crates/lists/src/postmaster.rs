@@ -335,6 +335,7 @@ mod tests {
                 recipients: Vec::new(),
                 hold_reason: None,
                 null_sender: false,
+                audience: Default::default(),
             },
             body: Bytes::from(body.replace('\n', "\r\n")),
         }

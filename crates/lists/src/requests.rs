@@ -1,6 +1,8 @@
 //! Mail to `<list>-request`: `subscribe`, `unsubscribe`, `help`, `confirm <token>` (the
-//! reply to a confirmation mail), and `approve <token>` / `reject <token>` (a moderator's reply
-//! to a moderation notice). One command per mail: the first one found in the subject or,
+//! reply to a confirmation mail), `approve <token>` / `reject <token>` (a moderator's reply
+//! to a moderation notice), and Mailman's delivery settings `set digest mime|plain|off` and
+//! `set nomail on|off` (issue 14; confirmed by a round trip like a subscription). Delivery
+//! modes are exclusive, so `set digest off` and `set nomail off` both mean regular delivery. One command per mail: the first one found in the subject or,
 //! failing that, the first [`ListsConfig::request_max_lines`] lines of the body.
 //!
 //! Loop safety: nothing is answered for the null sender, for `Auto-Submitted` mail other than
@@ -18,7 +20,7 @@
 //! [`ListsConfig::request_max_lines`]: crate::ListsConfig
 
 use herald_types::token::MAX_TOKEN_BYTES;
-use herald_types::Address;
+use herald_types::{Address, DeliveryMode};
 use mail_parser::MessageParser;
 
 /// Longest line examined for a command.
@@ -33,6 +35,8 @@ pub enum Command {
     Confirm(String),
     Approve(String),
     Reject(String),
+    /// `set digest …` / `set nomail …`: the member's new delivery mode.
+    SetDelivery(DeliveryMode),
 }
 
 /// What a request mail asks, and who asks it.
@@ -118,6 +122,24 @@ fn command_in(line: &str) -> Option<Command> {
             .next()
             .filter(|t| t.len() <= MAX_TOKEN_BYTES)
             .map(|t| Command::Reject(t.to_string())),
+        "set" => set_command(words).map(Command::SetDelivery),
+        _ => None,
+    }
+}
+
+/// `set digest mime|plain|off` or `set nomail on|off` (words in any case, nothing after them:
+/// a line with more is not this command, so prose starting with "set" is never acted on).
+fn set_command<'a>(mut words: impl Iterator<Item = &'a str>) -> Option<DeliveryMode> {
+    let setting = words.next()?.to_ascii_lowercase();
+    let value = words.next()?.to_ascii_lowercase();
+    if words.next().is_some() {
+        return None;
+    }
+    match (setting.as_str(), value.as_str()) {
+        ("digest", "mime") => Some(DeliveryMode::DigestMime),
+        ("digest", "plain") => Some(DeliveryMode::DigestPlain),
+        ("digest", "off") | ("nomail", "off") => Some(DeliveryMode::Regular),
+        ("nomail", "on") => Some(DeliveryMode::Nomail),
         _ => None,
     }
 }
@@ -130,6 +152,8 @@ pub fn help_text(list: &Address) -> String {
          Send a mail to {request} with one of these words in the subject or the first line:\n\n\
          \x20 subscribe     join the list (you will be asked to confirm)\n\
          \x20 unsubscribe   leave the list (you will be asked to confirm)\n\
+         \x20 set digest mime|plain|off   receive digests instead of single posts, or not\n\
+         \x20 set nomail on|off          stop (or resume) list mail, staying a member\n\
          \x20 help          this text\n"
     )
 }
@@ -169,6 +193,58 @@ mod tests {
         );
         let m = b"From: mod@x.test\r\nSubject: approve\r\n\r\n";
         assert_eq!(parse(m, Some(&from()), 50).expect("p").command, None);
+    }
+
+    #[test]
+    fn set_commands_name_a_delivery_mode() {
+        let cmd = |line: &str| {
+            let m = format!("From: bob@x.test\r\nSubject: hi\r\n\r\n{line}\r\n");
+            parse(m.as_bytes(), Some(&from()), 50).expect("p").command
+        };
+        let set = |m| Some(Command::SetDelivery(m));
+        assert_eq!(cmd("set digest mime"), set(DeliveryMode::DigestMime));
+        assert_eq!(cmd("  SET Digest PLAIN  "), set(DeliveryMode::DigestPlain));
+        assert_eq!(cmd("set digest off"), set(DeliveryMode::Regular));
+        assert_eq!(cmd("set nomail on"), set(DeliveryMode::Nomail));
+        assert_eq!(cmd("set nomail off"), set(DeliveryMode::Regular));
+        let m = b"From: bob@x.test\r\nSubject: Re: set digest mime\r\n\r\n";
+        assert_eq!(
+            parse(m, Some(&from()), 50).expect("p").command,
+            set(DeliveryMode::DigestMime)
+        );
+    }
+
+    /// Hostile and malformed `set` lines are no command (the sender gets the help), never a
+    /// guess: a quoted line, prose, extra words, unknown values, control characters, a
+    /// 100,000-character value and a command past the line budget.
+    #[test]
+    fn malformed_set_commands_are_refused() {
+        let cmd = |body: &str| {
+            let m = format!("From: bob@x.test\r\nSubject: hi\r\n\r\n{body}\r\n");
+            parse(m.as_bytes(), Some(&from()), 50).expect("p").command
+        };
+        for bad in [
+            "> set digest mime",
+            "set",
+            "set digest",
+            "set digest mime please",
+            "set digest html",
+            "set digest on",
+            "set nomail yes",
+            "set nomail",
+            "set delivery off",
+            "set digest\u{0}mime",
+            "set digest mime\u{7}",
+            "setdigest mime",
+            "set digest-mime",
+            "set me up with digests",
+        ] {
+            assert_eq!(cmd(bad), None, "{bad:?}");
+        }
+        let long = format!("set digest {}", "m".repeat(100_000));
+        assert_eq!(cmd(&long), None);
+        let late = format!("{}set nomail on", "blah\r\n".repeat(60));
+        assert_eq!(cmd(&late), None, "past request_max_lines");
     }
 
     #[test]

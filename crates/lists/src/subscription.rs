@@ -66,6 +66,10 @@ impl Lists {
                     self.moderate_by_mail(&list, &req.sender, &t, Moderation::Reject)
                         .await?,
                 ),
+                Some(Command::SetDelivery(mode)) => {
+                    self.start_delivery(&list, &req.sender, mode, client)
+                        .await?
+                }
                 Some(Command::Help) | None => Some(requests::help_text(&list.address)),
             };
             if let Some(text) = reply {
@@ -120,6 +124,28 @@ impl Lists {
         Ok(None)
     }
 
+    /// A member's `set digest …` / `set nomail …` by mail: a confirmation to the member's own
+    /// address (a forged From must not silence someone's list mail), or why not.
+    async fn start_delivery(
+        &self,
+        list: &List,
+        who: &Address,
+        mode: herald_types::DeliveryMode,
+        client: Option<std::net::IpAddr>,
+    ) -> Result<Option<String>, ListsError> {
+        let (d, id, addr) = (self.enqueuer.directory.clone(), list.id, who.clone());
+        if tokio::task::spawn_blocking(move || d.delivery(id, &addr))
+            .await??
+            .is_none()
+        {
+            return Ok(Some(format!(
+                "{who} is not a member of {}: there is no delivery to change.",
+                list.address
+            )));
+        }
+        self.start(list, who, Action::Delivery(mode), client).await
+    }
+
     /// Checks a confirmation token; with `apply: Some(consent)` (how and by whom it is
     /// confirmed), carries its action out (idempotent).
     pub async fn confirm(
@@ -167,10 +193,15 @@ impl Lists {
                         d.record_consent(id, &m.address, &consent)?;
                         Ok(())
                     }
-                    Err(e) => Err(e),
+                    Err(e) => Err(e.into()),
                 }
             }
-            Action::Unsubscribe => d.remove_member(id, &who).map(|_| ()),
+            Action::Unsubscribe => Ok(d.remove_member(id, &who).map(|_| ())?),
+            Action::Delivery(mode) => match d.set_delivery(id, &who, mode)? {
+                true => Ok(()),
+                // Left the list between the request and the confirmation.
+                false => Err(ListsError::NotMember(who)),
+            },
         })
         .await??;
         tracing::info!(list = %c.list, address = %c.address, action = c.action.verb(), "confirmed");

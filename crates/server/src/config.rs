@@ -66,6 +66,8 @@ pub struct Config {
     /// The file this config was loaded from (`Config::load`): SIGHUP reads it again.
     #[serde(skip)]
     pub source: Option<PathBuf>,
+    /// List digests (issue 14 item 6): built from the archive for digest members.
+    pub digest: herald_digest::DigestConfig,
 }
 
 impl Default for Config {
@@ -92,6 +94,7 @@ impl Default for Config {
             archive: herald_archive::ArchiveSection::default(),
             notice_limits: herald_guard::NoticeLimits::default(),
             source: None,
+            digest: herald_digest::DigestConfig::default(),
         }
     }
 }

@@ -57,6 +57,8 @@ pub(crate) struct Stages {
     web_archive: Option<Arc<herald_archive::web::WebArchive>>,
     /// The signing keys every copy is built with; SIGHUP replaces them in place.
     dkim: herald_auth::DkimKeys,
+    /// The digest stage (`[digest] enabled` with the archive on).
+    digests: Option<Arc<herald_digest::Digests>>,
     stages_stop: CancellationToken,
 }
 
@@ -157,6 +159,19 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         mta_sts_path: Some(config.data_dir.join("mta-sts.json")),
     };
     let archive = start_archive(config, &s.recovered)?;
+    // Digests the spool holds (recovery delivers them): the digest stage must not send again.
+    let live_digests: std::collections::HashSet<String> = s
+        .recovered
+        .iter()
+        .filter(|p| p.meta.kind == PostKind::ListPost && p.meta.audience.is_digest())
+        .filter_map(|p| p.meta.message_id.as_deref())
+        .map(|m| {
+            m.trim()
+                .trim_start_matches('<')
+                .trim_end_matches('>')
+                .to_string()
+        })
+        .collect();
     let (scheduler, scheduler_task) = Scheduler::start(
         config.scheduler.clone(),
         deps,
@@ -249,6 +264,14 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
             None
         }
     };
+    let digests = start_digests(
+        config,
+        &s.directory,
+        &enqueuer,
+        live_digests,
+        &mut tasks,
+        stop,
+    )?;
     Ok(Stages {
         directory: s.directory,
         spool: s.spool,
@@ -263,8 +286,46 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         archive_writer,
         web_archive,
         dkim,
+        digests,
         stages_stop,
     })
+}
+
+/// The digest stage, when the archive it reads is on: settles digests a crash interrupted
+/// (against `live`, the digests the spool recovered), then checks lists on its timer.
+fn start_digests(
+    config: &Config,
+    directory: &Directory,
+    enqueuer: &Arc<Enqueuer>,
+    live: std::collections::HashSet<String>,
+    tasks: &mut Vec<JoinHandle<()>>,
+    stop: &CancellationToken,
+) -> Result<Option<Arc<herald_digest::Digests>>, ServerError> {
+    if !(config.digest.enabled && config.archive.enabled) {
+        return Ok(None);
+    }
+    let digests = herald_digest::Digests::open(
+        directory.clone(),
+        enqueuer.clone(),
+        &config.data_dir.join("archive.db"),
+        &config.data_dir.join("digest.db"),
+        config.digest.clone(),
+        config.hostname.clone(),
+    )
+    .map_err(|e| {
+        ServerError::Config(ConfigError::Unusable {
+            key: "digest".into(),
+            message: e.to_string(),
+        })
+    })?;
+    let (d, stop) = (digests.clone(), stop.clone());
+    tasks.push(tokio::spawn(async move {
+        if let Err(e) = d.recover(&live).await {
+            tracing::error!(error = %e, "digest recovery failed");
+        }
+        d.run(stop).await;
+    }));
+    Ok(Some(digests))
 }
 
 /// The archive writer, with the recovered list posts to offer it again (a post accepted just
@@ -380,6 +441,7 @@ pub(crate) fn serve(
             keys: config.key_files(),
             hostname: config.hostname.clone(),
         },
+        digests: stages.digests.clone(),
     });
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");

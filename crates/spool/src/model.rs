@@ -8,7 +8,7 @@
 //! Limits: a `DoneSet` is a roaring treemap, so 1,000,000 finished members of one post take on the
 //! order of 128 KiB when ids are dense, a few MiB when they are scattered.
 
-use herald_types::{Address, ListId, MemberId, PostId, RcptOutcome};
+use herald_types::{Address, DeliveryMode, ListId, MemberId, PostId, RcptOutcome};
 use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +57,11 @@ pub struct PostMeta {
     /// auto-reply back to Herald, so it cannot loop.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub null_sender: bool,
+    /// `ListPost`: which members get it, by delivery mode (issue 14). `Regular` for every post
+    /// from a poster; a digest is a list post for the members of its digest mode only. Left
+    /// out of the record when regular, so journals written before it read back the same.
+    #[serde(default, skip_serializing_if = "DeliveryMode::is_regular")]
+    pub audience: DeliveryMode,
 }
 
 /// What inbound hands to fan-out once `accept` has returned.

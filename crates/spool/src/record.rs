@@ -263,6 +263,7 @@ mod tests {
             recipients: Vec::new(),
             hold_reason: None,
             null_sender: false,
+            audience: Default::default(),
         }
     }
 

@@ -136,6 +136,38 @@ pub struct ListSettings {
     /// reason "unauthenticated sender" (or refused, per `guard_action`). `None`: on for
     /// `moderators` lists, off for `members` lists (see [`ListSettings::requires_aligned_from`]).
     pub require_aligned_from: Option<bool>,
+    /// Digest members (issue 14): a digest is sent as soon as the posts archived since the
+    /// last one pass this many kilobytes (0: no size trigger, the schedule only).
+    pub digest_size_threshold_kb: u32,
+    /// Digest members: when a digest of whatever accumulated is sent regardless of size.
+    pub digest_schedule: DigestSchedule,
+    /// When the digest volume number goes up (its issue number then starts again at 1).
+    pub digest_volume_frequency: DigestVolumeFrequency,
+}
+
+/// When a list's digest is sent even below its size threshold (Mailman's
+/// `digest_send_periodic`). Counted from the last digest sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DigestSchedule {
+    #[default]
+    Daily,
+    Weekly,
+    /// Only by size or `herald digest send-now`.
+    None,
+}
+
+/// When a new digest volume starts (Mailman's `digest_volume_frequency`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DigestVolumeFrequency {
+    /// A new volume in each new calendar year (UTC).
+    #[default]
+    Yearly,
+    /// A new volume in each new calendar month (UTC).
+    Monthly,
+    /// Volume 1 for ever; issues keep counting.
+    Never,
 }
 
 impl ListSettings {
@@ -186,6 +218,9 @@ impl Default for ListSettings {
             guard_action: crate::GuardAction::default(),
             max_posts_per_hour: 0,
             require_aligned_from: None,
+            digest_size_threshold_kb: 30,
+            digest_schedule: DigestSchedule::default(),
+            digest_volume_frequency: DigestVolumeFrequency::default(),
         }
     }
 }
@@ -217,6 +252,65 @@ impl MemberStatus {
     }
 }
 
+/// How a member receives the list (issue 14 item 6, Mailman's delivery modes). Stored per member
+/// by the directory; fan-out sends single posts to `Regular` members only, and a digest post to
+/// the members of its own digest mode only. `Nomail` stays a member (counts, may post, gets
+/// confirmations and notices) but receives no list mail: holidays.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeliveryMode {
+    #[default]
+    Regular,
+    /// RFC 2046 `multipart/digest`, each post a `message/rfc822` part.
+    DigestMime,
+    /// RFC 1153 plain-text digest.
+    DigestPlain,
+    Nomail,
+}
+
+impl DeliveryMode {
+    /// Every mode, in the order the CLI and docs list them.
+    pub const ALL: [DeliveryMode; 4] = [
+        DeliveryMode::Regular,
+        DeliveryMode::DigestMime,
+        DeliveryMode::DigestPlain,
+        DeliveryMode::Nomail,
+    ];
+
+    /// The stored and wire word (`regular`, `digest-mime`, `digest-plain`, `nomail`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryMode::Regular => "regular",
+            DeliveryMode::DigestMime => "digest-mime",
+            DeliveryMode::DigestPlain => "digest-plain",
+            DeliveryMode::Nomail => "nomail",
+        }
+    }
+
+    /// The mode named by `word` (exact, lowercase: the stored form); `None` for anything else.
+    pub fn parse(word: &str) -> Option<DeliveryMode> {
+        DeliveryMode::ALL.into_iter().find(|m| m.as_str() == word)
+    }
+
+    /// True for the two digest modes.
+    pub fn is_digest(self) -> bool {
+        matches!(self, DeliveryMode::DigestMime | DeliveryMode::DigestPlain)
+    }
+
+    /// `Regular` (the default) is left out of serialized spool records.
+    pub fn is_regular(&self) -> bool {
+        *self == DeliveryMode::Regular
+    }
+}
+
+impl std::fmt::Display for DeliveryMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A member as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Member {
@@ -232,7 +326,26 @@ pub struct Member {
 
 #[cfg(test)]
 mod list_id_label_tests {
-    use super::list_id_label;
+    use super::{list_id_label, DeliveryMode};
+
+    #[test]
+    fn delivery_mode_words_round_trip_and_refuse_others() {
+        for m in DeliveryMode::ALL {
+            assert_eq!(DeliveryMode::parse(m.as_str()), Some(m));
+            let json = serde_json::to_string(&m).expect("json");
+            assert_eq!(json, format!("\"{}\"", m.as_str()));
+        }
+        for bad in [
+            "",
+            "Regular",
+            "digest",
+            "digest_mime",
+            "nomail ",
+            "regular\n",
+        ] {
+            assert_eq!(DeliveryMode::parse(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn list_id_label_is_a_dot_atom() {

@@ -109,6 +109,9 @@ pub const MAX_TOKEN_BYTES: usize = 1024;
 pub enum Action {
     Subscribe,
     Unsubscribe,
+    /// A member's delivery mode change asked by mail (`set digest …`, `set nomail …`, issue
+    /// 14): confirmed like a subscription, so a forged From cannot silence someone's mail.
+    Delivery(crate::DeliveryMode),
 }
 
 impl Action {
@@ -116,6 +119,23 @@ impl Action {
         match self {
             Action::Subscribe => "s",
             Action::Unsubscribe => "u",
+            Action::Delivery(m) => match m {
+                crate::DeliveryMode::Regular => "dr",
+                crate::DeliveryMode::DigestMime => "dm",
+                crate::DeliveryMode::DigestPlain => "dp",
+                crate::DeliveryMode::Nomail => "dn",
+            },
+        }
+    }
+
+    fn from_code(code: &str) -> Option<Action> {
+        match code {
+            "s" => Some(Action::Subscribe),
+            "u" => Some(Action::Unsubscribe),
+            _ => crate::DeliveryMode::ALL
+                .into_iter()
+                .map(Action::Delivery)
+                .find(|a| a.code() == code),
         }
     }
 
@@ -123,6 +143,12 @@ impl Action {
         match self {
             Action::Subscribe => "subscribe",
             Action::Unsubscribe => "unsubscribe",
+            Action::Delivery(m) => match m {
+                crate::DeliveryMode::Regular => "set regular delivery for",
+                crate::DeliveryMode::DigestMime => "set MIME digest delivery for",
+                crate::DeliveryMode::DigestPlain => "set plain digest delivery for",
+                crate::DeliveryMode::Nomail => "stop list mail (nomail) for",
+            },
         }
     }
 }
@@ -255,11 +281,7 @@ pub fn confirmation_token(
 pub fn verify_confirmation(secret: &[u8], token: &str, now_unix_secs: u64) -> Option<Confirmation> {
     let text = open(secret, CONFIRM_DOMAIN, token)?;
     let mut it = text.splitn(4, '|');
-    let action = match it.next()? {
-        "s" => Action::Subscribe,
-        "u" => Action::Unsubscribe,
-        _ => return None,
-    };
+    let action = Action::from_code(it.next()?)?;
     let expires: u64 = it.next()?.parse().ok()?;
     if now_unix_secs > expires {
         return None;
@@ -271,6 +293,45 @@ pub fn verify_confirmation(secret: &[u8], token: &str, now_unix_secs: u64) -> Op
         list,
         address,
     })
+}
+
+#[cfg(test)]
+mod delivery_token_tests {
+    use super::*;
+    use crate::DeliveryMode;
+
+    /// Every delivery mode survives the token, the signature covers it (a `dm` token cannot be
+    /// turned into `dn`), and unknown codes are refused.
+    #[test]
+    fn delivery_actions_round_trip_and_cannot_be_swapped() {
+        let (list, bob) = (
+            Address::parse("dev@l.example").expect("a"),
+            Address::parse("bob@ex.com").expect("a"),
+        );
+        for m in DeliveryMode::ALL {
+            let t = confirmation_token(b"k", Action::Delivery(m), &list, &bob, 100);
+            let c = verify_confirmation(b"k", &t, 50).expect("valid");
+            assert_eq!(c.action, Action::Delivery(m));
+            assert!(verify_confirmation(b"k", &t, 101).is_none(), "expired");
+        }
+        let t = confirmation_token(
+            b"k",
+            Action::Delivery(DeliveryMode::DigestMime),
+            &list,
+            &bob,
+            100,
+        );
+        let (p64, tag) = t.split_once('.').expect("dot");
+        let payload = String::from_utf8(URL_SAFE_NO_PAD.decode(p64).expect("b64")).expect("utf8");
+        let forged = format!(
+            "{}.{tag}",
+            URL_SAFE_NO_PAD.encode(payload.replacen("dm|", "dn|", 1))
+        );
+        assert!(verify_confirmation(b"k", &forged, 50).is_none());
+        for code in ["d", "dx", "D", "dm ", ""] {
+            assert_eq!(Action::from_code(code), None, "{code:?}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Fan-out expansion: render the post once, then read the list's members in pages and turn each
-//! enabled member (within the post's member-id snapshot, minus those already finished before a
-//! restart) into a job. The job channel is bounded, so a million-member list is read only as fast
+//! enabled member of the post's audience (within the post's member-id snapshot, minus those
+//! already finished before a restart) into a job. The audience is a delivery mode: single posts
+//! go to `regular` members only, a digest to the members of its digest mode (issue 14). The job channel is bounded, so a million-member list is read only as fast
 //! as the scheduler takes copies: memory stays bounded by the window, not the list.
 
 use crate::messages::Report;
@@ -84,7 +85,8 @@ pub async fn expand(
     loop {
         let dir = ctx.directory.clone();
         let (page, up_to) = (ctx.page_size.min(ctx.post_window), meta.max_member_id);
-        let members = blocking(move || dir.members_page(list_id, after, up_to, page, true))
+        let audience = meta.audience;
+        let members = blocking(move || dir.delivery_page(list_id, after, up_to, page, audience))
             .await?
             .map_err(|source| ExpandError::Directory { post: id, source })?;
         let Some(last) = members.last() else { break };

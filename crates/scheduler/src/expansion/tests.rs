@@ -126,6 +126,7 @@ fn meta(list: &List, max_member: MemberId) -> PostMeta {
         recipients: Vec::new(),
         hold_reason: None,
         null_sender: false,
+        audience: Default::default(),
     }
 }
 

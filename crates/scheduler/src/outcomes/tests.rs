@@ -28,6 +28,7 @@ fn meta() -> PostMeta {
         recipients: Vec::new(),
         hold_reason: None,
         null_sender: false,
+        audience: Default::default(),
     }
 }
 

@@ -20,6 +20,7 @@ pub fn meta(n: u64) -> PostMeta {
         recipients: Vec::new(),
         hold_reason: None,
         null_sender: false,
+        audience: Default::default(),
     }
 }
 

@@ -39,10 +39,7 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, StatsError> {
         let _ = std::fs::create_dir_all(dir);
     }
     let conn = Connection::open(path)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    // Statistics want speed, not durability: see the module docs.
-    conn.pragma_update(None, "synchronous", "OFF")?;
+    // The version first: a store from a newer Herald is refused before anything is written.
     let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if found > SCHEMA_VERSION {
         return Err(StatsError::SchemaTooNew {
@@ -50,6 +47,10 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, StatsError> {
             supported: SCHEMA_VERSION,
         });
     }
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // Statistics want speed, not durability: see the module docs.
+    conn.pragma_update(None, "synchronous", "OFF")?;
     conn.execute_batch(SCHEMA)?;
     if found < SCHEMA_VERSION {
         conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
