@@ -13,6 +13,9 @@ pub enum ApiError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// The request is understood and refused by policy (a banned or suppressed address).
+    #[error("{0}")]
+    Forbidden(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -23,6 +26,7 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -48,6 +52,7 @@ impl From<DirectoryError> for ApiError {
                 ApiError::Conflict(e.to_string())
             }
             DirectoryError::InvalidInput { .. } => ApiError::BadRequest(e.to_string()),
+            DirectoryError::Refused { .. } => ApiError::Forbidden(e.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
     }

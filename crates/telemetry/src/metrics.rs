@@ -207,7 +207,7 @@ pub struct Metrics {
     /// Inbound peers refused or cut off, by [`InboundRefusal`] (in `InboundRefusal::ALL` order).
     inbound_refusals: [Counter; 7],
     /// List posts stopped by a loop / auto-reply / rate guard, by [`GuardTrip`] (issue 18).
-    list_guard: [Counter; 6],
+    list_guard: [Counter; GuardTrip::WORDS.len()],
     /// Notices dropped by a `[notice_limits]` limit, by kind × limit (issue 18 item 3).
     notices_dropped: [Counter; 25],
     /// Held-post notices not sent because the held post was machine mail (backscatter).

@@ -85,3 +85,24 @@ pub(crate) fn consent(c: &d::Consent) -> v::ConsentView {
         client: c.client.clone(),
     }
 }
+
+/// A ban of `list`'s scope (`None`: global).
+pub(crate) fn ban(b: &d::Ban, list: Option<&List>) -> v::BanView {
+    v::BanView {
+        id: b.id,
+        list: list.map(|l| l.address.to_string()),
+        pattern: b.pattern.clone(),
+        created_at_ms: b.created_at_ms,
+    }
+}
+
+/// A suppression-list entry of `list`'s scope (`None`: global).
+pub(crate) fn suppression(s: &d::Suppression, list: Option<&List>) -> v::SuppressionView {
+    v::SuppressionView {
+        list: list.map(|l| l.address.to_string()),
+        address: s.address.to_string(),
+        reason: s.reason.clone(),
+        source: s.source.as_str().to_string(),
+        at_ms: s.at_ms,
+    }
+}
