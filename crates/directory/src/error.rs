@@ -62,7 +62,7 @@ pub enum DirectoryError {
     #[error("{address} cannot be added: {why}")]
     Refused {
         address: Address,
-        why: Box<crate::suppression::Refusal>,
+        why: Box<crate::refusal::Refusal>,
     },
 
     /// Reading an import stream failed (not a per-row problem: the stream itself broke).

@@ -31,6 +31,8 @@ mod import;
 mod lists;
 mod members;
 mod model;
+mod patterns;
+mod refusal;
 mod schema;
 mod store;
 mod suppression;

@@ -22,8 +22,7 @@ use std::collections::BTreeMap;
 
 /// Largest page `members_page` serves; bounds the memory of one call.
 pub const MAX_PAGE_LIMIT: usize = 100_000;
-/// Longest disabled reason, in characters.
-pub const MAX_REASON_CHARS: usize = 256;
+pub use crate::model::MAX_REASON_CHARS;
 
 const MEMBER_COLUMNS: &str = "id, list_id, address, display_name, disabled_reason, fields";
 

@@ -53,7 +53,7 @@ pub(crate) struct Store {
     readers: Mutex<ReaderPool>,
     reader_returned: Condvar,
     /// Compiled bans and the row generation they were built from (`bans`).
-    pub(crate) bans: crate::bans::BanCache,
+    pub(crate) bans: crate::patterns::BanCache,
 }
 
 struct ReaderPool {

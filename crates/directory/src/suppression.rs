@@ -15,11 +15,11 @@
 //!
 //! SECURITY: reasons end up in member records and API answers: bounded, no control characters.
 
-use crate::bans::{ban_on, Ban};
+use crate::bans::ban_on;
 use crate::error::{storage, DirectoryError};
 use crate::lists::ensure_list;
-use crate::members::MAX_REASON_CHARS;
-use crate::model::is_forbidden_char;
+use crate::model::{is_forbidden_char, MAX_REASON_CHARS};
+pub use crate::refusal::{Refusal, Suppression, SuppressionSource};
 use crate::store::Store;
 use crate::Directory;
 use herald_types::{unix_ms_now, Address, ListId};
@@ -28,77 +28,6 @@ use serde::{Deserialize, Serialize};
 
 /// Most entries one listing returns.
 pub const MAX_SUPPRESSION_LISTING: usize = 10_000;
-
-/// Who put an address on the suppression list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SuppressionSource {
-    /// An administrator (API, CLI).
-    Operator,
-    /// A feedback-loop (ARF) report: the member marked the list's mail as spam.
-    Complaint,
-    /// The person asked for their data to be erased.
-    Erasure,
-}
-
-impl SuppressionSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SuppressionSource::Operator => "operator",
-            SuppressionSource::Complaint => "complaint",
-            SuppressionSource::Erasure => "erasure",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<SuppressionSource> {
-        match s {
-            "operator" => Some(SuppressionSource::Operator),
-            "complaint" => Some(SuppressionSource::Complaint),
-            "erasure" => Some(SuppressionSource::Erasure),
-            _ => None,
-        }
-    }
-}
-
-/// One suppression-list entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Suppression {
-    /// `None`: every list.
-    pub list: Option<ListId>,
-    pub address: Address,
-    pub reason: String,
-    pub source: SuppressionSource,
-    pub at_ms: u64,
-}
-
-/// Why an address may not be added to a list.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refusal {
-    Suppressed(Suppression),
-    Banned(Ban),
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let scope = |l: Option<ListId>| {
-            if l.is_some() {
-                "this list's"
-            } else {
-                "the global"
-            }
-        };
-        match self {
-            Refusal::Suppressed(s) => write!(
-                f,
-                "it is on {} suppression list ({}: {})",
-                scope(s.list),
-                s.source.as_str(),
-                s.reason
-            ),
-            Refusal::Banned(b) => write!(f, "it is banned by {} ban {}", scope(b.list), b.pattern),
-        }
-    }
-}
 
 /// The suppression entry (global first, then the list's) for `address`, on `conn`.
 fn suppression_on(

@@ -59,6 +59,9 @@ pub enum Submission {
         envelope_from: Option<Address>,
         body: Bytes,
     },
+    /// Mail to the complaints address (`[complaints] local_part` at a list domain): spooled as
+    /// a bounce with no list, for the bounce stage's complaint handling (issue 18 item 5).
+    Complaint { rcpt: Address, body: Bytes },
     /// Server mail from `from` (a postmaster address) to `to`, sent from the null reverse path
     /// so that no bounce or auto-reply can come back to Herald.
     Server {
@@ -206,6 +209,14 @@ impl Enqueuer {
                 let mut d = Draft::plain(PostKind::Postmaster, ListId::NONE, rcpt, body);
                 d.envelope_from = envelope_from;
                 d
+            }
+            Submission::Complaint { rcpt, body } => {
+                if body.len() as u64 > self.max_message_bytes {
+                    return Err(EnqueueError::TooBig {
+                        limit: self.max_message_bytes,
+                    });
+                }
+                Draft::plain(PostKind::Bounce, ListId::NONE, rcpt, body)
             }
             Submission::Server { from, to, body } => {
                 let mut d = Draft::plain(PostKind::Generated, ListId::NONE, from, body);

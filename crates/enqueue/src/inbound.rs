@@ -6,6 +6,7 @@
 //! Recipient policy (never an open relay): a recipient is accepted when it is a list's address,
 //! or that address's `-bounces`, `-bounces+<verp>` or `-request` form, or postmaster (RFC 5321
 //! §4.5.1: `<Postmaster>`, or `postmaster@<d>` where `<d>` is the hostname or a list's domain);
+//! or the complaints address (`[complaints] local_part` at a list's domain, when set);
 //! everything else is refused with 550 5.1.1 before DATA. Postmaster comes first: a list
 //! created as `postmaster@<d>` would never receive mail, Herald keeps that address itself.
 //!
@@ -36,6 +37,8 @@ pub struct PostmasterPolicy {
     pub hostname: String,
     /// Most postmaster messages stored at once (`postmaster.max_stored`).
     pub max_stored: usize,
+    /// `[complaints] local_part` (empty: no complaints address).
+    pub complaints_local_part: String,
 }
 
 impl PostmasterPolicy {
@@ -65,6 +68,8 @@ pub enum Target {
     List(Box<List>, ListAddressKind),
     /// Postmaster, as `postmaster@<domain>` (local part normalized).
     Postmaster(Address),
+    /// The complaints address at a list domain (feedback-loop reports).
+    Complaints(Address),
 }
 
 impl ListHandler {
@@ -95,8 +100,17 @@ impl ListHandler {
         self.lookups.fetch_add(1, Ordering::Relaxed);
         let dir = self.enqueuer.directory.clone();
         let (rcpt, sender) = (rcpt.clone(), sender.cloned());
+        let complaints = self.postmaster.complaints_local_part.clone();
         let found = tokio::task::spawn_blocking(move || {
-            let target = lookup(&dir, &rcpt)?;
+            let target = match lookup(&dir, &rcpt)? {
+                None if !complaints.is_empty()
+                    && rcpt.local().eq_ignore_ascii_case(&complaints)
+                    && dir.has_list_in_domain(rcpt.domain())? =>
+                {
+                    Some(Target::Complaints(rcpt.clone()))
+                }
+                t => t,
+            };
             let ban = match (&target, &sender) {
                 (
                     Some(Target::List(list, ListAddressKind::Post | ListAddressKind::Request)),
@@ -241,6 +255,7 @@ impl InboundHandler for ListHandler {
             let key = match &target {
                 Target::List(list, role) => (list.id, role_key(role)),
                 Target::Postmaster(_) => (ListId::NONE, POSTMASTER_KEY),
+                Target::Complaints(_) => (ListId::NONE, COMPLAINTS_KEY),
             };
             if let Some((_, _, r)) = done.iter().find(|(l, k, _)| (*l, *k) == key) {
                 replies.push(r.clone());
@@ -263,6 +278,10 @@ impl InboundHandler for ListHandler {
                     envelope_from: envelope.mail_from.clone(),
                     body: body.clone(),
                 },
+                Target::Complaints(rcpt) => Submission::Complaint {
+                    rcpt,
+                    body: body.clone(),
+                },
             };
             let reply = enqueue_reply(&self.enqueuer.enqueue(submission).await);
             done.push((key.0, key.1, reply.clone()));
@@ -282,3 +301,5 @@ fn role_key(role: &ListAddressKind) -> u8 {
 
 /// The dedup key role of postmaster mail (with `ListId::NONE`).
 const POSTMASTER_KEY: u8 = 3;
+/// The dedup key role of mail to the complaints address (with `ListId::NONE`).
+const COMPLAINTS_KEY: u8 = 4;

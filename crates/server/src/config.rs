@@ -63,6 +63,8 @@ pub struct Config {
     /// Limits on mail sent on others' behalf: confirmations, held-post, request-reply,
     /// rejection and bounce-disabled notices (issue 18 item 3).
     pub notice_limits: herald_guard::NoticeLimits,
+    /// The complaints address for feedback-loop reports (issue 18 item 5; off by default).
+    pub complaints: herald_enqueue::ComplaintsSection,
 }
 
 impl Default for Config {
@@ -88,6 +90,7 @@ impl Default for Config {
             server: crate::privileges::ServerSection::default(),
             archive: herald_archive::ArchiveSection::default(),
             notice_limits: herald_guard::NoticeLimits::default(),
+            complaints: Default::default(),
         }
     }
 }

@@ -136,6 +136,19 @@ pub struct ListSettings {
     /// reason "unauthenticated sender" (or refused, per `guard_action`). `None`: on for
     /// `moderators` lists, off for `members` lists (see [`ListSettings::requires_aligned_from`]).
     pub require_aligned_from: Option<bool>,
+    /// What a member's feedback-loop complaint (an ARF report) does (issue 18 item 5):
+    /// unsubscribe them (default) or only disable them; either way the address goes on this
+    /// list's suppression list with the report's reason.
+    pub complaint_action: ComplaintAction,
+}
+
+/// See [`ListSettings::complaint_action`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComplaintAction {
+    #[default]
+    Unsubscribe,
+    Disable,
 }
 
 impl ListSettings {
@@ -186,6 +199,7 @@ impl Default for ListSettings {
             guard_action: crate::GuardAction::default(),
             max_posts_per_hour: 0,
             require_aligned_from: None,
+            complaint_action: ComplaintAction::default(),
         }
     }
 }
