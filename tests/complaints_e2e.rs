@@ -235,6 +235,11 @@ async fn an_arf_report_unsubscribes_exactly_the_member_who_complained() {
         .starts_with("250"));
     wait_metric(api, unmatched, 3).await;
     assert_eq!(metric(api, complaints).await, 2, "the repeat was harmless");
+    let view: herald_api_types::ListView = get_view(&format!("{api}/api/lists/{LIST}")).await;
+    assert_eq!(
+        view.complaints, 2,
+        "the list view (and the dashboard's table) shows them"
+    );
     assert_eq!(
         member_status(api, "carol@d0.test").await.as_deref(),
         Some(ENABLED)

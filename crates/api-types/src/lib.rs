@@ -86,6 +86,7 @@ mod tests {
                 enabled: 1,
                 disabled: 1,
             },
+            complaints: 0,
         };
         let json = serde_json::to_value(&view).expect("serialize");
         assert_eq!(json["id"], 7);

@@ -17,6 +17,8 @@ pub(crate) fn list_view(l: &List, c: &d::MemberCounts) -> v::ListView {
     v::ListView {
         list: list(l),
         members: counts(c),
+        // Filled by the handler from telemetry (a counter, not a directory fact).
+        complaints: 0,
     }
 }
 
