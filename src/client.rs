@@ -194,6 +194,12 @@ impl Api {
     pub async fn delete(&self, path: &str) -> Result<()> {
         self.send(self.http.delete(self.url(path))).await.map(drop)
     }
+    /// A DELETE naming what to delete in a JSON body (a ban's pattern has `/` and `?` in it).
+    pub async fn delete_json<B: Serialize + ?Sized>(&self, path: &str, body: &B) -> Result<()> {
+        self.send(self.http.delete(self.url(path)).json(body))
+            .await
+            .map(drop)
+    }
 }
 
 /// Decodes a JSON answer into its view type, or says in one line which endpoint answered what.

@@ -8,6 +8,7 @@
 mod output;
 mod archive_cmd;
 mod backup_cmd;
+mod bans_cmd;
 mod client;
 mod demo;
 mod dkim_cmd;
@@ -71,6 +72,12 @@ enum Command {
     Postmaster(lists_cmd::PostmasterArgs),
     /// Ask for a subscription (or, with --unsubscribe, its end) with double opt-in.
     Subscribe(lists_cmd::SubscribeArgs),
+    /// Banned addresses and patterns (address, @domain, ^regex), global or with --list.
+    #[command(subcommand)]
+    Ban(bans_cmd::BanCommand),
+    /// The suppression list: addresses never mailed or added again, global or with --list.
+    #[command(subcommand)]
+    Suppress(bans_cmd::SuppressCommand),
     /// DKIM keys for list domains.
     #[command(subcommand)]
     Dkim(dkim_cmd::DkimCommand),
@@ -202,6 +209,8 @@ async fn dispatch(
         Command::Bounces(a) => lists_cmd::bounces(&api()?, a).await,
         Command::Postmaster(a) => lists_cmd::postmaster(&api()?, a).await,
         Command::Subscribe(a) => lists_cmd::subscribe(&api()?, a).await,
+        Command::Ban(cmd) => bans_cmd::ban(&api()?, cmd).await,
+        Command::Suppress(cmd) => bans_cmd::suppress(&api()?, cmd).await,
         Command::Dkim(cmd) => dkim_cmd::run(cmd),
         Command::Report(cmd) => report::run(&api()?, cmd).await,
         Command::Top(a) => top::run(api()?, a).await,

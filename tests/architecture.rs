@@ -33,6 +33,7 @@ const FLOW: &[&str] = &[
     "herald-routing",
     "herald-smtp-client",
     "herald-scheduler",
+    "herald-complaints",
     "herald-bounce",
     "herald-lists",
     "herald-archive",

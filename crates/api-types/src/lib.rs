@@ -21,6 +21,7 @@
 //! SECURITY: these are plain data; values in responses (addresses, reply texts, subjects) are
 //! untrusted text from the network and are escaped by whoever renders them.
 
+pub mod bans;
 pub mod housekeeping;
 pub mod lists;
 pub mod live;
@@ -28,6 +29,7 @@ pub mod posts;
 pub mod queue;
 pub mod reports;
 
+pub use bans::*;
 pub use housekeeping::*;
 pub use lists::*;
 pub use live::*;
@@ -84,6 +86,7 @@ mod tests {
                 enabled: 1,
                 disabled: 1,
             },
+            complaints: 0,
         };
         let json = serde_json::to_value(&view).expect("serialize");
         assert_eq!(json["id"], 7);

@@ -32,6 +32,9 @@ pub struct ListView {
     #[serde(flatten)]
     pub list: ListInfo,
     pub members: MemberCounts,
+    /// Feedback-loop complaints that removed or disabled a member since the server started
+    /// (`herald_complaints_total{list}`; issue 18 item 5).
+    pub complaints: u64,
 }
 
 /// How many members a list has.

@@ -56,6 +56,14 @@ pub async fn lists(State(s): St) -> Result<Json<Vec<ListView>>, ApiError> {
             .collect::<Result<Vec<_>, DirectoryError>>()
     })
     .await?;
+    let metrics = s.telemetry.metrics();
+    let views = views
+        .into_iter()
+        .map(|mut v| {
+            v.complaints = metrics.complaints(&v.list.address);
+            v
+        })
+        .collect();
     Ok(Json(views))
 }
 
@@ -72,7 +80,9 @@ pub async fn show_list(State(s): St, Path(list): Path<String>) -> Result<Json<Li
     let list = find_list(&s, &list).await?;
     let id = list.id;
     let members = dir(&s, move |d| d.member_counts(id)).await?;
-    Ok(Json(views::directory::list_view(&list, &members)))
+    let mut view = views::directory::list_view(&list, &members);
+    view.complaints = s.telemetry.metrics().complaints(&view.list.address);
+    Ok(Json(view))
 }
 
 /// Changes some of a list's settings: the body is a JSON object of setting names and new

@@ -17,6 +17,9 @@ pub enum ApiError {
     /// staging cannot be written, an unwritable spool).
     #[error("{0}")]
     Unavailable(String),
+    /// The request is understood and refused by policy (a banned or suppressed address).
+    #[error("{0}")]
+    Forbidden(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -28,6 +31,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -53,6 +57,7 @@ impl From<DirectoryError> for ApiError {
                 ApiError::Conflict(e.to_string())
             }
             DirectoryError::InvalidInput { .. } => ApiError::BadRequest(e.to_string()),
+            DirectoryError::Refused { .. } => ApiError::Forbidden(e.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
     }

@@ -14,6 +14,7 @@
 
 mod admin;
 pub mod auth;
+mod bans;
 pub mod config;
 mod dashboard;
 mod error;
@@ -174,6 +175,16 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route(
             "/confirm/{token}",
             get(lists_ops::confirm_page).post(lists_ops::confirm),
+        )
+        .route(
+            "/api/bans",
+            get(bans::bans).post(bans::add_ban).delete(bans::remove_ban),
+        )
+        .route(
+            "/api/suppressions",
+            get(bans::suppressions)
+                .post(bans::suppress)
+                .delete(bans::unsuppress),
         )
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(

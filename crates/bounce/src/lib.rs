@@ -30,7 +30,9 @@
 //! address can forge bounces for that member, which the once-per-day rule slows to one point a
 //! day (a known gap: signed VERP would close it).
 
+pub mod complaint;
 mod dsn;
+mod error;
 pub mod heuristic;
 mod kind;
 pub mod stage;

@@ -25,24 +25,14 @@
 //! Limits: both input channels are bounded (the senders wait); each bounce is one directory
 //! transaction.
 
+use crate::complaint::{self, ComplaintContext, ComplaintOutcome};
+pub use crate::error::StageError;
 use crate::{classify_failure, classify_message, BounceKind, Verdict};
 use herald_directory::{Directory, DirectoryError, NewBounce};
-use herald_spool::{PostKind, Spool, SpoolError, SpooledPost};
+use herald_spool::{PostKind, Spool, SpooledPost};
 use herald_types::{Address, FailedCopy, ListId, PostId};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-/// Why one bounce could not be processed (it stays in the spool and is retried at the next
-/// start).
-#[derive(Debug, thiserror::Error)]
-pub enum StageError {
-    #[error("directory: {0}")]
-    Directory(#[from] DirectoryError),
-    #[error("spool: {0}")]
-    Spool(#[from] SpoolError),
-    #[error("internal task failed: {0}")]
-    Task(#[from] tokio::task::JoinError),
-}
 
 /// What processing did with one input.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +59,9 @@ pub struct BounceStage {
     pub spool: Spool,
     /// Where newly disabled members are reported (`None`: nobody is told).
     pub disabled: Option<mpsc::Sender<DisabledMember>>,
+    /// Feedback-loop complaints are recognised and acted on (`complaint.rs`); `None`: every
+    /// report is classified as a bounce.
+    pub complaints: Option<ComplaintContext>,
 }
 
 /// Capacity of the spooled-bounce channel from the enqueue path.
@@ -141,7 +134,25 @@ impl BounceStage {
     }
 
     /// Classifies and records one spooled bounce; completes it unless it is unrecognized.
+    /// A feedback-loop report is handled as a complaint first.
     pub async fn process_post(&self, post: &SpooledPost) -> Result<Processed, StageError> {
+        if let Some(ctx) = &self.complaints {
+            let b = post.body.clone();
+            if let Some(c) =
+                tokio::task::spawn_blocking(move || herald_complaints::parse(&b)).await?
+            {
+                return self.process_complaint(ctx, post, &c).await;
+            }
+        }
+        if post.meta.list_id == ListId::NONE {
+            // Mail to the complaints address that is no report: nothing to score it against,
+            // so it stays live in the spool (never lost) and is counted.
+            if let Some(ctx) = &self.complaints {
+                ctx.telemetry.metrics().count_complaint_unmatched();
+            }
+            tracing::warn!(post = %post.id, "mail to the complaints address is not a feedback report; kept in the spool");
+            return Ok(unmatched());
+        }
         let body = post.body.clone();
         let verdict = tokio::task::spawn_blocking(move || classify_message(&body)).await?;
         let verp = post.meta.recipients.first().cloned();
@@ -167,6 +178,64 @@ impl BounceStage {
             self.spool.complete(post.id).await?;
         }
         Ok(processed)
+    }
+
+    /// Acts on one complaint report; an unmatched one is kept (an unrecognized bounce of its
+    /// list, listed for an administrator; or live in the spool for the complaints address).
+    async fn process_complaint(
+        &self,
+        ctx: &ComplaintContext,
+        post: &SpooledPost,
+        c: &herald_complaints::Complaint,
+    ) -> Result<Processed, StageError> {
+        let verp = post.meta.recipients.first().cloned();
+        let list = post.meta.list_id;
+        let outcome = complaint::handle(ctx, &self.directory, list, verp, c).await?;
+        tracing::info!(post = %post.id, outcome = ?outcome, format = c.format.word(), "complaint report processed");
+        match outcome {
+            ComplaintOutcome::Unmatched if list == ListId::NONE => Ok(unmatched()),
+            ComplaintOutcome::Unmatched => {
+                let v = Verdict {
+                    kind: BounceKind::Unrecognized,
+                    recipient: None,
+                    status: None,
+                    diagnostic: crate::kind::excerpt(&format!(
+                        "{} report via {} naming no verifiable member",
+                        c.format.word(),
+                        c.reporter
+                    )),
+                };
+                match self
+                    .record(list, None, &v, "complaint", Some(post.id))
+                    .await
+                {
+                    Err(StageError::Directory(DirectoryError::NoSuchList(_))) => {
+                        self.spool.complete(post.id).await?;
+                        Ok(unmatched())
+                    }
+                    r => r,
+                }
+            }
+            ComplaintOutcome::Acted { member, .. }
+            | ComplaintOutcome::AlreadyHandled { member, .. } => {
+                self.spool.complete(post.id).await?;
+                Ok(Processed {
+                    kind: BounceKind::Informational,
+                    address: Some(member),
+                    counted: false,
+                    disabled: false,
+                })
+            }
+            ComplaintOutcome::NotSpam => {
+                self.spool.complete(post.id).await?;
+                Ok(Processed {
+                    kind: BounceKind::Informational,
+                    address: None,
+                    counted: false,
+                    disabled: false,
+                })
+            }
+        }
     }
 
     /// Scores one copy that failed for good, by its cause. `None`: the cause is not a bounce
@@ -243,5 +312,15 @@ impl BounceStage {
             counted: applied.counted,
             disabled: applied.disabled,
         })
+    }
+}
+
+/// What an unmatched, kept report reads as in the stage's log.
+fn unmatched() -> Processed {
+    Processed {
+        kind: BounceKind::Unrecognized,
+        address: None,
+        counted: false,
+        disabled: false,
     }
 }

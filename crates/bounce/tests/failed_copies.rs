@@ -41,6 +41,7 @@ fn world() -> World {
         directory: directory.clone(),
         spool,
         disabled: None,
+        complaints: None,
     };
     World {
         _dir: dir,

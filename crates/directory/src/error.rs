@@ -2,7 +2,7 @@
 //!
 //! Callers classify errors by variant (or with [`DirectoryError::is_client_error`] /
 //! [`DirectoryError::is_not_found`]), never by matching on the text. Variants that describe a bad
-//! request (`NoSuchList`, `AlreadyExists`, `AlreadyMember`, `InvalidInput`) are safe to show to
+//! request (`NoSuchList`, `AlreadyExists`, `AlreadyMember`, `InvalidInput`, `Refused`) are safe to show to
 //! an API client; storage variants carry SQLite or I/O detail that belongs in the server log, and
 //! the HTTP layer should answer them with a generic 500.
 
@@ -57,6 +57,14 @@ pub enum DirectoryError {
     #[error("corrupt directory data in {what}: {reason}")]
     Corrupt { what: &'static str, reason: String },
 
+    /// The address may not be added (or re-enabled): it is suppressed or banned (issue 18).
+    /// Safe to show: it names the ban's pattern or the suppression's source and reason.
+    #[error("{address} cannot be added: {why}")]
+    Refused {
+        address: Address,
+        why: Box<crate::refusal::Refusal>,
+    },
+
     /// Reading an import stream failed (not a per-row problem: the stream itself broke).
     #[error("cannot read import input: {source}")]
     Read {
@@ -75,6 +83,7 @@ impl DirectoryError {
                 | DirectoryError::AlreadyExists(_)
                 | DirectoryError::AlreadyMember(_)
                 | DirectoryError::InvalidInput { .. }
+                | DirectoryError::Refused { .. }
         )
     }
 

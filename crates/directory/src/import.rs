@@ -6,7 +6,9 @@
 //! before the header is ignored. Empty values mean "absent" (no name, no such field).
 //!
 //! Behaviour: every bad row is rejected with its physical line number and a reason, and the
-//! import goes on; good rows are never dropped. A row whose address is already on the list, or
+//! import goes on; good rows are never dropped. A suppressed or banned address is a rejected row
+//! too, with the reason (reported after the other rejects of its batch of
+//! [`IMPORT_BATCH_ROWS`]). A row whose address is already on the list, or
 //! appeared earlier in the file, updates that member (counted as `updated`). Rows are written in
 //! transactions of [`IMPORT_BATCH_ROWS`] so a million-row file neither holds the write lock for
 //! the whole import nor needs one transaction per row; `progress(rows_processed)` is called after
@@ -33,6 +35,7 @@ use crate::model::{
     check_field_name, check_field_value, check_name, ImportReport, NewMember, RejectedRow,
     MAX_FIELDS,
 };
+use crate::suppression::refusal_on;
 use crate::Directory;
 use herald_types::{Address, ListId};
 use std::collections::BTreeMap;
@@ -81,7 +84,7 @@ impl Directory {
             processed += 1;
             let number = line.number;
             match parse_row(&header, &line, &mut fields) {
-                Ok(member) => batch.push(member),
+                Ok(member) => batch.push((number, member)),
                 Err(reason) => reject(&mut report, number, reason),
             }
             if processed % IMPORT_BATCH_ROWS as u64 == 0 {
@@ -107,7 +110,7 @@ impl Directory {
     fn import_batch(
         &self,
         list: ListId,
-        batch: &mut Vec<NewMember>,
+        batch: &mut Vec<(u64, NewMember)>,
         high: &mut Option<i64>,
         report: &mut ImportReport,
     ) -> Result<(), DirectoryError> {
@@ -125,10 +128,25 @@ impl Directory {
             };
             // Consent by import, for rows new to the list (an existing member keeps theirs).
             let consent = Consent::now(ConsentSource::Import, None);
-            let tally = upsert_members(tx, list, batch.iter(), &mut h, Some(&consent))?;
+            // Suppressed and banned addresses are rejected rows, with the reason (issue 18).
+            let mut refused = Vec::new();
+            let mut ok = Vec::with_capacity(batch.len());
+            for (line, m) in batch.iter() {
+                match refusal_on(&self.store, tx, list, &m.address)? {
+                    Some(why) => {
+                        refused.push((*line, format!("{} cannot be added: {why}", m.address)))
+                    }
+                    None => ok.push(m),
+                }
+            }
+            let tally = upsert_members(tx, list, ok, &mut h, Some(&consent))?;
             *high = Some(h);
-            Ok(tally)
+            Ok((tally, refused))
         })?;
+        let (tally, refused) = tally;
+        for (line, reason) in refused {
+            reject(report, line, reason);
+        }
         report.added += tally.added;
         report.updated += tally.updated;
         batch.clear();

@@ -5,7 +5,8 @@
 //! [`Directory::max_member_id`] when a post is accepted; fan-out expands recipients with
 //! [`Directory::delivery_page`] (the members of one delivery mode); the HTTP API and CLI manage lists and members and import CSV
 //! files ([`Directory::import_csv`]); bounce handling disables members
-//! ([`Directory::set_member_status`]).
+//! ([`Directory::set_member_status`]). Bans and the suppression list (`bans`, `suppression`)
+//! are enforced here, on every path that adds or re-enables a member.
 //!
 //! The API is synchronous (rusqlite); async callers use `tokio::task::spawn_blocking`.
 //! [`Directory`] is a cheap `Clone` handle, `Send + Sync`, usable from many threads at once: reads
@@ -21,6 +22,7 @@
 //! which parses untrusted text (see `import`). Names, fields, disabled reasons and list texts that
 //! later reach headers are refused if they carry control characters (no CR/LF injection).
 
+mod bans;
 mod bounces;
 mod consent;
 mod csvline;
@@ -30,9 +32,13 @@ mod import;
 mod lists;
 mod members;
 mod model;
+mod patterns;
+mod refusal;
 mod schema;
 mod store;
+mod suppression;
 
+pub use bans::{normalize_ban_pattern, Ban, MAX_BANS, MAX_BAN_PATTERN_CHARS, REGEX_SIZE_LIMIT};
 pub use bounces::{
     BounceApplied, BounceEvent, BounceScore, NewBounce, DAY_MS, MAX_BOUNCE_LISTING,
     MAX_EVENTS_PER_ADDRESS, MAX_REPUTATION_EVENTS,
@@ -47,6 +53,9 @@ pub use model::{
     MAX_FIELD_VALUE_CHARS, MAX_NAME_CHARS,
 };
 pub use schema::SCHEMA_VERSION;
+pub use suppression::{
+    Refusal, Suppressed, Suppression, SuppressionSource, MAX_SUPPRESSION_LISTING,
+};
 
 use std::path::Path;
 use std::sync::Arc;

@@ -22,8 +22,7 @@ use std::collections::BTreeMap;
 
 /// Largest page `members_page` serves; bounds the memory of one call.
 pub const MAX_PAGE_LIMIT: usize = 100_000;
-/// Longest disabled reason, in characters.
-pub const MAX_REASON_CHARS: usize = 256;
+pub use crate::model::MAX_REASON_CHARS;
 
 const MEMBER_COLUMNS: &str = "id, list_id, address, display_name, disabled_reason, fields";
 
@@ -93,6 +92,9 @@ impl Directory {
         }
         let tally = self.store.write(|tx| {
             ensure_list(tx, list)?;
+            for m in ms {
+                crate::suppression::refuse_on(&self.store, tx, list, &m.address)?;
+            }
             let mut high = high_water(tx)?;
             upsert_members(tx, list, ms, &mut high, None)
         })?;
@@ -105,8 +107,8 @@ impl Directory {
         Ok(tally.added)
     }
 
-    /// Adds one member; `AlreadyMember` if the address (any case) is already on the list. No
-    /// consent is recorded (see [`Directory::add_member_consented`]).
+    /// Adds one member; `AlreadyMember` if the address (any case) is already on the list,
+    /// `Refused` if it is suppressed or banned (see `suppression`). No consent is recorded (see [`Directory::add_member_consented`]).
     pub fn add_member(&self, list: ListId, m: &NewMember) -> Result<Member, DirectoryError> {
         self.add_member_with(list, m, None)
     }
@@ -132,6 +134,9 @@ impl Directory {
         let fields = fields_json(&m.fields)?;
         let id = self.store.write(|tx| {
             ensure_list(tx, list)?;
+            // Before the membership check: a confirmed subscribe of a suppressed member that
+            // is still on the list (disabled) must not go on to re-enable it.
+            crate::suppression::refuse_on(&self.store, tx, list, &m.address)?;
             if member_id(tx, list, &m.address)?.is_some() {
                 return Err(DirectoryError::AlreadyMember(m.address.clone()));
             }
@@ -208,7 +213,8 @@ impl Directory {
         row.map(MemberRow::decode).transpose()
     }
 
-    /// Enables or disables a member. False if the address was not on the list.
+    /// Enables or disables a member. False if the address was not on the list; `Refused` when
+    /// enabling a suppressed address.
     pub fn set_member_status(
         &self,
         list: ListId,
@@ -224,6 +230,9 @@ impl Directory {
         };
         self.store.write(|tx| {
             ensure_list(tx, list)?;
+            if reason.is_none() {
+                crate::suppression::refuse_enable_on(tx, list, address)?;
+            }
             let n = tx
                 .prepare_cached(
                     "UPDATE members SET disabled_reason = ?3 WHERE list_id = ?1 AND address = ?2",

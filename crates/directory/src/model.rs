@@ -16,6 +16,8 @@ pub const MAX_NAME_CHARS: usize = 256;
 pub const MAX_FIELD_VALUE_CHARS: usize = 1024;
 /// Longest custom field name accepted, in characters.
 pub const MAX_FIELD_NAME_CHARS: usize = 64;
+/// Longest disabled reason (and suppression reason), in characters.
+pub const MAX_REASON_CHARS: usize = 256;
 /// Most custom fields one member may carry.
 pub const MAX_FIELDS: usize = 32;
 

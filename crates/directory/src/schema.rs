@@ -81,6 +81,26 @@ const MIGRATIONS: &[&str] = &[
     // silently receive nothing.
     "ALTER TABLE members ADD COLUMN delivery TEXT NOT NULL DEFAULT 'regular'
         CHECK (delivery IN ('regular', 'digest-mime', 'digest-plain', 'nomail'));",
+    // 4 -> 5: bans and the suppression list (issue 18 item 4, see `bans` and `suppression`).
+    // `list_id` NULL is the global scope; the unique indexes fold NULL to 0 because SQLite
+    // treats NULLs as distinct in a UNIQUE constraint. Ban rows are never updated, only
+    // inserted and deleted, so (MAX(id), COUNT(*)) names the set (the compiled-ban cache).
+    "CREATE TABLE bans (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        list_id       INTEGER REFERENCES lists(id) ON DELETE CASCADE,
+        pattern       TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL
+    );
+    CREATE UNIQUE INDEX bans_by_scope ON bans(COALESCE(list_id, 0), pattern);
+    CREATE TABLE suppressions (
+        id       INTEGER PRIMARY KEY AUTOINCREMENT,
+        list_id  INTEGER REFERENCES lists(id) ON DELETE CASCADE,
+        address  TEXT NOT NULL COLLATE NOCASE,
+        reason   TEXT NOT NULL,
+        source   TEXT NOT NULL,
+        at_ms    INTEGER NOT NULL
+    );
+    CREATE UNIQUE INDEX suppressions_by_address ON suppressions(address, COALESCE(list_id, 0));",
 ];
 
 /// The schema version this build writes and understands.
@@ -179,7 +199,7 @@ mod tests {
         drop(d);
         let conn = Connection::open(&path).expect("reopen");
         assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 4);
+        assert_eq!(SCHEMA_VERSION, 5);
         // Migration 4: the member from before keeps getting single posts.
         let d = Directory::open(&path).expect("reopen directory");
         assert_eq!(

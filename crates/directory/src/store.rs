@@ -52,6 +52,8 @@ pub(crate) struct Store {
     writer: Mutex<Connection>,
     readers: Mutex<ReaderPool>,
     reader_returned: Condvar,
+    /// Compiled bans and the row generation they were built from (`bans`).
+    pub(crate) bans: crate::patterns::BanCache,
 }
 
 struct ReaderPool {
@@ -126,6 +128,7 @@ impl Store {
                 open: 0,
             }),
             reader_returned: Condvar::new(),
+            bans: Default::default(),
         })
     }
 

@@ -99,3 +99,14 @@ impl AuthSection {
         Ok(LmtpClients::FromReceived(blocks))
     }
 }
+
+/// The complaints address (`[complaints]`, issue 18 item 5): where feedback-loop reports may
+/// be sent besides each list's `-bounces` address.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ComplaintsSection {
+    /// Local part accepted at every list domain, e.g. `complaints` for
+    /// `complaints@lists.example.org` (the address to register with providers' feedback
+    /// loops). Empty (default): off. A list of that name keeps its address.
+    pub local_part: String,
+}

@@ -68,6 +68,9 @@ pub enum Submission {
         audience: DeliveryMode,
         body: Bytes,
     },
+    /// Mail to the complaints address (`[complaints] local_part` at a list domain): spooled as
+    /// a bounce with no list, for the bounce stage's complaint handling (issue 18 item 5).
+    Complaint { rcpt: Address, body: Bytes },
     /// Server mail from `from` (a postmaster address) to `to`, sent from the null reverse path
     /// so that no bounce or auto-reply can come back to Herald.
     Server {
@@ -232,6 +235,14 @@ impl Enqueuer {
                 d.max_member_id = max_member_id;
                 d.audience = audience;
                 d
+            }
+            Submission::Complaint { rcpt, body } => {
+                if body.len() as u64 > self.max_message_bytes {
+                    return Err(EnqueueError::TooBig {
+                        limit: self.max_message_bytes,
+                    });
+                }
+                Draft::plain(PostKind::Bounce, ListId::NONE, rcpt, body)
             }
             Submission::Server { from, to, body } => {
                 let mut d = Draft::plain(PostKind::Generated, ListId::NONE, from, body);
@@ -445,6 +456,9 @@ impl Enqueuer {
         body: &Bytes,
     ) -> Result<(PostKind, Option<String>), EnqueueError> {
         let from = from_header(body);
+        if let Some(f) = &from {
+            self.refuse_banned(list, f).await?;
+        }
         if let Some(trip) = self.guard_trip(list, from.as_ref().or(envelope_from.as_ref()), body) {
             self.telemetry.metrics().count_list_guard(trip);
             tracing::info!(list = %list.address, guard = trip.word(),
@@ -504,6 +518,22 @@ impl Enqueuer {
 }
 
 impl Enqueuer {
+    /// Refuses a post whose `From:` is banned from `list` (the envelope sender was checked at
+    /// RCPT; only the header tells here).
+    async fn refuse_banned(&self, list: &List, from: &Address) -> Result<(), EnqueueError> {
+        let (dir, id, who) = (self.directory.clone(), list.id, from.clone());
+        let ban = tokio::task::spawn_blocking(move || dir.ban_for(Some(id), &who)).await??;
+        let Some(ban) = ban else { return Ok(()) };
+        self.telemetry.metrics().count_list_guard(GuardTrip::Banned);
+        tracing::info!(list = %list.address, from = %from, ban = ban.id,
+            "post refused: the From: address is banned");
+        Err(EnqueueError::Banned {
+            sender: from.clone(),
+            list: list.address.clone(),
+            ban: describe_ban(&ban),
+        })
+    }
+
     /// The loop / auto-reply guard a post from SMTP trips, else its sender's post rate. A
     /// post that trips a header guard is not counted against the rate.
     fn guard_trip(&self, list: &List, sender: Option<&Address>, body: &[u8]) -> Option<GuardTrip> {
@@ -545,6 +575,26 @@ fn from_is_authentic(body: &[u8], from: &Address, authserv_id: &str) -> bool {
                 .as_deref()
                 .is_some_and(|d| d.eq_ignore_ascii_case(from.domain()))
     })
+}
+
+/// A ban as the SMTP reply names it: its scope and pattern, cut so the reply line stays short.
+fn describe_ban(ban: &herald_directory::Ban) -> String {
+    let scope = if ban.list.is_some() {
+        "list ban"
+    } else {
+        "global ban"
+    };
+    let pattern: String = ban.pattern.chars().take(100).collect();
+    format!("{scope} {pattern}")
+}
+
+/// The reply to a banned envelope sender at RCPT.
+pub(crate) fn banned_reply(
+    sender: &Address,
+    list: &Address,
+    ban: &herald_directory::Ban,
+) -> herald_types::Reply {
+    herald_smtp::replies::sender_banned(sender, list, &describe_ban(ban))
 }
 
 /// The first address of the From header, if it parses as an address Herald accepts.

@@ -23,6 +23,13 @@ pub enum EnqueueError {
     /// A list guard stopped the post and the list's `guard_action` is `reject`.
     #[error("refused by a list guard: {}", .0.reason())]
     Guarded(GuardTrip),
+    /// The post's `From:` matches a ban (issue 18 item 4); `ban` describes it for the reply.
+    #[error("{sender} is banned from {list} ({ban})")]
+    Banned {
+        sender: Address,
+        list: Address,
+        ban: String,
+    },
 }
 
 impl EnqueueError {
@@ -30,7 +37,10 @@ impl EnqueueError {
     pub fn is_transient(&self) -> bool {
         !matches!(
             self,
-            EnqueueError::TooBig { .. } | EnqueueError::NoSuchList(_) | EnqueueError::Guarded(_)
+            EnqueueError::TooBig { .. }
+                | EnqueueError::NoSuchList(_)
+                | EnqueueError::Guarded(_)
+                | EnqueueError::Banned { .. }
         )
     }
 
@@ -46,6 +56,7 @@ impl EnqueueError {
             EnqueueError::TooBig { limit } => replies::too_big_for_list(*limit),
             EnqueueError::NoSuchList(list) => replies::no_such_list(list),
             EnqueueError::Guarded(trip) => replies::guard_refused(trip.reason()),
+            EnqueueError::Banned { sender, list, ban } => replies::sender_banned(sender, list, ban),
             e if e.is_storage_shortage() => replies::INSUFFICIENT_STORAGE.reply(),
             _ => replies::LOCAL_ERROR.reply(),
         }

@@ -6,6 +6,7 @@
 //! Recipient policy (never an open relay): a recipient is accepted when it is a list's address,
 //! or that address's `-bounces`, `-bounces+<verp>` or `-request` form, or postmaster (RFC 5321
 //! §4.5.1: `<Postmaster>`, or `postmaster@<d>` where `<d>` is the hostname or a list's domain);
+//! or the complaints address (`[complaints] local_part` at a list's domain, when set);
 //! everything else is refused with 550 5.1.1 before DATA. Postmaster comes first: a list
 //! created as `postmaster@<d>` would never receive mail, Herald keeps that address itself.
 //!
@@ -17,11 +18,14 @@
 
 use crate::enqueue::{Enqueuer, Origin, Submission};
 use crate::error::EnqueueError;
+use herald_directory::Ban;
 use herald_inbound::{InboundHandler, InboundMessage, Mode, Refusal};
 use herald_smtp::replies;
 use herald_spool::{PostKind, Spool};
 use herald_telemetry::InboundRefusal;
-use herald_types::{Address, List, ListAddressKind, ListAddressParts, ListId, PostId, Reply};
+use herald_types::{
+    Address, GuardTrip, List, ListAddressKind, ListAddressParts, ListId, PostId, Reply,
+};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -33,6 +37,8 @@ pub struct PostmasterPolicy {
     pub hostname: String,
     /// Most postmaster messages stored at once (`postmaster.max_stored`).
     pub max_stored: usize,
+    /// `[complaints] local_part` (empty: no complaints address).
+    pub complaints_local_part: String,
 }
 
 impl PostmasterPolicy {
@@ -62,6 +68,8 @@ pub enum Target {
     List(Box<List>, ListAddressKind),
     /// Postmaster, as `postmaster@<domain>` (local part normalized).
     Postmaster(Address),
+    /// The complaints address at a list domain (feedback-loop reports).
+    Complaints(Address),
 }
 
 impl ListHandler {
@@ -78,31 +86,39 @@ impl ListHandler {
         self.lookups.load(Ordering::Relaxed)
     }
 
-    /// What a recipient is to us, or `None` when it is not ours.
-    async fn resolve(&self, rcpt: &Address) -> Result<Option<Target>, Reply> {
+    /// What a recipient is to us (`None` when it is not ours), and the ban that stops `sender`
+    /// from writing to it: checked for a list's post and `-request` addresses, in the same
+    /// blocking task as the lookup.
+    async fn resolve(
+        &self,
+        rcpt: &Address,
+        sender: Option<&Address>,
+    ) -> Result<(Option<Target>, Option<Ban>), Reply> {
         if rcpt.is_postmaster() && self.postmaster.is_hostname(rcpt.domain()) {
-            return Ok(postmaster_target(rcpt));
+            return Ok((postmaster_target(rcpt), None));
         }
         self.lookups.fetch_add(1, Ordering::Relaxed);
         let dir = self.enqueuer.directory.clone();
-        let rcpt = rcpt.clone();
+        let (rcpt, sender) = (rcpt.clone(), sender.cloned());
+        let complaints = self.postmaster.complaints_local_part.clone();
         let found = tokio::task::spawn_blocking(move || {
-            if rcpt.is_postmaster() {
-                let ours = dir.has_list_in_domain(rcpt.domain())?;
-                return Ok(ours.then(|| postmaster_target(&rcpt)).flatten());
-            }
-            // A list's own address wins over suffix parsing (a list may be called "x-request").
-            if let Some(list) = dir.list_by_address(&rcpt)? {
-                return Ok(Some(Target::List(Box::new(list), ListAddressKind::Post)));
-            }
-            let parts = ListAddressParts::classify(&rcpt);
-            if parts.kind == ListAddressKind::Post {
-                return Ok(None);
-            }
-            Ok::<_, herald_directory::DirectoryError>(
-                dir.list_by_address(&parts.list_address)?
-                    .map(|l| Target::List(Box::new(l), parts.kind)),
-            )
+            let target = match lookup(&dir, &rcpt)? {
+                None if !complaints.is_empty()
+                    && rcpt.local().eq_ignore_ascii_case(&complaints)
+                    && dir.has_list_in_domain(rcpt.domain())? =>
+                {
+                    Some(Target::Complaints(rcpt.clone()))
+                }
+                t => t,
+            };
+            let ban = match (&target, &sender) {
+                (
+                    Some(Target::List(list, ListAddressKind::Post | ListAddressKind::Request)),
+                    Some(s),
+                ) => dir.ban_for(Some(list.id), s)?,
+                _ => None,
+            };
+            Ok::<_, herald_directory::DirectoryError>((target, ban))
         })
         .await;
         match found {
@@ -117,6 +133,28 @@ impl ListHandler {
             }
         }
     }
+}
+
+/// The directory's answer for one recipient (blocking).
+fn lookup(
+    dir: &herald_directory::Directory,
+    rcpt: &Address,
+) -> Result<Option<Target>, herald_directory::DirectoryError> {
+    if rcpt.is_postmaster() {
+        let ours = dir.has_list_in_domain(rcpt.domain())?;
+        return Ok(ours.then(|| postmaster_target(rcpt)).flatten());
+    }
+    // A list's own address wins over suffix parsing (a list may be called "x-request").
+    if let Some(list) = dir.list_by_address(rcpt)? {
+        return Ok(Some(Target::List(Box::new(list), ListAddressKind::Post)));
+    }
+    let parts = ListAddressParts::classify(rcpt);
+    if parts.kind == ListAddressKind::Post {
+        return Ok(None);
+    }
+    Ok(dir
+        .list_by_address(&parts.list_address)?
+        .map(|l| Target::List(Box::new(l), parts.kind)))
 }
 
 /// `postmaster@<domain>` spelled the one way the store and the log show it.
@@ -167,15 +205,27 @@ impl InboundHandler for ListHandler {
     fn check_recipient(
         &self,
         rcpt: &Address,
+        sender: Option<&Address>,
     ) -> impl Future<Output = Result<Target, Reply>> + Send {
-        let rcpt = rcpt.clone();
+        let (rcpt, sender) = (rcpt.clone(), sender.cloned());
         async move {
             // The journal cannot take mail now (a full disk): say so before the body is sent;
             // the sender keeps the message and retries.
             if !self.enqueuer.spool.is_writable() {
                 return Err(replies::INSUFFICIENT_STORAGE.reply());
             }
-            match self.resolve(&rcpt).await? {
+            let (target, ban) = self.resolve(&rcpt, sender.as_ref()).await?;
+            if let (Some(ban), Some(Target::List(list, _)), Some(sender)) = (ban, &target, &sender)
+            {
+                self.enqueuer
+                    .telemetry
+                    .metrics()
+                    .count_list_guard(GuardTrip::Banned);
+                tracing::info!(list = %list.address, sender = %sender, ban = ban.id,
+                    "banned sender refused at RCPT");
+                return Err(crate::enqueue::banned_reply(sender, &list.address, &ban));
+            }
+            match target {
                 Some(Target::Postmaster(_)) if !self.postmaster.has_room(&self.enqueuer.spool) => {
                     tracing::warn!(rcpt = %rcpt, "postmaster mail refused for now: postmaster.max_stored reached");
                     Err(replies::POSTMASTER_FULL.reply())
@@ -205,6 +255,7 @@ impl InboundHandler for ListHandler {
             let key = match &target {
                 Target::List(list, role) => (list.id, role_key(role)),
                 Target::Postmaster(_) => (ListId::NONE, POSTMASTER_KEY),
+                Target::Complaints(_) => (ListId::NONE, COMPLAINTS_KEY),
             };
             if let Some((_, _, r)) = done.iter().find(|(l, k, _)| (*l, *k) == key) {
                 replies.push(r.clone());
@@ -227,6 +278,10 @@ impl InboundHandler for ListHandler {
                     envelope_from: envelope.mail_from.clone(),
                     body: body.clone(),
                 },
+                Target::Complaints(rcpt) => Submission::Complaint {
+                    rcpt,
+                    body: body.clone(),
+                },
             };
             let reply = enqueue_reply(&self.enqueuer.enqueue(submission).await);
             done.push((key.0, key.1, reply.clone()));
@@ -246,3 +301,5 @@ fn role_key(role: &ListAddressKind) -> u8 {
 
 /// The dedup key role of postmaster mail (with `ListId::NONE`).
 const POSTMASTER_KEY: u8 = 3;
+/// The dedup key role of mail to the complaints address (with `ListId::NONE`).
+const COMPLAINTS_KEY: u8 = 4;

@@ -28,7 +28,7 @@ mod inbound;
 mod policy;
 
 pub use arrival::{ArrivalCheck, LmtpClients, Source};
-pub use config::{ArrivalSetupError, AuthSection};
+pub use config::{ArrivalSetupError, AuthSection, ComplaintsSection};
 pub use dedup::{DedupConfig, DedupError, DedupStore, Seen};
 pub use enqueue::{
     crlf, from_header, Enqueuer, Handoff, HandoffReceivers, Origin, Submission, HANDOFF_CAPACITY,

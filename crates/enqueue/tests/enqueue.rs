@@ -205,6 +205,7 @@ async fn the_rcpt_answer_is_carried_to_data_one_lookup_per_recipient() {
     let policy = PostmasterPolicy {
         hostname: "herald.test".into(),
         max_stored: 10,
+        complaints_local_part: String::new(),
     };
     let handler = Arc::new(ListHandler::new(w.enqueuer.clone(), policy));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

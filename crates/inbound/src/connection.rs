@@ -324,7 +324,8 @@ impl<H: InboundHandler> Connection<H> {
                         self.queue(&reply);
                     }
                     Action::CheckRecipient(rcpt) => {
-                        let verdict = self.handler.check_recipient(&rcpt).await;
+                        let sender = self.session.mail_from().cloned();
+                        let verdict = self.handler.check_recipient(&rcpt, sender.as_ref()).await;
                         debug!(%rcpt, accepted = verdict.is_ok(), "recipient checked");
                         let verdict = verdict.map(|answer| self.answers.keep(rcpt, answer));
                         pending.extend(self.session.recipient_checked(verdict));
@@ -392,7 +393,11 @@ impl<H: InboundHandler> Connection<H> {
             None => {
                 let mut again = Vec::with_capacity(envelope.rcpts.len());
                 for rcpt in &envelope.rcpts {
-                    again.push(self.handler.check_recipient(rcpt).await);
+                    again.push(
+                        self.handler
+                            .check_recipient(rcpt, envelope.mail_from.as_ref())
+                            .await,
+                    );
                 }
                 again
             }

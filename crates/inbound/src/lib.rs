@@ -80,9 +80,11 @@ pub trait InboundHandler: Send + Sync + 'static {
     /// `Ok` for a list address or its `-bounces` / `-request` forms; otherwise the refusal,
     /// normally [`herald_smtp::replies::NO_SUCH_RECIPIENT`] (`550 5.1.1`), or
     /// [`herald_smtp::replies::LOCAL_ERROR`] (`451 4.3.0`) when the directory is unavailable.
+    /// `sender` is the transaction's reverse path (`None` for `<>`), for sender bans.
     fn check_recipient(
         &self,
         rcpt: &Address,
+        sender: Option<&Address>,
     ) -> impl Future<Output = Result<Self::Recipient, Reply>> + Send;
 
     /// Stores the message durably and returns one reply per `envelope.rcpts` entry, in order:

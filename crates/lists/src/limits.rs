@@ -19,8 +19,9 @@ use herald_types::{Address, List, NoticeKind};
 use std::net::IpAddr;
 
 impl Lists {
-    /// Sends `notice` of `kind` to `to` when it is under every limit; drops it otherwise
-    /// (`Ok`: a dropped notice is the intended outcome, not an error).
+    /// Sends `notice` of `kind` to `to` when it is under every limit and `to` is not on the
+    /// suppression list; drops it otherwise (`Ok`: a dropped notice is the intended outcome,
+    /// not an error).
     pub(crate) async fn send_notice(
         &self,
         list: &List,
@@ -29,6 +30,15 @@ impl Lists {
         kind: NoticeKind,
         client: Option<IpAddr>,
     ) -> Result<(), ListsError> {
+        // Never mail a suppressed address (issue 18 item 4), whatever the notice.
+        let (dir, id, who) = (self.enqueuer.directory.clone(), list.id, to.clone());
+        let suppressed =
+            tokio::task::spawn_blocking(move || dir.suppression_for(Some(id), &who)).await??;
+        if let Some(s) = suppressed {
+            tracing::info!(list = %list.address, to = %to, kind = kind.word(),
+                source = s.source.as_str(), "notice not sent: the address is suppressed");
+            return Ok(());
+        }
         let recipient = to.to_string();
         let n = NoticeTo {
             kind,

@@ -433,6 +433,7 @@ mod tests {
         let room = herald_enqueue::PostmasterPolicy {
             hostname: "herald.test".into(),
             max_stored: 2,
+            complaints_local_part: String::new(),
         };
         let day = herald_directory::DAY_MS;
         let now = herald_types::unix_ms_now();

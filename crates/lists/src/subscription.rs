@@ -56,6 +56,9 @@ impl Lists {
                         c.list
                     )),
                     Err(e) if e.is_internal() => return Err(e),
+                    Err(ListsError::Directory(e @ DirectoryError::Refused { .. })) => {
+                        Some(format!("Not done: {e}."))
+                    }
                     Err(_) => Some("That confirmation is not valid or has expired.".into()),
                 },
                 Some(Command::Approve(t)) => Some(
@@ -114,6 +117,18 @@ impl Lists {
                 "{} is a closed list: only its administrators add members.",
                 list.address
             )));
+        }
+        if action == Action::Subscribe {
+            // A banned or suppressed address gets no confirmation (the answer to a request by
+            // mail is itself dropped for a suppressed one: `send_notice`).
+            let (dir, id, w) = (self.enqueuer.directory.clone(), list.id, who.clone());
+            if let Some(why) = tokio::task::spawn_blocking(move || dir.refusal(id, &w)).await?? {
+                tracing::info!(list = %list.address, who = %who, %why, "subscription refused");
+                return Ok(Some(format!(
+                    "{who} cannot subscribe to {}: {why}.",
+                    list.address
+                )));
+            }
         }
         let expires = herald_types::unix_ms_now() / 1000 + self.cfg.confirm_ttl_secs;
         let token = token::confirmation_token(&self.secret, action, &list.address, who, expires);

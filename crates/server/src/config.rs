@@ -68,6 +68,8 @@ pub struct Config {
     pub source: Option<PathBuf>,
     /// List digests (issue 14 item 6): built from the archive for digest members.
     pub digest: herald_digest::DigestConfig,
+    /// The complaints address for feedback-loop reports (issue 18 item 5; off by default).
+    pub complaints: herald_enqueue::ComplaintsSection,
 }
 
 impl Default for Config {
@@ -95,6 +97,7 @@ impl Default for Config {
             notice_limits: herald_guard::NoticeLimits::default(),
             source: None,
             digest: herald_digest::DigestConfig::default(),
+            complaints: Default::default(),
         }
     }
 }

@@ -205,6 +205,10 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         directory: s.directory.clone(),
         spool: s.spool.clone(),
         disabled: Some(disabled_tx),
+        complaints: Some(herald_bounce::complaint::ComplaintContext {
+            secret: s.secret.clone(),
+            telemetry: s.telemetry.clone(),
+        }),
     };
     let stop = &stages_stop;
     let tasks = vec![
@@ -412,6 +416,7 @@ pub(crate) fn serve(
     let postmaster = PostmasterPolicy {
         hostname: config.hostname.clone(),
         max_stored: config.postmaster.max_stored,
+        complaints_local_part: config.complaints.local_part.clone(),
     };
     let handler = Arc::new(ListHandler::new(stages.enqueuer.clone(), postmaster));
     let inbound = listeners::spawn(

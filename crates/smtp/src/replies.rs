@@ -277,6 +277,20 @@ pub fn guard_refused(reason: &str) -> Reply {
     )
 }
 
+/// [`GUARD_REFUSED`] for a banned sender (issue 18): names the sender, the list and the ban,
+/// so the person reading the bounce knows which rule stopped them.
+pub fn sender_banned(
+    sender: &herald_types::Address,
+    list: &herald_types::Address,
+    ban: &str,
+) -> Reply {
+    Reply::new(
+        GUARD_REFUSED.code,
+        Some(GUARD_REFUSED.enhanced),
+        format!("<{sender}> is banned from {list} ({ban})"),
+    )
+}
+
 /// The 354 go-ahead after DATA.
 pub fn start_data() -> Reply {
     Reply::new(354, None, "End data with <CR><LF>.<CR><LF>")

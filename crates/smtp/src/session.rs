@@ -255,6 +255,12 @@ impl Session {
             )
     }
 
+    /// The reverse path of the open transaction (`None` outside one, or for the null sender
+    /// `<>`): the handler's recipient check may refuse a banned sender at RCPT.
+    pub fn mail_from(&self) -> Option<&Address> {
+        self.txn.as_ref().and_then(|t| t.mail_from.as_ref())
+    }
+
     pub fn is_closed(&self) -> bool {
         matches!(self.phase, Phase::Closed)
     }

@@ -207,11 +207,17 @@ pub struct Metrics {
     /// Inbound peers refused or cut off, by [`InboundRefusal`] (in `InboundRefusal::ALL` order).
     inbound_refusals: [Counter; 7],
     /// List posts stopped by a loop / auto-reply / rate guard, by [`GuardTrip`] (issue 18).
-    list_guard: [Counter; 6],
+    list_guard: [Counter; GuardTrip::WORDS.len()],
     /// Notices dropped by a `[notice_limits]` limit, by kind × limit (issue 18 item 3).
     notices_dropped: [Counter; 25],
     /// Held-post notices not sent because the held post was machine mail (backscatter).
     held_notices_suppressed: Counter,
+    /// Feedback-loop complaints acted on, by list address (issue 18 item 5). Lists are
+    /// created by administrators, so the label's values are bounded by the directory.
+    complaints: prometheus_client::metrics::family::Family<exposition::OneLabel, Counter>,
+    /// Complaint reports that named no member Herald could verify (garbage, forged, a copy
+    /// of a list since deleted): kept as unrecognized bounces for an administrator.
+    complaints_unmatched: Counter,
 }
 
 impl Metrics {
@@ -305,6 +311,19 @@ impl Metrics {
             "herald_held_notices_suppressed_total",
             "Held-post notices not sent because the held post was automatic, bulk or looping mail (answering it would be backscatter).",
         );
+        let complaints =
+            prometheus_client::metrics::family::Family::<exposition::OneLabel, Counter>::default();
+        exposition::register(
+            registry,
+            "herald_complaints_total",
+            "Feedback-loop (ARF) complaints that unsubscribed or disabled a member, by list.",
+            complaints.clone(),
+        );
+        let complaints_unmatched = counter(
+            registry,
+            "herald_complaints_unmatched_total",
+            "Feedback-loop reports that named no member Herald could verify (kept for an administrator as unrecognized bounces).",
+        );
         let delivery_latency = Histogram::new(DELIVERY_BOUNDS.iter().copied());
         exposition::register(
             registry,
@@ -340,7 +359,32 @@ impl Metrics {
             list_guard,
             notices_dropped,
             held_notices_suppressed,
+            complaints,
+            complaints_unmatched,
         }
+    }
+
+    /// Counts one complaint acted on for `list` (the bounce stage; rare, so the family's lock
+    /// is no cost).
+    pub fn count_complaint(&self, list: &str) {
+        self.complaints
+            .get_or_create(&[("list", list.to_string())])
+            .inc();
+    }
+
+    pub fn complaints(&self, list: &str) -> u64 {
+        self.complaints
+            .get_or_create(&[("list", list.to_string())])
+            .get()
+    }
+
+    /// Counts one complaint report that could not be mapped to a member.
+    pub fn count_complaint_unmatched(&self) {
+        self.complaints_unmatched.inc();
+    }
+
+    pub fn complaints_unmatched(&self) -> u64 {
+        self.complaints_unmatched.get()
     }
 
     /// Registers the values that are only read at scrape time (the per-destination table).

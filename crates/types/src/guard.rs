@@ -21,17 +21,21 @@ pub enum GuardTrip {
     /// `From:` names a member or moderator, but the arrival check did not find it authentic
     /// (no DMARC pass for the From domain) on a list that requires it (`require_aligned_from`).
     Unauthenticated,
+    /// The sender (envelope at RCPT, or `From:` at the end of DATA) matches a ban of the list or
+    /// a global one (issue 18 item 4). Always refused, whatever `guard_action` says.
+    Banned,
 }
 
 impl GuardTrip {
     /// Every variant's word, in [`GuardTrip::index`] order (the metric's label values).
-    pub const WORDS: [&'static str; 6] = [
+    pub const WORDS: [&'static str; 7] = [
         "auto_submitted",
         "precedence",
         "loop",
         "auto_reply",
         "post_rate",
         "unauthenticated",
+        "banned",
     ];
 
     /// Position in [`GuardTrip::WORDS`].
@@ -43,6 +47,7 @@ impl GuardTrip {
             GuardTrip::AutoReply => 3,
             GuardTrip::PostRate => 4,
             GuardTrip::Unauthenticated => 5,
+            GuardTrip::Banned => 6,
         }
     }
 
@@ -60,6 +65,7 @@ impl GuardTrip {
             GuardTrip::AutoReply => "auto-reply (vacation or out of office)",
             GuardTrip::PostRate => "the sender posted more than max_posts_per_hour",
             GuardTrip::Unauthenticated => "unauthenticated sender",
+            GuardTrip::Banned => "the sender is banned",
         }
     }
 }
@@ -89,6 +95,7 @@ mod tests {
             GuardTrip::AutoReply,
             GuardTrip::PostRate,
             GuardTrip::Unauthenticated,
+            GuardTrip::Banned,
         ] {
             assert_eq!(GuardTrip::WORDS[t.index()], t.word());
         }

@@ -26,9 +26,9 @@ pub use failure::{FailedCopy, FailureCause, NoRoute};
 pub use guard::{GuardAction, GuardTrip};
 pub use ids::{ListId, MemberId, PostId};
 pub use list::{
-    list_id_label, DeliveryMode, DigestSchedule, DigestVolumeFrequency, FromRewrite, List,
-    ListSettings, Member, MemberStatus, PosterDkim, PostingPolicy, ReplyToPolicy,
-    SubscriptionPolicy,
+    list_id_label, ComplaintAction, DeliveryMode, DigestSchedule, DigestVolumeFrequency,
+    FromRewrite, List, ListSettings, Member, MemberStatus, PosterDkim, PostingPolicy,
+    ReplyToPolicy, SubscriptionPolicy,
 };
 pub use notice::{NoticeKind, NoticeLimit};
 pub use outcome::RcptOutcome;

@@ -143,6 +143,10 @@ pub struct ListSettings {
     pub digest_schedule: DigestSchedule,
     /// When the digest volume number goes up (its issue number then starts again at 1).
     pub digest_volume_frequency: DigestVolumeFrequency,
+    /// What a member's feedback-loop complaint (an ARF report) does (issue 18 item 5):
+    /// unsubscribe them (default) or only disable them; either way the address goes on this
+    /// list's suppression list with the report's reason.
+    pub complaint_action: ComplaintAction,
 }
 
 /// When a list's digest is sent even below its size threshold (Mailman's
@@ -168,6 +172,15 @@ pub enum DigestVolumeFrequency {
     Monthly,
     /// Volume 1 for ever; issues keep counting.
     Never,
+}
+
+/// See [`ListSettings::complaint_action`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComplaintAction {
+    #[default]
+    Unsubscribe,
+    Disable,
 }
 
 impl ListSettings {
@@ -221,6 +234,7 @@ impl Default for ListSettings {
             digest_size_threshold_kb: 30,
             digest_schedule: DigestSchedule::default(),
             digest_volume_frequency: DigestVolumeFrequency::default(),
+            complaint_action: ComplaintAction::default(),
         }
     }
 }

@@ -167,7 +167,7 @@ async function slow() {
   ]);
   const members = lists.reduce((a, l) => a + l.members.total, 0);
   text("summary", `${lists.length} list${lists.length === 1 ? "" : "s"} · ${fmt(members)} members`);
-  fillTable("lists", lists, (l) => [[l.address], [fmt(l.members.total)], [fmt(l.members.enabled)], [fmt(l.members.disabled)]]);
+  fillTable("lists", lists, (l) => [[l.address], [fmt(l.members.total)], [fmt(l.members.enabled)], [fmt(l.members.disabled)], [fmt(l.complaints || 0)]]);
   fillTable("stragglers", strag.recipients, (s) => [[s.key], [fmt(s.pending)], [secs(s.oldest_secs)], [s.last_error, "err"]]);
   fillTable("hourly", hourly.slice().reverse(), (r) => {
     const d = new Date(r.hour_ms);

@@ -17,6 +17,8 @@ pub(crate) fn list_view(l: &List, c: &d::MemberCounts) -> v::ListView {
     v::ListView {
         list: list(l),
         members: counts(c),
+        // Filled by the handler from telemetry (a counter, not a directory fact).
+        complaints: 0,
     }
 }
 
@@ -83,5 +85,26 @@ pub(crate) fn consent(c: &d::Consent) -> v::ConsentView {
         at_ms: c.at_ms,
         source: c.source.as_str().to_string(),
         client: c.client.clone(),
+    }
+}
+
+/// A ban of `list`'s scope (`None`: global).
+pub(crate) fn ban(b: &d::Ban, list: Option<&List>) -> v::BanView {
+    v::BanView {
+        id: b.id,
+        list: list.map(|l| l.address.to_string()),
+        pattern: b.pattern.clone(),
+        created_at_ms: b.created_at_ms,
+    }
+}
+
+/// A suppression-list entry of `list`'s scope (`None`: global).
+pub(crate) fn suppression(s: &d::Suppression, list: Option<&List>) -> v::SuppressionView {
+    v::SuppressionView {
+        list: list.map(|l| l.address.to_string()),
+        address: s.address.to_string(),
+        reason: s.reason.clone(),
+        source: s.source.as_str().to_string(),
+        at_ms: s.at_ms,
     }
 }

@@ -69,7 +69,11 @@ impl Recorder {
 impl InboundHandler for Recorder {
     type Recipient = ();
 
-    async fn check_recipient(&self, rcpt: &Address) -> Result<(), Reply> {
+    async fn check_recipient(
+        &self,
+        rcpt: &Address,
+        _sender: Option<&Address>,
+    ) -> Result<(), Reply> {
         self.checked
             .lock()
             .expect("not poisoned")

@@ -1,0 +1,82 @@
+//! Bans and the suppression list (issue 18 item 4): `/api/bans` and `/api/suppressions`,
+//! admin-only. A request's `list` is a list address; absent, the global scope.
+
+use serde::{Deserialize, Serialize};
+
+/// One ban, as `GET /api/bans` lists it and `POST /api/bans` answers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BanView {
+    pub id: i64,
+    /// The list's address; `None`: global.
+    pub list: Option<String>,
+    /// As stored: an address or `@domain` normalized, a `^regex` as given.
+    pub pattern: String,
+    pub created_at_ms: u64,
+}
+
+/// `POST /api/bans` (add) and `DELETE /api/bans` (lift).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BanRequest {
+    #[serde(default)]
+    pub list: Option<String>,
+    pub pattern: String,
+}
+
+/// `GET /api/bans?list=…` and `GET /api/suppressions?list=…&limit=…`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeQuery {
+    #[serde(default)]
+    pub list: Option<String>,
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// One suppression-list entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SuppressionView {
+    /// The list's address; `None`: every list.
+    pub list: Option<String>,
+    pub address: String,
+    pub reason: String,
+    /// `operator`, `complaint` or `erasure`.
+    pub source: String,
+    pub at_ms: u64,
+}
+
+/// `POST /api/suppressions`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuppressRequest {
+    #[serde(default)]
+    pub list: Option<String>,
+    pub address: String,
+    pub reason: String,
+    /// `operator` (the default) or `erasure`; `complaint` is Herald's own.
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+/// The answer to `POST /api/suppressions`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SuppressAnswer {
+    /// The entry in force (the earlier one when the address was already suppressed).
+    pub entry: SuppressionView,
+    /// False when the address was already suppressed in this scope.
+    pub new: bool,
+    /// Members this call disabled.
+    pub disabled: u64,
+}
+
+/// `DELETE /api/suppressions`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnsuppressRequest {
+    #[serde(default)]
+    pub list: Option<String>,
+    pub address: String,
+}
