@@ -223,6 +223,7 @@ async fn a_host_that_comes_back_gets_its_pending_copies_within_a_probe_interval(
 async fn greylisting_is_retried_after_its_interval_not_the_generic_schedule() {
     let grey = Profile::Greylist {
         retry_after: Duration::from_secs(2),
+        announce: false,
     };
     let world = World::start(world_config(&[grey], false))
         .await
@@ -447,6 +448,7 @@ async fn an_operators_give_up_does_not_count_against_the_member() {
         // Greylists for longer than the test: every attempt is deferred.
         Profile::Greylist {
             retry_after: Duration::from_secs(3600),
+            announce: false,
         },
         Profile::UnknownUsers {
             users: Vec::new(),
