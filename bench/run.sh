@@ -2,7 +2,7 @@
 # bench/run.sh <scenario>: one scenario against Herald and, on a fresh instance of the same
 # simulated world, against Postfix; prints the comparison table (results/<scenario>-<time>/).
 #
-#   bench/run.sh mailman-8k | internet-100k | big-post | million | herald-100k
+#   bench/run.sh mailman-8k | internet-100k | big-post | million | herald-100k | hostile
 #   DKIM=rsa|ed25519 [ARC=no] POSTFIX=no bench/run.sh mailman-8k   # Herald signing every copy
 #   ARCHIVE=off POSTFIX=no bench/run.sh mailman-8k                 # Herald without the archive
 #
