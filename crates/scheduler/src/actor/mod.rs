@@ -235,8 +235,8 @@ impl Actor {
                 delivered_here,
                 reply,
             } => {
-                // A connection at the provider's learned messages-per-connection ends here
-                // (before its next MAIL would be refused with a 421).
+                // A connection at the provider's learned messages-per-connection ends here, and
+                // gets no batch that would take it past (its next MAIL would get a 421).
                 let cap = self
                     .dests
                     .get(&dest)
@@ -245,7 +245,7 @@ impl Actor {
                 if delivered_here >= cap {
                     let _ = reply.send(Vec::new());
                 } else {
-                    self.on_need_work(dest, lane, max, reply)
+                    self.on_need_work(dest, lane, max.min(cap - delivered_here), reply)
                 }
             }
             Ctrl::Connected {
