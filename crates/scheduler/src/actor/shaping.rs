@@ -36,10 +36,13 @@ pub struct Budget {
     /// Current (AIMD) connection limit, 1..=max_connections.
     limit: f64,
     /// Slow start: until the first throttling signal the limit is also this ceiling, which
-    /// grows by one connection per two successful batches (TCP's slow start, Postfix's
+    /// doubles every second and grows by one connection per two successful batches (TCP's slow start, Postfix's
     /// `initial_destination_concurrency`): a provider that limits the rate meets a few
     /// connections' worth of refused MAILs at first contact, not twenty.
     ramp: Option<f64>,
+    /// When the budget was made: slow start's ceiling also doubles every second from here, so
+    /// a slow host (seconds per batch) reaches its connections in seconds, not minutes.
+    started: Instant,
     /// Current (AIMD) copies per minute.
     rate: Option<f64>,
     tokens: f64,
@@ -76,6 +79,7 @@ impl Budget {
             max_rate,
             limit: conns.max(1) as f64,
             ramp: Some(INITIAL_CONNECTIONS.min(conns.max(1)) as f64),
+            started: Instant::now(),
             rate: max_rate,
             tokens: max_rate.map_or(0.0, |r| (r / 6.0).max(1.0)),
             refilled: Instant::now(),
@@ -88,12 +92,23 @@ impl Budget {
 
     /// Connections allowed now (the AIMD limit, and what the learned rate needs).
     pub fn connection_limit(&self) -> usize {
-        let limit = self.ramp.map_or(self.limit, |r| r.min(self.limit));
+        let limit = self
+            .ramp
+            .map_or(self.limit, |r| self.ramped(r).min(self.limit));
         let limit = (limit.floor() as usize).clamp(1, self.max_connections);
         match self.pace.rate() {
             Some(r) => limit.min((r / COPIES_PER_SEC_PER_CONNECTION).ceil().max(1.0) as usize),
             None => limit,
         }
+    }
+
+    /// Slow start's ceiling now: grown per batch (`ramp`), and doubling every second since the
+    /// budget was made (tokio's clock, so paused-clock tests drive it).
+    fn ramped(&self, ramp: f64) -> f64 {
+        let secs = Instant::now()
+            .saturating_duration_since(self.started)
+            .as_secs_f64();
+        ramp.max(INITIAL_CONNECTIONS as f64 * 2f64.powf(secs.min(16.0)))
     }
 
     /// The provider closed a connection (`421` at MAIL) after accepting `delivered` messages
@@ -140,7 +155,10 @@ impl Budget {
             return false;
         }
         self.last_cut = Some(now);
-        let in_use = self.ramp.take().map_or(self.limit, |r| r.min(self.limit));
+        let in_use = match self.ramp.take() {
+            Some(r) => self.ramped(r).min(self.limit),
+            None => self.limit,
+        };
         self.limit = (in_use / 2.0).max(1.0);
         self.rate = self.rate.map(|r| (r / 2.0).max(1.0));
         true
@@ -166,7 +184,7 @@ impl Budget {
     /// Ends slow start at the connections in use (a rate refusal: more would be refused too).
     pub fn end_slow_start(&mut self) {
         if let Some(r) = self.ramp.take() {
-            self.limit = self.limit.min(r);
+            self.limit = self.limit.min(self.ramped(r));
         }
     }
 
@@ -267,6 +285,20 @@ mod tests {
         assert_eq!(provider_of("mail.example.co.uk"), "example.co.uk");
         assert_eq!(provider_of("example.co.uk"), "example.co.uk");
         assert_eq!(provider_of("localhost"), "localhost");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slow_start_also_doubles_every_second() {
+        let b = Budget::new("s".into(), 20, 100, None, Duration::from_secs(1));
+        assert_eq!(b.connection_limit(), 2);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(
+            b.connection_limit(),
+            8,
+            "a slow host is not held to two for long"
+        );
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert_eq!(b.connection_limit(), 20);
     }
 
     #[test]
