@@ -106,8 +106,9 @@ pub enum BreakStage {
     /// The server refused a new transaction and closed (a `421` to MAIL): the copies after it
     /// were never tried.
     Mail,
-    /// The connection dropped (closed or reset) after a complete command exchange, while a body
-    /// or its reply was in flight: that copy's fate is unknown, the later ones were not tried.
+    /// The connection dropped (closed or reset) inside a transaction — typically after a
+    /// complete command exchange, while a body or its reply was in flight: that copy's fate is
+    /// unknown, the later ones were not tried.
     Body,
     /// Anything else (a timeout, a protocol error, a drop elsewhere).
     Other,

@@ -264,8 +264,11 @@ impl Batch<'_> {
         let sent = self.session.send(&copies, &mut journal_now).await;
         let elapsed = started.elapsed();
         gauges.inflight_copies.dec_by(handed);
-        let healthy = sent.broke.is_none() && self.session.is_reusable();
+        let broke = sent.broke.is_some();
         let settled = self.settle(jobs, rcpts, sent, &streamed, elapsed);
+        // After a refusal for rate the connection ends: the RCPT and DATA pipelined after a
+        // refused MAIL count as errors at the server, and enough of them make it hang up.
+        let healthy = !broke && self.session.is_reusable() && settled.done.paced.is_empty();
         gauges.unjournaled_copies.dec_by(handed - settled.finals);
         (healthy, hand_over(settled, ctx).await)
     }

@@ -120,7 +120,11 @@ fn session_break(e: &SessionError) -> SessionBreak {
         || (dropped && e.stage() != Stage::Quit);
     let stage = match (e.kind(), e.stage()) {
         (SessionErrorKind::Rejected(r), Stage::Mail) if r.code == 421 => BreakStage::Mail,
-        (_, Stage::DataEnd) if dropped => BreakStage::Body,
+        // Dropped inside a transaction (a server may also close for too many errors: the
+        // RCPT and DATA pipelined after a refused MAIL count as such at many).
+        (_, Stage::Mail | Stage::Rcpt | Stage::Data | Stage::DataEnd) if dropped => {
+            BreakStage::Body
+        }
         _ => BreakStage::Other,
     };
     SessionBreak {
