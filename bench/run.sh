@@ -2,7 +2,7 @@
 # bench/run.sh <scenario>: one scenario against Herald and, on a fresh instance of the same
 # simulated world, against Postfix; prints the comparison table (results/<scenario>-<time>/).
 #
-#   bench/run.sh mailman-8k | internet-100k | big-post | million | herald-100k
+#   bench/run.sh mailman-8k | internet-100k | big-post | million | herald-100k | hostile
 #   DKIM=rsa|ed25519 [ARC=no] POSTFIX=no bench/run.sh mailman-8k   # Herald signing every copy
 #   ARCHIVE=off POSTFIX=no bench/run.sh mailman-8k                 # Herald without the archive
 #
@@ -31,6 +31,9 @@ source "$SPEC"
 
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 HERALD=$TARGET/release/herald
+# HERALD_SERVE=<another herald binary>: the Herald under test (serve, list, member, post), e.g. an
+# older build for a before/after comparison; the world and its reports stay this tree's.
+SERVE=${HERALD_SERVE:-$HERALD}
 BENCH=$TARGET/release/herald-bench
 RESULTS=${RESULTS:-$HERE/results/$SCENARIO-$(date +%Y%m%d-%H%M%S)}
 WORK=${WORK:-/tmp/herald-bench-$SCENARIO}
@@ -149,18 +152,18 @@ EOF
   if [ "${ARCHIVE:-on}" = off ]; then
     printf '[archive]\nenabled = false\n' >>"$dir/herald.toml"
   fi
-  "$HERALD" serve --config "$dir/herald.toml" >"$dir/herald.log" 2>&1 &
+  "$SERVE" serve --config "$dir/herald.toml" >"$dir/herald.log" 2>&1 &
   local hpid=$!
   PIDS+=("$hpid")
   wait_for "herald serve" 60 curl -sf "http://$HTTP/healthz"
-  "$HERALD" --server "http://$HTTP" list create "$LIST" --name Bench --policy anyone \
+  "$SERVE" --server "http://$HTTP" list create "$LIST" --name Bench --policy anyone \
     --prefix "$PREFIX" --footer="$FOOTER" >/dev/null
-  "$HERALD" --server "http://$HTTP" member import "$LIST" "$dir/world/members.csv" >/dev/null
+  "$SERVE" --server "http://$HTTP" member import "$LIST" "$dir/world/members.csv" >/dev/null
   "$BENCH" watch --pid "$hpid" --stop-file "$dir/stop" --out "$dir/resources.json" \
     --max-secs $(( TIMEOUT_SECS + 120 )) &
   local wpid=$!
   t0=$(now_ms); echo "$t0" >"$dir/world/t0"
-  "$HERALD" --server "http://$HTTP" post "$LIST" "$post" >/dev/null
+  "$SERVE" --server "http://$HTTP" post "$LIST" "$post" >/dev/null
   wait_done "$dir" "$t0"
   touch "$dir/stop"; wait "$wpid" || true
   stop "$hpid"
@@ -257,6 +260,7 @@ mkdir -p "$RESULTS" "$WORK"
   echo "machine: nproc=$(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem/{print $2}') GB"
   echo "postfix: $(postconf -h mail_version 2>/dev/null || echo none)"
   echo "herald signing: ${DKIM:-none}${DKIM:+ (arc: ${ARC:-yes})}"
+  echo "herald under test: $SERVE"
 } >"$RESULTS/machine.txt"
 for spec in $POSTS; do
   kind=${spec%%:*} kb=${spec#*:}

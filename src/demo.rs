@@ -81,6 +81,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
                 throttle: 0.0,
                 drop_mid_data: 0.0,
                 starttls: 0.0,
+                ..ProfileFractions::default()
             }
         } else {
             ProfileFractions {

@@ -96,6 +96,19 @@ pub struct GenArgs {
     /// Share of members whose hosts drop connections mid-DATA.
     #[arg(long, default_value_t = 0.0)]
     drop_mid_data: f64,
+    /// Share of members at one large provider whose MX hosts share one rate limit (451 4.7.28
+    /// past `--rate-limit-per-sec`, 421 4.7.28 after `--rate-limit-per-conn` per connection).
+    #[arg(long, default_value_t = 0.0)]
+    rate_limited: f64,
+    /// Messages per second the rate-limited provider accepts over all its MX hosts.
+    #[arg(long, default_value_t = 300)]
+    rate_limit_per_sec: u32,
+    /// Messages per connection the rate-limited provider accepts.
+    #[arg(long, default_value_t = 100)]
+    rate_limit_per_conn: u32,
+    /// Share of members whose hosts drop each recipient's first attempt mid-DATA.
+    #[arg(long, default_value_t = 0.0)]
+    drop_first_attempt: f64,
     /// Share of members whose hosts offer STARTTLS.
     #[arg(long, default_value_t = 0.0)]
     starttls: f64,
@@ -154,8 +167,12 @@ fn world_config(args: &RunArgs, world_file: Option<&Path>) -> Result<WorldConfig
                     unknown_users: g.unknown_users,
                     throttle: g.throttle,
                     drop_mid_data: g.drop_mid_data,
+                    rate_limited: g.rate_limited,
+                    drop_first_attempt: g.drop_first_attempt,
                     starttls: g.starttls,
                 },
+                rate_limit_msgs_per_sec: g.rate_limit_per_sec,
+                rate_limit_max_msgs_per_conn: g.rate_limit_per_conn,
                 slow_delay_ms: g.slow_delay_ms,
                 greylist_retry_after_secs: g.greylist_secs,
                 throttle_max_msgs_per_conn: g.throttle_per_conn,

@@ -207,6 +207,10 @@ fn rate_lines(m: &TopModel, width: u16) -> Vec<Line<'static>> {
         .collect()
 }
 
+/// Width of the posts panel's t95 column ("t95 ~1h05m", "t95 123.4s", "expanding"): "done"
+/// follows it after a space instead of running into it.
+const POST_T95_COLUMN: usize = 11;
+
 /// Each post: id and list, then a bar with the share done and the time to 95 % (or an estimate).
 fn post_lines(m: &TopModel, width: u16) -> Vec<Line<'static>> {
     let rate15: u64 = m.top.rates.iter().rev().take(15).map(|r| r.delivered).sum();
@@ -233,13 +237,18 @@ fn post_lines(m: &TopModel, width: u16) -> Vec<Line<'static>> {
         let mut list = p.list.clone();
         list.truncate(usize::from(width.saturating_sub(20)));
         lines.push(Line::from(format!("{} {list}", p.post)));
-        let room = usize::from(width.saturating_sub(2 + 20)).max(4);
+        // Columns after the bar: " 100% " (6), the t95 column (POST_T95_COLUMN), " done" (5).
+        let room = usize::from(width.saturating_sub(2 + 6 + POST_T95_COLUMN as u16 + 5)).max(4);
         let filled = ((frac * room as f64) as usize).min(room);
-        let mark = if p.complete { "done" } else { "" };
+        let mark = if p.complete { " done" } else { "" };
         lines.push(Line::from(vec![
             Span::styled("#".repeat(filled), Style::default().fg(Color::Green)),
             Span::raw(".".repeat(room - filled)),
-            Span::raw(format!(" {:>3.0}% {t95}{mark}", frac * 100.0)),
+            Span::raw(format!(
+                " {:>3.0}% {t95:<w$}{mark}",
+                frac * 100.0,
+                w = POST_T95_COLUMN
+            )),
         ]));
     }
     if lines.is_empty() {
@@ -420,6 +429,20 @@ mod tests {
         // Two full 15 s windows: 150 delivered each, 3600/h per copy/s.
         assert!(s.contains("/h    150 *"), "{s}");
         assert_eq!(s.lines().count(), 24);
+    }
+
+    #[test]
+    fn a_finished_posts_t95_and_done_are_apart() {
+        let mut m = model();
+        if let Some(p) = m.top.posts.first_mut() {
+            p.delivered = 990;
+            p.complete = true;
+            p.t95_ms = Some(1234);
+        }
+        let s = screen(80, 24, &m);
+        assert!(s.contains("t95 1.2s"), "{s}");
+        assert!(!s.contains("1.2sdone"), "t95 and done run together:\n{s}");
+        assert!(s.contains(" done"), "{s}");
     }
 
     #[test]

@@ -52,6 +52,7 @@ async fn make_fixture() {
         Profile::Normal,
         Profile::Greylist {
             retry_after: Duration::from_secs(3600),
+            announce: false,
         },
     ];
     let world = World::start(world_config(&profiles, false))

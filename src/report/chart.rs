@@ -76,6 +76,22 @@ pub fn post(rep: &PostReport, out: &Path) -> Result<(), ChartError> {
     with_backend(out, |a| draw_post(a, rep), |a| draw_post(a, rep))
 }
 
+/// The cumulative deliveries of the day as (hour, count) points that follow the deliveries:
+/// flat until a minute with deliveries begins, up by that minute's count across it. (Joining
+/// only the minutes' ends drew a straight ramp from midnight over the hours with none.)
+fn cumulative_line(rep: &DayReport) -> Vec<(f64, f64)> {
+    let hour = |ms: u64| ms.saturating_sub(rep.day_start_ms) as f64 / 3_600_000.0;
+    let mut cumulative = 0.0;
+    let mut line = vec![(0.0, 0.0)];
+    for m in &rep.minutes {
+        let x = hour(m.minute_ms);
+        line.push((x, cumulative));
+        cumulative += m.delivered as f64;
+        line.push((x + 1.0 / 60.0, cumulative));
+    }
+    line
+}
+
 fn draw_day<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     rep: &DayReport,
@@ -130,12 +146,7 @@ fn draw_day<DB: DrawingBackend>(
         .draw()
         .map_err(draw_err)?;
     let hour = |ms: u64| ms.saturating_sub(rep.day_start_ms) as f64 / 3_600_000.0;
-    let mut cumulative = 0.0;
-    let mut line = vec![(0.0, 0.0)];
-    for m in &rep.minutes {
-        cumulative += m.delivered as f64;
-        line.push((hour(m.minute_ms) + 1.0 / 60.0, cumulative));
-    }
+    let line = cumulative_line(rep);
     chart
         .draw_secondary_series(AreaSeries::new(line, 0.0, RGBColor(200, 200, 200).mix(0.5)))
         .map_err(draw_err)?;
@@ -213,4 +224,36 @@ fn draw_post<DB: DrawingBackend>(
         .draw_secondary_series(LineSeries::new(line, BLUE.stroke_width(2)))
         .map_err(draw_err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_api_types::MinutePoint;
+
+    #[test]
+    fn the_cumulative_line_stays_flat_until_the_deliveries() {
+        let minute = |m: u64, delivered: u64| MinutePoint {
+            minute_ms: m * 60_000,
+            delivered,
+            ..MinutePoint::default()
+        };
+        let rep = DayReport {
+            day_start_ms: 0,
+            // Deliveries at 10:00 and 10:05 only.
+            minutes: vec![minute(600, 100), minute(605, 50)],
+            delivered: 150,
+            ..DayReport::default()
+        };
+        let line = cumulative_line(&rep);
+        // Flat at zero until 10:00, not a ramp from midnight.
+        assert_eq!(line[0], (0.0, 0.0));
+        assert_eq!(line[1], (10.0, 0.0));
+        assert!((line[2].0 - (10.0 + 1.0 / 60.0)).abs() < 1e-9 && line[2].1 == 100.0);
+        assert_eq!(line[3].1, 100.0, "flat between the two minutes");
+        assert_eq!(line.last().map(|p| p.1), Some(150.0));
+        assert!(line
+            .windows(2)
+            .all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+    }
 }

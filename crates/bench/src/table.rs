@@ -35,6 +35,8 @@ struct Row {
     missing: Option<f64>,
     dups: Option<f64>,
     delivered: Option<f64>,
+    /// Commands refused for rate (4.7.28).
+    rate_refusals: Option<f64>,
 }
 
 fn read_json(path: &Path) -> Result<Value> {
@@ -66,6 +68,7 @@ fn load(dir: &Path) -> Result<Row> {
         missing: report["missing"].as_f64(),
         dups: report["duplicates"].as_f64(),
         delivered,
+        rate_refusals: report["rate_refusals"].as_f64(),
     })
 }
 
@@ -99,7 +102,7 @@ pub fn run(a: TableArgs) -> Result<()> {
     out.push_str(&"---:|".repeat(systems.len() + 1));
     out.push('\n');
     type Get = fn(&Row) -> Option<f64>;
-    let metrics: [(&str, Get, usize); 12] = [
+    let metrics: [(&str, Get, usize); 13] = [
         ("wall time (s)", |r| r.wall, 1),
         ("t50 (s)", |r| r.t50, 2),
         ("t95 (s)", |r| r.t95, 2),
@@ -120,6 +123,7 @@ pub fn run(a: TableArgs) -> Result<()> {
         ),
         ("missing", |r| r.missing, 0),
         ("duplicates", |r| r.dups, 0),
+        ("refused for rate (4.7.28)", |r| r.rate_refusals, 0),
     ];
     for (name, get, digits) in metrics {
         let _ = write!(out, "| {name} |");

@@ -64,8 +64,14 @@ pub struct SchedulerConfig {
     pub host_health_max_hosts: usize,
     /// Host health is written to `<data_dir>/host-health.json` this often (and at shutdown).
     pub host_health_persist_secs: u64,
-    /// A greylisted copy is retried after the interval the server names, or this long.
+    /// A greylisted copy is retried after the interval the server names, or the interval
+    /// learned for its destination (the wait of the first greylisted copy that got through), or
+    /// else first after `greylist_first_retry_secs`, doubling on each further greylisting up to
+    /// this long.
     pub greylist_retry_secs: u64,
+    /// The first retry of a greylisted copy when neither the server nor experience says the
+    /// interval (60 s: the common greylisting delay; a longer one costs one more retry).
+    pub greylist_first_retry_secs: u64,
     /// A throttled copy is retried after this long (its destination's budget is cut meanwhile).
     pub throttle_retry_secs: u64,
     /// Throttling signals within this long of a cut count once (parallel connections all see
@@ -105,6 +111,7 @@ impl Default for SchedulerConfig {
             host_health_max_hosts: 100_000,
             host_health_persist_secs: 30,
             greylist_retry_secs: 300,
+            greylist_first_retry_secs: 60,
             throttle_retry_secs: 30,
             throttle_cooldown_ms: 1000,
             shaping: Vec::new(),
@@ -168,6 +175,9 @@ impl SchedulerConfig {
         }
         if self.route_refresh_secs == 0 {
             return bad("route_refresh_secs", "must be at least 1");
+        }
+        if self.greylist_first_retry_secs == 0 {
+            return bad("greylist_first_retry_secs", "must be at least 1");
         }
         for (i, r) in self.shaping.iter().enumerate() {
             if r.mx_suffixes.iter().all(|s| s.trim_matches('.').is_empty()) {

@@ -11,6 +11,7 @@
 //!   one) an earlier copy had — recomputed here from the events, not trusted from the file;
 //! - *permanently failed*: distinct recipients given a 5xx reply;
 //! - *deferrals*: 4xx replies (each one counts);
+//! - *rate refusals*: 4xx replies with status 4.7.28 (refused for rate or per-connection cap);
 //! - times count from the origin: the run's `t0` (Unix ms, written by whoever started the
 //!   work) when known, else the first event.
 //!
@@ -59,6 +60,9 @@ pub struct Report {
     pub permanently_failed: u64,
     /// 4xx replies given.
     pub deferrals: u64,
+    /// Of those, commands refused for rate (`4.7.28`: a provider's rate limit or its
+    /// per-connection cap) — what a real provider counts against a sender's reputation.
+    pub rate_refusals: u64,
     /// Copies found malformed by the receivers' checks.
     pub malformed: u64,
     /// Where times count from: "t0" or "first event".
@@ -107,6 +111,7 @@ pub struct ReportBuilder {
     /// Lower-cased recipient → first 5xx (world ms).
     first_failure: HashMap<String, u64>,
     deferral_times: Vec<u64>,
+    rate_refusals: u64,
     copies: u64,
     duplicates: u64,
     malformed: u64,
@@ -139,6 +144,7 @@ impl ReportBuilder {
             dup_keys: HashSet::new(),
             first_failure: HashMap::new(),
             deferral_times: Vec::new(),
+            rate_refusals: 0,
             copies: 0,
             duplicates: 0,
             malformed: 0,
@@ -171,8 +177,13 @@ impl ReportBuilder {
                 let first = self.first_copy.entry(rcpt).or_insert(ms);
                 *first = (*first).min(ms);
             }
-            Event::Reject { code, rcpt, .. } => match code {
-                400..=499 => self.deferral_times.push(ms),
+            Event::Reject {
+                code, rcpt, status, ..
+            } => match code {
+                400..=499 => {
+                    self.deferral_times.push(ms);
+                    self.rate_refusals += u64::from(status == "4.7.28");
+                }
                 500..=599 => {
                     if let Some(r) = rcpt {
                         let first = self
@@ -197,6 +208,7 @@ impl ReportBuilder {
             malformed: self.malformed,
             permanently_failed: self.first_failure.len() as u64,
             deferrals: self.deferral_times.len() as u64,
+            rate_refusals: self.rate_refusals,
             origin: if self.origin_ms.is_some() {
                 "t0"
             } else {
@@ -333,6 +345,7 @@ impl fmt::Display for Report {
         writeln!(f, "duplicates           {}", self.duplicates)?;
         writeln!(f, "permanently failed   {}", self.permanently_failed)?;
         writeln!(f, "deferrals (4xx)      {}", self.deferrals)?;
+        writeln!(f, "refused for rate     {}", self.rate_refusals)?;
         writeln!(f, "copies accepted      {}", self.copies)?;
         writeln!(f, "copies to strangers  {}", self.strays)?;
         writeln!(f, "malformed copies     {}", self.malformed)?;

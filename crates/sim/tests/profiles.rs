@@ -116,7 +116,10 @@ async fn greylist_defers_then_accepts_after_the_interval() {
     let world = start(
         "grey.example",
         addr,
-        Profile::Greylist { retry_after },
+        Profile::Greylist {
+            retry_after,
+            announce: false,
+        },
         false,
     )
     .await;
@@ -320,5 +323,113 @@ async fn sessions_beyond_the_host_limit_are_turned_away() {
     assert!(text.contains("4.3.2"), "{text}");
     first.expect("QUIT\r\n", 221).await;
     assert_eq!(world.recorder().snapshot().hosts["mx.busy.example"].busy, 1);
+    world.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_announcing_greylist_says_its_interval() {
+    let addr = Ipv4Addr::new(127, 1, 9, 14);
+    let profile = Profile::Greylist {
+        retry_after: Duration::from_secs(90),
+        announce: true,
+    };
+    let world = start("greysays.example", addr, profile, false).await;
+    let mut c = Client::connect(mx(&world, addr)).await;
+    c.greet().await;
+    c.expect(&format!("MAIL FROM:<{FROM}>\r\n"), 250).await;
+    let text = c.expect("RCPT TO:<a@greysays.example>\r\n", 451).await;
+    assert!(
+        text.contains("4.7.1") && text.contains("retry in 90 seconds"),
+        "{text}"
+    );
+    assert_eq!(world.recorder().snapshot().rejected_by_code["451 4.7.1"], 1);
+    world.shutdown().await;
+}
+
+#[tokio::test]
+async fn drop_first_attempt_drops_once_per_recipient() {
+    let addr = Ipv4Addr::new(127, 1, 9, 15);
+    let world = start("dropfirst.example", addr, Profile::DropFirstAttempt, false).await;
+    let m = message("1@l", "first");
+    let mut c = Client::connect(mx(&world, addr)).await;
+    c.greet().await;
+    c.send(&format!(
+        "MAIL FROM:<{FROM}>\r\nRCPT TO:<a@dropfirst.example>\r\nDATA\r\n"
+    ))
+    .await;
+    assert_eq!(c.reply().await.0, 250);
+    assert_eq!(c.reply().await.0, 250);
+    assert_eq!(c.reply().await.0, 354);
+    c.send("From: x@y\r\n").await;
+    assert!(
+        c.try_reply().await.is_none(),
+        "the first attempt is dropped"
+    );
+    let mut c = Client::connect(mx(&world, addr)).await;
+    c.greet().await;
+    assert_eq!(
+        c.transaction(FROM, "A@dropfirst.example", &m).await,
+        [250, 250, 354, 250],
+        "the retry is accepted (recipients compared case-insensitively)"
+    );
+    let snap = world.recorder().snapshot();
+    assert_eq!(snap.accepted, 1);
+    assert_eq!(snap.hosts["mx.dropfirst.example"].dropped_mid_data, 1);
+    assert_eq!(
+        world.expectation("a@dropfirst.example"),
+        herald_sim::config::Expectation::Deliverable
+    );
+    world.shutdown().await;
+}
+
+#[tokio::test]
+async fn rate_limited_hosts_share_one_budget_and_cap_connections() {
+    let (a, b) = (Ipv4Addr::new(127, 1, 9, 16), Ipv4Addr::new(127, 1, 9, 17));
+    let profile = Profile::RateLimited {
+        budget: "big.example".into(),
+        msgs_per_sec: 3,
+        max_msgs_per_conn: Some(2),
+    };
+    let mut cfg = common::world_config("big.example", a, profile, false);
+    cfg.domains[0].extra_mx.push(herald_sim::config::ExtraMx {
+        host: "mx2.big.example".into(),
+        addr: b,
+        preference: 20,
+        profile: None,
+    });
+    let world = herald_sim::World::start(cfg).await.unwrap();
+    let m = message("1@l", "x");
+    let mut first = Client::connect(mx(&world, a)).await;
+    first.greet().await;
+    let mut second = Client::connect(mx(&world, b)).await;
+    second.greet().await;
+    assert_eq!(
+        first.transaction(FROM, "u1@big.example", &m).await,
+        [250, 250, 354, 250]
+    );
+    assert_eq!(
+        first.transaction(FROM, "u2@big.example", &m).await,
+        [250, 250, 354, 250]
+    );
+    assert_eq!(
+        second.transaction(FROM, "u3@big.example", &m).await,
+        [250, 250, 354, 250]
+    );
+    // The budget of 3 a second is spent over both hosts: the next MAIL is refused for rate.
+    let text = second.expect(&format!("MAIL FROM:<{FROM}>\r\n"), 451).await;
+    assert!(
+        text.contains("4.7.28") && text.contains("unusual rate"),
+        "{text}"
+    );
+    // Two messages on the first connection: its next MAIL gets 421 and the connection closes.
+    let text = first.expect(&format!("MAIL FROM:<{FROM}>\r\n"), 421).await;
+    assert!(text.contains("4.7.28"), "{text}");
+    assert!(first.try_reply().await.is_none());
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    second.expect(&format!("MAIL FROM:<{FROM}>\r\n"), 250).await;
+    let snap = world.recorder().snapshot();
+    assert_eq!(snap.accepted, 3);
+    assert_eq!(snap.rejected_by_code["451 4.7.28"], 1);
+    assert_eq!(snap.rejected_by_code["421 4.7.28"], 1);
     world.shutdown().await;
 }

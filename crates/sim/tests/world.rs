@@ -468,3 +468,96 @@ async fn a_generated_world_starts_and_each_host_behaves() {
     again.smtp_port = port;
     World::start(again).await.unwrap().shutdown().await;
 }
+
+#[test]
+fn a_hostile_world_has_one_rate_limited_provider_and_both_kinds_of_greylisting() {
+    let spec = GenSpec {
+        domains: 300,
+        seed: 3,
+        fractions: ProfileFractions {
+            rate_limited: 0.3,
+            drop_first_attempt: 0.02,
+            greylist: 0.05,
+            ..ProfileFractions::default()
+        },
+        rate_limit_msgs_per_sec: 200,
+        rate_limit_max_msgs_per_conn: 50,
+        ..GenSpec::default()
+    };
+    let w = WorldConfig::generate(&spec).unwrap();
+    let provider: Vec<_> = w
+        .domains
+        .iter()
+        .filter(|d| matches!(d.profile, Profile::RateLimited { .. }))
+        .collect();
+    assert!(
+        provider.len() >= 2,
+        "the biggest domains: {}",
+        provider.len()
+    );
+    assert_eq!(provider[0].name, w.domains[0].name);
+    let mut hosts = std::collections::BTreeSet::new();
+    let mut pairs = std::collections::BTreeSet::new();
+    for d in &provider {
+        assert_eq!(d.extra_mx.len(), 1);
+        assert!(d.mx_host.ends_with(".provider.example"), "{}", d.mx_host);
+        hosts.insert(d.mx_host.clone());
+        hosts.insert(d.extra_mx[0].host.clone());
+        pairs.insert((d.mx_host.clone(), d.extra_mx[0].host.clone()));
+        assert_eq!(
+            d.profile,
+            Profile::RateLimited {
+                budget: "provider.example".into(),
+                msgs_per_sec: 200,
+                max_msgs_per_conn: Some(50),
+            }
+        );
+    }
+    assert!(hosts.len() <= 4 && pairs.len() >= 2, "{hosts:?} {pairs:?}");
+    let grey: Vec<bool> = w
+        .domains
+        .iter()
+        .filter_map(|d| match d.profile {
+            Profile::Greylist { announce, .. } => Some(announce),
+            _ => None,
+        })
+        .collect();
+    assert!(grey.contains(&true) && grey.contains(&false), "{grey:?}");
+    assert!(w
+        .domains
+        .iter()
+        .any(|d| d.profile == Profile::DropFirstAttempt));
+    // Round trip through TOML keeps every new key.
+    assert_eq!(WorldConfig::from_toml(&w.to_toml().unwrap()).unwrap(), w);
+}
+
+#[test]
+fn rate_limited_profiles_are_checked() {
+    let base = "[[domains]]\nname = \"p.example\"\nmx_addr = \"127.1.2.3\"\n";
+    let err = WorldConfig::from_toml(&format!(
+        "{base}profile = {{ kind = \"rate_limited\", msgs_per_sec = 5 }}\n"
+    ))
+    .unwrap_err();
+    assert_eq!(err.key_path(), Some("domains[0].profile.budget"));
+    let err = WorldConfig::from_toml(&format!(
+        "{base}profile = {{ kind = \"rate_limited\", budget = \"p\", msgs_per_sec = 0 }}\n"
+    ))
+    .unwrap_err();
+    assert_eq!(err.key_path(), Some("domains[0].profile.msgs_per_sec"));
+    let err = WorldConfig::from_toml(&format!(
+        "{base}profile = {{ kind = \"drop_first_attempt\", after_msgs = 1 }}\n"
+    ))
+    .unwrap_err();
+    assert_eq!(err.key_path(), Some("domains[0].profile.after_msgs"));
+    let ok = WorldConfig::from_toml(&format!(
+        "{base}profile = {{ kind = \"greylist\", retry_after_secs = 60, announce = true }}\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        ok.domains[0].profile,
+        Profile::Greylist {
+            retry_after: std::time::Duration::from_secs(60),
+            announce: true
+        }
+    );
+}

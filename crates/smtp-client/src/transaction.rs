@@ -20,6 +20,11 @@
 //! copy whose fate is not certain — notably a copy whose body was sent but whose final reply never
 //! came, which the server may or may not have accepted.
 //!
+//! A 4xx to MAIL refuses the sender or the connection for now (a rate limit such as Gmail's
+//! `451 4.7.28`), not one recipient: the batch stops there and `send` returns `Ok` with the later
+//! copies at `outcome: None` — never tried, so a provider that limits the rate is not sent a MAIL
+//! per copy it will refuse (the scheduler paces them and sends them again).
+//!
 //! Checks before anything is written: the return path and recipient must be printable ASCII
 //! without `<`, `>` or spaces (they are spliced into command lines — SECURITY: no CR/LF command
 //! injection), at most 256 octets (RFC 5321 §4.5.3.1.3); a copy larger than the server's SIZE
@@ -62,6 +67,16 @@ enum Verdict {
     Refused(Reply),
     /// 421: the server is closing the connection.
     Closing(Reply),
+}
+
+/// What the replies to one copy's MAIL, RCPT and DATA decided.
+enum Envelope {
+    /// 354: the body is due.
+    Open,
+    /// Refused (the copy has its outcome); the batch goes on.
+    Refused,
+    /// MAIL got a 4xx: the copy has its outcome and the batch stops (see the module docs).
+    MailDeferred,
 }
 
 /// A reply that did not end the session.
@@ -132,8 +147,10 @@ impl Connection {
             if rset {
                 self.expect_rset().await?;
             }
-            if self.read_envelope(&mut copies[i], started).await? {
-                open = Some((i, started));
+            match self.read_envelope(&mut copies[i], started).await? {
+                Envelope::Open => open = Some((i, started)),
+                Envelope::Refused => {}
+                Envelope::MailDeferred => return Ok(()),
             }
         }
         if let Some((p, p_started)) = open {
@@ -173,10 +190,14 @@ impl Connection {
                 self.flush_wbuf(None, stage).await?;
                 let reply = self.read(stage, self.command_timeout).await?;
                 if let Answer::Refused(refused) = self.judge(stage, reply, class, copy, started)? {
+                    let mail_deferred = stage == Stage::Mail && refused.is_transient();
                     copy.outcome = Some(negative(refused));
                     copy.xdelay = Some(started.elapsed());
                     // A refused MAIL opened no transaction; later refusals leave one open.
                     self.need_rset = stage != Stage::Mail;
+                    if mail_deferred {
+                        return Ok(()); // see the module docs: the rest of the batch waits
+                    }
                     accepted = false;
                     break;
                 }
@@ -195,17 +216,19 @@ impl Connection {
         &mut self,
         copy: &mut OutgoingCopy<'_>,
         started: Instant,
-    ) -> Result<bool, SessionError> {
+    ) -> Result<Envelope, SessionError> {
         let mut refused: Option<Reply> = None;
+        let mut mail_deferred = false;
         for stage in [Stage::Mail, Stage::Rcpt] {
             let reply = self.read(stage, self.command_timeout).await?;
             if let Answer::Refused(r) = self.judge(stage, reply, 2, copy, started)? {
+                mail_deferred |= stage == Stage::Mail && r.is_transient();
                 refused.get_or_insert(r);
             }
         }
         let reply = self.read(Stage::Data, self.command_timeout).await?;
         match (refused, self.judge(Stage::Data, reply, 3, copy, started)?) {
-            (None, Answer::Positive(_)) => Ok(true),
+            (None, Answer::Positive(_)) => Ok(Envelope::Open),
             (Some(first), Answer::Positive(reply)) => {
                 // 354 for a transaction whose MAIL or RCPT failed: sending any body (even an
                 // empty one) could deliver something; only closing the connection is safe.
@@ -217,7 +240,10 @@ impl Connection {
                 copy.outcome = Some(negative(first.unwrap_or(data)));
                 copy.xdelay = Some(started.elapsed());
                 self.need_rset = true;
-                Ok(false)
+                Ok(match mail_deferred {
+                    true => Envelope::MailDeferred,
+                    false => Envelope::Refused,
+                })
             }
         }
     }

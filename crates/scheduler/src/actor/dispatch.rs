@@ -51,7 +51,7 @@ impl Actor {
     }
 
     /// Copies a worker could not take go back to the front of their lanes.
-    fn put_back(&mut self, dest: &Arc<str>, batch: Vec<Job>) {
+    pub(crate) fn put_back(&mut self, dest: &Arc<str>, batch: Vec<Job>) {
         let slow = batch.iter().filter(|j| j.lane == LaneKind::Slow).count();
         self.queued += batch.len();
         self.slow_queued += slow;

@@ -55,6 +55,7 @@ pub mod operator;
 mod outcome;
 #[cfg(test)]
 mod outcome_tests;
+pub mod pace;
 #[cfg(test)]
 mod paused_tests;
 pub mod queue;
@@ -231,8 +232,22 @@ impl Actor {
                 dest,
                 lane,
                 max,
+                delivered_here,
                 reply,
-            } => self.on_need_work(dest, lane, max, reply),
+            } => {
+                // A connection at the provider's learned messages-per-connection ends here, and
+                // gets no batch that would take it past (its next MAIL would get a 421).
+                let cap = self
+                    .dests
+                    .get(&dest)
+                    .and_then(|d| self.budgets.get(&d.budget))
+                    .map_or(usize::MAX, |b| b.messages_per_connection);
+                if delivered_here >= cap {
+                    let _ = reply.send(Vec::new());
+                } else {
+                    self.on_need_work(dest, lane, max.min(cap - delivered_here), reply)
+                }
+            }
             Ctrl::Connected {
                 dest,
                 host,

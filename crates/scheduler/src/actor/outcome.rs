@@ -5,6 +5,16 @@
 //!
 //! When a down host answers its probe, every copy waiting for any destination it serves is made
 //! ready at once (except greylisted ones): the pending copies go out over reused connections.
+//!
+//! Pacing (issue 20): a batch's deliveries and rate refusals feed its budget's [`Pace`]
+//! (`actor/pace.rs`); copies refused for rate go straight back to the ready queue, released at
+//! the learned rate (at most [`MAX_RATE_REFUSALS`] times, then the throttle backoff); copies a
+//! batch never tried go back untouched; a `421` at MAIL after some messages teaches the budget
+//! the provider's messages per connection. A copy cut off by a connection dropped mid-DATA is
+//! retried at once on a new connection (after [`DROP_RETRY_JITTER_MS`] of jitter); only a
+//! second drop of the same copy counts against the host and follows the retry schedule.
+//!
+//! [`Pace`]: crate::actor::pace::Pace
 
 use crate::actor::backoff::retry_delay;
 use crate::actor::queue::Waiting;
@@ -20,6 +30,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// Times a copy refused for rate goes straight back to the ready queue before it waits out the
+/// throttle backoff instead (a provider that keeps refusing is not asked again and again).
+pub const MAX_RATE_REFUSALS: u8 = 8;
+/// Upper bound of the random delay before a copy cut off by a drop is tried again (plus 50 ms).
+pub const DROP_RETRY_JITTER_MS: u64 = 250;
 
 impl Actor {
     pub(crate) fn on_connected(
@@ -144,7 +160,36 @@ impl Actor {
         for rcpt in &b.finished_slow {
             self.stragglers.remove(rcpt);
         }
-        if b.throttled {
+        self.pace(&b);
+        let mut throttled = b.throttled;
+        let mut deferred = b.deferred;
+        let mut ready = b.unsent;
+        for mut job in b.paced {
+            job.rate_refusals = job.rate_refusals.saturating_add(1);
+            if job.rate_refusals <= MAX_RATE_REFUSALS {
+                ready.push(job);
+            } else {
+                deferred.push(job);
+            }
+        }
+        for mut job in b.dropped {
+            job.drops = job.drops.saturating_add(1);
+            if job.drops == 1 {
+                self.retry_soon(&b.dest, job);
+                continue;
+            }
+            // A second drop of the same copy: the host's doing, not a passing drop.
+            throttled = true;
+            if let Some(ev) =
+                self.health
+                    .record_failure(&b.host, "connection dropped mid-DATA again", now_ms)
+            {
+                tracing::warn!(host = %b.host.name, addr = %b.host.addr, "host marked down after repeated drops mid-DATA");
+                self.emit(ev);
+            }
+            deferred.push(job);
+        }
+        if throttled {
             self.throttle(&b.dest);
         } else if b.delivered > 0 {
             self.restore(&b.dest);
@@ -152,7 +197,71 @@ impl Actor {
         if let Some(d) = self.dests.get_mut(&b.dest) {
             d.delivered += b.delivered as u64;
         }
-        self.defer(&b.dest, b.deferred).await;
+        if !ready.is_empty() {
+            self.put_back(&b.dest, ready);
+        }
+        self.defer(&b.dest, deferred).await;
+    }
+
+    /// A batch's deliveries, rate refusals, per-connection cap and greylisting waits teach its
+    /// budget and destination (deliveries first: the first refusal's rate is what was accepted).
+    fn pace(&mut self, b: &BatchDone) {
+        let now = Instant::now();
+        let refused = b.paced.len();
+        if let Some(passed) = b.greylist_passed.iter().min() {
+            if let Some(d) = self.dests.get_mut(&b.dest) {
+                d.learn_greylist(*passed);
+            }
+        }
+        let Some(budget) = self.dests.get(&b.dest).map(|d| d.budget.clone()) else {
+            return;
+        };
+        let Some(bud) = self.budgets.get_mut(&budget) else {
+            return;
+        };
+        bud.pace.delivered(b.delivered, now);
+        if let Some(n) = b.conn_cap {
+            if bud.learn_per_connection(n) {
+                tracing::info!(budget = %bud.name, messages = bud.messages_per_connection, "provider closes connections after this many messages: learned");
+            }
+        }
+        if refused == 0 {
+            return;
+        }
+        bud.end_slow_start();
+        if let Some(rate) = bud.pace.refused(now) {
+            let connections = bud.connection_limit() as u32;
+            let per_minute = Some((rate * 60.0).round() as u32);
+            tracing::info!(budget = %bud.name, copies_per_sec = rate, connections, "provider refused for rate: paced");
+            let name = bud.name.to_string();
+            self.emit(SchedulerEvent::Shaped {
+                budget: name,
+                connections,
+                per_minute,
+                throttled: true,
+            });
+        }
+    }
+
+    /// A copy cut off by a dropped connection: ready again after a short jitter, on whichever
+    /// connection takes it next (a new one: the dropped one is gone).
+    fn retry_soon(&mut self, dest: &Arc<str>, job: Job) {
+        let jitter = rand::random::<u64>() % DROP_RETRY_JITTER_MS.max(1);
+        self.queued += 1;
+        if job.lane == LaneKind::Slow {
+            self.slow_queued += 1;
+        }
+        self.seq += 1;
+        let w = Waiting {
+            at: Instant::now() + Duration::from_millis(50 + jitter),
+            seq: self.seq,
+            kind: DeferralKind::Other,
+            job,
+        };
+        if let Some(d) = self.dests.get_mut(dest) {
+            d.deferred += 1;
+            d.push_waiting(w);
+        }
     }
 
     /// Deferred copies (not counted as queued: in flight, or just taken out) go to the slow
@@ -176,7 +285,11 @@ impl Actor {
             }
             self.queued += 1;
             self.slow_queued += 1;
-            let (kind, delay) = self.retry_after(&job);
+            let (kind, delay) = self.retry_after(dest, &job);
+            if kind == DeferralKind::Greylist {
+                job.greylisted_at.get_or_insert(now);
+                job.grey_delay = Some(delay);
+            }
             let e = by_kind.entry(kind).or_insert((0, delay));
             e.0 += 1;
             if job.lane == LaneKind::Fast {
@@ -230,24 +343,37 @@ impl Actor {
         }
     }
 
-    /// Why a job was deferred and when to retry it.
-    fn retry_after(&self, job: &Job) -> (DeferralKind, Duration) {
+    /// Why a job was deferred and when to retry it. Every delay has jitter, so copies deferred
+    /// together do not all come back in the same second.
+    fn retry_after(&self, dest: &Arc<str>, job: &Job) -> (DeferralKind, Duration) {
         let cfg = &self.cfg;
         let (kind, reply) = match &job.deferral {
             Some((k, r)) => (*k, Some(r)),
             None => (DeferralKind::Other, None),
         };
+        let r = rand::random::<f64>();
         let delay = match kind {
-            DeferralKind::Greylist => reply
-                .and_then(|r| implied_interval(r))
-                .unwrap_or(Duration::from_secs(cfg.greylist_retry_secs)),
-            DeferralKind::Throttle => Duration::from_secs(cfg.throttle_retry_secs),
+            DeferralKind::Greylist => {
+                let learned = self.dests.get(dest).and_then(|d| d.grey_interval);
+                let d = greylist_delay(
+                    reply.and_then(|r| implied_interval(r)),
+                    learned,
+                    job.grey_delay,
+                    Duration::from_secs(cfg.greylist_first_retry_secs),
+                    Duration::from_secs(cfg.greylist_retry_secs),
+                );
+                // After the interval, never before it: 1 s and up to 10 % more.
+                d + Duration::from_secs(1) + d.mul_f64(0.1 * r)
+            }
+            DeferralKind::Throttle => {
+                Duration::from_secs(cfg.throttle_retry_secs).mul_f64(0.8 + 0.4 * r)
+            }
             DeferralKind::HostDown | DeferralKind::Other => retry_delay(
                 job.tries,
                 Duration::from_secs(cfg.retry_initial_secs),
                 Duration::from_secs(cfg.retry_max_secs),
                 cfg.retry_jitter,
-                rand::random::<f64>(),
+                r,
             ),
         };
         (kind, delay)
@@ -292,4 +418,23 @@ impl Actor {
             });
         }
     }
+}
+
+/// How long a greylisted copy waits (before jitter): the interval the server names; else, on
+/// the copy's first greylisting, the one learned for the destination or `first`; on a further
+/// greylisting (the last wait was too short), twice the last wait; never more than `max`.
+pub fn greylist_delay(
+    implied: Option<Duration>,
+    learned: Option<Duration>,
+    last: Option<Duration>,
+    first: Duration,
+    max: Duration,
+) -> Duration {
+    let d = match (implied, last, learned) {
+        (Some(said), _, _) => return said,
+        (None, Some(last), _) => last.saturating_mul(2),
+        (None, None, Some(learned)) => learned,
+        (None, None, None) => first,
+    };
+    d.min(max).max(Duration::from_secs(1))
 }

@@ -8,6 +8,7 @@ use crate::messages::{FailKind, HostFailure, HostKey, Job};
 use crate::workers::scripted::test_post_at;
 use herald_types::{DeferralKind, EnhancedStatus, FailureCause, LaneKind, RcptOutcome, Reply};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::time::Instant;
 
 fn cfg() -> SchedulerConfig {
@@ -64,14 +65,20 @@ async fn a_deferred_first_attempt_moves_to_the_slow_lane_and_waits_as_long_as_it
     h.actor.defer(&dest, jobs).await;
     // Throttling: `throttle_retry_secs`; other failures: the exponential schedule's first step;
     // greylisting: the interval the server named, not the 300 s default.
+    // Each with its jitter: throttling ±20 %, greylisting 1 s and up to 10 % after.
+    let w = waiting(&h, &dest);
+    let got: Vec<_> = w.iter().map(|w| (w.0, w.1, w.2)).collect();
     assert_eq!(
-        waiting(&h, &dest),
+        got,
         [
-            (2, DeferralKind::Throttle, LaneKind::Slow, 30),
-            (3, DeferralKind::Other, LaneKind::Slow, 60),
-            (1, DeferralKind::Greylist, LaneKind::Slow, 90),
+            (2, DeferralKind::Throttle, LaneKind::Slow),
+            (3, DeferralKind::Other, LaneKind::Slow),
+            (1, DeferralKind::Greylist, LaneKind::Slow),
         ]
     );
+    assert!((23..=36).contains(&w[0].3), "{w:?}");
+    assert_eq!(w[1].3, 60);
+    assert!((90..=99).contains(&w[2].3), "{w:?}");
     assert_eq!((h.actor.queued, h.actor.slow_queued), (3, 3));
     assert_eq!(h.actor.dests[&dest].deferred, 3);
     assert_eq!(
@@ -175,9 +182,17 @@ async fn a_busy_greeting_defers_as_throttling_and_cuts_the_budget_not_the_host()
         .on_connect_failed(dest.clone(), failed, error, false)
         .await;
     let w = waiting(&h, &dest);
-    assert_eq!(w, [(1, DeferralKind::Throttle, LaneKind::Slow, 30)]);
+    assert_eq!(
+        (w[0].0, w[0].1, w[0].2),
+        (1, DeferralKind::Throttle, LaneKind::Slow)
+    );
+    assert!((23..=36).contains(&w[0].3), "{w:?}");
     let budget = &h.actor.dests[&dest].budget;
-    assert_eq!(h.actor.budgets[budget].connection_limit(), 10, "20 halved");
+    assert_eq!(
+        h.actor.budgets[budget].connection_limit(),
+        1,
+        "the two connections of slow start halved"
+    );
     assert_eq!(h.actor.health.down_count(), 0, "a busy host is not down");
 }
 
@@ -190,4 +205,32 @@ async fn a_dane_failure_is_named_on_each_deferred_copy() {
     let outcomes = h.outcomes();
     assert_eq!(outcomes.len(), 1);
     assert_eq!(outcomes[0].dane, Some(herald_types::DaneNote::Failed));
+}
+
+#[test]
+fn greylisting_waits_for_what_the_server_said_or_learned_then_backs_off() {
+    use crate::actor::outcome::greylist_delay;
+    let s = Duration::from_secs;
+    let (first, max) = (s(60), s(300));
+    assert_eq!(
+        greylist_delay(Some(s(90)), Some(s(40)), None, first, max),
+        s(90)
+    );
+    assert_eq!(
+        greylist_delay(None, None, None, first, max),
+        s(60),
+        "a short first retry"
+    );
+    assert_eq!(
+        greylist_delay(None, Some(s(75)), None, first, max),
+        s(75),
+        "learned"
+    );
+    assert_eq!(
+        greylist_delay(None, Some(s(75)), Some(s(61)), first, max),
+        s(122),
+        "greylisted again: the last wait was too short, back off"
+    );
+    assert_eq!(greylist_delay(None, None, Some(s(200)), first, max), s(300));
+    assert_eq!(greylist_delay(None, None, None, s(600), max), s(300));
 }

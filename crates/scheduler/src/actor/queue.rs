@@ -178,6 +178,9 @@ pub struct Destination {
     pub delivered: u64,
     pub deferred: u64,
     pub failed: u64,
+    /// The greylisting interval learned here: the shortest wait after which a greylisted copy
+    /// got through (an upper bound of the server's interval).
+    pub grey_interval: Option<std::time::Duration>,
 }
 
 impl Destination {
@@ -200,7 +203,13 @@ impl Destination {
             delivered: 0,
             deferred: 0,
             failed: 0,
+            grey_interval: None,
         }
+    }
+
+    /// A greylisted copy got through `waited` after it was first greylisted.
+    pub fn learn_greylist(&mut self, waited: std::time::Duration) {
+        self.grey_interval = Some(self.grey_interval.map_or(waited, |g| g.min(waited)));
     }
 
     pub fn workers(&self) -> usize {

@@ -31,7 +31,7 @@
 
 use super::{Actor, Route};
 use crate::actor::queue::{destination_key, Destination, Waiting};
-use crate::actor::shaping::{rule_for, Budget};
+use crate::actor::shaping::{provider_of, rule_for, Budget};
 use crate::clock::Clock;
 use crate::messages::Job;
 use crate::messages::PolicyNotes;
@@ -413,16 +413,18 @@ impl Actor {
                 name
             }
             None => {
-                self.budgets.entry(base.clone()).or_insert_with(|| {
+                // One budget per provider (see `shaping::provider_of`), not per MX host set.
+                let name: Arc<str> = Arc::from(provider_of(first));
+                self.budgets.entry(name.clone()).or_insert_with(|| {
                     Budget::new(
-                        base.clone(),
+                        name.clone(),
                         cfg.max_connections_per_destination,
                         cfg.max_messages_per_connection,
                         None,
                         cooldown,
                     )
                 });
-                base
+                name
             }
         };
         let mut d = Destination::new(key.clone(), Arc::new(hosts), budget);

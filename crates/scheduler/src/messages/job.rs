@@ -35,6 +35,15 @@ pub struct Job {
     pub lane: LaneKind,
     /// Why the last attempt was deferred, and the reply (for expiry reports).
     pub deferral: Option<(DeferralKind, Box<Reply>)>,
+    /// Times its MAIL was refused for rate and it went straight back to the ready queue (the
+    /// provider's pace releases it); bounded by the actor.
+    pub rate_refusals: u8,
+    /// Times the connection dropped while its body was in flight (one is retried at once).
+    pub drops: u8,
+    /// When it was first greylisted (to learn the destination's interval when it gets through).
+    pub greylisted_at: Option<tokio::time::Instant>,
+    /// The last greylisting retry delay it waited (the next one backs off from it).
+    pub grey_delay: Option<std::time::Duration>,
 }
 
 impl Job {
@@ -45,6 +54,10 @@ impl Job {
             tries: 0,
             lane: LaneKind::Fast,
             deferral: None,
+            rate_refusals: 0,
+            drops: 0,
+            greylisted_at: None,
+            grey_delay: None,
         }
     }
 

@@ -83,6 +83,17 @@ pub struct BatchDone {
     pub throttled: bool,
     /// Recipients of slow-lane copies that reached a final outcome.
     pub finished_slow: Vec<Box<str>>,
+    /// Copies never tried (the batch stopped before them): back to the ready queue, no try
+    /// charged.
+    pub unsent: Vec<Job>,
+    /// Copies whose MAIL was refused for rate: the provider's pace releases them again.
+    pub paced: Vec<Job>,
+    /// The copy whose body was in flight when the connection dropped (a mid-DATA drop).
+    pub dropped: Vec<Job>,
+    /// The host closed the connection (`421` at MAIL) after accepting this many messages on it.
+    pub conn_cap: Option<usize>,
+    /// How long each delivered copy that had been greylisted waited since it first was.
+    pub greylist_passed: Vec<std::time::Duration>,
 }
 
 /// Which queued copies a command is about.
@@ -119,6 +130,9 @@ pub enum Ctrl {
         lane: LaneKind,
         /// Copies it may take at most (never more than `max_copies_per_batch`).
         max: usize,
+        /// Copies accepted on this connection so far (a provider's learned messages per
+        /// connection may end it).
+        delivered_here: usize,
         reply: oneshot::Sender<Vec<Job>>,
     },
     Connected {

@@ -96,6 +96,22 @@ pub struct SessionBreak {
     pub reply: Reply,
     /// A 421 or a dropped connection: a throttling signal for the destination's budget.
     pub throttled: bool,
+    /// Where in the exchange it broke.
+    pub stage: BreakStage,
+}
+
+/// Where a session broke, as far as the copies left without a reply are concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakStage {
+    /// The server refused a new transaction and closed (a `421` to MAIL): the copies after it
+    /// were never tried.
+    Mail,
+    /// The connection dropped (closed or reset) inside a transaction — typically after a
+    /// complete command exchange, while a body or its reply was in flight: that copy's fate is
+    /// unknown, the later ones were not tried.
+    Body,
+    /// Anything else (a timeout, a protocol error, a drop elsewhere).
+    Other,
 }
 
 /// The result of one batch: a result per copy (same order), and the break if there was one.

@@ -25,6 +25,12 @@
 //! A worker never decides policy: outcomes go to the report loop; each connection attempt and
 //! each batch (delivered count, deferred copies with their classification, throttling seen) goes
 //! to the actor, which owns host health, lanes and shaping.
+//!
+//! What a batch's copies come to (`Batch::settle`): copies never tried — after a refused MAIL
+//! stopped the batch, after a `421` at MAIL, or after the copy whose body a dropped connection
+//! cut off — are handed back untouched (no try charged, no report); a copy refused for rate goes
+//! to the actor's pace; the copy cut off by a drop is charged one try and reported apart, so the
+//! actor can retry it at once on a new connection.
 
 use crate::classify::classify;
 use crate::messages::{BatchDone, Ctrl, Job, OutcomeReport, Report, Target};
@@ -46,6 +52,7 @@ pub mod smtp;
 #[cfg(test)]
 mod tests;
 
+use connector::BreakStage;
 pub use connector::{Connector, Session};
 
 /// What every worker shares.
@@ -118,6 +125,8 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
     gauges.connections_open.inc();
     let mut bufs: Vec<Vec<u8>> = Vec::new();
     let mut sent = 0usize;
+    // Accepted on this connection so far: what a `421` at MAIL says the host allows.
+    let mut delivered_here = 0usize;
     // The connection's unjournaled window: copies sent whose outcomes are not yet durable never
     // exceed `window`. Batches are half the window, so one batch's commit overlaps the sending
     // of the next instead of stalling the connection for every fdatasync.
@@ -137,6 +146,7 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
             dest: dest.clone(),
             lane,
             max: room.min(half),
+            delivered_here,
             reply: tx,
         };
         if ctx.ctrl.send(ask).await.is_err() {
@@ -152,6 +162,7 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
             notes: &notes,
             host: &host,
             dest: &dest,
+            delivered_here: &mut delivered_here,
         };
         let (healthy, journaled) = batch.send(jobs, &mut bufs, &ctx).await;
         // Commits complete in order: the older batch is durable first.
@@ -188,6 +199,8 @@ struct Batch<'a> {
     notes: &'a connector::SessionNotes,
     host: &'a crate::messages::HostKey,
     dest: &'a Arc<str>,
+    /// Copies accepted on this connection before and during this batch.
+    delivered_here: &'a mut usize,
 }
 
 /// What a batch's outcomes come to, before they are journaled and reported.
@@ -205,7 +218,7 @@ impl Batch<'_> {
     /// outcome and the batch. Returns false when the connection must not be used again, and the
     /// batch's copies still waiting to be durable.
     async fn send(
-        self,
+        mut self,
         jobs: Vec<Job>,
         bufs: &mut Vec<Vec<u8>>,
         ctx: &WorkerCtx,
@@ -251,8 +264,11 @@ impl Batch<'_> {
         let sent = self.session.send(&copies, &mut journal_now).await;
         let elapsed = started.elapsed();
         gauges.inflight_copies.dec_by(handed);
-        let healthy = sent.broke.is_none() && self.session.is_reusable();
+        let broke = sent.broke.is_some();
         let settled = self.settle(jobs, rcpts, sent, &streamed, elapsed);
+        // After a refusal for rate the connection ends: the RCPT and DATA pipelined after a
+        // refused MAIL count as errors at the server, and enough of them make it hang up.
+        let healthy = !broke && self.session.is_reusable() && settled.done.paced.is_empty();
         gauges.unjournaled_copies.dec_by(handed - settled.finals);
         (healthy, hand_over(settled, ctx).await)
     }
@@ -260,7 +276,7 @@ impl Batch<'_> {
     /// Each copy's outcome (a deferral classified, a copy left without a reply deferred with
     /// the session's reply), its report, and the batch's summary for the actor.
     fn settle(
-        &self,
+        &mut self,
         jobs: Vec<Job>,
         rcpts: Vec<String>,
         sent: connector::Sent,
@@ -269,30 +285,74 @@ impl Batch<'_> {
     ) -> Settled {
         let n = u32::try_from(jobs.len().max(1)).unwrap_or(u32::MAX);
         let session_reply = sent.broke.as_ref().map(|b| b.reply.clone());
+        let stage = sent.broke.as_ref().map(|b| b.stage);
         let mut done = BatchDone {
             dest: self.dest.clone(),
             host: self.host.clone(),
             delivered: 0,
             per_copy: elapsed / n,
             deferred: Vec::new(),
-            throttled: sent.broke.as_ref().is_some_and(|b| b.throttled),
+            // A 421 at MAIL (a per-connection cap) and a drop mid-DATA are judged by the actor.
+            throttled: sent.broke.as_ref().is_some_and(|b| {
+                b.throttled && !matches!(b.stage, BreakStage::Mail | BreakStage::Body)
+            }),
             finished_slow: Vec::new(),
+            unsent: Vec::new(),
+            paced: Vec::new(),
+            dropped: Vec::new(),
+            conn_cap: None,
+            greylist_passed: Vec::new(),
         };
         let mut results = sent.copies.into_iter();
         let (mut reports, mut journal) = (Vec::with_capacity(jobs.len()), Vec::new());
         let mut finals = 0i64;
+        // Copies without a reply: after a clean stop or a 421 at MAIL none was tried; after a
+        // drop mid-DATA only the first (its body was in flight); otherwise all are uncertain.
+        let mut unreplied = 0usize;
+        let now = Instant::now();
         for (i, (mut job, rcpt)) in jobs.into_iter().zip(rcpts).enumerate() {
             let result = results.next().unwrap_or_default();
+            if result.outcome.is_none() {
+                unreplied += 1;
+                let untried = match stage {
+                    None | Some(BreakStage::Mail) => true,
+                    Some(BreakStage::Body) => unreplied > 1,
+                    Some(BreakStage::Other) => false,
+                };
+                if untried {
+                    done.unsent.push(job);
+                    continue;
+                }
+            }
             let xdelay_ms = result.xdelay.unwrap_or(elapsed).as_millis() as u64;
             job.tries += 1;
+            let cut_off = result.outcome.is_none() && stage == Some(BreakStage::Body);
             let outcome = result.outcome.unwrap_or_else(|| {
                 RcptOutcome::Deferred(session_reply.clone().unwrap_or_else(no_reply))
             });
+            let mut route = Route::Deferred;
             match &outcome {
-                RcptOutcome::Delivered(_) => done.delivered += 1,
+                RcptOutcome::Delivered(_) => {
+                    done.delivered += 1;
+                    *self.delivered_here += 1;
+                    if let Some(at) = job.greylisted_at {
+                        done.greylist_passed.push(now.saturating_duration_since(at));
+                    }
+                }
                 RcptOutcome::Deferred(r) => {
                     let kind = classify(r);
-                    done.throttled |= kind == DeferralKind::Throttle;
+                    let closing_at_mail = r.code == 421 && stage == Some(BreakStage::Mail);
+                    if closing_at_mail && *self.delivered_here > 0 {
+                        // The host's messages-per-connection cap, not a verdict on the copy.
+                        done.conn_cap = Some(*self.delivered_here);
+                        route = Route::Unsent;
+                    } else if kind == DeferralKind::Throttle && r.code != 421 {
+                        route = Route::Paced;
+                    } else if cut_off {
+                        route = Route::Dropped;
+                    } else {
+                        done.throttled |= kind == DeferralKind::Throttle;
+                    }
                     job.deferral = Some((kind, Box::new(r.clone())));
                 }
                 RcptOutcome::Failed(_) => {}
@@ -310,10 +370,20 @@ impl Batch<'_> {
             report.journaled = true;
             let is_final = report.outcome.is_final();
             reports.push(report);
-            if !is_final {
-                done.deferred.push(job);
-            } else if job.lane == LaneKind::Slow {
-                done.finished_slow.push(rcpt.into_boxed_str());
+            if is_final {
+                if job.lane == LaneKind::Slow {
+                    done.finished_slow.push(rcpt.into_boxed_str());
+                }
+                continue;
+            }
+            match route {
+                Route::Deferred => done.deferred.push(job),
+                Route::Unsent => {
+                    job.tries = job.tries.saturating_sub(1);
+                    done.unsent.push(job);
+                }
+                Route::Paced => done.paced.push(job),
+                Route::Dropped => done.dropped.push(job),
             }
         }
         Settled {
@@ -323,6 +393,14 @@ impl Batch<'_> {
             finals,
         }
     }
+}
+
+/// Where a copy that is not final goes (see `Batch::settle`).
+enum Route {
+    Deferred,
+    Unsent,
+    Paced,
+    Dropped,
 }
 
 /// Journals a settled batch, then reports it: its records enter the spool's channel before its

@@ -12,8 +12,8 @@
 //! step with its lane's timeouts and sizes, and only typed replies and outcomes cross the seam.
 
 use super::connector::{
-    BoxFuture, Connect, ConnectFailure, Connector, CopyResult, OnReply, Opened, OutCopy, Sent,
-    Session, SessionBreak, SessionNotes,
+    BoxFuture, BreakStage, Connect, ConnectFailure, Connector, CopyResult, OnReply, Opened,
+    OutCopy, Sent, Session, SessionBreak, SessionNotes,
 };
 use super::WorkerPlan;
 use crate::classify::classify;
@@ -112,14 +112,25 @@ impl Session for SmtpSession {
 /// A broken session: its reply for copies left without one, and whether it was a drop or a 421
 /// (both throttling signals for the destination's budget).
 fn session_break(e: &SessionError) -> SessionBreak {
+    let dropped = matches!(
+        e.kind(),
+        SessionErrorKind::ServerClosed | SessionErrorKind::Io(_)
+    );
     let throttled = matches!(e.kind(), SessionErrorKind::Rejected(r) if classify(r) == DeferralKind::Throttle)
-        || (matches!(
-            e.kind(),
-            SessionErrorKind::ServerClosed | SessionErrorKind::Io(_)
-        ) && e.stage() != Stage::Quit);
+        || (dropped && e.stage() != Stage::Quit);
+    let stage = match (e.kind(), e.stage()) {
+        (SessionErrorKind::Rejected(r), Stage::Mail) if r.code == 421 => BreakStage::Mail,
+        // Dropped inside a transaction (a server may also close for too many errors: the
+        // RCPT and DATA pipelined after a refused MAIL count as such at many).
+        (_, Stage::Mail | Stage::Rcpt | Stage::Data | Stage::DataEnd) if dropped => {
+            BreakStage::Body
+        }
+        _ => BreakStage::Other,
+    };
     SessionBreak {
         reply: e.synthetic_reply(),
         throttled,
+        stage,
     }
 }
 

@@ -17,6 +17,13 @@
 //! (127.(1 + r / 64516).(r / 254 % 254 + 1).(r % 254 + 1)); the three biggest also get a backup
 //! MX `mx2.` at 127.255.0.(r + 1).
 //!
+//! `rate_limited` domains (taken in rank order, like `throttle`: the biggest are the large
+//! provider) are all hosted by one provider: [`PROVIDER_MX_HOSTS`] hosts `mx{k}.provider.example`
+//! at 127.255.1.k sharing one rate budget, each domain published with two of them (the pair
+//! rotating with the rank, as a provider's MX answers differ between its domains). Greylisting
+//! domains say their interval in the reply text every other domain (in the order they were
+//! picked), as some real greylisting servers do and others not.
+//!
 //! SECURITY: every generated address is in 127.0.0.0/8 and never 127.0.0.1; the result goes
 //! through the same validation as a parsed world.
 
@@ -34,6 +41,10 @@ pub const MAX_GENERATED_DOMAINS: usize = 253 * 254 * 254;
 const OVERSHOOT: f64 = 1.02;
 /// How many of the biggest domains get a backup MX.
 const BACKUP_MX_TOP: usize = 3;
+/// MX hosts of the rate-limited provider (see the module docs).
+pub const PROVIDER_MX_HOSTS: usize = 4;
+/// The rate budget name the provider's hosts share.
+const PROVIDER_BUDGET: &str = "provider.example";
 
 /// Shares of members (see the module docs) per misbehaviour.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -45,6 +56,10 @@ pub struct ProfileFractions {
     pub unknown_users: f64,
     pub throttle: f64,
     pub drop_mid_data: f64,
+    /// Share of members at the rate-limited provider (see the module docs).
+    pub rate_limited: f64,
+    /// Share of members whose hosts drop each recipient's first attempt mid-DATA.
+    pub drop_first_attempt: f64,
     /// Share of members whose hosts offer STARTTLS (independent of the profile).
     pub starttls: f64,
 }
@@ -73,6 +88,10 @@ pub struct GenSpec {
     pub throttle_max_msgs_per_conn: u32,
     /// Messages per connection a `drop_mid_data` host accepts before dropping one.
     pub drop_after_msgs: u32,
+    /// Messages per second the rate-limited provider accepts over all its MX hosts.
+    pub rate_limit_msgs_per_sec: u32,
+    /// Messages per connection the rate-limited provider accepts before `421 4.7.28`.
+    pub rate_limit_max_msgs_per_conn: u32,
     /// Receiver settings of the world.
     pub receiver: ReceiverSettings,
 }
@@ -90,6 +109,8 @@ impl Default for GenSpec {
             unknown_users_rate: 0.5,
             throttle_max_msgs_per_conn: 100,
             drop_after_msgs: 10,
+            rate_limit_msgs_per_sec: 300,
+            rate_limit_max_msgs_per_conn: 100,
             receiver: ReceiverSettings::default(),
         }
     }
@@ -146,6 +167,8 @@ fn check_spec(spec: &GenSpec) -> Result<(), ConfigError> {
         ("gen.fractions.slow", f.slow),
         ("gen.fractions.throttle", f.throttle),
         ("gen.fractions.drop_mid_data", f.drop_mid_data),
+        ("gen.fractions.rate_limited", f.rate_limited),
+        ("gen.fractions.drop_first_attempt", f.drop_first_attempt),
     ];
     for (key, v) in profiles {
         check_fraction(key, v)?;
@@ -160,6 +183,10 @@ fn check_spec(spec: &GenSpec) -> Result<(), ConfigError> {
     if !(0.0..=86_400.0).contains(&g) {
         let msg = format!("expected seconds between 0 and 86400, got {g}");
         return Err(ConfigError::key("gen.greylist_retry_after_secs", msg));
+    }
+    if spec.rate_limit_msgs_per_sec == 0 || spec.rate_limit_max_msgs_per_conn == 0 {
+        let msg = "expected rate_limit_msgs_per_sec and rate_limit_max_msgs_per_conn > 0";
+        return Err(ConfigError::key("gen.rate_limit_msgs_per_sec", msg));
     }
     let covered = f.unknown_users / spec.unknown_users_rate;
     let total: f64 = profiles.iter().map(|(_, v)| v).sum::<f64>() + covered;
@@ -228,6 +255,9 @@ impl WorldConfig {
         let domains = (0..n)
             .map(|r| {
                 let name = format!("d{r:0width$}.example");
+                if matches!(profiles[r], Profile::RateLimited { .. }) {
+                    return provider_domain(name, weights[r], r, &profiles[r]);
+                }
                 let extra_mx = if r < BACKUP_MX_TOP && n > BACKUP_MX_TOP {
                     vec![ExtraMx {
                         host: format!("mx2.{name}"),
@@ -304,6 +334,36 @@ impl WorldConfig {
     }
 }
 
+/// A domain hosted by the rate-limited provider: two of its MX hosts, rotating with the rank.
+fn provider_domain(name: String, weight: f64, rank: usize, profile: &Profile) -> DomainConfig {
+    let host = |k: usize| {
+        let k = k % PROVIDER_MX_HOSTS + 1;
+        (
+            format!("mx{k}.{PROVIDER_BUDGET}"),
+            Ipv4Addr::new(127, 255, 1, k as u8),
+        )
+    };
+    let (mx_host, mx_addr) = host(rank);
+    let (second, second_addr) = host(rank + 1);
+    DomainConfig {
+        name,
+        weight,
+        mx_host,
+        mx_addr,
+        mx_preference: DEFAULT_MX_PREFERENCE,
+        extra_mx: vec![ExtraMx {
+            host: second,
+            addr: second_addr,
+            preference: DEFAULT_MX_PREFERENCE + 10,
+            profile: None,
+        }],
+        profile: profile.clone(),
+        // One provider, one behaviour: its hosts are shared, so their TLS offer must agree.
+        starttls: false,
+        dane: DaneSpec::default(),
+    }
+}
+
 /// The profile of every domain, by rank.
 fn assign_profiles(spec: &GenSpec, weights: &[f64]) -> Vec<Profile> {
     let n = weights.len();
@@ -315,6 +375,14 @@ fn assign_profiles(spec: &GenSpec, weights: &[f64]) -> Vec<Profile> {
         max_msgs_per_conn: Some(spec.throttle_max_msgs_per_conn.max(1)),
         max_msgs_per_min: None,
     };
+    let provider = Profile::RateLimited {
+        budget: PROVIDER_BUDGET.to_string(),
+        msgs_per_sec: spec.rate_limit_msgs_per_sec,
+        max_msgs_per_conn: Some(spec.rate_limit_max_msgs_per_conn),
+    };
+    for i in pick(&rank_order, weights, f.rate_limited, &mut taken) {
+        profiles[i] = provider.clone();
+    }
     for i in pick(&rank_order, weights, f.throttle, &mut taken) {
         profiles[i] = throttle.clone();
     }
@@ -330,10 +398,12 @@ fn assign_profiles(spec: &GenSpec, weights: &[f64]) -> Vec<Profile> {
                 after_msgs: spec.drop_after_msgs,
             },
         ),
+        (f.drop_first_attempt, Profile::DropFirstAttempt),
         (
             f.greylist,
             Profile::Greylist {
                 retry_after: Duration::from_secs_f64(spec.greylist_retry_after_secs),
+                announce: false,
             },
         ),
         (
@@ -351,8 +421,17 @@ fn assign_profiles(spec: &GenSpec, weights: &[f64]) -> Vec<Profile> {
         ),
     ];
     for (share, profile) in plan {
-        for i in pick(&order, weights, share, &mut taken) {
-            profiles[i] = profile.clone();
+        for (k, i) in pick(&order, weights, share, &mut taken)
+            .into_iter()
+            .enumerate()
+        {
+            profiles[i] = match &profile {
+                Profile::Greylist { retry_after, .. } => Profile::Greylist {
+                    retry_after: *retry_after,
+                    announce: k % 2 == 0,
+                },
+                p => p.clone(),
+            };
         }
     }
     profiles

@@ -30,9 +30,10 @@
 //! `dnssec = "signed"`) makes only those TLSA names answer SERVFAIL.
 //!
 //! Profiles (`kind` plus its keys): `normal`; `slow` {`delay_ms`}; `greylist`
-//! {`retry_after_secs`}; `unknown_users` {`users` and/or `fraction`}; `throttle`
-//! {`max_msgs_per_conn` and/or `max_msgs_per_min`}; `hung`; `refused`; `drop_mid_data`
-//! {`after_msgs`, default 0}.
+//! {`retry_after_secs`, `announce` (default false)}; `unknown_users` {`users` and/or
+//! `fraction`}; `throttle` {`max_msgs_per_conn` and/or `max_msgs_per_min`}; `hung`; `refused`;
+//! `drop_mid_data` {`after_msgs`, default 0}; `drop_first_attempt`; `rate_limited`
+//! {`budget`, `msgs_per_sec`, `max_msgs_per_conn`}.
 //!
 //! Invariants (checked once, by [`WorldConfig::from_toml`] and [`WorldConfig::validate`]): every
 //! address is in 127.0.0.0/8 and no receiver uses 127.0.0.1 (reserved for Herald itself); domain
@@ -197,8 +198,12 @@ pub enum Profile {
     /// Waits `delay` before each reply (the banner included).
     Slow { delay: Duration },
     /// `451 4.7.1` to the first attempt of each sender/recipient pair; accepted once
-    /// `retry_after` has passed since that first attempt.
-    Greylist { retry_after: Duration },
+    /// `retry_after` has passed since that first attempt. With `announce` the reply says the
+    /// interval ("please retry in 60 seconds"), as some greylisting servers do and others not.
+    Greylist {
+        retry_after: Duration,
+        announce: bool,
+    },
     /// `550 5.1.1` for the listed local parts (case-insensitive) and for a deterministic
     /// `fraction` of all others (chosen by a hash of the local part, so retries agree).
     UnknownUsers { users: Vec<String>, fraction: f64 },
@@ -216,6 +221,18 @@ pub enum Profile {
     /// Accepts `after_msgs` messages per connection, then closes the connection right after
     /// its `354` to the next DATA.
     DropMidData { after_msgs: u32 },
+    /// Closes the connection right after the `354` of a transaction with a recipient it has
+    /// not seen before (each recipient's first attempt), and accepts every later attempt.
+    DropFirstAttempt,
+    /// A large provider's rate limit: every host with the same `budget` name draws on one
+    /// token bucket of `msgs_per_sec` (a second's worth of burst); a MAIL past it gets
+    /// `451 4.7.28` ("unusual rate"), and the MAIL after `max_msgs_per_conn` messages on one
+    /// connection gets `421 4.7.28` and the connection is closed.
+    RateLimited {
+        budget: String,
+        msgs_per_sec: u32,
+        max_msgs_per_conn: Option<u32>,
+    },
 }
 
 /// One receiver host: an address with a name and a behaviour. Several domains may share one.

@@ -123,6 +123,8 @@ enum Kind {
     Hung,
     Refused,
     DropMidData,
+    DropFirstAttempt,
+    RateLimited,
 }
 
 #[derive(Serialize, Deserialize, Default)]
@@ -143,6 +145,12 @@ struct RawProfile {
     max_msgs_per_min: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     after_msgs: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    announce: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    budget: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    msgs_per_sec: Option<u32>,
 }
 
 /// Parses TOML text into a checked [`WorldConfig`].
@@ -299,12 +307,13 @@ fn parse_ipv4(key: &str, text: &str) -> Result<Ipv4Addr, ConfigError> {
 /// The keys each kind uses; any other key set is an error naming it.
 fn allowed_keys(kind: Kind) -> &'static [&'static str] {
     match kind {
-        Kind::Normal | Kind::Hung | Kind::Refused => &[],
+        Kind::Normal | Kind::Hung | Kind::Refused | Kind::DropFirstAttempt => &[],
         Kind::Slow => &["delay_ms"],
-        Kind::Greylist => &["retry_after_secs"],
+        Kind::Greylist => &["retry_after_secs", "announce"],
         Kind::UnknownUsers => &["users", "fraction"],
         Kind::Throttle => &["max_msgs_per_conn", "max_msgs_per_min"],
         Kind::DropMidData => &["after_msgs"],
+        Kind::RateLimited => &["budget", "msgs_per_sec", "max_msgs_per_conn"],
     }
 }
 
@@ -317,6 +326,9 @@ fn build_profile(key: &str, p: RawProfile) -> Result<Profile, ConfigError> {
         ("max_msgs_per_conn", p.max_msgs_per_conn.is_some()),
         ("max_msgs_per_min", p.max_msgs_per_min.is_some()),
         ("after_msgs", p.after_msgs.is_some()),
+        ("announce", p.announce.is_some()),
+        ("budget", p.budget.is_some()),
+        ("msgs_per_sec", p.msgs_per_sec.is_some()),
     ];
     let kind_name = kind_name(p.kind);
     for (name, set) in present {
@@ -342,6 +354,7 @@ fn build_profile(key: &str, p: RawProfile) -> Result<Profile, ConfigError> {
                 .ok_or_else(|| required("retry_after_secs"))?;
             Profile::Greylist {
                 retry_after: retry_after(&format!("{key}.retry_after_secs"), secs)?,
+                announce: p.announce.unwrap_or(false),
             }
         }
         Kind::UnknownUsers => {
@@ -365,6 +378,12 @@ fn build_profile(key: &str, p: RawProfile) -> Result<Profile, ConfigError> {
         Kind::DropMidData => Profile::DropMidData {
             after_msgs: p.after_msgs.unwrap_or(0),
         },
+        Kind::DropFirstAttempt => Profile::DropFirstAttempt,
+        Kind::RateLimited => Profile::RateLimited {
+            budget: p.budget.ok_or_else(|| required("budget"))?,
+            msgs_per_sec: p.msgs_per_sec.ok_or_else(|| required("msgs_per_sec"))?,
+            max_msgs_per_conn: p.max_msgs_per_conn,
+        },
     })
 }
 
@@ -386,6 +405,8 @@ fn kind_name(kind: Kind) -> &'static str {
         Kind::Hung => "hung",
         Kind::Refused => "refused",
         Kind::DropMidData => "drop_mid_data",
+        Kind::DropFirstAttempt => "drop_first_attempt",
+        Kind::RateLimited => "rate_limited",
     }
 }
 
@@ -532,10 +553,24 @@ fn check_profile(key: &str, p: &Profile) -> Result<(), ConfigError> {
         Profile::Throttle {
             max_msgs_per_conn: Some(0),
             ..
+        }
+        | Profile::RateLimited {
+            max_msgs_per_conn: Some(0),
+            ..
         } => Err(ConfigError::key(
             format!("{key}.max_msgs_per_conn"),
             "expected a number > 0",
         )),
+        Profile::RateLimited { msgs_per_sec, .. } if *msgs_per_sec == 0 => Err(ConfigError::key(
+            format!("{key}.msgs_per_sec"),
+            "expected a number > 0",
+        )),
+        Profile::RateLimited { budget, .. } if budget.is_empty() || budget.len() > 253 => {
+            Err(ConfigError::key(
+                format!("{key}.budget"),
+                "expected a name of 1 to 253 octets",
+            ))
+        }
         _ => Ok(()),
     }
 }
@@ -603,9 +638,13 @@ fn raw_profile(p: &Profile) -> RawProfile {
             r.kind = Kind::Slow;
             r.delay_ms = Some(delay.as_millis() as u64);
         }
-        Profile::Greylist { retry_after } => {
+        Profile::Greylist {
+            retry_after,
+            announce,
+        } => {
             r.kind = Kind::Greylist;
             r.retry_after_secs = Some(retry_after.as_secs_f64());
+            r.announce = announce.then_some(true);
         }
         Profile::UnknownUsers { users, fraction } => {
             r.kind = Kind::UnknownUsers;
@@ -623,6 +662,17 @@ fn raw_profile(p: &Profile) -> RawProfile {
         Profile::DropMidData { after_msgs } => {
             r.kind = Kind::DropMidData;
             r.after_msgs = Some(*after_msgs);
+        }
+        Profile::DropFirstAttempt => r.kind = Kind::DropFirstAttempt,
+        Profile::RateLimited {
+            budget,
+            msgs_per_sec,
+            max_msgs_per_conn,
+        } => {
+            r.kind = Kind::RateLimited;
+            r.budget = Some(budget.clone());
+            r.msgs_per_sec = Some(*msgs_per_sec);
+            r.max_msgs_per_conn = *max_msgs_per_conn;
         }
     }
     r

@@ -6,6 +6,9 @@
 //! [`MAX_HUNG_CONNECTIONS`], then stops accepting so further connects wait in the backlog).
 //! Everything else is per command, in the `session` module.
 //!
+//! `rate_limited` hosts with the same budget name share one [`RateBucket`], made here at start:
+//! the provider's limit holds over all its MX hosts and connections.
+//!
 //! Bounds: at most `max_sessions_per_host` sessions per host (more get `421 4.3.2` at once);
 //! sessions of a host live in a `JoinSet` owned by its listener task, so stopping the listener
 //! stops them all.
@@ -43,6 +46,41 @@ const PORT_ATTEMPTS: usize = 16;
 
 /// Greylist table: (sender, lower-cased recipient) → first attempt.
 type Greylist = HashMap<(Box<str>, Box<str>), Instant>;
+/// Recipients seen per host by `drop_first_attempt`; when full the set is cleared (those
+/// recipients are dropped once more — harmless, senders retry).
+const MAX_SEEN_RECIPIENTS: usize = 1_000_000;
+
+/// A token bucket shared by every host of one rate budget: `rate` tokens a second, at most a
+/// second's worth stored.
+pub(crate) struct RateBucket {
+    rate: f64,
+    /// Tokens and when they were counted. A std mutex: one arithmetic step under it.
+    state: Mutex<(f64, Instant)>,
+}
+
+impl RateBucket {
+    fn new(per_sec: u32) -> RateBucket {
+        let rate = f64::from(per_sec.max(1));
+        RateBucket {
+            rate,
+            state: Mutex::new((rate, Instant::now())),
+        }
+    }
+
+    /// Takes one token; false when the budget is spent.
+    pub(crate) fn take(&self) -> bool {
+        let now = Instant::now();
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let elapsed = now.saturating_duration_since(s.1).as_secs_f64();
+        s.0 = (s.0 + elapsed * self.rate).min(self.rate);
+        s.1 = now;
+        if s.0 < 1.0 {
+            return false;
+        }
+        s.0 -= 1.0;
+        true
+    }
+}
 
 /// What all sessions of one host share.
 pub(crate) struct HostState {
@@ -61,6 +99,11 @@ pub(crate) struct HostState {
     minute: Mutex<(Instant, u32)>,
     /// Messages seen, for MIME sampling.
     mime_counter: AtomicU64,
+    /// The shared rate budget (`rate_limited`).
+    rate: Option<Arc<RateBucket>>,
+    /// Recipients whose first attempt was dropped (`drop_first_attempt`). A std mutex: one
+    /// set operation under it.
+    seen: Mutex<std::collections::HashSet<Box<str>>>,
     sessions: Arc<Semaphore>,
 }
 
@@ -70,6 +113,7 @@ impl HostState {
         settings: ReceiverSettings,
         recorder: Recorder,
         tls: Option<TlsSetup>,
+        rate: Option<Arc<RateBucket>>,
     ) -> HostState {
         let name = spec.name.clone();
         let ehlo = |starttls: bool| {
@@ -97,7 +141,23 @@ impl HostState {
             greylist: Mutex::new(HashMap::new()),
             minute: Mutex::new((Instant::now(), 0)),
             mime_counter: AtomicU64::new(0),
+            rate,
+            seen: Mutex::new(std::collections::HashSet::new()),
         }
+    }
+
+    /// `drop_first_attempt`: true when any of `rcpts` is seen for the first time (all are
+    /// remembered from now on).
+    fn first_attempt(&self, rcpts: &[Box<str>]) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.len() + rcpts.len() > MAX_SEEN_RECIPIENTS {
+            seen.clear();
+        }
+        let mut first = false;
+        for r in rcpts {
+            first |= seen.insert(r.to_ascii_lowercase().into_boxed_str());
+        }
+        first
     }
 
     fn idle_timeout(&self) -> Duration {
@@ -155,10 +215,24 @@ impl Receivers {
         };
         let (port, listeners) = bind_all(hosts, port).await?;
         let mut tasks = JoinSet::new();
+        let mut buckets: HashMap<String, Arc<RateBucket>> = HashMap::new();
         for (spec, listener) in listeners {
             let host_tls = if spec.starttls { tls.clone() } else { None };
             let hung = spec.profile == Profile::Hung;
-            let state = HostState::new(spec, settings.clone(), recorder.clone(), host_tls);
+            let rate = match &spec.profile {
+                Profile::RateLimited {
+                    budget,
+                    msgs_per_sec,
+                    ..
+                } => Some(
+                    buckets
+                        .entry(budget.clone())
+                        .or_insert_with(|| Arc::new(RateBucket::new(*msgs_per_sec)))
+                        .clone(),
+                ),
+                _ => None,
+            };
+            let state = HostState::new(spec, settings.clone(), recorder.clone(), host_tls, rate);
             let state = Arc::new(state);
             if hung {
                 tasks.spawn(hold_connections(listener, state));

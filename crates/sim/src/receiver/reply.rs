@@ -35,6 +35,7 @@ replies! {
     USER_UNKNOWN = 550 "5.1.1" "User unknown";
     THROTTLED_CONN = 421 "4.7.28" "Too many messages on this connection, try again later";
     THROTTLED_RATE = 452 "4.5.3" "Too many recipients this minute, try again later";
+    RATE_LIMITED = 451 "4.7.28" "Our system has detected an unusual rate of mail from your IP address; mail has been temporarily rate limited, please try again later";
     TOO_MANY_RCPTS = 452 "4.5.3" "Too many recipients";
     TOO_BIG = 552 "5.3.4" "Message too big";
     BUSY = 421 "4.3.2" "Too many connections, try again later";

@@ -343,6 +343,10 @@ impl Session {
         if let Profile::Throttle {
             max_msgs_per_conn: Some(max),
             ..
+        }
+        | Profile::RateLimited {
+            max_msgs_per_conn: Some(max),
+            ..
         } = self.host.spec.profile
         {
             if self.msgs_on_conn >= max {
@@ -350,6 +354,13 @@ impl Session {
                 self.refuse(reply::THROTTLED_CONN, None);
                 return Step::Close;
             }
+        }
+        if self.host.rate.as_ref().is_some_and(|b| !b.take()) {
+            // Recorded with the sender, so reports count refused MAILs per provider.
+            self.mail_from = Some(sender);
+            self.refuse(reply::RATE_LIMITED, None);
+            self.mail_from = None;
+            return Step::Continue;
         }
         if declared_size(params).is_some_and(|s| s > self.host.settings.max_message_bytes) {
             self.refuse(reply::TOO_BIG, None);
@@ -378,7 +389,20 @@ impl Session {
                 self.rcpts.push(rcpt);
                 self.reply(reply::RCPT_OK);
             }
-            Some(r) => self.refuse(r, Some(rcpt)),
+            Some(r) => match self.host.spec.profile {
+                Profile::Greylist {
+                    retry_after,
+                    announce: true,
+                } if r == reply::GREYLISTED => {
+                    // The interval in the text, as e.g. Exim's greylistd and Postgrey's
+                    // "--greylist-text" setups say it. Only the host's own setting is echoed.
+                    let secs = retry_after.as_secs_f64().ceil() as u64;
+                    let line = format!("451 4.7.1 Greylisted, please retry in {secs} seconds\r\n");
+                    self.push(line.as_bytes());
+                    self.record_refusal(r, Some(rcpt));
+                }
+                _ => self.refuse(r, Some(rcpt)),
+            },
         }
     }
 
@@ -389,7 +413,7 @@ impl Session {
                 let local = rcpt.rsplit_once('@').map_or(rcpt, |(l, _)| l);
                 is_unknown(local, users, *fraction).then_some(reply::USER_UNKNOWN)
             }
-            Profile::Greylist { retry_after } => {
+            Profile::Greylist { retry_after, .. } => {
                 let sender = self.mail_from.as_deref().unwrap_or_default();
                 self.greylisted(sender, rcpt, *retry_after)
                     .then_some(reply::GREYLISTED)
@@ -430,6 +454,11 @@ impl Session {
             if self.msgs_on_conn >= after_msgs {
                 return Step::Drop;
             }
+        }
+        if self.host.spec.profile == Profile::DropFirstAttempt
+            && self.host.first_attempt(&self.rcpts)
+        {
+            return Step::Drop;
         }
         self.mode = Mode::Data {
             scan_from: 0,

@@ -190,6 +190,51 @@ async fn transient_refusals_defer_and_keep_the_connection() {
 }
 
 #[tokio::test]
+async fn a_rate_limit_at_mail_stops_the_batch_and_keeps_the_connection() {
+    let script = Script {
+        mail: Box::new(|n| match n {
+            1 => "451 4.7.28 unusual rate of mail, try again later".into(),
+            _ => "250 2.1.0 ok".into(),
+        }),
+        ..Script::default()
+    };
+    let (addr, server) = serve(script).await;
+    let mut conn = Connection::connect(addr, "mx.test", &client_config())
+        .await
+        .unwrap();
+    let rcpts = [
+        "a@example.test",
+        "b@example.test",
+        "c@example.test",
+        "d@example.test",
+    ];
+    let mut copies: Vec<_> = rcpts
+        .iter()
+        .map(|r| OutgoingCopy::new("r@herald.test", r, BODY))
+        .collect();
+    conn.send(&mut copies).await.unwrap();
+    let got: Vec<_> = copies.iter().map(outcome_code).collect();
+    // The refused MAIL ends the batch: the rest were never tried (no MAIL sent for them).
+    assert_eq!(
+        got,
+        vec![Some(("sent", 250)), Some(("deferred", 451)), None, None]
+    );
+    assert!(conn.is_reusable());
+    let mut more = vec![OutgoingCopy::new("r@herald.test", "c@example.test", BODY)];
+    conn.send(&mut more).await.unwrap();
+    assert_eq!(outcome_code(&more[0]), Some(("sent", 250)));
+    conn.quit().await;
+    let rec = server.await.unwrap();
+    assert_eq!(rec.accepted.len(), 2);
+    let mails = rec
+        .commands
+        .iter()
+        .filter(|c| c.starts_with("MAIL"))
+        .count();
+    assert_eq!(mails, 3, "{:?}", rec.commands);
+}
+
+#[tokio::test]
 async fn service_closing_mid_session_defers_and_leaves_the_rest_unknown() {
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = seen.clone();

@@ -16,6 +16,8 @@ use tokio::task::JoinHandle;
 type RcptFn = Box<dyn Fn(&str) -> String + Send + Sync>;
 /// Given the message index: Some(reply) or None to close the connection instead.
 type FinalFn = Box<dyn Fn(usize) -> Option<String> + Send + Sync>;
+/// The reply to the n-th MAIL (0-based) of the session.
+type MailFn = Box<dyn Fn(usize) -> String + Send + Sync>;
 
 pub struct Script {
     pub banner: String,
@@ -23,6 +25,7 @@ pub struct Script {
     pub extensions: Option<Vec<&'static str>>,
     pub rcpt: RcptFn,
     pub final_reply: FinalFn,
+    pub mail: MailFn,
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
@@ -38,6 +41,7 @@ impl Default for Script {
             ]),
             rcpt: Box::new(|_| "250 2.1.5 ok".into()),
             final_reply: Box::new(|i| Some(format!("250 2.0.0 queued as {i}"))),
+            mail: Box::new(|_| "250 2.1.0 ok".into()),
             tls: None,
         }
     }
@@ -193,9 +197,19 @@ fn line_in(line: &[u8], script: &Script, st: &mut State, rec: &mut Recorded, out
             "220 2.0.0 go ahead".into()
         }
         "MAIL" => {
-            st.mail = text.clone();
-            "250 2.1.0 ok".into()
+            let n = rec
+                .commands
+                .iter()
+                .filter(|c| c.starts_with("MAIL"))
+                .count()
+                - 1;
+            let r = (script.mail)(n);
+            if r.starts_with('2') {
+                st.mail = text.clone();
+            }
+            r
         }
+        "RCPT" if st.mail.is_empty() => "503 5.5.1 MAIL first".into(),
         "RCPT" => {
             let addr = text.split(['<', '>']).nth(1).unwrap_or("").to_string();
             let r = (script.rcpt)(&addr);
