@@ -9,7 +9,7 @@ mod support;
 use herald_sim::{Profile, World};
 use serde_json::json;
 use std::time::{Duration, Instant};
-use support::binary::{herald_bin, BinaryServer};
+use support::binary::{herald_with_config, BinaryServer};
 use support::*;
 
 const LIST: &str = "backup@lists.test";
@@ -24,23 +24,6 @@ fn scheduler() -> String {
          max_copies_per_batch = {BATCH}\nretry_initial_secs = 1\nretry_max_secs = 2\n\
          destination_backoff_secs = 1\ntick_ms = 50\n"
     )
-}
-
-/// `herald --config <file> <args>` with the config's own server address, as an operator runs
-/// it on the machine; returns (success, stdout + stderr).
-fn herald_with_config(config: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(herald_bin())
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .output()
-        .expect("run herald");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ mod support;
 
 use herald_sim::{Profile, World};
 use std::net::Ipv4Addr;
-use support::binary::{herald_bin, BinaryServer};
+use support::binary::{herald_with_config, BinaryServer};
 use support::*;
 
 /// The sending address under test (127.0.0.1 would be answered by the resolver's own
@@ -16,21 +16,9 @@ const EGRESS: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 5);
 
 /// `herald --config <cfg> doctor <args>`: (success, stdout + stderr).
 fn doctor(config: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(herald_bin())
-        .arg("--config")
-        .arg(config)
-        .arg("doctor")
-        .args(args)
-        .output()
-        .expect("run herald doctor");
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    let mut all = vec!["doctor"];
+    all.extend_from_slice(args);
+    herald_with_config(config, &all)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,7 @@ use herald_sim::{Profile, World};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use support::binary::{herald_bin, BinaryServer};
+use support::binary::{herald_bin, herald_with_config, BinaryServer};
 use support::*;
 
 const LIST: &str = "upgrade@lists.test";
@@ -131,22 +131,6 @@ async fn a_data_directory_from_0_1_0_upgrades_and_resumes_its_pending_post() {
             .expect("user_version")
     };
     assert_eq!(version("herald.db"), herald_directory::SCHEMA_VERSION);
-}
-
-/// `herald --config <file> <args>`; (success, stdout + stderr).
-fn herald_with_config(config: &Path, args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(herald_bin())
-        .arg("--config")
-        .arg(config)
-        .args(args)
-        .output()
-        .expect("run herald");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
 }
 
 /// `herald serve` on `data` must stop at once with a message naming a newer Herald, and leave

@@ -17,6 +17,23 @@ pub fn herald_bin() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_herald")))
 }
 
+/// `herald --config <config> <args>` as an operator runs it on the machine: whether it
+/// succeeded, and its stdout followed by its stderr.
+pub fn herald_with_config(config: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(herald_bin())
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .output()
+        .expect("run herald");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// A port free right now on 127.0.0.1 (the child binds it a moment later).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
