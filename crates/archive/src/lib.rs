@@ -2,9 +2,10 @@
 //! in one SQLite database (`archive.db` in the data directory) — never a file per message
 //! (seeds/002: millions of small files are the slow path of a mail system).
 //!
-//! Place in the flow: enqueue hands a list post to fan-out; the server's hand-over task also
-//! gives it to this crate's [`stage`] (its own thread, a bounded channel, group commit), so
-//! archiving never waits inside fan-out. The CLI (`herald archive …`) opens the same store.
+//! Place in the flow: with the archive on, this crate's [`stage::intake`] loop takes the list
+//! posts enqueue hands over, gives each to fan-out first and then to the writer (its own
+//! thread, a bounded channel, group commit), so archiving never waits inside fan-out. The CLI
+//! (`herald archive …`) opens the same store.
 //!
 //! - [`store`]: the database — compressed bodies (deflate), an overview index by list, month,
 //!   date, Message-ID and thread, an FTS5 full-text index, tombstones, per-list privacy.

@@ -1,7 +1,8 @@
-//! The archive writer of the running server: a thread of its own fed by a bounded channel.
-//! The server's hand-over task gives each list post to fan-out first and then here, so a
-//! post's fan-out never waits for the archive; the writer stores what has queued up in one
-//! transaction (group commit: one fsync for many posts).
+//! The archive stage of the running server: [`intake`], the loop that takes each list post
+//! enqueue hands to fan-out, gives it to fan-out first and then to the writer, so a post's
+//! fan-out never waits for the archive; and the writer, a thread of its own fed by a bounded
+//! channel, which stores what has queued up in one transaction (group commit: one fsync for
+//! many posts).
 //!
 //! Backpressure: the channel holds `capacity` posts. Only when the archive is that many posts
 //! behind does the hand-over wait (nothing is dropped); a post takes milliseconds to archive
@@ -51,6 +52,29 @@ impl ArchiveSender {
         if self.tx.send(post.clone()).await.is_err() {
             tracing::error!(post = %post.id, "archive writer stopped; post not archived");
         }
+    }
+}
+
+/// The archive stage's loop (with the archive on, it stands between enqueue and fan-out):
+/// each post from `posts` goes to `fan_out` first, then to the writer. It waits only when
+/// the writer is `capacity` posts behind; it ends at `stop` or when enqueue hangs up, and
+/// then drops its sender, which lets the writer finish what was queued.
+pub async fn intake(
+    mut posts: mpsc::Receiver<SpooledPost>,
+    fan_out: impl Fn(SpooledPost) + Send,
+    archive: ArchiveSender,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        let post = tokio::select! {
+            _ = stop.cancelled() => break,
+            post = posts.recv() => match post {
+                Some(post) => post,
+                None => break,
+            },
+        };
+        fan_out(post.clone());
+        archive.archive(&post).await;
     }
 }
 

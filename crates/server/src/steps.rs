@@ -251,10 +251,11 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
                     replay.archive(post).await;
                 }
             }));
-            tasks.push(tokio::spawn(hand_over_archiving(
-                scheduler.clone(),
-                sender,
+            let fan_out = scheduler.clone();
+            tasks.push(tokio::spawn(herald_archive::stage::intake(
                 handed.fanout,
+                move |post| fan_out.submit(post),
+                sender,
                 scheduler_stop.clone(),
             )));
             Some(writer)
@@ -362,27 +363,6 @@ fn start_archive(
         writer,
         recovered_of(recovered, PostKind::ListPost),
     )))
-}
-
-/// The hand-over from enqueue with the archive on: each post to fan-out, then to the archive
-/// writer (a bounded channel; it waits only when the writer is `queue_capacity` posts behind).
-async fn hand_over_archiving(
-    scheduler: Scheduler,
-    archive: herald_archive::stage::ArchiveSender,
-    mut posts: mpsc::Receiver<SpooledPost>,
-    stop: CancellationToken,
-) {
-    loop {
-        let post = tokio::select! {
-            _ = stop.cancelled() => break,
-            post = posts.recv() => match post {
-                Some(post) => post,
-                None => break,
-            },
-        };
-        scheduler.submit(post.clone());
-        archive.archive(&post).await;
-    }
 }
 
 /// The arrival check with its own resolver (mail-auth's, through the same `[dns]` servers).
