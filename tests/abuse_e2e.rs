@@ -19,15 +19,7 @@ async fn setup() -> (World, TestServer, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = TestServer::start(server_config(&world, dir.path().to_path_buf())).await;
     create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
-    for m in MEMBERS {
-        let (status, body) = http(
-            "POST",
-            &format!("{}/api/lists/{LIST}/members", server.api),
-            Some(json!({ "address": m })),
-        )
-        .await;
-        assert_eq!(status, 201, "{body}");
-    }
+    add_members(&server.api, LIST, &MEMBERS).await;
     (world, server, dir)
 }
 
@@ -104,19 +96,6 @@ async fn held(api: &str, list: &str) -> Vec<(u64, Option<String>)> {
     let views: Vec<herald_api_types::HeldView> =
         get_view(&format!("{api}/api/held?list={list}")).await;
     views.into_iter().map(|h| (h.post, h.reason)).collect()
-}
-
-/// One `/metrics` sample's value, 0 when absent.
-async fn metric(api: &str, series: &str) -> u64 {
-    let text = reqwest::get(format!("{api}/metrics"))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics body");
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// Item 2: on a `reply_to = list` list a member's vacation reply, and one of the list's own

@@ -23,29 +23,8 @@ async fn setup() -> (World, TestServer, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = TestServer::start(server_config(&world, dir.path().to_path_buf())).await;
     create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
-    for m in MEMBERS {
-        let (status, body) = http(
-            "POST",
-            &format!("{}/api/lists/{LIST}/members", server.api),
-            Some(json!({ "address": m })),
-        )
-        .await;
-        assert_eq!(status, 201, "{body}");
-    }
+    add_members(&server.api, LIST, &MEMBERS).await;
     (world, server, dir)
-}
-
-/// One `/metrics` sample's value, 0 when absent.
-async fn metric(api: &str, series: &str) -> u64 {
-    let text = reqwest::get(format!("{api}/metrics"))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics body");
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// Copies `recipient` (any case) received so far.

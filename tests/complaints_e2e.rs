@@ -27,44 +27,8 @@ async fn setup() -> (World, TestServer, tempfile::TempDir) {
     config.complaints.local_part = "complaints".into();
     let server = TestServer::start(config).await;
     create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
-    for m in MEMBERS {
-        let (status, body) = http(
-            "POST",
-            &format!("{}/api/lists/{LIST}/members", server.api),
-            Some(json!({ "address": m })),
-        )
-        .await;
-        assert_eq!(status, 201, "{body}");
-    }
+    add_members(&server.api, LIST, &MEMBERS).await;
     (world, server, dir)
-}
-
-async fn metric(api: &str, series: &str) -> u64 {
-    let text = reqwest::get(format!("{api}/metrics"))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics body");
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-async fn wait_metric(api: &str, series: &str, want: u64) {
-    let started = Instant::now();
-    loop {
-        let got = metric(api, series).await;
-        if got >= want {
-            assert_eq!(got, want, "{series}");
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{series} is {got}, want {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// The copy `member` received, as their mailbox has it: the receiving MTA's `Return-Path`

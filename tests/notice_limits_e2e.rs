@@ -33,36 +33,6 @@ async fn setup(per_client_per_hour: u32) -> (World, TestServer, tempfile::TempDi
     (world, server, dir)
 }
 
-/// One `/metrics` sample's value, 0 when absent.
-async fn metric(api: &str, series: &str) -> u64 {
-    let text = reqwest::get(format!("{api}/metrics"))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics body");
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// Waits until `series` reaches `want` (fails after 30 s).
-async fn wait_metric(api: &str, series: &str, want: u64) {
-    let started = Instant::now();
-    loop {
-        let got = metric(api, series).await;
-        if got >= want {
-            assert_eq!(got, want, "{series}");
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{series} is {got}, want {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Copies `recipient` (any case) received.
 fn count_for(world: &World, recipient: &str) -> usize {
     let snap = world.recorder().snapshot();

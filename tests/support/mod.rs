@@ -350,6 +350,50 @@ pub fn queued_id(reply: &str) -> String {
         .unwrap_or_else(|| panic!("not a queued reply: {reply}"))
 }
 
+/// Adds each address to `list` over the API (201 expected).
+pub async fn add_members(api: &str, list: &str, members: &[&str]) {
+    for m in members {
+        let (status, body) = http(
+            "POST",
+            &format!("{api}/api/lists/{list}/members"),
+            Some(serde_json::json!({ "address": m })),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+}
+
+/// One `/metrics` sample's value (the line starting with `series`, labels included), 0 when
+/// absent.
+pub async fn metric(api: &str, series: &str) -> u64 {
+    let text = reqwest::get(format!("{api}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until `series` reaches `want`, and fails if it passes it (or after 30 s).
+pub async fn wait_metric(api: &str, series: &str, want: u64) {
+    let started = Instant::now();
+    loop {
+        let got = metric(api, series).await;
+        if got >= want {
+            assert_eq!(got, want, "{series}");
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{series} is {got}, want {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A CSV of `n` members spread over `domains` test domains, with a custom field.
 pub fn members_csv(n: usize, domains: usize) -> String {
     let mut csv = String::from("email,name,city\n");
