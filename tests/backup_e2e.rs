@@ -134,3 +134,43 @@ async fn a_backup_mid_fanout_restored_elsewhere_delivers_to_everyone() {
     new.stop().await;
     world.shutdown().await;
 }
+
+/// With `http.admin_token` set (as on any server administered remotely), the backup route is
+/// refused without the token and streams with it: it carries the secret and the keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backup_route_needs_the_admin_token() {
+    let world = World::start(world_config(&[Profile::Normal], false))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    const TOKEN: &str = "backup-test-token-0123456789abcdef";
+    let mut server = BinaryServer::configure(
+        dir.path(),
+        &dir.path().join("data"),
+        &world,
+        &format!("[http]\nadmin_token = \"{TOKEN}\"\n"),
+    );
+    server.start().await;
+    let refused = std::process::Command::new(support::binary::herald_bin())
+        .args(["--server", &server.api, "backup"])
+        .arg(dir.path().join("no-token"))
+        .env_remove("HERALD_ADMIN_TOKEN")
+        .output()
+        .expect("run herald");
+    assert!(!refused.status.success(), "a backup without the token");
+    assert!(
+        !dir.path().join("no-token").join("manifest.json").exists(),
+        "nothing usable is written without the token"
+    );
+    let target = dir.path().join("with-token");
+    let (api, t) = (server.api.clone(), target.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        herald_cli(&api, Some(TOKEN), &["backup", t.to_str().expect("utf-8")])
+    })
+    .await
+    .expect("join");
+    assert!(out.contains("checked against the manifest"), "{out}");
+    assert!(target.join("manifest.json").exists());
+    server.stop().await;
+    world.shutdown().await;
+}
