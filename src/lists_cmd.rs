@@ -307,6 +307,46 @@ pub async fn digest(api: &Api, cmd: DigestCommand) -> Result<()> {
     Ok(())
 }
 
+/// `herald tls-report …`.
+#[derive(Debug, Subcommand)]
+pub enum TlsReportCommand {
+    /// Send (again) the TLS reports (RFC 8460) of a day to every recipient domain that publishes
+    /// a `_smtp._tls` record. The server sends each finished day's reports by itself; this is for
+    /// a re-send or a look at today so far.
+    Send {
+        /// The UTC day, YYYY-MM-DD (default: yesterday).
+        #[arg(long)]
+        day: Option<String>,
+    },
+}
+
+pub async fn tls_report(api: &Api, cmd: TlsReportCommand) -> Result<()> {
+    match cmd {
+        TlsReportCommand::Send { day } => {
+            let path = match &day {
+                Some(d) => format!("/api/tls-report/send?day={}", enc(d)),
+                None => "/api/tls-report/send".to_string(),
+            };
+            let sent: Vec<herald_api_types::TlsReportSent> = api.post_empty(&path).await?;
+            if sent.is_empty() {
+                outln!("no sessions recorded that day: no TLS report to send");
+            }
+            for r in sent {
+                outln!(
+                    "{} {}: {} ({} ok, {} failed) {}",
+                    r.day,
+                    r.domain,
+                    r.state,
+                    r.successful,
+                    r.failed,
+                    r.detail
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `POST /api/lists/<list>/members/<address>/<action>`: the answer is the member's details.
 async fn member_action(api: &Api, list: &str, address: &str, action: &str) -> Result<MemberDetail> {
     api.post_empty(&format!(

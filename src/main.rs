@@ -99,6 +99,9 @@ enum Command {
     /// List digests (issue 14): `digest send-now <list>`.
     #[command(subcommand)]
     Digest(lists_cmd::DigestCommand),
+    /// SMTP TLS reports (RFC 8460): `tls-report send [--day YYYY-MM-DD]`.
+    #[command(subcommand)]
+    TlsReport(lists_cmd::TlsReportCommand),
     /// Copy a running server (lists, members, pending deliveries, archive, secret, keys) into
     /// a new directory, without stopping delivery.
     Backup(DirArg),
@@ -221,6 +224,7 @@ async fn dispatch(
         Command::Restore(a) => backup_cmd::restore_into(&config, &a.dir),
         Command::Doctor(a) => doctor_cmd::run(&config, api(), a).await,
         Command::Digest(cmd) => lists_cmd::digest(&api()?, cmd).await,
+        Command::TlsReport(cmd) => lists_cmd::tls_report(&api()?, cmd).await,
     }
 }
 

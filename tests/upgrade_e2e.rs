@@ -213,6 +213,14 @@ async fn stores_from_a_newer_herald_are_refused_with_a_clear_message() {
     set_version(&db, herald_digest::state::SCHEMA_VERSION + 1);
     refuses_to_start(&data, &world, &db, "digest ledger").await;
 
+    // So did the TLS report ledger (issue 19 item 7).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    copy_tree(&fixture(), &data);
+    let db = data.join("tlsrpt.db");
+    set_version(&db, herald_tlsrpt::ledger::SCHEMA_VERSION + 1);
+    refuses_to_start(&data, &world, &db, "TLS report ledger").await;
+
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     copy_tree(&fixture(), &data);

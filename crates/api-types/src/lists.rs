@@ -180,6 +180,23 @@ pub struct DigestSent {
     pub formats: Vec<String>,
 }
 
+/// `POST /api/tls-report/send?day=YYYY-MM-DD`: what became of each recipient domain's TLS report
+/// (RFC 8460) for that day.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TlsReportSent {
+    pub day: String,
+    pub domain: String,
+    pub report_id: String,
+    /// `sent`, `no-record` (the domain publishes no `_smtp._tls` record) or `failed`.
+    pub state: String,
+    /// Where it went, or why not.
+    pub detail: String,
+    /// Sessions with TLS as the policy required, and sessions that failed it.
+    pub successful: u64,
+    pub failed: u64,
+}
+
 /// `PATCH /api/lists/<list>/members/<member>`: what to change (fields left out stay). The
 /// answer is the member's [`MemberDetail`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -80,6 +80,8 @@ pub struct ApiState {
     pub backup: herald_backup::take::Source,
     /// The digest stage (`herald digest send-now`); `None` with digests or the archive off.
     pub digests: Option<Arc<herald_digest::Digests>>,
+    /// TLS reporting (`herald tls-report send`); `None` when `[tls_report] enabled = false`.
+    pub tls_reports: Option<Arc<herald_tlsrpt::TlsReporting>>,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.
@@ -168,6 +170,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
             "/api/lists/{list}/digest/send-now",
             post(lists_ops::digest_send_now),
         )
+        .route("/api/tls-report/send", post(lists_ops::tls_report_send))
         .route(
             "/api/lists/{list}/unsubscribe",
             post(lists_ops::unsubscribe_request),

@@ -177,6 +177,45 @@ pub async fn digest_send_now(
     }
 }
 
+/// `?day=YYYY-MM-DD` (default: yesterday, UTC) for [`tls_report_send`].
+#[derive(Debug, serde::Deserialize)]
+pub struct TlsReportDay {
+    pub day: Option<String>,
+}
+
+/// `POST /api/tls-report/send?day=…`: sends (again) the TLS reports (RFC 8460) of that day to
+/// every recipient domain that asks for them — an operator's re-send, or a look at today so far.
+pub async fn tls_report_send(
+    State(s): St,
+    Query(q): Query<TlsReportDay>,
+) -> Result<Json<Vec<herald_api_types::TlsReportSent>>, ApiError> {
+    let Some(reports) = s.tls_reports.clone() else {
+        return Err(ApiError::Conflict(
+            "TLS reporting is off on this server ([tls_report] enabled = false)".into(),
+        ));
+    };
+    let day = q.day.unwrap_or_else(herald_tlsrpt::stage::yesterday);
+    match reports.send_day(&day).await {
+        Ok(sent) => Ok(Json(
+            sent.into_iter()
+                .map(|r| herald_api_types::TlsReportSent {
+                    day: r.day,
+                    domain: r.domain,
+                    report_id: r.report_id,
+                    state: r.state,
+                    detail: r.detail,
+                    successful: r.successful,
+                    failed: r.failed,
+                })
+                .collect(),
+        )),
+        Err(herald_tlsrpt::TlsReportError::BadDay(d)) => {
+            Err(ApiError::BadRequest(format!("day: not YYYY-MM-DD: {d}")))
+        }
+        Err(e) => Err(ApiError::Internal(e.to_string())),
+    }
+}
+
 /// An administrator's action on one member before its details are read: bounce handling
 /// (issue 15) or the delivery mode (issue 14).
 #[derive(Debug, Clone, Copy)]

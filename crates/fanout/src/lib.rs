@@ -121,7 +121,20 @@ pub fn render(list: &List, ctx: &ListContext, raw_post: &[u8]) -> Result<Templat
 pub fn verbatim(list: &Address, ctx: &ListContext, raw: &[u8]) -> Template {
     let msg = message::normalize(raw);
     let mut b = template::Builder::new(msg.len());
-    b.push(&msg);
+    // The body starts after the first empty line: DKIM's body hash covers what follows it
+    // (without the mark, the signer would hash an empty body and every receiver would see
+    // `body hash did not verify`).
+    match msg.windows(4).position(|w| w == b"\r\n\r\n") {
+        Some(at) => {
+            b.push(&msg[..at + 4]);
+            b.mark_body();
+            b.push(&msg[at + 4..]);
+        }
+        None => {
+            b.push(&msg);
+            b.mark_body();
+        }
+    }
     if !msg.ends_with(b"\r\n") {
         b.push(b"\r\n");
     }

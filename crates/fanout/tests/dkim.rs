@@ -336,3 +336,26 @@ fn dkimpy_verifies_copies() {
         );
     }
 }
+
+/// Mail Herald writes itself (confirmations, notices, TLS reports) is sent `verbatim` and signed
+/// like every copy. Regression: the signer hashed an empty body there (the body's start was never
+/// marked), so every such message failed DKIM at the receiver with "body hash did not verify".
+#[tokio::test]
+async fn verbatim_mail_verifies() {
+    let (dkim, key) = keys(DkimAlgorithm::Ed25519, "sel1");
+    let (dns, auth) = dns_with(&[("sel1._domainkey.lists.example.org", &key.dns_txt)]).await;
+    let c = ListContext { dkim, ..ctx(None) };
+    let list_address = herald_types::Address::parse(LIST).unwrap();
+    let t = herald_fanout::verbatim(&list_address, &c, POST);
+    assert!(t.is_signed());
+    for m in members() {
+        let msg = received(&t, &m);
+        let verdicts = auth.verify_dkim(&msg).await;
+        assert!(
+            verdicts.len() == 1 && verdicts[0].pass,
+            "{verdicts:?}\n{}",
+            String::from_utf8_lossy(&msg)
+        );
+    }
+    dns.shutdown().await;
+}

@@ -81,6 +81,8 @@ pub struct SchedulerDeps {
     pub health_path: Option<std::path::PathBuf>,
     /// Where MTA-STS policies are cached across restarts (`None`: memory only).
     pub mta_sts_path: Option<std::path::PathBuf>,
+    /// Where each session's TLS result goes for TLS reporting (RFC 8460; `None`: off).
+    pub tls_sessions: Option<mpsc::Sender<herald_types::TlsSessionRecord>>,
 }
 
 /// Why the scheduler refused work.
@@ -139,6 +141,7 @@ impl Scheduler {
             window: cfg.max_copies_per_batch.max(1),
             telemetry: deps.telemetry.clone(),
             shutdown: shutdown.clone(),
+            tls_sessions: deps.tls_sessions,
         });
         let resolvers = actor::routes::Resolvers {
             resolver: deps.resolver,

@@ -70,6 +70,8 @@ pub struct Config {
     pub digest: herald_digest::DigestConfig,
     /// The complaints address for feedback-loop reports (issue 18 item 5; off by default).
     pub complaints: herald_enqueue::ComplaintsSection,
+    /// TLS reporting (RFC 8460, issue 19 item 7): daily reports to domains that ask for them.
+    pub tls_report: herald_tlsrpt::TlsReportConfig,
 }
 
 impl Default for Config {
@@ -98,6 +100,7 @@ impl Default for Config {
             source: None,
             digest: herald_digest::DigestConfig::default(),
             complaints: Default::default(),
+            tls_report: Default::default(),
         }
     }
 }

@@ -59,6 +59,8 @@ pub(crate) struct Stages {
     dkim: herald_auth::DkimKeys,
     /// The digest stage (`[digest] enabled` with the archive on).
     digests: Option<Arc<herald_digest::Digests>>,
+    /// TLS reporting (`[tls_report] enabled`).
+    tls_reports: Option<Arc<herald_tlsrpt::TlsReporting>>,
     stages_stop: CancellationToken,
 }
 
@@ -138,6 +140,13 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
     let (disabled_tx, disabled_rx) = mpsc::channel(herald_lists::DISABLED_QUEUE_CAPACITY);
     let (handoff, handed) = Handoff::channels(HANDOFF_CAPACITY);
     let dkim = config.dkim_keys()?;
+    let (tls_sessions, tls_sessions_rx) = match config.tls_report.enabled {
+        true => {
+            let (tx, rx) = herald_tlsrpt::TlsReporting::channel();
+            (Some(tx), Some(rx))
+        }
+        false => (None, None),
+    };
     let stages_stop = CancellationToken::new();
     let scheduler_stop = CancellationToken::new();
     let deps = SchedulerDeps {
@@ -157,6 +166,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         dedup: Some(s.dedup.clone()),
         health_path: Some(config.data_dir.join("host-health.json")),
         mta_sts_path: Some(config.data_dir.join("mta-sts.json")),
+        tls_sessions,
     };
     let archive = start_archive(config, &s.recovered)?;
     // Digests the spool holds (recovery delivers them): the digest stage must not send again.
@@ -277,6 +287,10 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         &mut tasks,
         stop,
     )?;
+    let tls_reports = match tls_sessions_rx {
+        Some(rx) => Some(start_tls_reports(config, &enqueuer, rx, &mut tasks, stop)?),
+        None => None,
+    };
     Ok(Stages {
         directory: s.directory,
         spool: s.spool,
@@ -292,8 +306,42 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         web_archive,
         dkim,
         digests,
+        tls_reports,
         stages_stop,
     })
+}
+
+/// TLS reporting (RFC 8460): counts what the scheduler's sessions report on `rx` and sends the
+/// daily reports. Reports are signed with the first `[dkim]` domain's key unless
+/// `[tls_report] domain` names another.
+fn start_tls_reports(
+    config: &Config,
+    enqueuer: &Arc<Enqueuer>,
+    rx: mpsc::Receiver<herald_types::TlsSessionRecord>,
+    tasks: &mut Vec<JoinHandle<()>>,
+    stop: &CancellationToken,
+) -> Result<Arc<herald_tlsrpt::TlsReporting>, ServerError> {
+    let unusable = |message: String| {
+        ServerError::Config(ConfigError::Unusable {
+            key: "tls_report".into(),
+            message,
+        })
+    };
+    let (resolver, _, _) =
+        herald_routing::build_resolver(&config.dns).map_err(|e| unusable(e.to_string()))?;
+    let dkim_domains: Vec<String> = config.dkim.keys().cloned().collect();
+    let reporting = herald_tlsrpt::TlsReporting::open(
+        config.tls_report.clone(),
+        &config.data_dir.join("tlsrpt.db"),
+        &config.hostname,
+        &dkim_domains,
+        enqueuer.clone(),
+        resolver,
+        config.delivery.tls_ca_file.as_deref(),
+    )
+    .map_err(|e| unusable(e.to_string()))?;
+    tasks.push(tokio::spawn(reporting.clone().run(rx, stop.clone())));
+    Ok(reporting)
 }
 
 /// The digest stage, when the archive it reads is on: settles digests a crash interrupted
@@ -427,6 +475,7 @@ pub(crate) fn serve(
             hostname: config.hostname.clone(),
         },
         digests: stages.digests.clone(),
+        tls_reports: stages.tls_reports.clone(),
     });
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");

@@ -6,6 +6,10 @@
 //! The certificate is whatever the test hands in (usually [`crate::pki::TestCa::issue`] for the
 //! `mta-sts.*` names), so tests can make verification succeed or fail.
 //!
+//! It also takes uploads: a `POST` with a `Content-Length` body (at most [`MAX_UPLOAD`]) is kept
+//! as an [`Upload`] and answered with the host's scripted response — a TLS reporting
+//! (RFC 8460) `https:` destination.
+//!
 //! Limits: request heads up to 8 KiB, read within 10 s; a hanging response holds its connection
 //! for at most [`HANG_SECS`]; connections end when the server is shut down or dropped.
 //!
@@ -26,6 +30,22 @@ use tokio_rustls::TlsAcceptor;
 /// How long a [`PolicyResponse::Hang`] holds its connection.
 pub const HANG_SECS: u64 = 60;
 const MAX_REQUEST_HEAD: usize = 8 * 1024;
+/// Largest upload body kept.
+pub const MAX_UPLOAD: usize = 1 << 20;
+
+/// One `POST` the server received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upload {
+    /// The Host header (lower case, without port).
+    pub host: String,
+    /// The request target.
+    pub path: String,
+    /// The Content-Type header, if any.
+    pub content_type: Option<String>,
+    pub body: Vec<u8>,
+}
+
+type Uploads = Arc<std::sync::Mutex<Vec<Upload>>>;
 
 /// What one policy host answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +73,7 @@ type Routes = Arc<RwLock<HashMap<String, PolicyResponse>>>;
 pub struct PolicyServer {
     addr: SocketAddr,
     routes: Routes,
+    uploads: Uploads,
     requests: Arc<AtomicU64>,
     tasks: JoinSet<()>,
 }
@@ -82,17 +103,19 @@ impl PolicyServer {
             source,
         })?;
         let routes: Routes = Arc::default();
+        let uploads: Uploads = Arc::default();
         let requests = Arc::new(AtomicU64::new(0));
         let mut tasks = JoinSet::new();
         tasks.spawn(accept_loop(
             listener,
             acceptor,
-            routes.clone(),
+            (routes.clone(), uploads.clone()),
             requests.clone(),
         ));
         Ok(PolicyServer {
             addr,
             routes,
+            uploads,
             requests,
             tasks,
         })
@@ -110,6 +133,14 @@ impl PolicyServer {
             .insert(host.to_ascii_lowercase(), response);
     }
 
+    /// The uploads (`POST` requests) received so far, oldest first.
+    pub fn uploads(&self) -> Vec<Upload> {
+        self.uploads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Requests answered so far (every host).
     pub fn requests(&self) -> u64 {
         self.requests.load(Relaxed)
@@ -125,7 +156,7 @@ impl PolicyServer {
 async fn accept_loop(
     listener: TcpListener,
     acceptor: TlsAcceptor,
-    routes: Routes,
+    (routes, uploads): (Routes, Uploads),
     requests: Arc<AtomicU64>,
 ) {
     // Connections live in this set: aborting the accept loop drops it, which ends them all.
@@ -135,10 +166,11 @@ async fn accept_loop(
             accepted = listener.accept() => {
                 let Ok((tcp, _)) = accepted else { continue };
                 let (acceptor, routes, requests) = (acceptor.clone(), routes.clone(), requests.clone());
+                let uploads = uploads.clone();
                 conns.spawn(async move {
                     let _ = tokio::time::timeout(
                         Duration::from_secs(HANG_SECS + 10),
-                        serve(tcp, acceptor, routes, requests),
+                        serve(tcp, acceptor, (routes, uploads), requests),
                     )
                     .await;
                 });
@@ -148,7 +180,12 @@ async fn accept_loop(
     }
 }
 
-async fn serve(tcp: TcpStream, acceptor: TlsAcceptor, routes: Routes, requests: Arc<AtomicU64>) {
+async fn serve(
+    tcp: TcpStream,
+    acceptor: TlsAcceptor,
+    (routes, uploads): (Routes, Uploads),
+    requests: Arc<AtomicU64>,
+) {
     let Ok(Ok(mut tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
     else {
         return;
@@ -172,6 +209,15 @@ async fn serve(tcp: TcpStream, acceptor: TlsAcceptor, routes: Routes, requests: 
     }
     requests.fetch_add(1, Relaxed);
     let host = host_of(&head);
+    if head.starts_with(b"POST ") {
+        let Some(upload) = read_upload(&mut tls, &head, &host).await else {
+            return;
+        };
+        uploads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(upload);
+    }
     let response = routes
         .read()
         .unwrap_or_else(|p| p.into_inner())
@@ -196,6 +242,53 @@ async fn serve(tcp: TcpStream, acceptor: TlsAcceptor, routes: Routes, requests: 
     };
     let _ = tls.write_all(&bytes).await;
     let _ = tls.shutdown().await;
+}
+
+/// The body of a `POST` (its `Content-Length`, at most [`MAX_UPLOAD`], read within 10 s) with
+/// its target and type. `None`: no usable length, too big, or cut short.
+async fn read_upload<S: tokio::io::AsyncRead + Unpin>(
+    tls: &mut S,
+    head: &[u8],
+    host: &str,
+) -> Option<Upload> {
+    let end = head.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let text = String::from_utf8_lossy(&head[..end]).into_owned();
+    let header = |name: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_string())
+        })
+    };
+    let length: usize = header("content-length")?.parse().ok()?;
+    if length > MAX_UPLOAD {
+        return None;
+    }
+    let mut body = head[end..].to_vec();
+    let mut buf = [0u8; 4096];
+    let read = async {
+        while body.len() < length {
+            match tls.read(&mut buf).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => body.extend_from_slice(&buf[..n]),
+            }
+        }
+        true
+    };
+    if !matches!(
+        tokio::time::timeout(Duration::from_secs(10), read).await,
+        Ok(true)
+    ) {
+        return None;
+    }
+    body.truncate(length);
+    Some(Upload {
+        host: host.to_string(),
+        path: text.split(' ').nth(1).unwrap_or("").to_string(),
+        content_type: header("content-type"),
+        body,
+    })
 }
 
 /// The Host header's name, lower case, without a port; empty when absent.

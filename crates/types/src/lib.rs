@@ -1,7 +1,7 @@
 //! Herald's shared vocabulary: ids, addresses, SMTP replies, delivery outcomes, why a copy failed
 //! for good ([`FailureCause`], handed from the scheduler to the bounce stage) and the list/member
 //! model, the scheduler's decision words ([`scheduling`]), how DANE and MTA-STS applied to an
-//! attempt ([`tls`]), and every HMAC token ([`token`]). Every stage depends on this crate; it depends on no
+//! attempt ([`tls`]) and what a session tells TLS reporting ([`tlsrpt`]), and every HMAC token ([`token`]). Every stage depends on this crate; it depends on no
 //! other Herald crate and does no I/O.
 //!
 //! SECURITY: [`Address::parse`] is the single gate through which addresses from the network, CSV
@@ -18,6 +18,7 @@ pub mod outcome;
 pub mod reply;
 pub mod scheduling;
 pub mod tls;
+pub mod tlsrpt;
 pub mod token;
 pub mod verp;
 
@@ -35,6 +36,7 @@ pub use outcome::RcptOutcome;
 pub use reply::{EnhancedStatus, Reply, ReplyError};
 pub use scheduling::{DeferralKind, HostStateKind, LaneKind};
 pub use tls::{DaneNote, MtaStsNote};
+pub use tlsrpt::{TlsPolicy, TlsPolicyKind, TlsResultType, TlsSessionRecord};
 pub use verp::{ListAddressKind, ListAddressParts};
 
 /// Milliseconds since the Unix epoch: the one clock unit used in spool records, events and logs.

@@ -194,6 +194,12 @@ pub struct TlsaSet {
 }
 
 impl TlsaSet {
+    /// The records in presentation form (`3 1 1 <hex>`), for TLS reports (RFC 8460
+    /// `policy-string`).
+    pub fn presentation(&self) -> Vec<String> {
+        self.records.iter().map(|r| r.to_string()).collect()
+    }
+
     /// Parses every rdata; returns the usable records and the reasons the others were not.
     pub fn from_rdata<'a>(rdatas: impl IntoIterator<Item = &'a [u8]>) -> (TlsaSet, Vec<Unusable>) {
         let mut records = Vec::new();

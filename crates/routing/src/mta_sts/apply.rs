@@ -23,6 +23,8 @@ pub struct StsRoute {
     pub unmatched: Vec<String>,
     /// When the policy expires (Unix seconds): the route must be looked at again by then.
     pub expires_at: u64,
+    /// The policy's lines in canonical form: TLS reports (RFC 8460 `policy-string`) name it.
+    pub policy_lines: std::sync::Arc<[String]>,
 }
 
 impl StsRoute {
@@ -61,6 +63,7 @@ pub fn apply(
                 mode: Mode::Testing,
                 unmatched,
                 expires_at: cached.expires_at(),
+                policy_lines: policy_lines(p),
             };
             Ok((hosts, Some(route)))
         }
@@ -81,10 +84,16 @@ pub fn apply(
                 mode: Mode::Enforce,
                 unmatched: Vec::new(),
                 expires_at: cached.expires_at(),
+                policy_lines: policy_lines(p),
             };
             Ok((kept, Some(route)))
         }
     }
+}
+
+/// The policy's canonical lines, for TLS reports.
+fn policy_lines(p: &super::policy::Policy) -> std::sync::Arc<[String]> {
+    p.to_text().lines().map(str::to_string).collect()
 }
 
 #[cfg(test)]

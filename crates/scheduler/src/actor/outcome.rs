@@ -18,7 +18,7 @@
 
 use crate::actor::backoff::retry_delay;
 use crate::actor::queue::Waiting;
-use crate::actor::Actor;
+use crate::actor::{Actor, Route};
 use crate::classify::implied_interval;
 use crate::messages::Job;
 use crate::messages::PolicyNotes;
@@ -30,6 +30,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// Recipient domains named per failed TLS attempt at most (one destination can serve thousands
+/// of domains that share a provider's MX hosts).
+const MAX_TLS_REPORT_DOMAINS: usize = 1000;
 
 /// Times a copy refused for rate goes straight back to the ready queue before it waits out the
 /// throttle backoff instead (a provider that keeps refusing is not asked again and again).
@@ -82,6 +86,7 @@ impl Actor {
 
     fn record_failures(&mut self, dest: &Arc<str>, failed: &[HostFailure]) {
         let now_ms = self.clock.now_ms();
+        self.report_tls_failures(dest, failed);
         for f in failed {
             match f.kind {
                 FailKind::Host => {
@@ -96,6 +101,35 @@ impl Actor {
                     self.throttle(dest);
                 }
                 FailKind::Other => self.health.release_probe(&f.key),
+            }
+        }
+    }
+
+    /// Tells TLS reporting (RFC 8460) of attempts that failed their TLS requirement, once for
+    /// each recipient domain routed to `dest` (the attempt failed for all of them). Routes are
+    /// scanned only when such a failure happened, and at most [`MAX_TLS_REPORT_DOMAINS`] of them
+    /// are named.
+    fn report_tls_failures(&self, dest: &Arc<str>, failed: &[HostFailure]) {
+        if self.ctx.tls_sessions.is_none() || failed.iter().all(|f| f.tls.is_none()) {
+            return;
+        }
+        let domains: Vec<&String> = self
+            .routes
+            .iter()
+            .filter(|(_, r)| matches!(r, Route::Routed { key, .. } if key == dest))
+            .map(|(d, _)| d)
+            .take(MAX_TLS_REPORT_DOMAINS)
+            .collect();
+        for f in failed {
+            let Some(tls) = &f.tls else { continue };
+            for domain in &domains {
+                self.ctx.report_tls(herald_types::TlsSessionRecord {
+                    policy_domain: domain.to_ascii_lowercase(),
+                    policy: tls.policy.clone(),
+                    mx_host: f.key.name.to_string(),
+                    receiving_ip: f.key.addr,
+                    failure: Some((tls.result, f.reason.clone())),
+                });
             }
         }
     }

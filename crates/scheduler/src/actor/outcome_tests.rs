@@ -141,6 +141,7 @@ fn failure(kind: FailKind) -> HostFailure {
         },
         kind,
         reason: "connection refused".into(),
+        tls: None,
     }
 }
 

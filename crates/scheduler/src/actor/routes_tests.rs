@@ -106,6 +106,7 @@ async fn a_new_policy_moves_only_that_domains_queued_copies() {
         mode: Mode::Enforce,
         unmatched: Vec::new(),
         expires_at: herald_types::unix_ms_now() / 1000 + 86_400,
+        policy_lines: Vec::new().into(),
     };
     let routing = Routing {
         hosts: hosts(),
@@ -259,6 +260,7 @@ async fn a_copy_deferred_after_its_route_changed_waits_in_the_new_destination() 
         mode: Mode::Testing,
         unmatched: vec!["mx.shared.test".into()],
         expires_at: u64::MAX,
+        policy_lines: Vec::new().into(),
     };
     let new = actor.destination_for(hosts(), Some(testing), None);
     assert_eq!(

@@ -68,6 +68,15 @@ pub struct HostFailure {
     pub key: HostKey,
     pub kind: FailKind,
     pub reason: String,
+    /// The attempt failed the TLS the policy demands: what TLS reporting (RFC 8460) records.
+    pub tls: Option<TlsFailure>,
+}
+
+/// A connection attempt that failed its TLS requirement, for TLS reporting.
+#[derive(Debug, Clone)]
+pub struct TlsFailure {
+    pub policy: herald_types::TlsPolicy,
+    pub result: herald_types::TlsResultType,
 }
 
 /// A worker's report after one batch.

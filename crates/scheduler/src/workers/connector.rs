@@ -58,6 +58,16 @@ pub struct SessionNotes {
     pub mta_sts: Option<MtaStsNote>,
     /// What DANE concluded.
     pub dane: Option<DaneNote>,
+    /// What TLS reporting (RFC 8460) records for every recipient domain the session carries
+    /// mail for: the policy that applied and, when TLS fell short of it, why.
+    pub tls_report: Option<SessionTls>,
+}
+
+/// The session's TLS as TLS reporting sees it.
+#[derive(Debug, Clone)]
+pub struct SessionTls {
+    pub policy: herald_types::TlsPolicy,
+    pub failure: Option<(herald_types::TlsResultType, String)>,
 }
 
 /// Why no planned target could be used.

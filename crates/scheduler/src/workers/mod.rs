@@ -39,6 +39,7 @@ use herald_routing::{DaneRoute, StsRoute};
 use herald_spool::{FinalState, Spool};
 use herald_telemetry::Telemetry;
 use herald_types::{DeferralKind, EnhancedStatus, LaneKind, RcptOutcome, Reply};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -71,6 +72,20 @@ pub struct WorkerCtx {
     /// The scheduler's shutdown: a worker waiting for a journal that cannot be written stops
     /// waiting [`DURABLE_WAIT_AT_SHUTDOWN`] after it.
     pub shutdown: CancellationToken,
+    /// Where each session's TLS result per recipient domain goes for TLS reporting (RFC 8460;
+    /// `None`: off). Sent with `try_send`: a full channel drops a record, never slows delivery.
+    pub tls_sessions: Option<mpsc::Sender<herald_types::TlsSessionRecord>>,
+}
+
+impl WorkerCtx {
+    /// Hands one record to TLS reporting without waiting; counted when dropped.
+    pub(crate) fn report_tls(&self, record: herald_types::TlsSessionRecord) {
+        if let Some(tx) = &self.tls_sessions {
+            if tx.try_send(record).is_err() {
+                tracing::debug!("TLS report channel full: a session record was dropped");
+            }
+        }
+    }
 }
 
 /// How long a worker still waits for its batch to be journaled once shutdown has begun.
@@ -132,6 +147,9 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
     // of the next instead of stalling the connection for every fdatasync.
     let window = ctx.window.max(1);
     let half = window.div_ceil(2);
+    // Recipient domains this session has carried mail for: TLS reporting counts the session once
+    // for each (RFC 8460 reports per policy domain).
+    let mut tls_domains: HashSet<String> = HashSet::new();
     let mut pending: Option<Unjournaled> = None;
     loop {
         let mut room = window - pending.as_ref().map_or(0, |p| p.copies);
@@ -157,6 +175,21 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
             break;
         }
         sent += jobs.len();
+        if let Some(facts) = &notes.tls_report {
+            for job in &jobs {
+                let domain = job.domain();
+                if ctx.tls_sessions.is_some() && !tls_domains.contains(domain) {
+                    tls_domains.insert(domain.to_string());
+                    ctx.report_tls(herald_types::TlsSessionRecord {
+                        policy_domain: domain.to_ascii_lowercase(),
+                        policy: facts.policy.clone(),
+                        mx_host: host.name.to_string(),
+                        receiving_ip: host.addr,
+                        failure: facts.failure.clone(),
+                    });
+                }
+            }
+        }
         let batch = Batch {
             session: &mut *session,
             notes: &notes,

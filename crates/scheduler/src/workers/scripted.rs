@@ -138,6 +138,7 @@ impl Scripted {
                             tls: "none".into(),
                             mta_sts: None,
                             dane: None,
+                            tls_report: None,
                         },
                     })
                 }
@@ -148,6 +149,7 @@ impl Scripted {
                 key: t.key.clone(),
                 kind,
                 reason: format!("{answer:?}"),
+                tls: None,
             });
         }
         Err(ConnectFailure {
@@ -242,6 +244,7 @@ pub(crate) fn test_ctx_with(
         window: 16,
         telemetry: Telemetry::disabled_log(),
         shutdown: CancellationToken::new(),
+        tls_sessions: None,
     })
 }
 

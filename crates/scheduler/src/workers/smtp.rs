@@ -13,18 +13,18 @@
 
 use super::connector::{
     BoxFuture, BreakStage, Connect, ConnectFailure, Connector, CopyResult, OnReply, Opened,
-    OutCopy, Sent, Session, SessionBreak, SessionNotes,
+    OutCopy, Sent, Session, SessionBreak, SessionNotes, SessionTls,
 };
 use super::WorkerPlan;
 use crate::classify::classify;
-use crate::messages::{ConnectTimings, FailKind, HostFailure, HostKey, Target};
+use crate::messages::{ConnectTimings, FailKind, HostFailure, HostKey, Target, TlsFailure};
 use herald_routing::mta_sts::Mode;
 use herald_routing::{DaneRoute, HostDane, StsRoute};
 use herald_smtp_client::{
     ClientConfig, Connection, OutgoingCopy, SessionError, SessionErrorKind, Stage, TlsError,
 };
 use herald_types::{DaneNote, DeferralKind, LaneKind, MtaStsNote};
-use herald_types::{EnhancedStatus, Reply};
+use herald_types::{EnhancedStatus, Reply, TlsPolicy, TlsPolicyKind, TlsResultType};
 use std::sync::Arc;
 
 /// Opens SMTP connections with the lane's client settings.
@@ -48,15 +48,15 @@ impl SmtpConnector {
             LaneKind::Slow => &self.slow_client,
         };
         let sts = plan.sts.as_deref();
-        let enforce = sts.is_some_and(|r| r.mode == Mode::Enforce);
         let dane = plan.dane.as_deref();
-        let (conn, host, failed) = connect_any(&plan.targets, cfg, enforce, dane).await?;
+        let (conn, host, failed) = connect_any(&plan.targets, cfg, sts, dane).await?;
         let t = conn.timings();
         let notes = SessionNotes {
             relay: format!("{}[{}]:{}", host.name, host.addr, cfg.port),
             tls: tls_summary(conn.tls_info()),
             mta_sts: sts_note(sts, &plan.dest, &host, conn.tls_info()),
             dane: dane.map(|r| dane_note(r, &host.name)),
+            tls_report: Some(session_tls(sts, dane, &host, conn.tls_info())),
         };
         Ok(Opened {
             session: Box::new(SmtpSession(conn)),
@@ -185,15 +185,109 @@ fn dane_note(route: &DaneRoute, host: &str) -> DaneNote {
     }
 }
 
-/// Tries each planned target in order; the first that answers wins. `enforce`: the domains'
-/// MTA-STS policy is enforced (verified TLS or nothing); `dane`: hosts with usable TLSA records
+/// The policy that applies to a connection to `host` (RFC 8460 `policy-type`): DANE when the
+/// host has usable TLSA records, else the domain's MTA-STS policy, else none.
+fn applied_policy(sts: Option<&StsRoute>, dane: Option<&DaneRoute>, host: &str) -> TlsPolicy {
+    if let Some(tlsa) = dane.and_then(|r| r.tlsa_for(host)) {
+        return TlsPolicy {
+            kind: TlsPolicyKind::Tlsa,
+            strings: tlsa.presentation().into(),
+        };
+    }
+    match sts {
+        Some(r) => TlsPolicy {
+            kind: TlsPolicyKind::Sts,
+            strings: r.policy_lines.clone(),
+        },
+        None => TlsPolicy::none(),
+    }
+}
+
+/// What TLS reporting records about a session that opened: success when TLS is what the policy
+/// demands (an enforced policy or DANE allowed nothing else; opportunistic TLS needs TLS, of any
+/// verification), otherwise the failure a testing policy or a plaintext session comes to.
+fn session_tls(
+    sts: Option<&StsRoute>,
+    dane: Option<&DaneRoute>,
+    host: &HostKey,
+    tls: Option<&herald_smtp_client::TlsInfo>,
+) -> SessionTls {
+    let policy = applied_policy(sts, dane, &host.name);
+    let failure = match (policy.kind, tls) {
+        (_, None) => Some((
+            TlsResultType::StarttlsNotSupported,
+            "the MX host does not offer STARTTLS".to_string(),
+        )),
+        (TlsPolicyKind::Sts, Some(t)) => match sts {
+            Some(r) if !r.satisfied_by(&host.name, true) => Some((
+                TlsResultType::ValidationFailure,
+                "MX host not in the MTA-STS policy".to_string(),
+            )),
+            _ if !t.verified => {
+                let why = t
+                    .verify_error
+                    .clone()
+                    .unwrap_or_else(|| "unverified".into());
+                Some((TlsResultType::for_unverified(&why), why))
+            }
+            _ => None,
+        },
+        (TlsPolicyKind::Tlsa | TlsPolicyKind::NoPolicyFound, Some(_)) => None,
+    };
+    SessionTls { policy, failure }
+}
+
+/// The TLS failure of a connection attempt, as TLS reporting names it; `None` when the attempt
+/// failed for another reason (refused, silent, a local configuration error).
+fn tls_failure(
+    e: &SessionError,
+    sts: Option<&StsRoute>,
+    dane: Option<&DaneRoute>,
+    host: &str,
+) -> Option<TlsFailure> {
+    let SessionErrorKind::Tls(te) = e.kind() else {
+        return None;
+    };
+    let mut policy = applied_policy(sts, dane, host);
+    let result = match te {
+        TlsError::MtaSts(inner) => {
+            policy = applied_policy(sts, None, host);
+            tls_result(inner)?
+        }
+        TlsError::Dane(inner) => match **inner {
+            TlsError::NotOffered | TlsError::Refused(_) => TlsResultType::StarttlsNotSupported,
+            _ => TlsResultType::ValidationFailure,
+        },
+        other => tls_result(other)?,
+    };
+    Some(TlsFailure { policy, result })
+}
+
+/// The RFC 8460 result type of a TLS error (`None`: our own configuration, not the peer's).
+fn tls_result(e: &TlsError) -> Option<TlsResultType> {
+    Some(match e {
+        TlsError::NotOffered | TlsError::Refused(_) => TlsResultType::StarttlsNotSupported,
+        TlsError::NotVerified(why) => TlsResultType::for_unverified(why),
+        TlsError::Handshake(io) => match io.to_string() {
+            s if s.contains("certificate") => TlsResultType::for_unverified(&s),
+            _ => TlsResultType::ValidationFailure,
+        },
+        TlsError::NotAuthenticated(_) => TlsResultType::ValidationFailure,
+        TlsError::MtaSts(inner) | TlsError::Dane(inner) => return tls_result(inner),
+        TlsError::Config(_) => return None,
+    })
+}
+
+/// Tries each planned target in order; the first that answers wins. `sts`: an `enforce` policy
+/// of the domains is enforced (verified TLS or nothing); `dane`: hosts with usable TLSA records
 /// are reached with DANE-authenticated TLS or not at all.
 async fn connect_any(
     targets: &[Target],
     cfg: &ClientConfig,
-    enforce: bool,
+    sts: Option<&StsRoute>,
     dane: Option<&DaneRoute>,
 ) -> Result<(Connection, HostKey, Vec<HostFailure>), ConnectFailure> {
+    let enforce = sts.is_some_and(|r| r.mode == Mode::Enforce);
     let mut failed = Vec::new();
     let mut dane_failed = false;
     let mut last = Reply::new(
@@ -216,6 +310,7 @@ async fn connect_any(
                     key: t.key.clone(),
                     kind: fail_kind(&e),
                     reason: last.text.clone(),
+                    tls: tls_failure(&e, sts, dane, &t.key.name),
                 });
             }
         }
