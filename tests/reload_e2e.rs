@@ -245,6 +245,27 @@ async fn sighup_picks_up_a_renewed_certificate_and_a_rotated_dkim_key() {
     );
     assert_eq!(post_and_selector(&server, &world, 2).await, "s2");
 
+    // Shaping rules are live too: a new rule for the member's MX moves its destination (known
+    // from the posts above) to the rule's budget, and delivery goes on under it.
+    std::fs::write(&server.config, {
+        let mut text = std::fs::read_to_string(&server.config).expect("read config");
+        text.push_str(
+            "[[scheduler.shaping]]\nname = \"sim\"\nmx_suffixes = [\"d0.test\"]\nmax_connections = 3\n",
+        );
+        text
+    })
+    .expect("rewrite config");
+    hup(child.id());
+    let replaced = wait_log(&lines, "shaping rules replaced").await;
+    // The log may be coloured: compare its text without escape sequences.
+    let mut parts = replaced.split('\u{1b}');
+    let mut plain = parts.next().unwrap_or("").to_string();
+    for part in parts {
+        plain.push_str(part.split_once('m').map_or(part, |(_, rest)| rest));
+    }
+    assert!(plain.contains("destinations_moved=1"), "{replaced}");
+    assert_eq!(post_and_selector(&server, &world, 3).await, "s2");
+
     // A broken renewal (half-written file) keeps the working certificate.
     std::fs::write(
         dir.path().join("cert.pem"),

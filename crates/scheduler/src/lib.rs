@@ -85,6 +85,15 @@ pub struct SchedulerDeps {
     pub tls_sessions: Option<mpsc::Sender<herald_types::TlsSessionRecord>>,
 }
 
+/// Why new shaping rules were not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum ReshapeError {
+    #[error("{0}")]
+    Invalid(ConfigError),
+    #[error("the scheduler has stopped")]
+    Stopped,
+}
+
 /// Why the scheduler refused work.
 #[derive(Debug, thiserror::Error)]
 pub enum SchedulerError {
@@ -309,6 +318,21 @@ impl Scheduler {
             view("control", &self.ctrl),
             view("reports", &self.expand_ctx.reports),
         ]
+    }
+
+    /// Replaces the shaping rules (SIGHUP): destinations move to the budgets the new rules give
+    /// them; rules whose limits changed apply from the next connection. The rules are checked
+    /// like at start; Err names the first bad one and nothing changes.
+    pub async fn reshape(&self, rules: Vec<ShapingRule>) -> Result<(), ReshapeError> {
+        let probe = SchedulerConfig {
+            shaping: rules.clone(),
+            ..SchedulerConfig::default()
+        };
+        probe.validate().map_err(ReshapeError::Invalid)?;
+        self.ctrl
+            .send(Ctrl::Reshape(rules))
+            .await
+            .map_err(|_| ReshapeError::Stopped)
     }
 
     /// Retries now, or gives up, every queued copy the selector matches; returns how many.

@@ -2,8 +2,10 @@
 //! reopened (no `copytruncate`, which loses the lines written between its copy and its
 //! truncation), certificates are re-read from their files (handshakes from then on present the
 //! renewed one; open connections are not dropped), and DKIM keys from the config file (every
-//! post whose copies are built from then on is signed with them). Whatever else changed in the
-//! config file applies only at a restart, and the log says which sections those are. A file
+//! post whose copies are built from then on is signed with them), and the scheduler's shaping
+//! rules (`[[scheduler.shaping]]`: destinations move to the budgets the new rules give them,
+//! from their next connection). Whatever else changed in the config file applies only at a
+//! restart, and the log says which sections those are. A file
 //! that does not load, or a key or certificate that does not, changes nothing: the running
 //! ones stay, with an error line naming why.
 
@@ -27,6 +29,8 @@ pub(crate) struct Reloadable {
     /// Certificates presented by listeners, with a name for the log.
     pub certs: Vec<(&'static str, ServedCert)>,
     pub dkim: DkimKeys,
+    /// Takes new shaping rules.
+    pub scheduler: herald_scheduler::Scheduler,
 }
 
 /// Serves SIGHUPs until shutdown.
@@ -43,7 +47,7 @@ pub(crate) async fn on_hangup(r: Reloadable, shutdown: CancellationToken) {
         tokio::select! {
             () = shutdown.cancelled() => return,
             got = hangups.recv() => match got {
-                Some(()) => r.reload(),
+                Some(()) => r.reload().await,
                 None => return,
             },
         }
@@ -51,7 +55,7 @@ pub(crate) async fn on_hangup(r: Reloadable, shutdown: CancellationToken) {
 }
 
 impl Reloadable {
-    fn reload(&self) {
+    async fn reload(&self) {
         match self.telemetry.reopen_log() {
             Ok(()) => tracing::info!("SIGHUP: delivery log reopened"),
             Err(e) => {
@@ -87,6 +91,13 @@ impl Reloadable {
                 tracing::error!(error = %e, "SIGHUP: DKIM keys not reloaded; signing with the previous ones")
             }
         }
+        let rules = config.scheduler.shaping.len();
+        match self.scheduler.reshape(config.scheduler.shaping).await {
+            Ok(()) => tracing::info!(rules, "SIGHUP: shaping rules reloaded"),
+            Err(e) => {
+                tracing::error!(error = %e, "SIGHUP: shaping rules not reloaded; running on the previous ones")
+            }
+        }
         let pending = changed_sections(self.running.as_ref(), &table);
         if !pending.is_empty() {
             tracing::warn!(
@@ -115,9 +126,20 @@ fn changed_sections(running: Option<&toml::Table>, now: &toml::Table) -> Vec<Str
     keys.dedup();
     keys.into_iter()
         .filter(|k| !LIVE_SECTIONS.contains(&k.as_str()))
-        .filter(|k| running.get(*k) != now.get(*k))
+        .filter(|k| restart_part(running.get(*k), k) != restart_part(now.get(*k), k))
         .cloned()
         .collect()
+}
+
+/// What of a section only a restart applies: all of it, except `[scheduler]`'s `shaping` rules.
+fn restart_part(section: Option<&toml::Value>, key: &str) -> Option<toml::Value> {
+    let mut section = section.cloned()?;
+    if key == "scheduler" {
+        if let Some(t) = section.as_table_mut() {
+            t.remove("shaping");
+        }
+    }
+    Some(section)
 }
 
 #[cfg(test)]
@@ -135,5 +157,10 @@ mod tests {
                 .expect("toml");
         assert_eq!(changed_sections(Some(&a), &b), ["lists", "scheduler"]);
         assert!(changed_sections(Some(&a), &a).is_empty());
+        // Shaping rules are live: a change there alone needs no restart.
+        let c: toml::Table = "x = 1\n[scheduler]\ntick_ms = 50\n[[scheduler.shaping]]\nname = \"g\"\nmx_suffixes = [\"g.test\"]\n[dkim.\"a\"]\nselector = \"s\"\n"
+            .parse()
+            .expect("toml");
+        assert!(changed_sections(Some(&a), &c).is_empty());
     }
 }

@@ -510,6 +510,7 @@ pub(crate) fn serve(
             running,
             certs,
             dkim: stages.dkim.clone(),
+            scheduler: stages.scheduler.clone(),
         },
         shutdown.clone(),
     ));

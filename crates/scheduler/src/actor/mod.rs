@@ -273,6 +273,7 @@ impl Actor {
                 let _ = reply.send(self.snapshot(req));
             }
             Ctrl::Operator(cmd) => self.on_operator(cmd).await,
+            Ctrl::Reshape(rules) => self.reshape(rules),
         }
     }
 

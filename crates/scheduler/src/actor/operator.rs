@@ -119,3 +119,69 @@ fn take_ready(q: &mut ReadyQueue, sel: &Selector) -> Vec<Job> {
     }
     hit
 }
+
+impl Actor {
+    /// New shaping rules (an operator's SIGHUP): every destination is matched again, moving
+    /// to the budget the new rules give it with its open workers (so connection accounting
+    /// stays exact), and rule budgets that stay are retuned in place (their learned rate and
+    /// AIMD state are kept). Budgets left without destinations are dropped once idle.
+    pub(super) fn reshape(&mut self, rules: Vec<crate::ShapingRule>) {
+        if rules == self.cfg.shaping {
+            return;
+        }
+        let mut cfg = (*self.cfg).clone();
+        cfg.shaping = rules;
+        self.cfg = std::sync::Arc::new(cfg);
+        for rule in self.cfg.shaping.clone() {
+            if let Some(b) = self.budgets.get_mut(&*format!("rule:{}", rule.name)) {
+                b.retune(
+                    rule.max_connections
+                        .unwrap_or(self.cfg.max_connections_per_destination),
+                    rule.max_messages_per_connection
+                        .unwrap_or(self.cfg.max_messages_per_connection),
+                    rule.max_messages_per_minute,
+                );
+            }
+        }
+        let keys: Vec<std::sync::Arc<str>> = self.dests.keys().cloned().collect();
+        let mut moved = 0usize;
+        for key in keys {
+            let Some(first) = self
+                .dests
+                .get(&key)
+                .map(|d| d.hosts.first().map_or(String::new(), |h| h.name.clone()))
+            else {
+                continue;
+            };
+            let budget = self.budget_for(&first);
+            let Some(d) = self.dests.get_mut(&key) else {
+                continue;
+            };
+            if d.budget == budget {
+                continue;
+            }
+            let workers = d.fast_workers + d.slow_workers;
+            let old = std::mem::replace(&mut d.budget, budget.clone());
+            if let Some(b) = self.budgets.get_mut(&old) {
+                b.active = b.active.saturating_sub(workers);
+            }
+            if let Some(b) = self.budgets.get_mut(&budget) {
+                b.active += workers;
+            }
+            moved += 1;
+        }
+        let used: std::collections::HashSet<std::sync::Arc<str>> =
+            self.dests.values().map(|d| d.budget.clone()).collect();
+        self.budgets
+            .retain(|name, b| used.contains(name) || b.active > 0);
+        tracing::info!(
+            rules = self.cfg.shaping.len(),
+            destinations_moved = moved,
+            "shaping rules replaced"
+        );
+        let keys: Vec<std::sync::Arc<str>> = self.dests.keys().cloned().collect();
+        for key in keys {
+            self.pump(&key);
+        }
+    }
+}

@@ -394,9 +394,20 @@ impl Actor {
             return key;
         }
         let first = hosts.first().map_or("", |h| h.name.as_str());
+        let budget = self.budget_for(first);
+        let mut d = Destination::new(key.clone(), Arc::new(hosts), budget);
+        d.sts = sts.map(Arc::new);
+        d.dane = dane.map(Arc::new);
+        self.dests.insert(key.clone(), d);
+        key
+    }
+
+    /// The shaping budget of destinations whose first MX host is `first`: a rule's, else the
+    /// provider's; created if new.
+    pub(crate) fn budget_for(&mut self, first: &str) -> Arc<str> {
         let cfg = &self.cfg;
         let cooldown = Duration::from_millis(cfg.throttle_cooldown_ms);
-        let budget: Arc<str> = match rule_for(&cfg.shaping, first) {
+        match rule_for(&cfg.shaping, first) {
             Some(rule) => {
                 let name: Arc<str> = Arc::from(format!("rule:{}", rule.name));
                 self.budgets.entry(name.clone()).or_insert_with(|| {
@@ -426,12 +437,7 @@ impl Actor {
                 });
                 name
             }
-        };
-        let mut d = Destination::new(key.clone(), Arc::new(hosts), budget);
-        d.sts = sts.map(Arc::new);
-        d.dane = dane.map(Arc::new);
-        self.dests.insert(key.clone(), d);
-        key
+        }
     }
 
     /// The destination `domain`'s copies go to now, if it is routed.

@@ -279,3 +279,49 @@ async fn a_copy_deferred_after_its_route_changed_waits_in_the_new_destination() 
     assert_eq!(actor.dests[&new].waiting.len(), 1);
     assert_eq!(actor.queued, 1);
 }
+
+/// New shaping rules (SIGHUP) move a destination to the rule's budget with its open workers,
+/// so that connection accounting stays exact, and back when the rule goes; a budget left with
+/// neither destinations nor workers is dropped.
+#[tokio::test]
+async fn reshape_moves_destinations_and_their_workers_between_budgets() {
+    let (mut actor, _reports) = actor();
+    let key = actor.destination_for(hosts(), None, None);
+    let provider = actor.dests[&key].budget.clone();
+    actor.dests.get_mut(&key).expect("dest").fast_workers = 2;
+    actor.budgets.get_mut(&provider).expect("budget").active = 2;
+
+    let rule = crate::ShapingRule {
+        name: "shared".into(),
+        mx_suffixes: vec!["shared.test".into()],
+        max_connections: Some(3),
+        max_messages_per_connection: None,
+        max_messages_per_minute: Some(600),
+    };
+    actor.reshape(vec![rule.clone()]);
+    let moved = actor.dests[&key].budget.clone();
+    assert_eq!(&*moved, "rule:shared");
+    assert_eq!(actor.budgets[&moved].active, 2);
+    assert_eq!(actor.budgets[&moved].max_connections, 3);
+    assert!(
+        !actor.budgets.contains_key(&provider),
+        "the provider budget has no destination or worker left"
+    );
+
+    // A changed limit on the same rule retunes the budget in place.
+    let tighter = crate::ShapingRule {
+        max_connections: Some(1),
+        ..rule
+    };
+    actor.reshape(vec![tighter]);
+    assert_eq!(actor.budgets[&moved].max_connections, 1);
+    assert_eq!(actor.budgets[&moved].connection_limit(), 1);
+
+    // The rule removed: back to the provider's budget, workers and all.
+    actor.reshape(Vec::new());
+    assert_eq!(actor.dests[&key].budget, provider);
+    assert_eq!(actor.budgets[&provider].active, 2);
+    actor.release_worker(&key, LaneKind::Fast);
+    actor.release_worker(&key, LaneKind::Fast);
+    assert_eq!(actor.budgets[&provider].active, 0);
+}

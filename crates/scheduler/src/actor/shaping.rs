@@ -64,6 +64,19 @@ pub const INITIAL_CONNECTIONS: usize = 2;
 pub const COPIES_PER_SEC_PER_CONNECTION: f64 = 25.0;
 
 impl Budget {
+    /// New limits from a changed rule (SIGHUP); the AIMD state and the learned rate stay, within
+    /// the new bounds.
+    pub fn retune(&mut self, conns: usize, per_conn: usize, per_min: Option<u32>) {
+        self.max_connections = conns.max(1);
+        self.messages_per_connection = per_conn.max(1);
+        self.limit = self.limit.min(self.max_connections as f64).max(1.0);
+        self.max_rate = per_min.map(|m| f64::from(m.max(1)));
+        self.rate = match (self.rate, self.max_rate) {
+            (Some(r), Some(m)) => Some(r.min(m)),
+            (_, m) => m,
+        };
+    }
+
     pub fn new(
         name: Arc<str>,
         conns: usize,

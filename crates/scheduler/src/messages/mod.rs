@@ -165,4 +165,6 @@ pub enum Ctrl {
     Snapshot(SnapshotRequest, oneshot::Sender<QueueSnapshot>),
     /// An operator's retry-now or give-up (see `operator`).
     Operator(Command),
+    /// New shaping rules (SIGHUP; see `operator::reshape`).
+    Reshape(Vec<crate::ShapingRule>),
 }
