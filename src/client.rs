@@ -194,6 +194,11 @@ impl Api {
     pub async fn delete(&self, path: &str) -> Result<()> {
         self.send(self.http.delete(self.url(path))).await.map(drop)
     }
+    /// A DELETE answered with a JSON body.
+    pub async fn delete_typed<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        self.send_typed(self.http.delete(self.url(path)), path)
+            .await
+    }
     /// A DELETE naming what to delete in a JSON body (a ban's pattern has `/` and `?` in it).
     pub async fn delete_json<B: Serialize + ?Sized>(&self, path: &str, body: &B) -> Result<()> {
         self.send(self.http.delete(self.url(path)).json(body))
@@ -332,6 +337,19 @@ pub enum MemberCommand {
     Enable { list: String, address: String },
     /// Clear a member's bounce score; their status and bounce history stay.
     ResetBounces { list: String, address: String },
+    /// Everything Herald holds about an address, on every list (GDPR art. 15), as JSON: memberships
+    /// with consent, bounce history, suppression entries, bans, archived posts and recent
+    /// delivery-log lines.
+    Export { address: String },
+    /// Erase an address everywhere (GDPR art. 17): memberships, bounce history, suppression
+    /// entries, bans and archived posts go; only a keyed hash stays, so imports and subscriptions
+    /// refuse the address from then on. Asks for --yes.
+    Erase {
+        address: String,
+        /// Really erase (there is no undo).
+        #[arg(long)]
+        yes: bool,
+    },
     /// Change a member's settings: `delivery=regular|digest-mime|digest-plain|nomail`.
     Set {
         list: String,

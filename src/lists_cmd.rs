@@ -251,6 +251,31 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
             member_action(api, &list, &address, "enable").await?;
             outln!("enabled {address} on {list} (bounce score cleared)");
         }
+        MemberCommand::Export { address } => {
+            let data: herald_api_types::people::PersonExport =
+                api.get(&format!("/api/people/{}", enc(&address))).await?;
+            outln!("{}", serde_json::to_string_pretty(&data)?);
+        }
+        MemberCommand::Erase { address, yes } => {
+            if !yes {
+                anyhow::bail!(
+                    "erasing {address} removes it from every list and the archive, for good: \
+                     run again with --yes"
+                );
+            }
+            let e: herald_api_types::people::PersonErased = api
+                .delete_typed(&format!("/api/people/{}", enc(&address)))
+                .await?;
+            outln!(
+                "erased {address}: {} memberships, {} bounce events, {} suppression entries, \
+                 {} bans, {} archived posts; only a keyed hash is kept so it is not re-added",
+                e.memberships,
+                e.bounce_events,
+                e.suppressions,
+                e.bans,
+                e.archived_posts
+            );
+        }
         MemberCommand::ResetBounces { list, address } => {
             member_action(api, &list, &address, "reset-bounces").await?;
             outln!("bounce score of {address} on {list} cleared");

@@ -25,6 +25,7 @@ pub mod bans;
 pub mod housekeeping;
 pub mod lists;
 pub mod live;
+pub mod people;
 pub mod posts;
 pub mod queue;
 pub mod reports;

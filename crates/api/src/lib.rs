@@ -20,6 +20,7 @@ mod dashboard;
 mod error;
 mod lists_ops;
 mod live;
+mod people;
 mod postmaster;
 mod reports;
 mod spool_metrics;
@@ -171,6 +172,10 @@ pub fn router(state: Arc<ApiState>) -> Router {
             post(lists_ops::digest_send_now),
         )
         .route("/api/tls-report/send", post(lists_ops::tls_report_send))
+        .route(
+            "/api/people/{address}",
+            get(people::export).delete(people::erase),
+        )
         .route(
             "/api/lists/{list}/unsubscribe",
             post(lists_ops::unsubscribe_request),

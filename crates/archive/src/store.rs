@@ -287,6 +287,25 @@ impl Archive {
         Ok(id.is_some())
     }
 
+    /// The posts whose sender is `address` (any case), oldest first, at most `limit`: a
+    /// person's data export and erasure (issue 15 item 4). `(list, message_id, date_ms,
+    /// subject)`.
+    pub fn by_sender(
+        &self,
+        address: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String, i64, String)>, ArchiveError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT list, message_id, date_ms, subject FROM messages
+             WHERE instr(lower(sender), lower(?1)) > 0 ORDER BY date_ms, id LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(
+            params![address, i64::try_from(limit).unwrap_or(i64::MAX)],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// Every list with an archive or a privacy setting, with totals.
     pub fn lists(&self) -> Result<Vec<ListTotals>, ArchiveError> {
         let mut stmt = self.conn.prepare(

@@ -50,7 +50,7 @@ impl ConsentSource {
         }
     }
 
-    fn parse(s: &str) -> Option<ConsentSource> {
+    pub(crate) fn parse(s: &str) -> Option<ConsentSource> {
         Some(match s {
             "web" => ConsentSource::Web,
             "mail" => ConsentSource::Mail,

@@ -33,6 +33,7 @@ mod lists;
 mod members;
 mod model;
 mod patterns;
+mod person;
 mod refusal;
 mod schema;
 mod store;
@@ -52,6 +53,7 @@ pub use model::{
     ImportReport, MemberCounts, NewMember, RejectedRow, MAX_FIELDS, MAX_FIELD_NAME_CHARS,
     MAX_FIELD_VALUE_CHARS, MAX_NAME_CHARS,
 };
+pub use person::{BounceRecord, Erased, MembershipRecord, PersonRecord, ScoreRecord};
 pub use schema::SCHEMA_VERSION;
 pub use suppression::{
     Refusal, Suppressed, Suppression, SuppressionSource, MAX_SUPPRESSION_LISTING,

@@ -101,6 +101,18 @@ const MIGRATIONS: &[&str] = &[
         at_ms    INTEGER NOT NULL
     );
     CREATE UNIQUE INDEX suppressions_by_address ON suppressions(address, COALESCE(list_id, 0));",
+    // 5 -> 6: erasure (issue 15 item 4, GDPR art. 17, see `person`): an erased address is kept
+    // only as an HMAC under a key of this database's own, so that no import or subscription
+    // brings it back while the address itself is gone.
+    "CREATE TABLE directory_keys (
+        name  TEXT PRIMARY KEY,
+        value BLOB NOT NULL
+    );
+    INSERT INTO directory_keys (name, value) VALUES ('erasure', randomblob(32));
+    CREATE TABLE erased (
+        hash  TEXT PRIMARY KEY,
+        at_ms INTEGER NOT NULL
+    );",
 ];
 
 /// The schema version this build writes and understands.
@@ -199,7 +211,16 @@ mod tests {
         drop(d);
         let conn = Connection::open(&path).expect("reopen");
         assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 5);
+        assert_eq!(SCHEMA_VERSION, 6);
+        // Migration 6: the erasure key exists, one of its own per database.
+        let key: Vec<u8> = conn
+            .query_row(
+                "SELECT value FROM directory_keys WHERE name = 'erasure'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("erasure key");
+        assert_eq!(key.len(), 32);
         // Migration 4: the member from before keeps getting single posts.
         let d = Directory::open(&path).expect("reopen directory");
         assert_eq!(

@@ -47,6 +47,12 @@ fn suppression_on(
     .map_err(storage("find suppression"))?
     .map(decode)
     .transpose()
+    .and_then(|found| match found {
+        Some(s) => Ok(Some(s)),
+        // An erased person is refused everywhere, as a global suppression would be.
+        None => Ok(crate::person::erased_at(conn, address)?
+            .map(|at| crate::person::erasure_suppression(address, at))),
+    })
 }
 
 /// Why `address` may not join `list`, if it may not: suppressed first, then banned.

@@ -465,3 +465,28 @@ mod golden {
         );
     }
 }
+
+/// What an erased address is kept as (GDPR art. 17, the directory's `erased` table):
+/// `base64url-no-pad(HMAC-SHA256(key, "herald-erasure\0" address))` with the address in lower
+/// case, under a key the directory keeps for this alone — so the address can be recognised when
+/// it comes back (an import, a subscription) but not read back.
+pub fn erasure_hash(key: &[u8], address: &Address) -> String {
+    let mut mac = keyed_mac(key);
+    mac.update(b"herald-erasure\0");
+    mac.update(address.to_string().to_lowercase().as_bytes());
+    URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+}
+
+#[cfg(test)]
+mod erasure_tests {
+    use super::*;
+
+    #[test]
+    fn erasure_hash_ignores_case_and_depends_on_the_key() {
+        let a = Address::parse("Alice@Example.org").unwrap();
+        let b = Address::parse("alice@example.ORG").unwrap();
+        assert_eq!(erasure_hash(b"k1", &a), erasure_hash(b"k1", &b));
+        assert_ne!(erasure_hash(b"k1", &a), erasure_hash(b"k2", &a));
+        assert!(!erasure_hash(b"k1", &a).contains("alice"));
+    }
+}
