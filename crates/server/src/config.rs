@@ -70,6 +70,8 @@ pub struct Config {
     pub digest: herald_digest::DigestConfig,
     /// The complaints address for feedback-loop reports (issue 18 item 5; off by default).
     pub complaints: herald_enqueue::ComplaintsSection,
+    /// The content-filter hook (issue 18 item 6; off by default): list posts checked by rspamd.
+    pub content_filter: herald_content_filter::ContentFilterConfig,
 }
 
 impl Default for Config {
@@ -98,6 +100,7 @@ impl Default for Config {
             source: None,
             digest: herald_digest::DigestConfig::default(),
             complaints: Default::default(),
+            content_filter: Default::default(),
         }
     }
 }
@@ -187,6 +190,7 @@ impl Config {
         self.delivery.validate().map_err(|e| e.to_string())?;
         self.stats.check()?;
         self.notice_limits.check()?;
+        self.content_filter.check()?;
         self.http.check()
     }
 
@@ -490,6 +494,8 @@ mod tests {
         assert_eq!(c.delivery.mta_sts, d.delivery.mta_sts);
         assert_eq!(c.delivery.dane, d.delivery.dane);
         assert!(!c.delivery.dane.enabled, "DANE is opt-in");
+        assert_eq!(c.content_filter, d.content_filter);
+        assert!(!c.content_filter.enabled, "the content filter is opt-in");
         assert_eq!(
             c.scheduler.route_refresh_secs,
             d.scheduler.route_refresh_secs
