@@ -2,7 +2,8 @@
 //! and a real rspamd (Debian's `/usr/bin/rspamd`, started by the test on a free loopback port
 //! with a minimal configuration: no redis, no network modules). A GTUBE post is refused with
 //! `550 5.7.1` (or held, when the operator maps rspamd's `reject` to `hold`), a clean post is
-//! fanned out to every member, and a post while rspamd is stopped is held with the reason,
+//! fanned out to every member, probable spam (rspamd's "add header") is held, or fanned out
+//! marked `X-Spam: Yes` when mapped to `accept`, and a post while rspamd is stopped is held with the reason,
 //! visible in `herald held`. A socket that accepts and never answers holds the post after the
 //! timeout without stalling the listeners' other sessions.
 //!
@@ -30,6 +31,18 @@ fn rspamd_binary() -> Option<std::path::PathBuf> {
         .map(|d| d.join("rspamd"))
         .find(|p| p.is_file())
 }
+
+/// An rspamd rule in Lua, its plugin API: 7 points for a subject containing "spammy" (the
+/// test posts' subjects are their Message-ID's local part).
+const SPAMMY_RULE: &str = r#"rspamd_config:register_symbol({
+  name = 'HERALD_TEST_SPAMMY',
+  score = 7.0,
+  callback = function(task)
+    local s = task:get_subject()
+    return s ~= nil and s:find('spammy', 1, true) ~= nil
+  end,
+})
+"#;
 
 /// A real rspamd in the foreground, on 127.0.0.1:`port`, configured in its own temp dir.
 struct Rspamd {
@@ -60,8 +73,12 @@ impl Rspamd {
         // closed loopback port so no lookup leaves the machine. A three-line public-suffix
         // list: compiling Debian's full one took rspamd 9 s (34 s on a loaded machine).
         std::fs::write(dir.path().join("tld.dat"), "com\norg\ntest\n").expect("tld list");
+        // One rule of our own, so rspamd has a reason to say "add header" (score 7, above the
+        // action's 6): a subject containing "spammy".
+        std::fs::write(dir.path().join("rules.lua"), SPAMMY_RULE).expect("rules");
         let conf = format!(
-            r#"options {{
+            r#"lua = "{d}/rules.lua";
+options {{
   pidfile = "{d}/rspamd.pid";
   dynamic_conf = "{d}/dynamic";
   history_file = "{d}/history";
@@ -254,15 +271,29 @@ async fn rspamd_refuses_gtube_passes_a_clean_post_and_a_stopped_rspamd_holds() {
         )
         .await;
     let clean = queued_id(&r);
+    // rspamd says "add header" (7 points): held by default, with rspamd's verdict as reason.
+    let r = s
+        .send_mail("carol@d0.test", &[LIST], &post("spammy1", "Cheap things."))
+        .await;
+    assert!(r.starts_with("250"), "held, not refused: {r}");
     wait_complete(api, &clean, Duration::from_secs(30)).await;
     wait_copies(&world, "clean1").await;
     assert_eq!(copies_of(&world, "spam1"), 0, "GTUBE reached a member");
-    assert!(held(api).await.is_empty(), "nothing held");
-    for (action, n) in [("reject", 1), ("accept", 1), ("hold", 0), ("failed", 0)] {
+    let first_held = held(api).await;
+    assert_eq!(
+        first_held
+            .iter()
+            .map(|h| h.1.as_deref())
+            .collect::<Vec<_>>(),
+        [Some(
+            "content filter (rspamd): add header, score 7.00 (HERALD_TEST_SPAMMY)"
+        )]
+    );
+    for (action, n) in [("reject", 1), ("accept", 1), ("hold", 1), ("failed", 0)] {
         let series = format!("herald_content_filter_total{{action=\"{action}\"}}");
         assert_eq!(metric(api, &series).await, n, "{series}");
     }
-    assert_eq!(metric(api, "herald_content_filter_seconds_count").await, 2);
+    assert_eq!(metric(api, "herald_content_filter_seconds_count").await, 3);
 
     // rspamd stopped: the post is held with the reason, never lost, never waved through.
     rspamd.stop();
@@ -275,7 +306,11 @@ async fn rspamd_refuses_gtube_passes_a_clean_post_and_a_stopped_rspamd_holds() {
         .await;
     assert!(r.starts_with("250"), "held, not refused: {r}");
     s.cmd("QUIT").await;
-    let held = held(api).await;
+    let held: Vec<_> = held(api)
+        .await
+        .into_iter()
+        .filter(|h| !first_held.contains(h))
+        .collect();
     assert_eq!(held.len(), 1, "{held:?}");
     let reason = held[0].1.clone().unwrap_or_default();
     assert!(
@@ -300,9 +335,10 @@ async fn rspamd_refuses_gtube_passes_a_clean_post_and_a_stopped_rspamd_holds() {
 }
 
 /// The operator maps rspamd's `reject` to `hold`: GTUBE is accepted at DATA and held with
-/// rspamd's verdict as the reason; a moderator sees which symbol fired.
+/// rspamd's verdict as the reason; a moderator sees which symbol fired. And `add header` to
+/// `accept`: that post reaches every member marked `X-Spam: Yes` with rspamd's score.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rspamd_reject_mapped_to_hold_holds_gtube_with_the_verdict() {
+async fn rspamd_verdicts_mapped_by_the_operator_hold_gtube_and_mark_probable_spam() {
     let Some(rspamd) = Rspamd::start().await else {
         return;
     };
@@ -312,6 +348,7 @@ async fn rspamd_reject_mapped_to_hold_holds_gtube_with_the_verdict() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = server_with_filter(&world, dir.path(), &rspamd.url, |c| {
         c.content_filter.actions.reject = herald_content_filter::FilterAction::Hold;
+        c.content_filter.actions.add_header = herald_content_filter::FilterAction::Accept;
     })
     .await;
     let api = &server.api;
@@ -325,8 +362,26 @@ async fn rspamd_reject_mapped_to_hold_holds_gtube_with_the_verdict() {
         .send_mail("carol@d0.test", &[LIST], &post("clean2", "A clean post."))
         .await;
     wait_complete(api, &queued_id(&r), Duration::from_secs(30)).await;
+    let r = s
+        .send_mail("carol@d0.test", &[LIST], &post("spammy2", "Cheap things."))
+        .await;
+    wait_complete(api, &queued_id(&r), Duration::from_secs(30)).await;
     s.cmd("QUIT").await;
     wait_copies(&world, "clean2").await;
+    wait_copies(&world, "spammy2").await;
+    for c in &world.recorder().snapshot().copies {
+        let mid = c.message_id.as_deref().unwrap_or("");
+        let text = String::from_utf8_lossy(c.message.as_deref().unwrap_or_default());
+        let head = text.split("\r\n\r\n").next().unwrap_or("");
+        if mid.contains("spammy2") {
+            assert!(
+                head.contains("\r\nX-Spam: Yes\r\nX-Spam-Score: 7.00 / 15.00\r\n"),
+                "{head}"
+            );
+        } else if mid.contains("clean2") {
+            assert!(!head.contains("X-Spam"), "{head}");
+        }
+    }
     let held = held(api).await;
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!(
@@ -336,6 +391,10 @@ async fn rspamd_reject_mapped_to_hold_holds_gtube_with_the_verdict() {
     assert_eq!(
         metric(api, "herald_content_filter_total{action=\"hold\"}").await,
         1
+    );
+    assert_eq!(
+        metric(api, "herald_content_filter_total{action=\"accept\"}").await,
+        2
     );
     assert_eq!(copies_of(&world, "spam2"), 0);
     server.stop().await;

@@ -570,10 +570,7 @@ impl Enqueuer {
         match d.verdict {
             FilterVerdict::Accept => {
                 if !d.headers.is_empty() {
-                    let mut marked = Vec::with_capacity(d.headers.len() + body.len());
-                    marked.extend_from_slice(d.headers.as_bytes());
-                    marked.extend_from_slice(body);
-                    *body = Bytes::from(marked);
+                    *body = append_header_fields(body, d.headers.as_bytes());
                 }
                 Ok(None)
             }
@@ -643,6 +640,23 @@ fn from_is_authentic(body: &[u8], from: &Address, authserv_id: &str) -> bool {
     })
 }
 
+/// `body` with `fields` (CRLF-ended header lines) at the end of its header section: below
+/// the trace fields (`Received:`, our `Authentication-Results:`), which stay on top as RFC 5321
+/// §4.4 wants and as the lists stage reads them (the client of a held post's notice).
+fn append_header_fields(body: &[u8], fields: &[u8]) -> Bytes {
+    let at = match body.windows(4).position(|w| w == b"\r\n\r\n") {
+        Some(end) => end + 2,
+        // A header section with no body: the fields go after its last line.
+        None if body.ends_with(b"\r\n") => body.len(),
+        None => return Bytes::copy_from_slice(body),
+    };
+    let mut out = Vec::with_capacity(body.len() + fields.len());
+    out.extend_from_slice(&body[..at]);
+    out.extend_from_slice(fields);
+    out.extend_from_slice(&body[at..]);
+    Bytes::from(out)
+}
+
 /// A ban as the SMTP reply names it: its scope and pattern, cut so the reply line stays short.
 fn describe_ban(ban: &herald_directory::Ban) -> String {
     let scope = if ban.list.is_some() {
@@ -695,4 +709,25 @@ pub fn crlf(body: Bytes) -> Bytes {
         prev = b;
     }
     Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::append_header_fields;
+
+    #[test]
+    fn spam_fields_go_below_the_trace_fields() {
+        let f = b"X-Spam: Yes\r\n";
+        let post = b"Received: from a\r\nSubject: s\r\n\r\nbody\r\n\r\nmore\r\n";
+        assert_eq!(
+            &append_header_fields(post, f)[..],
+            &b"Received: from a\r\nSubject: s\r\nX-Spam: Yes\r\n\r\nbody\r\n\r\nmore\r\n"[..]
+        );
+        assert_eq!(
+            &append_header_fields(b"Subject: s\r\n", f)[..],
+            &b"Subject: s\r\nX-Spam: Yes\r\n"[..]
+        );
+        // Not a header section Herald could extend: left as it is.
+        assert_eq!(&append_header_fields(b"junk", f)[..], &b"junk"[..]);
+    }
 }
