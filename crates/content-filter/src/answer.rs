@@ -176,6 +176,30 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Whatever bytes come back, reading them ends in an answer or an error, and an
+        /// answer's strings are clean and short.
+        #[test]
+        fn never_panics_on_arbitrary_bytes(raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2048)) {
+            if let Ok(a) = Answer::parse(&raw) {
+                proptest::prop_assert!(a.action.chars().all(|c| !c.is_control()));
+                proptest::prop_assert!(a.score.is_finite());
+            }
+        }
+
+        /// A real answer cut short or with one byte changed.
+        #[test]
+        fn never_panics_on_mangled_answers(cut in 0usize..300, byte in proptest::prelude::any::<u8>(), at in 0usize..300) {
+            let mut raw = GTUBE.as_bytes().to_vec();
+            if at < raw.len() { raw[at] = byte; }
+            raw.truncate(cut.min(raw.len()));
+            if let Ok(a) = Answer::parse(&raw) {
+                proptest::prop_assert!(a.action.chars().count() <= MAX_WORD_CHARS);
+                proptest::prop_assert!(a.symbols.len() <= MAX_NAMED_SYMBOLS);
+            }
+        }
+    }
+
     #[test]
     fn strings_are_cut_and_cleaned_and_symbols_bounded() {
         let mut symbols = String::new();
