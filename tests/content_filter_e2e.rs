@@ -289,11 +289,21 @@ async fn rspamd_refuses_gtube_passes_a_clean_post_and_a_stopped_rspamd_holds() {
             "content filter (rspamd): add header, score 7.00 (HERALD_TEST_SPAMMY)"
         )]
     );
-    for (action, n) in [("reject", 1), ("accept", 1), ("hold", 1), ("failed", 0)] {
+    // Over LMTP (from the MTA in front of Herald, no client IP for rspamd) the same refusal,
+    // for the recipient.
+    let (mut lmtp, _) = Smtp::connect(server.lmtp).await;
+    assert!(lmtp.cmd("LHLO front.test").await.starts_with("250"));
+    let r = lmtp
+        .send_mail("carol@d0.test", &[LIST], &post("spam3", GTUBE))
+        .await;
+    assert!(r.starts_with("550 5.7.1"), "GTUBE refused over LMTP: {r}");
+    lmtp.cmd("QUIT").await;
+    assert_eq!(copies_of(&world, "spam3"), 0);
+    for (action, n) in [("reject", 2), ("accept", 1), ("hold", 1), ("failed", 0)] {
         let series = format!("herald_content_filter_total{{action=\"{action}\"}}");
         assert_eq!(metric(api, &series).await, n, "{series}");
     }
-    assert_eq!(metric(api, "herald_content_filter_seconds_count").await, 3);
+    assert_eq!(metric(api, "herald_content_filter_seconds_count").await, 4);
 
     // rspamd stopped: the post is held with the reason, never lost, never waved through.
     rspamd.stop();
