@@ -269,6 +269,9 @@ async fn wait_until_up(api: &Api) -> Result<()> {
 
 /// Creates the list, imports the members, posts, and waits for every recipient.
 async fn fan_out(api: &Api, addresses: &[String], size_kb: usize) -> Result<PostSummary> {
+    // An open list on purpose: the demo's poster is a local script, not a member whose
+    // domain publishes SPF/DKIM, so on a `members` list (where `require_aligned_from` is on by
+    // default) its post would be held as "unauthenticated sender".
     let settings = json!({
         "display_name": "Herald Demo",
         "posting_policy": "anyone",

@@ -16,6 +16,9 @@ async fn setup() -> (World, TestServer, tempfile::TempDir) {
     let world = World::start(world_config(&[Profile::Normal, Profile::Normal], true))
         .await
         .expect("world");
+    // Members post from d0.test and d1.test, whose SPF names the test client: on a members list
+    // their From: counts only with that DMARC pass.
+    authenticate_senders(&world, &["d0.test", "d1.test"]);
     let dir = tempfile::tempdir().expect("tempdir");
     let server = TestServer::start(server_config(&world, dir.path().to_path_buf())).await;
     create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
@@ -318,5 +321,69 @@ async fn a_forged_moderator_is_held_and_the_signed_moderator_posts() {
         2,
         "{ids:?}"
     );
+    server.stop().await;
+}
+
+/// Item 1's default on `members` lists (the default policy): `herald list show` prints
+/// `require_aligned_from` in effect; a member's post that passes DMARC (aligned SPF from the
+/// test client) goes out, the same `From:` sent by a stranger's envelope is held as
+/// "unauthenticated sender"; turned off, `list show` says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_list_requires_an_aligned_from_by_default() {
+    const TEAM: &str = "team@lists.test";
+    let (world, server, _dir) = setup().await;
+    let api = &server.api;
+    create_list(api, TEAM, json!({})).await;
+    add_members(api, TEAM, &MEMBERS).await;
+    let shown = herald_cli(api, None, &["list", "show", TEAM]);
+    let view: serde_json::Value = serde_json::from_str(&shown).expect("list show is JSON");
+    assert_eq!(view["settings"]["posting_policy"], "members", "{shown}");
+    assert_eq!(
+        view["settings"]["require_aligned_from"],
+        serde_json::Value::Null
+    );
+    assert_eq!(view["effective"]["require_aligned_from"], true, "{shown}");
+
+    let (mut s, _) = Smtp::connect(server.smtp).await;
+    assert!(s.cmd("EHLO d0.test").await.starts_with("250"));
+    let forged = b"From: alice@d0.test\r\nSubject: pay this invoice\r\n\
+Message-ID: <forged1@d0.test>\r\n\r\nurgent\r\n";
+    let r = s.send_mail("mallory@evil.test", &[TEAM], forged).await;
+    assert!(r.starts_with("250"), "held, not refused: {r}");
+    let genuine =
+        b"From: alice@d0.test\r\nSubject: notes\r\nMessage-ID: <genuine1@d0.test>\r\n\r\nhi\r\n";
+    let post = queued_id(&s.send_mail("alice@d0.test", &[TEAM], genuine).await);
+    s.cmd("QUIT").await;
+    wait_complete(api, &post, Duration::from_secs(30)).await;
+    let held = held(api, TEAM).await;
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].1.as_deref(), Some("unauthenticated sender"));
+    let started = Instant::now();
+    loop {
+        let snap = world.recorder().snapshot();
+        let ids: Vec<&str> = snap
+            .copies
+            .iter()
+            .filter_map(|c| c.message_id.as_deref())
+            .collect();
+        assert!(!ids.iter().any(|id| id.contains("forged1")), "{ids:?}");
+        if ids.iter().filter(|id| id.contains("genuine1")).count() == MEMBERS.len() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "copies missing: {ids:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    herald_cli(
+        api,
+        None,
+        &["list", "set", TEAM, "require_aligned_from=false"],
+    );
+    let shown = herald_cli(api, None, &["list", "show", TEAM]);
+    let view: serde_json::Value = serde_json::from_str(&shown).expect("list show is JSON");
+    assert_eq!(view["effective"]["require_aligned_from"], false, "{shown}");
     server.stop().await;
 }

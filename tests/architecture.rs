@@ -27,6 +27,7 @@ const FLOW: &[&str] = &[
     "herald-telemetry",
     "herald-api-types",
     "herald-guard",
+    "herald-content-filter",
     "herald-inbound",
     "herald-enqueue",
     "herald-fanout",

@@ -17,6 +17,9 @@ async fn setup() -> (World, TestServer, tempfile::TempDir) {
     let world = World::start(world_config(&[Profile::Normal, Profile::Normal], true))
         .await
         .expect("world");
+    // The member alice posts from d0.test, whose SPF names the test client (a members list
+    // takes her From: only with a DMARC pass).
+    authenticate_senders(&world, &["d0.test"]);
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cfg = server_config(&world, dir.path().to_path_buf());
     cfg.smtp_in.limits.max_message_octets = 64 * 1024;

@@ -88,6 +88,9 @@ mod tests {
                 disabled: 1,
             },
             complaints: 0,
+            effective: EffectiveSettings {
+                require_aligned_from: true,
+            },
         };
         let json = serde_json::to_value(&view).expect("serialize");
         assert_eq!(json["id"], 7);

@@ -35,6 +35,17 @@ pub struct ListView {
     /// Feedback-loop complaints that removed or disabled a member since the server started
     /// (`herald_complaints_total{list}`; issue 18 item 5).
     pub complaints: u64,
+    /// The values in effect of settings left unset (`null`) in `settings`.
+    pub effective: EffectiveSettings,
+}
+
+/// Settings whose unset value depends on others, as they apply (`herald list show`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EffectiveSettings {
+    /// `require_aligned_from` (issue 18): unset, on for `members` and `moderators` lists, off
+    /// for `anyone` lists.
+    pub require_aligned_from: bool,
 }
 
 /// How many members a list has.

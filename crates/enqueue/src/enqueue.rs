@@ -27,7 +27,8 @@ use herald_directory::{Directory, DirectoryError};
 use herald_spool::{PostKind, PostMeta, Spool, SpooledPost};
 use herald_telemetry::{Event, Telemetry};
 use herald_types::{
-    Address, DeliveryMode, GuardAction, GuardTrip, List, ListAddressKind, ListId, MemberId, PostId,
+    Address, DeliveryMode, FilterVerdict, GuardAction, GuardTrip, List, ListAddressKind, ListId,
+    MemberId, PostId,
 };
 use tokio::sync::mpsc;
 
@@ -152,6 +153,8 @@ pub struct Enqueuer {
     pub handoff: Handoff,
     /// Posts per sender per list in the current hour (`max_posts_per_hour`).
     pub post_rate: herald_guard::PostRate,
+    /// `[content_filter]`: rspamd asked about each list post from SMTP/LMTP (`None`: off).
+    pub content_filter: Option<herald_content_filter::ContentFilter>,
 }
 
 /// A post about to be accepted: everything [`Enqueuer::accept`] needs to build its `PostMeta`.
@@ -297,7 +300,7 @@ impl Enqueuer {
         let approved = matches!(origin, Origin::Approved { .. });
         // After the arrival check (it must verify what the poster signed); an approved post
         // was completed when it arrived and was held.
-        let body = match (role, approved) {
+        let mut body = match (role, approved) {
             (ListAddressKind::Post, false) => complete_header(
                 body,
                 complete::Stamp {
@@ -319,7 +322,7 @@ impl Enqueuer {
             ListAddressKind::Post => match origin {
                 Origin::Admin | Origin::Approved { .. } => (PostKind::ListPost, None),
                 Origin::Smtp { .. } => {
-                    self.posting_kind(list, envelope_from.clone(), &body)
+                    self.posting_kind(list, envelope_from.clone(), &origin, &mut body)
                         .await?
                 }
             },
@@ -448,12 +451,13 @@ impl Enqueuer {
     }
 
     /// A list post if the sender may post (by the From header or the envelope sender), otherwise
-    /// held for moderation.
+    /// held for moderation. The content filter may add header fields to `body`.
     async fn posting_kind(
         &self,
         list: &List,
         envelope_from: Option<Address>,
-        body: &Bytes,
+        origin: &Origin,
+        body: &mut Bytes,
     ) -> Result<(PostKind, Option<String>), EnqueueError> {
         let from = from_header(body);
         if let Some(f) = &from {
@@ -468,6 +472,12 @@ impl Enqueuer {
                 GuardAction::Reject => Err(EnqueueError::Guarded(trip)),
             };
         }
+        // Before the posting authorization: spam from a non-member is refused outright rather
+        // than filling the moderators' queue.
+        if let Some(held) = self.content_check(list, origin, body).await? {
+            return Ok(held);
+        }
+        let body = &*body;
         // With require_aligned_from only the From: counts, and only if authentic (below): the
         // envelope sender and an unauthenticated From: are whatever the client typed.
         let aligned_only = list.settings.requires_aligned_from();
@@ -518,6 +528,59 @@ impl Enqueuer {
 }
 
 impl Enqueuer {
+    /// The content filter's verdict on a list post from SMTP/LMTP (issue 18 item 6): `None`
+    /// to go on (with rspamd's `X-Spam` fields added when configured), a hold with rspamd's
+    /// reason, or [`EnqueueError::ContentRejected`] (`550 5.7.1` at the end of DATA). A filter
+    /// that cannot answer holds the post: never lost, never waved through.
+    async fn content_check(
+        &self,
+        list: &List,
+        origin: &Origin,
+        body: &mut Bytes,
+    ) -> Result<Option<(PostKind, Option<String>)>, EnqueueError> {
+        let (
+            Some(filter),
+            Origin::Smtp {
+                envelope_from,
+                peer,
+                helo,
+            },
+        ) = (&self.content_filter, origin)
+        else {
+            return Ok(None);
+        };
+        let req = herald_content_filter::CheckRequest {
+            ip: *peer,
+            helo: (!helo.is_empty()).then(|| helo.clone()),
+            mail_from: envelope_from.as_ref().map(ToString::to_string),
+            rcpts: vec![list.address.to_string()],
+            queue_id: format!("{:016x}", rand::random::<u64>()),
+        };
+        let d = filter.check(&req, body.clone()).await;
+        let elapsed_ms = u64::try_from(d.elapsed.as_millis()).unwrap_or(u64::MAX);
+        self.telemetry
+            .metrics()
+            .count_content_filter(d.verdict, elapsed_ms);
+        match d.verdict {
+            FilterVerdict::Failed => tracing::warn!(list = %list.address, queue_id = %req.queue_id,
+                elapsed_ms, reason = %d.reason, "content filter failed: post held"),
+            v => tracing::info!(list = %list.address, queue_id = %req.queue_id, verdict = v.word(),
+                elapsed_ms, reason = %d.reason, "content filter"),
+        }
+        match d.verdict {
+            FilterVerdict::Accept => {
+                if !d.headers.is_empty() {
+                    *body = append_header_fields(body, d.headers.as_bytes());
+                }
+                Ok(None)
+            }
+            FilterVerdict::Hold | FilterVerdict::Failed => {
+                Ok(Some((PostKind::Held, Some(d.reason))))
+            }
+            FilterVerdict::Reject => Err(EnqueueError::ContentRejected { reason: d.reason }),
+        }
+    }
+
     /// Refuses a post whose `From:` is banned from `list` (the envelope sender was checked at
     /// RCPT; only the header tells here).
     async fn refuse_banned(&self, list: &List, from: &Address) -> Result<(), EnqueueError> {
@@ -577,6 +640,23 @@ fn from_is_authentic(body: &[u8], from: &Address, authserv_id: &str) -> bool {
     })
 }
 
+/// `body` with `fields` (CRLF-ended header lines) at the end of its header section: below
+/// the trace fields (`Received:`, our `Authentication-Results:`), which stay on top as RFC 5321
+/// §4.4 wants and as the lists stage reads them (the client of a held post's notice).
+fn append_header_fields(body: &[u8], fields: &[u8]) -> Bytes {
+    let at = match body.windows(4).position(|w| w == b"\r\n\r\n") {
+        Some(end) => end + 2,
+        // A header section with no body: the fields go after its last line.
+        None if body.ends_with(b"\r\n") => body.len(),
+        None => return Bytes::copy_from_slice(body),
+    };
+    let mut out = Vec::with_capacity(body.len() + fields.len());
+    out.extend_from_slice(&body[..at]);
+    out.extend_from_slice(fields);
+    out.extend_from_slice(&body[at..]);
+    Bytes::from(out)
+}
+
 /// A ban as the SMTP reply names it: its scope and pattern, cut so the reply line stays short.
 fn describe_ban(ban: &herald_directory::Ban) -> String {
     let scope = if ban.list.is_some() {
@@ -629,4 +709,25 @@ pub fn crlf(body: Bytes) -> Bytes {
         prev = b;
     }
     Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::append_header_fields;
+
+    #[test]
+    fn spam_fields_go_below_the_trace_fields() {
+        let f = b"X-Spam: Yes\r\n";
+        let post = b"Received: from a\r\nSubject: s\r\n\r\nbody\r\n\r\nmore\r\n";
+        assert_eq!(
+            &append_header_fields(post, f)[..],
+            &b"Received: from a\r\nSubject: s\r\nX-Spam: Yes\r\n\r\nbody\r\n\r\nmore\r\n"[..]
+        );
+        assert_eq!(
+            &append_header_fields(b"Subject: s\r\n", f)[..],
+            &b"Subject: s\r\nX-Spam: Yes\r\n"[..]
+        );
+        // Not a header section Herald could extend: left as it is.
+        assert_eq!(&append_header_fields(b"junk", f)[..], &b"junk"[..]);
+    }
 }

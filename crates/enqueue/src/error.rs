@@ -23,6 +23,10 @@ pub enum EnqueueError {
     /// A list guard stopped the post and the list's `guard_action` is `reject`.
     #[error("refused by a list guard: {}", .0.reason())]
     Guarded(GuardTrip),
+    /// The content filter (rspamd) said reject (issue 18 item 6); `reason` names rspamd's
+    /// action, score and symbols for the log. The peer gets the generic `550 5.7.1`.
+    #[error("refused by the content filter: {reason}")]
+    ContentRejected { reason: String },
     /// The post's `From:` matches a ban (issue 18 item 4); `ban` describes it for the reply.
     #[error("{sender} is banned from {list} ({ban})")]
     Banned {
@@ -41,6 +45,7 @@ impl EnqueueError {
                 | EnqueueError::NoSuchList(_)
                 | EnqueueError::Guarded(_)
                 | EnqueueError::Banned { .. }
+                | EnqueueError::ContentRejected { .. }
         )
     }
 
@@ -57,6 +62,7 @@ impl EnqueueError {
             EnqueueError::NoSuchList(list) => replies::no_such_list(list),
             EnqueueError::Guarded(trip) => replies::guard_refused(trip.reason()),
             EnqueueError::Banned { sender, list, ban } => replies::sender_banned(sender, list, ban),
+            EnqueueError::ContentRejected { .. } => replies::CONTENT_REJECTED.reply(),
             e if e.is_storage_shortage() => replies::INSUFFICIENT_STORAGE.reply(),
             _ => replies::LOCAL_ERROR.reply(),
         }
@@ -87,5 +93,15 @@ mod tests {
         let guarded = EnqueueError::Guarded(herald_types::GuardTrip::AutoReply);
         assert!(replies::GUARD_REFUSED.matches(&guarded.smtp_reply()));
         assert!(!guarded.is_transient());
+        let spam = EnqueueError::ContentRejected {
+            reason: "content filter (rspamd): reject, score 15.00 (GTUBE)".into(),
+        };
+        let reply = spam.smtp_reply();
+        assert!(replies::CONTENT_REJECTED.matches(&reply));
+        assert!(
+            !reply.to_string().contains("GTUBE"),
+            "symbols stay in the log"
+        );
+        assert!(!spam.is_transient());
     }
 }

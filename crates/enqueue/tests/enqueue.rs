@@ -68,6 +68,7 @@ fn world() -> World {
         ),
         handoff,
         post_rate: Default::default(),
+        content_filter: None,
     });
     World {
         _dir: dir,

@@ -72,6 +72,8 @@ pub struct Config {
     pub complaints: herald_enqueue::ComplaintsSection,
     /// TLS reporting (RFC 8460, issue 19 item 7): daily reports to domains that ask for them.
     pub tls_report: herald_tlsrpt::TlsReportConfig,
+    /// The content-filter hook (issue 18 item 6; off by default): list posts checked by rspamd.
+    pub content_filter: herald_content_filter::ContentFilterConfig,
 }
 
 impl Default for Config {
@@ -101,6 +103,7 @@ impl Default for Config {
             digest: herald_digest::DigestConfig::default(),
             complaints: Default::default(),
             tls_report: Default::default(),
+            content_filter: Default::default(),
         }
     }
 }
@@ -190,6 +193,7 @@ impl Config {
         self.delivery.validate().map_err(|e| e.to_string())?;
         self.stats.check()?;
         self.notice_limits.check()?;
+        self.content_filter.check()?;
         self.http.check()
     }
 
@@ -493,6 +497,8 @@ mod tests {
         assert_eq!(c.delivery.mta_sts, d.delivery.mta_sts);
         assert_eq!(c.delivery.dane, d.delivery.dane);
         assert!(!c.delivery.dane.enabled, "DANE is opt-in");
+        assert_eq!(c.content_filter, d.content_filter);
+        assert!(!c.content_filter.enabled, "the content filter is opt-in");
         assert_eq!(
             c.scheduler.route_refresh_secs,
             d.scheduler.route_refresh_secs

@@ -197,6 +197,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         arrival: arrival_check(config)?,
         handoff,
         post_rate: Default::default(),
+        content_filter: content_filter(config)?,
     });
     let lists = Arc::new(Lists {
         enqueuer: enqueuer.clone(),
@@ -427,6 +428,18 @@ fn arrival_check(config: &Config) -> Result<ArrivalCheck, ServerError> {
                 message,
             }),
         })
+}
+
+/// The rspamd client `[content_filter]` asks for (`None`: off).
+fn content_filter(
+    config: &Config,
+) -> Result<Option<herald_content_filter::ContentFilter>, ServerError> {
+    herald_content_filter::ContentFilter::new(&config.content_filter).map_err(|e| {
+        ServerError::Config(ConfigError::Unusable {
+            key: "content_filter".into(),
+            message: e.to_string(),
+        })
+    })
 }
 
 /// Step 3: the SMTP/LMTP listeners (into the enqueue path) and the HTTP API.

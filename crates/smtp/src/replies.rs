@@ -268,6 +268,16 @@ pub fn too_big_for_list(limit: u64) -> Reply {
 /// `reject` (issue 18): `550 5.7.1` with the guard's reason (a fixed text, never the post's).
 pub const GUARD_REFUSED: Canned = Canned::new(550, 5, 7, 1, "Message refused by the list");
 
+/// A list post the content filter (rspamd) refused (issue 18 item 6). Generic text: rspamd's
+/// symbols are for the operator's log, not for a spammer tuning a message.
+pub const CONTENT_REJECTED: Canned = Canned::new(
+    550,
+    5,
+    7,
+    1,
+    "Message rejected as spam by the list's content filter",
+);
+
 /// [`GUARD_REFUSED`] with the guard's reason.
 pub fn guard_refused(reason: &str) -> Reply {
     Reply::new(

@@ -8,7 +8,7 @@ use crate::event::{Event, PostmasterForward};
 use crate::exposition::{self, observe_ms, Counter, Gauge, Histogram, Registry};
 use crate::rate::Kind;
 use herald_types::RcptOutcome;
-use herald_types::{DaneNote, GuardTrip, MtaStsNote, NoticeKind, NoticeLimit};
+use herald_types::{DaneNote, FilterVerdict, GuardTrip, MtaStsNote, NoticeKind, NoticeLimit};
 
 /// Why an inbound peer was refused or cut off by a listener bound (the `reason` label of
 /// `herald_inbound_refusals_total`). Telemetry does not import `inbound`; the server maps
@@ -64,6 +64,8 @@ const DELIVERY_BOUNDS: &[f64] = &[
     0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0, 86400.0,
 ];
 const TRANSACTION_BOUNDS: &[f64] = &[0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0];
+/// rspamd answers a clean post in milliseconds; its own `task_timeout` is 8 s.
+const CONTENT_FILTER_BOUNDS: &[f64] = &[0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
 /// Levels that stages keep current; read at scrape time.
 pub struct Gauges {
@@ -218,6 +220,10 @@ pub struct Metrics {
     /// Complaint reports that named no member Herald could verify (garbage, forged, a copy
     /// of a list since deleted): kept as unrecognized bounces for an administrator.
     complaints_unmatched: Counter,
+    /// List posts checked by the content filter, by [`FilterVerdict`] (issue 18 item 6).
+    content_filter: [Counter; FilterVerdict::ALL.len()],
+    /// Time of one content-filter check (rspamd's answer, or the wait until the timeout).
+    content_filter_latency: Histogram,
 }
 
 impl Metrics {
@@ -324,6 +330,19 @@ impl Metrics {
             "herald_complaints_unmatched_total",
             "Feedback-loop reports that named no member Herald could verify (kept for an administrator as unrecognized bounces).",
         );
+        let content_filter = exposition::counter_family(
+            registry,
+            "herald_content_filter_total",
+            "List posts checked by the content filter (rspamd), by what Herald did: accept, hold, reject (550 5.7.1), failed (no usable answer: held).",
+            FilterVerdict::ALL.map(|v| [("action", v.word())]),
+        );
+        let content_filter_latency = Histogram::new(CONTENT_FILTER_BOUNDS.iter().copied());
+        exposition::register(
+            registry,
+            "herald_content_filter_seconds",
+            "Time of one content-filter check of a list post (until rspamd's answer or the timeout).",
+            content_filter_latency.clone(),
+        );
         let delivery_latency = Histogram::new(DELIVERY_BOUNDS.iter().copied());
         exposition::register(
             registry,
@@ -361,7 +380,20 @@ impl Metrics {
             held_notices_suppressed,
             complaints,
             complaints_unmatched,
+            content_filter,
+            content_filter_latency,
         }
+    }
+
+    /// Counts one content-filter check and its time (the enqueue path; an atomic add and a
+    /// histogram observation).
+    pub fn count_content_filter(&self, verdict: FilterVerdict, elapsed_ms: u64) {
+        self.content_filter[verdict.index()].inc();
+        observe_ms(&self.content_filter_latency, elapsed_ms);
+    }
+
+    pub fn content_filter_checks(&self, verdict: FilterVerdict) -> u64 {
+        self.content_filter[verdict.index()].get()
     }
 
     /// Counts one complaint acted on for `list` (the bounce stage; rare, so the family's lock

@@ -82,6 +82,47 @@ pub enum GuardAction {
     Reject,
 }
 
+/// What the content filter (rspamd, issue 18 item 6) made of a list post: the label of
+/// `herald_content_filter_total{action}`. `Failed` is a post held because the filter could not
+/// answer (timeout, connection refused, an answer that does not parse): held, never lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FilterVerdict {
+    /// Passed on to the posting authorization and fan-out.
+    Accept,
+    /// Held for moderation with the filter's reason.
+    Hold,
+    /// Refused at the end of DATA with `550 5.7.1`.
+    Reject,
+    /// The filter did not answer usably; the post is held with the reason.
+    Failed,
+}
+
+impl FilterVerdict {
+    /// Every variant, in [`FilterVerdict::index`] order.
+    pub const ALL: [FilterVerdict; 4] = [
+        FilterVerdict::Accept,
+        FilterVerdict::Hold,
+        FilterVerdict::Reject,
+        FilterVerdict::Failed,
+    ];
+
+    /// Position in [`FilterVerdict::ALL`] (counter arrays).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The word in logs and the metric label.
+    pub fn word(self) -> &'static str {
+        match self {
+            FilterVerdict::Accept => "accept",
+            FilterVerdict::Hold => "hold",
+            FilterVerdict::Reject => "reject",
+            FilterVerdict::Failed => "failed",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,6 +139,13 @@ mod tests {
             GuardTrip::Banned,
         ] {
             assert_eq!(GuardTrip::WORDS[t.index()], t.word());
+        }
+    }
+
+    #[test]
+    fn filter_verdicts_follow_the_index() {
+        for (i, v) in FilterVerdict::ALL.iter().enumerate() {
+            assert_eq!(v.index(), i);
         }
     }
 }

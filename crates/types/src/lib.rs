@@ -24,7 +24,7 @@ pub mod verp;
 
 pub use address::{Address, AddressError};
 pub use failure::{FailedCopy, FailureCause, NoRoute};
-pub use guard::{GuardAction, GuardTrip};
+pub use guard::{FilterVerdict, GuardAction, GuardTrip};
 pub use ids::{ListId, MemberId, PostId};
 pub use list::{
     list_id_label, ComplaintAction, DeliveryMode, DigestSchedule, DigestVolumeFrequency,

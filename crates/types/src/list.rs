@@ -134,7 +134,8 @@ pub struct ListSettings {
     /// counts only when the arrival check found DMARC passing for its domain (aligned SPF or
     /// DKIM), and the envelope sender no longer counts; otherwise the post is held with the
     /// reason "unauthenticated sender" (or refused, per `guard_action`). `None`: on for
-    /// `moderators` lists, off for `members` lists (see [`ListSettings::requires_aligned_from`]).
+    /// `members` and `moderators` lists, as issue 18 asks, since a forged member `From:` is
+    /// as easy as a forged moderator's (see [`ListSettings::requires_aligned_from`]).
     pub require_aligned_from: Option<bool>,
     /// Digest members (issue 14): a digest is sent as soon as the posts archived since the
     /// last one pass this many kilobytes (0: no size trigger, the schedule only).
@@ -190,8 +191,7 @@ impl ListSettings {
         match (self.posting_policy, self.require_aligned_from) {
             (PostingPolicy::Anyone, _) => false,
             (_, Some(on)) => on,
-            (PostingPolicy::Moderators, None) => true,
-            (PostingPolicy::Members, None) => false,
+            (PostingPolicy::Moderators | PostingPolicy::Members, None) => true,
         }
     }
 }
@@ -367,5 +367,30 @@ mod list_id_label_tests {
         assert_eq!(list_id_label("\"a b\""), "a-b");
         assert_eq!(list_id_label("dev.team+x"), "dev.team+x");
         assert_eq!(list_id_label("\"a\r\nb<>\""), "a--b--");
+    }
+}
+
+#[cfg(test)]
+mod aligned_from_tests {
+    use super::{ListSettings, PostingPolicy};
+
+    /// Issue 18 item 1: unset, an authenticated `From:` is required wherever identity decides
+    /// posting rights (members and moderators lists), never on open lists; set, it wins.
+    #[test]
+    fn require_aligned_from_defaults_by_posting_policy() {
+        let with = |posting_policy, require_aligned_from| ListSettings {
+            posting_policy,
+            require_aligned_from,
+            ..ListSettings::default()
+        };
+        assert!(
+            ListSettings::default().requires_aligned_from(),
+            "members is the default"
+        );
+        assert!(with(PostingPolicy::Members, None).requires_aligned_from());
+        assert!(with(PostingPolicy::Moderators, None).requires_aligned_from());
+        assert!(!with(PostingPolicy::Anyone, None).requires_aligned_from());
+        assert!(!with(PostingPolicy::Members, Some(false)).requires_aligned_from());
+        assert!(!with(PostingPolicy::Anyone, Some(true)).requires_aligned_from());
     }
 }

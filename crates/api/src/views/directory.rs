@@ -19,6 +19,9 @@ pub(crate) fn list_view(l: &List, c: &d::MemberCounts) -> v::ListView {
         members: counts(c),
         // Filled by the handler from telemetry (a counter, not a directory fact).
         complaints: 0,
+        effective: v::EffectiveSettings {
+            require_aligned_from: l.settings.requires_aligned_from(),
+        },
     }
 }
 
