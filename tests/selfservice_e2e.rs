@@ -442,3 +442,141 @@ async fn a_member_disabled_by_bounces_is_re_enabled_by_the_cli_and_gets_the_next
     server.stop().await;
     world.shutdown().await;
 }
+
+/// The hidden time-token of the subscribe form in `html`.
+fn form_token(html: &str) -> String {
+    html.split("name=\"t\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no time-token in the form: {html}"))
+        .to_string()
+}
+
+async fn post_form(client: &reqwest::Client, url: &str, fields: &[(&str, &str)]) -> (u16, String) {
+    let resp = client
+        .post(url)
+        .form(fields)
+        .send()
+        .await
+        .expect("post form");
+    let status = resp.status().as_u16();
+    (status, resp.text().await.expect("body"))
+}
+
+/// Issue 15 item 3, the public subscribe page as a newcomer's browser meets it: admin token set,
+/// the browser not a local client. A bot that posts at once, or fills the honeypot, gets the
+/// same answer and no mail; a person who fills the form gets the confirmation, whose link
+/// (confirmed by POST) makes them a member with consent recorded as `web` from their address. A
+/// flood of forms for one victim address sends at most the per-address confirmation limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
+    let (world, server, _dir) = start(Some(TOKEN)).await;
+    let browser = remote_client();
+    let url = format!("{}/subscribe/{LIST}", server.api);
+    let (st, html) = call(&browser, "GET", &url, None, None).await;
+    assert_eq!(st, 200, "{html}");
+    assert!(html.contains("<label for=\"email\">"), "{html}");
+    assert!(!html.contains("<script"), "works without JavaScript");
+    let t = form_token(&html);
+
+    // A bot: posts the form it just fetched at once, or fills the honeypot. Same page, no mail.
+    let (st, bot) = post_form(
+        &browser,
+        &url,
+        &[("email", "bot1@d1.test"), ("website", ""), ("t", &t)],
+    )
+    .await;
+    assert_eq!(st, 200, "{bot}");
+    assert!(bot.contains("Check your mailbox"), "{bot}");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let (_, bot) = post_form(
+        &browser,
+        &url,
+        &[
+            ("email", "bot2@d1.test"),
+            ("website", "http://spam.example"),
+            ("t", &t),
+        ],
+    )
+    .await;
+    assert!(bot.contains("Check your mailbox"), "{bot}");
+    // A forged or missing token: the form again, with the reason next to the field.
+    let (st, again) = post_form(&browser, &url, &[("email", NEWBIE), ("t", "forged")]).await;
+    assert_eq!(st, 400);
+    assert!(
+        again.contains("role=\"alert\"") && again.contains("expired"),
+        "{again}"
+    );
+    let (st, again) = post_form(
+        &browser,
+        &url,
+        &[("email", "not an address <x>"), ("t", &t)],
+    )
+    .await;
+    assert_eq!(st, 400);
+    assert!(again.contains("not an e-mail address"), "{again}");
+    assert!(!again.contains("<x>"), "the value is escaped: {again}");
+
+    // A person.
+    let (st, done) = post_form(
+        &browser,
+        &url,
+        &[("email", NEWBIE), ("website", ""), ("t", &t)],
+    )
+    .await;
+    assert_eq!(st, 200, "{done}");
+    assert!(done.contains("Check your mailbox"), "{done}");
+    let link = wait_for("the confirmation mail", || {
+        confirmation_link(&world, NEWBIE)
+    })
+    .await;
+    for bot in ["bot1@d1.test", "bot2@d1.test"] {
+        assert!(delivered(&world, bot).is_empty(), "{bot} was mailed");
+    }
+    // A link scanner's GET changes nothing; the person's POST subscribes.
+    let (st, page) = call(&browser, "GET", &link, None, None).await;
+    assert_eq!(st, 200, "{page}");
+    let (st, page) = call(&browser, "POST", &link, None, None).await;
+    assert_eq!(st, 200, "{page}");
+    let (st, detail) = call(
+        &reqwest::Client::new(),
+        "GET",
+        &format!("{}/api/lists/{LIST}/members/{NEWBIE}/detail", server.api),
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(st, 200, "{detail}");
+    let detail: MemberDetail = serde_json::from_str(&detail).expect("member detail");
+    let consent = detail.consent.expect("consent recorded");
+    assert_eq!(consent.source, "web");
+    assert_eq!(consent.client.as_deref(), Some("127.0.0.2"));
+
+    // Someone posts the form ten times for a victim: the victim gets the per-address limit (3
+    // a day by default), not ten messages; the page never tells.
+    for _ in 0..10 {
+        let (st, page) = post_form(&browser, &url, &[("email", "victim@d0.test"), ("t", &t)]).await;
+        assert_eq!(st, 200, "{page}");
+    }
+    wait_for("the victim's first confirmation", || {
+        (!delivered(&world, "victim@d0.test").is_empty()).then_some(())
+    })
+    .await;
+    // Give the rest every chance to arrive, were they sent.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let n = delivered(&world, "victim@d0.test").len();
+    assert!((1..=3).contains(&n), "the victim got {n} confirmations");
+
+    // An unknown list is not found.
+    let (st, page) = call(
+        &browser,
+        "GET",
+        &format!("{}/subscribe/nope@lists.test", server.api),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(st, 404, "{page}");
+    server.stop().await;
+    world.shutdown().await;
+}

@@ -93,6 +93,8 @@ fn is_public(method: &Method, path: &str) -> bool {
     path == "/healthz"
         || path.starts_with("/unsubscribe/")
         || path.starts_with("/confirm/")
+        // The public subscribe page (double opt-in: it only ever sends a confirmation).
+        || path.starts_with("/subscribe/")
         || path.starts_with("/assets/")
         || (path == "/login" && method == Method::POST)
         // The web archive: its pages serve public archives only (herald_archive::web).

@@ -25,6 +25,7 @@ mod postmaster;
 mod reports;
 mod spool_metrics;
 mod stages;
+mod subscribe;
 pub mod tls;
 mod unsubscribe;
 mod views;
@@ -172,6 +173,10 @@ pub fn router(state: Arc<ApiState>) -> Router {
             post(lists_ops::digest_send_now),
         )
         .route("/api/tls-report/send", post(lists_ops::tls_report_send))
+        .route(
+            "/subscribe/{list}",
+            get(subscribe::show).post(subscribe::submit),
+        )
         .route(
             "/api/people/{address}",
             get(people::export).delete(people::erase),

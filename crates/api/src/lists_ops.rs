@@ -39,6 +39,15 @@ pub trait ListOps: Send + Sync + 'static {
     fn reject(&self, post: PostId) -> OpsFuture<'_, ()>;
     /// Sends a double opt-in confirmation for `action` (`subscribe` / `unsubscribe`).
     fn request(&self, list: Address, address: Address, action: String) -> OpsFuture<'_, String>;
+    /// A subscription asked for on the public subscribe page by `client` (the browser's address,
+    /// which the notice limits count): sends the double opt-in confirmation, or says why there is
+    /// nothing to confirm (a closed list; a refused address).
+    fn web_subscribe(
+        &self,
+        list: Address,
+        address: Address,
+        client: std::net::IpAddr,
+    ) -> OpsFuture<'_, Option<String>>;
     /// Checks a confirmation token; with `apply: Some(client)`, carries the action out and
     /// records the confirming client (the browser's IP address) with the consent.
     fn confirm(&self, token: String, apply: Option<String>) -> OpsFuture<'_, ConfirmView>;

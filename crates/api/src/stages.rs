@@ -68,6 +68,17 @@ impl ListOps for Lists {
         })
     }
 
+    fn web_subscribe(
+        &self,
+        list: Address,
+        address: Address,
+        client: std::net::IpAddr,
+    ) -> OpsFuture<'_, Option<String>> {
+        Box::pin(async move {
+            Ok(Lists::request_from(self, &list, &address, Action::Subscribe, Some(client)).await?)
+        })
+    }
+
     fn confirm(&self, token: String, apply: Option<String>) -> OpsFuture<'_, ConfirmView> {
         Box::pin(async move {
             let consent = apply.map(|client| Consent::now(ConsentSource::Web, Some(&client)));

@@ -99,8 +99,21 @@ impl Lists {
         who: &Address,
         action: Action,
     ) -> Result<Option<String>, ListsError> {
+        self.request_from(list, who, action, None).await
+    }
+
+    /// [`Lists::request`] made by `client` (the public subscribe page's browser): the
+    /// confirmation counts against that client's `[notice_limits]` too, so one client cannot
+    /// mail-bomb many addresses through the form.
+    pub async fn request_from(
+        &self,
+        list: &Address,
+        who: &Address,
+        action: Action,
+        client: Option<std::net::IpAddr>,
+    ) -> Result<Option<String>, ListsError> {
         let list = self.list(list).await?;
-        self.start(&list, who, action, None).await
+        self.start(&list, who, action, client).await
     }
 
     /// Sends the double opt-in confirmation; returns a text for the requester when there is

@@ -194,6 +194,22 @@ pub struct ModerationGrant {
 
 const CONFIRM_DOMAIN: &[u8] = b"herald-confirm\0";
 const MODERATE_DOMAIN: &[u8] = b"herald-moderate\0";
+const FORM_DOMAIN: &[u8] = b"herald-form\0";
+
+/// Signs a public form for `list` as served at `issued_unix_secs` (the subscribe page's
+/// time-token: a bot that posts without fetching the form, or faster than a person can type, is
+/// told apart without a CAPTCHA).
+pub fn form_token(secret: &[u8], list: &Address, issued_unix_secs: u64) -> String {
+    sign(secret, FORM_DOMAIN, &format!("{issued_unix_secs}|{list}"))
+}
+
+/// When the form token for `list` was issued, if it is one of ours (MAC in constant time).
+pub fn form_token_issued(secret: &[u8], list: &Address, token: &str) -> Option<u64> {
+    let text = open(secret, FORM_DOMAIN, token)?;
+    let (issued, signed_list) = text.split_once('|')?;
+    (Address::parse(signed_list).ok()? == *list).then_some(())?;
+    issued.parse().ok()
+}
 
 fn mac(secret: &[u8], domain: &[u8], payload: &[u8]) -> HmacSha256 {
     let mut m = keyed_mac(secret);
@@ -488,5 +504,25 @@ mod erasure_tests {
         assert_eq!(erasure_hash(b"k1", &a), erasure_hash(b"k1", &b));
         assert_ne!(erasure_hash(b"k1", &a), erasure_hash(b"k2", &a));
         assert!(!erasure_hash(b"k1", &a).contains("alice"));
+    }
+}
+
+#[cfg(test)]
+mod form_token_tests {
+    use super::*;
+
+    #[test]
+    fn form_tokens_are_bound_to_the_list_and_the_secret() {
+        let list = Address::parse("dev@l.test").unwrap();
+        let other = Address::parse("ann@l.test").unwrap();
+        let t = form_token(b"s", &list, 1000);
+        assert_eq!(form_token_issued(b"s", &list, &t), Some(1000));
+        assert_eq!(form_token_issued(b"s", &other, &t), None);
+        assert_eq!(form_token_issued(b"x", &list, &t), None);
+        assert_eq!(form_token_issued(b"s", &list, "garbage"), None);
+        assert_eq!(form_token_issued(b"s", &list, &"A".repeat(10_000)), None);
+        // A confirmation token is not a form token.
+        let c = confirmation_token(b"s", Action::Subscribe, &list, &list, 2000);
+        assert_eq!(form_token_issued(b"s", &list, &c), None);
     }
 }

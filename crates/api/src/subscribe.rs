@@ -1,0 +1,200 @@
+//! The public subscribe page (issue 15 item 3): `GET /subscribe/<list>` serves a plain HTML form
+//! (no JavaScript, labelled fields); `POST` asks for the double opt-in confirmation, which is
+//! all it can ever do — the subscription happens only when the mailed link is confirmed.
+//!
+//! Protection against bot floods, without a CAPTCHA:
+//! - a honeypot field (`website`, hidden from people by CSS and `aria-hidden`, left empty by
+//!   them, filled by form-filling bots);
+//! - a signed time-token (`herald_types::token::form_token`): the form must have been fetched
+//!   from this server at least [`MIN_FORM_SECS`] before it is sent and at most
+//!   [`MAX_FORM_SECS`] before;
+//! - the `[notice_limits]` every confirmation passes: per recipient address (a forged
+//!   subscription cannot mail-bomb a victim), per client (the browser's address), per list and
+//!   for the whole server.
+//!
+//! Whatever happens to a well-formed request, the answer is the same page: a bot learns nothing,
+//! and nobody can probe who is a member, banned or suppressed. Only a closed list says so.
+//!
+//! SECURITY: public (see `auth::is_public`). Everything shown is escaped; the peer address comes
+//! from the socket, never from a header.
+
+use crate::unsubscribe::{escape, page};
+use crate::{ApiError, ApiState};
+use axum::extract::{ConnectInfo, Form, Path, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use herald_types::{Address, SubscriptionPolicy};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+type St = State<Arc<ApiState>>;
+
+/// A form sent sooner than this after it was served is a bot's.
+pub const MIN_FORM_SECS: u64 = 2;
+/// A form older than this is served again (its token has expired).
+pub const MAX_FORM_SECS: u64 = 2 * 3600;
+
+/// What the form sends.
+#[derive(Debug, serde::Deserialize)]
+pub struct SubscribeForm {
+    #[serde(default)]
+    pub email: String,
+    /// The honeypot.
+    #[serde(default)]
+    pub website: String,
+    /// The time-token.
+    #[serde(default)]
+    pub t: String,
+}
+
+fn now_secs() -> u64 {
+    herald_types::unix_ms_now() / 1000
+}
+
+/// The list at `list`, if it exists and takes subscriptions: `Err` is the page to answer.
+async fn open_list(s: &ApiState, list: &str) -> Result<Address, Response> {
+    let not_found = || {
+        (
+            StatusCode::NOT_FOUND,
+            Html(page(
+                "No such list",
+                "<p>There is no list at this address.</p>",
+            )),
+        )
+            .into_response()
+    };
+    let address = Address::parse(list).map_err(|_| not_found())?;
+    let dir = s.directory.clone();
+    let a = address.clone();
+    let found = tokio::task::spawn_blocking(move || dir.list_by_address(&a))
+        .await
+        .map_err(|e| ApiError::from(e).into_response())?
+        .map_err(|e| ApiError::from(e).into_response())?;
+    match found {
+        None => Err(not_found()),
+        Some(l) if l.settings.subscription == SubscriptionPolicy::Closed => Err((
+            StatusCode::FORBIDDEN,
+            Html(page(
+                "Closed list",
+                &format!(
+                    "<p>{} is a closed list: its administrators add members.</p>",
+                    escape(&l.address.to_string())
+                ),
+            )),
+        )
+            .into_response()),
+        Some(l) => Ok(l.address),
+    }
+}
+
+/// The form, with `error` shown next to the address field and `email` filled in again.
+fn form(s: &ApiState, list: &Address, email: &str, error: Option<&str>) -> String {
+    let token = herald_types::token::form_token(&s.secret, list, now_secs());
+    let list_text = escape(&list.to_string());
+    let error = error.map_or(String::new(), |e| {
+        format!(
+            "<p id=\"email-error\" role=\"alert\"><strong>{}</strong></p>",
+            escape(e)
+        )
+    });
+    let described = if error.is_empty() {
+        ""
+    } else {
+        " aria-describedby=\"email-error\""
+    };
+    page(
+        &format!("Subscribe to {list}"),
+        &format!(
+            "<form method=\"post\" action=\"/subscribe/{list_text}\">\
+             <p><label for=\"email\">Your e-mail address</label><br>\
+             <input id=\"email\" name=\"email\" type=\"email\" required autocomplete=\"email\" \
+             size=\"40\" value=\"{email}\"{described}></p>{error}\
+             <div style=\"position:absolute;left:-10000px\" aria-hidden=\"true\">\
+             <label for=\"website\">Leave this empty</label>\
+             <input id=\"website\" name=\"website\" type=\"text\" tabindex=\"-1\" autocomplete=\"off\"></div>\
+             <input type=\"hidden\" name=\"t\" value=\"{token}\">\
+             <p><button type=\"submit\">Subscribe</button></p>\
+             <p>We will send a message to this address; the subscription starts when you follow \
+             its link.</p></form>",
+            email = escape(email),
+        ),
+    )
+}
+
+/// `GET /subscribe/<list>`.
+pub async fn show(State(s): St, Path(list): Path<String>) -> Response {
+    match open_list(&s, &list).await {
+        Ok(list) => Html(form(&s, &list, "", None)).into_response(),
+        Err(page) => page,
+    }
+}
+
+/// `POST /subscribe/<list>`.
+pub async fn submit(
+    State(s): St,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(list): Path<String>,
+    Form(f): Form<SubscribeForm>,
+) -> Response {
+    let list = match open_list(&s, &list).await {
+        Ok(list) => list,
+        Err(page) => return page,
+    };
+    let again = |error: &str, status: StatusCode| {
+        (status, Html(form(&s, &list, f.email.trim(), Some(error)))).into_response()
+    };
+    let Ok(address) = Address::parse(f.email.trim()) else {
+        return again(
+            "This is not an e-mail address we can write to.",
+            StatusCode::BAD_REQUEST,
+        );
+    };
+    let client = peer.ip().to_canonical();
+    let sent = || {
+        Html(page(
+            "Check your mailbox",
+            &format!(
+                "<p>If {} can subscribe to {}, a confirmation message is on its way. \
+                 Follow its link to finish; nothing happens until then.</p>",
+                escape(&address.to_string()),
+                escape(&list.to_string())
+            ),
+        ))
+        .into_response()
+    };
+    let issued = herald_types::token::form_token_issued(&s.secret, &list, &f.t);
+    let age = issued.map(|at| now_secs().saturating_sub(at));
+    match age {
+        None => {
+            return again(
+                "This form has expired. Please send it again.",
+                StatusCode::BAD_REQUEST,
+            )
+        }
+        Some(a) if a > MAX_FORM_SECS => {
+            return again(
+                "This form has expired. Please send it again.",
+                StatusCode::BAD_REQUEST,
+            )
+        }
+        _ => {}
+    }
+    if !f.website.is_empty() || age.is_some_and(|a| a < MIN_FORM_SECS) {
+        tracing::info!(list = %list, %client, honeypot = !f.website.is_empty(), "subscribe form: looks like a bot; nothing sent");
+        return sent();
+    }
+    match s
+        .lists
+        .web_subscribe(list.clone(), address.clone(), client)
+        .await
+    {
+        Ok(None) => sent(),
+        Ok(Some(why)) => {
+            // A refused address (banned, suppressed, erased) gets the same page: the form must
+            // not tell strangers who is on which list.
+            tracing::info!(list = %list, %client, reason = %why, "subscribe form: nothing to confirm");
+            sent()
+        }
+        Err(e) => e.into_response(),
+    }
+}
