@@ -567,6 +567,101 @@ async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
     let n = delivered(&world, "victim@d0.test").len();
     assert!((1..=3).contains(&n), "the victim got {n} confirmations");
 
+    // The member manages their own subscriptions: the form mails a link (a stranger asking
+    // gets the same page and no mail); the link's page changes name and delivery, downloads
+    // their data and unsubscribes.
+    let manage = format!("{}/manage", server.api);
+    let (st, html) = call(&browser, "GET", &manage, None, None).await;
+    assert_eq!(st, 200, "{html}");
+    let t = form_token(&html);
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    for who in [NEWBIE, "stranger@d1.test"] {
+        let (st, page) = post_form(&browser, &manage, &[("email", who), ("t", &t)]).await;
+        assert_eq!(st, 200, "{page}");
+        assert!(page.contains("Check your mailbox"), "{page}");
+    }
+    let link = wait_for("the subscriptions link", || {
+        delivered(&world, NEWBIE).iter().rev().find_map(|raw| {
+            let msg = mail_parser::MessageParser::default().parse(raw)?;
+            (msg.subject()? == "your subscriptions").then_some(())?;
+            msg.body_text(0)?
+                .split_whitespace()
+                .find(|w| w.contains("/manage/"))
+                .map(str::to_string)
+        })
+    })
+    .await;
+    assert!(delivered(&world, "stranger@d1.test").is_empty());
+    let (st, page) = call(&browser, "GET", &link, None, None).await;
+    assert_eq!(st, 200, "{page}");
+    assert!(
+        page.contains(LIST) && page.contains("Unsubscribe from"),
+        "{page}"
+    );
+    let (st, page) = post_form(
+        &browser,
+        &link,
+        &[
+            ("list", LIST),
+            ("action", "save"),
+            ("name", "New Bie"),
+            ("delivery", "nomail"),
+        ],
+    )
+    .await;
+    assert_eq!(st, 200, "{page}");
+    assert!(page.contains("Saved your settings"), "{page}");
+    let detail_url = format!("{}/api/lists/{LIST}/members/{NEWBIE}/detail", server.api);
+    let (_, detail) = call(
+        &reqwest::Client::new(),
+        "GET",
+        &detail_url,
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    let detail: MemberDetail = serde_json::from_str(&detail).expect("member detail");
+    assert_eq!(detail.delivery, herald_types::DeliveryMode::Nomail);
+    assert_eq!(detail.member.display_name.as_deref(), Some("New Bie"));
+    // A name that would break a header is refused, and nothing changes.
+    let (st, _) = post_form(
+        &browser,
+        &link,
+        &[
+            ("list", LIST),
+            ("action", "save"),
+            ("name", "Evil\r\nBcc: x@y.test"),
+        ],
+    )
+    .await;
+    assert_eq!(st, 400);
+    let (st, data) = call(&browser, "GET", &format!("{link}/data"), None, None).await;
+    assert_eq!(st, 200, "{data}");
+    assert!(
+        data.contains("New Bie") && data.contains("\"source\":\"web\""),
+        "{data}"
+    );
+    let (st, page) = post_form(
+        &browser,
+        &link,
+        &[("list", LIST), ("action", "unsubscribe")],
+    )
+    .await;
+    assert_eq!(st, 200, "{page}");
+    assert!(page.contains("You are unsubscribed"), "{page}");
+    let (st, _) = call(
+        &reqwest::Client::new(),
+        "GET",
+        &detail_url,
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert_eq!(st, 404, "unsubscribed");
+    let forged = link.replace("/manage/", "/manage/x");
+    let (st, _) = call(&browser, "GET", &forged, None, None).await;
+    assert_eq!(st, 403);
+
     // An unknown list is not found.
     let (st, page) = call(
         &browser,

@@ -95,6 +95,9 @@ fn is_public(method: &Method, path: &str) -> bool {
         || path.starts_with("/confirm/")
         // The public subscribe page (double opt-in: it only ever sends a confirmation).
         || path.starts_with("/subscribe/")
+        // A member's own subscriptions: the form mails a link; the pages need its token.
+        || path == "/manage"
+        || path.starts_with("/manage/")
         || path.starts_with("/assets/")
         || (path == "/login" && method == Method::POST)
         // The web archive: its pages serve public archives only (herald_archive::web).

@@ -20,6 +20,7 @@ mod dashboard;
 mod error;
 mod lists_ops;
 mod live;
+mod manage;
 mod people;
 mod postmaster;
 mod reports;
@@ -173,6 +174,9 @@ pub fn router(state: Arc<ApiState>) -> Router {
             post(lists_ops::digest_send_now),
         )
         .route("/api/tls-report/send", post(lists_ops::tls_report_send))
+        .route("/manage", get(manage::ask).post(manage::send_link))
+        .route("/manage/{token}", get(manage::show).post(manage::change))
+        .route("/manage/{token}/data", get(manage::data))
         .route(
             "/subscribe/{list}",
             get(subscribe::show).post(subscribe::submit),

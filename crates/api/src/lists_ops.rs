@@ -48,6 +48,9 @@ pub trait ListOps: Send + Sync + 'static {
         address: Address,
         client: std::net::IpAddr,
     ) -> OpsFuture<'_, Option<String>>;
+    /// Mails `address` the link to its own subscriptions page, asked for by `client` on the
+    /// public page (nothing when it is on no list).
+    fn manage_link(&self, address: Address, client: std::net::IpAddr) -> OpsFuture<'_, ()>;
     /// Checks a confirmation token; with `apply: Some(client)`, carries the action out and
     /// records the confirming client (the browser's IP address) with the consent.
     fn confirm(&self, token: String, apply: Option<String>) -> OpsFuture<'_, ConfirmView>;

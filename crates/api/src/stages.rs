@@ -79,6 +79,10 @@ impl ListOps for Lists {
         })
     }
 
+    fn manage_link(&self, address: Address, client: std::net::IpAddr) -> OpsFuture<'_, ()> {
+        Box::pin(async move { Ok(Lists::send_manage_link(self, &address, Some(client)).await?) })
+    }
+
     fn confirm(&self, token: String, apply: Option<String>) -> OpsFuture<'_, ConfirmView> {
         Box::pin(async move {
             let consent = apply.map(|client| Consent::now(ConsentSource::Web, Some(&client)));

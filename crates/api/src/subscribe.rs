@@ -34,7 +34,7 @@ pub const MIN_FORM_SECS: u64 = 2;
 /// A form older than this is served again (its token has expired).
 pub const MAX_FORM_SECS: u64 = 2 * 3600;
 
-/// What the form sends.
+/// What the form sends (the subscriptions page's link form too).
 #[derive(Debug, serde::Deserialize)]
 pub struct SubscribeForm {
     #[serde(default)]

@@ -58,6 +58,29 @@ impl Directory {
         })
     }
 
+    /// Sets (or with `None` clears) a member's display name, checked like any name. False if the
+    /// address is not on the list.
+    pub fn set_display_name(
+        &self,
+        list: ListId,
+        address: &Address,
+        name: Option<&str>,
+    ) -> Result<bool, DirectoryError> {
+        if let Some(n) = name {
+            crate::model::check_name(n).map_err(|e| DirectoryError::invalid("name", e))?;
+        }
+        self.store.write(|tx| {
+            ensure_list(tx, list)?;
+            let n = tx
+                .prepare_cached(
+                    "UPDATE members SET display_name = ?3 WHERE list_id = ?1 AND address = ?2",
+                )
+                .and_then(|mut st| st.execute(params![list.0, address.to_string(), name]))
+                .map_err(storage("set display name"))?;
+            Ok(n > 0)
+        })
+    }
+
     /// A member's delivery mode; `None` if the address is not on the list.
     pub fn delivery(
         &self,

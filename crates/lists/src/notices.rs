@@ -102,6 +102,19 @@ pub fn confirmation(
     }
 }
 
+/// The link to a member's own subscriptions page (`url`), asked for on the public page.
+pub fn manage_link(who: &Address, url: &str, hours: u64) -> Notice {
+    Notice {
+        subject: "your subscriptions".to_string(),
+        text: format!(
+            "Somebody (probably you) asked for a link to manage the subscriptions of {who}.\n\n\
+             Open this link within {hours} hours to see your lists, change your name or delivery\n\
+             (single posts, digests, no mail) or unsubscribe:\n\n  {url}\n\n\
+             If you did not ask for this, ignore this message: nothing changes.\n"
+        ),
+    }
+}
+
 /// The answer to request mail (`text`: what was done, or the help).
 pub fn request_reply(list: &Address, text: String) -> Notice {
     Notice {

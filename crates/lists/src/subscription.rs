@@ -19,6 +19,9 @@ use herald_spool::SpooledPost;
 use herald_types::token::{self, Action, Confirmation, Moderation};
 use herald_types::{Address, List, MemberStatus, NoticeKind, SubscriptionPolicy};
 
+/// How long a mailed subscriptions-page link stays valid.
+pub const MANAGE_LINK_HOURS: u64 = 24;
+
 /// How the directory's bounce-disable reasons begin (`herald_directory` bounces.rs).
 const BOUNCE_REASON_PREFIX: &str = "bounce score";
 
@@ -114,6 +117,30 @@ impl Lists {
     ) -> Result<Option<String>, ListsError> {
         let list = self.list(list).await?;
         self.start(&list, who, action, client).await
+    }
+
+    /// Mails `who` the link to their own subscriptions page (asked for by `client` on the public
+    /// page), from the first list they are a member of; nothing when they are on none (the page
+    /// does not say which). The link is valid for `MANAGE_LINK_HOURS`.
+    pub async fn send_manage_link(
+        &self,
+        who: &Address,
+        client: Option<std::net::IpAddr>,
+    ) -> Result<(), ListsError> {
+        let (dir, w) = (self.enqueuer.directory.clone(), who.clone());
+        let person = tokio::task::spawn_blocking(move || dir.person(&w)).await??;
+        let Some(first) = person.memberships.first() else {
+            tracing::info!(%who, "subscriptions link not sent: not a member of any list");
+            return Ok(());
+        };
+        let list_address = Address::parse(&first.list).map_err(|_| ListsError::InvalidToken)?;
+        let list = self.list(&list_address).await?;
+        let expires = herald_types::unix_ms_now() / 1000 + MANAGE_LINK_HOURS * 3600;
+        let token = token::manage_token(&self.secret, who, expires);
+        let url = format!("{}/manage/{token}", self.public_base_url);
+        let notice = notices::manage_link(who, &url, MANAGE_LINK_HOURS);
+        self.send_notice(&list, who, &notice, NoticeKind::Confirmation, client)
+            .await
     }
 
     /// Sends the double opt-in confirmation; returns a text for the requester when there is

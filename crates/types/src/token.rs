@@ -195,6 +195,27 @@ pub struct ModerationGrant {
 const CONFIRM_DOMAIN: &[u8] = b"herald-confirm\0";
 const MODERATE_DOMAIN: &[u8] = b"herald-moderate\0";
 const FORM_DOMAIN: &[u8] = b"herald-form\0";
+const MANAGE_DOMAIN: &[u8] = b"herald-manage\0";
+
+/// Signs the link to `address`'s own subscriptions page, valid until `expires_unix_secs`
+/// (mailed to the address: following it proves the mailbox, as a confirmation does).
+pub fn manage_token(secret: &[u8], address: &Address, expires_unix_secs: u64) -> String {
+    sign(
+        secret,
+        MANAGE_DOMAIN,
+        &format!("{expires_unix_secs}|{address}"),
+    )
+}
+
+/// The address a subscriptions-page token was signed for, if valid and unexpired.
+pub fn verify_manage(secret: &[u8], token: &str, now_unix_secs: u64) -> Option<Address> {
+    let text = open(secret, MANAGE_DOMAIN, token)?;
+    let (expires, address) = text.split_once('|')?;
+    if now_unix_secs > expires.parse::<u64>().ok()? {
+        return None;
+    }
+    Address::parse(address).ok()
+}
 
 /// Signs a public form for `list` as served at `issued_unix_secs` (the subscribe page's
 /// time-token: a bot that posts without fetching the form, or faster than a person can type, is
@@ -524,5 +545,23 @@ mod form_token_tests {
         // A confirmation token is not a form token.
         let c = confirmation_token(b"s", Action::Subscribe, &list, &list, 2000);
         assert_eq!(form_token_issued(b"s", &list, &c), None);
+    }
+}
+
+#[cfg(test)]
+mod manage_token_tests {
+    use super::*;
+
+    #[test]
+    fn manage_tokens_expire_and_belong_to_their_domain() {
+        let a = Address::parse("m@d.test").unwrap();
+        let t = manage_token(b"s", &a, 100);
+        assert_eq!(verify_manage(b"s", &t, 100), Some(a.clone()));
+        assert_eq!(verify_manage(b"s", &t, 101), None);
+        assert_eq!(verify_manage(b"x", &t, 50), None);
+        let list = Address::parse("l@d.test").unwrap();
+        let c = confirmation_token(b"s", Action::Subscribe, &list, &a, 100);
+        assert_eq!(verify_manage(b"s", &c, 50), None);
+        assert_eq!(verify_manage(b"s", "", 50), None);
     }
 }
