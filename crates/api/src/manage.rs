@@ -113,18 +113,21 @@ pub async fn send_link(
     .into_response()
 }
 
-/// The address a token opens, or the page saying the link is not valid.
-fn opened(s: &ApiState, token: &str) -> Result<Address, Response> {
-    herald_types::token::verify_manage(&s.secret, token, now_secs()).ok_or_else(|| {
-        (
-            StatusCode::FORBIDDEN,
-            Html(page(
-                "Link not valid",
-                "<p>This link is not valid or has expired. <a href=\"/manage\">Ask for a new one.</a></p>",
-            )),
-        )
-            .into_response()
-    })
+/// The address a token opens.
+fn opened(s: &ApiState, token: &str) -> Option<Address> {
+    herald_types::token::verify_manage(&s.secret, token, now_secs())
+}
+
+/// The page for a link that is not valid (forged, expired).
+fn invalid_link() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        Html(page(
+            "Link not valid",
+            "<p>This link is not valid or has expired. <a href=\"/manage\">Ask for a new one.</a></p>",
+        )),
+    )
+        .into_response()
 }
 
 /// The subscriptions page of `who`, with `note` (what was just done) on top.
@@ -194,9 +197,8 @@ fn delivery_label(d: DeliveryMode) -> &'static str {
 
 /// `GET /manage/<token>`.
 pub async fn show(State(s): St, Path(token): Path<String>) -> Response {
-    let who = match opened(&s, &token) {
-        Ok(w) => w,
-        Err(page) => return page,
+    let Some(who) = opened(&s, &token) else {
+        return invalid_link();
     };
     match subscriptions(&s, &token, &who, "").await {
         Ok(html) => Html(html).into_response(),
@@ -221,9 +223,8 @@ pub async fn change(
     Path(token): Path<String>,
     Form(f): Form<ManageForm>,
 ) -> Response {
-    let who = match opened(&s, &token) {
-        Ok(w) => w,
-        Err(page) => return page,
+    let Some(who) = opened(&s, &token) else {
+        return invalid_link();
     };
     match apply(&s, &who, f).await {
         Ok(note) => match subscriptions(&s, &token, &who, &note).await {
@@ -283,9 +284,8 @@ async fn apply(s: &ApiState, who: &Address, f: ManageForm) -> Result<String, Api
 
 /// `GET /manage/<token>/data`: the self-service download (GDPR article 15).
 pub async fn data(State(s): St, Path(token): Path<String>) -> Response {
-    let who = match opened(&s, &token) {
-        Ok(w) => w,
-        Err(page) => return page,
+    let Some(who) = opened(&s, &token) else {
+        return invalid_link();
     };
     let dir = s.directory.clone();
     match tokio::task::spawn_blocking(move || dir.person(&who)).await {
