@@ -203,6 +203,14 @@ pub const BARE_LINE_ENDING: Canned = Canned::new(
 /// A NUL octet in DATA (RFC 5321 §4.1.1.4: not allowed in text). Refused rather than stripped:
 /// a receiver that strips NULs would see `\r\n\0.\r\n` as the end of data (smuggling).
 pub const NUL_IN_DATA: Canned = Canned::new(550, 5, 6, 0, "Message refused: NUL octet in data");
+/// RFC 6531 §3.5: a UTF-8 address in a transaction whose MAIL did not say `SMTPUTF8`.
+pub const NEEDS_SMTPUTF8: Canned = Canned::new(
+    553,
+    5,
+    6,
+    7,
+    "Non-ASCII address needs MAIL FROM with the SMTPUTF8 parameter",
+);
 /// RFC 5321 §4.1.1.11: a MAIL or RCPT parameter we do not implement.
 pub const UNKNOWN_PARAMETER: Canned =
     Canned::new(555, 5, 5, 4, "Parameter not recognized or not implemented");
@@ -219,8 +227,9 @@ pub fn helo(hostname: &str) -> Reply {
     Reply::new(250, None, hostname.to_string())
 }
 
-/// The multi-line 250 answer to EHLO and LHLO: the extensions we implement. STARTTLS joins this
-/// list when TLS is configured (see [`ehlo_with`]).
+/// The multi-line 250 answer to EHLO and LHLO: the extensions we implement (RFC 3461 DSN: its
+/// parameters are accepted and kept for mail Herald relays on; RFC 6531 SMTPUTF8). STARTTLS
+/// joins this list when TLS is configured (see [`ehlo_with`]).
 pub fn ehlo(hostname: &str, limits: &Limits) -> Reply {
     ehlo_with(hostname, limits, false)
 }
@@ -230,7 +239,7 @@ pub fn ehlo(hostname: &str, limits: &Limits) -> Reply {
 pub fn ehlo_with(hostname: &str, limits: &Limits, starttls: bool) -> Reply {
     let tls = if starttls { "\nSTARTTLS" } else { "" };
     let text = format!(
-        "{hostname}\nPIPELINING\nSIZE {}\n8BITMIME\nENHANCEDSTATUSCODES{tls}",
+        "{hostname}\nPIPELINING\nSIZE {}\n8BITMIME\nENHANCEDSTATUSCODES\nDSN\nSMTPUTF8{tls}",
         limits.max_message_octets
     );
     Reply::new(250, None, text)
@@ -320,7 +329,7 @@ mod tests {
         let wire = ehlo("mx.example", &Limits::default()).to_wire();
         assert_eq!(
             wire,
-            "250-mx.example\r\n250-PIPELINING\r\n250-SIZE 26214400\r\n250-8BITMIME\r\n250 ENHANCEDSTATUSCODES\r\n"
+            "250-mx.example\r\n250-PIPELINING\r\n250-SIZE 26214400\r\n250-8BITMIME\r\n250-ENHANCEDSTATUSCODES\r\n250-DSN\r\n250 SMTPUTF8\r\n"
         );
         assert_eq!(
             greeting("mx.example", "LMTP").to_wire(),
