@@ -241,6 +241,7 @@ impl Batch<'_> {
                 return_path: &return_paths[i],
                 rcpt: &rcpts[i],
                 body: &bufs[i],
+                dsn: jobs[i].post.dsn.as_ref(),
             })
             .collect();
         let gauges = ctx.telemetry.gauges();
