@@ -11,8 +11,8 @@
 //! an atom of at most 32. `NOTIFY` values may not repeat, and `NEVER` stands alone (§4.1).
 //!
 //! SECURITY: every value comes from a peer. `xtext` (§4) admits only printable ASCII other than
-//! `+` and `=`, which it escapes as `+XX` (upper-case hex); a decoded `ORCPT` address must be
-//! printable ASCII too, so no escaped CR, LF or NUL hides in it. Values are spliced into the
+//! `+` and `=`, which it escapes as `+XX` (upper-case hex); a decoded `ENVID` or `ORCPT` must be
+//! printable ASCII too (§4.4, §4.2), so no escaped CR, LF or NUL hides in it. Values are spliced into the
 //! MAIL and RCPT commands of the next hop only after this validation.
 
 use serde::{Deserialize, Serialize};
@@ -83,7 +83,9 @@ impl XText {
         if v.len() > MAX_ENVID_LEN {
             return Err(DsnError::TooLong("ENVID"));
         }
-        if v.is_empty() || decode_xtext(v).is_none() {
+        // §4.4: the identifier itself is printable US-ASCII (graphic and space).
+        let printable = |d: Vec<u8>| d.iter().all(|b| (b' '..=b'~').contains(b));
+        if v.is_empty() || !decode_xtext(v).is_some_and(printable) {
             return Err(DsnError::BadXtext("ENVID"));
         }
         Ok(XText(v.to_string()))
@@ -343,6 +345,8 @@ mod tests {
             "a+2",
             "a+2g",
             "a+0d",
+            "a+0D+0AQUIT",
+            "a+00",
             "a b",
             "caf\u{e9}",
             "a\u{7f}",
