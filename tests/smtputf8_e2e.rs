@@ -251,3 +251,75 @@ async fn international_members_get_their_copies_where_the_receiver_can_take_them
     assert!(lines[0].contains("dsn=5.6.7"), "{}", lines[0]);
     assert!(lines[0].contains("SMTPUTF8"), "{}", lines[0]);
 }
+
+/// One SMTPUTF8 transaction to `rcpt`; returns the reply to the end of DATA.
+async fn send_utf8(server: &TestServer, from: &str, rcpt: &str, msg: &str) -> String {
+    let (mut c, _) = Smtp::connect(server.smtp).await;
+    c.cmd("EHLO front.test").await;
+    assert!(c
+        .cmd(&format!("MAIL FROM:<{from}> SMTPUTF8"))
+        .await
+        .starts_with("250"));
+    let r = c.cmd(&format!("RCPT TO:<{rcpt}>")).await;
+    assert!(r.starts_with("250"), "{r}");
+    assert!(c.cmd("DATA").await.starts_with("354"));
+    c.send_raw(format!("{msg}.\r\n").as_bytes()).await;
+    let r = c.reply().await;
+    c.cmd("QUIT").await;
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_international_address_subscribes_by_mail_command() {
+    let (world, server, _dir) = start().await;
+    let api = server.api.clone();
+    let request = format!(
+        "From: {CJK}\r\nTo: dev-request@lists.test\r\nSubject: subscribe\r\n\
+         Message-ID: <sub@xn--fsqu00a.test>\r\n\r\nsubscribe\r\n"
+    );
+    let r = send_utf8(&server, CJK, "dev-request@lists.test", &request).await;
+    assert!(r.starts_with("250"), "{r}");
+    // The confirmation reaches the UTF-8 mailbox over SMTPUTF8, its token in the subject.
+    let subject = wait_for("the confirmation", || {
+        let copy = copies_for(&world, CJK_WIRE).pop()?;
+        assert!(copy.smtputf8);
+        let msg = mail_parser::MessageParser::default().parse(copy.message.as_deref()?)?;
+        msg.subject().map(str::to_string)
+    })
+    .await;
+    assert!(subject.starts_with("confirm "), "{subject}");
+    let (st, _) = http(
+        "GET",
+        &format!("{api}/api/lists/{LIST}/members/{CJK}"),
+        None,
+    )
+    .await;
+    assert_eq!(st, 404, "not a member before confirming");
+    // The reply confirms.
+    let reply = format!(
+        "From: {CJK}\r\nTo: dev-request@lists.test\r\nSubject: Re: {subject}\r\n\
+         Message-ID: <conf@xn--fsqu00a.test>\r\n\r\nyes\r\n"
+    );
+    let r = send_utf8(&server, CJK, "dev-request@lists.test", &reply).await;
+    assert!(r.starts_with("250"), "{r}");
+    let started = Instant::now();
+    loop {
+        let (st, body) = http(
+            "GET",
+            &format!("{api}/api/lists/{LIST}/members/{CJK}"),
+            None,
+        )
+        .await;
+        if st == 200 {
+            assert!(body.to_string().contains(CJK_WIRE), "{body}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "not subscribed: {st} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.stop().await;
+    world.shutdown().await;
+}
