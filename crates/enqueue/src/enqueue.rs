@@ -419,7 +419,7 @@ impl Enqueuer {
             hold_reason: draft.hold_reason,
             null_sender: draft.null_sender,
             audience: draft.audience,
-            dsn: draft.dsn,
+            dsn: draft.dsn.map(Box::new),
         };
         let body = draft.body;
         let id = self.spool.accept(meta.clone(), body.clone()).await?;

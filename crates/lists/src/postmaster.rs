@@ -128,7 +128,7 @@ impl Postmaster {
         enq.enqueue(Submission::Server {
             from: post.meta.list_address.clone(),
             to: self.forward.clone(),
-            dsn: post.meta.dsn.clone(),
+            dsn: post.meta.dsn.as_deref().cloned(),
             body,
         })
         .await

@@ -166,7 +166,8 @@ pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
         None => (line, None),
     };
     let is = |name: &str| verb.eq_ignore_ascii_case(name);
-    if !line.is_ascii() && !(is("MAIL") || is("RCPT")) {
+    let utf8_allowed = is("MAIL") || is("RCPT");
+    if !utf8_allowed && !line.is_ascii() {
         return Err(ParseError::InvalidCharacter);
     }
     if is("HELO") || is("EHLO") || is("LHLO") {

@@ -66,7 +66,8 @@ pub struct PostMeta {
     /// on to the receivers that offer DSN (a postmaster forward). Left out of the record when
     /// absent, so journals written before it read back the same.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dsn: Option<herald_types::Dsn>,
+    /// Boxed: rare, and it would double the size of every record in memory.
+    pub dsn: Option<Box<herald_types::Dsn>>,
 }
 
 /// What inbound hands to fan-out once `accept` has returned.

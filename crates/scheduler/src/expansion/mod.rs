@@ -263,7 +263,7 @@ pub async fn expand_generated(
         accepted_at_ms: meta.received_at_ms,
         max_age_ms: GENERATED_MAX_AGE_MS,
         window: Arc::new(tokio::sync::Semaphore::new(ctx.post_window)),
-        dsn: meta.dsn,
+        dsn: meta.dsn.map(|d| *d),
     });
     let already_done = done.as_ref().map_or(0, |d| d.len());
     let jobs: Vec<Job> = meta

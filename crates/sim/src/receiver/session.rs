@@ -223,7 +223,8 @@ impl Session {
                 dsn.push(String::from_utf8_lossy(p).into_owned());
             }
         }
-        if !path.is_ascii() && !(ext.smtputf8 && utf8_ok) {
+        let utf8_taken = ext.smtputf8 && utf8_ok;
+        if !utf8_taken && !path.is_ascii() {
             return Err(reply::NEEDS_SMTPUTF8);
         }
         Ok(dsn.join(" "))
