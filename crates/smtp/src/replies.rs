@@ -40,11 +40,10 @@ impl Canned {
     /// The same code and enhanced status with a more specific text (e.g. which address rule
     /// failed). The detail must not contain CR or LF; callers pass validated error texts.
     pub fn with_detail(&self, detail: &str) -> Reply {
-        let clean: String = detail.chars().filter(|c| !c.is_control()).collect();
         Reply::new(
             self.code,
             Some(self.enhanced),
-            format!("{}: {clean}", self.text),
+            format!("{}: {}", self.text, ascii_text(detail)),
         )
     }
 
@@ -52,6 +51,22 @@ impl Canned {
     pub fn matches(&self, reply: &Reply) -> bool {
         reply.code == self.code && reply.enhanced == Some(self.enhanced)
     }
+}
+
+/// Reply text as printable ASCII: control characters dropped, characters beyond ASCII (from a
+/// UTF-8 address, RFC 6531) written as `\u{…}` escapes. RFC 6531 allows UTF-8 in replies only
+/// to clients that sent SMTPUTF8, and a reply names addresses for people to read in a bounce:
+/// an escape is unambiguous everywhere.
+fn ascii_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars().filter(|c| !c.is_control()) {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            out.extend(c.escape_unicode());
+        }
+    }
+    out
 }
 
 impl From<Canned> for Reply {
@@ -260,7 +275,7 @@ pub fn no_such_list(rcpt: &herald_types::Address) -> Reply {
     Reply::new(
         NO_SUCH_RECIPIENT.code,
         Some(NO_SUCH_RECIPIENT.enhanced),
-        format!("<{rcpt}>: no such list here (relaying denied)"),
+        ascii_text(&format!("<{rcpt}>: no such list here (relaying denied)")),
     )
 }
 
@@ -282,7 +297,7 @@ pub fn guard_refused(reason: &str) -> Reply {
     Reply::new(
         GUARD_REFUSED.code,
         Some(GUARD_REFUSED.enhanced),
-        format!("Message refused by the list: {reason}"),
+        ascii_text(&format!("Message refused by the list: {reason}")),
     )
 }
 
@@ -296,7 +311,7 @@ pub fn sender_banned(
     Reply::new(
         GUARD_REFUSED.code,
         Some(GUARD_REFUSED.enhanced),
-        format!("<{sender}> is banned from {list} ({ban})"),
+        ascii_text(&format!("<{sender}> is banned from {list} ({ban})")),
     )
 }
 
@@ -322,6 +337,13 @@ mod tests {
             SYNTAX_ERROR.with_detail("a\r\nb").text,
             "Syntax error in parameters or arguments: ab"
         );
+        // Replies stay ASCII, whatever an address holds (RFC 6531).
+        let rcpt = herald_types::Address::parse("jörg@lists.example").expect("valid");
+        assert_eq!(
+            no_such_list(&rcpt).to_wire(),
+            "550 5.1.1 <j\\u{f6}rg@lists.example>: no such list here (relaying denied)\r\n"
+        );
+        assert!(SYNTAX_ERROR.with_detail("'\u{a0}' \u{85}").to_wire().is_ascii());
     }
 
     #[test]
