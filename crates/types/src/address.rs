@@ -415,6 +415,8 @@ mod tests {
         assert!(!Address::parse("a@b.example")
             .expect("valid")
             .needs_smtputf8());
+        // Mixed scripts are fine (RFC 6531 leaves the choice to the mailbox's owner).
+        assert!(Address::parse("jörg.用户.ñandú.Ωμέγα@例子.example").is_ok());
         // Quoted UTF-8 local parts (RFC 6531 qtextSMTP).
         assert!(Address::parse("\"jörg m\"@example.org").is_ok());
     }
