@@ -343,7 +343,10 @@ mod tests {
             no_such_list(&rcpt).to_wire(),
             "550 5.1.1 <j\\u{f6}rg@lists.example>: no such list here (relaying denied)\r\n"
         );
-        assert!(SYNTAX_ERROR.with_detail("'\u{a0}' \u{85}").to_wire().is_ascii());
+        assert!(SYNTAX_ERROR
+            .with_detail("'\u{a0}' \u{85}")
+            .to_wire()
+            .is_ascii());
     }
 
     #[test]

@@ -23,6 +23,10 @@
 //! command gets exactly one reply, in order; in LMTP the end of DATA gets one reply per
 //! successful RCPT (RFC 2033 §4.2). Recipients handed over are distinct.
 //!
+//! International addresses (RFC 6531): a UTF-8 reverse path needs `SMTPUTF8` on its MAIL, and
+//! a UTF-8 forward path a transaction whose MAIL had it; otherwise `553 5.6.7`. DSN parameters
+//! (RFC 3461) reach the handler with the envelope (`MailParams`, `Envelope::rcpt_params`).
+//!
 //! Limits: see [`Limits`]; with [`Session::with_budget`] message bodies are also bounded by the
 //! global [`BufferBudget`] (`452 4.3.1` when it is spent); `max_errors` counts permanent (5xx) replies to commands, refused
 //! recipients and refused message contents, not the handler's verdicts on a finished message.
