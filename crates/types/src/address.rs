@@ -121,7 +121,8 @@ impl Address {
         }
         match idna::domain_to_unicode(&self.domain) {
             (unicode, Ok(())) => unicode,
-            // Cannot happen for a domain normalize_domain accepted; the A-label form is exact.
+            // A malformed A-label kept from an older Herald (see `normalize_domain`): shown as
+            // stored, the exact form.
             (_, Err(_)) => self.domain.clone(),
         }
     }
@@ -277,10 +278,14 @@ fn normalize_domain(domain: &str) -> Result<String, AddressError> {
     if domain.starts_with('[') {
         return Err(AddressError::AddressLiteral);
     }
-    // An IDN (U-labels, or A-labels to be checked): UTS-46 with IDNA2008's rules (STD3 ASCII,
-    // hyphen and bidi checks, DNS lengths), non-transitional. A U-label domain longer than four
-    // times the DNS limit cannot fit it in A-label form: refused before the work.
-    let domain = if !domain.is_ascii() || domain.split('.').any(is_a_label) {
+    // An IDN written in Unicode: UTS-46 with IDNA2008's rules (STD3 ASCII, hyphen and bidi
+    // checks, DNS lengths), non-transitional, to A-labels. A U-label domain longer than four
+    // times the DNS limit cannot fit it in A-label form: refused before the work. An ASCII
+    // domain is only lower-cased and checked by the LDH rules below, A-labels included, as
+    // before issue 19: a valid A-label is already in the form UTS-46 gives (`XN--ZCA` and
+    // `ß` both become `xn--zca`), and refusing a malformed one now would make members an older
+    // Herald stored unreadable (it can receive no mail either way: DNS has no such name).
+    let domain = if !domain.is_ascii() {
         if domain.len() > 4 * MAX_DOMAIN_LEN {
             return Err(AddressError::DomainTooLong);
         }
@@ -482,10 +487,8 @@ mod tests {
         assert_eq!(Address::parse(&nfd).expect("fits in NFC").local().len(), 64);
         let huge = format!("{}@ex.com", "o\u{308}".repeat(1000));
         assert_eq!(Address::parse(&huge), Err(AddressError::LocalTooLong));
-        // Invalid IDNs: bad punycode, disallowed code points, controls, overlong.
+        // Invalid IDNs: disallowed code points, controls, overlong.
         for input in [
-            "a@xn--zz.example",
-            "a@xn--.example",
             "a@ex\u{2028}.com",
             "a@ex\u{85}.com",
             "a@☃_.example",
@@ -500,6 +503,15 @@ mod tests {
                 Address::parse(input)
             );
         }
+        // A malformed A-label in ASCII is kept as an older Herald stored it (LDH rules only),
+        // and shown as is.
+        let legacy = Address::parse("a@XN--ZZ.example").expect("as before issue 19");
+        assert_eq!(legacy.domain(), "xn--zz.example");
+        assert_eq!(legacy.domain_unicode(), "xn--zz.example");
+        assert!(matches!(
+            Address::parse("a@xn--.example"),
+            Err(AddressError::BadLabel(_))
+        ));
         let long = format!("a@{}", "ü".repeat(2000));
         assert_eq!(Address::parse(&long), Err(AddressError::DomainTooLong));
     }
