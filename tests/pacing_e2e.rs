@@ -88,6 +88,7 @@ fn provider_world(per_sec: u32, per_conn: u32) -> herald_sim::WorldConfig {
             profile: profile.clone(),
             starttls: false,
             dane: Default::default(),
+            extensions: Default::default(),
         });
     }
     cfg

@@ -42,6 +42,7 @@ pub fn world_config(profiles: &[Profile], keep_messages: bool) -> WorldConfig {
             profile: profile.clone(),
             starttls: false,
             dane: Default::default(),
+            extensions: Default::default(),
         });
     }
     cfg

@@ -208,6 +208,7 @@ mod tests {
                 hold_reason: None,
                 null_sender: false,
                 audience: Default::default(),
+                dsn: None,
             },
             body: bytes::Bytes::from(format!(
                 "From: a@x\r\nSubject: s\r\nMessage-ID: <{mid}>\r\n\r\nbody\r\n"

@@ -24,6 +24,7 @@ fn meta(n: u64) -> PostMeta {
         hold_reason: None,
         null_sender: false,
         audience: Default::default(),
+        dsn: None,
     }
 }
 

@@ -144,7 +144,12 @@ mod tests {
         assert_eq!(text, "@xn--bcher-kva.example");
         assert!(hit("@bücher.example", "x@xn--bcher-kva.example"));
         assert!(hit("Eve@BÜCHER.example", "eve@XN--BCHER-KVA.example"));
-        assert!(parse("ëve@example.com").is_err(), "non-ASCII local part");
+        // International addresses (RFC 6531): a UTF-8 local part is banned in its NFC form,
+        // so the NFD spelling of the same mailbox is caught too.
+        let (text, _) = parse("ëve@Bücher.example").expect("utf-8 local part");
+        assert_eq!(text, "ëve@xn--bcher-kva.example");
+        assert!(hit("ëve@bücher.example", "e\u{308}ve@bücher.example"));
+        assert!(!hit("ëve@example.com", "eve@example.com"));
     }
 
     /// Hostile patterns: refused with a reason that names the problem, never a panic.

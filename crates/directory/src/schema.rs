@@ -9,9 +9,12 @@
 //! - `AUTOINCREMENT` on both tables: a deleted row's id is never reused. Member ids only grow, so
 //!   "members of list L with id <= N" is a stable snapshot (the spool's recovery relies on it), and
 //!   a post spooled for a deleted list can never be fanned out to a new list that took its id.
-//! - Addresses are unique per list, compared with `COLLATE NOCASE`. `Address` is ASCII-only, so
-//!   NOCASE (ASCII folding) is a complete case fold. Mail systems in practice treat local parts
-//!   case-insensitively; two members differing only in case would receive every post twice.
+//! - Addresses are unique per list, compared with `COLLATE NOCASE`. Mail systems in practice
+//!   treat local parts case-insensitively; two members differing only in case would receive
+//!   every post twice. NOCASE folds ASCII only: domains are ASCII (IDNs are stored as
+//!   A-labels, `herald_types::Address`), and a UTF-8 local part (stored in NFC, so NFC and NFD
+//!   spellings are one row) compares its non-ASCII letters exactly — Unicode case folding of
+//!   local parts is the receiving host's business (RFC 6531 §3.2).
 //! - `members(list_id, id)` is the fan-out index: `members_page` is a range scan on it.
 //!
 //! Storage choices: list settings are one JSON column (`ListSettings` is `#[serde(default)]`, so a

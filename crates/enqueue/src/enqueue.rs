@@ -58,6 +58,9 @@ pub enum Submission {
     Postmaster {
         rcpt: Address,
         envelope_from: Option<Address>,
+        /// The DSN parameters (RFC 3461) of the transaction and of this recipient, kept for
+        /// the forward (`None`: there were none).
+        dsn: Option<herald_types::Dsn>,
         body: Bytes,
     },
     /// A list digest (issue 14, built by `herald-digest` from the archive): a list post for the
@@ -77,6 +80,9 @@ pub enum Submission {
     Server {
         from: Address,
         to: Vec<Address>,
+        /// DSN parameters to pass on to each recipient's server when it offers DSN (a
+        /// postmaster forward relays those the message to postmaster came with).
+        dsn: Option<herald_types::Dsn>,
         body: Bytes,
     },
 }
@@ -170,6 +176,7 @@ struct Draft {
     null_sender: bool,
     /// `ListPost`: the delivery mode whose members get it (a digest's; regular otherwise).
     audience: DeliveryMode,
+    dsn: Option<herald_types::Dsn>,
     body: Bytes,
 }
 
@@ -187,6 +194,7 @@ impl Draft {
             hold_reason: None,
             null_sender: false,
             audience: DeliveryMode::Regular,
+            dsn: None,
             body,
         }
     }
@@ -214,6 +222,7 @@ impl Enqueuer {
             Submission::Postmaster {
                 rcpt,
                 envelope_from,
+                dsn,
                 body,
             } => {
                 if body.len() as u64 > self.max_message_bytes {
@@ -223,6 +232,7 @@ impl Enqueuer {
                 }
                 let mut d = Draft::plain(PostKind::Postmaster, ListId::NONE, rcpt, body);
                 d.envelope_from = envelope_from;
+                d.dsn = dsn;
                 d
             }
             Submission::Digest {
@@ -247,10 +257,16 @@ impl Enqueuer {
                 }
                 Draft::plain(PostKind::Bounce, ListId::NONE, rcpt, body)
             }
-            Submission::Server { from, to, body } => {
+            Submission::Server {
+                from,
+                to,
+                dsn,
+                body,
+            } => {
                 let mut d = Draft::plain(PostKind::Generated, ListId::NONE, from, body);
                 d.recipients = to;
                 d.null_sender = true;
+                d.dsn = dsn;
                 d
             }
         };
@@ -346,6 +362,8 @@ impl Enqueuer {
             hold_reason,
             null_sender: false,
             audience: DeliveryMode::Regular,
+            // A list post: the list is the new originator (see `inbound::relayed_dsn`).
+            dsn: None,
             body,
         }))
     }
@@ -404,6 +422,7 @@ impl Enqueuer {
             hold_reason: draft.hold_reason,
             null_sender: draft.null_sender,
             audience: draft.audience,
+            dsn: draft.dsn.map(Box::new),
         };
         let body = draft.body;
         let id = self.spool.accept(meta.clone(), body.clone()).await?;

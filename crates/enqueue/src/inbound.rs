@@ -244,7 +244,7 @@ impl InboundHandler for ListHandler {
         // postmaster recipients of a message are one stored message.
         let mut done: Vec<(ListId, u8, Reply)> = Vec::new();
         let mut replies = Vec::with_capacity(envelope.rcpts.len());
-        for answer in message.recipients {
+        for (i, answer) in message.recipients.into_iter().enumerate() {
             let target = match answer {
                 Ok(target) => target,
                 Err(refusal) => {
@@ -276,6 +276,7 @@ impl InboundHandler for ListHandler {
                 Target::Postmaster(rcpt) => Submission::Postmaster {
                     rcpt,
                     envelope_from: envelope.mail_from.clone(),
+                    dsn: relayed_dsn(&envelope, i),
                     body: body.clone(),
                 },
                 Target::Complaints(rcpt) => Submission::Complaint {
@@ -289,6 +290,22 @@ impl InboundHandler for ListHandler {
         }
         replies
     }
+}
+
+/// The DSN parameters (RFC 3461) to keep for mail Herald relays on: the transaction's RET and
+/// ENVID and the `i`-th recipient's NOTIFY and ORCPT; `None` when there are none. Only
+/// postmaster mail is relayed (forwarded to the operators). A list post is not: the list is the
+/// new originator of every copy (as in Mailman), its return path is the list's bounce address
+/// and its failures are the list's business, so the poster's DSN request ends here.
+fn relayed_dsn(envelope: &herald_smtp::Envelope, i: usize) -> Option<herald_types::Dsn> {
+    let rcpt = envelope.rcpt_params.get(i);
+    let dsn = herald_types::Dsn {
+        ret: envelope.params.ret,
+        envid: envelope.params.envid.clone(),
+        notify: rcpt.and_then(|p| p.notify),
+        orcpt: rcpt.and_then(|p| p.orcpt.clone()),
+    };
+    (!dsn.is_empty()).then_some(dsn)
 }
 
 fn role_key(role: &ListAddressKind) -> u8 {

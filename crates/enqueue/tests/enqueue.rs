@@ -158,6 +158,7 @@ async fn generated_server_and_postmaster_mail_are_spooled_for_their_one_recipien
     let server = Submission::Server {
         from: a("postmaster@lists.test"),
         to: vec![a("ops@example.org")],
+        dsn: None,
         body: Bytes::from_static(b"Subject: fwd\r\n\r\nx\r\n"),
     };
     w.enqueuer.enqueue(server).await.expect("server mail");
@@ -167,6 +168,7 @@ async fn generated_server_and_postmaster_mail_are_spooled_for_their_one_recipien
     let pm = |body: Bytes| Submission::Postmaster {
         rcpt: a("postmaster@lists.test"),
         envelope_from: Some(a("x@y.test")),
+        dsn: None,
         body,
     };
     w.enqueuer

@@ -1,6 +1,6 @@
 //! The `Received:` trace header (RFC 5321 §4.4) prepended to every accepted message.
 //!
-//! Form: `Received: from <helo> ([<ip>])\r\n\tby <hostname> (Herald) with <ESMTP|SMTP|LMTP>\r\n\t
+//! Form: `Received: from <helo> ([<ip>])\r\n\tby <hostname> (Herald) with <ESMTP|SMTP|LMTP|…>\r\n\t
 //! [for <rcpt>]; <RFC 5322 date, UTC>\r\n`. The `for` clause appears only for a single
 //! recipient, so one list's header never reveals another's address.
 //!
@@ -9,7 +9,8 @@
 //!
 //! SECURITY: every part is validated before it gets here: the HELO domain by the `smtp` parser
 //! (domain or address literal, printable ASCII), the hostname by [`crate::InboundConfig`], the
-//! recipient by [`herald_types::Address`], the IP by its type. Nothing peer-controlled can start
+//! recipient by [`herald_types::Address`] (UTF-8 only in an SMTPUTF8 transaction, whose
+//! headers RFC 6532 allows to carry it), the IP by its type. Nothing peer-controlled can start
 //! a new header line.
 
 use herald_smtp::Envelope;
@@ -47,6 +48,16 @@ pub fn header(
         ),
         None => (protocol, String::new()),
     };
+    // RFC 6531 §3.7.3: a transaction with SMTPUTF8 is recorded as UTF8SMTP[S] / UTF8LMTP[S]
+    // (HELO cannot carry the parameter).
+    let utf8 = match (envelope.params.smtputf8, protocol) {
+        (true, "ESMTP") => Some("UTF8SMTP"),
+        (true, "ESMTPS") => Some("UTF8SMTPS"),
+        (true, "LMTP") => Some("UTF8LMTP"),
+        (true, "LMTPS") => Some("UTF8LMTPS"),
+        _ => None,
+    };
+    let protocol = utf8.unwrap_or(protocol);
     let rcpt = match envelope.rcpts.as_slice() {
         [only] => format!("\r\n\tfor <{only}>"),
         _ => String::new(),
@@ -113,6 +124,7 @@ mod tests {
             },
             mail_from: None,
             rcpts: rcpts.iter().map(|r| Address::parse(r).unwrap()).collect(),
+            rcpt_params: Vec::new(),
             params: MailParams::default(),
             body: Bytes::new(),
         }
@@ -150,5 +162,19 @@ mod tests {
             header(&envelope(&["list@l.example"]), peer, "mx.example", 0, Some(&tls)),
             "Received: from client.example ([192.0.2.7])\r\n\t(using TLSv1.3 with cipher TLS13_AES_256_GCM_SHA384)\r\n\tby mx.example (Herald) with ESMTPS\r\n\tfor <list@l.example>;\r\n\tThu, 1 Jan 1970 00:00:00 +0000\r\n"
         );
+    }
+
+    #[test]
+    fn smtputf8_sessions_say_utf8smtp() {
+        let peer: SocketAddr = "192.0.2.7:2525".parse().unwrap();
+        let mut env = envelope(&["jörg@münchen.example"]);
+        env.params.smtputf8 = true;
+        let h = header(&env, peer, "mx.example", 0, None);
+        assert!(
+            h.contains("with UTF8SMTP\r\n\tfor <jörg@xn--mnchen-3ya.example>;"),
+            "{h}"
+        );
+        let tls = ("TLSv1.3".to_string(), "X".to_string());
+        assert!(header(&env, peer, "mx.example", 0, Some(&tls)).contains("with UTF8SMTPS\r\n"));
     }
 }

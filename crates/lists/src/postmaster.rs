@@ -123,9 +123,12 @@ impl Postmaster {
             stamp: Stamp::now(),
         };
         let body = note.wrap(post);
+        // RFC 3461 §4: a relay passes the DSN parameters on; the forward carries those the
+        // message to postmaster came with (written only to servers that offer DSN).
         enq.enqueue(Submission::Server {
             from: post.meta.list_address.clone(),
             to: self.forward.clone(),
+            dsn: post.meta.dsn.as_deref().cloned(),
             body,
         })
         .await
@@ -336,6 +339,7 @@ mod tests {
                 hold_reason: None,
                 null_sender: false,
                 audience: Default::default(),
+                dsn: None,
             },
             body: Bytes::from(body.replace('\n', "\r\n")),
         }

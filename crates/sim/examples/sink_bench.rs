@@ -136,6 +136,7 @@ fn sink_world(mime_every: u32) -> WorldConfig {
         profile: Profile::Normal,
         starttls: false,
         dane: Default::default(),
+        extensions: Default::default(),
     });
     cfg
 }

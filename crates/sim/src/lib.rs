@@ -60,7 +60,7 @@ pub mod world;
 
 pub use config::{
     DaneSpec, Dnssec, DomainConfig, Expectation, ExtraMx, GenSpec, HostSpec, Profile,
-    ProfileFractions, ReceiverSettings, TlsaData, TlsaSpec, WorldConfig,
+    ProfileFractions, ReceiverSettings, SmtpExtensions, TlsaData, TlsaSpec, WorldConfig,
 };
 pub use dns::{DnsServer, Zone};
 pub use error::{ConfigError, SimError};

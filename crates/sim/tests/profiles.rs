@@ -433,3 +433,73 @@ async fn rate_limited_hosts_share_one_budget_and_cap_connections() {
     assert_eq!(snap.rejected_by_code["421 4.7.28"], 1);
     world.shutdown().await;
 }
+
+#[tokio::test]
+async fn smtputf8_and_dsn_are_taken_only_where_offered() {
+    // The default host offers SMTPUTF8 and not DSN.
+    let addr = Ipv4Addr::new(127, 1, 9, 40);
+    let world = start("utf8.example", addr, Profile::Normal, false).await;
+    let mut c = Client::connect(mx(&world, addr)).await;
+    let ehlo = c.greet().await;
+    assert!(ehlo.contains("SMTPUTF8") && !ehlo.contains("DSN"), "{ehlo}");
+    let rp = "list-bounces+j\u{f6}rg=utf8.example@lists.example";
+    c.send("MAIL FROM:<a@lists.example> RET=HDRS\r\n").await;
+    assert_eq!(c.reply().await.0, 555, "DSN not offered");
+    c.send(&format!("MAIL FROM:<{rp}>\r\n")).await;
+    assert_eq!(
+        c.reply().await.0,
+        553,
+        "UTF-8 without the SMTPUTF8 parameter"
+    );
+    c.send(&format!(
+        "MAIL FROM:<{rp}> SMTPUTF8\r\nRCPT TO:<j\u{f6}rg@utf8.example>\r\nDATA\r\n"
+    ))
+    .await;
+    for want in [250, 250, 354] {
+        assert_eq!(c.reply().await.0, want);
+    }
+    c.send(&format!(
+        "{}.\r\nQUIT\r\n",
+        message("u1@lists.example", "hi")
+    ))
+    .await;
+    assert_eq!(c.reply().await.0, 250);
+    let snap = world.recorder().snapshot();
+    let copy = &snap.copies_for("j\u{f6}rg@utf8.example")[0];
+    assert!(copy.smtputf8 && copy.dsn.is_empty());
+    world.shutdown().await;
+
+    // A host without SMTPUTF8 and with DSN.
+    let addr = Ipv4Addr::new(127, 1, 9, 41);
+    let mut cfg = common::world_config("dsn.example", addr, Profile::Normal, false);
+    cfg.domains[0].extensions.smtputf8 = false;
+    cfg.domains[0].extensions.dsn = true;
+    let world = herald_sim::World::start(cfg).await.unwrap();
+    let mut c = Client::connect(mx(&world, addr)).await;
+    let ehlo = c.greet().await;
+    assert!(!ehlo.contains("SMTPUTF8") && ehlo.contains("DSN"), "{ehlo}");
+    c.send("MAIL FROM:<a@lists.example> SMTPUTF8\r\n").await;
+    assert_eq!(c.reply().await.0, 555, "SMTPUTF8 not offered");
+    c.send("MAIL FROM:<a@lists.example> RET=HDRS ENVID=x1\r\nRCPT TO:<j\u{f6}rg@dsn.example>\r\n")
+        .await;
+    assert_eq!(c.reply().await.0, 250);
+    assert_eq!(c.reply().await.0, 553);
+    c.send("RCPT TO:<b@dsn.example> NOTIFY=FAILURE ORCPT=rfc822;b+40dsn.example\r\nDATA\r\n")
+        .await;
+    for want in [250, 354] {
+        assert_eq!(c.reply().await.0, want);
+    }
+    c.send(&format!(
+        "{}.\r\nQUIT\r\n",
+        message("d1@lists.example", "hi")
+    ))
+    .await;
+    assert_eq!(c.reply().await.0, 250);
+    let snap = world.recorder().snapshot();
+    let copy = &snap.copies_for("b@dsn.example")[0];
+    assert_eq!(
+        &*copy.dsn,
+        "RET=HDRS ENVID=x1 NOTIFY=FAILURE ORCPT=rfc822;b+40dsn.example"
+    );
+    world.shutdown().await;
+}

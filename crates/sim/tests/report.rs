@@ -24,6 +24,7 @@ fn domain(name: &str, addr: Ipv4Addr, profile: Profile) -> DomainConfig {
         profile,
         starttls: false,
         dane: Default::default(),
+        extensions: Default::default(),
     }
 }
 

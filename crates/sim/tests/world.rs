@@ -561,3 +561,17 @@ fn rate_limited_profiles_are_checked() {
         }
     );
 }
+
+#[test]
+fn smtp_extensions_default_to_smtputf8_without_dsn_and_round_trip() {
+    let text = "[[domains]]\nname = \"a.example\"\nmx_addr = \"127.1.8.1\"\n\
+                [[domains]]\nname = \"b.example\"\nmx_addr = \"127.1.8.2\"\n\
+                smtputf8 = false\ndsn = true\n";
+    let cfg = WorldConfig::from_toml(text).unwrap();
+    let ext: Vec<_> = cfg.domains.iter().map(|d| d.extensions).collect();
+    assert!(ext[0].smtputf8 && !ext[0].dsn, "the default: {:?}", ext[0]);
+    assert!(!ext[1].smtputf8 && ext[1].dsn, "{:?}", ext[1]);
+    let again = WorldConfig::from_toml(&cfg.to_toml().unwrap()).unwrap();
+    assert_eq!(again, cfg);
+    assert!(WorldConfig::from_toml(&text.replace("dsn = true", "dsn = \"yes\"")).is_err());
+}

@@ -44,6 +44,9 @@ pub struct OutgoingCopy<'a> {
     pub rcpt: &'a str,
     /// The DATA payload: CRLF line endings, dot-stuffed, without the final `.\r\n`.
     pub data: &'a [u8],
+    /// DSN parameters (RFC 3461) of a message Herald relays on: written only when the server
+    /// offers DSN, dropped otherwise (§4).
+    pub dsn: Option<&'a herald_types::Dsn>,
     /// Set by [`Connection::send`]; `None` afterwards means "not (certainly) delivered, retry".
     pub outcome: Option<RcptOutcome>,
     /// Time from writing this copy's MAIL FROM to its last reply (the delivery log's `xdelay`).
@@ -51,11 +54,24 @@ pub struct OutgoingCopy<'a> {
 }
 
 impl<'a> OutgoingCopy<'a> {
+    /// With DSN parameters to pass on (see [`OutgoingCopy::dsn`]).
+    pub fn with_dsn(mut self, dsn: Option<&'a herald_types::Dsn>) -> Self {
+        self.dsn = dsn;
+        self
+    }
+
+    /// True when the envelope needs SMTPUTF8 (RFC 6531): the return path or the recipient has
+    /// UTF-8 beyond ASCII (domains are A-labels, so only a local part can).
+    pub fn needs_smtputf8(&self) -> bool {
+        !self.return_path.is_ascii() || !self.rcpt.is_ascii()
+    }
+
     pub fn new(return_path: &'a str, rcpt: &'a str, data: &'a [u8]) -> Self {
         OutgoingCopy {
             return_path,
             rcpt,
             data,
+            dsn: None,
             outcome: None,
             xdelay: None,
         }

@@ -23,6 +23,8 @@ pub struct Extensions {
     pub enhanced_status_codes: bool,
     /// RFC 6531.
     pub smtputf8: bool,
+    /// RFC 3461: the DSN parameters of a relayed message may be passed on.
+    pub dsn: bool,
 }
 
 impl Extensions {
@@ -43,6 +45,7 @@ impl Extensions {
                 "STARTTLS" => ext.starttls = true,
                 "ENHANCEDSTATUSCODES" => ext.enhanced_status_codes = true,
                 "SMTPUTF8" => ext.smtputf8 = true,
+                "DSN" => ext.dsn = true,
                 "SIZE" => {
                     let limit = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
                     ext.size = Some(limit);
@@ -77,12 +80,13 @@ mod tests {
             "250-8BITMIME",
             "250-STARTTLS",
             "250-X-UNKNOWN a b",
+            "250-dsn",
             "250 ENHANCEDSTATUSCODES",
         ])
         .expect("reply");
         let ext = Extensions::from_ehlo(&reply);
         assert!(ext.esmtp && ext.pipelining && ext.eight_bit_mime && ext.starttls);
-        assert!(ext.enhanced_status_codes && !ext.smtputf8);
+        assert!(ext.enhanced_status_codes && !ext.smtputf8 && ext.dsn);
         assert_eq!(ext.size_limit(), Some(10_240_000));
     }
 

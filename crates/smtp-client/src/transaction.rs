@@ -25,10 +25,21 @@
 //! copies at `outcome: None` — never tried, so a provider that limits the rate is not sent a MAIL
 //! per copy it will refuse (the scheduler paces them and sends them again).
 //!
-//! Checks before anything is written: the return path and recipient must be printable ASCII
-//! without `<`, `>` or spaces (they are spliced into command lines — SECURITY: no CR/LF command
-//! injection), at most 256 octets (RFC 5321 §4.5.3.1.3); a copy larger than the server's SIZE
-//! limit fails locally with `552 5.3.4`.
+//! Checks before anything is written: the return path and recipient must be printable (ASCII,
+//! or UTF-8 without control, whitespace or line-separator characters) without `<`, `>` or
+//! spaces (they are spliced into command lines — SECURITY: no CR/LF command injection), at most
+//! 256 octets (RFC 5321 §4.5.3.1.3); a copy larger than the server's SIZE limit fails locally
+//! with `552 5.3.4`.
+//!
+//! International envelopes (RFC 6531): a copy whose return path or recipient has UTF-8 goes
+//! with `MAIL FROM:<…> SMTPUTF8` to a server that offers SMTPUTF8. A server that does not gets
+//! nothing for it: the copy fails locally with `553 5.6.7` naming the server — a permanent
+//! failure, like a copy over the SIZE limit, since retrying the same server cannot help.
+//! (RFC 6531 would also mark a copy whose only UTF-8 is in its headers; like Postfix by default,
+//! we decide by the envelope, so a UTF-8 `From:` does not stop a post to ASCII members.)
+//!
+//! DSN (RFC 3461): a copy's [`OutgoingCopy::dsn`] parameters follow MAIL and RCPT only when the
+//! server offers DSN.
 //!
 //! Bodies up to [`INLINE_BODY_MAX`] are copied into the connection's reused write buffer so that
 //! body, dot and the next command group leave in one write (one memcpy of ~10 KB is far cheaper
@@ -184,7 +195,7 @@ impl Connection {
                 self.wbuf.clear();
                 match stage {
                     Stage::Mail => push_mail(&mut self.wbuf, copy, &self.ext),
-                    Stage::Rcpt => push_rcpt(&mut self.wbuf, copy),
+                    Stage::Rcpt => push_rcpt(&mut self.wbuf, copy, &self.ext),
                     _ => self.wbuf.extend_from_slice(b"DATA\r\n"),
                 }
                 self.flush_wbuf(None, stage).await?;
@@ -322,7 +333,7 @@ impl Connection {
                 self.wbuf.extend_from_slice(b"RSET\r\n");
             }
             push_mail(&mut self.wbuf, copy, &self.ext);
-            push_rcpt(&mut self.wbuf, copy);
+            push_rcpt(&mut self.wbuf, copy, &self.ext);
             self.wbuf.extend_from_slice(b"DATA\r\n");
         }
         let stage = if body.is_some() {
@@ -364,6 +375,13 @@ impl Connection {
             let text = "invalid recipient address";
             return Some(RcptOutcome::Failed(local(553, (5, 1, 3), text)));
         }
+        if copy.needs_smtputf8() && !self.ext.smtputf8 {
+            let text = format!(
+                "international address needs SMTPUTF8, which {} does not offer",
+                self.host
+            );
+            return Some(RcptOutcome::Failed(local(553, (5, 6, 7), &text)));
+        }
         let size = message_size(copy.data) as u64;
         match self.ext.size_limit() {
             Some(limit) if size > limit => {
@@ -400,15 +418,20 @@ fn local(code: u16, (c, s, d): (u8, u16, u16), text: &str) -> Reply {
     Reply::new(code, Some(EnhancedStatus::new(c, s, d)), text)
 }
 
-/// Printable ASCII, no spaces or angle brackets, within the RFC length; empty only for `<>`.
+/// Printable ASCII or UTF-8 (no controls — C0, DEL, C1 — no whitespace, no U+2028/U+2029),
+/// no angle brackets, within the RFC length in octets; empty only for `<>`.
 fn valid_path(path: &str, empty_ok: bool) -> bool {
     if path.is_empty() {
         return empty_ok;
     }
-    path.len() + 2 <= MAX_PATH_LEN
-        && path
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && b != b'<' && b != b'>')
+    let printable = |c: char| {
+        if c.is_ascii() {
+            c.is_ascii_graphic() && c != '<' && c != '>'
+        } else {
+            !c.is_control() && !c.is_whitespace()
+        }
+    };
+    path.len() + 2 <= MAX_PATH_LEN && path.chars().all(printable)
 }
 
 /// Octets on the wire for DATA: payload plus terminator (what SIZE= announces).
@@ -433,6 +456,10 @@ fn push_mail(buf: &mut Vec<u8>, copy: &OutgoingCopy<'_>, ext: &crate::extensions
     buf.extend_from_slice(b"MAIL FROM:<");
     buf.extend_from_slice(copy.return_path.as_bytes());
     buf.push(b'>');
+    // precheck refused a copy that needs SMTPUTF8 on a server without it.
+    if ext.smtputf8 && copy.needs_smtputf8() {
+        buf.extend_from_slice(b" SMTPUTF8");
+    }
     if ext.eight_bit_mime && copy.data.iter().any(|b| !b.is_ascii()) {
         buf.extend_from_slice(b" BODY=8BITMIME");
     }
@@ -440,13 +467,20 @@ fn push_mail(buf: &mut Vec<u8>, copy: &OutgoingCopy<'_>, ext: &crate::extensions
         // Writing to a Vec cannot fail.
         let _ = write!(buf, " SIZE={}", message_size(copy.data));
     }
+    if let Some(dsn) = copy.dsn.filter(|_| ext.dsn) {
+        buf.extend_from_slice(dsn.mail_params().as_bytes());
+    }
     buf.extend_from_slice(b"\r\n");
 }
 
-fn push_rcpt(buf: &mut Vec<u8>, copy: &OutgoingCopy<'_>) {
+fn push_rcpt(buf: &mut Vec<u8>, copy: &OutgoingCopy<'_>, ext: &crate::extensions::Extensions) {
     buf.extend_from_slice(b"RCPT TO:<");
     buf.extend_from_slice(copy.rcpt.as_bytes());
-    buf.extend_from_slice(b">\r\n");
+    buf.push(b'>');
+    if let Some(dsn) = copy.dsn.filter(|_| ext.dsn) {
+        buf.extend_from_slice(dsn.rcpt_params().as_bytes());
+    }
+    buf.extend_from_slice(b"\r\n");
 }
 
 #[cfg(test)]
@@ -478,15 +512,62 @@ mod tests {
     }
 
     #[test]
+    fn smtputf8_and_dsn_parameters_only_when_needed_and_offered() {
+        let dsn = herald_types::Dsn {
+            ret: Some(herald_types::dsn::Ret::Hdrs),
+            envid: herald_types::dsn::XText::envid("ID1").ok(),
+            notify: herald_types::dsn::Notify::parse("SUCCESS").ok(),
+            orcpt: herald_types::dsn::Orcpt::parse("rfc822;pm+40x.example").ok(),
+        };
+        let utf8 = OutgoingCopy::new(
+            "l-bounces+j\u{f6}rg=x.example@l.example",
+            "j\u{f6}rg@x.example",
+            b"x\r\n",
+        )
+        .with_dsn(Some(&dsn));
+        let both = Extensions {
+            smtputf8: true,
+            dsn: true,
+            ..Extensions::default()
+        };
+        let mut buf = Vec::new();
+        push_mail(&mut buf, &utf8, &both);
+        push_rcpt(&mut buf, &utf8, &both);
+        assert_eq!(
+            String::from_utf8(buf).expect("utf-8"),
+            "MAIL FROM:<l-bounces+j\u{f6}rg=x.example@l.example> SMTPUTF8 RET=HDRS ENVID=ID1\r\n\
+             RCPT TO:<j\u{f6}rg@x.example> NOTIFY=SUCCESS ORCPT=rfc822;pm+40x.example\r\n"
+        );
+        // No DSN offered: the parameters are dropped (RFC 3461 §4); an ASCII envelope never
+        // asks for SMTPUTF8.
+        let ascii = OutgoingCopy::new("", "pm@ops.example", b"x\r\n").with_dsn(Some(&dsn));
+        let plain = Extensions {
+            smtputf8: true,
+            ..Extensions::default()
+        };
+        let mut buf = Vec::new();
+        push_mail(&mut buf, &ascii, &plain);
+        push_rcpt(&mut buf, &ascii, &plain);
+        assert_eq!(
+            buf,
+            b"MAIL FROM:<>\r\nRCPT TO:<pm@ops.example>\r\n".to_vec()
+        );
+        assert!(utf8.needs_smtputf8() && !ascii.needs_smtputf8());
+    }
+
+    #[test]
     fn paths_are_checked_for_injection() {
         assert!(valid_path("", true));
         assert!(!valid_path("", false));
         assert!(valid_path("a@b.example", false));
+        assert!(valid_path("j\u{f6}rg@xn--mnchen-3ya.example", false));
         for bad in [
             "a@b\r\nRCPT TO:<x@y>",
             "a b@c",
             "<a@b>",
-            "\u{e9}@b",
+            "a\u{85}@b",
+            "a\u{2028}@b",
+            "a\u{a0}@b",
             "a@b\0",
         ] {
             assert!(!valid_path(bad, false), "{bad:?}");

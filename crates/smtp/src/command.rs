@@ -8,12 +8,23 @@
 //! Limits: the caller bounds the line length; this module allocates at most the parsed address
 //! and EHLO domain.
 //!
-//! SECURITY: the input is untrusted. Any control character (NUL, bare CR, …) or non-ASCII octet
-//! refuses the whole line before anything else looks at it, so a [`Command`] never carries one;
-//! addresses are validated by [`Address::parse`]; the HELO domain is checked against the RFC
-//! 5321 `Domain` / `address-literal` grammar because it is later spliced into a `Received:` header.
+//! International addresses (RFC 6531): a MAIL or RCPT path may carry UTF-8 (`UTF8-non-ascii` in
+//! `atext`, quoted strings and domains); `SMTPUTF8` is a MAIL parameter. Whether a UTF-8 address
+//! came with it is the session's check (`553 5.6.7`), since a RCPT depends on its MAIL. Every
+//! other command, and every parameter, stays ASCII.
+//!
+//! DSN (RFC 3461): `RET`/`ENVID` on MAIL and `NOTIFY`/`ORCPT` on RCPT, validated by
+//! [`herald_types::dsn`]; a repeated parameter is a syntax error.
+//!
+//! SECURITY: the input is untrusted. Any control character (NUL, bare CR, DEL, …) refuses the
+//! whole line before anything else looks at it, as do octets that are not valid UTF-8 (overlong
+//! forms, surrogates, truncated sequences) and non-ASCII outside a MAIL or RCPT path, so a
+//! [`Command`] never carries one; addresses are validated (and C1 controls, U+2028/U+2029 in
+//! them refused) by [`Address::parse`]; the HELO domain is checked against the RFC 5321 `Domain`
+//! / `address-literal` grammar because it is later spliced into a `Received:` header.
 
-use herald_types::{Address, AddressError, Reply};
+use herald_types::dsn::{Notify, Orcpt, Ret, XText};
+use herald_types::{Address, AddressError, DsnError, Reply};
 
 use crate::replies;
 
@@ -48,12 +59,26 @@ pub enum BodyType {
     EightBitMime,
 }
 
-/// The MAIL parameters we implement (RFC 1870 SIZE, RFC 6152 BODY).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// The MAIL parameters we implement (RFC 1870 SIZE, RFC 6152 BODY, RFC 6531 SMTPUTF8, RFC 3461
+/// RET and ENVID).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MailParams {
     /// Declared size; saturates at `u64::MAX` so an absurd value is "too big", not a syntax error.
     pub size: Option<u64>,
     pub body: Option<BodyType>,
+    /// RFC 6531: the envelope or headers may carry UTF-8 addresses.
+    pub smtputf8: bool,
+    /// RFC 3461 §4.3.
+    pub ret: Option<Ret>,
+    /// RFC 3461 §4.4 (xtext, as sent).
+    pub envid: Option<XText>,
+}
+
+/// The RCPT parameters we implement (RFC 3461 NOTIFY and ORCPT).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RcptParams {
+    pub notify: Option<Notify>,
+    pub orcpt: Option<Orcpt>,
 }
 
 /// A RCPT argument: a mailbox, or the domain-less `<Postmaster>` every server must accept.
@@ -77,6 +102,7 @@ pub enum Command {
     },
     Rcpt {
         to: ForwardPath,
+        params: RcptParams,
     },
     Data,
     Rset,
@@ -106,6 +132,8 @@ pub enum ParseError {
     BadRecipient(AddressError),
     #[error("parameter not implemented")]
     UnknownParameter,
+    #[error("bad DSN parameter: {0}")]
+    BadDsn(DsnError),
 }
 
 impl ParseError {
@@ -121,21 +149,27 @@ impl ParseError {
                 replies::BAD_RECIPIENT_SYNTAX.with_detail(&e.to_string())
             }
             ParseError::UnknownParameter => replies::UNKNOWN_PARAMETER.reply(),
+            ParseError::BadDsn(e) => replies::SYNTAX_ERROR.with_detail(&e.to_string()),
         }
     }
 }
 
 /// Parses one command line, CRLF already removed.
 pub fn parse(line: &[u8]) -> Result<Command, ParseError> {
-    if line.iter().any(|b| !(0x20..0x7f).contains(b)) {
+    if line.iter().any(|&b| b < 0x20 || b == 0x7f) {
         return Err(ParseError::InvalidCharacter);
     }
+    // Strict UTF-8: overlong forms, surrogates and truncated sequences are refused here.
     let line = std::str::from_utf8(line).map_err(|_| ParseError::InvalidCharacter)?;
     let (verb, args) = match line.split_once(' ') {
         Some((verb, args)) => (verb, Some(args)),
         None => (line, None),
     };
     let is = |name: &str| verb.eq_ignore_ascii_case(name);
+    let utf8_allowed = is("MAIL") || is("RCPT");
+    if !utf8_allowed && !line.is_ascii() {
+        return Err(ParseError::InvalidCharacter);
+    }
     if is("HELO") || is("EHLO") || is("LHLO") {
         let verb = match verb.as_bytes()[0].to_ascii_uppercase() {
             b'H' => HeloVerb::Helo,
@@ -211,22 +245,70 @@ fn parse_mail(args: Option<&str>) -> Result<Command, ParseError> {
 fn parse_rcpt(args: Option<&str>) -> Result<Command, ParseError> {
     let rest = strip_keyword(args, "TO:")?;
     let (path, params) = split_path(rest)?;
-    if !params.is_empty() {
-        // We implement no RCPT parameters (no DSN NOTIFY/ORCPT yet).
-        return match params.strip_prefix(' ') {
-            Some(p) if !p.is_empty() => Err(ParseError::UnknownParameter),
-            _ => Err(ParseError::Syntax("unexpected text after the path")),
-        };
-    }
+    let params = parse_rcpt_params(params)?;
     if path.eq_ignore_ascii_case("postmaster") {
         return Ok(Command::Rcpt {
             to: ForwardPath::Postmaster,
+            params,
         });
     }
     let to = mailbox(path).map_err(ParseError::BadRecipient)?;
     Ok(Command::Rcpt {
         to: ForwardPath::Mailbox(to),
+        params,
     })
+}
+
+/// Splits ` KEY[=VALUE] KEY[=VALUE]…` after a path into validated keywords and their values.
+/// Parameters are ASCII (only the path may carry UTF-8).
+fn esmtp_params(s: &str) -> Result<Vec<(&str, Option<&str>)>, ParseError> {
+    if s.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !s.is_ascii() {
+        return Err(ParseError::InvalidCharacter);
+    }
+    let s = s
+        .strip_prefix(' ')
+        .ok_or(ParseError::Syntax("unexpected text after the path"))?;
+    let mut out = Vec::new();
+    for param in s.split(' ') {
+        let (key, value) = match param.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (param, None),
+        };
+        if !is_esmtp_keyword(key) {
+            return Err(ParseError::Syntax("malformed parameter"));
+        }
+        out.push((key, value));
+    }
+    Ok(out)
+}
+
+/// Stores a parameter's value once: a second occurrence is a syntax error (RFC 3461 §4: each
+/// parameter at most once).
+fn once<T>(slot: &mut Option<T>, value: T, dup: &'static str) -> Result<(), ParseError> {
+    if slot.replace(value).is_some() {
+        return Err(ParseError::Syntax(dup));
+    }
+    Ok(())
+}
+
+fn parse_rcpt_params(s: &str) -> Result<RcptParams, ParseError> {
+    let mut params = RcptParams::default();
+    for (key, value) in esmtp_params(s)? {
+        let value = value.unwrap_or_default();
+        if key.eq_ignore_ascii_case("NOTIFY") {
+            let n = Notify::parse(value).map_err(ParseError::BadDsn)?;
+            once(&mut params.notify, n, "duplicate NOTIFY")?;
+        } else if key.eq_ignore_ascii_case("ORCPT") {
+            let o = Orcpt::parse(value).map_err(ParseError::BadDsn)?;
+            once(&mut params.orcpt, o, "duplicate ORCPT")?;
+        } else {
+            return Err(ParseError::UnknownParameter);
+        }
+    }
+    Ok(params)
 }
 
 /// `FROM:` / `TO:` right after the verb's single space, with no space before the path.
@@ -282,34 +364,31 @@ fn mailbox(path: &str) -> Result<Address, AddressError> {
 
 fn parse_mail_params(s: &str) -> Result<MailParams, ParseError> {
     let mut params = MailParams::default();
-    if s.is_empty() {
-        return Ok(params);
-    }
-    let s = s
-        .strip_prefix(' ')
-        .ok_or(ParseError::Syntax("unexpected text after the path"))?;
-    for param in s.split(' ') {
-        let (key, value) = match param.split_once('=') {
-            Some((k, v)) => (k, Some(v)),
-            None => (param, None),
-        };
-        if !is_esmtp_keyword(key) {
-            return Err(ParseError::Syntax("malformed parameter"));
-        }
-        if key.eq_ignore_ascii_case("SIZE") {
-            if params.size.is_some() {
-                return Err(ParseError::Syntax("duplicate SIZE"));
-            }
-            params.size = Some(parse_size(value)?);
-        } else if key.eq_ignore_ascii_case("BODY") {
-            if params.body.is_some() {
-                return Err(ParseError::Syntax("duplicate BODY"));
-            }
-            params.body = Some(match value {
+    for (key, value) in esmtp_params(s)? {
+        let is = |name: &str| key.eq_ignore_ascii_case(name);
+        if is("SIZE") {
+            once(&mut params.size, parse_size(value)?, "duplicate SIZE")?;
+        } else if is("BODY") {
+            let body = match value {
                 Some(v) if v.eq_ignore_ascii_case("7BIT") => BodyType::SevenBit,
                 Some(v) if v.eq_ignore_ascii_case("8BITMIME") => BodyType::EightBitMime,
                 _ => return Err(ParseError::Syntax("BODY must be 7BIT or 8BITMIME")),
-            });
+            };
+            once(&mut params.body, body, "duplicate BODY")?;
+        } else if is("SMTPUTF8") {
+            // RFC 6531 §3.4: a keyword without a value.
+            if value.is_some() {
+                return Err(ParseError::Syntax("SMTPUTF8 takes no value"));
+            }
+            if std::mem::replace(&mut params.smtputf8, true) {
+                return Err(ParseError::Syntax("duplicate SMTPUTF8"));
+            }
+        } else if is("RET") {
+            let ret = Ret::parse(value.unwrap_or_default()).map_err(ParseError::BadDsn)?;
+            once(&mut params.ret, ret, "duplicate RET")?;
+        } else if is("ENVID") {
+            let envid = XText::envid(value.unwrap_or_default()).map_err(ParseError::BadDsn)?;
+            once(&mut params.envid, envid, "duplicate ENVID")?;
         } else {
             return Err(ParseError::UnknownParameter);
         }
@@ -419,7 +498,8 @@ mod tests {
                 from: Some(addr("a@b.example")),
                 params: MailParams {
                     size: Some(1000),
-                    body: Some(BodyType::EightBitMime)
+                    body: Some(BodyType::EightBitMime),
+                    ..MailParams::default()
                 }
             })
         );
@@ -472,11 +552,11 @@ mod tests {
         syntax("RCPT TO:list@l.example");
         syntax("RCPT TO:<list@l.example>x");
         assert_eq!(
-            p("MAIL FROM:<a@b.example> SMTPUTF8"),
+            p("MAIL FROM:<a@b.example> XCLIENT=1"),
             Err(ParseError::UnknownParameter)
         );
         assert_eq!(
-            p("RCPT TO:<a@b.example> NOTIFY=NEVER"),
+            p("RCPT TO:<a@b.example> SIZE=1"),
             Err(ParseError::UnknownParameter)
         );
         assert!(matches!(
@@ -507,13 +587,15 @@ mod tests {
         assert_eq!(
             p("rcpt to:<List@L.Example>"),
             Ok(Command::Rcpt {
-                to: ForwardPath::Mailbox(addr("List@l.example"))
+                to: ForwardPath::Mailbox(addr("List@l.example")),
+                params: RcptParams::default()
             })
         );
         assert_eq!(
             p("RCPT TO:<postMaster>"),
             Ok(Command::Rcpt {
-                to: ForwardPath::Postmaster
+                to: ForwardPath::Postmaster,
+                params: RcptParams::default()
             })
         );
     }
@@ -559,6 +641,7 @@ mod tests {
             ParseError::BadSender(AddressError::Empty),
             ParseError::BadRecipient(AddressError::Empty),
             ParseError::UnknownParameter,
+            ParseError::BadDsn(DsnError::BadRet),
         ];
         for e in errors {
             assert!(e.reply().is_permanent(), "{e}");
@@ -568,5 +651,130 @@ mod tests {
             501
         );
         assert_eq!(ParseError::UnknownParameter.reply().code, 555);
+    }
+
+    #[test]
+    fn parses_smtputf8_and_utf8_paths() {
+        assert_eq!(
+            p("MAIL FROM:<jörg@münchen.example> SMTPUTF8 BODY=8BITMIME"),
+            Ok(Command::Mail {
+                from: Some(addr("jörg@xn--mnchen-3ya.example")),
+                params: MailParams {
+                    smtputf8: true,
+                    body: Some(BodyType::EightBitMime),
+                    ..MailParams::default()
+                }
+            })
+        );
+        // The parser accepts a UTF-8 path either way: whether SMTPUTF8 came with it is the
+        // session's 553 5.6.7.
+        assert!(matches!(
+            p("RCPT TO:<用户@例子.example>"),
+            Ok(Command::Rcpt { to: ForwardPath::Mailbox(a), .. }) if a.needs_smtputf8()
+        ));
+        let syntax = |s: &str| assert!(matches!(p(s), Err(ParseError::Syntax(_))), "{s}");
+        syntax("MAIL FROM:<a@b.example> SMTPUTF8 SMTPUTF8");
+        syntax("MAIL FROM:<a@b.example> SMTPUTF8=yes");
+    }
+
+    #[test]
+    fn refuses_hostile_utf8_in_commands() {
+        let raw = |b: &[u8]| parse(b);
+        // Overlong '/' (C0 AF), an encoded surrogate, a truncated sequence, a lone continuation
+        // byte, and 0xFF: not UTF-8 at all.
+        for bad in [
+            &b"RCPT TO:<a\xc0\xafb@x.example>"[..],
+            b"RCPT TO:<a\xed\xa0\x80@x.example>",
+            b"RCPT TO:<a\xe4\xb8@x.example>",
+            b"MAIL FROM:<\x80@x.example> SMTPUTF8",
+            b"MAIL FROM:<a@x.example> SMTPUTF8\xff",
+        ] {
+            assert_eq!(raw(bad), Err(ParseError::InvalidCharacter), "{bad:?}");
+        }
+        // C1 controls and line separators are valid UTF-8 but never part of an address.
+        for bad in [
+            "RCPT TO:<a\u{85}b@x.example>",
+            "RCPT TO:<a\u{2028}b@x.example>",
+            "RCPT TO:<a\u{2029}@x.example>",
+            "RCPT TO:<a@x\u{2028}.example>",
+        ] {
+            assert!(
+                matches!(p(bad), Err(ParseError::BadRecipient(_))),
+                "{bad:?}"
+            );
+        }
+        // UTF-8 outside a path: HELO, parameters, other verbs.
+        for bad in [
+            "EHLO münchen.example",
+            "NOOP grüß",
+            "MAIL FROM:<a@x.example> ENVID=grüß",
+            "RCPT TO:<a@x.example> ORCPT=utf-8;jörg@x.example",
+        ] {
+            assert_eq!(p(bad), Err(ParseError::InvalidCharacter), "{bad:?}");
+        }
+        // The NFC and NFD spellings of one mailbox are one address.
+        assert_eq!(
+            p("RCPT TO:<jo\u{308}rg@x.example>"),
+            p("RCPT TO:<j\u{f6}rg@x.example>")
+        );
+    }
+
+    #[test]
+    fn parses_dsn_parameters() {
+        let mail = p("MAIL FROM:<a@b.example> RET=hdrs ENVID=QQ314159+2Bx SIZE=10");
+        let Ok(Command::Mail { params, .. }) = mail else {
+            panic!("{mail:?}")
+        };
+        assert_eq!(params.ret, Some(Ret::Hdrs));
+        assert_eq!(
+            params.envid.as_ref().map(XText::as_str),
+            Some("QQ314159+2Bx")
+        );
+        assert_eq!(params.size, Some(10));
+        let rcpt = p("RCPT TO:<postmaster> NOTIFY=SUCCESS,FAILURE ORCPT=rfc822;pm+40x.example");
+        let Ok(Command::Rcpt { to, params }) = rcpt else {
+            panic!("{rcpt:?}")
+        };
+        assert_eq!(to, ForwardPath::Postmaster);
+        assert_eq!(
+            params.notify.map(|n| n.to_string()).as_deref(),
+            Some("SUCCESS,FAILURE")
+        );
+        assert_eq!(
+            params.orcpt.as_ref().map(Orcpt::as_str),
+            Some("rfc822;pm+40x.example")
+        );
+        assert!(p("RCPT TO:<a@b.example> NOTIFY=never").is_ok());
+    }
+
+    #[test]
+    fn refuses_hostile_dsn_parameters() {
+        let dsn = |s: &str| assert!(matches!(p(s), Err(ParseError::BadDsn(_))), "{s}");
+        dsn("MAIL FROM:<a@b.example> RET=ALL");
+        dsn("MAIL FROM:<a@b.example> RET");
+        dsn("MAIL FROM:<a@b.example> ENVID=");
+        dsn("MAIL FROM:<a@b.example> ENVID=a+0d");
+        dsn("MAIL FROM:<a@b.example> ENVID=a+2");
+        dsn("MAIL FROM:<a@b.example> ENVID=a=b");
+        dsn(&format!(
+            "MAIL FROM:<a@b.example> ENVID={}",
+            "x".repeat(101)
+        ));
+        dsn("RCPT TO:<a@b.example> NOTIFY=NEVER,SUCCESS");
+        dsn("RCPT TO:<a@b.example> NOTIFY=SUCCESS,SUCCESS");
+        dsn("RCPT TO:<a@b.example> NOTIFY=");
+        dsn("RCPT TO:<a@b.example> NOTIFY=SOMETIMES");
+        dsn("RCPT TO:<a@b.example> ORCPT=a@b.example");
+        dsn("RCPT TO:<a@b.example> ORCPT=rfc822;a+0D+0AMAIL");
+        dsn(&format!(
+            "RCPT TO:<a@b.example> ORCPT=rfc822;{}",
+            "a".repeat(500)
+        ));
+        let syntax = |s: &str| assert!(matches!(p(s), Err(ParseError::Syntax(_))), "{s}");
+        syntax("MAIL FROM:<a@b.example> RET=FULL RET=HDRS");
+        syntax("MAIL FROM:<a@b.example> ENVID=a ENVID=a");
+        syntax("RCPT TO:<a@b.example> NOTIFY=DELAY NOTIFY=DELAY");
+        syntax("RCPT TO:<a@b.example> ORCPT=rfc822;a ORCPT=rfc822;a");
+        syntax("RCPT TO:<a@b.example>  NOTIFY=NEVER");
     }
 }

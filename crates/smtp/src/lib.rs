@@ -17,7 +17,7 @@
 //! LF is never handed over and never split (only `<CRLF>.<CRLF>` ends DATA).
 //!
 //! SECURITY: every byte fed to a [`Session`] comes from an untrusted peer. Parsing never panics,
-//! refuses control characters and non-ASCII in commands, validates every address through
+//! refuses control characters, invalid UTF-8 and non-ASCII outside MAIL/RCPT paths, validates every address through
 //! [`herald_types::Address`], and bounds every buffer by a [`Limits`] field.
 
 pub mod budget;
@@ -28,7 +28,7 @@ pub mod replies;
 pub mod session;
 
 pub use budget::{BufferBudget, Reservation};
-pub use command::{BodyType, Command, ForwardPath, HeloVerb, MailParams, ParseError};
+pub use command::{BodyType, Command, ForwardPath, HeloVerb, MailParams, ParseError, RcptParams};
 pub use limits::{Limits, LimitsError};
 pub use replies::Canned;
 pub use session::{Action, Envelope, Helo, Mode, Session};

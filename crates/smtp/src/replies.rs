@@ -40,11 +40,10 @@ impl Canned {
     /// The same code and enhanced status with a more specific text (e.g. which address rule
     /// failed). The detail must not contain CR or LF; callers pass validated error texts.
     pub fn with_detail(&self, detail: &str) -> Reply {
-        let clean: String = detail.chars().filter(|c| !c.is_control()).collect();
         Reply::new(
             self.code,
             Some(self.enhanced),
-            format!("{}: {clean}", self.text),
+            format!("{}: {}", self.text, ascii_text(detail)),
         )
     }
 
@@ -52,6 +51,22 @@ impl Canned {
     pub fn matches(&self, reply: &Reply) -> bool {
         reply.code == self.code && reply.enhanced == Some(self.enhanced)
     }
+}
+
+/// Reply text as printable ASCII: control characters dropped, characters beyond ASCII (from a
+/// UTF-8 address, RFC 6531) written as `\u{…}` escapes. RFC 6531 allows UTF-8 in replies only
+/// to clients that sent SMTPUTF8, and a reply names addresses for people to read in a bounce:
+/// an escape is unambiguous everywhere.
+fn ascii_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars().filter(|c| !c.is_control()) {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            out.extend(c.escape_unicode());
+        }
+    }
+    out
 }
 
 impl From<Canned> for Reply {
@@ -203,6 +218,14 @@ pub const BARE_LINE_ENDING: Canned = Canned::new(
 /// A NUL octet in DATA (RFC 5321 §4.1.1.4: not allowed in text). Refused rather than stripped:
 /// a receiver that strips NULs would see `\r\n\0.\r\n` as the end of data (smuggling).
 pub const NUL_IN_DATA: Canned = Canned::new(550, 5, 6, 0, "Message refused: NUL octet in data");
+/// RFC 6531 §3.5: a UTF-8 address in a transaction whose MAIL did not say `SMTPUTF8`.
+pub const NEEDS_SMTPUTF8: Canned = Canned::new(
+    553,
+    5,
+    6,
+    7,
+    "Non-ASCII address needs MAIL FROM with the SMTPUTF8 parameter",
+);
 /// RFC 5321 §4.1.1.11: a MAIL or RCPT parameter we do not implement.
 pub const UNKNOWN_PARAMETER: Canned =
     Canned::new(555, 5, 5, 4, "Parameter not recognized or not implemented");
@@ -219,8 +242,9 @@ pub fn helo(hostname: &str) -> Reply {
     Reply::new(250, None, hostname.to_string())
 }
 
-/// The multi-line 250 answer to EHLO and LHLO: the extensions we implement. STARTTLS joins this
-/// list when TLS is configured (see [`ehlo_with`]).
+/// The multi-line 250 answer to EHLO and LHLO: the extensions we implement (RFC 3461 DSN: its
+/// parameters are accepted and kept for mail Herald relays on; RFC 6531 SMTPUTF8). STARTTLS
+/// joins this list when TLS is configured (see [`ehlo_with`]).
 pub fn ehlo(hostname: &str, limits: &Limits) -> Reply {
     ehlo_with(hostname, limits, false)
 }
@@ -230,7 +254,7 @@ pub fn ehlo(hostname: &str, limits: &Limits) -> Reply {
 pub fn ehlo_with(hostname: &str, limits: &Limits, starttls: bool) -> Reply {
     let tls = if starttls { "\nSTARTTLS" } else { "" };
     let text = format!(
-        "{hostname}\nPIPELINING\nSIZE {}\n8BITMIME\nENHANCEDSTATUSCODES{tls}",
+        "{hostname}\nPIPELINING\nSIZE {}\n8BITMIME\nENHANCEDSTATUSCODES\nDSN\nSMTPUTF8{tls}",
         limits.max_message_octets
     );
     Reply::new(250, None, text)
@@ -251,7 +275,7 @@ pub fn no_such_list(rcpt: &herald_types::Address) -> Reply {
     Reply::new(
         NO_SUCH_RECIPIENT.code,
         Some(NO_SUCH_RECIPIENT.enhanced),
-        format!("<{rcpt}>: no such list here (relaying denied)"),
+        ascii_text(&format!("<{rcpt}>: no such list here (relaying denied)")),
     )
 }
 
@@ -283,7 +307,7 @@ pub fn guard_refused(reason: &str) -> Reply {
     Reply::new(
         GUARD_REFUSED.code,
         Some(GUARD_REFUSED.enhanced),
-        format!("Message refused by the list: {reason}"),
+        ascii_text(&format!("Message refused by the list: {reason}")),
     )
 }
 
@@ -297,7 +321,7 @@ pub fn sender_banned(
     Reply::new(
         GUARD_REFUSED.code,
         Some(GUARD_REFUSED.enhanced),
-        format!("<{sender}> is banned from {list} ({ban})"),
+        ascii_text(&format!("<{sender}> is banned from {list} ({ban})")),
     )
 }
 
@@ -323,6 +347,16 @@ mod tests {
             SYNTAX_ERROR.with_detail("a\r\nb").text,
             "Syntax error in parameters or arguments: ab"
         );
+        // Replies stay ASCII, whatever an address holds (RFC 6531).
+        let rcpt = herald_types::Address::parse("jörg@lists.example").expect("valid");
+        assert_eq!(
+            no_such_list(&rcpt).to_wire(),
+            "550 5.1.1 <j\\u{f6}rg@lists.example>: no such list here (relaying denied)\r\n"
+        );
+        assert!(SYNTAX_ERROR
+            .with_detail("'\u{a0}' \u{85}")
+            .to_wire()
+            .is_ascii());
     }
 
     #[test]
@@ -330,7 +364,7 @@ mod tests {
         let wire = ehlo("mx.example", &Limits::default()).to_wire();
         assert_eq!(
             wire,
-            "250-mx.example\r\n250-PIPELINING\r\n250-SIZE 26214400\r\n250-8BITMIME\r\n250 ENHANCEDSTATUSCODES\r\n"
+            "250-mx.example\r\n250-PIPELINING\r\n250-SIZE 26214400\r\n250-8BITMIME\r\n250-ENHANCEDSTATUSCODES\r\n250-DSN\r\n250 SMTPUTF8\r\n"
         );
         assert_eq!(
             greeting("mx.example", "LMTP").to_wire(),

@@ -23,6 +23,10 @@
 //! command gets exactly one reply, in order; in LMTP the end of DATA gets one reply per
 //! successful RCPT (RFC 2033 §4.2). Recipients handed over are distinct.
 //!
+//! International addresses (RFC 6531): a UTF-8 reverse path needs `SMTPUTF8` on its MAIL, and
+//! a UTF-8 forward path a transaction whose MAIL had it; otherwise `553 5.6.7`. DSN parameters
+//! (RFC 3461) reach the handler with the envelope (`MailParams`, `Envelope::rcpt_params`).
+//!
 //! Limits: see [`Limits`]; with [`Session::with_budget`] message bodies are also bounded by the
 //! global [`BufferBudget`] (`452 4.3.1` when it is spent); `max_errors` counts permanent (5xx) replies to commands, refused
 //! recipients and refused message contents, not the handler's verdicts on a finished message.
@@ -43,7 +47,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::budget::{BufferBudget, Reservation, GRANT_STEP};
-use crate::command::{self, Command, ForwardPath, HeloVerb, MailParams};
+use crate::command::{self, Command, ForwardPath, HeloVerb, MailParams, RcptParams};
 use crate::data::{DataProblem, DataReader, DataStep};
 use crate::replies::{self, Canned};
 use crate::Limits;
@@ -83,6 +87,8 @@ pub struct Envelope {
     /// Distinct accepted recipients, in the order first accepted. The handler answers with one
     /// reply per entry, in this order.
     pub rcpts: Vec<Address>,
+    /// The DSN parameters (RFC 3461) each of `rcpts` came with, same order.
+    pub rcpt_params: Vec<RcptParams>,
     pub params: MailParams,
     /// The message: dot-unstuffed, CRLF line endings, no terminating `.` line.
     pub body: Bytes,
@@ -108,7 +114,7 @@ pub enum Action {
 enum Phase {
     Command,
     Data(DataReader),
-    AwaitRecipient(Address),
+    AwaitRecipient(Address, RcptParams),
     /// `accepted[i]` is the index in `Envelope::rcpts` of the i-th successful RCPT.
     /// `_held` keeps the body's share of the budget until the handler has stored it.
     AwaitMessage {
@@ -128,6 +134,8 @@ struct Transaction {
     params: MailParams,
     /// Distinct accepted recipients.
     rcpts: Vec<Address>,
+    /// The RCPT parameters of each of `rcpts` (those of its first successful RCPT).
+    rcpt_params: Vec<RcptParams>,
     /// One entry per successful RCPT command (duplicates included): LMTP replies per command.
     accepted: Vec<usize>,
     /// RCPT commands that reached a verdict, to tell "no RCPT yet" (503) from "all refused" (554).
@@ -251,7 +259,7 @@ impl Session {
         self.txn.is_some()
             || matches!(
                 self.phase,
-                Phase::Data(_) | Phase::AwaitRecipient(_) | Phase::AwaitMessage { .. }
+                Phase::Data(_) | Phase::AwaitRecipient(..) | Phase::AwaitMessage { .. }
             )
     }
 
@@ -288,7 +296,7 @@ impl Session {
                     buf.clear();
                     break;
                 }
-                Phase::AwaitRecipient(_) | Phase::AwaitMessage { .. } | Phase::Closed => break,
+                Phase::AwaitRecipient(..) | Phase::AwaitMessage { .. } | Phase::Closed => break,
             }
         }
         out
@@ -298,8 +306,8 @@ impl Session {
     /// reply passed as `Err` is treated as a local error, so it can never look like acceptance.
     pub fn recipient_checked(&mut self, verdict: Result<(), Reply>) -> Vec<Action> {
         let mut out = Vec::new();
-        let addr = match std::mem::replace(&mut self.phase, Phase::Command) {
-            Phase::AwaitRecipient(addr) => addr,
+        let (addr, params) = match std::mem::replace(&mut self.phase, Phase::Command) {
+            Phase::AwaitRecipient(addr, params) => (addr, params),
             other => {
                 self.phase = other; // not waiting for a verdict: nothing to do
                 return out;
@@ -313,6 +321,7 @@ impl Session {
         let reply = match verdict {
             Ok(()) => {
                 txn.rcpts.push(addr);
+                txn.rcpt_params.push(params);
                 txn.accepted.push(txn.rcpts.len() - 1);
                 replies::RECIPIENT_OK.reply()
             }
@@ -393,9 +402,9 @@ impl Session {
         let reply = match cmd {
             Command::Hello { verb, domain } => self.on_hello(verb, domain),
             Command::Mail { from, params } => self.on_mail(from, params),
-            Command::Rcpt { to } => match self.on_rcpt(to) {
+            Command::Rcpt { to, params } => match self.on_rcpt(to, &params) {
                 Ok(addr) => {
-                    self.phase = Phase::AwaitRecipient(addr.clone());
+                    self.phase = Phase::AwaitRecipient(addr.clone(), params);
                     return out.push(Action::CheckRecipient(addr));
                 }
                 Err(reply) => reply,
@@ -459,6 +468,10 @@ impl Session {
         if helo.verb == HeloVerb::Helo && params != MailParams::default() {
             return replies::UNKNOWN_PARAMETER.reply();
         }
+        // RFC 6531 §3.4: a UTF-8 reverse path needs the SMTPUTF8 parameter.
+        if from.as_ref().is_some_and(Address::needs_smtputf8) && !params.smtputf8 {
+            return replies::NEEDS_SMTPUTF8.reply();
+        }
         if params
             .size
             .is_some_and(|s| s > self.limits.max_message_octets)
@@ -474,6 +487,7 @@ impl Session {
             mail_from: from,
             params,
             rcpts: Vec::new(),
+            rcpt_params: Vec::new(),
             accepted: Vec::new(),
             attempts: 0,
         });
@@ -481,9 +495,13 @@ impl Session {
     }
 
     /// `Ok(address)` when the handler must be asked; `Err(reply)` when the answer is known.
-    fn on_rcpt(&mut self, to: ForwardPath) -> Result<Address, Reply> {
-        if self.helo.is_none() {
+    fn on_rcpt(&mut self, to: ForwardPath, params: &RcptParams) -> Result<Address, Reply> {
+        let Some(helo) = &self.helo else {
             return Err(self.need_greeting());
+        };
+        // RFC 1869 §4, as for MAIL: HELO announced no DSN.
+        if helo.verb == HeloVerb::Helo && *params != RcptParams::default() {
+            return Err(replies::UNKNOWN_PARAMETER.reply());
         }
         let Some(txn) = self.txn.as_mut() else {
             return Err(replies::NEED_MAIL.reply());
@@ -497,6 +515,10 @@ impl Session {
             ForwardPath::Postmaster => Address::from_parts("postmaster", &self.hostname)
                 .map_err(|_| replies::NO_SUCH_RECIPIENT.reply())?,
         };
+        // RFC 6531 §3.4: a UTF-8 forward path only in a transaction that declared SMTPUTF8.
+        if addr.needs_smtputf8() && !txn.params.smtputf8 {
+            return Err(replies::NEEDS_SMTPUTF8.reply());
+        }
         // Already accepted in this transaction: same verdict, and no duplicate hand-over.
         if let Some(i) = txn.rcpts.iter().position(|r| *r == addr) {
             txn.attempts += 1;
@@ -527,7 +549,8 @@ impl Session {
             return replies::INSUFFICIENT_STORAGE.reply();
         }
         let reservation = self.budget.as_ref().map(BufferBudget::reservation);
-        self.phase = Phase::Data(DataReader::new(&self.limits, txn.params.size, reservation));
+        let size = txn.params.size;
+        self.phase = Phase::Data(DataReader::new(&self.limits, size, reservation));
         replies::start_data()
     }
 
@@ -558,6 +581,7 @@ impl Session {
                     helo: txn.helo,
                     mail_from: txn.mail_from,
                     rcpts: txn.rcpts,
+                    rcpt_params: txn.rcpt_params,
                     params: txn.params,
                     body,
                 }));

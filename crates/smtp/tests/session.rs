@@ -26,7 +26,7 @@ fn smtp_transaction_one_command_at_a_time() {
     let ehlo = p.send(b"EHLO client.example\r\n");
     assert_eq!(
         ehlo,
-        "250-mx.herald.example\r\n250-PIPELINING\r\n250-SIZE 26214400\r\n250-8BITMIME\r\n250 ENHANCEDSTATUSCODES\r\n"
+        "250-mx.herald.example\r\n250-PIPELINING\r\n250-SIZE 26214400\r\n250-8BITMIME\r\n250-ENHANCEDSTATUSCODES\r\n250-DSN\r\n250 SMTPUTF8\r\n"
     );
     assert_eq!(
         p.codes(b"MAIL FROM:<alice@sender.example> SIZE=60 BODY=8BITMIME\r\n"),
@@ -135,7 +135,7 @@ fn syntax_errors_and_unknown_commands() {
     let mut p = Peer::smtp();
     let codes = p.codes(
         b"FOO\r\nEHLO\r\nehlo c.example\r\nMAIL FROM:a@c.example\r\nmail from:<a@c.example>\r\n\
-RCPT TO:list@l.example\r\nRCPT TO:<bad address@l.example>\r\nrcpt to:<list@l.example> NOTIFY=NEVER\r\n\
+RCPT TO:list@l.example\r\nRCPT TO:<bad address@l.example>\r\nrcpt to:<list@l.example> XFOO=NEVER\r\n\
 EXPN list\r\nSTARTTLS\r\nLHLO c.example\r\n",
     );
     assert_eq!(

@@ -26,6 +26,7 @@ fn meta() -> PostMeta {
         hold_reason: None,
         null_sender: false,
         audience: Default::default(),
+        dsn: None,
     }
 }
 

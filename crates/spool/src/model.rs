@@ -62,6 +62,12 @@ pub struct PostMeta {
     /// out of the record when regular, so journals written before it read back the same.
     #[serde(default, skip_serializing_if = "DeliveryMode::is_regular")]
     pub audience: DeliveryMode,
+    /// `Postmaster`: the DSN parameters (RFC 3461) it arrived with; `Generated`: those to pass
+    /// on to the receivers that offer DSN (a postmaster forward). Left out of the record when
+    /// absent, so journals written before it read back the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Boxed: rare, and it would double the size of every record in memory.
+    pub dsn: Option<Box<herald_types::Dsn>>,
 }
 
 /// What inbound hands to fan-out once `accept` has returned.

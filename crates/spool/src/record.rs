@@ -264,6 +264,7 @@ mod tests {
             hold_reason: None,
             null_sender: false,
             audience: Default::default(),
+            dsn: None,
         }
     }
 

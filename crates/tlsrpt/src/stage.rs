@@ -450,6 +450,8 @@ impl TlsReporting {
             let submission = Submission::Server {
                 from: self.from.clone(),
                 to: mailto,
+                // Herald originates the report: no DSN request of anyone's to relay.
+                dsn: None,
                 body: body.into(),
             };
             match self.enqueuer.enqueue(submission).await {

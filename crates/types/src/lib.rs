@@ -1,14 +1,17 @@
 //! Herald's shared vocabulary: ids, addresses, SMTP replies, delivery outcomes, why a copy failed
 //! for good ([`FailureCause`], handed from the scheduler to the bounce stage) and the list/member
 //! model, the scheduler's decision words ([`scheduling`]), how DANE and MTA-STS applied to an
-//! attempt ([`tls`]) and what a session tells TLS reporting ([`tlsrpt`]), and every HMAC token ([`token`]). Every stage depends on this crate; it depends on no
+//! attempt ([`tls`]), what a session tells TLS reporting ([`tlsrpt`]), DSN parameters kept for
+//! relayed mail ([`dsn`]), and every HMAC token ([`token`]). Every stage depends on this crate; it depends on no
 //! other Herald crate and does no I/O.
 //!
 //! SECURITY: [`Address::parse`] is the single gate through which addresses from the network, CSV
-//! files and the HTTP API enter Herald. It refuses control characters, CR/LF and over-long parts, so
+//! files and the HTTP API enter Herald. It refuses control characters, CR/LF and over-long parts (international addresses are
+//! normalized there: NFC local parts, A-label domains), so
 //! anything downstream may splice an [`Address`] into a header or an SMTP command line.
 
 pub mod address;
+pub mod dsn;
 pub mod failure;
 pub mod guard;
 pub mod ids;
@@ -23,6 +26,7 @@ pub mod token;
 pub mod verp;
 
 pub use address::{Address, AddressError};
+pub use dsn::{Dsn, DsnError};
 pub use failure::{FailedCopy, FailureCause, NoRoute};
 pub use guard::{FilterVerdict, GuardAction, GuardTrip};
 pub use ids::{ListId, MemberId, PostId};

@@ -8,6 +8,9 @@
 //! - `announce-request@…`: subscription commands.
 //!
 //! Decoding splits `<verp>` at its last `=`: a domain never contains `=`, a local part may.
+//! International members round-trip: the member's domain is an A-label (ASCII) and its UTF-8
+//! local part is carried as is, so a return path is UTF-8 exactly when the member's address is,
+//! and such a copy is sent with SMTPUTF8 (or not at all) either way.
 //!
 //! SECURITY: bounce addresses arrive from the network; [`ListAddressParts::classify`] only splits
 //! strings and re-validates the decoded member address through [`Address::from_parts`].
@@ -113,7 +116,16 @@ mod tests {
     #[test]
     fn verp_round_trips() {
         let list = a("announce@lists.example.org");
-        for member in ["bob@example.com", "a=b+c@x.example", "Mixed.Case@EX.com"] {
+        // International members (RFC 6531): the UTF-8 local part travels as is (such a copy
+        // goes with SMTPUTF8 anyway), the IDN domain as its A-label.
+        for member in [
+            "bob@example.com",
+            "a=b+c@x.example",
+            "Mixed.Case@EX.com",
+            "jörg@münchen.example",
+            "用户@例子.example",
+            "info@bücher.example",
+        ] {
             let member = a(member);
             let rp = verp_return_path(&list, &member);
             let parts = ListAddressParts::classify(&a(&rp));

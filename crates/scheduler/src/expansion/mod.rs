@@ -77,6 +77,7 @@ pub async fn expand(
         accepted_at_ms: meta.received_at_ms,
         max_age_ms: list.settings.max_age_secs.saturating_mul(1000),
         window: Arc::new(tokio::sync::Semaphore::new(ctx.post_window)),
+        dsn: None,
     });
     let already_done = done.as_ref().map_or(0, |d| d.len());
     let suppress = Arc::new(Suppress::load(&ctx, id, &meta, &body).await?);
@@ -262,6 +263,7 @@ pub async fn expand_generated(
         accepted_at_ms: meta.received_at_ms,
         max_age_ms: GENERATED_MAX_AGE_MS,
         window: Arc::new(tokio::sync::Semaphore::new(ctx.post_window)),
+        dsn: meta.dsn.map(|d| *d),
     });
     let already_done = done.as_ref().map_or(0, |d| d.len());
     let jobs: Vec<Job> = meta

@@ -127,6 +127,7 @@ fn meta(list: &List, max_member: MemberId) -> PostMeta {
         hold_reason: None,
         null_sender: false,
         audience: Default::default(),
+        dsn: None,
     }
 }
 

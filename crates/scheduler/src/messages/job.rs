@@ -23,6 +23,10 @@ pub struct PostCtx {
     pub max_age_ms: u64,
     /// Queued copies this post may still add (see the module docs).
     pub window: Arc<Semaphore>,
+    /// DSN parameters (RFC 3461) every copy passes on to a server that offers DSN: only mail
+    /// Herald relays (a postmaster forward) has them; a list post never does (the list is the
+    /// new originator).
+    pub dsn: Option<herald_types::Dsn>,
 }
 
 /// One recipient copy waiting for, or in, delivery.

@@ -29,6 +29,7 @@ fn meta() -> PostMeta {
         hold_reason: None,
         null_sender: false,
         audience: Default::default(),
+        dsn: None,
     }
 }
 

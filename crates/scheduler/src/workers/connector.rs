@@ -88,6 +88,8 @@ pub struct OutCopy<'a> {
     pub return_path: &'a str,
     pub rcpt: &'a str,
     pub body: &'a [u8],
+    /// DSN parameters to pass on when the server offers DSN (relayed mail only).
+    pub dsn: Option<&'a herald_types::Dsn>,
 }
 
 /// What became of one copy of a batch.

@@ -274,6 +274,7 @@ impl Batch<'_> {
                 return_path: &return_paths[i],
                 rcpt: &rcpts[i],
                 body: &bufs[i],
+                dsn: jobs[i].post.dsn.as_ref(),
             })
             .collect();
         let gauges = ctx.telemetry.gauges();

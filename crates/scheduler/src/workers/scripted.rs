@@ -291,5 +291,6 @@ pub(crate) fn test_post_at(id: u64, accepted_at_ms: u64, max_age_ms: u64) -> Arc
         accepted_at_ms,
         max_age_ms,
         window: Arc::new(tokio::sync::Semaphore::new(0)),
+        dsn: None,
     })
 }

@@ -83,7 +83,7 @@ impl Session for SmtpSession {
         Box::pin(async move {
             let mut out: Vec<OutgoingCopy<'_>> = copies
                 .iter()
-                .map(|c| OutgoingCopy::new(c.return_path, c.rcpt, c.body))
+                .map(|c| OutgoingCopy::new(c.return_path, c.rcpt, c.body).with_dsn(c.dsn))
                 .collect();
             let result = self.0.send_reporting(&mut out, on_reply).await;
             let copies = out

@@ -278,6 +278,7 @@ impl WorldConfig {
                     profile: profiles[r].clone(),
                     starttls: tls[r],
                     dane: DaneSpec::default(),
+                    extensions: Default::default(),
                 }
             })
             .collect();
@@ -361,6 +362,7 @@ fn provider_domain(name: String, weight: f64, rank: usize, profile: &Profile) ->
         // One provider, one behaviour: its hosts are shared, so their TLS offer must agree.
         starttls: false,
         dane: DaneSpec::default(),
+        extensions: Default::default(),
     }
 }
 

@@ -14,8 +14,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use super::{
-    DaneSpec, Dnssec, DomainConfig, ExtraMx, Profile, ReceiverSettings, TlsaData, TlsaSpec,
-    WorldConfig, DEFAULT_MX_PREFERENCE, DEFAULT_SMTP_PORT, MAX_TLSA_DATA,
+    DaneSpec, Dnssec, DomainConfig, ExtraMx, Profile, ReceiverSettings, SmtpExtensions, TlsaData,
+    TlsaSpec, WorldConfig, DEFAULT_MX_PREFERENCE, DEFAULT_SMTP_PORT, MAX_TLSA_DATA,
 };
 use crate::ConfigError;
 
@@ -74,6 +74,20 @@ struct RawDomain {
     tlsa: Vec<RawTlsa>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     tlsa_bogus: bool,
+    /// Offers SMTPUTF8 (default yes: see `SmtpExtensions`).
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    smtputf8: bool,
+    /// Offers DSN (default no).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    dsn: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 #[derive(Serialize, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
@@ -240,6 +254,10 @@ fn build_domain(key: &str, d: RawDomain) -> Result<DomainConfig, ConfigError> {
         profile: build_profile(&format!("{key}.profile"), d.profile)?,
         starttls: d.starttls,
         dane: build_dane(key, d.dnssec, d.tlsa, d.tlsa_bogus)?,
+        extensions: SmtpExtensions {
+            smtputf8: d.smtputf8,
+            dsn: d.dsn,
+        },
     })
 }
 
@@ -625,6 +643,8 @@ fn raw_domain(d: &DomainConfig) -> RawDomain {
             })
             .collect(),
         tlsa_bogus: d.dane.tlsa_bogus,
+        smtputf8: d.extensions.smtputf8,
+        dsn: d.extensions.dsn,
     }
 }
 

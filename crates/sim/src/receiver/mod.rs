@@ -124,6 +124,12 @@ impl HostState {
             if starttls {
                 s.push_str("250-STARTTLS\r\n");
             }
+            if spec.extensions.smtputf8 {
+                s.push_str("250-SMTPUTF8\r\n");
+            }
+            if spec.extensions.dsn {
+                s.push_str("250-DSN\r\n");
+            }
             s.push_str("250 ENHANCEDSTATUSCODES\r\n");
             s
         };

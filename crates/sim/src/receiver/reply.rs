@@ -46,6 +46,8 @@ replies! {
     SYNTAX = 501 "5.5.4" "Syntax error in parameters";
     NO_VALID_RCPTS = 554 "5.5.1" "No valid recipients";
     NO_STARTTLS = 502 "5.5.1" "STARTTLS not available";
+    UNKNOWN_PARAMETER = 555 "5.5.4" "Parameter not recognized";
+    NEEDS_SMTPUTF8 = 553 "5.6.7" "Non-ASCII address not permitted";
 }
 
 /// RFC 2034 gives 3xx replies no enhanced status code.

@@ -84,7 +84,13 @@ struct Session {
     greeted: bool,
     tls: bool,
     mail_from: Option<Box<str>>,
+    /// MAIL carried SMTPUTF8.
+    smtputf8: bool,
+    /// MAIL's DSN parameters, as sent.
+    mail_dsn: String,
     rcpts: Vec<Box<str>>,
+    /// Each of `rcpts`' DSN parameters, as sent.
+    rcpt_dsn: Vec<String>,
     msgs_on_conn: u32,
     errors: u32,
     copies: Vec<CopyRecord>,
@@ -153,7 +159,10 @@ impl Session {
             greeted: false,
             tls: false,
             mail_from: None,
+            smtputf8: false,
+            mail_dsn: String::new(),
             rcpts: Vec::new(),
+            rcpt_dsn: Vec::new(),
             msgs_on_conn: 0,
             errors: 0,
             copies: Vec::new(),
@@ -189,7 +198,36 @@ impl Session {
 
     fn reset_transaction(&mut self) {
         self.mail_from = None;
+        self.smtputf8 = false;
+        self.mail_dsn.clear();
         self.rcpts.clear();
+        self.rcpt_dsn.clear();
+    }
+
+    /// Checks a path's characters and a command's parameters against the extensions this host
+    /// offers: the reply to refuse with, or the DSN parameters to record. `utf8_ok`: the
+    /// transaction declared SMTPUTF8 (for MAIL: its own parameters say so).
+    fn check_extensions(&self, path: &str, params: &[u8], utf8_ok: bool) -> Result<String, Reply> {
+        let ext = self.host.spec.extensions;
+        let mut dsn = Vec::new();
+        for p in params.split(|b| *b == b' ').filter(|p| !p.is_empty()) {
+            let key = p.split(|b| *b == b'=').next().unwrap_or_default();
+            let is = |k: &str| key.eq_ignore_ascii_case(k.as_bytes());
+            if is("SMTPUTF8") && !ext.smtputf8 {
+                return Err(reply::UNKNOWN_PARAMETER);
+            }
+            if is("RET") || is("ENVID") || is("NOTIFY") || is("ORCPT") {
+                if !ext.dsn {
+                    return Err(reply::UNKNOWN_PARAMETER);
+                }
+                dsn.push(String::from_utf8_lossy(p).into_owned());
+            }
+        }
+        let utf8_taken = ext.smtputf8 && utf8_ok;
+        if !utf8_taken && !path.is_ascii() {
+            return Err(reply::NEEDS_SMTPUTF8);
+        }
+        Ok(dsn.join(" "))
     }
 
     /// Handles input and writes replies until the session ends.
@@ -340,6 +378,16 @@ impl Session {
             self.error(reply::SYNTAX);
             return Step::Continue;
         };
+        let smtputf8 = params
+            .split(|b| *b == b' ')
+            .any(|p| p.eq_ignore_ascii_case(b"SMTPUTF8"));
+        let mail_dsn = match self.check_extensions(&sender, params, smtputf8) {
+            Ok(dsn) => dsn,
+            Err(r) => {
+                self.error(r);
+                return Step::Continue;
+            }
+        };
         if let Profile::Throttle {
             max_msgs_per_conn: Some(max),
             ..
@@ -367,6 +415,8 @@ impl Session {
             return Step::Continue;
         }
         self.mail_from = Some(sender);
+        self.smtputf8 = smtputf8;
+        self.mail_dsn = mail_dsn;
         self.reply(reply::MAIL_OK);
         Step::Continue
     }
@@ -376,9 +426,16 @@ impl Session {
             self.error(reply::BAD_SEQUENCE);
             return;
         }
-        let Some((rcpt, _)) = parse_path(args, b" TO:").filter(|(r, _)| !r.is_empty()) else {
+        let Some((rcpt, params)) = parse_path(args, b" TO:").filter(|(r, _)| !r.is_empty()) else {
             self.error(reply::SYNTAX);
             return;
+        };
+        let dsn = match self.check_extensions(&rcpt, params, self.smtputf8) {
+            Ok(dsn) => dsn,
+            Err(r) => {
+                self.error(r);
+                return;
+            }
         };
         if self.rcpts.len() >= self.host.settings.max_recipients {
             self.refuse(reply::TOO_MANY_RCPTS, Some(rcpt));
@@ -387,6 +444,7 @@ impl Session {
         match self.rcpt_verdict(&rcpt) {
             None => {
                 self.rcpts.push(rcpt);
+                self.rcpt_dsn.push(dsn);
                 self.reply(reply::RCPT_OK);
             }
             Some(r) => match self.host.spec.profile {
@@ -515,7 +573,16 @@ impl Session {
         let at_ms = self.host.recorder.elapsed_ms();
         let keep = self.host.settings.keep_messages.then(|| msg.clone());
         let sender = self.mail_from.take().unwrap_or_default();
-        for rcpt in self.rcpts.drain(..) {
+        let (smtputf8, mail_dsn) = (self.smtputf8, std::mem::take(&mut self.mail_dsn));
+        let rcpt_dsn = std::mem::take(&mut self.rcpt_dsn);
+        for (i, rcpt) in self.rcpts.drain(..).enumerate() {
+            let rcpt_dsn = rcpt_dsn.get(i).map(String::as_str).unwrap_or_default();
+            let dsn = [mail_dsn.as_str(), rcpt_dsn]
+                .iter()
+                .filter(|s| !s.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" ");
             self.copies.push(CopyRecord {
                 host: self.host.name.clone(),
                 sender: sender.clone(),
@@ -528,6 +595,8 @@ impl Session {
                 tls: self.tls,
                 duplicate: false,
                 message: keep.clone(),
+                smtputf8,
+                dsn: dsn.into(),
             });
         }
         self.msgs_on_conn += 1;
@@ -561,7 +630,8 @@ impl Session {
 }
 
 /// Parses `<path> params` after `keyword` (" FROM:" / " TO:", case-insensitive, spaces allowed
-/// after the colon). The path must be printable ASCII without angle brackets inside.
+/// after the colon). The path must be printable ASCII without angle brackets inside, or UTF-8
+/// beyond ASCII (whether the host takes that is `check_extensions`' call).
 fn parse_path<'a>(args: &'a [u8], keyword: &[u8]) -> Option<(Box<str>, &'a [u8])> {
     let head = args.get(..keyword.len())?;
     if !head.eq_ignore_ascii_case(keyword) {
@@ -578,10 +648,16 @@ fn parse_path<'a>(args: &'a [u8], keyword: &[u8]) -> Option<(Box<str>, &'a [u8])
             (&rest[..end], &rest[end..])
         }
     };
-    if !path.iter().all(|b| (33..=126).contains(b) && *b != b'<') {
+    if !path
+        .iter()
+        .all(|b| (33..=126).contains(b) && *b != b'<' || *b >= 0x80)
+    {
         return None;
     }
     let path = std::str::from_utf8(path).ok()?;
+    if path.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return None;
+    }
     Some((path.into(), params))
 }
 
@@ -613,5 +689,9 @@ mod tests {
         assert!(parse_path(b" TO:<a@c", b" TO:").is_none());
         assert!(parse_path(b"XTO:<a@c>", b" TO:").is_none());
         assert_eq!(declared_size(b" BODY=8BITMIME"), None);
+        let (p, _) = parse_path(" TO:<jörg@x.example>".as_bytes(), b" TO:").unwrap();
+        assert_eq!(&*p, "jörg@x.example");
+        assert!(parse_path(b" TO:<a\xc0\xaf@x>", b" TO:").is_none());
+        assert!(parse_path(" TO:<a\u{85}@x>".as_bytes(), b" TO:").is_none());
     }
 }

@@ -61,6 +61,11 @@ pub struct CopyRecord {
     pub duplicate: bool,
     /// The message, when `keep_messages` is set.
     pub message: Option<Bytes>,
+    /// MAIL carried `SMTPUTF8` (RFC 6531).
+    pub smtputf8: bool,
+    /// The DSN parameters (RFC 3461) as sent, MAIL's then RCPT's (`RET=HDRS ENVID=x
+    /// NOTIFY=SUCCESS ORCPT=rfc822;y`); empty when none. Only a host that offers DSN takes them.
+    pub dsn: Box<str>,
 }
 
 /// A rejection or deferral a receiver gave.
@@ -395,6 +400,8 @@ mod tests {
             tls: false,
             duplicate: false,
             message: None,
+            smtputf8: false,
+            dsn: "".into(),
         }
     }
 

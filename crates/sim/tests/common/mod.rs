@@ -25,6 +25,7 @@ pub fn world_config(name: &str, addr: Ipv4Addr, profile: Profile, starttls: bool
         profile,
         starttls,
         dane: Default::default(),
+        extensions: Default::default(),
     });
     cfg
 }

@@ -336,6 +336,54 @@ async fn local_checks_fail_copies_without_sending_them() {
 }
 
 #[tokio::test]
+async fn utf8_envelopes_go_only_to_servers_that_offer_smtputf8() {
+    let rp = "l-bounces+j\u{f6}rg=x.test@herald.test";
+    for (offered, want) in [(true, ("sent", 250)), (false, ("bounced", 553))] {
+        let mut extensions = vec!["PIPELINING"];
+        if offered {
+            extensions.push("SMTPUTF8");
+        }
+        let script = Script {
+            extensions: Some(extensions),
+            ..Script::default()
+        };
+        let (addr, server) = serve(script).await;
+        let mut conn = Connection::connect(addr, "mx.test", &client_config())
+            .await
+            .unwrap();
+        let mut copies = vec![
+            OutgoingCopy::new(rp, "j\u{f6}rg@x.test", BODY),
+            // An IDN domain is an A-label: no SMTPUTF8 needed.
+            OutgoingCopy::new("r@herald.test", "info@xn--mnchen-3ya.test", BODY),
+        ];
+        conn.send(&mut copies).await.unwrap();
+        assert_eq!(outcome_code(&copies[0]), Some(want), "offered: {offered}");
+        assert_eq!(outcome_code(&copies[1]), Some(("sent", 250)));
+        if let Some(RcptOutcome::Failed(r)) = &copies[0].outcome {
+            assert_eq!(r.enhanced.map(|e| e.to_string()).as_deref(), Some("5.6.7"));
+            assert!(r.text.contains("SMTPUTF8"), "{}", r.text);
+        }
+        conn.quit().await;
+        let rec = server.await.unwrap();
+        let mails: Vec<_> = rec
+            .commands
+            .iter()
+            .filter(|c| c.starts_with("MAIL"))
+            .cloned()
+            .collect();
+        let want_mails = if offered {
+            vec![
+                format!("MAIL FROM:<{rp}> SMTPUTF8"),
+                "MAIL FROM:<r@herald.test>".to_string(),
+            ]
+        } else {
+            vec!["MAIL FROM:<r@herald.test>".to_string()]
+        };
+        assert_eq!(mails, want_mails);
+    }
+}
+
+#[tokio::test]
 async fn large_bodies_are_written_in_place_and_arrive_intact() {
     let (addr, server) = serve(Script::default()).await;
     let mut conn = Connection::connect(addr, "mx.test", &client_config())

@@ -21,6 +21,7 @@ pub fn meta(n: u64) -> PostMeta {
         hold_reason: None,
         null_sender: false,
         audience: Default::default(),
+        dsn: None,
     }
 }
 
