@@ -40,6 +40,7 @@ const FLOW: &[&str] = &[
     "herald-backup",
     "herald-doctor",
     "herald-digest",
+    "herald-import",
     "herald-api",
     "herald-server",
     "herald-bench",

@@ -37,6 +37,8 @@ pub struct ImportMember {
     pub delivery: DeliveryMode,
     /// `Some(reason)`: disabled in the source (disabled here too); `None`: status left as is.
     pub disabled: Option<String>,
+    /// The consent the source recorded (a Herald export); `None`: the batch's (an import).
+    pub consent: Option<Consent>,
 }
 
 /// What became of one member of a batch.
@@ -80,7 +82,13 @@ impl Directory {
                     out.push(ImportOutcome::Refused(why));
                     continue;
                 }
-                let tally = upsert_members(tx, list, [&m.member], &mut high, Some(consent))?;
+                let tally = upsert_members(
+                    tx,
+                    list,
+                    [&m.member],
+                    &mut high,
+                    Some(m.consent.as_ref().unwrap_or(consent)),
+                )?;
                 tx.prepare_cached(
                     "UPDATE members SET delivery = ?3 WHERE list_id = ?1 AND address = ?2",
                 )
@@ -181,6 +189,40 @@ impl Directory {
     }
 }
 
+/// Why the directory would refuse this member's name or fields (the API's checks), as a
+/// reason for a report; `None` when it would take it. An import's dry run predicts with it.
+pub fn member_problem(m: &NewMember) -> Option<String> {
+    validate_new_member(m).err().map(|e| e.to_string())
+}
+
+/// Ban patterns compiled once, to test many addresses against the bans an import brings
+/// before they are stored (the same matcher [`Directory::add_ban`] stores).
+#[derive(Debug, Default)]
+pub struct BanPatterns(Vec<(String, crate::patterns::Matcher)>);
+
+impl BanPatterns {
+    /// Compiles `patterns`; an unusable one is returned as an error naming it.
+    pub fn compile<'a>(
+        patterns: impl IntoIterator<Item = &'a String>,
+    ) -> Result<BanPatterns, DirectoryError> {
+        let mut out = Vec::new();
+        for p in patterns {
+            let (text, m) = crate::patterns::parse(p)?;
+            out.push((text, m));
+        }
+        Ok(BanPatterns(out))
+    }
+
+    /// The first pattern matching `address`.
+    pub fn find(&self, address: &Address) -> Option<&str> {
+        let text = address.to_string();
+        self.0
+            .iter()
+            .find(|(_, m)| m.matches(&text, address.domain()))
+            .map(|(t, _)| t.as_str())
+    }
+}
+
 /// Whether the ban `pattern` (as [`Directory::add_ban`] takes it) matches `address`: an import
 /// plans with the bans it brings before they are stored, by the same matcher.
 pub fn ban_pattern_matches(pattern: &str, address: &Address) -> Result<bool, DirectoryError> {
@@ -215,6 +257,7 @@ mod tests {
             member: NewMember::new(Address::parse(addr).unwrap()),
             delivery,
             disabled: disabled.map(str::to_string),
+            consent: None,
         }
     }
 

@@ -44,7 +44,9 @@ pub use bounces::{
     BounceApplied, BounceEvent, BounceScore, NewBounce, DAY_MS, MAX_BOUNCE_LISTING,
     MAX_EVENTS_PER_ADDRESS, MAX_REPUTATION_EVENTS,
 };
-pub use bulk::{ban_pattern_matches, ImportMember, ImportOutcome, MAX_IMPORT_BATCH};
+pub use bulk::{
+    ban_pattern_matches, member_problem, BanPatterns, ImportMember, ImportOutcome, MAX_IMPORT_BATCH,
+};
 pub use consent::{Consent, ConsentSource, MAX_CLIENT_CHARS};
 pub use error::DirectoryError;
 pub use import::{IMPORT_BATCH_ROWS, MAX_LINE_BYTES, MAX_REPORTED_REJECTS};

@@ -1,0 +1,223 @@
+//! `herald import <source> …` and `herald export herald <dir>` (issue 16): moving lists,
+//! members, settings, bans, suppressions and archives in from listmonk, Mailman 2, Mailman 3 or
+//! another Herald, and out to another Herald. The work is `herald-import`'s; this file reads
+//! the arguments, prints the plan (a dry run unless `--apply`), drives a progress bar and
+//! prints the report of everything skipped.
+//!
+//! Like `herald archive`, it opens the data directory's databases itself (see `herald-import`'s
+//! crate doc for why), so it runs on the machine of the server, running or not.
+//!
+//! SECURITY: reads the operator's files (and, for Mailman 3, the operator's Mailman REST API);
+//! everything read is untrusted and checked by `herald-import` and the directory.
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use herald_directory::Directory;
+use herald_import::{Ledger, Plan, Progress, Skip, Snapshot};
+use herald_server::Config;
+use herald_types::Address;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+
+#[derive(Subcommand)]
+pub enum ImportCommand {
+    /// listmonk's subscriber export (CSV) into one list.
+    Listmonk(ListmonkArgs),
+    /// Another Herald's export (`herald export herald`).
+    Herald(HeraldArgs),
+}
+
+#[derive(Subcommand)]
+pub enum ExportCommand {
+    /// Every list, member, setting, ban and suppression (and archives) as documented JSON.
+    Herald(ExportArgs),
+}
+
+/// What every import takes.
+#[derive(Args)]
+pub struct Common {
+    /// Write the plan (without it, only print what would change).
+    #[arg(long)]
+    apply: bool,
+    /// Members per directory transaction.
+    #[arg(long, default_value_t = herald_import::DEFAULT_BATCH_ROWS, hide = true)]
+    batch_rows: usize,
+}
+
+#[derive(Args)]
+pub struct ListmonkArgs {
+    /// The CSV from listmonk's Subscribers → Export.
+    csv: PathBuf,
+    /// The Herald list the subscribers join (created if absent).
+    #[arg(long)]
+    list: String,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+pub struct HeraldArgs {
+    /// The directory `herald export herald` wrote.
+    dir: PathBuf,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
+pub struct ExportArgs {
+    /// A new (or empty) directory.
+    dir: PathBuf,
+}
+
+pub async fn import(cmd: ImportCommand, config: &Config) -> Result<()> {
+    let (snap, common) = match cmd {
+        ImportCommand::Listmonk(a) => {
+            let list = parse_list(&a.list)?;
+            (herald_import::listmonk::read(&a.csv, &list)?, a.common)
+        }
+        ImportCommand::Herald(a) => (herald_import::herald::read(&a.dir)?, a.common),
+    };
+    run(snap, &common, config)
+}
+
+pub fn export(cmd: ExportCommand, config: &Config) -> Result<()> {
+    let ExportCommand::Herald(a) = cmd;
+    let dir = open_directory(config)?;
+    let done = herald_import::herald::export(&dir, &config.data_dir.join("archive.db"), &a.dir)?;
+    outln!(
+        "exported {} lists, {} members, {} archived messages to {}",
+        done.lists,
+        done.members,
+        done.archived_messages,
+        a.dir.display()
+    );
+    if done.suppressed_members > 0 {
+        outln!(
+            "left out {} members whose address is suppressed (the suppressions are exported)",
+            done.suppressed_members
+        );
+    }
+    Ok(())
+}
+
+fn parse_list(s: &str) -> Result<Address> {
+    Address::parse(s).with_context(|| format!("--list {s:?} is not a list address"))
+}
+
+fn open_directory(config: &Config) -> Result<Directory> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    Ok(Directory::open(&config.data_dir.join("herald.db"))?)
+}
+
+fn run(snap: Snapshot, common: &Common, config: &Config) -> Result<()> {
+    let dir = open_directory(config)?;
+    let archive_db = config.data_dir.join("archive.db");
+    let mut ledger = Ledger::load(&config.data_dir)?;
+    if let Some(u) = &ledger.under_way {
+        outln!(
+            "an earlier import ({}) stopped after {} of {} member writes; this run plans again \
+             from the directory and finishes it",
+            u.source,
+            u.members_written,
+            u.members_planned
+        );
+    }
+    let archive = if archive_db.exists() {
+        Some(herald_archive::Archive::open(&archive_db)?)
+    } else {
+        None
+    };
+    let plan = herald_import::compute(&dir, archive.as_ref(), &ledger, snap)?;
+    drop(archive);
+    for line in plan.describe() {
+        outln!("{line}");
+    }
+    if !common.apply {
+        print_skips(&plan.skipped);
+        outln!(
+            "{}",
+            if plan.is_empty() {
+                "dry run: nothing to change"
+            } else {
+                "dry run: nothing written; run again with --apply to make these changes"
+            }
+        );
+        return Ok(());
+    }
+    apply(&dir, &archive_db, &mut ledger, plan, common, config)
+}
+
+fn apply(
+    dir: &Directory,
+    archive_db: &Path,
+    ledger: &mut Ledger,
+    plan: Plan,
+    common: &Common,
+    config: &Config,
+) -> Result<()> {
+    let bar = ProgressBar::new(plan.member_writes());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{bar:40}] {pos}/{len} {per_sec} {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message("members");
+    let opts = herald_import::ApplyOptions {
+        batch_rows: common.batch_rows,
+        max_message_bytes: config.archive.max_message_bytes,
+        pause_per_batch: test_pause(),
+    };
+    let done = herald_import::apply(dir, archive_db, ledger, plan, &opts, &mut |p| match p {
+        Progress::Members { done, .. } => bar.set_position(done),
+        Progress::Archive { bytes } => {
+            bar.set_message(format!("archive {bytes} bytes read"));
+        }
+    })?;
+    bar.finish_and_clear();
+    outln!(
+        "applied: {} lists created, {} updated; {} members added, {} updated; {} bans, {} \
+         suppressions added; archive: {} messages added, {} already there",
+        done.lists_created,
+        done.lists_updated,
+        done.members_added,
+        done.members_updated,
+        done.bans_added,
+        done.suppressions_added,
+        done.archive_added,
+        done.archive_duplicates
+    );
+    print_skips(&done.skipped);
+    Ok(())
+}
+
+/// `HERALD_IMPORT_PAUSE_MS`: a pause after each member batch, so a test can kill an import
+/// mid-way and check that the next run finishes it.
+fn test_pause() -> Option<std::time::Duration> {
+    std::env::var("HERALD_IMPORT_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(std::time::Duration::from_millis)
+}
+
+/// Every skipped item, grouped by kind, then a total per kind.
+fn print_skips(skipped: &[Skip]) {
+    if skipped.is_empty() {
+        outln!("skipped: nothing");
+        return;
+    }
+    let mut sorted: Vec<&Skip> = skipped.iter().collect();
+    sorted.sort_by_key(|s| s.kind);
+    outln!("skipped {} items:", skipped.len());
+    for s in &sorted {
+        outln!("  {}: {}: {}", s.kind.as_str(), s.item, s.reason);
+    }
+    let mut counts = std::collections::BTreeMap::new();
+    for s in skipped {
+        *counts.entry(s.kind).or_insert(0u64) += 1;
+    }
+    let summary: Vec<String> = counts
+        .iter()
+        .map(|(k, n)| format!("{n} {}", k.as_str()))
+        .collect();
+    outln!("skipped by reason: {}", summary.join(", "));
+}
