@@ -54,12 +54,13 @@ pub enum ImportOutcome {
 
 impl Directory {
     /// Writes `batch` to `list` in one transaction (see the module doc); one outcome per
-    /// member, in order. `consent` is recorded for members that have none.
+    /// member, in order. A member's own consent (a Herald export's) is recorded, else
+    /// `consent` (an import's), only where none exists; `None` records none.
     pub fn import_members(
         &self,
         list: ListId,
         batch: &[ImportMember],
-        consent: &Consent,
+        consent: Option<&Consent>,
     ) -> Result<Vec<ImportOutcome>, DirectoryError> {
         if batch.len() > MAX_IMPORT_BATCH {
             return Err(DirectoryError::invalid(
@@ -87,7 +88,7 @@ impl Directory {
                     list,
                     [&m.member],
                     &mut high,
-                    Some(m.consent.as_ref().unwrap_or(consent)),
+                    m.consent.as_ref().or(consent),
                 )?;
                 tx.prepare_cached(
                     "UPDATE members SET delivery = ?3 WHERE list_id = ?1 AND address = ?2",
@@ -286,7 +287,7 @@ mod tests {
                 Some("disabled in source"),
             ),
         ];
-        let out = d.import_members(list.id, &batch, &c).unwrap();
+        let out = d.import_members(list.id, &batch, Some(&c)).unwrap();
         assert_eq!(out[0], ImportOutcome::Added);
         assert!(matches!(
             out[1],
@@ -315,7 +316,7 @@ mod tests {
             .import_members(
                 list.id,
                 &[member("a@y.test", DeliveryMode::Regular, None)],
-                &c,
+                Some(&c),
             )
             .unwrap();
         assert_eq!(again, vec![ImportOutcome::Updated]);
@@ -340,7 +341,7 @@ mod tests {
         let mut bad = member("b@y.test", DeliveryMode::Regular, None);
         bad.member.display_name = Some("Eve\r\nBcc: x".into());
         let c = Consent::now(ConsentSource::Import, None);
-        let out = d.import_members(list.id, &[bad], &c).unwrap();
+        let out = d.import_members(list.id, &[bad], Some(&c)).unwrap();
         assert!(matches!(out[0], ImportOutcome::Invalid(_)));
         assert_eq!(d.member_counts(list.id).unwrap().total, 0);
     }

@@ -96,11 +96,12 @@ pub fn apply(
         }
     }
     let consent = Consent::now(ConsentSource::Import, None);
+    let default_consent = (!plan.consent_as_given).then_some(&consent);
     let mut written = 0u64;
     for lp in plan.lists {
         let id = apply_list(dir, &lp, &mut done)?;
         for batch in lp.members.chunks(opts.batch_rows.max(1)) {
-            let outcomes = dir.import_members(id, batch, &consent)?;
+            let outcomes = dir.import_members(id, batch, default_consent)?;
             for (m, o) in batch.iter().zip(outcomes) {
                 tally(&mut done, &lp, &m.member.address, o);
             }

@@ -290,6 +290,7 @@ pub fn read(dir: &Path) -> Result<Snapshot, ImportError> {
     let mut snap = Snapshot {
         source: format!("Herald export {}", dir.display()),
         global_bans: manifest.global_bans,
+        consent_as_given: true,
         ..Snapshot::default()
     };
     snap.global_suppressions = suppressions_in(manifest.global_suppressions, &mut snap.skipped);

@@ -59,6 +59,8 @@ pub struct ListPlan {
 #[derive(Debug)]
 pub struct Plan {
     pub source: String,
+    /// See [`Snapshot::consent_as_given`].
+    pub consent_as_given: bool,
     pub lists: Vec<ListPlan>,
     pub global_bans: Vec<String>,
     pub global_suppressions: Vec<SourceSuppression>,
@@ -234,6 +236,7 @@ pub fn compute(
     }
     Ok(Plan {
         source: snap.source,
+        consent_as_given: snap.consent_as_given,
         lists,
         global_bans,
         global_suppressions,

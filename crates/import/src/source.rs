@@ -22,6 +22,9 @@ pub struct Snapshot {
     pub global_suppressions: Vec<SourceSuppression>,
     /// What the reader could not bring over, with the reason.
     pub skipped: Vec<Skip>,
+    /// Members carry their own consent records (a Herald export): one without a record gets
+    /// none, rather than an "import" record the original never had.
+    pub consent_as_given: bool,
 }
 
 /// One list as the source has it.
