@@ -23,6 +23,9 @@ use std::path::{Path, PathBuf};
 pub enum ImportCommand {
     /// listmonk's subscriber export (CSV) into one list.
     Listmonk(ListmonkArgs),
+    /// A Mailman 2.1 list: its directory (…/lists/<name>, with config.pck) and its pipermail
+    /// archive (…/archives/private/<name>.mbox or the monthly .txt files).
+    Mailman2(Mailman2Args),
     /// Another Herald's export (`herald export herald`).
     Herald(HeraldArgs),
 }
@@ -56,6 +59,20 @@ pub struct ListmonkArgs {
 }
 
 #[derive(Args)]
+pub struct Mailman2Args {
+    /// The list's directory, e.g. /var/lib/mailman/lists/dev.
+    list_dir: PathBuf,
+    /// The Herald list address (default: <list name>@<host_name>).
+    #[arg(long)]
+    address: Option<String>,
+    /// Mailman's archives/private directory (default: <list_dir>/../../archives/private).
+    #[arg(long)]
+    archives: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
 pub struct HeraldArgs {
     /// The directory `herald export herald` wrote.
     dir: PathBuf,
@@ -74,6 +91,14 @@ pub async fn import(cmd: ImportCommand, config: &Config) -> Result<()> {
         ImportCommand::Listmonk(a) => {
             let list = parse_list(&a.list)?;
             (herald_import::listmonk::read(&a.csv, &list)?, a.common)
+        }
+        ImportCommand::Mailman2(a) => {
+            let source = herald_import::mailman2::Mailman2Source {
+                list_dir: a.list_dir,
+                address: a.address.as_deref().map(parse_list).transpose()?,
+                archives: a.archives,
+            };
+            (herald_import::mailman2::read(&source)?, a.common)
         }
         ImportCommand::Herald(a) => (herald_import::herald::read(&a.dir)?, a.common),
     };

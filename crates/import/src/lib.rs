@@ -26,6 +26,8 @@ mod error;
 pub mod herald;
 mod ledger;
 pub mod listmonk;
+pub mod mailman2;
+mod pickle;
 pub mod plan;
 mod source;
 
