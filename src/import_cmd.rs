@@ -26,6 +26,9 @@ pub enum ImportCommand {
     /// A Mailman 2.1 list: its directory (…/lists/<name>, with config.pck) and its pipermail
     /// archive (…/archives/private/<name>.mbox or the monthly .txt files).
     Mailman2(Mailman2Args),
+    /// Mailman 3 core over its REST API: lists, members, roles, bans (held posts are saved
+    /// as files, see --held-dir).
+    Mailman3(Mailman3Args),
     /// Another Herald's export (`herald export herald`).
     Herald(HeraldArgs),
 }
@@ -73,6 +76,30 @@ pub struct Mailman2Args {
 }
 
 #[derive(Args)]
+pub struct Mailman3Args {
+    /// Mailman core's REST API, e.g. http://127.0.0.1:8001
+    #[arg(long)]
+    url: String,
+    /// Its admin user ([webservice] admin_user).
+    #[arg(long)]
+    user: String,
+    /// Its admin password ([webservice] admin_pass).
+    #[arg(long, env = "MAILMAN_REST_PASSWORD")]
+    password: String,
+    /// Only this list (posting address or list id); repeat for more. Default: every list.
+    #[arg(long)]
+    list: Vec<String>,
+    /// An mbox for the list's archive (HyperKitty's export); needs exactly one --list.
+    #[arg(long)]
+    archive: Option<PathBuf>,
+    /// Where held posts are saved (default: <data_dir>/import-held).
+    #[arg(long)]
+    held_dir: Option<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Args)]
 pub struct HeraldArgs {
     /// The directory `herald export herald` wrote.
     dir: PathBuf,
@@ -99,6 +126,19 @@ pub async fn import(cmd: ImportCommand, config: &Config) -> Result<()> {
                 archives: a.archives,
             };
             (herald_import::mailman2::read(&source)?, a.common)
+        }
+        ImportCommand::Mailman3(a) => {
+            let source = herald_import::mailman3::Mailman3Source {
+                url: a.url,
+                user: a.user,
+                password: a.password,
+                lists: a.list,
+                held_dir: a
+                    .held_dir
+                    .unwrap_or_else(|| config.data_dir.join("import-held")),
+                archive: a.archive,
+            };
+            (herald_import::mailman3::read(&source).await?, a.common)
         }
         ImportCommand::Herald(a) => (herald_import::herald::read(&a.dir)?, a.common),
     };

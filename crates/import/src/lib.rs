@@ -27,6 +27,7 @@ pub mod herald;
 mod ledger;
 pub mod listmonk;
 pub mod mailman2;
+pub mod mailman3;
 mod pickle;
 pub mod plan;
 mod source;
