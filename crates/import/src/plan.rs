@@ -386,42 +386,50 @@ fn plan_members(
     refusals: &Refusals<'_>,
     skipped: &mut Vec<Skip>,
 ) -> Result<(), ImportError> {
+    // Where each address was first seen, for the duplicate's report line.
     let mut seen: HashMap<String, String> = HashMap::new();
+    let list = lp.address.to_string();
+    let item = |a: &Address, origin: &str| format!("member {a} ({origin}) of {list}");
     for m in members {
         let key = m.address.to_string().to_ascii_lowercase();
-        let item = || format!("member {} ({}) of {}", m.address, m.origin, lp.address);
         if let Some(first) = seen.get(&key) {
             skipped.push(Skip::new(
                 SkipKind::Duplicate,
-                item(),
+                item(&m.address, &m.origin),
                 format!("the address appeared already ({first}); the first is kept"),
             ));
             continue;
         }
-        seen.insert(key.clone(), m.origin.clone());
         if let Some(mut s) = refusals.check(&m.address, &key)? {
-            s.item = item();
+            s.item = item(&m.address, &m.origin);
             skipped.push(s);
+            seen.insert(key, m.origin);
             continue;
         }
         let new = NewMember {
-            address: m.address.clone(),
-            display_name: m.display_name.clone(),
-            fields: m.fields.clone(),
+            address: m.address,
+            display_name: m.display_name,
+            fields: m.fields,
         };
         if let Some(why) = member_problem(&new) {
-            skipped.push(Skip::new(SkipKind::InvalidData, item(), why));
+            skipped.push(Skip::new(
+                SkipKind::InvalidData,
+                item(&new.address, &m.origin),
+                why,
+            ));
+            seen.insert(key, m.origin);
             continue;
         }
         let change = match existing.get(&key) {
             None => Some(true),
             Some(e) => {
-                let same = e.look == look(&m.display_name, &m.fields)
+                let same = e.look == look(&new.display_name, &new.fields)
                     && e.delivery == m.delivery
                     && (m.disabled.is_none() || !e.enabled);
                 (!same).then_some(false)
             }
         };
+        seen.insert(key, m.origin);
         match change {
             Some(true) => lp.added += 1,
             Some(false) => lp.updated += 1,
