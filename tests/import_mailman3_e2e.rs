@@ -378,6 +378,19 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
         format!("data_dir = {:?}\n", data.display().to_string()),
     )
     .unwrap();
+    // The list's archive as HyperKitty's "download the archive" export gives it: an mbox.
+    let mbox = tmp.path().join("dev@lists.test.mbox");
+    std::fs::write(
+        &mbox,
+        "From reg@d0.test Mon Jan  1 00:00:00 2024\nFrom: Reg Ular <reg@d0.test>\n\
+         To: dev@lists.test\nSubject: [dev] From the old days\nMessage-ID: <old-1@d0.test>\n\
+         Date: Mon, 01 Jan 2024 00:00:00 +0000\n\nHistory.\n\n\
+         From dig@d0.test Tue Jan  2 00:00:00 2024\nFrom: dig@d0.test\nTo: dev@lists.test\n\
+         Subject: Re: [dev] From the old days\nMessage-ID: <old-2@d0.test>\n\
+         In-Reply-To: <old-1@d0.test>\nDate: Tue, 02 Jan 2024 00:00:00 +0000\n\nIndeed.\n",
+    )
+    .unwrap();
+    let mbox_arg = mbox.display().to_string();
     let args = [
         "import",
         "mailman3",
@@ -389,6 +402,8 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
         "restpass",
         "--list",
         LIST,
+        "--archive",
+        &mbox_arg,
         "--apply",
     ];
     let (ok, out) = tokio::task::spawn_blocking({
@@ -403,6 +418,7 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
     .unwrap();
     assert!(ok, "{out}");
     assert!(out.contains("6 members added"), "{out}");
+    assert!(out.contains("archive: 2 messages added"), "{out}");
     for (item, why) in [
         ("role owner", "owners are made moderators"),
         ("header match", "x-spam: yes → discard"),
@@ -520,6 +536,14 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
             .status,
         MemberStatus::Disabled("disabled by a moderator in Mailman".into())
     );
+
+    let archive = herald_archive::Archive::open(&data.join("archive.db")).unwrap();
+    assert_eq!(
+        archive.privacy(LIST).unwrap(),
+        herald_archive::Privacy::Private
+    );
+    assert!(archive.message(LIST, "old-2@d0.test").unwrap().is_some());
+    drop(archive);
 
     // The same import again changes nothing.
     let dry: Vec<String> = args[..args.len() - 1]
