@@ -10,6 +10,7 @@
 //! SECURITY: reads the operator's files (and, for Mailman 3, the operator's Mailman REST API);
 //! everything read is untrusted and checked by `herald-import` and the directory.
 
+use crate::client::Api;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use herald_directory::Directory;
@@ -92,7 +93,8 @@ pub struct Mailman3Args {
     /// An mbox for the list's archive (HyperKitty's export); needs exactly one --list.
     #[arg(long)]
     archive: Option<PathBuf>,
-    /// Where held posts are saved (default: <data_dir>/import-held).
+    /// Where held posts are saved when the server's API cannot take them (default:
+    /// <data_dir>/import-held).
     #[arg(long)]
     held_dir: Option<PathBuf>,
     #[command(flatten)]
@@ -113,7 +115,8 @@ pub struct ExportArgs {
     dir: PathBuf,
 }
 
-pub async fn import(cmd: ImportCommand, config: &Config) -> Result<()> {
+pub async fn import(cmd: ImportCommand, config: &Config, api: Option<Api>) -> Result<()> {
+    let mut held_dir = None;
     let (snap, common) = match cmd {
         ImportCommand::Listmonk(a) => {
             let list = parse_list(&a.list)?;
@@ -133,16 +136,15 @@ pub async fn import(cmd: ImportCommand, config: &Config) -> Result<()> {
                 user: a.user,
                 password: a.password,
                 lists: a.list,
-                held_dir: a
-                    .held_dir
-                    .unwrap_or_else(|| config.data_dir.join("import-held")),
                 archive: a.archive,
             };
+            held_dir = a.held_dir;
             (herald_import::mailman3::read(&source).await?, a.common)
         }
         ImportCommand::Herald(a) => (herald_import::herald::read(&a.dir)?, a.common),
     };
-    run(snap, &common, config)
+    let held_dir = held_dir.unwrap_or_else(|| config.data_dir.join("import-held"));
+    run(snap, &common, config, api, &held_dir).await
 }
 
 pub fn export(cmd: ExportCommand, config: &Config) -> Result<()> {
@@ -175,7 +177,13 @@ fn open_directory(config: &Config) -> Result<Directory> {
     Ok(Directory::open(&config.data_dir.join("herald.db"))?)
 }
 
-fn run(snap: Snapshot, common: &Common, config: &Config) -> Result<()> {
+async fn run(
+    snap: Snapshot,
+    common: &Common,
+    config: &Config,
+    api: Option<Api>,
+    held_dir: &Path,
+) -> Result<()> {
     let dir = open_directory(config)?;
     let archive_db = config.data_dir.join("archive.db");
     let mut ledger = Ledger::load(&config.data_dir)?;
@@ -193,8 +201,9 @@ fn run(snap: Snapshot, common: &Common, config: &Config) -> Result<()> {
     } else {
         None
     };
-    let plan = herald_import::compute(&dir, archive.as_ref(), &ledger, snap)?;
+    let mut plan = herald_import::compute(&dir, archive.as_ref(), &ledger, snap)?;
     drop(archive);
+    let held_api = held::drop_already_held(api.as_ref(), &mut plan).await;
     for line in plan.describe() {
         outln!("{line}");
     }
@@ -210,7 +219,15 @@ fn run(snap: Snapshot, common: &Common, config: &Config) -> Result<()> {
         );
         return Ok(());
     }
-    apply(&dir, &archive_db, &mut ledger, plan, common, config)
+    let held: Vec<(String, Vec<herald_import::HeldPost>)> = plan
+        .lists
+        .iter_mut()
+        .map(|l| (l.address.to_string(), std::mem::take(&mut l.held)))
+        .collect();
+    let mut skipped = apply(&dir, &archive_db, &mut ledger, plan, common, config)?;
+    skipped.extend(held::bring_over(held_api, held, held_dir).await?);
+    print_skips(&skipped);
+    Ok(())
 }
 
 fn apply(
@@ -220,7 +237,7 @@ fn apply(
     plan: Plan,
     common: &Common,
     config: &Config,
-) -> Result<()> {
+) -> Result<Vec<Skip>> {
     let bar = ProgressBar::new(plan.member_writes());
     bar.set_style(
         ProgressStyle::with_template("{spinner} {msg} [{bar:40}] {pos}/{len} {per_sec} {eta}")
@@ -251,8 +268,102 @@ fn apply(
         done.archive_added,
         done.archive_duplicates
     );
-    print_skips(&done.skipped);
-    Ok(())
+    Ok(done.skipped)
+}
+
+/// Held posts: the running server owns them (they live in its spool), so they go through its
+/// API, `POST /api/lists/<list>/held`, and come out held there too. Without a reachable server
+/// they are saved as `.eml` files and reported.
+mod held {
+    use super::*;
+    use herald_api_types::{HeldView, Injected};
+    use herald_import::{HeldPost, SkipKind};
+
+    fn bare(mid: &str) -> String {
+        mid.trim()
+            .trim_start_matches('<')
+            .trim_end_matches('>')
+            .to_string()
+    }
+
+    /// Drops from the plan the held posts the server already holds (by Message-ID), so a
+    /// second run plans nothing. `None` when there is no server to hand them to.
+    pub async fn drop_already_held<'a>(api: Option<&'a Api>, plan: &mut Plan) -> Option<&'a Api> {
+        if plan.lists.iter().all(|l| l.held.is_empty()) {
+            return api;
+        }
+        let api = api?;
+        let held: Vec<HeldView> = api.get("/api/held?limit=10000").await.ok()?;
+        for l in &mut plan.lists {
+            let list = l.address.to_string();
+            l.held.retain(|h| {
+                !held.iter().any(|v| {
+                    v.list.eq_ignore_ascii_case(&list)
+                        && h.message_id.is_some()
+                        && v.message_id.as_deref().map(bare) == h.message_id.as_deref().map(bare)
+                })
+            });
+        }
+        Some(api)
+    }
+
+    pub async fn bring_over(
+        api: Option<&Api>,
+        held: Vec<(String, Vec<HeldPost>)>,
+        dir: &Path,
+    ) -> Result<Vec<Skip>> {
+        let mut skipped = Vec::new();
+        for (list, posts) in held {
+            for h in posts {
+                let item = format!("held post {} of {list}", h.id);
+                let path = format!(
+                    "/api/lists/{list}/held?reason={}&from={}",
+                    encode(&h.reason),
+                    encode(&h.from.as_ref().map(ToString::to_string).unwrap_or_default())
+                );
+                let sent = match api {
+                    Some(api) => {
+                        api.post_bytes::<Injected>(&path, h.raw.clone(), "message/rfc822")
+                            .await
+                    }
+                    None => Err(anyhow::anyhow!("no server API to hand it to")),
+                };
+                match sent {
+                    Ok(p) => outln!("{item}: held in Herald as post {}", p.post),
+                    Err(e) => {
+                        let d = dir.join(list.replace('/', "_"));
+                        std::fs::create_dir_all(&d)
+                            .with_context(|| format!("creating {}", d.display()))?;
+                        let file = d.join(format!("{}.eml", skipped.len() + 1));
+                        std::fs::write(&file, &h.raw)
+                            .with_context(|| format!("writing {}", file.display()))?;
+                        skipped.push(Skip::new(
+                            SkipKind::Unmapped,
+                            item,
+                            format!(
+                                "the server could not take it ({e}); saved to {} for a moderator",
+                                file.display()
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(skipped)
+    }
+
+    /// Percent-encoding for a query value (unreserved characters kept).
+    fn encode(s: &str) -> String {
+        let mut out = String::with_capacity(s.len());
+        for b in s.bytes() {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                out.push(b as char);
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        out
+    }
 }
 
 /// `HERALD_IMPORT_PAUSE_MS`: a pause after each member batch, so a test can kill an import

@@ -229,7 +229,7 @@ async fn dispatch(
         Command::Restore(a) => backup_cmd::restore_into(&config, &a.dir),
         Command::Doctor(a) => doctor_cmd::run(&config, api(), a).await,
         Command::Digest(cmd) => lists_cmd::digest(&api()?, cmd).await,
-        Command::Import(cmd) => import_cmd::import(cmd, &config).await,
+        Command::Import(cmd) => import_cmd::import(cmd, &config, api().ok()).await,
         Command::Export(cmd) => import_cmd::export(cmd, &config),
     }
 }

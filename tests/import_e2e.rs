@@ -448,3 +448,50 @@ fn hostile_or_newer_exports_are_refused_clearly() {
         assert!(d.lists().unwrap().is_empty());
     }
 }
+
+/// `POST /api/lists/<list>/held` (how an import hands over a post held elsewhere) with hostile
+/// input: each refused with a 4xx and nothing held, control characters kept out of the reason
+/// moderators read, and the same message twice held once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_held_import_endpoint_refuses_hostile_input_and_keeps_one_per_message() {
+    let world = herald_sim::World::start(world_config(&[Default::default()], false))
+        .await
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let server = TestServer::start(server_config(&world, tmp.path().join("data"))).await;
+    let api = &server.api;
+    support::create_list(api, "dev@lists.test", serde_json::json!({})).await;
+    let msg =
+        b"From: x@d1.test\r\nSubject: held\r\nMessage-ID: <h1@d1.test>\r\n\r\nbody\r\n".to_vec();
+    let url = |q: &str| format!("{api}/api/lists/dev@lists.test/held?{q}");
+    for (q, body, want) in [
+        ("reason=r&from=not-an-address", msg.clone(), 400),
+        ("reason=r&admin=1", msg.clone(), 400),
+        ("from=x@d1.test", msg.clone(), 400),
+        ("reason=r", Vec::new(), 400),
+    ] {
+        let (st, b) = support::http_bytes(&url(q), body).await;
+        assert_eq!(st, want, "{q}: {b}");
+    }
+    let (st, _) = support::http_bytes(
+        &format!("{api}/api/lists/nope@lists.test/held?reason=r"),
+        msg.clone(),
+    )
+    .await;
+    assert_eq!(st, 404);
+    let held: Vec<herald_api_types::HeldView> = support::get_view(&format!("{api}/api/held")).await;
+    assert!(held.is_empty(), "{held:?}");
+    for _ in 0..2 {
+        let (st, b) = support::http_bytes(
+            &url("reason=held%20in%20Mailman%3A%0D%0ABcc%3A%20evil&from=x%40d1.test"),
+            msg.clone(),
+        )
+        .await;
+        assert_eq!(st, 202, "{b}");
+    }
+    let held: Vec<herald_api_types::HeldView> = support::get_view(&format!("{api}/api/held")).await;
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].reason.as_deref(), Some("held in Mailman:Bcc: evil"));
+    assert_eq!(held[0].from.as_deref(), Some("x@d1.test"));
+    server.stop().await;
+}

@@ -375,7 +375,12 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
     let cfg = tmp.path().join("herald.toml");
     std::fs::write(
         &cfg,
-        format!("data_dir = {:?}\n", data.display().to_string()),
+        // The importer hands held posts to this server's API (`[listen] http`).
+        format!(
+            "data_dir = {:?}\n[listen]\nhttp = \"{}\"\n",
+            data.display().to_string(),
+            server.http
+        ),
     )
     .unwrap();
     // The list's archive as HyperKitty's "download the archive" export gives it: an mbox.
@@ -423,7 +428,6 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
         ("role owner", "owners are made moderators"),
         ("header match", "x-spam: yes → discard"),
         ("member moderation", "1 members have a moderation action"),
-        ("held post 1 from stranger@d1.test", "saved to"),
         ("setting description", "no description"),
     ] {
         assert!(
@@ -431,9 +435,25 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
             "no {item} / {why}:\n{out}"
         );
     }
-    let held_file = data.join("import-held").join(LIST_ID).join("1.eml");
-    let held = std::fs::read_to_string(&held_file).unwrap();
-    assert!(held.contains("Message-ID: <held-1@d1.test>"), "{held}");
+    // The held post is held in Herald too, with Mailman's reason, waiting for a moderator.
+    assert!(out.contains("held in Herald as post"), "{out}");
+    let held: Vec<herald_api_types::HeldView> =
+        support::get_view(&format!("{}/api/held", server.api)).await;
+    assert_eq!(held.len(), 1, "{held:?}");
+    assert_eq!(held[0].list, LIST);
+    assert_eq!(held[0].from.as_deref(), Some("stranger@d1.test"));
+    assert!(
+        held[0]
+            .message_id
+            .as_deref()
+            .unwrap_or("")
+            .contains("held-1@d1.test"),
+        "{held:?}"
+    );
+    assert_eq!(
+        held[0].reason.as_deref(),
+        Some("held in Mailman: The message is not from a list member")
+    );
 
     // Field by field against what Mailman's REST API says.
     let d = Directory::open(&data.join("herald.db")).unwrap();
@@ -563,6 +583,9 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
         ok && again.contains("dry run: nothing to change"),
         "{again}"
     );
+    let held: Vec<herald_api_types::HeldView> =
+        support::get_view(&format!("{}/api/held", server.api)).await;
+    assert_eq!(held.len(), 1, "still one held post: {held:?}");
 
     // A post in the simulated world: who gets what, as in Mailman.
     let post =

@@ -36,4 +36,4 @@ pub use apply::{apply, Applied, ApplyOptions, Progress, DEFAULT_BATCH_ROWS};
 pub use error::ImportError;
 pub use ledger::{Ledger, UnderWay};
 pub use plan::{compute, ListAction, ListPlan, Plan};
-pub use source::{Skip, SkipKind, Snapshot, SourceList, SourceMember, SourceSuppression};
+pub use source::{HeldPost, Skip, SkipKind, Snapshot, SourceList, SourceMember, SourceSuppression};

@@ -18,15 +18,15 @@
 //! `summary_digests`, reported) with the member's `delivery_status` preference `by_user` →
 //! `nomail`, `by_moderator` / `by_bounces` / `unknown` → disabled with that reason; the
 //! display name. Bans (list and global) → bans. What does not map is reported: other settings
-//! when set, per-member moderation actions, header matches, and held posts (saved as `.eml`
-//! files for the operator, see [`Mailman3Source::held_dir`]).
+//! when set, per-member moderation actions and header matches. Held posts (`/held`) come with
+//! the snapshot; `herald import` hands them to the running server, which holds them again.
 //!
 //! SECURITY: the REST API is the operator's own Mailman, reached with its admin credentials
 //! over plain HTTP (Mailman binds it to localhost by default); its answers are still parsed as
 //! untrusted JSON with a size limit per answer, every address parsed, every name checked by
-//! the directory. Held posts are written as files named by Mailman's numeric request id only.
+//! the directory; a held post's text goes through Herald's enqueue path like any post.
 
-use crate::source::{Skip, SkipKind, Snapshot, SourceList, SourceMember};
+use crate::source::{HeldPost, Skip, SkipKind, Snapshot, SourceList, SourceMember};
 use crate::ImportError;
 use herald_archive::Privacy;
 use herald_types::{Address, DeliveryMode};
@@ -48,8 +48,6 @@ pub struct Mailman3Source {
     pub password: String,
     /// Only these lists (posting address or list id); all when empty.
     pub lists: Vec<String>,
-    /// Where held posts are saved as `<list>/<request id>.eml`.
-    pub held_dir: PathBuf,
     /// An mbox (HyperKitty's export or the list's own) for the archive; one list only.
     pub archive: Option<PathBuf>,
 }
@@ -111,6 +109,8 @@ struct Held {
     subject: Option<String>,
     #[serde(default)]
     sender: Option<String>,
+    #[serde(default)]
+    message_id: Option<String>,
 }
 
 struct Rest {
@@ -290,23 +290,25 @@ async fn read_list(
     }
     let held: Page<Held> = rest.get(&format!("lists/{id}/held")).await?;
     for h in held.entries {
-        let dir = src.held_dir.join(&l.list_id);
-        std::fs::create_dir_all(&dir).map_err(ImportError::write(&dir))?;
-        let file = dir.join(format!("{}.eml", h.request_id));
-        std::fs::write(&file, h.msg.as_bytes()).map_err(ImportError::write(&file))?;
-        unmapped(
-            &format!(
-                "held post {} from {} ({:?})",
-                h.request_id,
-                h.sender.as_deref().unwrap_or("?"),
-                h.subject.as_deref().unwrap_or("")
+        list.held.push(HeldPost {
+            id: format!(
+                "{} (Mailman request {})",
+                h.subject.as_deref().unwrap_or(""),
+                h.request_id
             ),
-            format!(
-                "held in Mailman ({}); Herald takes held posts only as they arrive by SMTP, so it is saved to {} for a moderator to post with `herald post` or drop",
-                h.reason.as_deref().unwrap_or("no reason given"),
-                file.display()
+            from: h.sender.as_deref().and_then(|a| Address::parse(a).ok()),
+            reason: format!(
+                "held in Mailman: {}",
+                h.reason.as_deref().unwrap_or("no reason given")
             ),
-        );
+            message_id: h.message_id.map(|m| {
+                m.trim()
+                    .trim_start_matches('<')
+                    .trim_end_matches('>')
+                    .to_string()
+            }),
+            raw: h.msg.into_bytes(),
+        });
     }
     if let Some(a) = &src.archive {
         list.archive.push(a.clone());

@@ -53,6 +53,9 @@ pub struct ListPlan {
     pub archive: Vec<PathBuf>,
     /// Set when it differs from the archive's current privacy.
     pub archive_privacy: Option<herald_archive::Privacy>,
+    /// Held posts to bring over still held (the CLI hands them to the running server and
+    /// drops those it already holds).
+    pub held: Vec<crate::source::HeldPost>,
 }
 
 /// Everything an import would change.
@@ -84,6 +87,7 @@ impl Plan {
                     && l.members.is_empty()
                     && l.archive.is_empty()
                     && l.archive_privacy.is_none()
+                    && l.held.is_empty()
             })
     }
 
@@ -121,6 +125,16 @@ impl Plan {
             }
             if let Some(p) = l.archive_privacy {
                 out.push(format!("  archive privacy: {}", p.as_str()));
+            }
+            for h in &l.held {
+                out.push(format!(
+                    "  held post {} from {}: bring over still held ({})",
+                    h.id,
+                    h.from
+                        .as_ref()
+                        .map_or("<>".to_string(), ToString::to_string),
+                    h.reason
+                ));
             }
         }
         out
@@ -223,6 +237,7 @@ pub fn compute(
                 .filter(|f| !ledger.archived(&label, f))
                 .collect(),
             archive_privacy: None,
+            held: sl.held,
         };
         plan_members(&mut lp, sl.members, &existing, &refusals, &mut skipped)?;
         if let (Some(p), Some(a)) = (sl.archive_privacy, archive) {

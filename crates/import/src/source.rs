@@ -41,6 +41,21 @@ pub struct SourceList {
     pub archive: Vec<PathBuf>,
     /// The archive's privacy (`public`, `members`, `private`, `none`), when the source says.
     pub archive_privacy: Option<herald_archive::Privacy>,
+    /// Posts waiting for a moderator in the source; brought over still held (through the
+    /// running server, which owns held posts: see `herald import`).
+    pub held: Vec<HeldPost>,
+}
+
+/// A post held for moderation in the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldPost {
+    /// The source's id for it (Mailman's request id), for the report.
+    pub id: String,
+    pub from: Option<Address>,
+    /// Why the source held it, as moderators will read it in Herald.
+    pub reason: String,
+    pub message_id: Option<String>,
+    pub raw: Vec<u8>,
 }
 
 impl SourceList {
@@ -53,6 +68,7 @@ impl SourceList {
             suppressions: Vec::new(),
             archive: Vec::new(),
             archive_privacy: None,
+            held: Vec::new(),
         }
     }
 }
