@@ -13,6 +13,7 @@ mod client;
 mod demo;
 mod dkim_cmd;
 mod doctor_cmd;
+mod import_cmd;
 mod lists_cmd;
 mod report;
 mod sim_cmd;
@@ -110,6 +111,13 @@ enum Command {
     /// Check list domains' DNS (MX, SPF, DKIM, DMARC, MTA-STS, TLS-RPT), reverse DNS, the HELO
     /// name, the TLS certificate and port 25; print the records to publish.
     Doctor(doctor_cmd::DoctorArgs),
+    /// Move in: lists, members, settings, bans, suppressions and archives from listmonk,
+    /// Mailman 2, Mailman 3 or another Herald's export. A dry run unless --apply.
+    #[command(subcommand)]
+    Import(import_cmd::ImportCommand),
+    /// Move out: `export herald <dir>` writes everything in Herald's documented JSON format.
+    #[command(subcommand)]
+    Export(import_cmd::ExportCommand),
 }
 
 #[derive(Args)]
@@ -225,6 +233,8 @@ async fn dispatch(
         Command::Doctor(a) => doctor_cmd::run(&config, api(), a).await,
         Command::Digest(cmd) => lists_cmd::digest(&api()?, cmd).await,
         Command::TlsReport(cmd) => lists_cmd::tls_report(&api()?, cmd).await,
+        Command::Import(cmd) => import_cmd::import(cmd, &config, api().ok()).await,
+        Command::Export(cmd) => import_cmd::export(cmd, &config),
     }
 }
 

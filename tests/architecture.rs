@@ -42,6 +42,7 @@ const FLOW: &[&str] = &[
     "herald-doctor",
     "herald-digest",
     "herald-tlsrpt",
+    "herald-import",
     "herald-api",
     "herald-server",
     "herald-bench",

@@ -59,6 +59,16 @@ pub trait Injector: Send + Sync + 'static {
         list: Address,
         body: Bytes,
     ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>>;
+
+    /// Spools `body` as a post held for moderation on `list` with `reason`: a held post
+    /// brought over from another list server by an import (issue 16).
+    fn hold_imported(
+        &self,
+        list: Address,
+        envelope_from: Option<Address>,
+        reason: String,
+        body: Bytes,
+    ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>>;
 }
 
 /// What the handlers share.
@@ -203,6 +213,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
                 .post(bans::suppress)
                 .delete(bans::unsuppress),
         )
+        .route("/api/lists/{list}/held", post(lists_ops::hold_imported))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -404,3 +404,52 @@ fn invalid() -> Response {
     )
         .into_response()
 }
+
+/// `POST /api/lists/<list>/held?reason=…&from=…` with the raw message as the body: a post held
+/// on another list server, held here too (`herald import mailman3`, issue 16). The duplicate
+/// check applies, so the same held post sent twice stays one.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HoldImported {
+    reason: String,
+    #[serde(default)]
+    from: Option<String>,
+}
+
+/// Longest imported hold reason, in characters (it is shown to moderators).
+const MAX_IMPORTED_REASON_CHARS: usize = 256;
+
+pub async fn hold_imported(
+    State(s): St,
+    Path(list): Path<String>,
+    Query(q): Query<HoldImported>,
+    body: bytes::Bytes,
+) -> Result<(StatusCode, Json<herald_api_types::Injected>), ApiError> {
+    let list = crate::admin::find_list_pub(&s, &list).await?;
+    if body.is_empty() {
+        return Err(ApiError::BadRequest("the message is empty".into()));
+    }
+    let reason: String = q
+        .reason
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_IMPORTED_REASON_CHARS)
+        .collect();
+    let from = match q.from.as_deref().filter(|f| !f.is_empty()) {
+        Some(f) => {
+            Some(Address::parse(f).map_err(|e| ApiError::BadRequest(format!("from {f:?}: {e}")))?)
+        }
+        None => None,
+    };
+    let id = s
+        .injector
+        .hold_imported(list.address, from, reason, body)
+        .await
+        .map_err(ApiError::BadRequest)?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(herald_api_types::Injected {
+            post: id.to_string(),
+        }),
+    ))
+}

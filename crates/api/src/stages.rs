@@ -35,6 +35,20 @@ impl Injector for Enqueuer {
                 .map_err(|e| e.to_string())
         })
     }
+
+    fn hold_imported(
+        &self,
+        list: Address,
+        envelope_from: Option<Address>,
+        reason: String,
+        body: Bytes,
+    ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>> {
+        Box::pin(async move {
+            Enqueuer::hold_imported(self, &list, envelope_from, reason, body)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
 }
 
 fn view(c: &Confirmation) -> ConfirmView {

@@ -24,6 +24,7 @@
 
 mod bans;
 mod bounces;
+mod bulk;
 mod consent;
 mod csvline;
 mod delivery;
@@ -43,6 +44,9 @@ pub use bans::{normalize_ban_pattern, Ban, MAX_BANS, MAX_BAN_PATTERN_CHARS, REGE
 pub use bounces::{
     BounceApplied, BounceEvent, BounceScore, NewBounce, DAY_MS, MAX_BOUNCE_LISTING,
     MAX_EVENTS_PER_ADDRESS, MAX_REPUTATION_EVENTS,
+};
+pub use bulk::{
+    ban_pattern_matches, member_problem, BanPatterns, ImportMember, ImportOutcome, MAX_IMPORT_BATCH,
 };
 pub use consent::{Consent, ConsentSource, MAX_CLIENT_CHARS};
 pub use error::DirectoryError;

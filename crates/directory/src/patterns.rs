@@ -24,7 +24,7 @@ pub(crate) enum Matcher {
 }
 
 impl Matcher {
-    fn matches(&self, address: &str, domain: &str) -> bool {
+    pub(crate) fn matches(&self, address: &str, domain: &str) -> bool {
         match self {
             Matcher::Address(a) => a.eq_ignore_ascii_case(address),
             Matcher::Domain(d) => d.eq_ignore_ascii_case(domain),

@@ -103,6 +103,13 @@ pub enum Origin {
     /// A held post a moderator approved: a list post, exempt from the duplicate check (its
     /// Message-ID was recorded when it was held).
     Approved { envelope_from: Option<Address> },
+    /// A post held for moderation on another list server, brought over by an import (issue
+    /// 16): held here too, with that server's reason; never fanned out until approved. The
+    /// duplicate check applies, so importing the same held post again keeps one.
+    Imported {
+        envelope_from: Option<Address>,
+        reason: String,
+    },
 }
 
 /// The senders of the hand-over channels; the composition root holds the receivers.
@@ -288,6 +295,31 @@ impl Enqueuer {
         .await
     }
 
+    /// A post held on another list server, held here with `reason` (an import, issue 16).
+    /// Answers the first post's id when the same Message-ID was already taken for the list.
+    pub async fn hold_imported(
+        &self,
+        list: &Address,
+        envelope_from: Option<Address>,
+        reason: String,
+        body: Bytes,
+    ) -> Result<PostId, EnqueueError> {
+        let dir = self.directory.clone();
+        let addr = list.clone();
+        let found = tokio::task::spawn_blocking(move || dir.list_by_address(&addr)).await??;
+        let found = found.ok_or_else(|| EnqueueError::NoSuchList(list.clone()))?;
+        self.enqueue(Submission::List {
+            list: Box::new(found),
+            role: ListAddressKind::Post,
+            origin: Origin::Imported {
+                envelope_from,
+                reason,
+            },
+            body: crlf(body),
+        })
+        .await
+    }
+
     /// The draft of mail to a list, or `Err(first)` when it is a retry of the post `first`.
     async fn list_draft(
         &self,
@@ -304,9 +336,9 @@ impl Enqueuer {
             return Err(EnqueueError::TooBig { limit });
         }
         let envelope_from = match &origin {
-            Origin::Smtp { envelope_from, .. } | Origin::Approved { envelope_from } => {
-                envelope_from.clone()
-            }
+            Origin::Smtp { envelope_from, .. }
+            | Origin::Approved { envelope_from }
+            | Origin::Imported { envelope_from, .. } => envelope_from.clone(),
             Origin::Admin => None,
         };
         let body = self
@@ -337,6 +369,7 @@ impl Enqueuer {
             ListAddressKind::Request => (PostKind::Request, None),
             ListAddressKind::Post => match origin {
                 Origin::Admin | Origin::Approved { .. } => (PostKind::ListPost, None),
+                Origin::Imported { reason, .. } => (PostKind::Held, Some(reason)),
                 Origin::Smtp { .. } => {
                     self.posting_kind(list, envelope_from.clone(), &origin, &mut body)
                         .await?

@@ -1,0 +1,101 @@
+//! The importer's own small state in the data directory, `import-ledger.json`: the archive
+//! files already imported (by list, path, size and modification time, so a second run does not
+//! read years of mail again only to find every message a duplicate) and the import under way
+//! (source, members planned, members written), so a run after a crash can say it is finishing
+//! an interrupted import. Members need no ledger of their own: the plan is computed from the
+//! directory, which holds every batch committed before the crash.
+//!
+//! Written atomically (a temporary file renamed over the old one), so a crash leaves the old
+//! or the new ledger, never half of one; an unreadable ledger is an error, not a fresh start.
+
+use crate::ImportError;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+const FILE: &str = "import-ledger.json";
+
+/// An import that started applying and has not finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnderWay {
+    pub source: String,
+    pub started_ms: u64,
+    pub members_planned: u64,
+    pub members_written: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct ArchivedFile {
+    list: String,
+    path: PathBuf,
+    len: u64,
+    modified_ms: u64,
+}
+
+/// The ledger, loaded.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct Ledger {
+    #[serde(default)]
+    archived: Vec<ArchivedFile>,
+    #[serde(default)]
+    pub under_way: Option<UnderWay>,
+    #[serde(skip)]
+    path: PathBuf,
+}
+
+fn stamp(file: &Path) -> Option<(u64, u64)> {
+    let meta = std::fs::metadata(file).ok()?;
+    let modified = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
+    Some((
+        meta.len(),
+        u64::try_from(modified.as_millis()).unwrap_or(u64::MAX),
+    ))
+}
+
+impl Ledger {
+    /// The ledger of `data_dir` (empty when there is none yet).
+    pub fn load(data_dir: &Path) -> Result<Ledger, ImportError> {
+        let path = data_dir.join(FILE);
+        let mut ledger = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice::<Ledger>(&bytes)
+                .map_err(|e| ImportError::format(path.display().to_string(), e.to_string()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ledger::default(),
+            Err(e) => return Err(ImportError::read(&path)(e)),
+        };
+        ledger.path = path;
+        Ok(ledger)
+    }
+
+    /// True when `file` was imported into `list`'s archive and has not changed since.
+    pub fn archived(&self, list: &str, file: &Path) -> bool {
+        let Some((len, modified_ms)) = stamp(file) else {
+            return false;
+        };
+        self.archived.iter().any(|a| {
+            a.list == list && a.path == file && a.len == len && a.modified_ms == modified_ms
+        })
+    }
+
+    pub(crate) fn mark_archived(&mut self, list: &str, file: &Path) -> Result<(), ImportError> {
+        if let Some((len, modified_ms)) = stamp(file) {
+            self.archived.push(ArchivedFile {
+                list: list.to_string(),
+                path: file.to_path_buf(),
+                len,
+                modified_ms,
+            });
+        }
+        self.save()
+    }
+
+    pub(crate) fn save(&self) -> Result<(), ImportError> {
+        let tmp = self.path.with_extension("json.tmp");
+        let bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| ImportError::format("import ledger", e.to_string()))?;
+        std::fs::write(&tmp, bytes).map_err(ImportError::write(&tmp))?;
+        std::fs::rename(&tmp, &self.path).map_err(ImportError::write(&self.path))
+    }
+}

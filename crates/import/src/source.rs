@@ -1,0 +1,162 @@
+//! What a source system says, in Herald's words: a [`Snapshot`] of lists (their settings as a
+//! patch of Herald setting keys), members (delivery mode, status, name, fields), bans,
+//! suppressions, archive files, and every item the reader could not bring over ([`Skip`]).
+//! Each source module (`listmonk`, `mailman2`, `mailman3`, `herald`) builds one; the engine
+//! (`plan`, `apply`) never knows which source it came from.
+
+use herald_directory::{Consent, SuppressionSource};
+use herald_types::{Address, DeliveryMode};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Everything one import brings.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// What was read, for the report ("listmonk export subscribers.csv").
+    pub source: String,
+    pub lists: Vec<SourceList>,
+    /// Bans for every list (Mailman 3's global bans).
+    pub global_bans: Vec<String>,
+    /// Suppressions for every list (listmonk's blocklist, a Herald export's global entries).
+    pub global_suppressions: Vec<SourceSuppression>,
+    /// What the reader could not bring over, with the reason.
+    pub skipped: Vec<Skip>,
+    /// Members carry their own consent records (a Herald export): one without a record gets
+    /// none, rather than an "import" record the original never had.
+    pub consent_as_given: bool,
+}
+
+/// One list as the source has it.
+#[derive(Debug)]
+pub struct SourceList {
+    pub address: Address,
+    /// Herald `ListSettings` keys (JSON) the source sets; every other setting keeps its value
+    /// (an existing list) or Herald's default (a new one).
+    pub settings: Map<String, Value>,
+    pub members: Vec<SourceMember>,
+    pub bans: Vec<String>,
+    pub suppressions: Vec<SourceSuppression>,
+    /// Mailbox files or directories for the archive importer, in order.
+    pub archive: Vec<PathBuf>,
+    /// The archive's privacy (`public`, `members`, `private`, `none`), when the source says.
+    pub archive_privacy: Option<herald_archive::Privacy>,
+    /// Posts waiting for a moderator in the source; brought over still held (through the
+    /// running server, which owns held posts: see `herald import`).
+    pub held: Vec<HeldPost>,
+}
+
+/// A post held for moderation in the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldPost {
+    /// The source's id for it (Mailman's request id), for the report.
+    pub id: String,
+    pub from: Option<Address>,
+    /// Why the source held it, as moderators will read it in Herald.
+    pub reason: String,
+    pub message_id: Option<String>,
+    pub raw: Vec<u8>,
+}
+
+impl SourceList {
+    pub fn new(address: Address) -> SourceList {
+        SourceList {
+            address,
+            settings: Map::new(),
+            members: Vec::new(),
+            bans: Vec::new(),
+            suppressions: Vec::new(),
+            archive: Vec::new(),
+            archive_privacy: None,
+            held: Vec::new(),
+        }
+    }
+}
+
+/// One member as the source has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceMember {
+    pub address: Address,
+    pub display_name: Option<String>,
+    pub fields: BTreeMap<String, String>,
+    pub delivery: DeliveryMode,
+    /// `Some(reason)`: not receiving mail in the source (Herald disables it too).
+    pub disabled: Option<String>,
+    /// The consent the source recorded (Herald exports only).
+    pub consent: Option<Consent>,
+    /// Where it was read ("line 7", "members[3]"), for the report.
+    pub origin: String,
+}
+
+impl SourceMember {
+    pub fn new(address: Address, origin: impl Into<String>) -> SourceMember {
+        SourceMember {
+            address,
+            display_name: None,
+            fields: BTreeMap::new(),
+            delivery: DeliveryMode::Regular,
+            disabled: None,
+            consent: None,
+            origin: origin.into(),
+        }
+    }
+}
+
+/// One suppression-list entry as the source has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceSuppression {
+    pub address: Address,
+    pub reason: String,
+    pub source: SuppressionSource,
+    /// When it was suppressed there (Unix ms); the import time when the source does not say.
+    pub at_ms: u64,
+}
+
+/// Why an item was not brought over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SkipKind {
+    /// The address is on a suppression list (Herald's, or one the import brings).
+    Suppressed,
+    /// The address matches a ban.
+    Banned,
+    /// Not a usable mail address.
+    InvalidAddress,
+    /// A row or value the source's format does not allow, or the directory refuses.
+    InvalidData,
+    /// The same address again; the first occurrence is kept.
+    Duplicate,
+    /// A setting or flag with no Herald equivalent.
+    Unmapped,
+}
+
+impl SkipKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipKind::Suppressed => "suppressed",
+            SkipKind::Banned => "banned",
+            SkipKind::InvalidAddress => "invalid address",
+            SkipKind::InvalidData => "invalid data",
+            SkipKind::Duplicate => "duplicate",
+            SkipKind::Unmapped => "no Herald equivalent",
+        }
+    }
+}
+
+/// One item not brought over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip {
+    pub kind: SkipKind,
+    /// What it was ("member a@b (line 7)", "setting digest_is_default of dev@l").
+    pub item: String,
+    pub reason: String,
+}
+
+impl Skip {
+    pub fn new(kind: SkipKind, item: impl Into<String>, reason: impl Into<String>) -> Skip {
+        Skip {
+            kind,
+            item: item.into(),
+            reason: reason.into(),
+        }
+    }
+}
