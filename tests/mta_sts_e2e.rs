@@ -76,18 +76,6 @@ fn policy(mode: &str, mx: &str) -> PolicyResponse {
     ))
 }
 
-fn der_to_pem(der: &[u8]) -> String {
-    use base64::Engine;
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
-    for chunk in b64.as_bytes().chunks(64) {
-        pem.push_str(std::str::from_utf8(chunk).expect("base64 is ASCII"));
-        pem.push('\n');
-    }
-    pem.push_str("-----END CERTIFICATE-----\n");
-    pem
-}
-
 /// A world of `starttls.len()` domains, one member each (`m<i>@d<i>.test`).
 async fn world(starttls: &[bool]) -> World {
     let mut wc = world_config(&vec![Profile::Normal; starttls.len()], false);

@@ -27,18 +27,6 @@ const HTTPS_ADDR: Ipv4Addr = Ipv4Addr::new(127, 2, 0, 1);
 /// Where d0 and d1 want their reports mailed.
 const REPORTS_TO: &str = "tlsrpt@d2.test";
 
-fn der_to_pem(der: &[u8]) -> String {
-    use base64::Engine;
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
-    for chunk in b64.as_bytes().chunks(64) {
-        pem.push_str(std::str::from_utf8(chunk).expect("base64 is ASCII"));
-        pem.push('\n');
-    }
-    pem.push_str("-----END CERTIFICATE-----\n");
-    pem
-}
-
 /// The report mails that reached `REPORTS_TO`, once `n` have.
 async fn report_mails(world: &World, n: usize) -> Vec<String> {
     let start = Instant::now();

@@ -424,3 +424,16 @@ pub fn members_csv(n: usize, domains: usize) -> String {
     }
     csv
 }
+
+/// A DER certificate as PEM, for a trust-anchor file (`delivery.tls_ca_file`).
+pub fn der_to_pem(der: &[u8]) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    for chunk in b64.as_bytes().chunks(64) {
+        pem.push_str(std::str::from_utf8(chunk).expect("base64 is ASCII"));
+        pem.push('\n');
+    }
+    pem.push_str("-----END CERTIFICATE-----\n");
+    pem
+}
