@@ -1,7 +1,8 @@
 // Herald's dashboard in a real headless browser: starts `herald demo --serve` (a simulated
 // Internet and a real server, with an admin token), signs in through the login form, and checks
 // that the charts draw data from the real fan-out, that live updates arrive (a repost every few
-// seconds moves the counters), and saves a screenshot (target/dashboard.png) as a CI artifact.
+// seconds moves the counters), and saves a screenshot (target/dashboard.png) as a CI artifact;
+// then, without the sign-in, the public subscribe form and the subscriptions page (issue 15).
 //
 // Env: HERALD_BIN (default ../../target/debug/herald), CHROMIUM (default /usr/bin/chromium),
 // SCREENSHOT (default ../../target/dashboard.png). Exits non-zero on any failure; always stops
@@ -118,6 +119,31 @@ async function main() {
   await page.screenshot({ path: shot, fullPage: true });
   console.log("screenshot: " + shot);
   check(errors.length === 0, "page errors: " + errors.join("; "));
+
+  // The public pages, as a newcomer's browser meets them: no dashboard cookie (the admin token
+  // is set), the subscribe form of the demo list, a person's pace (the form's time-token wants
+  // two seconds), the honeypot out of sight, the answer page.
+  const visitor = await browser.newContext();
+  const pub = await visitor.newPage();
+  pub.on("pageerror", (e) => errors.push(String(e)));
+  pub.on("response", (r) => { if (r.status() >= 400) errors.push(r.status() + " " + r.url()); });
+  await pub.goto(url + "subscribe/demo@lists.herald.test");
+  check((await pub.textContent("label[for=email]")).includes("e-mail address"), "no labelled address field");
+  const trap = await pub.$eval("#website", (e) => {
+    const r = e.getBoundingClientRect();
+    return { offscreen: r.right < 0 || r.left > window.innerWidth, hidden: e.closest("[aria-hidden=true]") !== null };
+  });
+  check(trap.offscreen && trap.hidden, "the honeypot field is visible to people: " + JSON.stringify(trap));
+  await pub.waitForTimeout(2500);
+  await pub.fill("#email", "newcomer@d1.demo.test");
+  await Promise.all([pub.waitForNavigation(), pub.click("button[type=submit]")]);
+  const answer = await pub.textContent("h1");
+  check(answer.includes("Check your mailbox"), "the subscribe form answered: " + answer);
+  await pub.goto(url + "manage");
+  check((await pub.textContent("button[type=submit]")).includes("Send me a link"), "no subscriptions form");
+  await visitor.close();
+  check(errors.length === 0, "page errors on the public pages: " + errors.join("; "));
+  console.log("public subscribe and subscriptions pages: ok");
 }
 
 main().then(async () => { await cleanup(); console.log("dashboard test passed"); process.exit(0); },
