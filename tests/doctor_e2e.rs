@@ -65,7 +65,12 @@ async fn doctor_passes_a_good_domain_and_names_the_fix_for_a_bad_one() {
                 .add_ptr(EGRESS, "herald.test")
                 .add_a("herald.test", EGRESS)
                 // bad.test: an MX host where nothing listens, SPF for someone else, a key that
-                // is not ours, and none of the optional records.
+                // is not ours, no MTA-STS, and a TLS-RPT record whose only destination is
+                // unusable.
+                .add_txt(
+                    "_smtp._tls.bad.test",
+                    "v=TLSRPTv1; rua=ftp://reports.bad.test/",
+                )
                 .add_mx("bad.test", 10, "mx.bad.test")
                 .add_a("mx.bad.test", Ipv4Addr::new(127, 0, 0, 9))
                 .add_txt("bad.test", "v=spf1 ip4:192.0.2.1 -all")
@@ -104,6 +109,7 @@ async fn doctor_passes_a_good_domain_and_names_the_fix_for_a_bad_one() {
         ),
         "publish: _dmarc.bad.test. IN TXT \"v=DMARC1; p=none; rua=mailto:postmaster@bad.test\"",
         "publish: _smtp._tls.bad.test. IN TXT",
+        "record has no usable rua destination",
         "mx.bad.test 127.0.0.9",
     ] {
         assert!(bad.contains(expected), "missing {expected:?} in:\n{bad}");

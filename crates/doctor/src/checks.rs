@@ -358,9 +358,20 @@ async fn policy_records(dns: &Dns, domain: &str, out: &mut Vec<Finding>) {
             Answer::Found(txts) => txts.into_iter().find(|t| t.starts_with(prefix)),
             _ => None,
         };
-        out.push(match found {
-            Some(r) => Finding::new(Severity::Ok, check, &name, r),
-            None => Finding::new(Severity::Warn, check, &name, "not published").publish(publish),
+        // A TLS-RPT record is read as senders read it: one whose destinations are unusable
+        // asks for reports nobody can send.
+        let unusable = match (&found, check) {
+            (Some(r), "tls-rpt") => herald_routing::tlsrpt_record::parse(r).err(),
+            _ => None,
+        };
+        out.push(match (found, unusable) {
+            (Some(r), Some(e)) => {
+                Finding::new(Severity::Warn, check, &name, format!("{r}: {e}")).publish(publish)
+            }
+            (Some(r), None) => Finding::new(Severity::Ok, check, &name, r),
+            (None, _) => {
+                Finding::new(Severity::Warn, check, &name, "not published").publish(publish)
+            }
         });
     }
 }

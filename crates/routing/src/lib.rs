@@ -43,6 +43,7 @@ pub mod mta_sts;
 pub mod resolve;
 pub mod secure_dns;
 pub mod tls_policy;
+pub mod tlsrpt_record;
 pub mod trust;
 
 pub use config::ResolverConfig;

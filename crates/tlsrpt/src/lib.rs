@@ -14,7 +14,9 @@
 //! SECURITY: see each module; the `_smtp._tls` record is hostile input to `record`.
 
 pub mod ledger;
-pub mod record;
+/// The `_smtp._tls` record's parser lives in `herald-routing` (with the other DNS policy records),
+/// so `herald doctor` checks a domain's record with the same rules the reports are sent by.
+pub use herald_routing::tlsrpt_record as record;
 pub mod report;
 pub mod stage;
 

@@ -1,4 +1,5 @@
-//! The TLS reporting policy record (RFC 8460 §3): the TXT record at `_smtp._tls.<domain>`,
+//! The TLS reporting policy record (RFC 8460 §3; used by `herald-tlsrpt` to send reports and by
+//! `herald doctor` to check a list domain's own record): the TXT record at `_smtp._tls.<domain>`,
 //! `v=TLSRPTv1; rua=mailto:reports@example.com,https://reports.example.com/tlsrpt`.
 //!
 //! Hand-written: the grammar is one `v=` field then `;`-separated `key=value` fields, of which
