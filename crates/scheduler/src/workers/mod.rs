@@ -175,10 +175,11 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
             break;
         }
         sent += jobs.len();
-        if let Some(facts) = &notes.tls_report {
+        // With TLS reporting off, no per-copy work at all.
+        if let (Some(facts), true) = (&notes.tls_report, ctx.tls_sessions.is_some()) {
             for job in &jobs {
                 let domain = job.domain();
-                if ctx.tls_sessions.is_some() && !tls_domains.contains(domain) {
+                if !tls_domains.contains(domain) {
                     tls_domains.insert(domain.to_string());
                     ctx.report_tls(herald_types::TlsSessionRecord {
                         policy_domain: domain.to_ascii_lowercase(),
