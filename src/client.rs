@@ -364,9 +364,12 @@ pub enum MemberCommand {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemberSetting {
     Delivery(herald_types::DeliveryMode),
+    /// Hold the member's posts for a moderator.
+    Moderated(bool),
 }
 
-/// Parses `delivery=<mode>`; anything else is a clear error naming what is accepted.
+/// Parses `delivery=<mode>` or `moderated=<yes|no>`; anything else is a clear error naming what
+/// is accepted.
 pub fn parse_member_setting(s: &str) -> Result<MemberSetting, String> {
     let words = || {
         herald_types::DeliveryMode::ALL
@@ -379,8 +382,17 @@ pub fn parse_member_setting(s: &str) -> Result<MemberSetting, String> {
         Some(("delivery", v)) => herald_types::DeliveryMode::parse(v)
             .map(MemberSetting::Delivery)
             .ok_or_else(|| format!("delivery must be one of {}, not {v:?}", words())),
-        Some((k, _)) => Err(format!("unknown member setting {k:?} (known: delivery)")),
-        None => Err(format!("expected delivery=<mode>, got {s:?}")),
+        Some(("moderated", v)) => match v.to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "1" => Ok(MemberSetting::Moderated(true)),
+            "false" | "no" | "off" | "0" => Ok(MemberSetting::Moderated(false)),
+            _ => Err(format!("moderated must be true or false, not {v:?}")),
+        },
+        Some((k, _)) => Err(format!(
+            "unknown member setting {k:?} (known: delivery, moderated)"
+        )),
+        None => Err(format!(
+            "expected delivery=<mode> or moderated=<true|false>, got {s:?}"
+        )),
     }
 }
 

@@ -289,6 +289,7 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
             for s in settings {
                 match s {
                     MemberSetting::Delivery(m) => update.delivery = Some(m),
+                    MemberSetting::Moderated(on) => update.moderated = Some(on),
                 }
             }
             let d: MemberDetail = api
@@ -297,7 +298,16 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
                     &update,
                 )
                 .await?;
-            outln!("{} on {list}: delivery {}", d.member.address, d.delivery);
+            outln!(
+                "{} on {list}: delivery {}, posts {}",
+                d.member.address,
+                d.delivery,
+                if d.moderated {
+                    "moderated"
+                } else {
+                    "not moderated"
+                }
+            );
         }
     }
     Ok(())
@@ -454,7 +464,18 @@ mod tests {
             parse_member_setting("delivery=nomail"),
             Ok(MemberSetting::Delivery(DeliveryMode::Nomail))
         );
+        assert_eq!(
+            parse_member_setting("moderated=yes"),
+            Ok(MemberSetting::Moderated(true))
+        );
+        assert_eq!(
+            parse_member_setting("moderated=False"),
+            Ok(MemberSetting::Moderated(false))
+        );
         for bad in [
+            "moderated=",
+            "moderated=maybe",
+            "moderated=true\n",
             "delivery=digest",
             "delivery=",
             "delivery",

@@ -317,6 +317,7 @@ fn herald_export_import_round_trip_is_identical() {
         &herald_types::MemberStatus::Disabled("admin".into()),
     )
     .unwrap();
+    d.set_moderated(dev.id, &a("m2@d0.test"), true).unwrap();
     d.add_members(
         ann.id,
         &[herald_directory::NewMember::new(a("solo@d1.test"))],
@@ -407,6 +408,22 @@ fn herald_export_import_round_trip_is_identical() {
         Some(c)
     );
     assert_eq!(dev2.settings, settings);
+    // The moderation flag came along, on that member only.
+    assert_eq!(d2.moderated(dev2.id, &a("m2@d0.test")).unwrap(), Some(true));
+    assert_eq!(
+        d2.moderated(dev2.id, &a("m0@d0.test")).unwrap(),
+        Some(false)
+    );
+    let members: String = f1
+        .iter()
+        .filter(|f| f.0.ends_with(".jsonl"))
+        .map(|f| String::from_utf8_lossy(&f.1).into_owned())
+        .collect();
+    assert_eq!(
+        members.matches("\"moderated\":true").count(),
+        1,
+        "{members}"
+    );
 }
 
 /// A newer format, a file name escaping the export directory and a truncated manifest are

@@ -430,7 +430,6 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
     for (item, why) in [
         ("role owner", "owners are made moderators"),
         ("header match", "x-spam: yes → discard"),
-        ("member moderation", "1 members have a moderation action"),
         ("setting description", "no description"),
     ] {
         assert!(
@@ -545,6 +544,16 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
             Some(want_mode),
             "{email} mode"
         );
+        let want_moderated = matches!(
+            e["moderation_action"].as_str(),
+            Some("hold" | "reject" | "discard")
+        );
+        assert_eq!(
+            d.moderated(list.id, &a).unwrap(),
+            Some(want_moderated),
+            "{email} moderation {:?}",
+            e["moderation_action"]
+        );
         let want_enabled = matches!(status, "enabled" | "by_user");
         assert_eq!(
             m.status.is_enabled(),
@@ -609,8 +618,36 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
     assert_eq!(
         got("held-back@d0.test"),
         1,
-        "moderation flag not carried: a regular member"
+        "a moderated member still receives the list"
     );
+    // Mailman's per-member `hold` is Herald's moderation flag: their post waits for a moderator.
+    let (mut smtp, _) = support::Smtp::connect(server.smtp).await;
+    smtp.cmd("EHLO d0.test").await;
+    let reply = smtp
+        .send_mail(
+            "held-back@d0.test",
+            &[LIST],
+            b"From: held-back@d0.test\r\nTo: dev@lists.test\r\nSubject: mine\r\n\
+              Message-ID: <mine@d0.test>\r\n\r\nHeld?\r\n",
+        )
+        .await;
+    assert!(reply.starts_with("250"), "{reply}");
+    let held_reason = |v: &serde_json::Value| {
+        v.as_array().into_iter().flatten().any(|h| {
+            h["message_id"].as_str() == Some("mine@d0.test")
+                && h["reason"].as_str() == Some("the member's posts are moderated")
+        })
+    };
+    let started = Instant::now();
+    loop {
+        let (_, v) =
+            support::http("GET", &format!("{}/api/held?list={LIST}", server.api), None).await;
+        if held_reason(&v) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "not held: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     for who in [
         "dig@d0.test",
         "plain@d0.test",

@@ -5,7 +5,8 @@
 //! mailto unsubscribe with confirmation by link (GET shows, POST confirms); a non-member's post
 //! is held, listed and approved; a moderator approves or rejects a held post by replying to the
 //! moderation notice (forged tokens and non-moderators refused, the poster told of a
-//! rejection); a member disabled by bounces is told when the list's `bounce_notify` is on.
+//! rejection); a member disabled by bounces is told when the list's `bounce_notify` is on; a
+//! member flagged `moderated` is held until the flag is cleared.
 
 mod support;
 
@@ -274,6 +275,106 @@ async fn a_non_member_post_is_held_listed_and_approved() {
     .await;
     let (_, after) = http("GET", &format!("{api}/api/held"), None).await;
     assert_eq!(after, json!([]));
+    server.stop().await;
+    world.shutdown().await;
+}
+
+/// Issue 16: a member flagged `moderated` (the CLI, as an operator sets it, or an importer from
+/// Mailman) is held with the reason, not refused; the flag shows in the member's details; once
+/// cleared over the API the member's next post reaches the list — and the flagged member kept
+/// receiving the list meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moderated_member_is_held_until_the_flag_is_cleared() {
+    let (world, server, _dir) = start().await;
+    let api = server.api.clone();
+    let out = herald_cli(
+        &api,
+        None,
+        &["member", "set", LIST, "bob@d0.test", "moderated=yes"],
+    );
+    assert!(out.contains("posts moderated"), "{out}");
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["member", "set", LIST, "bob@d0.test", "moderated=maybe"])
+        .env("HERALD_SERVER", &api)
+        .output()
+        .expect("run herald");
+    assert!(!refused.status.success(), "a bad value must be refused");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("moderated must be true or false"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let member_url = format!("{api}/api/lists/{LIST}/members/bob@d0.test/detail");
+    let (st, d) = http("GET", &member_url, None).await;
+    assert_eq!(st, 200, "{d}");
+    assert!(view::<MemberDetail>("detail", &d).moderated);
+
+    let r = send(
+        &server,
+        "bob@d0.test",
+        &[LIST],
+        &post("bob@d0.test", LIST, "mod-1@d0.test"),
+    )
+    .await;
+    assert!(
+        r.starts_with("250"),
+        "a moderated member is held, not refused: {r}"
+    );
+    let held = wait_for_http(&format!("{api}/api/held?list={LIST}"), |v| {
+        view::<Vec<HeldView>>("held", v).len() == 1
+    })
+    .await;
+    let held = view::<Vec<HeldView>>("held", &held);
+    assert_eq!(
+        held[0].reason.as_deref(),
+        Some("the member's posts are moderated")
+    );
+    // Another member's post goes through, to bob as well.
+    let r = send(
+        &server,
+        "carol@d1.test",
+        &[LIST],
+        &post("carol@d1.test", LIST, "c-1@d1.test"),
+    )
+    .await;
+    assert!(r.starts_with("250"), "{r}");
+    let rec = world.recorder();
+    wait_for(Duration::from_secs(30), "carol's post to bob", || {
+        (!rec.snapshot().copies_for("bob@d0.test").is_empty()).then_some(())
+    })
+    .await;
+
+    let (st, d) = http(
+        "PATCH",
+        &format!("{api}/api/lists/{LIST}/members/bob@d0.test"),
+        Some(json!({"moderated": false})),
+    )
+    .await;
+    assert_eq!(st, 200, "{d}");
+    assert!(!view::<MemberDetail>("detail", &d).moderated);
+    let r = send(
+        &server,
+        "bob@d0.test",
+        &[LIST],
+        &post("bob@d0.test", LIST, "mod-2@d0.test"),
+    )
+    .await;
+    assert!(r.starts_with("250"), "{r}");
+    wait_for(Duration::from_secs(30), "bob's unmoderated post", || {
+        let s = rec.snapshot();
+        s.copies_for("dave@d0.test")
+            .iter()
+            .filter_map(|c| c.message.as_ref())
+            .any(|m| String::from_utf8_lossy(m).contains("mod-2@d0.test"))
+            .then_some(())
+    })
+    .await;
+    let (_, still) = http("GET", &format!("{api}/api/held?list={LIST}"), None).await;
+    assert_eq!(
+        view::<Vec<HeldView>>("held", &still).len(),
+        1,
+        "only the first stays held"
+    );
     server.stop().await;
     world.shutdown().await;
 }

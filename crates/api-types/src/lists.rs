@@ -175,6 +175,9 @@ pub struct MemberDetail {
     pub consent: Option<ConsentView>,
     /// `regular`, `digest-mime`, `digest-plain` or `nomail` (issue 14).
     pub delivery: DeliveryMode,
+    /// The member's posts are held for a moderator, whatever the list's posting policy
+    /// (Mailman's per-member moderation flag).
+    pub moderated: bool,
 }
 
 /// `POST /api/lists/<list>/digest/send-now`: the digest sent, if anything was archived since
@@ -216,6 +219,9 @@ pub struct MemberUpdate {
     /// The member's delivery mode (`regular`, `digest-mime`, `digest-plain`, `nomail`).
     #[serde(default)]
     pub delivery: Option<DeliveryMode>,
+    /// Hold (true) or stop holding (false) the member's posts for a moderator.
+    #[serde(default)]
+    pub moderated: Option<bool>,
 }
 
 /// A member's recorded consent (issue 15; GDPR article 7).

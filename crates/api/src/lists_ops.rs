@@ -143,23 +143,24 @@ pub async fn member_detail(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
 ) -> Result<Json<MemberDetail>, ApiError> {
-    detail(&s, &list, &member, BounceAction::None).await
+    detail(&s, &list, &member, MemberAction::None).await
 }
 
-/// `PATCH …/members/{member}`: an administrator changes a member's delivery mode (issue 14);
-/// answers the member's details as they are now. An unknown mode word is refused by the JSON
-/// decoder (422) before anything changes.
+/// `PATCH …/members/{member}`: an administrator changes a member's delivery mode (issue 14) or
+/// moderation flag (issue 16); answers the member's details as they are now. An unknown mode
+/// word is refused by the JSON decoder (422) before anything changes.
 pub async fn member_update(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
     Json(u): Json<herald_api_types::MemberUpdate>,
 ) -> Result<Json<MemberDetail>, ApiError> {
-    let action = match u.delivery {
-        Some(mode) => BounceAction::Delivery(mode),
-        None => BounceAction::None,
+    let action = MemberAction::Update {
+        delivery: u.delivery,
+        moderated: u.moderated,
     };
     let answer = detail(&s, &list, &member, action).await?;
-    tracing::info!(%list, %member, delivery = ?u.delivery, "member updated by an administrator");
+    tracing::info!(%list, %member, delivery = ?u.delivery, moderated = ?u.moderated,
+        "member updated by an administrator");
     Ok(answer)
 }
 
@@ -229,12 +230,15 @@ pub async fn tls_report_send(
 }
 
 /// An administrator's action on one member before its details are read: bounce handling
-/// (issue 15) or the delivery mode (issue 14).
+/// (issue 15), or the delivery mode (issue 14) and moderation flag (issue 16).
 #[derive(Debug, Clone, Copy)]
-enum BounceAction {
+enum MemberAction {
     None,
-    /// Set the delivery mode.
-    Delivery(herald_types::DeliveryMode),
+    /// Set what is `Some`.
+    Update {
+        delivery: Option<herald_types::DeliveryMode>,
+        moderated: Option<bool>,
+    },
     /// Re-enable (whatever disabled the member) and clear the bounce score.
     Enable,
     /// Clear the bounce score only.
@@ -247,7 +251,7 @@ pub async fn member_enable(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
 ) -> Result<Json<MemberDetail>, ApiError> {
-    let answer = detail(&s, &list, &member, BounceAction::Enable).await?;
+    let answer = detail(&s, &list, &member, MemberAction::Enable).await?;
     tracing::info!(%list, %member, "member re-enabled by an administrator");
     Ok(answer)
 }
@@ -257,7 +261,7 @@ pub async fn member_reset_bounces(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
 ) -> Result<Json<MemberDetail>, ApiError> {
-    let answer = detail(&s, &list, &member, BounceAction::ResetScore).await?;
+    let answer = detail(&s, &list, &member, MemberAction::ResetScore).await?;
     tracing::info!(%list, %member, "bounce score reset by an administrator");
     Ok(answer)
 }
@@ -267,33 +271,43 @@ async fn detail(
     s: &ApiState,
     list: &str,
     member: &str,
-    action: BounceAction,
+    action: MemberAction,
 ) -> Result<Json<MemberDetail>, ApiError> {
     let list = crate::admin::find_list_pub(s, list).await?;
     let addr = Address::parse(member).map_err(|e| ApiError::BadRequest(format!("member: {e}")))?;
     let d = s.directory.clone();
-    let (m, score, history, consent, delivery) = tokio::task::spawn_blocking(move || {
-        match action {
-            BounceAction::None => {}
-            BounceAction::Delivery(mode) => {
-                d.set_delivery(list.id, &addr, mode)?;
+    let (m, score, history, consent, delivery, moderated) =
+        tokio::task::spawn_blocking(move || {
+            match action {
+                MemberAction::None => {}
+                MemberAction::Update {
+                    delivery,
+                    moderated,
+                } => {
+                    if let Some(mode) = delivery {
+                        d.set_delivery(list.id, &addr, mode)?;
+                    }
+                    if let Some(flag) = moderated {
+                        d.set_moderated(list.id, &addr, flag)?;
+                    }
+                }
+                MemberAction::Enable => {
+                    d.reset_bounces(list.id, &addr)?;
+                }
+                MemberAction::ResetScore => {
+                    d.reset_bounce_score(list.id, &addr)?;
+                }
             }
-            BounceAction::Enable => {
-                d.reset_bounces(list.id, &addr)?;
-            }
-            BounceAction::ResetScore => {
-                d.reset_bounce_score(list.id, &addr)?;
-            }
-        }
-        Ok::<_, herald_directory::DirectoryError>((
-            d.member(list.id, &addr)?,
-            d.bounce_score(list.id, &addr)?,
-            d.bounce_events(Some(list.id), Some(&addr), None, 50)?,
-            d.member_consent(list.id, &addr)?,
-            d.delivery(list.id, &addr)?,
-        ))
-    })
-    .await??;
+            Ok::<_, herald_directory::DirectoryError>((
+                d.member(list.id, &addr)?,
+                d.bounce_score(list.id, &addr)?,
+                d.bounce_events(Some(list.id), Some(&addr), None, 50)?,
+                d.member_consent(list.id, &addr)?,
+                d.delivery(list.id, &addr)?,
+                d.moderated(list.id, &addr)?,
+            ))
+        })
+        .await??;
     let m = m.ok_or_else(|| ApiError::NotFound(format!("{member} is not a member")))?;
     Ok(Json(MemberDetail {
         member: views::directory::member(&m),
@@ -301,6 +315,7 @@ async fn detail(
         bounces: history.iter().map(views::directory::bounce).collect(),
         consent: consent.as_ref().map(views::directory::consent),
         delivery: delivery.unwrap_or_default(),
+        moderated: moderated.unwrap_or(false),
     }))
 }
 

@@ -35,10 +35,19 @@ pub const MAX_IMPORT_BATCH: usize = 50_000;
 pub struct ImportMember {
     pub member: NewMember,
     pub delivery: DeliveryMode,
+    /// The member's posts are held for a moderator (Mailman's per-member moderation).
+    pub moderated: bool,
     /// `Some(reason)`: disabled in the source (disabled here too); `None`: status left as is.
     pub disabled: Option<String>,
     /// The consent the source recorded (a Herald export); `None`: the batch's (an import).
     pub consent: Option<Consent>,
+}
+
+/// A member's per-list options besides name and fields, as an export writes them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemberOptions {
+    pub delivery: DeliveryMode,
+    pub moderated: bool,
 }
 
 /// What became of one member of a batch.
@@ -91,12 +100,18 @@ impl Directory {
                     m.consent.as_ref().or(consent),
                 )?;
                 tx.prepare_cached(
-                    "UPDATE members SET delivery = ?3 WHERE list_id = ?1 AND address = ?2",
+                    "UPDATE members SET delivery = ?3, moderated = ?4 \
+                     WHERE list_id = ?1 AND address = ?2",
                 )
                 .and_then(|mut st| {
-                    st.execute(params![list.0, addr.to_string(), m.delivery.as_str()])
+                    st.execute(params![
+                        list.0,
+                        addr.to_string(),
+                        m.delivery.as_str(),
+                        m.moderated
+                    ])
                 })
-                .map_err(storage("set imported delivery mode"))?;
+                .map_err(storage("set imported delivery mode and moderation"))?;
                 if let Some(reason) = &m.disabled {
                     tx.prepare_cached(
                         "UPDATE members SET disabled_reason = ?3 \
@@ -116,46 +131,57 @@ impl Directory {
     }
 
     /// Up to `limit` members of `list` with id above `after`, in id order, each with their
-    /// delivery mode: the scan an import plans against and an export writes.
-    pub fn members_with_delivery(
+    /// delivery mode and moderation flag: the scan an import plans against and an export writes.
+    pub fn members_with_options(
         &self,
         list: ListId,
         after: MemberId,
         limit: usize,
-    ) -> Result<Vec<(Member, DeliveryMode)>, DirectoryError> {
+    ) -> Result<Vec<(Member, MemberOptions)>, DirectoryError> {
         let page = self.members_page(list, after, MemberId(i64::MAX), limit, false)?;
         if page.is_empty() {
             return Ok(Vec::new());
         }
-        // A second range scan on the same index for the modes: `members_page` stays the one
+        // A second range scan on the same index for the options: `members_page` stays the one
         // member decoder, and the two reads see the same rows unless a writer slips between
         // them, in which case a member added since has an id the caller pages to next.
         let (first, last) = (page[0].id.0, page[page.len() - 1].id.0);
         let conn = self.store.reader()?;
         let mut st = conn
             .prepare_cached(
-                "SELECT id, delivery FROM members WHERE list_id = ?1 AND id >= ?2 AND id <= ?3",
+                "SELECT id, delivery, moderated FROM members \
+                 WHERE list_id = ?1 AND id >= ?2 AND id <= ?3",
             )
-            .map_err(storage("read delivery modes"))?;
+            .map_err(storage("read member options"))?;
         let rows = st
             .query_map(params![list.0, first, last], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, bool>(2)?,
+                ))
             })
-            .map_err(storage("read delivery modes"))?;
-        let mut modes = std::collections::HashMap::with_capacity(page.len());
+            .map_err(storage("read member options"))?;
+        let mut options = std::collections::HashMap::with_capacity(page.len());
         for row in rows {
-            let (id, word) = row.map_err(storage("read delivery modes"))?;
-            let mode = DeliveryMode::parse(&word).ok_or_else(|| DirectoryError::Corrupt {
+            let (id, word, moderated) = row.map_err(storage("read member options"))?;
+            let delivery = DeliveryMode::parse(&word).ok_or_else(|| DirectoryError::Corrupt {
                 what: "members.delivery",
                 reason: format!("unknown delivery mode {word:?}"),
             })?;
-            modes.insert(id, mode);
+            options.insert(
+                id,
+                MemberOptions {
+                    delivery,
+                    moderated,
+                },
+            );
         }
         Ok(page
             .into_iter()
             .map(|m| {
-                let mode = modes.get(&m.id.0).copied().unwrap_or_default();
-                (m, mode)
+                let o = options.get(&m.id.0).copied().unwrap_or_default();
+                (m, o)
             })
             .collect())
     }
@@ -257,6 +283,7 @@ mod tests {
         ImportMember {
             member: NewMember::new(Address::parse(addr).unwrap()),
             delivery,
+            moderated: false,
             disabled: disabled.map(str::to_string),
             consent: None,
         }
@@ -322,10 +349,22 @@ mod tests {
         assert_eq!(again, vec![ImportOutcome::Updated]);
         let m = d.member(list.id, &a).unwrap().unwrap();
         assert!(!m.status.is_enabled());
-        let page = d.members_with_delivery(list.id, MemberId(0), 10).unwrap();
+        let page = d.members_with_options(list.id, MemberId(0), 10).unwrap();
         assert_eq!(page.len(), 2);
-        assert_eq!(page[0].1, DeliveryMode::Regular);
-        assert_eq!(page[1].1, DeliveryMode::Nomail);
+        assert_eq!(page[0].1.delivery, DeliveryMode::Regular);
+        assert_eq!(page[1].1.delivery, DeliveryMode::Nomail);
+        assert!(!page[0].1.moderated);
+        // The source's moderation flag is written, and a re-import with it cleared clears it.
+        let mut flagged = member("a@y.test", DeliveryMode::Regular, None);
+        flagged.moderated = true;
+        d.import_members(list.id, &[flagged.clone()], Some(&c))
+            .unwrap();
+        assert_eq!(d.moderated(list.id, &a).unwrap(), Some(true));
+        let page = d.members_with_options(list.id, MemberId(0), 10).unwrap();
+        assert!(page.iter().any(|(m, o)| m.address == a && o.moderated));
+        flagged.moderated = false;
+        d.import_members(list.id, &[flagged], Some(&c)).unwrap();
+        assert_eq!(d.moderated(list.id, &a).unwrap(), Some(false));
     }
 
     #[test]

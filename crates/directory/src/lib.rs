@@ -33,6 +33,7 @@ mod import;
 mod lists;
 mod members;
 mod model;
+mod moderation;
 mod patterns;
 mod person;
 mod refusal;
@@ -46,7 +47,8 @@ pub use bounces::{
     MAX_EVENTS_PER_ADDRESS, MAX_REPUTATION_EVENTS,
 };
 pub use bulk::{
-    ban_pattern_matches, member_problem, BanPatterns, ImportMember, ImportOutcome, MAX_IMPORT_BATCH,
+    ban_pattern_matches, member_problem, BanPatterns, ImportMember, ImportOutcome, MemberOptions,
+    MAX_IMPORT_BATCH,
 };
 pub use consent::{Consent, ConsentSource, MAX_CLIENT_CHARS};
 pub use error::DirectoryError;
@@ -57,6 +59,7 @@ pub use model::{
     ImportReport, MemberCounts, NewMember, RejectedRow, MAX_FIELDS, MAX_FIELD_NAME_CHARS,
     MAX_FIELD_VALUE_CHARS, MAX_NAME_CHARS,
 };
+pub use moderation::PostingRight;
 pub use person::{BounceRecord, Erased, MembershipRecord, PersonRecord, ScoreRecord};
 pub use schema::SCHEMA_VERSION;
 pub use suppression::{

@@ -10,7 +10,7 @@
 use crate::error::{storage, DirectoryError};
 use crate::model::is_forbidden_char;
 use crate::Directory;
-use herald_types::{unix_ms_now, Address, List, ListId, ListSettings, PostingPolicy};
+use herald_types::{unix_ms_now, Address, List, ListId, ListSettings};
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 /// Longest list display name, in characters.
@@ -182,26 +182,6 @@ impl Directory {
             tracing::info!(list = id, address = %address, members, "list deleted");
         }
         Ok(deleted.is_some())
-    }
-
-    /// Whether `sender` may post to `list` without moderation, per its [`PostingPolicy`]:
-    /// `Anyone` → always; `Moderators` → a moderator; `Members` → a moderator or an enabled
-    /// member. Addresses are compared case-insensitively, like everywhere in the directory.
-    pub fn may_post(&self, list: &List, sender: &Address) -> Result<bool, DirectoryError> {
-        let sender_text = sender.to_string();
-        let is_moderator = list
-            .settings
-            .moderators
-            .iter()
-            .any(|m| m.to_string().eq_ignore_ascii_case(&sender_text));
-        match list.settings.posting_policy {
-            PostingPolicy::Anyone => Ok(true),
-            PostingPolicy::Moderators => Ok(is_moderator),
-            PostingPolicy::Members if is_moderator => Ok(true),
-            PostingPolicy::Members => Ok(self
-                .member(list.id, sender)?
-                .is_some_and(|m| m.status.is_enabled())),
-        }
     }
 }
 

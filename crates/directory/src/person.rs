@@ -35,6 +35,9 @@ pub struct MembershipRecord {
     pub disabled_reason: Option<String>,
     pub delivery: String,
     pub skip_if_addressed: bool,
+    /// The member's posts are held for a moderator (see `moderation`).
+    #[serde(default)]
+    pub moderated: bool,
     pub consent: Option<crate::Consent>,
 }
 
@@ -259,11 +262,12 @@ fn memberships(
         Option<String>,
         String,
         Option<i64>,
+        bool,
     );
     let rows: Vec<Row> = conn
         .prepare_cached(
             "SELECT l.address, m.id, m.address, m.display_name, m.fields, m.disabled_reason,
-                    m.delivery, p.skip_if_addressed
+                    m.delivery, p.skip_if_addressed, m.moderated
              FROM members m JOIN lists l ON l.id = m.list_id
              LEFT JOIN member_prefs p ON p.member_id = m.id
              WHERE m.address = ?1 ORDER BY l.address",
@@ -279,13 +283,25 @@ fn memberships(
                     r.get(5)?,
                     r.get(6)?,
                     r.get(7)?,
+                    r.get(8)?,
                 ))
             })?
             .collect::<Result<Vec<_>, _>>()
         })
         .map_err(storage("read memberships"))?;
     let mut out = Vec::with_capacity(rows.len());
-    for (list, member_id, address, display_name, fields, disabled_reason, delivery, skip) in rows {
+    for (
+        list,
+        member_id,
+        address,
+        display_name,
+        fields,
+        disabled_reason,
+        delivery,
+        skip,
+        moderated,
+    ) in rows
+    {
         out.push(MembershipRecord {
             list,
             member_id,
@@ -296,6 +312,7 @@ fn memberships(
             disabled_reason,
             delivery,
             skip_if_addressed: skip.unwrap_or(0) != 0,
+            moderated,
             consent: consent_of(conn, member_id)?,
         });
     }

@@ -116,6 +116,10 @@ const MIGRATIONS: &[&str] = &[
         hash  TEXT PRIMARY KEY,
         at_ms INTEGER NOT NULL
     );",
+    // 6 -> 7: per-member moderation (Mailman's moderation flag; issue 16, see `moderation`).
+    // Every existing member keeps posting as before.
+    "ALTER TABLE members ADD COLUMN moderated INTEGER NOT NULL DEFAULT 0
+        CHECK (moderated IN (0, 1));",
 ];
 
 /// The schema version this build writes and understands.
@@ -214,7 +218,7 @@ mod tests {
         drop(d);
         let conn = Connection::open(&path).expect("reopen");
         assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 6);
+        assert_eq!(SCHEMA_VERSION, 7);
         // Migration 6: the erasure key exists, one of its own per database.
         let key: Vec<u8> = conn
             .query_row(

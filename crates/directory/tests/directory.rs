@@ -4,7 +4,9 @@
 // Helpers outside #[test] fns are not covered by clippy.toml allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used)]
 
-use herald_directory::{Directory, DirectoryError, MemberCounts, NewMember, SCHEMA_VERSION};
+use herald_directory::{
+    Directory, DirectoryError, MemberCounts, NewMember, PostingRight, SCHEMA_VERSION,
+};
 use herald_types::{Address, ListId, ListSettings, MemberId, MemberStatus, PostingPolicy};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -436,17 +438,53 @@ fn posting_policy() {
     )
     .unwrap();
     let stranger = addr("s@y.example");
-    assert!(d.may_post(&list, &addr("M@x.example")).unwrap());
-    assert!(d.may_post(&list, &addr("mod@x.example")).unwrap());
-    assert!(!d.may_post(&list, &addr("off@x.example")).unwrap());
-    assert!(!d.may_post(&list, &stranger).unwrap());
+    let right = |list: &herald_types::List, a: &Address| d.may_post(list, a).unwrap();
+    assert_eq!(right(&list, &addr("M@x.example")), PostingRight::Allowed);
+    assert_eq!(right(&list, &addr("mod@x.example")), PostingRight::Allowed);
+    assert_eq!(
+        right(&list, &addr("off@x.example")),
+        PostingRight::NotAllowed
+    );
+    assert_eq!(right(&list, &stranger), PostingRight::NotAllowed);
+    // A moderated member is held whatever the policy; clearing the flag lets them post again.
+    assert!(d
+        .set_moderated(list.id, &addr("m@x.example"), true)
+        .unwrap());
+    assert_eq!(
+        d.moderated(list.id, &addr("M@x.example")).unwrap(),
+        Some(true)
+    );
+    assert_eq!(right(&list, &addr("M@x.example")), PostingRight::Moderated);
+    assert_eq!(
+        d.moderated_members(list.id, 10).unwrap(),
+        vec![addr("m@x.example")]
+    );
+    assert!(
+        !d.set_moderated(list.id, &stranger, true).unwrap(),
+        "not a member"
+    );
+    assert_eq!(d.moderated(list.id, &stranger).unwrap(), None);
     settings.posting_policy = PostingPolicy::Moderators;
     let list = d.update_list(list.id, &settings).unwrap();
-    assert!(d.may_post(&list, &modr).unwrap());
-    assert!(!d.may_post(&list, &addr("m@x.example")).unwrap());
+    assert_eq!(right(&list, &modr), PostingRight::Allowed);
+    assert_eq!(right(&list, &addr("m@x.example")), PostingRight::Moderated);
+    assert_eq!(
+        right(&list, &addr("off@x.example")),
+        PostingRight::NotAllowed
+    );
     settings.posting_policy = PostingPolicy::Anyone;
     let list = d.update_list(list.id, &settings).unwrap();
-    assert!(d.may_post(&list, &stranger).unwrap());
+    assert_eq!(right(&list, &stranger), PostingRight::Allowed);
+    assert_eq!(right(&list, &addr("m@x.example")), PostingRight::Moderated);
+    assert!(d
+        .set_moderated(list.id, &addr("m@x.example"), false)
+        .unwrap());
+    assert_eq!(right(&list, &addr("m@x.example")), PostingRight::Allowed);
+    // A list moderator who is also a flagged member is never held.
+    d.add_members(list.id, &[NewMember::new(modr.clone())])
+        .unwrap();
+    assert!(d.set_moderated(list.id, &modr, true).unwrap());
+    assert_eq!(right(&list, &modr), PostingRight::Allowed);
 }
 
 #[test]

@@ -23,7 +23,7 @@ use crate::complete::{self, complete_header};
 use crate::dedup::{DedupStore, Seen};
 use crate::error::EnqueueError;
 use bytes::Bytes;
-use herald_directory::{Directory, DirectoryError};
+use herald_directory::{Directory, DirectoryError, PostingRight};
 use herald_spool::{PostKind, PostMeta, Spool, SpooledPost};
 use herald_telemetry::{Event, Telemetry};
 use herald_types::{
@@ -545,20 +545,34 @@ impl Enqueuer {
         let settings = list.settings.clone();
         let (list_address, guard_action) = (list.address.clone(), list.settings.guard_action);
         let list = list.clone();
-        let allowed = tokio::task::spawn_blocking(move || {
+        // The most permissive answer over the candidate senders wins: a post whose From: is an
+        // allowed member goes through even if the envelope sender is moderated, and vice versa.
+        let right = tokio::task::spawn_blocking(move || {
+            let mut best = PostingRight::NotAllowed;
             for s in &senders {
-                if dir.may_post(&list, s)? {
-                    return Ok::<bool, DirectoryError>(true);
+                match dir.may_post(&list, s)? {
+                    PostingRight::Allowed => return Ok::<_, DirectoryError>(PostingRight::Allowed),
+                    PostingRight::Moderated => best = PostingRight::Moderated,
+                    PostingRight::NotAllowed => {}
                 }
             }
-            Ok(false)
+            Ok(best)
         })
         .await??;
-        if !allowed {
-            return Ok((
-                PostKind::Held,
-                Some("the sender may not post to this list".into()),
-            ));
+        match right {
+            PostingRight::Allowed => {}
+            PostingRight::Moderated => {
+                return Ok((
+                    PostKind::Held,
+                    Some("the member's posts are moderated".into()),
+                ))
+            }
+            PostingRight::NotAllowed => {
+                return Ok((
+                    PostKind::Held,
+                    Some("the sender may not post to this list".into()),
+                ))
+            }
         }
         if aligned_only && !authentic {
             let trip = GuardTrip::Unauthenticated;

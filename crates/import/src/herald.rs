@@ -76,6 +76,9 @@ pub struct ExportedMember {
     pub fields: BTreeMap<String, String>,
     #[serde(default)]
     pub delivery: DeliveryMode,
+    /// The member's posts are held for a moderator.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub moderated: bool,
     /// The reason, when the member is disabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disabled: Option<String>,
@@ -188,12 +191,12 @@ fn export_members(
     let mut after = MemberId(0);
     let mut n = 0;
     loop {
-        let page = d.members_with_delivery(list, after, 10_000)?;
+        let page = d.members_with_options(list, after, 10_000)?;
         let Some((last, _)) = page.last() else {
             break;
         };
         after = last.id;
-        for (m, delivery) in page {
+        for (m, options) in page {
             if d.suppression_for(Some(list), &m.address)?.is_some() {
                 done.suppressed_members += 1;
                 continue;
@@ -203,7 +206,8 @@ fn export_members(
                 address: m.address.to_string(),
                 display_name: m.display_name,
                 fields: m.fields,
-                delivery,
+                delivery: options.delivery,
+                moderated: options.moderated,
                 disabled: match m.status {
                     MemberStatus::Enabled => None,
                     MemberStatus::Disabled(r) => Some(r),
@@ -389,6 +393,7 @@ fn read_members(
         sm.display_name = m.display_name;
         sm.fields = m.fields;
         sm.delivery = m.delivery;
+        sm.moderated = m.moderated;
         sm.disabled = m.disabled;
         sm.consent = m.consent;
         sl.members.push(sm);

@@ -7,7 +7,8 @@
 //!   `max_message_size` (KB) → `max_message_bytes`; `generic_nonmember_action` 0 (accept) →
 //!   `posting_policy = anyone`, else `members` (Herald holds non-member posts; reject/discard
 //!   are reported); every member moderated (`default_member_moderation` and the Moderate bit
-//!   on all) → `moderators` (an announcement list); `owner` and `moderator` → `moderators`
+//!   on all) → `moderators` (an announcement list), and each member's Moderate bit → the
+//!   member's `moderated` flag (posts held); `owner` and `moderator` → `moderators`
 //!   (Herald has one role); `ban_list` → the list's bans (same syntax: address or `^regex`);
 //!   `subscribe_policy` 0/1 → `confirm`, 2/3 (approval) → `closed`; `digest_size_threshhold`,
 //!   `digest_send_periodic`, `digest_volume_frequency` (yearly, monthly); `personalize`;
@@ -19,7 +20,7 @@
 //!   BYBOUNCE (4), UNKNOWN (1) → disabled with that reason; the obsolete DisableDelivery bit 1
 //!   → `nomail`.
 //! - What does not map is reported: other settings when they are not Mailman's defaults,
-//!   per-member moderation, passwords, languages, topics.
+//!   `member_moderation_action` reject/discard (Herald holds), passwords, languages, topics.
 //! - Archive: `archives/private/<name>.mbox/<name>.mbox` when present (the raw mail), else the
 //!   monthly `archives/private/<name>/*.txt[.gz]` files pipermail keeps.
 //!
@@ -229,6 +230,7 @@ fn roster(d: &Dict, list: &mut SourceList, skipped: &mut Vec<Skip>) -> Moderated
             moderated.of += 1;
             if opts & MODERATE != 0 {
                 moderated.count += 1;
+                m.moderated = true;
             }
             list.members.push(m);
         }
@@ -304,8 +306,14 @@ fn settings(d: &Dict, list: &mut SourceList, moderated: Moderated, skipped: &mut
         None => "members",
     };
     s.insert("posting_policy".into(), json!(policy));
-    if moderated.count > 0 && !everyone_moderated {
-        unmapped("member moderation", &format!("{} of {} members have Mailman's moderate flag; Herald has no per-member moderation, so their posts are treated like any member's", moderated.count, moderated.of));
+    // Flagged members keep their flag in Herald (their posts are held); Mailman can also
+    // reject (1) or discard (2) them, which Herald does not: it holds.
+    if moderated.count > 0
+        && get(d, "member_moderation_action")
+            .and_then(int)
+            .is_some_and(|a| a != 0)
+    {
+        unmapped("member_moderation_action", &format!("Mailman rejects or discards the posts of its {} moderated members; Herald holds them for a moderator", moderated.count));
     }
     let mut mods: Vec<String> = Vec::new();
     for a in texts(get(d, "owner"))

@@ -17,8 +17,9 @@
 //! Members: `delivery_mode` `regular` / `mime_digests` / `plaintext_digests` (and
 //! `summary_digests`, reported) with the member's `delivery_status` preference `by_user` →
 //! `nomail`, `by_moderator` / `by_bounces` / `unknown` → disabled with that reason; the
-//! display name. Bans (list and global) → bans. What does not map is reported: other settings
-//! when set, per-member moderation actions and header matches. Held posts (`/held`) come with
+//! display name; `moderation_action` `hold` / `reject` / `discard` → the member's `moderated`
+//! flag (Herald holds; reject and discard are reported). Bans (list and global) → bans. What
+//! does not map is reported: other settings when set, and header matches. Held posts (`/held`) come with
 //! the snapshot; `herald import` hands them to the running server, which holds them again.
 //!
 //! SECURITY: the REST API is the operator's own Mailman, reached with its admin credentials
@@ -273,20 +274,20 @@ async fn read_list(
         );
     }
     let members: Vec<MemberEntry> = rest.all(&format!("lists/{id}/roster/member")).await?;
-    let mut moderated = 0usize;
+    let mut not_held = 0usize;
     for m in members {
         if m.moderation_action
             .as_deref()
-            .is_some_and(|a| a != "defer" && a != "accept")
+            .is_some_and(|a| a == "reject" || a == "discard")
         {
-            moderated += 1;
+            not_held += 1;
         }
         if let Some(sm) = member(rest, m, &mut unmapped).await? {
             list.members.push(sm);
         }
     }
-    if moderated > 0 {
-        unmapped("member moderation", format!("{moderated} members have a moderation action of their own; Herald has no per-member moderation, so their posts are treated per the list's posting policy"));
+    if not_held > 0 {
+        unmapped("member moderation", format!("{not_held} members' posts are rejected or discarded in Mailman; Herald holds them for a moderator (the member is flagged moderated)"));
     }
     let held: Page<Held> = rest.get(&format!("lists/{id}/held")).await?;
     for h in held.entries {
@@ -331,6 +332,12 @@ async fn member(
     };
     let mut sm = SourceMember::new(address, origin.clone());
     sm.display_name = m.display_name.filter(|n| !n.trim().is_empty());
+    // Mailman 3's own action for this member: `hold`, `reject` and `discard` all become
+    // Herald's flag (posts held); `accept` and `defer` (the list's default) leave it off.
+    sm.moderated = matches!(
+        m.moderation_action.as_deref(),
+        Some("hold" | "reject" | "discard")
+    );
     sm.delivery = match m.delivery_mode.as_deref() {
         Some("mime_digests") => DeliveryMode::DigestMime,
         Some("plaintext_digests") => DeliveryMode::DigestPlain,

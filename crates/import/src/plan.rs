@@ -146,6 +146,7 @@ impl Plan {
 struct Existing {
     look: u64,
     delivery: DeliveryMode,
+    moderated: bool,
     enabled: bool,
 }
 
@@ -329,15 +330,16 @@ fn fingerprint(dir: &Directory, list: ListId) -> Result<HashMap<String, Existing
     let mut out = HashMap::new();
     let mut after = MemberId(0);
     loop {
-        let page = dir.members_with_delivery(list, after, SCAN_PAGE)?;
+        let page = dir.members_with_options(list, after, SCAN_PAGE)?;
         let Some((last, _)) = page.last() else {
             break;
         };
         after = last.id;
-        for (m, delivery) in page {
+        for (m, options) in page {
             let e = Existing {
                 look: look(&m.display_name, &m.fields),
-                delivery,
+                delivery: options.delivery,
+                moderated: options.moderated,
                 enabled: m.status.is_enabled(),
             };
             out.insert(m.address.to_string().to_ascii_lowercase(), e);
@@ -440,6 +442,7 @@ fn plan_members(
             Some(e) => {
                 let same = e.look == look(&new.display_name, &new.fields)
                     && e.delivery == m.delivery
+                    && e.moderated == m.moderated
                     && (m.disabled.is_none() || !e.enabled);
                 (!same).then_some(false)
             }
@@ -456,6 +459,7 @@ fn plan_members(
         lp.members.push(ImportMember {
             member: new,
             delivery: m.delivery,
+            moderated: m.moderated,
             disabled: m.disabled,
             consent: m.consent,
         });

@@ -80,6 +80,8 @@ pub struct SourceMember {
     pub display_name: Option<String>,
     pub fields: BTreeMap<String, String>,
     pub delivery: DeliveryMode,
+    /// The member's posts are held for a moderator in the source.
+    pub moderated: bool,
     /// `Some(reason)`: not receiving mail in the source (Herald disables it too).
     pub disabled: Option<String>,
     /// The consent the source recorded (Herald exports only).
@@ -95,6 +97,7 @@ impl SourceMember {
             display_name: None,
             fields: BTreeMap::new(),
             delivery: DeliveryMode::Regular,
+            moderated: false,
             disabled: None,
             consent: None,
             origin: origin.into(),

@@ -1,0 +1,143 @@
+//! Per-member moderation (Mailman's "moderated" flag; issue 16): a member whose posts are held
+//! for a moderator whatever the list's posting policy, while they keep receiving the list. The
+//! flag is what importers bring over from Mailman 2's `MODERATE` option and Mailman 3's
+//! per-member `moderation_action`, and what an administrator sets with `herald member set
+//! <list> <addr> moderated=true` — typically for a new member of a discussion list, or one who
+//! has been warned.
+//!
+//! Invariants: the flag never changes a member's status, id, delivery mode or membership; a
+//! moderated member still receives the list and still confirms; the list's own moderators are
+//! never moderated (they approve posts, so holding theirs would only make them approve their
+//! own). The column is `0`/`1` under a `CHECK` in the schema.
+//!
+//! SECURITY: the flag arrives typed (`bool`); addresses are bound parameters.
+
+use crate::error::{storage, DirectoryError};
+use crate::lists::ensure_list;
+use crate::Directory;
+use herald_types::{Address, List, ListId, PostingPolicy};
+use rusqlite::{params, OptionalExtension};
+
+/// What the directory says about a sender's post to a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostingRight {
+    /// The post goes to the members (after the content checks).
+    Allowed,
+    /// The sender is a member whose posts are moderated: held for a moderator.
+    Moderated,
+    /// The list's posting policy does not let this sender post: held for a moderator.
+    NotAllowed,
+}
+
+impl Directory {
+    /// May `sender` post to `list`? A list moderator always may; an enabled member flagged
+    /// `moderated` is held whatever the policy (as Mailman does); otherwise the list's posting
+    /// policy decides (`members`: an enabled member).
+    pub fn may_post(&self, list: &List, sender: &Address) -> Result<PostingRight, DirectoryError> {
+        let sender_text = sender.to_string();
+        let is_moderator = list
+            .settings
+            .moderators
+            .iter()
+            .any(|m| m.to_string().eq_ignore_ascii_case(&sender_text));
+        if is_moderator {
+            return Ok(PostingRight::Allowed);
+        }
+        let membership = {
+            let conn = self.store.reader()?;
+            conn.prepare_cached(
+                "SELECT disabled_reason IS NULL, moderated FROM members \
+                 WHERE list_id = ?1 AND address = ?2",
+            )
+            .and_then(|mut st| {
+                st.query_row(params![list.id.0, sender_text], |r| {
+                    Ok((r.get::<_, bool>(0)?, r.get::<_, bool>(1)?))
+                })
+                .optional()
+            })
+            .map_err(storage("read posting right"))?
+        };
+        let enabled_member = matches!(membership, Some((true, _)));
+        if matches!(membership, Some((true, true))) {
+            return Ok(PostingRight::Moderated);
+        }
+        let allowed = match list.settings.posting_policy {
+            PostingPolicy::Anyone => true,
+            PostingPolicy::Moderators => false,
+            PostingPolicy::Members => enabled_member,
+        };
+        Ok(if allowed {
+            PostingRight::Allowed
+        } else {
+            PostingRight::NotAllowed
+        })
+    }
+
+    /// Sets or clears a member's moderation flag. False if the address is not on the list.
+    pub fn set_moderated(
+        &self,
+        list: ListId,
+        address: &Address,
+        moderated: bool,
+    ) -> Result<bool, DirectoryError> {
+        self.store.write(|tx| {
+            ensure_list(tx, list)?;
+            let n = tx
+                .prepare_cached(
+                    "UPDATE members SET moderated = ?3 WHERE list_id = ?1 AND address = ?2",
+                )
+                .and_then(|mut st| st.execute(params![list.0, address.to_string(), moderated]))
+                .map_err(storage("set moderation flag"))?;
+            Ok(n > 0)
+        })
+    }
+
+    /// A member's moderation flag; `None` if the address is not on the list.
+    pub fn moderated(
+        &self,
+        list: ListId,
+        address: &Address,
+    ) -> Result<Option<bool>, DirectoryError> {
+        let conn = self.store.reader()?;
+        ensure_list(&conn, list)?;
+        conn.prepare_cached("SELECT moderated FROM members WHERE list_id = ?1 AND address = ?2")
+            .and_then(|mut st| {
+                st.query_row(params![list.0, address.to_string()], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(storage("read moderation flag"))
+    }
+
+    /// The addresses of the list's moderated members, in member-id order: for exports and
+    /// `herald list show`. Moderation is rare, so this is a short list in practice; `limit`
+    /// bounds it anyway.
+    pub fn moderated_members(
+        &self,
+        list: ListId,
+        limit: usize,
+    ) -> Result<Vec<Address>, DirectoryError> {
+        let conn = self.store.reader()?;
+        ensure_list(&conn, list)?;
+        let mut st = conn
+            .prepare_cached(
+                "SELECT address FROM members WHERE list_id = ?1 AND moderated = 1 \
+                 ORDER BY id LIMIT ?2",
+            )
+            .map_err(storage("list moderated members"))?;
+        let rows = st
+            .query_map(
+                params![list.0, i64::try_from(limit).unwrap_or(i64::MAX)],
+                |r| r.get::<_, String>(0),
+            )
+            .map_err(storage("list moderated members"))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let text = row.map_err(storage("list moderated members"))?;
+            out.push(Address::parse(&text).map_err(|e| DirectoryError::Corrupt {
+                what: "members.address",
+                reason: format!("{text:?}: {e}"),
+            })?);
+        }
+        Ok(out)
+    }
+}
