@@ -10,7 +10,7 @@
 //! SECURITY: reads the operator's files (and, for Mailman 3, the operator's Mailman REST API);
 //! everything read is untrusted and checked by `herald-import` and the directory.
 
-use crate::client::Api;
+use crate::client::{enc, Api};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use herald_directory::Directory;
@@ -49,6 +49,10 @@ pub struct Common {
     /// Members per directory transaction.
     #[arg(long, default_value_t = herald_import::DEFAULT_BATCH_ROWS, hide = true)]
     batch_rows: usize,
+    /// Mail each member this import adds the list's welcome (through the running server). An
+    /// import sends nothing without it.
+    #[arg(long)]
+    send_welcome: bool,
 }
 
 #[derive(Args)]
@@ -207,6 +211,10 @@ async fn run(
     for line in plan.describe() {
         outln!("{line}");
     }
+    if common.send_welcome {
+        let added: usize = plan.lists.iter().map(|l| l.added as usize).sum();
+        outln!("welcome: {added} added members will be welcomed by the running server");
+    }
     if !common.apply {
         print_skips(&plan.skipped);
         outln!(
@@ -227,7 +235,62 @@ async fn run(
     let mut skipped = apply(&dir, &archive_db, &mut ledger, plan, common, config)?;
     skipped.extend(held::bring_over(held_api, held, held_dir).await?);
     print_skips(&skipped);
-    Ok(())
+    welcome::send_pending(api.as_ref(), &mut ledger).await
+}
+
+/// Welcomes for the members an import added (`--send-welcome`): the ledger holds each list's
+/// member-id range; the running server sends the list's welcome one page at a time (`POST
+/// /api/lists/<list>/welcome`), and the ledger moves past each page as it is sent, so a crash
+/// or an unreachable server leaves the rest for the next `--apply` run.
+mod welcome {
+    use super::*;
+    use herald_api_types::{WelcomeRequest, WelcomeSent};
+
+    pub async fn send_pending(api: Option<&Api>, ledger: &mut Ledger) -> Result<()> {
+        let pending: Vec<_> = ledger
+            .welcome
+            .iter()
+            .filter_map(|w| Some((w.list.clone(), w.after_member_id, w.up_to_member_id?)))
+            .collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let Some(api) = api else {
+            anyhow::bail!(
+                "welcomes for {} list(s) are waiting but no server API is reachable; start                  Herald and run the import again with --apply to send them",
+                pending.len()
+            );
+        };
+        for (list, mut after, up_to) in pending {
+            let (mut sent, mut skipped) = (0u64, 0u64);
+            loop {
+                let req = WelcomeRequest {
+                    after_member_id: after,
+                    up_to_member_id: up_to,
+                    limit: None,
+                };
+                let page: WelcomeSent = api
+                    .post_json(&format!("/api/lists/{}/welcome", enc(&list)), &req)
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "welcoming {list}'s new members (the rest is kept for the next run)"
+                        )
+                    })?;
+                sent += page.sent;
+                skipped += page.skipped;
+                after = page.last_member_id;
+                ledger.welcome_sent(&list, after, page.done)?;
+                if page.done {
+                    break;
+                }
+            }
+            outln!(
+                "welcome: {sent} sent to {list}'s new members ({skipped} suppressed, not mailed)"
+            );
+        }
+        Ok(())
+    }
 }
 
 fn apply(
@@ -248,6 +311,7 @@ fn apply(
         batch_rows: common.batch_rows,
         max_message_bytes: config.archive.max_message_bytes,
         pause_per_batch: test_pause(),
+        send_welcome: common.send_welcome,
     };
     let done = herald_import::apply(dir, archive_db, ledger, plan, &opts, &mut |p| match p {
         Progress::Members { done, .. } => bar.set_position(done),

@@ -512,3 +512,120 @@ async fn the_held_import_endpoint_refuses_hostile_input_and_keeps_one_per_messag
     assert_eq!(held[0].from.as_deref(), Some("x@d1.test"));
     server.stop().await;
 }
+
+/// `herald import … --send-welcome` (issue 16 item 4: an import mails nobody unless asked): the
+/// members an import adds get the list's welcome once, through the running server; a member the
+/// import only updates gets none. With no server reachable the welcomes wait in the ledger and
+/// the next `--apply` run sends them; a third run sends nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_welcome_mails_each_added_member_once_even_across_a_missing_server() {
+    let world = herald_sim::World::start(world_config(&[Default::default()], true))
+        .await
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let cfg = config_file(tmp.path(), &data);
+    let d = Directory::open(&data.join("herald.db")).unwrap();
+    let settings = ListSettings {
+        display_name: "Club".into(),
+        welcome_message: Some("Hello {{email}}, welcome to {{list_name}}!".into()),
+        ..ListSettings::default()
+    };
+    let list = d.create_list(&a("club@lists.test"), &settings).unwrap();
+    d.add_members(
+        list.id,
+        &[herald_directory::NewMember::new(a("pre@d0.test"))],
+    )
+    .unwrap();
+    let csv = tmp.path().join("subscribers.csv");
+    std::fs::write(
+        &csv,
+        "uuid,email,name,attributes,status,created_at,updated_at\n\
+         u1,pre@d0.test,Pre Existing,{},enabled,2024-03-01 09:15:02 +0000 UTC,2024-03-01 09:15:02 +0000 UTC\n\
+         u2,new1@d0.test,One,{},enabled,2024-03-01 09:15:02 +0000 UTC,2024-03-01 09:15:02 +0000 UTC\n\
+         u3,new2@d0.test,Two,{},enabled,2024-03-01 09:15:02 +0000 UTC,2024-03-01 09:15:02 +0000 UTC\n\
+         u4,new3@d0.test,Three,{},enabled,2024-03-01 09:15:02 +0000 UTC,2024-03-01 09:15:02 +0000 UTC\n",
+    )
+    .unwrap();
+    let run = |server: &str, extra: &[&str]| {
+        let mut args = vec![
+            "import",
+            "listmonk",
+            csv.to_str().unwrap(),
+            "--list",
+            "club@lists.test",
+            "--apply",
+        ];
+        args.extend_from_slice(extra);
+        let out = Command::new(support::binary::herald_bin())
+            .arg("--config")
+            .arg(&cfg)
+            .args(&args)
+            .env("HERALD_SERVER", server)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    // No server: the members are written, the welcomes wait (and the run says so, failing).
+    let nobody = format!("http://127.0.0.1:{}", support::binary::free_port());
+    let (ok, out) = run(&nobody, &["--send-welcome"]);
+    assert!(
+        !ok,
+        "a welcome that could not be sent must not pass silently:\n{out}"
+    );
+    assert!(out.contains("3 members added, 1 updated"), "{out}");
+    assert!(out.contains("kept for the next run"), "{out}");
+    assert_eq!(d.member_counts(list.id).unwrap().total, 4);
+
+    // The server is up: the next run (the same import, nothing left to write) sends them.
+    let server = TestServer::start(server_config(&world, data.clone())).await;
+    let (ok, out) = run(&server.api, &[]);
+    assert!(ok, "{out}");
+    assert!(out.contains("0 members added"), "{out}");
+    assert!(out.contains("welcome: 3 sent"), "{out}");
+    let rec = world.recorder();
+    let started = Instant::now();
+    loop {
+        let s = rec.snapshot();
+        if ["new1@d0.test", "new2@d0.test", "new3@d0.test"]
+            .iter()
+            .all(|m| !s.copies_for(m).is_empty())
+        {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no welcome");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A third run sends nothing more.
+    let (ok, out) = run(&server.api, &["--send-welcome"]);
+    assert!(ok, "{out}");
+    assert!(out.contains("welcome: 0 added members"), "{out}");
+    assert!(!out.contains("sent to"), "{out}");
+    support::wait_settled(&server.api, Duration::from_secs(30)).await;
+    let s = rec.snapshot();
+    for m in ["new1@d0.test", "new2@d0.test", "new3@d0.test"] {
+        let copies = s.copies_for(m);
+        assert_eq!(copies.len(), 1, "{m} welcomed once");
+        let text = String::from_utf8_lossy(copies[0].message.as_ref().unwrap()).into_owned();
+        assert!(text.contains("Subject: Welcome to Club"), "{text}");
+        assert!(
+            text.contains(&format!("Hello {m}, welcome to Club!")),
+            "{text}"
+        );
+        assert!(text.contains("/manage"), "{text}");
+    }
+    assert!(
+        s.copies_for("pre@d0.test").is_empty(),
+        "an updated member is not welcomed"
+    );
+    server.stop().await;
+    world.shutdown().await;
+}

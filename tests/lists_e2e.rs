@@ -179,6 +179,75 @@ fn confirmation_token(world: &World, rcpt: &str) -> Option<String> {
     })
 }
 
+/// A list with `send_welcome` welcomes a member whose subscription is confirmed — once: the
+/// same confirmation again (a second click, a retried reply) welcomes nobody twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmed_subscription_is_welcomed_once_when_the_list_asks() {
+    let (world, server, _dir) = start().await;
+    let api = server.api.clone();
+    const CLUB: &str = "club@lists.test";
+    create_list(
+        &api,
+        CLUB,
+        json!({"display_name": "Club", "send_welcome": true,
+               "welcome_message": "Hi {{email}}: read the rules first."}),
+    )
+    .await;
+    let newbie = "newbie@d1.test";
+    let req =
+        format!("From: {newbie}\r\nTo: club-request@lists.test\r\nSubject: subscribe\r\n\r\n");
+    assert!(send(&server, newbie, &["club-request@lists.test"], &req)
+        .await
+        .starts_with("250"));
+    let token = wait_for(Duration::from_secs(30), "confirmation mail", || {
+        confirmation_token(&world, newbie)
+    })
+    .await;
+    let link = format!("{api}/confirm/{token}");
+    for _ in 0..2 {
+        let (st, _) = http("POST", &link, None).await;
+        assert_eq!(st, 200);
+    }
+    let welcome = wait_for(Duration::from_secs(30), "the welcome", || {
+        messages_for(&world, newbie)
+            .into_iter()
+            .find(|m| m.contains("Subject: Welcome to Club"))
+    })
+    .await;
+    assert!(
+        welcome.contains("Hi newbie@d1.test: read the rules first."),
+        "{welcome}"
+    );
+    assert!(welcome.contains("club-request@lists.test"), "{welcome}");
+    wait_settled(&api, Duration::from_secs(30)).await;
+    let welcomes = messages_for(&world, newbie)
+        .iter()
+        .filter(|m| m.contains("Subject: Welcome to Club"))
+        .count();
+    assert_eq!(welcomes, 1, "welcomed once");
+    // A list without send_welcome (the default) sends none.
+    let req = format!("From: {newbie}\r\nTo: ops-request@lists.test\r\nSubject: subscribe\r\n\r\n");
+    send(&server, newbie, &["ops-request@lists.test"], &req).await;
+    let n = messages_for(&world, newbie).len();
+    let token = wait_for(Duration::from_secs(30), "second confirmation", || {
+        (messages_for(&world, newbie).len() > n)
+            .then(|| confirmation_token(&world, newbie))
+            .flatten()
+    })
+    .await;
+    let (st, _) = http("POST", &format!("{api}/confirm/{token}"), None).await;
+    assert_eq!(st, 200);
+    wait_settled(&api, Duration::from_secs(30)).await;
+    assert!(
+        !messages_for(&world, newbie)
+            .iter()
+            .any(|m| m.contains("Subject: Welcome to") && !m.contains("Welcome to Club")),
+        "no welcome from a list that does not send one"
+    );
+    server.stop().await;
+    world.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn double_opt_in_by_mail_and_mailto_unsubscribe_round_trip() {
     let (world, server, _dir) = start().await;

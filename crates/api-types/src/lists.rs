@@ -194,6 +194,31 @@ pub struct DigestSent {
     pub formats: Vec<String>,
 }
 
+/// `POST /api/lists/<list>/welcome`: welcome the enabled members with `after_member_id < id <=
+/// up_to_member_id` (an import's `--send-welcome`), one page at a time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WelcomeRequest {
+    pub after_member_id: i64,
+    pub up_to_member_id: i64,
+    /// Members per page (at most 500; the default).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// The answer to a [`WelcomeRequest`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WelcomeSent {
+    pub sent: u64,
+    /// Members on a suppression list: not mailed.
+    pub skipped: u64,
+    /// Where the next page starts (`after_member_id` of the next request).
+    pub last_member_id: i64,
+    /// No member left in the range.
+    pub done: bool,
+}
+
 /// `POST /api/tls-report/send?day=YYYY-MM-DD`: what became of each recipient domain's TLS report
 /// (RFC 8460) for that day.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -183,6 +183,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
             "/api/lists/{list}/digest/send-now",
             post(lists_ops::digest_send_now),
         )
+        .route("/api/lists/{list}/welcome", post(lists_ops::welcome))
         .route("/api/tls-report/send", post(lists_ops::tls_report_send))
         .route("/manage", get(manage::ask).post(manage::send_link))
         .route("/manage/{token}", get(manage::show).post(manage::change))

@@ -54,6 +54,23 @@ pub trait ListOps: Send + Sync + 'static {
     /// Checks a confirmation token; with `apply: Some(client)`, carries the action out and
     /// records the confirming client (the browser's IP address) with the consent.
     fn confirm(&self, token: String, apply: Option<String>) -> OpsFuture<'_, ConfirmView>;
+    /// Welcomes one page of a list's members (see [`herald_api_types::WelcomeRequest`]).
+    fn welcome(
+        &self,
+        list: Address,
+        req: herald_api_types::WelcomeRequest,
+    ) -> OpsFuture<'_, herald_api_types::WelcomeSent>;
+}
+
+/// `POST /api/lists/<list>/welcome`: the list's welcome to one page of its members, asked for by
+/// `herald import … --send-welcome` for the members the import added.
+pub async fn welcome(
+    State(s): St,
+    Path(list): Path<String>,
+    Json(req): Json<herald_api_types::WelcomeRequest>,
+) -> Result<Json<herald_api_types::WelcomeSent>, ApiError> {
+    let list = crate::admin::find_list_pub(&s, &list).await?;
+    Ok(Json(s.lists.welcome(list.address, req).await?))
 }
 
 pub async fn held(State(s): St, Query(f): Query<ListFilter>) -> Json<Vec<HeldView>> {

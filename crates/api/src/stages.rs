@@ -103,4 +103,30 @@ impl ListOps for Lists {
             Ok(view(&Lists::confirm(self, &token, consent).await?))
         })
     }
+
+    fn welcome(
+        &self,
+        list: Address,
+        req: herald_api_types::WelcomeRequest,
+    ) -> OpsFuture<'_, herald_api_types::WelcomeSent> {
+        Box::pin(async move {
+            let limit = req
+                .limit
+                .map_or(herald_lists::MAX_WELCOME_PAGE, |l| l as usize);
+            let b = Lists::welcome_members(
+                self,
+                &list,
+                herald_types::MemberId(req.after_member_id),
+                herald_types::MemberId(req.up_to_member_id),
+                limit,
+            )
+            .await?;
+            Ok(herald_api_types::WelcomeSent {
+                sent: b.sent,
+                skipped: b.skipped,
+                last_member_id: b.last.0,
+                done: b.done,
+            })
+        })
+    }
 }

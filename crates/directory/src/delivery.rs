@@ -81,6 +81,17 @@ impl Directory {
         })
     }
 
+    /// The highest member id of `list` (0 when it has none). Ids only grow, so the members added
+    /// after this call are exactly those above it: an import's welcome range.
+    pub fn last_member_id(&self, list: ListId) -> Result<MemberId, DirectoryError> {
+        let conn = self.store.reader()?;
+        ensure_list(&conn, list)?;
+        conn.prepare_cached("SELECT COALESCE(MAX(id), 0) FROM members WHERE list_id = ?1")
+            .and_then(|mut st| st.query_row([list.0], |r| r.get(0)))
+            .map(MemberId)
+            .map_err(storage("read the last member id"))
+    }
+
     /// A member's delivery mode; `None` if the address is not on the list.
     pub fn delivery(
         &self,

@@ -228,7 +228,10 @@ pub(crate) fn validate_settings(s: &ListSettings) -> Result<(), DirectoryError> 
         check_header_text("settings.subject_prefix", prefix, MAX_SUBJECT_PREFIX_CHARS)?;
     }
     if let Some(footer) = &s.footer {
-        check_footer(footer)?;
+        check_body_text("settings.footer", footer)?;
+    }
+    if let Some(welcome) = &s.welcome_message {
+        check_body_text("settings.welcome_message", welcome)?;
     }
     if s.moderators.len() > MAX_MODERATORS {
         return Err(DirectoryError::invalid(
@@ -269,11 +272,12 @@ fn check_header_text(
     Ok(())
 }
 
-fn check_footer(footer: &str) -> Result<(), DirectoryError> {
-    const FIELD: &str = "settings.footer";
+/// A text that ends up in the body of mail (the footer of every copy, the welcome): bounded,
+/// and no control character but line breaks and tabs.
+fn check_body_text(field: &'static str, footer: &str) -> Result<(), DirectoryError> {
     if footer.len() > MAX_FOOTER_BYTES {
         return Err(DirectoryError::invalid(
-            FIELD,
+            field,
             format!("longer than {MAX_FOOTER_BYTES} bytes"),
         ));
     }
@@ -287,7 +291,7 @@ fn check_footer(footer: &str) -> Result<(), DirectoryError> {
         };
         if !ok {
             return Err(DirectoryError::invalid(
-                FIELD,
+                field,
                 format!("contains control character {c:?}"),
             ));
         }

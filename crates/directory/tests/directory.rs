@@ -140,6 +140,18 @@ fn list_settings_are_validated() {
             display_name: "n".repeat(300),
             ..Default::default()
         },
+        ListSettings {
+            welcome_message: Some("hi\u{0}there".into()),
+            ..Default::default()
+        },
+        ListSettings {
+            welcome_message: Some("bye\rsmuggle".into()),
+            ..Default::default()
+        },
+        ListSettings {
+            welcome_message: Some("w".repeat(herald_directory::MAX_FOOTER_BYTES + 1)),
+            ..Default::default()
+        },
     ];
     for s in cases {
         let e = d.create_list(&addr("l@x.example"), &s).unwrap_err();
@@ -147,6 +159,7 @@ fn list_settings_are_validated() {
     }
     let ok = ListSettings {
         footer: Some("line one\r\nline two\n\tend".into()),
+        welcome_message: Some("Welcome, {{email}}!\n\tRules: be kind.".into()),
         ..Default::default()
     };
     d.create_list(&addr("l@x.example"), &ok).unwrap();

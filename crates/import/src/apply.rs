@@ -7,7 +7,9 @@
 //! import got after each one. A run after a crash plans again from the directory, which holds
 //! every committed batch, so it writes only what is missing and ends where the first would
 //! have. Nothing here sends mail: members are written straight to the directory, the way
-//! `herald archive import` writes the archive, so no welcome or confirmation can leave.
+//! `herald archive import` writes the archive, so no welcome or confirmation can leave. Asked
+//! to (`send_welcome`), it records in the ledger the member-id range each list gained, and the
+//! CLI has the running server welcome that range.
 
 use crate::ledger::{Ledger, UnderWay};
 use crate::plan::{ListAction, ListPlan, Plan};
@@ -29,6 +31,9 @@ pub struct ApplyOptions {
     pub max_message_bytes: usize,
     /// A pause after each member batch; tests use it to kill an import mid-way.
     pub pause_per_batch: Option<Duration>,
+    /// Record in the ledger the member-id range each list's import adds, for the running
+    /// server to welcome (`herald import … --send-welcome`).
+    pub send_welcome: bool,
 }
 
 impl Default for ApplyOptions {
@@ -37,6 +42,7 @@ impl Default for ApplyOptions {
             batch_rows: DEFAULT_BATCH_ROWS,
             max_message_bytes: 64 * 1024 * 1024,
             pause_per_batch: None,
+            send_welcome: false,
         }
     }
 }
@@ -100,6 +106,10 @@ pub fn apply(
     let mut written = 0u64;
     for lp in plan.lists {
         let id = apply_list(dir, &lp, &mut done)?;
+        let list_key = lp.address.to_string();
+        if opts.send_welcome {
+            ledger.welcome_from(&list_key, dir.last_member_id(id)?.0)?;
+        }
         for batch in lp.members.chunks(opts.batch_rows.max(1)) {
             let outcomes = dir.import_members(id, batch, default_consent)?;
             for (m, o) in batch.iter().zip(outcomes) {
@@ -117,6 +127,9 @@ pub fn apply(
             if let Some(p) = opts.pause_per_batch {
                 std::thread::sleep(p);
             }
+        }
+        if opts.send_welcome {
+            ledger.welcome_up_to(&list_key, dir.last_member_id(id)?.0)?;
         }
         apply_archive(archive_db, ledger, &lp, opts, &mut done, progress)?;
     }

@@ -5,6 +5,11 @@
 //! an interrupted import. Members need no ledger of their own: the plan is computed from the
 //! directory, which holds every batch committed before the crash.
 //!
+//! With `--send-welcome`, the member-id range each list's import added (`welcome`): recorded
+//! before the list's members are written and narrowed page by page as the running server sends
+//! the welcomes, so a crash at any point neither loses a welcome nor sends more than one page
+//! twice.
+//!
 //! Written atomically (a temporary file renamed over the old one), so a crash leaves the old
 //! or the new ledger, never half of one; an unreadable ledger is an error, not a fresh start.
 
@@ -32,8 +37,20 @@ struct ArchivedFile {
 }
 
 /// The ledger, loaded.
+/// Welcomes still to send for one list: its members with `after_member_id < id <=
+/// up_to_member_id` (ids only grow, so the members an import adds are the ids above the list's
+/// highest before it). `up_to_member_id` is `None` while the list's members are being written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingWelcome {
+    pub list: String,
+    pub after_member_id: i64,
+    pub up_to_member_id: Option<i64>,
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Ledger {
+    #[serde(default)]
+    pub welcome: Vec<PendingWelcome>,
     #[serde(default)]
     archived: Vec<ArchivedFile>,
     #[serde(default)]
@@ -87,6 +104,42 @@ impl Ledger {
                 len,
                 modified_ms,
             });
+        }
+        self.save()
+    }
+
+    /// Records that `list`'s members above `after` are to be welcomed, unless a crashed run
+    /// already did (its lower start covers what it wrote).
+    pub(crate) fn welcome_from(&mut self, list: &str, after: i64) -> Result<(), ImportError> {
+        if !self.welcome.iter().any(|w| w.list == list) {
+            self.welcome.push(PendingWelcome {
+                list: list.to_string(),
+                after_member_id: after,
+                up_to_member_id: None,
+            });
+        }
+        self.save()
+    }
+
+    /// Closes `list`'s welcome range at `up_to` once its members are written.
+    /// An empty range (the import added nobody) is dropped at once.
+    pub(crate) fn welcome_up_to(&mut self, list: &str, up_to: i64) -> Result<(), ImportError> {
+        for w in self.welcome.iter_mut().filter(|w| w.list == list) {
+            w.up_to_member_id = Some(up_to);
+        }
+        self.welcome
+            .retain(|w| w.list != list || w.after_member_id < up_to);
+        self.save()
+    }
+
+    /// After a page of welcomes went out: the next starts after `last`; `done` drops the list.
+    pub fn welcome_sent(&mut self, list: &str, last: i64, done: bool) -> Result<(), ImportError> {
+        if done {
+            self.welcome.retain(|w| w.list != list);
+        } else {
+            for w in self.welcome.iter_mut().filter(|w| w.list == list) {
+                w.after_member_id = last;
+            }
         }
         self.save()
     }

@@ -34,6 +34,6 @@ mod source;
 
 pub use apply::{apply, Applied, ApplyOptions, Progress, DEFAULT_BATCH_ROWS};
 pub use error::ImportError;
-pub use ledger::{Ledger, UnderWay};
+pub use ledger::{Ledger, PendingWelcome, UnderWay};
 pub use plan::{compute, ListAction, ListPlan, Plan};
 pub use source::{HeldPost, Skip, SkipKind, Snapshot, SourceList, SourceMember, SourceSuppression};

@@ -375,6 +375,23 @@ fn settings(d: &Dict, list: &mut SourceList, moderated: Moderated, skipped: &mut
     if let Some(p) = get(d, "personalize").and_then(int) {
         s.insert("personalize".into(), json!(p != 0));
     }
+    if let Some(w) = get(d, "send_welcome_msg").and_then(int) {
+        s.insert("send_welcome".into(), json!(w != 0));
+    }
+    // Mailman prepends welcome_msg to its standard welcome, as Herald does with its own.
+    if let Some(w) = get(d, "welcome_msg")
+        .and_then(text)
+        .filter(|w| !w.trim().is_empty())
+    {
+        if w.contains("%(") {
+            unmapped(
+                "welcome_msg",
+                "Mailman's welcome text uses Python %-substitutions; set welcome_message by hand",
+            );
+        } else {
+            s.insert("welcome_message".into(), json!(w.replace("\r\n", "\n")));
+        }
+    }
     if let Some(f) = get(d, "from_is_list").and_then(int) {
         s.insert(
             "from_rewrite".into(),
@@ -411,7 +428,6 @@ const NOT_MAPPED: &[(&str, &str)] = &[
     ("info", "Herald lists have no info page text"),
     ("msg_header", "Mailman's header text uses Python %-substitutions; set a Herald footer by hand"),
     ("msg_footer", "Mailman's footer uses Python %-substitutions (%(real_name)s, …), not Herald's {{placeholders}}; set the footer by hand"),
-    ("welcome_msg", "Herald sends no welcome message"),
     ("goodbye_msg", "Herald sends no goodbye message"),
     ("accept_these_nonmembers", "Herald has no non-member allow list; add them as moderators or members"),
     ("hold_these_nonmembers", "Herald holds every non-member post already"),

@@ -470,6 +470,11 @@ fn settings(
     if let Some(p) = text(c, "personalize") {
         s.insert("personalize".into(), json!(p != "none"));
     }
+    // Mailman 3 keeps the welcome's text in its template store (not in the list's config),
+    // so only the switch comes over; Herald's default greeting stands in for the text.
+    if let Some(w) = c.get("send_welcome_message").and_then(Value::as_bool) {
+        s.insert("send_welcome".into(), json!(w));
+    }
     match (text(c, "dmarc_mitigate_action"), c.get("dmarc_mitigate_unconditionally").and_then(Value::as_bool)) {
         (Some("munge_from"), Some(true)) => { s.insert("from_rewrite".into(), json!("always")); }
         (Some("munge_from"), _) => { s.insert("from_rewrite".into(), json!("when_needed")); }

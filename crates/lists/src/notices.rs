@@ -8,7 +8,7 @@
 //! dropped its control characters.
 
 use herald_types::token::Action;
-use herald_types::{verp, Address, PostId};
+use herald_types::{verp, Address, List, PostId};
 
 /// The subject and plain text (LF line ends; the builder writes CRLF) of one message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,6 +98,32 @@ pub fn confirmation(
                 Action::Unsubscribe => "from",
                 Action::Delivery(_) => "on",
             },
+        ),
+    }
+}
+
+/// The welcome to a new member: the list's own text (placeholders filled; see
+/// `ListSettings::welcome_message`) or a greeting, then how to post, leave and manage the
+/// subscription (`base`: the public URL of Herald's web pages).
+pub fn welcome(list: &List, who: &Address, base: &str) -> Notice {
+    let name = if list.settings.display_name.is_empty() {
+        list.address.to_string()
+    } else {
+        list.settings.display_name.clone()
+    };
+    let own = match &list.settings.welcome_message {
+        Some(text) => text
+            .replace("{{list_name}}", &name)
+            .replace("{{list_address}}", &list.address.to_string())
+            .replace("{{email}}", &who.to_string()),
+        None => format!("Welcome to the {name} mailing list."),
+    };
+    let request = verp::request_address(&list.address);
+    let address = &list.address;
+    Notice {
+        subject: format!("Welcome to {name}"),
+        text: format!(
+            "{own}\n\n             You ({who}) are now a member of {address}.\n             To post, write to {address}.\n             To leave, send a mail to {request} with the subject 'unsubscribe', or use the\n             unsubscribe link at the foot of any post.\n             To see and change your subscriptions (name, digests, no mail), ask for a link at\n             \n  {base}/manage\n"
         ),
     }
 }

@@ -17,10 +17,26 @@ use herald_bounce::stage::DisabledMember;
 use herald_directory::{Consent, ConsentSource, DirectoryError, NewMember};
 use herald_spool::SpooledPost;
 use herald_types::token::{self, Action, Confirmation, Moderation};
-use herald_types::{Address, List, MemberStatus, NoticeKind, SubscriptionPolicy};
+use herald_types::{Address, List, MemberId, MemberStatus, NoticeKind, SubscriptionPolicy};
 
 /// How long a mailed subscriptions-page link stays valid.
 pub const MANAGE_LINK_HOURS: u64 = 24;
+
+/// Most welcomes one [`Lists::welcome_members`] call sends: one page, quick enough for an HTTP
+/// request, and the most a crash between two pages can send twice.
+pub const MAX_WELCOME_PAGE: usize = 500;
+
+/// What one [`Lists::welcome_members`] call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WelcomeBatch {
+    pub sent: u64,
+    /// On a suppression list: not mailed.
+    pub skipped: u64,
+    /// The last member id looked at (the next page starts after it).
+    pub last: MemberId,
+    /// No member left in the range.
+    pub done: bool,
+}
 
 /// How the directory's bounce-disable reasons begin (`herald_directory` bounces.rs).
 const BOUNCE_REASON_PREFIX: &str = "bounce score";
@@ -226,7 +242,8 @@ impl Lists {
         if action == Action::Subscribe && list.settings.subscription == SubscriptionPolicy::Closed {
             return Err(ListsError::ClosedList);
         }
-        tokio::task::spawn_blocking(move || match action {
+        // True when the confirmation made a new member (the welcome goes to them only).
+        let joined = tokio::task::spawn_blocking(move || match action {
             Action::Subscribe => {
                 let m = NewMember {
                     address: who,
@@ -234,7 +251,7 @@ impl Lists {
                     fields: Default::default(),
                 };
                 match d.add_member_consented(id, &m, &consent) {
-                    Ok(_) => Ok(()),
+                    Ok(_) => Ok(true),
                     Err(DirectoryError::AlreadyMember(_)) => {
                         // A member that bounce handling disabled comes back by confirming: the
                         // round trip proves the mailbox works again. An administrator's own
@@ -246,21 +263,73 @@ impl Lists {
                             d.reset_bounces(id, &m.address)?;
                         }
                         d.record_consent(id, &m.address, &consent)?;
-                        Ok(())
+                        Ok(false)
                     }
                     Err(e) => Err(e.into()),
                 }
             }
-            Action::Unsubscribe => Ok(d.remove_member(id, &who).map(|_| ())?),
+            Action::Unsubscribe => Ok(d.remove_member(id, &who).map(|_| false)?),
             Action::Delivery(mode) => match d.set_delivery(id, &who, mode)? {
-                true => Ok(()),
+                true => Ok(false),
                 // Left the list between the request and the confirmation.
                 false => Err(ListsError::NotMember(who)),
             },
         })
         .await??;
         tracing::info!(list = %c.list, address = %c.address, action = c.action.verb(), "confirmed");
+        if joined && list.settings.send_welcome {
+            let notice = notices::welcome(&list, &c.address, &self.public_base_url);
+            self.send_notice(&list, &c.address, &notice, NoticeKind::Welcome, None)
+                .await?;
+        }
         Ok(c)
+    }
+
+    /// Welcomes the enabled members of `list` with `after < id <= up_to`, at most `limit` of them
+    /// (in id order): the welcome an import's `--send-welcome` asks for, for the members it
+    /// added. An operator asked for these, so the hourly notice limits (which exist against
+    /// forged requests) do not apply; a suppressed address is never mailed. The caller pages
+    /// with `last` until `done`, and records `last` so a crash resends at most one page.
+    pub async fn welcome_members(
+        &self,
+        list: &Address,
+        after: MemberId,
+        up_to: MemberId,
+        limit: usize,
+    ) -> Result<WelcomeBatch, ListsError> {
+        let list = self.list(list).await?;
+        let d = self.enqueuer.directory.clone();
+        let id = list.id;
+        let limit = limit.clamp(1, MAX_WELCOME_PAGE);
+        let page = tokio::task::spawn_blocking(move || {
+            let members = d.members_page(id, after, up_to, limit, true)?;
+            let mut out = Vec::with_capacity(members.len());
+            for m in members {
+                let suppressed = d.suppression_for(Some(id), &m.address)?.is_some();
+                out.push((m.id, m.address, suppressed));
+            }
+            Ok::<_, DirectoryError>(out)
+        })
+        .await??;
+        let mut batch = WelcomeBatch {
+            sent: 0,
+            skipped: 0,
+            last: after,
+            done: page.len() < limit,
+        };
+        for (member_id, address, suppressed) in page {
+            if suppressed {
+                batch.skipped += 1;
+            } else {
+                let notice = notices::welcome(&list, &address, &self.public_base_url);
+                self.send(&list, &address, &notice).await?;
+                batch.sent += 1;
+            }
+            batch.last = member_id;
+        }
+        tracing::info!(list = %list.address, sent = batch.sent, skipped = batch.skipped,
+            last = batch.last.0, "welcome sent to imported members");
+        Ok(batch)
     }
 
     /// Tells a member that bounce handling disabled them, if their list asks for it

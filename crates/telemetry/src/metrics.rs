@@ -211,7 +211,7 @@ pub struct Metrics {
     /// List posts stopped by a loop / auto-reply / rate guard, by [`GuardTrip`] (issue 18).
     list_guard: [Counter; GuardTrip::WORDS.len()],
     /// Notices dropped by a `[notice_limits]` limit, by kind × limit (issue 18 item 3).
-    notices_dropped: [Counter; 25],
+    notices_dropped: [Counter; NoticeKind::ALL.len() * NoticeLimit::ALL.len()],
     /// Held-post notices not sent because the held post was machine mail (backscatter).
     held_notices_suppressed: Counter,
     /// Feedback-loop complaints acted on, by list address (issue 18 item 5). Lists are

@@ -148,6 +148,14 @@ pub struct ListSettings {
     /// unsubscribe them (default) or only disable them; either way the address goes on this
     /// list's suppression list with the report's reason.
     pub complaint_action: ComplaintAction,
+    /// Mail a welcome to each new member when their subscription is confirmed (Mailman's
+    /// `send_welcome_message`). Off by default. `herald import … --send-welcome` sends it to
+    /// the members an import adds, whatever this says.
+    pub send_welcome: bool,
+    /// The welcome's own text, above the standard part (how to unsubscribe and manage the
+    /// subscription); `None`: a one-line greeting. Placeholders: `{{list_name}}`,
+    /// `{{list_address}}`, `{{email}}`.
+    pub welcome_message: Option<String>,
 }
 
 /// When a list's digest is sent even below its size threshold (Mailman's
@@ -235,6 +243,8 @@ impl Default for ListSettings {
             digest_schedule: DigestSchedule::default(),
             digest_volume_frequency: DigestVolumeFrequency::default(),
             complaint_action: ComplaintAction::default(),
+            send_welcome: false,
+            welcome_message: None,
         }
     }
 }

@@ -16,16 +16,19 @@ pub enum NoticeKind {
     Rejected,
     /// To a member that bounce handling disabled.
     Disabled,
+    /// To a new member: the list's welcome (`send_welcome`, or an import's `--send-welcome`).
+    Welcome,
 }
 
 impl NoticeKind {
     /// Every kind, in [`NoticeKind::index`] order.
-    pub const ALL: [NoticeKind; 5] = [
+    pub const ALL: [NoticeKind; 6] = [
         NoticeKind::Confirmation,
         NoticeKind::Held,
         NoticeKind::RequestReply,
         NoticeKind::Rejected,
         NoticeKind::Disabled,
+        NoticeKind::Welcome,
     ];
 
     /// Position in [`NoticeKind::ALL`].
@@ -36,6 +39,7 @@ impl NoticeKind {
             NoticeKind::RequestReply => 2,
             NoticeKind::Rejected => 3,
             NoticeKind::Disabled => 4,
+            NoticeKind::Welcome => 5,
         }
     }
 
@@ -47,6 +51,7 @@ impl NoticeKind {
             NoticeKind::RequestReply => "request_reply",
             NoticeKind::Rejected => "rejected",
             NoticeKind::Disabled => "disabled",
+            NoticeKind::Welcome => "welcome",
         }
     }
 }
