@@ -238,6 +238,7 @@ async fn public_archive_pages_are_served_safely_and_a_private_one_is_refused() {
     let html = format!(
         "From: Eve <eve@outside.test>\r\nTo: {PUB}\r\nSubject: <b>Hi</b> & welcome\r\n\
          Message-ID: <a/../b%2f@outside.test>\r\nDate: Tue, 24 Nov 2026 10:00:00 +0000\r\n\
+         Archived-At: <http://forged.test/elsewhere>\r\n\
          MIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n\r\n\
          <p>hello quokka</p><script>alert(1)</script><img src=\"http://tracker.test/x.png\">\r\n"
     );
@@ -309,6 +310,42 @@ async fn public_archive_pages_are_served_safely_and_a_private_one_is_refused() {
         )),
         "{raw}"
     );
+
+    // RFC 5064 in every copy of the public list's post (the poster's own field dropped), and
+    // the public archive as List-Archive; the private list's copies name no archive.
+    let snap = world.recorder().snapshot();
+    for i in 0..3 {
+        let copies: Vec<String> = snap
+            .copies_for(&format!("m{i}@d0.test"))
+            .iter()
+            .filter_map(|c| c.message.as_ref())
+            .map(|m| String::from_utf8_lossy(m).replace("\r\n ", " "))
+            .collect();
+        assert_eq!(copies.len(), 2, "one copy per list");
+        let public = copies
+            .iter()
+            .find(|c| c.contains("welcome"))
+            .expect("public copy");
+        assert!(
+            public.contains(&format!(
+                "Archived-At: <{api}/archive/{pub_enc}/msg/{mid_enc}>"
+            )),
+            "{public}"
+        );
+        assert!(
+            public.contains(&format!("List-Archive: <{api}/archive/{pub_enc}/>")),
+            "{public}"
+        );
+        assert!(!public.contains("forged.test"), "{public}");
+        let private = copies
+            .iter()
+            .find(|c| c.contains("Secret"))
+            .expect("private copy");
+        assert!(
+            !private.contains("Archived-At") && !private.contains("List-Archive"),
+            "{private}"
+        );
+    }
 
     let (status, _, hits) = fetch(&format!("{base}/{pub_enc}/search?q=quokka")).await;
     assert_eq!(status, 200);

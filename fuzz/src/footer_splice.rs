@@ -84,6 +84,7 @@ fn template(flags: u8, footer: String, display_name: String, post: &[u8]) -> Opt
     let ctx = ListContext {
         unsubscribe_base_url: "https://lists.example.org".to_string(),
         archive_url: (flags & 4 != 0).then(|| "https://lists.example.org/archive".to_string()),
+        archived_at: None,
         secret: b"fuzz-secret".to_vec(),
         dkim: Default::default(),
         authserv_id: "herald.test".to_string(),

@@ -165,11 +165,26 @@ fn prepare(archive: &Archive, post: &SpooledPost, cfg: &StageConfig) -> Option<N
 
 /// The RFC 5064 field for a message of a public archive.
 pub fn archived_at(base: &str, list: &str, message_id: &str) -> String {
+    format!("Archived-At: <{}>\r\n", message_url(base, list, message_id))
+}
+
+/// The web archive's page of a message: `<base>/archive/<list>/msg/<id>` (what `Archived-At`
+/// names, in the archived copy and in every copy fan-out sends).
+pub fn message_url(base: &str, list: &str, message_id: &str) -> String {
     format!(
-        "Archived-At: <{}/archive/{}/msg/{}>\r\n",
+        "{}/archive/{}/msg/{}",
         base.trim_end_matches('/'),
-        url_component(list),
+        url_component(&list.to_lowercase()),
         url_component(&crate::parse::clean_id(message_id))
+    )
+}
+
+/// The web archive's page of a list (`List-Archive` when no other is configured).
+pub fn list_url(base: &str, list: &str) -> String {
+    format!(
+        "{}/archive/{}/",
+        base.trim_end_matches('/'),
+        url_component(&list.to_lowercase())
     )
 }
 

@@ -133,6 +133,7 @@ fn prepare(args: FeedArgs) -> Result<Job> {
     let ctx = ListContext {
         unsubscribe_base_url: args.base_url.clone(),
         archive_url: None,
+        archived_at: None,
         secret: args.secret.as_bytes().to_vec(),
         // The comparison feeds Postfix unsigned copies; Herald's bench runs sign nothing either.
         dkim: Default::default(),

@@ -12,7 +12,8 @@
 //! list's `poster_dkim` says.
 //!
 //! Added at the end of the header: `List-Id`, `List-Unsubscribe` (per member),
-//! `List-Unsubscribe-Post`, `List-Archive` (when configured), `List-Post`, `List-Help`,
+//! `List-Unsubscribe-Post`, `List-Archive` (when configured, or the public archive's page),
+//! `Archived-At` (RFC 5064, when the list's archive is public), `List-Post`, `List-Help`,
 //! `List-Subscribe`, `Precedence: list`.
 //!
 //! Invariants: generated fields are folded before 78 octets where a token boundary allows and
@@ -44,6 +45,9 @@ const REMOVED: &[&str] = &[
     "Precedence",
     "Return-Path",
     "Bcc",
+    // RFC 5064: only the list knows where it archived the post; a poster's own field would
+    // point members anywhere.
+    "Archived-At",
 ];
 
 /// Writes the rewritten header block (without the blank line that ends it). `from`: the
@@ -151,7 +155,7 @@ pub(crate) fn write(
         }
     }
     write_mime_edits(b, edits);
-    write_list_fields(b, list, ctx, url_prefix);
+    write_list_fields(b, list, ctx, url_prefix, post);
 }
 
 /// `name: <existing value>,\r\n <poster>` (or just the poster): the poster's original From
@@ -236,8 +240,25 @@ fn write_prefix(f: &mut Folder<'_>, prefix: &str, next_is_encoded_word: bool) {
     }
 }
 
+/// The public archive's pages for this post, when the list's archive is public and the post
+/// has a Message-ID; `None` too when a URL would not fit on one header line (998 octets).
+fn archive_page(ctx: &ListContext, list: &List, post: &Post<'_>) -> Option<crate::ArchivePage> {
+    let archived_at = ctx.archived_at.as_ref()?;
+    let mid = post.fields.iter().find(|f| f.is("Message-ID"))?;
+    let mid = String::from_utf8_lossy(trim_value(mid.value)).into_owned();
+    let page = archived_at(&list.address, &mid)?;
+    const FIT: usize = 998 - "List-Archive: <>".len();
+    (page.message.len() <= FIT && page.list.len() <= FIT).then_some(page)
+}
+
 /// The RFC 2369 / 2919 / 8058 fields and `Precedence`.
-fn write_list_fields(b: &mut Builder, list: &List, ctx: &ListContext, url_prefix: &[u8]) {
+fn write_list_fields(
+    b: &mut Builder,
+    list: &List,
+    ctx: &ListContext,
+    url_prefix: &[u8],
+    post: &Post<'_>,
+) {
     let addr = &list.address;
     let mut out = Vec::with_capacity(512);
     let mut f = Folder::new(&mut out, "List-Id");
@@ -261,8 +282,16 @@ fn write_list_fields(b: &mut Builder, list: &List, ctx: &ListContext, url_prefix
     out.extend_from_slice(
         b"?subject=unsubscribe>\r\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n",
     );
-    if let Some(archive) = &ctx.archive_url {
+    let page = archive_page(ctx, list, post);
+    let archive = ctx
+        .archive_url
+        .clone()
+        .or_else(|| page.as_ref().map(|p| p.list.clone()));
+    if let Some(archive) = archive {
         out.extend_from_slice(format!("List-Archive: <{archive}>\r\n").as_bytes());
+    }
+    if let Some(p) = page {
+        out.extend_from_slice(format!("Archived-At: <{}>\r\n", p.message).as_bytes());
     }
     for (name, target, query) in [
         ("List-Post", addr.to_string(), ""),

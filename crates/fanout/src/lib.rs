@@ -51,6 +51,19 @@ pub const MAX_URL_BYTES: usize = 256;
 /// address and the token, the `List-Unsubscribe` line then stays under 998 octets.
 const MAX_URL_PREFIX_BYTES: usize = 480;
 
+/// See [`ListContext::archived_at`]. A function rather than a table because privacy lives in the
+/// archive's own database and may change while the server runs.
+pub type ArchivedAt = std::sync::Arc<dyn Fn(&Address, &str) -> Option<ArchivePage> + Send + Sync>;
+
+/// Where a public list's archive shows a post (and the list's archive), as URLs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchivePage {
+    /// The post's page: `Archived-At`.
+    pub message: String,
+    /// The list's archive: `List-Archive` when no `archive_url` is configured.
+    pub list: String,
+}
+
 /// List-wide values fan-out needs besides the list itself (from the server configuration).
 #[derive(Clone)]
 pub struct ListContext {
@@ -58,6 +71,10 @@ pub struct ListContext {
     pub unsubscribe_base_url: String,
     /// Advertised in `List-Archive` when set.
     pub archive_url: Option<String>,
+    /// The web archive's page of a post, when its list's archive is public (RFC 5064
+    /// `Archived-At` in every copy): called once per post with the list and the post's
+    /// Message-ID; `None` for lists whose archive is not public.
+    pub archived_at: Option<ArchivedAt>,
     /// HMAC key for unsubscribe tokens (and for unpredictable MIME boundaries).
     pub secret: Vec<u8>,
     /// DKIM keys by list domain; a list whose domain has one gets every copy signed.

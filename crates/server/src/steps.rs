@@ -158,6 +158,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         list_ctx: ListContext {
             unsubscribe_base_url: config.public_base_url(),
             archive_url: config.http.archive_url(),
+            archived_at: archived_at(config)?,
             secret: s.secret.clone(),
             dkim: dkim.clone(),
             authserv_id: config.hostname.clone(),
@@ -389,6 +390,40 @@ type ArchiveStart = (
     std::thread::JoinHandle<()>,
     Vec<SpooledPost>,
 );
+
+/// `Archived-At` for fan-out (RFC 5064): a read connection of its own to the archive, asked once
+/// per post whether the list's archive is public (a primary-key read; privacy can change while
+/// the server runs, `herald archive privacy`). `None` with the archive off.
+fn archived_at(config: &Config) -> Result<Option<herald_fanout::ArchivedAt>, ServerError> {
+    let a = &config.archive;
+    if !a.enabled {
+        return Ok(None);
+    }
+    let db = herald_archive::Archive::open(&config.data_dir.join("archive.db"))?
+        .with_default_privacy(a.default_privacy);
+    let db = std::sync::Mutex::new(db);
+    let base = config.public_base_url();
+    Ok(Some(Arc::new(
+        move |list: &herald_types::Address, mid: &str| {
+            let key = list.to_string().to_lowercase();
+            let privacy = db
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .privacy(&key);
+            match privacy {
+                Ok(herald_archive::Privacy::Public) => Some(herald_fanout::ArchivePage {
+                    message: herald_archive::stage::message_url(&base, &key, mid),
+                    list: herald_archive::stage::list_url(&base, &key),
+                }),
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::warn!(list = %key, error = %e, "archive privacy unknown: no Archived-At");
+                    None
+                }
+            }
+        },
+    )))
+}
 
 fn start_archive(
     config: &Config,

@@ -85,6 +85,7 @@ pub fn template_of(
     let ctx = ListContext {
         unsubscribe_base_url: "https://lists.example.org".into(),
         archive_url: archive_url.map(str::to_string),
+        archived_at: None,
         secret: b"bench-secret-0123456789abcdef".to_vec(),
         dkim,
         authserv_id: AUTHSERV_ID.into(),

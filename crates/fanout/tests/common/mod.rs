@@ -43,6 +43,7 @@ pub fn ctx(archive: Option<&str>) -> ListContext {
     ListContext {
         unsubscribe_base_url: BASE_URL.to_string(),
         archive_url: archive.map(str::to_string),
+        archived_at: None,
         secret: SECRET.to_vec(),
         dkim: Default::default(),
         authserv_id: AUTHSERV_ID.to_string(),

@@ -48,6 +48,7 @@ fn rig() -> Rig {
         list_ctx: herald_fanout::ListContext {
             unsubscribe_base_url: "http://x".into(),
             archive_url: None,
+            archived_at: None,
             secret: b"0123456789abcdef".to_vec(),
             dkim: Default::default(),
             authserv_id: "herald.test".into(),

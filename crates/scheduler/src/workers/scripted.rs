@@ -278,6 +278,7 @@ pub(crate) fn test_post_at(id: u64, accepted_at_ms: u64, max_age_ms: u64) -> Arc
     let lctx = herald_fanout::ListContext {
         unsubscribe_base_url: "http://x".into(),
         archive_url: None,
+        archived_at: None,
         secret: b"0123456789abcdef".to_vec(),
         dkim: Default::default(),
         authserv_id: "herald.test".into(),
