@@ -29,6 +29,16 @@ pub enum ArchiveCommand {
     Privacy(PrivacyArgs),
     /// Full-text search of a list's archive.
     Search(SearchArgs),
+    /// Whether the web archive shows mail addresses (`show`) or writes them `user at
+    /// example.org` (`hide`, the default).
+    Addresses(AddressesArgs),
+}
+
+#[derive(Args)]
+pub struct AddressesArgs {
+    list: String,
+    /// `show` or `hide`.
+    mode: String,
 }
 
 #[derive(Args)]
@@ -157,6 +167,19 @@ pub fn run(cmd: ArchiveCommand, config: &Config) -> Result<()> {
             let privacy: Privacy = p.privacy.parse()?;
             a.set_privacy(&p.list.to_lowercase(), privacy)?;
             outln!("{}: archive {}", p.list, privacy.as_str());
+        }
+        ArchiveCommand::Addresses(x) => {
+            let show = match x.mode.as_str() {
+                "show" => true,
+                "hide" => false,
+                other => anyhow::bail!("addresses: expected show or hide, not {other:?}"),
+            };
+            a.set_shows_addresses(&x.list.to_lowercase(), show)?;
+            outln!(
+                "{}: the web archive {} addresses",
+                x.list,
+                if show { "shows" } else { "hides" }
+            );
         }
         ArchiveCommand::Search(s) => {
             for m in a.search(&s.list.to_lowercase(), &s.query, s.limit, s.page * s.limit)? {

@@ -355,6 +355,85 @@ async fn public_archive_pages_are_served_safely_and_a_private_one_is_refused() {
     );
     let (status, _, _) = fetch(&format!("{base}/{pub_enc}/search?q=%22NEAR(%2A")).await;
     assert_eq!(status, 200);
+    // Filters: by sender (with or without words), by date; a bad date is the reader's error.
+    for (query, hit) in [
+        ("from=eve", true),
+        ("q=quokka&from=EVE%40outside", true),
+        ("q=quokka&from=nobody", false),
+        ("since=2026-11-24&until=2026-11-24", true),
+        ("since=2026-11-25", false),
+        ("q=quokka&until=2026-11-23", false),
+    ] {
+        let (status, _, hits) = fetch(&format!("{base}/{pub_enc}/search?{query}")).await;
+        assert_eq!(status, 200, "{query}");
+        assert_eq!(hits.contains("welcome</a>"), hit, "{query}: {hits}");
+    }
+    let (status, _, bad) = fetch(&format!("{base}/{pub_enc}/search?since=yesterday")).await;
+    assert_eq!(status, 400);
+    assert!(bad.contains("not a date"), "{bad}");
+
+    // Addresses are hidden from harvesters on the pages and in the feed, unless shown.
+    assert!(
+        month.contains("eve at outside.test") && !month.contains("eve@outside.test"),
+        "{month}"
+    );
+    archive_cli(&cfg, &["addresses", PUB, "show"]);
+    let (_, _, month_shown) = fetch(&month_url).await;
+    assert!(month_shown.contains("eve@outside.test"), "{month_shown}");
+    archive_cli(&cfg, &["addresses", PUB, "hide"]);
+
+    // The month and the thread as mbox: mboxrd that reads back to the stored message.
+    assert!(month.contains("href=\"mbox\""), "{month}");
+    let stored = raw.replace("\r\n", "\n");
+    for url in [
+        format!("{month_url}mbox"),
+        format!("{base}/{pub_enc}/thread/{thread_href}/mbox"),
+    ] {
+        let r = reqwest::get(&url).await.expect("GET mbox");
+        assert_eq!(r.status().as_u16(), 200, "{url}");
+        let ctype = r.headers()["content-type"]
+            .to_str()
+            .unwrap_or("")
+            .to_string();
+        let disposition = r.headers()["content-disposition"]
+            .to_str()
+            .unwrap_or("")
+            .to_string();
+        assert_eq!(ctype, "application/mbox");
+        assert!(
+            disposition.starts_with("attachment; filename="),
+            "{disposition}"
+        );
+        let mbox = r.bytes().await.expect("mbox body");
+        let mut reader = herald_archive::mbox::Reader::new(&mbox[..], 1 << 20);
+        let mut n = 0;
+        while let Some(entry) = reader.next_entry().expect("read mbox") {
+            let herald_archive::mbox::Entry::Message(m) = entry else {
+                panic!("{entry:?}")
+            };
+            assert_eq!(String::from_utf8_lossy(&m).replace("\r\n", "\n"), stored);
+            n += 1;
+        }
+        assert_eq!(n, 1, "{url}");
+    }
+    let (status, _, _) = fetch(&format!("{base}/{pub_enc}/2019/01/mbox")).await;
+    assert_eq!(status, 404, "an empty month has no mbox");
+
+    // The Atom feed, read back as a feed reader would: the subject as text (not markup), the
+    // author's address hidden, the entry linking to the message page.
+    let (status, ctype, xml) = fetch(&format!("{base}/{pub_enc}/atom.xml")).await;
+    assert_eq!(status, 200);
+    assert!(ctype.starts_with("application/atom+xml"), "{ctype}");
+    let feed: atom_syndication::Feed = xml.parse().expect("the feed parses");
+    assert_eq!(feed.entries().len(), 1, "{xml}");
+    let e = &feed.entries()[0];
+    assert_eq!(e.title().as_str(), "<b>Hi</b> & welcome");
+    assert_eq!(e.authors()[0].name(), "Eve <eve at outside.test>");
+    assert!(
+        e.links()[0].href().ends_with(&format!("/msg/{mid_enc}")),
+        "{xml}"
+    );
+    assert!(!xml.contains("<script"), "{xml}");
 
     // The private list: archived (the CLI sees it) but refused to an anonymous reader.
     assert!(archive_cli(&cfg, &["search", PRIV, "wombat"]).contains("s@outside.test"));
@@ -369,6 +448,54 @@ async fn public_archive_pages_are_served_safely_and_a_private_one_is_refused() {
         assert_eq!(status, 404, "{path}: {body}");
         assert!(!body.contains("wombat"), "{path}");
     }
+
+    // An attachment is a download, never a page of this origin: octet-stream, attachment
+    // disposition with a tamed file name, nosniff and a sandbox policy.
+    let with_file = format!(
+        "From: Eve <eve@outside.test>\r\nTo: {PUB}\r\nSubject: slides\r\n\
+         Message-ID: <att@outside.test>\r\nMIME-Version: 1.0\r\n\
+         Content-Type: multipart/mixed; boundary=\"b1\"\r\n\r\n\
+         --b1\r\nContent-Type: text/plain\r\n\r\nsee attached\r\n\
+         --b1\r\nContent-Type: text/html; name=\"x\\\"y.html\"\r\n\
+         Content-Disposition: attachment; filename=\"../../evil\\\".html\"\r\n\r\n\
+         <script>alert(document.cookie)</script>\r\n--b1--\r\n"
+    );
+    let id = queued_id(&send_to(&server, with_file.as_bytes(), PUB).await);
+    wait_complete(&api, &id, Duration::from_secs(60)).await;
+    let page_url = format!("{base}/{pub_enc}/msg/att@outside.test");
+    let started = std::time::Instant::now();
+    let page = loop {
+        let (status, _, body) = fetch(&page_url).await;
+        if status == 200 {
+            break body;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        page.contains("href=\"att@outside.test/attachment/0\""),
+        "{page}"
+    );
+    let r = reqwest::get(format!("{page_url}/attachment/0"))
+        .await
+        .expect("GET");
+    assert_eq!(r.status().as_u16(), 200);
+    let h = |n: &str| r.headers()[n].to_str().unwrap_or("").to_string();
+    assert_eq!(h("content-type"), "application/octet-stream");
+    assert_eq!(h("x-content-type-options"), "nosniff");
+    assert_eq!(h("content-security-policy"), "sandbox");
+    let disposition = h("content-disposition");
+    assert!(
+        disposition.starts_with("attachment; filename=\""),
+        "{disposition}"
+    );
+    assert!(
+        !disposition.contains("/") && disposition.matches('"').count() == 2,
+        "{disposition}"
+    );
+    assert!(r.text().await.expect("body").contains("<script>"));
+    let (status, _, _) = fetch(&format!("{page_url}/attachment/7")).await;
+    assert_eq!(status, 404);
     server.stop().await;
 }
 

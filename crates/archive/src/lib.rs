@@ -28,7 +28,7 @@ pub mod store;
 pub mod web;
 
 pub use config::ArchiveSection;
-pub use store::{Archive, MessageSummary, Month, Privacy, StoredMessage};
+pub use store::{Archive, Filters, MessageSummary, Month, Privacy, Scope, StoredMessage};
 
 use std::path::PathBuf;
 

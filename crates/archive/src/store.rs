@@ -89,6 +89,22 @@ pub enum Stored {
     Refused(Refused),
 }
 
+/// Which messages an mbox download takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Month { year: i32, month: u8 },
+    Thread(i64),
+}
+
+/// Search filters (all optional): the sender contains `from` (any case); the date is in
+/// `[since_ms, until_ms)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filters {
+    pub from: Option<String>,
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+}
+
 /// A row of a listing (no body).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct MessageSummary {
@@ -160,6 +176,7 @@ CREATE TABLE IF NOT EXISTS tombstones (
     PRIMARY KEY (list, message_id)
 );
 CREATE TABLE IF NOT EXISTS privacy (list TEXT PRIMARY KEY, privacy TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS display (list TEXT PRIMARY KEY, show_addresses INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
     subject, sender, body, content='', contentless_delete=1, detail=none
 );
@@ -242,6 +259,29 @@ impl Archive {
             "INSERT INTO privacy (list, privacy) VALUES (?1, ?2)
              ON CONFLICT (list) DO UPDATE SET privacy = excluded.privacy",
             params![list, p.as_str()],
+        )?;
+        Ok(())
+    }
+
+    /// Whether the web archive shows mail addresses as they are (`true`) or obfuscated
+    /// (`user at example.org`, the default: an archive is a harvester's favourite page).
+    pub fn shows_addresses(&self, list: &str) -> Result<bool, ArchiveError> {
+        let v: Option<bool> = self
+            .conn
+            .query_row(
+                "SELECT show_addresses FROM display WHERE list = ?1",
+                [list],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(v.unwrap_or(false))
+    }
+
+    pub fn set_shows_addresses(&self, list: &str, show: bool) -> Result<(), ArchiveError> {
+        self.conn.execute(
+            "INSERT INTO display (list, show_addresses) VALUES (?1, ?2)
+             ON CONFLICT (list) DO UPDATE SET show_addresses = excluded.show_addresses",
+            params![list, show],
         )?;
         Ok(())
     }
@@ -419,6 +459,63 @@ impl Archive {
             .collect()
     }
 
+    /// The next `limit` messages of a month or a thread after the key `after` (date, row id),
+    /// in date order: the mbox downloads read a month or a thread a page at a time through
+    /// the (list, month|thread, date) indexes, so no page costs more than the rows it returns.
+    pub fn scope_page(
+        &self,
+        list: &str,
+        scope: Scope,
+        after: (i64, i64),
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, ArchiveError> {
+        let (column, key) = match scope {
+            Scope::Month { year, month } => (
+                "month",
+                rusqlite::types::Value::Text(month_key(year, month)),
+            ),
+            Scope::Thread(id) => ("thread_id", rusqlite::types::Value::Integer(id)),
+        };
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {SUMMARY_COLS}, body FROM messages WHERE list = ?1 AND {column} = ?2
+             AND (date_ms, id) > (?3, ?4) ORDER BY date_ms, id LIMIT ?5"
+        ))?;
+        let rows = stmt
+            .query_map(params![list, key, after.0, after.1, limit as i64], |r| {
+                Ok((summary(r)?, r.get::<_, Vec<u8>>(8)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(s, body)| {
+                Ok(StoredMessage {
+                    raw: inflate(&body).ok_or(ArchiveError::Corrupt(s.id))?,
+                    summary: s,
+                })
+            })
+            .collect()
+    }
+
+    /// The newest `limit` messages of `list` with their bytes, newest first (the Atom feed).
+    pub fn latest(&self, list: &str, limit: usize) -> Result<Vec<StoredMessage>, ArchiveError> {
+        let mut stmt = self.conn.prepare_cached(&format!(
+            "SELECT {SUMMARY_COLS}, body FROM messages WHERE list = ?1
+             ORDER BY date_ms DESC, id DESC LIMIT ?2"
+        ))?;
+        let rows = stmt
+            .query_map(params![list, limit as i64], |r| {
+                Ok((summary(r)?, r.get::<_, Vec<u8>>(8)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(s, body)| {
+                Ok(StoredMessage {
+                    raw: inflate(&body).ok_or(ArchiveError::Corrupt(s.id))?,
+                    summary: s,
+                })
+            })
+            .collect()
+    }
+
     /// What `list` archived after row `after_id` (the digest's cursor, issue 14): how many
     /// messages, their stored size in bytes, and the last row id (`after_id` when none). One
     /// range scan of the list's rows past the cursor.
@@ -486,9 +583,44 @@ impl Archive {
         limit: usize,
         offset: usize,
     ) -> Result<Vec<MessageSummary>, ArchiveError> {
+        self.search_filtered(list, query, &Filters::default(), limit, offset)
+    }
+
+    /// [`Archive::search`] narrowed by sender and date; with no words, the filters alone
+    /// (newest first). No words and no filters: nothing (a search, not a listing).
+    pub fn search_filtered(
+        &self,
+        list: &str,
+        query: &str,
+        f: &Filters,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<MessageSummary>, ArchiveError> {
         let q = fts_query(query);
+        // `instr(lower(…))`, not LIKE: a `%` or `_` typed in the form is a character.
+        let from = f
+            .from
+            .as_deref()
+            .map(str::trim)
+            .unwrap_or("")
+            .to_lowercase();
+        let (since, until) = (
+            f.since_ms.unwrap_or(i64::MIN),
+            f.until_ms.unwrap_or(i64::MAX),
+        );
         if q.is_empty() {
-            return Ok(Vec::new());
+            if from.is_empty() && f.since_ms.is_none() && f.until_ms.is_none() {
+                return Ok(Vec::new());
+            }
+            return self.summaries(
+                &format!(
+                    "SELECT {SUMMARY_COLS} FROM messages WHERE list = ?1
+                     AND date_ms >= ?2 AND date_ms < ?3
+                     AND (?4 = '' OR instr(lower(sender), ?4) > 0)
+                     ORDER BY date_ms DESC, id DESC LIMIT ?5 OFFSET ?6"
+                ),
+                params![list, since, until, from, limit as i64, offset as i64],
+            );
         }
         let cols = SUMMARY_COLS
             .split(", ")
@@ -498,9 +630,12 @@ impl Archive {
         self.summaries(
             &format!(
                 "SELECT {cols} FROM fts JOIN messages m ON m.id = fts.rowid
-                 WHERE fts MATCH ?1 AND m.list = ?2 ORDER BY fts.rank LIMIT ?3 OFFSET ?4"
+                 WHERE fts MATCH ?1 AND m.list = ?2
+                 AND m.date_ms >= ?5 AND m.date_ms < ?6
+                 AND (?7 = '' OR instr(lower(m.sender), ?7) > 0)
+                 ORDER BY fts.rank LIMIT ?3 OFFSET ?4"
             ),
-            params![q, list, limit as i64, offset as i64],
+            params![q, list, limit as i64, offset as i64, since, until, from],
         )
     }
 

@@ -3,7 +3,13 @@
 //! pages answer 404 to everybody (members' signed links and administrators' sessions come with
 //! the web administration issue; until then the CLI reads private archives).
 //!
-//! Pages read only what they show: every listing is a paged query (`?page=`, 100 rows).
+//! Pages read only what they show: every listing is a paged query (`?page=`, 100 rows); the
+//! mbox downloads of a month or a thread stream a page of 50 messages at a time through the
+//! (list, month|thread, date) indexes; the Atom feed (`atom.xml`) reads the newest 30.
+//! Search takes words and/or filters (sender contains, since, until). Addresses on the pages
+//! and in the feed are written `user at example.org` unless the list shows them (`herald
+//! archive addresses <list> show`); raw messages and mbox downloads stay as archived.
+//! Attachments are listed on the message page and served only as downloads.
 //!
 //! SECURITY: everything shown comes from untrusted mail. Text is HTML-escaped by [`esc`]; HTML
 //! parts are never rendered — the page shows mail-parser's text of the message (HTML converted
@@ -13,7 +19,7 @@
 //! URLs are percent-encoded ([`crate::stage::url_component`]) and only used as SQL parameters.
 
 use crate::stage::url_component;
-use crate::store::{Archive, MessageSummary, Privacy};
+use crate::store::{Archive, Filters, MessageSummary, Privacy, Scope};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -49,6 +55,10 @@ pub fn router<S: Clone + Send + Sync + 'static>(web: Arc<WebArchive>) -> Router<
         .route("/archive/{list}/msg/{mid}", get(message))
         .route("/archive/{list}/msg/{mid}/raw", get(raw))
         .route("/archive/{list}/search", get(search))
+        .route("/archive/{list}/{year}/{month}/mbox", get(month_mbox))
+        .route("/archive/{list}/thread/{id}/mbox", get(thread_mbox))
+        .route("/archive/{list}/atom.xml", get(atom))
+        .route("/archive/{list}/msg/{mid}/attachment/{n}", get(attachment))
         .with_state(web)
 }
 
@@ -58,6 +68,43 @@ struct PageQuery {
     page: usize,
     #[serde(default)]
     q: String,
+    /// Search filters: the sender contains this; first and last day (YYYY-MM-DD, UTC).
+    #[serde(default)]
+    from: String,
+    #[serde(default)]
+    since: String,
+    #[serde(default)]
+    until: String,
+}
+
+impl PageQuery {
+    /// The filters, or the first bad date as the reader's error.
+    fn filters(&self) -> Result<Filters, String> {
+        let day = |s: &str, what: &str, next: bool| -> Result<Option<i64>, String> {
+            let s = s.trim();
+            if s.is_empty() {
+                return Ok(None);
+            }
+            let d: jiff::civil::Date = s
+                .parse()
+                .map_err(|_| format!("{what}: {s:?} is not a date like 2026-11-24"))?;
+            let d = if next {
+                d.tomorrow().map_err(|e| e.to_string())?
+            } else {
+                d
+            };
+            let ts = jiff::tz::Offset::UTC
+                .to_timestamp(d.at(0, 0, 0, 0))
+                .map_err(|e| e.to_string())?;
+            Ok(Some(ts.as_millisecond()))
+        };
+        Ok(Filters {
+            from: Some(self.from.trim().to_string()).filter(|f| !f.is_empty()),
+            since_ms: day(&self.since, "since", false)?,
+            // `until` names the last day shown: the bound is the next midnight.
+            until_ms: day(&self.until, "until", true)?,
+        })
+    }
 }
 
 /// Runs `f` on the store off the async threads; a public list only when `list` is given.
@@ -120,7 +167,8 @@ async fn months(State(web): State<Arc<WebArchive>>, Path(list): Path<String>) ->
         Ok(m) => m,
         Err(r) => return r,
     };
-    let mut body = search_form(&list);
+    let mut body = search_form(&list, &PageQuery::default());
+    let _ = write!(body, "<p><a href=\"atom.xml\">Atom feed</a></p>");
     body.push_str("<ul>");
     for m in ms {
         let _ = write!(
@@ -140,15 +188,19 @@ async fn month(
 ) -> Response {
     let l = list.to_lowercase();
     let p = q.page;
-    let rows = match with_db(web, Some(l.clone()), move |db| {
-        db.month_page(&l, year, mon, PAGE_ROWS, p * PAGE_ROWS)
+    let (rows, show) = match with_db(web, Some(l.clone()), move |db| {
+        Ok((
+            db.month_page(&l, year, mon, PAGE_ROWS, p * PAGE_ROWS)?,
+            db.shows_addresses(&l)?,
+        ))
     })
     .await
     {
         Ok(r) => r,
         Err(r) => return r,
     };
-    let body = listing(&list, &rows, p, "");
+    let mut body = String::from("<p><a href=\"mbox\" download>Download this month (mbox)</a></p>");
+    body.push_str(&listing(&list, &rows, p, "", show));
     page(&format!("{list} {year:04}-{mon:02}"), &body).into_response()
 }
 
@@ -159,17 +211,22 @@ async fn thread(
 ) -> Response {
     let l = list.to_lowercase();
     let p = q.page;
-    let rows = match with_db(web, Some(l.clone()), move |db| {
-        db.thread(&l, id, PAGE_ROWS, p * PAGE_ROWS)
+    let (rows, show) = match with_db(web, Some(l.clone()), move |db| {
+        Ok((
+            db.thread(&l, id, PAGE_ROWS, p * PAGE_ROWS)?,
+            db.shows_addresses(&l)?,
+        ))
     })
     .await
     {
-        Ok(r) if !r.is_empty() || p > 0 => r,
+        Ok((r, show)) if !r.is_empty() || p > 0 => (r, show),
         Ok(_) => return not_found(),
         Err(r) => return r,
     };
     let title = rows.first().map(|m| m.subject.clone()).unwrap_or_default();
-    page(&title, &listing(&list, &rows, p, "")).into_response()
+    let mut body = format!("<p><a href=\"{id}/mbox\" download>Download this thread (mbox)</a></p>");
+    body.push_str(&listing(&list, &rows, p, "", show));
+    page(&title, &body).into_response()
 }
 
 async fn search(
@@ -177,29 +234,49 @@ async fn search(
     Path(list): Path<String>,
     Query(q): Query<PageQuery>,
 ) -> Response {
+    let filters = match q.filters() {
+        Ok(f) => f,
+        Err(why) => {
+            let body = format!(
+                "{}<p role=\"alert\">{}</p>",
+                search_form(&list, &q),
+                esc(&why)
+            );
+            return (
+                StatusCode::BAD_REQUEST,
+                page(&format!("Search {list}"), &body),
+            )
+                .into_response();
+        }
+    };
     let l = list.to_lowercase();
     let (p, text) = (q.page, q.q.clone());
-    let rows = match with_db(web, Some(l.clone()), move |db| {
-        db.search(&l, &text, PAGE_ROWS, p * PAGE_ROWS)
+    let (rows, show) = match with_db(web, Some(l.clone()), move |db| {
+        Ok((
+            db.search_filtered(&l, &text, &filters, PAGE_ROWS, p * PAGE_ROWS)?,
+            db.shows_addresses(&l)?,
+        ))
     })
     .await
     {
         Ok(r) => r,
         Err(r) => return r,
     };
-    let mut body = search_form(&list);
+    let mut body = search_form(&list, &q);
     let _ = write!(
         body,
         "<p>{} results for <q>{}</q></p>",
         rows.len(),
         esc(&q.q)
     );
-    body.push_str(&listing(
-        &list,
-        &rows,
-        p,
-        &format!("&q={}", url_component(&q.q)),
-    ));
+    let extra = format!(
+        "&q={}&from={}&since={}&until={}",
+        url_component(&q.q),
+        url_component(&q.from),
+        url_component(&q.since),
+        url_component(&q.until)
+    );
+    body.push_str(&listing(&list, &rows, p, &extra, show));
     page(&format!("Search {list}"), &body).into_response()
 }
 
@@ -208,9 +285,13 @@ async fn message(
     Path((list, mid)): Path<(String, String)>,
 ) -> Response {
     let l = list.to_lowercase();
-    let m = match with_db(web, Some(l.clone()), move |db| db.message(&l, &mid)).await {
-        Ok(Some(m)) => m,
-        Ok(None) => return not_found(),
+    let (m, show) = match with_db(web, Some(l.clone()), move |db| {
+        Ok((db.message(&l, &mid)?, db.shows_addresses(&l)?))
+    })
+    .await
+    {
+        Ok((Some(m), show)) => (m, show),
+        Ok((None, _)) => return not_found(),
         Err(r) => return r,
     };
     let parsed = mail_parser::MessageParser::default().parse(&m.raw);
@@ -218,33 +299,39 @@ async fn message(
         .as_ref()
         .and_then(|p| p.body_text(0).map(|t| t.into_owned()))
         .unwrap_or_default();
-    let attachments: Vec<String> = parsed
+    let attachments: Vec<(String, usize)> = parsed
         .as_ref()
         .map(|p| {
             p.attachments()
-                .map(|a| a.attachment_name().unwrap_or("(unnamed)").to_string())
+                .map(|a| {
+                    (
+                        a.attachment_name().unwrap_or("(unnamed)").to_string(),
+                        a.contents().len(),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default();
     let s = &m.summary;
+    let mid_enc = url_component(&s.message_id);
     let mut body = format!(
         "<p>From: {}<br>Date: {}<br><a href=\"../thread/{}\">thread</a> · <a href=\"{}/raw\">raw</a></p><pre>{}</pre>",
-        esc(&s.from),
+        esc(&shown(&s.from, show)),
         esc(&date(s.date_ms)),
         s.thread_id,
-        url_component(&s.message_id),
-        esc(&text)
+        mid_enc,
+        esc(&shown(&text, show))
     );
     if !attachments.is_empty() {
-        body.push_str("<p>Attachments (in the raw message): ");
-        body.push_str(
-            &attachments
-                .iter()
-                .map(|a| esc(a))
-                .collect::<Vec<_>>()
-                .join(", "),
-        );
-        body.push_str("</p>");
+        body.push_str("<h2>Attachments</h2><ul>");
+        for (n, (name, size)) in attachments.iter().enumerate() {
+            let _ = write!(
+                body,
+                "<li><a href=\"{mid_enc}/attachment/{n}\" download>{}</a> ({size} bytes)</li>",
+                esc(name)
+            );
+        }
+        body.push_str("</ul>");
     }
     page(&s.subject, &body).into_response()
 }
@@ -268,7 +355,252 @@ async fn raw(
     }
 }
 
-fn listing(list: &str, rows: &[MessageSummary], page_no: usize, extra: &str) -> String {
+/// `…/msg/<id>/attachment/<n>`: the `n`th attachment's bytes, always as a download
+/// (`application/octet-stream`, `Content-Disposition: attachment`, `nosniff`, and a sandbox
+/// CSP in case a browser renders it anyway), so nothing from a post runs on this origin.
+async fn attachment(
+    State(web): State<Arc<WebArchive>>,
+    Path((list, mid, n)): Path<(String, String, usize)>,
+) -> Response {
+    let l = list.to_lowercase();
+    let m = match with_db(web, Some(l.clone()), move |db| db.message(&l, &mid)).await {
+        Ok(Some(m)) => m,
+        Ok(None) => return not_found(),
+        Err(r) => return r,
+    };
+    let Some(parsed) = mail_parser::MessageParser::default().parse(&m.raw) else {
+        return not_found();
+    };
+    let Some(a) = parsed.attachments().nth(n) else {
+        return not_found();
+    };
+    // The name goes into a header: only a conservative set of characters survives.
+    let name: String = a
+        .attachment_name()
+        .unwrap_or("attachment")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(100)
+        .collect();
+    (
+        [
+            (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
+            (header::CONTENT_SECURITY_POLICY, "sandbox".to_string()),
+        ],
+        a.contents().to_vec(),
+    )
+        .into_response()
+}
+
+/// Pages per mbox chunk: a page of messages is read under the store's lock, written as
+/// mboxrd and sent; the next page waits for the client to take it (a bounded channel), so a
+/// download of a big month holds neither the lock nor the whole month in memory.
+const MBOX_PAGE: usize = 50;
+
+async fn month_mbox(
+    State(web): State<Arc<WebArchive>>,
+    Path((list, year, month)): Path<(String, i32, u8)>,
+) -> Response {
+    let name = format!("{}-{year:04}-{month:02}.mbox", list.to_lowercase());
+    mbox(web, list, Scope::Month { year, month }, name).await
+}
+
+async fn thread_mbox(
+    State(web): State<Arc<WebArchive>>,
+    Path((list, id)): Path<(String, i64)>,
+) -> Response {
+    let name = format!("{}-thread-{id}.mbox", list.to_lowercase());
+    mbox(web, list, Scope::Thread(id), name).await
+}
+
+/// Streams a month or a thread as mboxrd (the format `herald archive import` reads back).
+async fn mbox(web: Arc<WebArchive>, list: String, scope: Scope, file: String) -> Response {
+    let l = list.to_lowercase();
+    // The first page answers "is there anything, and may this reader see it" before the
+    // headers go out; later pages stream.
+    let first = {
+        let l = l.clone();
+        match with_db(web.clone(), Some(l.clone()), move |db| {
+            db.scope_page(&l, scope, (i64::MIN, 0), MBOX_PAGE)
+        })
+        .await
+        {
+            Ok(r) if !r.is_empty() => r,
+            Ok(_) => return not_found(),
+            Err(r) => return r,
+        }
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(2);
+    tokio::task::spawn_blocking(move || {
+        let mut page = first;
+        loop {
+            let mut out = Vec::new();
+            for m in &page {
+                let _ = crate::mbox::write_message(
+                    &mut out,
+                    &m.summary.from,
+                    m.summary.date_ms,
+                    &m.raw,
+                );
+            }
+            if tx.blocking_send(bytes::Bytes::from(out)).is_err() {
+                return; // the client went away
+            }
+            let Some(last) = page.last() else { return };
+            if page.len() < MBOX_PAGE {
+                return;
+            }
+            let after = (last.summary.date_ms, last.summary.id);
+            let next = {
+                let db = web.db.lock().unwrap_or_else(|p| p.into_inner());
+                db.scope_page(&l, scope, after, MBOX_PAGE)
+            };
+            match next {
+                Ok(p) if !p.is_empty() => page = p,
+                Ok(_) => return,
+                Err(e) => {
+                    // The response is under way: the truncated mbox is all the client can get.
+                    tracing::error!(error = %e, "archive mbox download");
+                    return;
+                }
+            }
+        }
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+    });
+    (
+        [
+            (header::CONTENT_TYPE, "application/mbox".to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!(
+                    "attachment; filename=\"{}\"",
+                    file.replace(['"', '\\', '/'], "_")
+                ),
+            ),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
+        ],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+/// Entries in the Atom feed.
+const FEED_ENTRIES: usize = 30;
+
+/// `/archive/<list>/atom.xml`: the newest posts, each with its text (addresses as the web
+/// pages show them) and a link to its page.
+async fn atom(
+    State(web): State<Arc<WebArchive>>,
+    Path(list): Path<String>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let l = list.to_lowercase();
+    let (rows, show) = match with_db(web, Some(l.clone()), move |db| {
+        Ok((db.latest(&l, FEED_ENTRIES)?, db.shows_addresses(&l)?))
+    })
+    .await
+    {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    // Links are relative to the host the reader asked: the feed works behind any name.
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| h.bytes().all(|b| b.is_ascii_graphic()))
+        .unwrap_or("localhost");
+    let base = format!(
+        "http://{host}/archive/{}/",
+        url_component(&list.to_lowercase())
+    );
+    match feed_xml(&list, &base, &rows, show) {
+        Ok(xml) => (
+            [(header::CONTENT_TYPE, "application/atom+xml; charset=utf-8")],
+            xml,
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "archive feed");
+            (StatusCode::INTERNAL_SERVER_ERROR, "feed unavailable\n").into_response()
+        }
+    }
+}
+
+fn feed_xml(
+    list: &str,
+    base: &str,
+    rows: &[crate::StoredMessage],
+    show: bool,
+) -> Result<String, String> {
+    use atom_syndication::{Content, Entry, Feed, FixedDateTime, Link, Person, Text};
+    let when = |ms: i64| -> Result<FixedDateTime, String> {
+        let ts = jiff::Timestamp::from_millisecond(ms).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+        FixedDateTime::parse_from_rfc3339(&ts.to_string()).map_err(|e| e.to_string())
+    };
+    let link = |href: String| Link {
+        href,
+        ..Link::default()
+    };
+    let mut entries = Vec::with_capacity(rows.len());
+    for m in rows {
+        let s = &m.summary;
+        let page = format!("{base}msg/{}", url_component(&s.message_id));
+        let text = mail_parser::MessageParser::default()
+            .parse(&m.raw)
+            .and_then(|p| p.body_text(0).map(|t| t.into_owned()))
+            .unwrap_or_default();
+        let mut e = Entry::default();
+        e.set_id(page.clone());
+        e.set_title(Text::plain(xml_text(if s.subject.is_empty() {
+            "(no subject)"
+        } else {
+            &s.subject
+        })));
+        e.set_updated(when(s.date_ms)?);
+        e.set_authors(vec![Person {
+            name: xml_text(&shown(&s.from, show)),
+            ..Person::default()
+        }]);
+        e.set_links(vec![link(page)]);
+        let mut c = Content::default();
+        c.set_content_type("text".to_string());
+        c.set_value(xml_text(&shown(&text, show)));
+        e.set_content(c);
+        entries.push(e);
+    }
+    let mut feed = Feed::default();
+    feed.set_id(base.to_string());
+    feed.set_title(Text::plain(xml_text(list)));
+    feed.set_updated(when(rows.first().map_or(0, |m| m.summary.date_ms))?);
+    feed.set_links(vec![link(base.to_string())]);
+    feed.set_entries(entries);
+    Ok(feed.to_string())
+}
+
+/// Text XML 1.0 can carry: control characters other than tab and line breaks are not allowed
+/// in an XML document at all (escaping does not help), so they go.
+fn xml_text(s: &str) -> String {
+    s.chars()
+        .filter(|&c| !c.is_control() || matches!(c, '\t' | '\n' | '\r'))
+        .collect()
+}
+
+fn listing(list: &str, rows: &[MessageSummary], page_no: usize, extra: &str, show: bool) -> String {
     let mut out =
         String::from("<table><tr><th>Date</th><th>From</th><th>Subject</th><th></th></tr>");
     for m in rows {
@@ -276,7 +608,7 @@ fn listing(list: &str, rows: &[MessageSummary], page_no: usize, extra: &str) -> 
             out,
             "<tr><td>{}</td><td>{}</td><td><a href=\"/archive/{}/msg/{}\">{}</a></td><td><a href=\"/archive/{}/thread/{}\">thread</a></td></tr>",
             esc(&date(m.date_ms)),
-            esc(&m.from),
+            esc(&shown(&m.from, show)),
             url_component(list),
             url_component(&m.message_id),
             esc(if m.subject.is_empty() { "(no subject)" } else { &m.subject }),
@@ -295,10 +627,36 @@ fn listing(list: &str, rows: &[MessageSummary], page_no: usize, extra: &str) -> 
     out
 }
 
-fn search_form(list: &str) -> String {
+/// `text` as the web archive shows it: mail addresses written `user at example.org` unless
+/// the list shows them ([`Archive::shows_addresses`]), as pipermail and HyperKitty do.
+pub fn shown(text: &str, show_addresses: bool) -> String {
+    if show_addresses {
+        return text.to_string();
+    }
+    static ADDRESS: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    let re = ADDRESS.get_or_init(|| {
+        regex::Regex::new(r"([A-Za-z0-9._%+\-]+)@([A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+)").ok()
+    });
+    match re {
+        Some(re) => re.replace_all(text, "$1 at $2").into_owned(),
+        // The pattern is a constant that compiles; without it, hide every `@`.
+        None => text.replace('@', " at "),
+    }
+}
+
+fn search_form(list: &str, q: &PageQuery) -> String {
     format!(
-        "<form action=\"/archive/{}/search\" method=\"get\"><input name=\"q\"> <button>Search</button></form>",
-        url_component(list)
+        "<form action=\"/archive/{}/search\" method=\"get\">\
+         <label>Words <input name=\"q\" value=\"{}\"></label> \
+         <label>From <input name=\"from\" value=\"{}\"></label> \
+         <label>Since <input name=\"since\" type=\"date\" value=\"{}\"></label> \
+         <label>Until <input name=\"until\" type=\"date\" value=\"{}\"></label> \
+         <button>Search</button></form>",
+        url_component(list),
+        esc(&q.q),
+        esc(&q.from),
+        esc(&q.since),
+        esc(&q.until)
     )
 }
 
@@ -330,4 +688,65 @@ pub fn esc(s: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{MessageSummary, StoredMessage};
+
+    #[test]
+    fn addresses_are_hidden_unless_shown() {
+        let t = "Eve <eve.x+tag@mail.outside.test> wrote to dev@lists.test; not@an-address";
+        assert_eq!(
+            shown(t, false),
+            "Eve <eve.x+tag at mail.outside.test> wrote to dev at lists.test; not@an-address"
+        );
+        assert_eq!(shown(t, true), t);
+        // A long hostile line is linear work and comes back whole.
+        let long = "a@".repeat(100_000);
+        assert_eq!(shown(&long, false).len(), long.len());
+    }
+
+    #[test]
+    fn a_hostile_subject_makes_a_feed_that_parses() {
+        let raw = b"Subject: x\r\n\r\nbody <![CDATA[ ]]> \x01\x1b end\r\n".to_vec();
+        let m = StoredMessage {
+            summary: MessageSummary {
+                id: 1,
+                list: "l@x.test".into(),
+                message_id: "a/b@x".into(),
+                date_ms: 1_764_000_000_000,
+                thread_id: 1,
+                subject: "<script>&amp; ]]> \u{1}\u{7f}".into(),
+                from: "E <e@x.test>".into(),
+                size: raw.len() as i64,
+            },
+            raw,
+        };
+        let xml = feed_xml("l@x.test", "http://h/archive/l@x.test/", &[m], false).unwrap();
+        let feed: atom_syndication::Feed = xml.parse().expect("parses");
+        assert_eq!(feed.entries()[0].title().as_str(), "<script>&amp; ]]> ");
+        assert_eq!(feed.entries()[0].authors()[0].name(), "E <e at x.test>");
+        assert!(!xml.contains("<script"), "{xml}");
+    }
+
+    #[test]
+    fn search_dates_are_checked() {
+        let q = |since: &str, until: &str| PageQuery {
+            since: since.into(),
+            until: until.into(),
+            ..PageQuery::default()
+        };
+        let f = q("2026-11-24", "2026-11-24").filters().unwrap();
+        assert_eq!(
+            f.until_ms.unwrap() - f.since_ms.unwrap(),
+            86_400_000,
+            "until is inclusive"
+        );
+        for bad in ["yesterday", "2026-13-01", "24.11.2026", "'; DROP TABLE"] {
+            assert!(q(bad, "").filters().is_err(), "{bad}");
+            assert!(q("", bad).filters().is_err(), "{bad}");
+        }
+    }
 }
