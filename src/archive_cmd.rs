@@ -29,6 +29,9 @@ pub enum ArchiveCommand {
     Privacy(PrivacyArgs),
     /// Full-text search of a list's archive.
     Search(SearchArgs),
+    /// Rebuild the full-text index and the overview from the stored messages (after damage,
+    /// or when an upgrade changed what is indexed). Run with the server stopped or idle.
+    Reindex,
     /// Whether the web archive shows mail addresses (`show`) or writes them `user at
     /// example.org` (`hide`, the default).
     Addresses(AddressesArgs),
@@ -167,6 +170,21 @@ pub fn run(cmd: ArchiveCommand, config: &Config) -> Result<()> {
             let privacy: Privacy = p.privacy.parse()?;
             a.set_privacy(&p.list.to_lowercase(), privacy)?;
             outln!("{}: archive {}", p.list, privacy.as_str());
+        }
+        ArchiveCommand::Reindex => {
+            let bar = ProgressBar::new(0);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} reindex [{bar:40}] {pos}/{len} {per_sec} {eta}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            let n = a.reindex(2_000, &mut |done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+            })?;
+            bar.finish_and_clear();
+            outln!("reindexed {n} messages");
         }
         ArchiveCommand::Addresses(x) => {
             let show = match x.mode.as_str() {

@@ -496,6 +496,14 @@ async fn public_archive_pages_are_served_safely_and_a_private_one_is_refused() {
     assert!(r.text().await.expect("body").contains("<script>"));
     let (status, _, _) = fetch(&format!("{page_url}/attachment/7")).await;
     assert_eq!(status, 404);
+    // The archive on /metrics: three posts archived by the writer, three in the store.
+    assert_eq!(metric(&api, "herald_archive_messages").await, 3);
+    assert_eq!(
+        metric(&api, "herald_archive_posts_total{outcome=\"added\"}").await,
+        3
+    );
+    assert_eq!(metric(&api, "herald_archive_queue").await, 0);
+    assert!(metric(&api, "herald_archive_file_bytes").await > 0);
     server.stop().await;
 }
 

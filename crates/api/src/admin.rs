@@ -301,6 +301,13 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
     crate::spool_metrics::register(&s.spool.stats(), &mut scrape);
     crate::postmaster::register_gauge(&s.spool, &mut scrape);
     crate::spool_metrics::register_channels(&s.scheduler.channels(), &mut scrape);
+    if let Some(web) = s.archive.clone() {
+        // The count is a blocking read of the store: off the async threads.
+        let w = web.clone();
+        if let Ok((messages, Some(path))) = tokio::task::spawn_blocking(move || w.scrape()).await {
+            herald_archive::metrics::register(web.writer_stats(), messages, &path, &mut scrape);
+        }
+    }
     if let Some(d) = &s.digests {
         // Per list, since the server started (a restart resets it, as counters may).
         let rows = d

@@ -22,6 +22,7 @@
 pub mod config;
 pub mod import;
 pub mod mbox;
+pub mod metrics;
 pub mod parse;
 pub mod stage;
 pub mod store;

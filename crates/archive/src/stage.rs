@@ -14,9 +14,12 @@
 //!
 //! SECURITY: posts are untrusted mail; see [`crate::parse`] for the limits applied.
 
+use crate::metrics::WriterStats;
 use crate::store::{Archive, NewMessage, Privacy, Stored};
 use herald_spool::{PostKind, SpooledPost};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// `[archive]`-derived settings of the writer.
@@ -38,6 +41,7 @@ pub struct StageConfig {
 #[derive(Clone)]
 pub struct ArchiveSender {
     tx: mpsc::Sender<SpooledPost>,
+    stats: Arc<WriterStats>,
 }
 
 impl ArchiveSender {
@@ -49,9 +53,16 @@ impl ArchiveSender {
         if post.meta.kind != PostKind::ListPost || !post.meta.audience.is_regular() {
             return;
         }
+        WriterStats::add(&self.stats.queued, 1);
         if self.tx.send(post.clone()).await.is_err() {
+            self.stats.queued.fetch_sub(1, Ordering::Relaxed);
             tracing::error!(post = %post.id, "archive writer stopped; post not archived");
         }
+    }
+
+    /// The writer's counters (for `/metrics`).
+    pub fn stats(&self) -> Arc<WriterStats> {
+        self.stats.clone()
     }
 }
 
@@ -91,17 +102,24 @@ pub fn spawn(
         .with_default_privacy(cfg.default_privacy)
         .with_limits(limits);
     let (tx, rx) = mpsc::channel(cfg.capacity.max(1));
+    let stats = Arc::new(WriterStats::default());
+    let writer_stats = stats.clone();
     let handle = std::thread::Builder::new()
         .name("archive-writer".into())
-        .spawn(move || run(archive, rx, cfg))
+        .spawn(move || run(archive, rx, cfg, &writer_stats))
         .map_err(|source| crate::ArchiveError::Io {
             path: PathBuf::from("archive-writer thread"),
             source,
         })?;
-    Ok((ArchiveSender { tx }, handle))
+    Ok((ArchiveSender { tx, stats }, handle))
 }
 
-fn run(mut archive: Archive, mut rx: mpsc::Receiver<SpooledPost>, cfg: StageConfig) {
+fn run(
+    mut archive: Archive,
+    mut rx: mpsc::Receiver<SpooledPost>,
+    cfg: StageConfig,
+    stats: &WriterStats,
+) {
     while let Some(first) = rx.blocking_recv() {
         let mut posts = vec![first];
         while posts.len() < cfg.batch_max.max(1) {
@@ -110,6 +128,10 @@ fn run(mut archive: Archive, mut rx: mpsc::Receiver<SpooledPost>, cfg: StageConf
                 Err(_) => break,
             }
         }
+        stats
+            .queued
+            .fetch_sub(posts.len() as u64, Ordering::Relaxed);
+        let oldest_ms = posts.iter().map(|p| p.meta.received_at_ms).min();
         let batch: Vec<NewMessage> = posts
             .iter()
             .filter_map(|p| prepare(&archive, p, &cfg))
@@ -120,13 +142,25 @@ fn run(mut archive: Archive, mut rx: mpsc::Receiver<SpooledPost>, cfg: StageConf
         match archive.insert_batch(&batch) {
             Ok(results) => {
                 for r in results {
-                    if let Stored::Refused(why) = r {
-                        tracing::warn!(reason = %why, "post not archived");
+                    match r {
+                        Stored::Added { .. } => WriterStats::add(&stats.added, 1),
+                        Stored::Duplicate { .. } => WriterStats::add(&stats.duplicates, 1),
+                        Stored::Refused(why) => {
+                            WriterStats::add(&stats.refused, 1);
+                            tracing::warn!(reason = %why, "post not archived");
+                        }
                     }
+                }
+                if let Some(oldest) = oldest_ms {
+                    let lag = herald_types::unix_ms_now().saturating_sub(oldest);
+                    stats.last_lag_ms.store(lag, Ordering::Relaxed);
                 }
             }
             // The posts are in the spool's history only; say so loudly, keep serving.
-            Err(e) => tracing::error!(error = %e, posts = batch.len(), "archive write failed"),
+            Err(e) => {
+                WriterStats::add(&stats.failed_batches, 1);
+                tracing::error!(error = %e, posts = batch.len(), "archive write failed");
+            }
         }
     }
 }

@@ -639,6 +639,79 @@ impl Archive {
         )
     }
 
+    /// Rebuilds the full-text index and the overview columns (subject, sender, base subject,
+    /// parent) from the stored messages, `batch` rows per transaction, calling `progress(done,
+    /// total)` after each: after an index was damaged or a Herald upgrade changed what is
+    /// indexed. Row ids (the IMAP UIDs) and threads stay as they are. A run cut short leaves a
+    /// partial index; running it again completes it. Returns the messages indexed.
+    pub fn reindex(
+        &mut self,
+        batch: usize,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<u64, ArchiveError> {
+        let total = u64::try_from(self.count()?).unwrap_or(0);
+        // A contentless FTS5 table is emptied by its own command, not by DELETE.
+        self.conn
+            .execute("INSERT INTO fts (fts) VALUES ('delete-all')", [])?;
+        let limits = self.limits;
+        let (mut after, mut done) = (0i64, 0u64);
+        loop {
+            let rows: Vec<(i64, Vec<u8>)> = {
+                let mut st = self.conn.prepare_cached(
+                    "SELECT id, body FROM messages WHERE id > ?1 ORDER BY id LIMIT ?2",
+                )?;
+                let r = st
+                    .query_map(params![after, batch.max(1) as i64], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                r
+            };
+            let Some(&(last, _)) = rows.last() else { break };
+            let tx = self.conn.transaction()?;
+            for (id, body) in &rows {
+                let raw = inflate(body).ok_or(ArchiveError::Corrupt(*id))?;
+                // A message stored under older limits that the current ones refuse keeps its
+                // row; it is only left out of the full-text index.
+                let Ok(p) = parse::parse(&raw, &limits) else {
+                    continue;
+                };
+                tx.prepare_cached(
+                    "UPDATE messages SET subject = ?2, sender = ?3, base_subject = ?4, parent = ?5
+                     WHERE id = ?1",
+                )?
+                .execute(params![
+                    id,
+                    p.subject,
+                    p.from,
+                    parse::base_subject(&p.subject),
+                    p.parent
+                ])?;
+                tx.prepare_cached(
+                    "INSERT INTO fts (rowid, subject, sender, body) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![id, p.subject, p.from, p.text])?;
+            }
+            tx.commit()?;
+            done += rows.len() as u64;
+            after = last;
+            progress(done, total);
+        }
+        Ok(done)
+    }
+
+    /// Messages in the archive, all lists (one `COUNT(*)` over the smallest index).
+    pub fn count(&self) -> Result<i64, ArchiveError> {
+        Ok(self
+            .conn
+            .query_row("SELECT COUNT(*) FROM messages", [], |r| r.get(0))?)
+    }
+
+    /// The database file, for its size on disk (`None` for an in-memory store).
+    pub fn path(&self) -> Option<std::path::PathBuf> {
+        self.conn.path().map(std::path::PathBuf::from)
+    }
+
     /// Bytes used by the full-text index and by the message table (SQLite's dbstat), for the
     /// size comparison in BENCHMARKS.md.
     pub fn sizes(&self) -> Result<(i64, i64), ArchiveError> {

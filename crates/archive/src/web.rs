@@ -35,13 +35,33 @@ const PAGE_ROWS: usize = 100;
 /// it inside `spawn_blocking` and never across an `.await`.
 pub struct WebArchive {
     db: Mutex<Archive>,
+    /// The running writer's counters, for `/metrics`.
+    writer: Option<Arc<crate::metrics::WriterStats>>,
 }
 
 impl WebArchive {
     pub fn new(archive: Archive) -> Self {
         WebArchive {
             db: Mutex::new(archive),
+            writer: None,
         }
+    }
+
+    pub fn with_writer_stats(mut self, stats: Arc<crate::metrics::WriterStats>) -> Self {
+        self.writer = Some(stats);
+        self
+    }
+
+    /// What a `/metrics` scrape reads from the store: the message count (when it could be
+    /// read) and the database file. Blocking (one `COUNT(*)`): call it from a blocking task.
+    pub fn scrape(&self) -> (Option<i64>, Option<std::path::PathBuf>) {
+        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        (db.count().ok(), db.path())
+    }
+
+    /// The running writer's counters, when the server archives.
+    pub fn writer_stats(&self) -> Option<&crate::metrics::WriterStats> {
+        self.writer.as_deref()
     }
 }
 

@@ -247,11 +247,18 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         )),
     ];
     let mut tasks = tasks;
+    let writer_stats = archive.as_ref().map(|(sender, _, _)| sender.stats());
     let web_archive = match config.archive.enabled {
-        true => Some(Arc::new(herald_archive::web::WebArchive::new(
-            herald_archive::Archive::open(&config.data_dir.join("archive.db"))?
-                .with_default_privacy(config.archive.default_privacy),
-        ))),
+        true => {
+            let web = herald_archive::web::WebArchive::new(
+                herald_archive::Archive::open(&config.data_dir.join("archive.db"))?
+                    .with_default_privacy(config.archive.default_privacy),
+            );
+            Some(Arc::new(match writer_stats {
+                Some(stats) => web.with_writer_stats(stats),
+                None => web,
+            }))
+        }
         false => None,
     };
     let archive_writer = match archive {

@@ -169,3 +169,46 @@ fn a_thousand_level_thread_stays_one_thread() {
     assert_eq!(root, last);
     assert_eq!(a.thread("l", root, 50, 0).unwrap().len(), 50, "paged");
 }
+
+#[test]
+fn reindex_rebuilds_a_lost_index_and_keeps_ids_and_threads() {
+    let (_d, mut a) = open();
+    let batch: Vec<NewMessage> = (0..25)
+        .map(|i| {
+            let extra = if i > 0 { "In-Reply-To: <m0@x>\r\n" } else { "" };
+            msg(
+                "l@x",
+                &format!("m{i}@x"),
+                extra,
+                "numbat talk",
+                &format!("word{i} numbat"),
+            )
+        })
+        .collect();
+    a.insert_batch(&batch).unwrap();
+    let before = a.month_page("l@x", 2026, 11, 100, 0).unwrap();
+    assert_eq!(before.len(), 25);
+    assert!(
+        before.iter().all(|m| m.thread_id == before[0].thread_id),
+        "one thread"
+    );
+    a.conn
+        .execute("INSERT INTO fts (fts) VALUES ('delete-all')", [])
+        .unwrap();
+    assert!(
+        a.search("l@x", "numbat", 100, 0).unwrap().is_empty(),
+        "index lost"
+    );
+    let mut calls = Vec::new();
+    let n = a
+        .reindex(10, &mut |done, total| calls.push((done, total)))
+        .unwrap();
+    assert_eq!(n, 25);
+    assert_eq!(calls, vec![(10, 25), (20, 25), (25, 25)]);
+    assert_eq!(a.search("l@x", "numbat", 100, 0).unwrap().len(), 25);
+    assert_eq!(a.search("l@x", "word7", 100, 0).unwrap().len(), 1);
+    assert_eq!(a.month_page("l@x", 2026, 11, 100, 0).unwrap(), before);
+    // Twice is the same as once (no duplicate index rows).
+    a.reindex(1000, &mut |_, _| {}).unwrap();
+    assert_eq!(a.search("l@x", "numbat", 100, 0).unwrap().len(), 25);
+}
