@@ -675,3 +675,123 @@ async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
     server.stop().await;
     world.shutdown().await;
 }
+
+/// Issue 14 item 1, a `members` archive as its readers meet it: an anonymous browser is told it
+/// is for members; a member opens it from the link on their subscriptions page (mailed to them),
+/// after which a cookie scoped to that list's archive carries the key; a tampered key, and the
+/// same key once the member has left, are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_archive_opens_for_a_member_from_their_subscriptions_page_only() {
+    let (world, server, dir) = start(Some(TOKEN)).await;
+    let admin = reqwest::Client::new();
+    let (st, body) = call(
+        &admin,
+        "POST",
+        &format!("{}/api/lists/{LIST}/members", server.api),
+        Some(TOKEN),
+        Some(json!({"address": NEWBIE})),
+    )
+    .await;
+    assert_eq!(st, 201, "{body}");
+    // As `herald archive privacy dev@lists.test members` does, on the shared store.
+    herald_archive::Archive::open(&dir.path().join("archive.db"))
+        .expect("archive")
+        .set_privacy(LIST, herald_archive::Privacy::Members)
+        .expect("privacy");
+    post_to_list(&server, "members-only@d1.test").await;
+    settled(&server.api).await;
+
+    let browser = remote_client();
+    let month = format!("{}/archive/{LIST}/", server.api);
+    let (st, page) = call(&browser, "GET", &month, None, None).await;
+    assert_eq!(st, 403, "an anonymous reader: {page}");
+    assert!(
+        page.contains("Members only") && !page.contains("news"),
+        "{page}"
+    );
+
+    // The member asks for their subscriptions page, as on the public form.
+    let manage = format!("{}/manage", server.api);
+    let (_, html) = call(&browser, "GET", &manage, None, None).await;
+    let t = form_token(&html);
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    post_form(&browser, &manage, &[("email", NEWBIE), ("t", &t)]).await;
+    let link = wait_for("the subscriptions link", || {
+        delivered(&world, NEWBIE).iter().rev().find_map(|raw| {
+            let msg = mail_parser::MessageParser::default().parse(raw)?;
+            (msg.subject()? == "your subscriptions").then_some(())?;
+            msg.body_text(0)?
+                .split_whitespace()
+                .find(|w| w.contains("/manage/"))
+                .map(str::to_string)
+        })
+    })
+    .await;
+    let (st, page) = call(&browser, "GET", &link, None, None).await;
+    assert_eq!(st, 200, "{page}");
+    let archive_link = page
+        .split("href=\"")
+        .filter_map(|s| s.split('"').next())
+        .find(|h| h.starts_with(&format!("/archive/{LIST}/?key=")))
+        .unwrap_or_else(|| panic!("no archive link: {page}"))
+        .to_string();
+    let r = browser
+        .get(format!("{}{archive_link}", server.api))
+        .send()
+        .await
+        .expect("GET archive");
+    assert_eq!(r.status().as_u16(), 200);
+    let cookie = r.headers()["set-cookie"]
+        .to_str()
+        .expect("cookie")
+        .to_string();
+    assert!(
+        cookie.contains(&format!("Path=/archive/{LIST}/"))
+            && cookie.contains("HttpOnly")
+            && cookie.contains("SameSite=Lax"),
+        "{cookie}"
+    );
+    let jar = cookie.split(';').next().expect("name=value").to_string();
+    // The next pages with the cookie only, as the browser sends it.
+    let with_cookie = |url: String| {
+        let req = browser.get(url).header("cookie", jar.clone());
+        async move {
+            let r = req.send().await.expect("GET");
+            (r.status().as_u16(), r.text().await.expect("body"))
+        }
+    };
+    let (st, months) = with_cookie(month.clone()).await;
+    assert_eq!(st, 200, "{months}");
+    let (st, raw) = with_cookie(format!(
+        "{}/archive/{LIST}/msg/members-only@d1.test/raw",
+        server.api
+    ))
+    .await;
+    assert_eq!(st, 200);
+    assert!(raw.contains("Subject: news"), "{raw}");
+    // A tampered key is refused.
+    let forged = archive_link.replace("key=", "key=x");
+    let (st, _) = call(
+        &browser,
+        "GET",
+        &format!("{}{forged}", server.api),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(st, 403);
+    // The member leaves: the same key and cookie open nothing any more.
+    let (st, _) = call(
+        &admin,
+        "DELETE",
+        &format!("{}/api/lists/{LIST}/members/{NEWBIE}", server.api),
+        Some(TOKEN),
+        None,
+    )
+    .await;
+    assert!(st == 200 || st == 204, "{st}");
+    let (st, _) = with_cookie(month).await;
+    assert_eq!(st, 403, "a former member");
+    server.stop().await;
+    world.shutdown().await;
+}

@@ -139,7 +139,19 @@ async fn subscriptions(
 ) -> Result<String, ApiError> {
     let dir = s.directory.clone();
     let w = who.clone();
-    let person = tokio::task::spawn_blocking(move || dir.person(&w)).await??;
+    let web = s.archive.clone();
+    let (person, archives) = tokio::task::spawn_blocking(move || {
+        let person = dir.person(&w)?;
+        // The archive of each list, as this member may open it: public (anyone), members
+        // (with a key signed for this member), or nothing to link.
+        let archives: Vec<Option<herald_archive::Privacy>> = person
+            .memberships
+            .iter()
+            .map(|m| web.as_ref().and_then(|a| a.privacy(&m.list).ok()))
+            .collect();
+        Ok::<_, herald_directory::DirectoryError>((person, archives))
+    })
+    .await??;
     let mut body = String::new();
     if !note.is_empty() {
         body.push_str(&format!(
@@ -154,8 +166,24 @@ async fn subscriptions(
         ));
     }
     let action = format!("/manage/{}", escape(token));
-    for m in &person.memberships {
+    let key_expires =
+        herald_types::unix_ms_now() / 1000 + herald_archive::web::MEMBER_KEY_DAYS * 86_400;
+    for (m, archive) in person.memberships.iter().zip(archives) {
         let list = escape(&m.list);
+        let archive_link = match (archive, Address::parse(&m.list)) {
+            (Some(herald_archive::Privacy::Public), _) => format!(
+                "<p><a href=\"/archive/{}/\">The list's archive</a></p>",
+                herald_archive::stage::url_component(&m.list.to_lowercase())
+            ),
+            (Some(herald_archive::Privacy::Members), Ok(l)) => format!(
+                "<p><a href=\"/archive/{}/?key={}\">The list's archive</a> (for members: this \
+                 link is yours, valid {} days)</p>",
+                herald_archive::stage::url_component(&m.list.to_lowercase()),
+                herald_types::token::archive_token(&s.secret, &l, who, key_expires),
+                herald_archive::web::MEMBER_KEY_DAYS
+            ),
+            _ => String::new(),
+        };
         let name = escape(m.display_name.as_deref().unwrap_or(""));
         let options: String = DeliveryMode::ALL
             .iter()
@@ -170,7 +198,7 @@ async fn subscriptions(
             Some(r) => format!("disabled: {}", escape(r)),
         };
         body.push_str(&format!(
-            "<section><h2>{list}</h2><p>{state}</p>\
+            "<section><h2>{list}</h2><p>{state}</p>{archive_link}\
              <form method=\"post\" action=\"{action}\"><input type=\"hidden\" name=\"list\" value=\"{list}\">\
              <p><label for=\"name-{id}\">Your name</label> <input id=\"name-{id}\" name=\"name\" value=\"{name}\" size=\"30\"> \
              <label for=\"delivery-{id}\">Delivery</label> <select id=\"delivery-{id}\" name=\"delivery\">{options}</select> \

@@ -1,7 +1,9 @@
 //! The web archive: server-rendered HTML pages (no JavaScript) over the store, mounted on the
-//! HTTP API's router. Only lists whose privacy is `public` are served; every other list's
-//! pages answer 404 to everybody (members' signed links and administrators' sessions come with
-//! the web administration issue; until then the CLI reads private archives).
+//! HTTP API's router. Lists whose privacy is `public` are served to anyone; `members` lists to
+//! a member holding the key on their subscriptions page (`?key=` once, then a cookie scoped to
+//! the list's archive; checked against the directory on every page, so a member who leaves
+//! loses access), 403 to anyone else; `private` and `none` answer 404 to everybody (the CLI
+//! reads them; administrators' sessions come with the web administration issue).
 //!
 //! Pages read only what they show: every listing is a paged query (`?page=`, 100 rows); the
 //! mbox downloads of a month or a thread stream a page of 50 messages at a time through the
@@ -37,6 +39,21 @@ pub struct WebArchive {
     db: Mutex<Archive>,
     /// The running writer's counters, for `/metrics`.
     writer: Option<Arc<crate::metrics::WriterStats>>,
+    /// How `members` archives let members in; `None`: nobody reads them on the web.
+    members: Option<MemberKeys>,
+}
+
+/// `(list, address)`: is the address an enabled member of the list? (Blocking.)
+pub type IsMember =
+    Arc<dyn Fn(&herald_types::Address, &herald_types::Address) -> bool + Send + Sync>;
+
+/// How members read a `members` archive (until accounts and sessions, issue 15): a key signed
+/// for (list, member, expiry) with the server's secret, and the directory's word that the
+/// address is still an enabled member of the list.
+pub struct MemberKeys {
+    pub secret: Vec<u8>,
+    /// `(list, address)`: is the address an enabled member of the list? (Blocking.)
+    pub is_member: IsMember,
 }
 
 impl WebArchive {
@@ -44,6 +61,35 @@ impl WebArchive {
         WebArchive {
             db: Mutex::new(archive),
             writer: None,
+            members: None,
+        }
+    }
+
+    pub fn with_member_keys(mut self, keys: MemberKeys) -> Self {
+        self.members = Some(keys);
+        self
+    }
+
+    /// The privacy of a list's archive (for the subscriptions page's links). Blocking.
+    pub fn privacy(&self, list: &str) -> Result<Privacy, crate::ArchiveError> {
+        self.db
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .privacy(&list.to_lowercase())
+    }
+
+    /// Does `key` let its holder read `list`'s members archive now? Blocking.
+    fn member_may_read(&self, list: &str, key: &ReaderKey) -> bool {
+        let (Some(m), Some(key)) = (&self.members, &key.0) else {
+            return false;
+        };
+        let Ok(list) = herald_types::Address::parse(list) else {
+            return false;
+        };
+        let now = herald_types::unix_ms_now() / 1000;
+        match herald_types::token::verify_archive(&m.secret, &list, key, now) {
+            Some(who) => (m.is_member)(&list, &who),
+            None => false,
         }
     }
 
@@ -79,6 +125,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(web: Arc<WebArchive>) -> Router<
         .route("/archive/{list}/thread/{id}/mbox", get(thread_mbox))
         .route("/archive/{list}/atom.xml", get(atom))
         .route("/archive/{list}/msg/{mid}/attachment/{n}", get(attachment))
+        .layer(axum::middleware::from_fn(keep_key))
         .with_state(web)
 }
 
@@ -127,25 +174,35 @@ impl PageQuery {
     }
 }
 
-/// Runs `f` on the store off the async threads; a public list only when `list` is given.
+/// Runs `f` on the store off the async threads. With a list: only when the reader may see
+/// its archive — anyone for `public`; for `members`, a reader holding a valid member key
+/// ([`ReaderKey`]) of an address that is still an enabled member; nobody for the rest.
 async fn with_db<T: Send + 'static>(
     web: Arc<WebArchive>,
-    list: Option<String>,
+    list: Option<(String, ReaderKey)>,
     f: impl FnOnce(&Archive) -> Result<T, crate::ArchiveError> + Send + 'static,
 ) -> Result<T, Response> {
     let r = tokio::task::spawn_blocking(move || {
-        let db = web.db.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(list) = list {
-            if db.privacy(&list)? != Privacy::Public {
-                return Ok(None);
+        if let Some((list, key)) = &list {
+            let privacy = {
+                let db = web.db.lock().unwrap_or_else(|p| p.into_inner());
+                db.privacy(list)?
+            };
+            match privacy {
+                Privacy::Public => {}
+                Privacy::Members if web.member_may_read(list, key) => {}
+                Privacy::Members => return Ok(Err(Denied::MembersOnly)),
+                Privacy::Private | Privacy::None => return Ok(Err(Denied::NotFound)),
             }
         }
-        f(&db).map(Some)
+        let db = web.db.lock().unwrap_or_else(|p| p.into_inner());
+        f(&db).map(Ok)
     })
     .await;
     match r {
-        Ok(Ok(Some(v))) => Ok(v),
-        Ok(Ok(None)) => Err(not_found()),
+        Ok(Ok(Ok(v))) => Ok(v),
+        Ok(Ok(Err(Denied::NotFound))) => Err(not_found()),
+        Ok(Ok(Err(Denied::MembersOnly))) => Err(members_only()),
         Ok(Err(e)) => {
             tracing::error!(error = %e, "archive page");
             Err((StatusCode::INTERNAL_SERVER_ERROR, "archive unavailable\n").into_response())
@@ -153,6 +210,110 @@ async fn with_db<T: Send + 'static>(
         Err(_) => Err((StatusCode::INTERNAL_SERVER_ERROR, "archive unavailable\n").into_response()),
     }
 }
+
+/// Why a reader does not see a list's archive.
+enum Denied {
+    /// Private or no archive, or no such list: the same answer for each, so a private list's
+    /// existence does not show.
+    NotFound,
+    /// A members' archive without a valid member key.
+    MembersOnly,
+}
+
+fn members_only() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        page(
+            "Members only",
+            "<p>This list's archive is for its members. Members open it from the link on their \
+             subscriptions page (<a href=\"/manage\">ask for a link to it by mail</a>).</p>",
+        ),
+    )
+        .into_response()
+}
+
+/// The archive key a reader presents: `?key=` (the link on a member's subscriptions page)
+/// or, after that first visit, the `herald_archive_key` cookie scoped to the list's archive.
+#[derive(Debug, Clone, Default)]
+pub struct ReaderKey(Option<String>);
+
+/// The cookie holding a member's archive key.
+const KEY_COOKIE: &str = "herald_archive_key";
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ReaderKey {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(ReaderKey(query_key(parts).or_else(|| cookie_key(parts))))
+    }
+}
+
+/// Longest key accepted (a signed token is ~120 bytes; anything far longer is junk).
+const MAX_KEY_BYTES: usize = 512;
+
+fn query_key(parts: &axum::http::request::Parts) -> Option<String> {
+    parts
+        .uri
+        .query()?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("key="))
+        .filter(|k| !k.is_empty() && k.len() <= MAX_KEY_BYTES)
+        .map(str::to_string)
+}
+
+fn cookie_key(parts: &axum::http::request::Parts) -> Option<String> {
+    parts
+        .headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|c| c.trim().strip_prefix(KEY_COOKIE)?.strip_prefix('='))
+        .filter(|k| !k.is_empty() && k.len() <= MAX_KEY_BYTES)
+        .map(str::to_string)
+}
+
+/// After a page opened with `?key=` answered 200, the key goes into a cookie for that list's
+/// archive only (`Path=/archive/<list>/`, HttpOnly, SameSite=Lax: sent on the reader's own
+/// clicks within the archive, never readable by a script), so the next pages need no key in
+/// their links.
+async fn keep_key(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let key = {
+        let (parts, body) = req.into_parts();
+        let key = query_key(&parts);
+        let list = parts
+            .uri
+            .path()
+            .strip_prefix("/archive/")
+            .and_then(|rest| rest.split('/').next())
+            .filter(|l| !l.is_empty())
+            .map(str::to_string);
+        (
+            key.zip(list),
+            axum::extract::Request::from_parts(parts, body),
+        )
+    };
+    let (found, req) = key;
+    let mut res = next.run(req).await;
+    if let (Some((key, list)), StatusCode::OK) = (found, res.status()) {
+        // The key is base64url and a dot (checked by the signature before a 200), the list
+        // segment is as the browser sent it: neither can break out of the cookie.
+        let cookie = format!(
+            "{KEY_COOKIE}={key}; Path=/archive/{list}/; Max-Age={}; HttpOnly; SameSite=Lax",
+            MEMBER_KEY_DAYS * 86_400
+        );
+        if let Ok(v) = axum::http::HeaderValue::from_str(&cookie) {
+            res.headers_mut().append(header::SET_COOKIE, v);
+        }
+    }
+    res
+}
+
+/// How long a member's archive key (and its cookie) is valid.
+pub const MEMBER_KEY_DAYS: u64 = 30;
 
 fn not_found() -> Response {
     (
@@ -181,9 +342,13 @@ async fn index(State(web): State<Arc<WebArchive>>) -> Response {
     page("Archives", &body).into_response()
 }
 
-async fn months(State(web): State<Arc<WebArchive>>, Path(list): Path<String>) -> Response {
+async fn months(
+    State(web): State<Arc<WebArchive>>,
+    key: ReaderKey,
+    Path(list): Path<String>,
+) -> Response {
     let l = list.to_lowercase();
-    let ms = match with_db(web, Some(l.clone()), move |db| db.months(&l)).await {
+    let ms = match with_db(web, Some((l.clone(), key.clone())), move |db| db.months(&l)).await {
         Ok(m) => m,
         Err(r) => return r,
     };
@@ -203,12 +368,13 @@ async fn months(State(web): State<Arc<WebArchive>>, Path(list): Path<String>) ->
 
 async fn month(
     State(web): State<Arc<WebArchive>>,
+    key: ReaderKey,
     Path((list, year, mon)): Path<(String, i32, u8)>,
     Query(q): Query<PageQuery>,
 ) -> Response {
     let l = list.to_lowercase();
     let p = q.page;
-    let (rows, show) = match with_db(web, Some(l.clone()), move |db| {
+    let (rows, show) = match with_db(web, Some((l.clone(), key.clone())), move |db| {
         Ok((
             db.month_page(&l, year, mon, PAGE_ROWS, p * PAGE_ROWS)?,
             db.shows_addresses(&l)?,
@@ -226,12 +392,13 @@ async fn month(
 
 async fn thread(
     State(web): State<Arc<WebArchive>>,
+    key: ReaderKey,
     Path((list, id)): Path<(String, i64)>,
     Query(q): Query<PageQuery>,
 ) -> Response {
     let l = list.to_lowercase();
     let p = q.page;
-    let (rows, show) = match with_db(web, Some(l.clone()), move |db| {
+    let (rows, show) = match with_db(web, Some((l.clone(), key.clone())), move |db| {
         Ok((
             db.thread(&l, id, PAGE_ROWS, p * PAGE_ROWS)?,
             db.shows_addresses(&l)?,
@@ -251,6 +418,7 @@ async fn thread(
 
 async fn search(
     State(web): State<Arc<WebArchive>>,
+    key: ReaderKey,
     Path(list): Path<String>,
     Query(q): Query<PageQuery>,
 ) -> Response {
@@ -271,7 +439,7 @@ async fn search(
     };
     let l = list.to_lowercase();
     let (p, text) = (q.page, q.q.clone());
-    let (rows, show) = match with_db(web, Some(l.clone()), move |db| {
+    let (rows, show) = match with_db(web, Some((l.clone(), key.clone())), move |db| {
         Ok((
             db.search_filtered(&l, &text, &filters, PAGE_ROWS, p * PAGE_ROWS)?,
             db.shows_addresses(&l)?,
@@ -302,10 +470,11 @@ async fn search(
 
 async fn message(
     State(web): State<Arc<WebArchive>>,
+    key: ReaderKey,
     Path((list, mid)): Path<(String, String)>,
 ) -> Response {
     let l = list.to_lowercase();
-    let (m, show) = match with_db(web, Some(l.clone()), move |db| {
+    let (m, show) = match with_db(web, Some((l.clone(), key.clone())), move |db| {
         Ok((db.message(&l, &mid)?, db.shows_addresses(&l)?))
     })
     .await
@@ -358,10 +527,15 @@ async fn message(
 
 async fn raw(
     State(web): State<Arc<WebArchive>>,
+    key: ReaderKey,
     Path((list, mid)): Path<(String, String)>,
 ) -> Response {
     let l = list.to_lowercase();
-    match with_db(web, Some(l.clone()), move |db| db.message(&l, &mid)).await {
+    match with_db(web, Some((l.clone(), key.clone())), move |db| {
+        db.message(&l, &mid)
+    })
+    .await
+    {
         Ok(Some(m)) => (
             [
                 (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
@@ -380,10 +554,15 @@ async fn raw(
 /// CSP in case a browser renders it anyway), so nothing from a post runs on this origin.
 async fn attachment(
     State(web): State<Arc<WebArchive>>,
+    key: ReaderKey,
     Path((list, mid, n)): Path<(String, String, usize)>,
 ) -> Response {
     let l = list.to_lowercase();
-    let m = match with_db(web, Some(l.clone()), move |db| db.message(&l, &mid)).await {
+    let m = match with_db(web, Some((l.clone(), key.clone())), move |db| {
+        db.message(&l, &mid)
+    })
+    .await
+    {
         Ok(Some(m)) => m,
         Ok(None) => return not_found(),
         Err(r) => return r,
@@ -430,28 +609,36 @@ const MBOX_PAGE: usize = 50;
 
 async fn month_mbox(
     State(web): State<Arc<WebArchive>>,
+    key: ReaderKey,
     Path((list, year, month)): Path<(String, i32, u8)>,
 ) -> Response {
     let name = format!("{}-{year:04}-{month:02}.mbox", list.to_lowercase());
-    mbox(web, list, Scope::Month { year, month }, name).await
+    mbox(web, key, list, Scope::Month { year, month }, name).await
 }
 
 async fn thread_mbox(
     State(web): State<Arc<WebArchive>>,
+    key: ReaderKey,
     Path((list, id)): Path<(String, i64)>,
 ) -> Response {
     let name = format!("{}-thread-{id}.mbox", list.to_lowercase());
-    mbox(web, list, Scope::Thread(id), name).await
+    mbox(web, key, list, Scope::Thread(id), name).await
 }
 
 /// Streams a month or a thread as mboxrd (the format `herald archive import` reads back).
-async fn mbox(web: Arc<WebArchive>, list: String, scope: Scope, file: String) -> Response {
+async fn mbox(
+    web: Arc<WebArchive>,
+    key: ReaderKey,
+    list: String,
+    scope: Scope,
+    file: String,
+) -> Response {
     let l = list.to_lowercase();
     // The first page answers "is there anything, and may this reader see it" before the
     // headers go out; later pages stream.
     let first = {
         let l = l.clone();
-        match with_db(web.clone(), Some(l.clone()), move |db| {
+        match with_db(web.clone(), Some((l.clone(), key.clone())), move |db| {
             db.scope_page(&l, scope, (i64::MIN, 0), MBOX_PAGE)
         })
         .await
@@ -526,11 +713,12 @@ const FEED_ENTRIES: usize = 30;
 /// pages show them) and a link to its page.
 async fn atom(
     State(web): State<Arc<WebArchive>>,
+    key: ReaderKey,
     Path(list): Path<String>,
     headers: axum::http::HeaderMap,
 ) -> Response {
     let l = list.to_lowercase();
-    let (rows, show) = match with_db(web, Some(l.clone()), move |db| {
+    let (rows, show) = match with_db(web, Some((l.clone(), key.clone())), move |db| {
         Ok((db.latest(&l, FEED_ENTRIES)?, db.shows_addresses(&l)?))
     })
     .await

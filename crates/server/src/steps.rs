@@ -254,6 +254,18 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
                 herald_archive::Archive::open(&config.data_dir.join("archive.db"))?
                     .with_default_privacy(config.archive.default_privacy),
             );
+            // Members read a `members` archive with the key on their subscriptions page,
+            // while the directory says they are still enabled members.
+            let dir = s.directory.clone();
+            let web = web.with_member_keys(herald_archive::web::MemberKeys {
+                secret: s.secret.clone(),
+                is_member: Arc::new(move |list, who| match dir.list_by_address(list) {
+                    Ok(Some(l)) => {
+                        matches!(dir.member(l.id, who), Ok(Some(m)) if m.status.is_enabled())
+                    }
+                    _ => false,
+                }),
+            });
             Some(Arc::new(match writer_stats {
                 Some(stats) => web.with_writer_stats(stats),
                 None => web,

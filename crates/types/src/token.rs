@@ -196,6 +196,7 @@ const CONFIRM_DOMAIN: &[u8] = b"herald-confirm\0";
 const MODERATE_DOMAIN: &[u8] = b"herald-moderate\0";
 const FORM_DOMAIN: &[u8] = b"herald-form\0";
 const MANAGE_DOMAIN: &[u8] = b"herald-manage\0";
+const ARCHIVE_DOMAIN: &[u8] = b"herald-archive\0";
 
 /// Signs the link to `address`'s own subscriptions page, valid until `expires_unix_secs`
 /// (mailed to the address: following it proves the mailbox, as a confirmation does).
@@ -214,6 +215,38 @@ pub fn verify_manage(secret: &[u8], token: &str, now_unix_secs: u64) -> Option<A
     if now_unix_secs > expires.parse::<u64>().ok()? {
         return None;
     }
+    Address::parse(address).ok()
+}
+
+/// Signs `address`'s key to the archive of `list` (privacy `members`), valid until
+/// `expires_unix_secs`: shown on the member's subscriptions page, which a mailed link opened.
+pub fn archive_token(
+    secret: &[u8],
+    list: &Address,
+    address: &Address,
+    expires_unix_secs: u64,
+) -> String {
+    sign(
+        secret,
+        ARCHIVE_DOMAIN,
+        &format!("{expires_unix_secs}|{list}|{address}"),
+    )
+}
+
+/// The member an archive key was signed for, if it is valid for `list` and unexpired.
+pub fn verify_archive(
+    secret: &[u8],
+    list: &Address,
+    token: &str,
+    now_unix_secs: u64,
+) -> Option<Address> {
+    let text = open(secret, ARCHIVE_DOMAIN, token)?;
+    let mut parts = text.splitn(3, '|');
+    let (expires, signed_list, address) = (parts.next()?, parts.next()?, parts.next()?);
+    if now_unix_secs > expires.parse::<u64>().ok()? {
+        return None;
+    }
+    (Address::parse(signed_list).ok()? == *list).then_some(())?;
     Address::parse(address).ok()
 }
 
@@ -563,5 +596,30 @@ mod manage_token_tests {
         let c = confirmation_token(b"s", Action::Subscribe, &list, &a, 100);
         assert_eq!(verify_manage(b"s", &c, 50), None);
         assert_eq!(verify_manage(b"s", "", 50), None);
+    }
+}
+
+#[cfg(test)]
+mod archive_token_tests {
+    use super::*;
+
+    fn a(s: &str) -> Address {
+        Address::parse(s).expect("address")
+    }
+
+    #[test]
+    fn an_archive_key_opens_its_list_only_until_it_expires() {
+        let (list, other, bob) = (a("dev@l.test"), a("ops@l.test"), a("bob@x.test"));
+        let t = archive_token(b"k", &list, &bob, 100);
+        assert_eq!(verify_archive(b"k", &list, &t, 100), Some(bob.clone()));
+        assert_eq!(verify_archive(b"k", &list, &t, 101), None, "expired");
+        assert_eq!(verify_archive(b"k", &other, &t, 50), None, "another list");
+        assert_eq!(verify_archive(b"x", &list, &t, 50), None, "another key");
+        // A manage token is not an archive key (domain separation).
+        let m = manage_token(b"k", &bob, 100);
+        assert_eq!(verify_archive(b"k", &list, &m, 50), None);
+        for junk in ["", ".", "a.b", &"A".repeat(10_000), "x|y|z"] {
+            assert_eq!(verify_archive(b"k", &list, junk, 50), None, "{junk:.20}");
+        }
     }
 }
