@@ -2,14 +2,15 @@
 // Internet and a real server, with an admin token), signs in through the login form, and checks
 // that the charts draw data from the real fan-out, that live updates arrive (a repost every few
 // seconds moves the counters), and saves a screenshot (target/dashboard.png) as a CI artifact;
-// then, without the sign-in, the public subscribe form and the subscriptions page (issue 15).
+// then, without the sign-in, the public subscribe form and the subscriptions page (issue 15),
+// and the web archive once the list's archive is made public (issue 14).
 //
 // Env: HERALD_BIN (default ../../target/debug/herald), CHROMIUM (default /usr/bin/chromium),
 // SCREENSHOT (default ../../target/dashboard.png). Exits non-zero on any failure; always stops
 // the browser and the server it started.
 import { chromium } from "playwright-core";
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, mkdirSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -144,6 +145,43 @@ async function main() {
   await visitor.close();
   check(errors.length === 0, "page errors on the public pages: " + errors.join("; "));
   console.log("public subscribe and subscriptions pages: ok");
+
+  // The web archive (issue 14), as an anonymous reader browses it once the operator publishes
+  // the list's archive with the CLI: the index, a month, a message (addresses hidden, no script
+  // from a post runs), the search form with a filter, the month's mbox link and the feed.
+  const cfg = join(dataDir, "cli.toml");
+  writeFileSync(cfg, `data_dir = ${JSON.stringify(join(dataDir, "demo"))}\n`);
+  const published = spawnSync(bin, ["--config", cfg, "archive", "privacy", "demo@lists.herald.test", "public"], { encoding: "utf8" });
+  check(published.status === 0, "herald archive privacy: " + published.stderr + published.stdout);
+  const reader = await browser.newContext();
+  const arc = await reader.newPage();
+  arc.on("pageerror", (e) => errors.push(String(e)));
+  arc.on("dialog", (d) => { errors.push("a dialog opened: " + d.message()); d.dismiss(); });
+  arc.on("response", (r) => { if (r.status() >= 400) errors.push(r.status() + " " + r.url()); });
+  await arc.goto(url + "archive/");
+  await Promise.all([arc.waitForNavigation(), arc.click("a[href='/archive/demo@lists.herald.test/']")]);
+  check((await arc.textContent("h1")).includes("demo@lists.herald.test"), "the list's archive page");
+  check(await arc.$("a[href='atom.xml']") !== null, "no feed link");
+  await Promise.all([arc.waitForNavigation(), arc.click("ul a")]);
+  const rows = await arc.$$eval("table tr", (r) => r.length - 1);
+  check(rows >= 1, "the month page lists no message");
+  check(await arc.$("a[href='mbox']") !== null, "no mbox link on the month page");
+  await Promise.all([arc.waitForNavigation(), arc.click("table tr:nth-child(2) td:nth-child(3) a")]);
+  const msg = await arc.textContent("body");
+  check(msg.includes("Hello from the Herald demo"), "the message page: " + msg.slice(0, 300));
+  check(msg.includes("poster at herald.test") && !msg.includes("poster@herald.test"),
+    "the sender's address is not hidden: " + msg.slice(0, 300));
+  await arc.goto(url + "archive/demo@lists.herald.test/");
+  await arc.fill("input[name=q]", "Herald demo");
+  await arc.fill("input[name=since]", "2000-01-01");
+  await Promise.all([arc.waitForNavigation(), arc.click("form button")]);
+  const results = await arc.textContent("body");
+  check(/[1-9][0-9]* results/.test(results), "search found nothing: " + results.slice(0, 300));
+  const feed = await arc.request.get(url + "archive/demo@lists.herald.test/atom.xml");
+  check(feed.status() === 200 && (await feed.text()).includes("<feed"), "the feed");
+  await reader.close();
+  check(errors.length === 0, "page errors on the archive pages: " + errors.join("; "));
+  console.log("web archive pages: ok");
 }
 
 main().then(async () => { await cleanup(); console.log("dashboard test passed"); process.exit(0); },
