@@ -495,6 +495,31 @@ impl Archive {
             .collect()
     }
 
+    /// [`Archive::scope_page`] without the bodies: one page of a month or a thread for the web
+    /// pages, keyed by the last row shown (no page reads rows it does not show, however deep).
+    pub fn scope_summaries(
+        &self,
+        list: &str,
+        scope: Scope,
+        after: (i64, i64),
+        limit: usize,
+    ) -> Result<Vec<MessageSummary>, ArchiveError> {
+        let (column, key) = match scope {
+            Scope::Month { year, month } => (
+                "month",
+                rusqlite::types::Value::Text(month_key(year, month)),
+            ),
+            Scope::Thread(id) => ("thread_id", rusqlite::types::Value::Integer(id)),
+        };
+        self.summaries(
+            &format!(
+                "SELECT {SUMMARY_COLS} FROM messages WHERE list = ?1 AND {column} = ?2
+                 AND (date_ms, id) > (?3, ?4) ORDER BY date_ms, id LIMIT ?5"
+            ),
+            params![list, key, after.0, after.1, limit as i64],
+        )
+    }
+
     /// The newest `limit` messages of `list` with their bytes, newest first (the Atom feed).
     pub fn latest(&self, list: &str, limit: usize) -> Result<Vec<StoredMessage>, ArchiveError> {
         let mut stmt = self.conn.prepare_cached(&format!(

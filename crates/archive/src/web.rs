@@ -5,7 +5,9 @@
 //! loses access), 403 to anyone else; `private` and `none` answer 404 to everybody (the CLI
 //! reads them; administrators' sessions come with the web administration issue).
 //!
-//! Pages read only what they show: every listing is a paged query (`?page=`, 100 rows); the
+//! Pages read only what they show: month and thread listings page by the key of the last row
+//! shown (`?after=<date>.<id>`, 100 rows, an index range scan however deep), search results by
+//! page number (ranked: no stable key); the
 //! mbox downloads of a month or a thread stream a page of 50 messages at a time through the
 //! (list, month|thread, date) indexes; the Atom feed (`atom.xml`) reads the newest 30.
 //! Search takes words and/or filters (sender contains, since, until). Addresses on the pages
@@ -142,9 +144,20 @@ struct PageQuery {
     since: String,
     #[serde(default)]
     until: String,
+    /// A month or thread page starts after this row: `<date_ms>.<id>` of the last row shown.
+    #[serde(default)]
+    after: String,
 }
 
 impl PageQuery {
+    /// The key a month or thread page starts after; the start for none or a malformed one.
+    fn after_key(&self) -> (i64, i64) {
+        self.after
+            .split_once('.')
+            .and_then(|(d, i)| Some((d.parse().ok()?, i.parse().ok()?)))
+            .unwrap_or((i64::MIN, 0))
+    }
+
     /// The filters, or the first bad date as the reader's error.
     fn filters(&self) -> Result<Filters, String> {
         let day = |s: &str, what: &str, next: bool| -> Result<Option<i64>, String> {
@@ -373,10 +386,11 @@ async fn month(
     Query(q): Query<PageQuery>,
 ) -> Response {
     let l = list.to_lowercase();
-    let p = q.page;
+    let after = q.after_key();
+    let scope = Scope::Month { year, month: mon };
     let (rows, show) = match with_db(web, Some((l.clone(), key.clone())), move |db| {
         Ok((
-            db.month_page(&l, year, mon, PAGE_ROWS, p * PAGE_ROWS)?,
+            db.scope_summaries(&l, scope, after, PAGE_ROWS)?,
             db.shows_addresses(&l)?,
         ))
     })
@@ -386,7 +400,7 @@ async fn month(
         Err(r) => return r,
     };
     let mut body = String::from("<p><a href=\"mbox\" download>Download this month (mbox)</a></p>");
-    body.push_str(&listing(&list, &rows, p, "", show));
+    body.push_str(&listing(&list, &rows, Next::After, show));
     page(&format!("{list} {year:04}-{mon:02}"), &body).into_response()
 }
 
@@ -397,22 +411,23 @@ async fn thread(
     Query(q): Query<PageQuery>,
 ) -> Response {
     let l = list.to_lowercase();
-    let p = q.page;
+    let after = q.after_key();
+    let first_page = q.after.is_empty();
     let (rows, show) = match with_db(web, Some((l.clone(), key.clone())), move |db| {
         Ok((
-            db.thread(&l, id, PAGE_ROWS, p * PAGE_ROWS)?,
+            db.scope_summaries(&l, Scope::Thread(id), after, PAGE_ROWS)?,
             db.shows_addresses(&l)?,
         ))
     })
     .await
     {
-        Ok((r, show)) if !r.is_empty() || p > 0 => (r, show),
+        Ok((r, show)) if !r.is_empty() || !first_page => (r, show),
         Ok(_) => return not_found(),
         Err(r) => return r,
     };
     let title = rows.first().map(|m| m.subject.clone()).unwrap_or_default();
     let mut body = format!("<p><a href=\"{id}/mbox\" download>Download this thread (mbox)</a></p>");
-    body.push_str(&listing(&list, &rows, p, "", show));
+    body.push_str(&listing(&list, &rows, Next::After, show));
     page(&title, &body).into_response()
 }
 
@@ -464,7 +479,7 @@ async fn search(
         url_component(&q.since),
         url_component(&q.until)
     );
-    body.push_str(&listing(&list, &rows, p, &extra, show));
+    body.push_str(&listing(&list, &rows, Next::Page(p, &extra), show));
     page(&format!("Search {list}"), &body).into_response()
 }
 
@@ -808,7 +823,14 @@ fn xml_text(s: &str) -> String {
         .collect()
 }
 
-fn listing(list: &str, rows: &[MessageSummary], page_no: usize, extra: &str, show: bool) -> String {
+/// How a listing links its next page: a month or a thread by the key of its last row (no deep
+/// OFFSET), search results by page number (ranked, so they have no stable key).
+enum Next<'a> {
+    After,
+    Page(usize, &'a str),
+}
+
+fn listing(list: &str, rows: &[MessageSummary], next: Next<'_>, show: bool) -> String {
     let mut out =
         String::from("<table><tr><th>Date</th><th>From</th><th>Subject</th><th></th></tr>");
     for m in rows {
@@ -826,11 +848,12 @@ fn listing(list: &str, rows: &[MessageSummary], page_no: usize, extra: &str, sho
     }
     out.push_str("</table>");
     if rows.len() == PAGE_ROWS {
-        let _ = write!(
-            out,
-            "<p><a href=\"?page={}{extra}\">next page</a></p>",
-            page_no + 1
-        );
+        let href = match (next, rows.last()) {
+            (Next::After, Some(last)) => format!("?after={}.{}", last.date_ms, last.id),
+            (Next::Page(p, extra), _) => format!("?page={}{extra}", p + 1),
+            (Next::After, None) => String::new(),
+        };
+        let _ = write!(out, "<p><a href=\"{href}\">next page</a></p>");
     }
     out
 }

@@ -212,3 +212,38 @@ fn reindex_rebuilds_a_lost_index_and_keeps_ids_and_threads() {
     a.reindex(1000, &mut |_, _| {}).unwrap();
     assert_eq!(a.search("l@x", "numbat", 100, 0).unwrap().len(), 25);
 }
+
+#[test]
+fn month_and_thread_pages_follow_the_last_row_shown() {
+    let (_d, mut a) = open();
+    // 250 posts with the same Date (ties broken by row id), one thread.
+    let batch: Vec<NewMessage> = (0..250)
+        .map(|i| {
+            let extra = if i > 0 { "In-Reply-To: <k0@x>\r\n" } else { "" };
+            msg("l@x", &format!("k{i}@x"), extra, "paging", "text")
+        })
+        .collect();
+    a.insert_batch(&batch).unwrap();
+    let thread = a.month_page("l@x", 2026, 11, 1, 0).unwrap()[0].thread_id;
+    for scope in [
+        Scope::Month {
+            year: 2026,
+            month: 11,
+        },
+        Scope::Thread(thread),
+    ] {
+        let (mut after, mut seen, mut pages) = ((i64::MIN, 0), Vec::new(), Vec::new());
+        loop {
+            let page = a.scope_summaries("l@x", scope, after, 100).unwrap();
+            let Some(last) = page.last() else { break };
+            after = (last.date_ms, last.id);
+            pages.push(page.len());
+            seen.extend(page.iter().map(|m| m.id));
+        }
+        assert_eq!(pages, vec![100, 100, 50], "{scope:?}");
+        let mut sorted = seen.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), 250, "no row twice, none missed: {scope:?}");
+    }
+}
