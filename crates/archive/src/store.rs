@@ -654,7 +654,11 @@ impl Archive {
             .join(", ");
         self.summaries(
             &format!(
-                "SELECT {cols} FROM fts JOIN messages m ON m.id = fts.rowid
+                // CROSS JOIN fixes the order: the index finds the matches and each is looked
+                // up by row id. With the date and sender filters, SQLite otherwise prefers to
+                // walk the list's rows by date and probe the index per row (a rare word took
+                // 360 ms at 3,000 messages instead of well under one).
+                "SELECT {cols} FROM fts CROSS JOIN messages m ON m.id = fts.rowid
                  WHERE fts MATCH ?1 AND m.list = ?2
                  AND m.date_ms >= ?5 AND m.date_ms < ?6
                  AND (?7 = '' OR instr(lower(m.sender), ?7) > 0)
