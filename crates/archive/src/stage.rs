@@ -38,9 +38,18 @@ pub struct StageConfig {
 #[derive(Clone)]
 pub struct ArchiveSender {
     tx: mpsc::Sender<SpooledPost>,
+    /// Counts the writer's batches that stored a new message (IMAP IDLE wakes on it).
+    committed: tokio::sync::watch::Receiver<u64>,
 }
 
 impl ArchiveSender {
+    /// A receiver that changes each time the writer has committed a batch with a new
+    /// message: readers (IMAP sessions in IDLE) wake on it and look for new rows. The writer
+    /// only replaces a counter, so any number of idle readers never slow it down.
+    pub fn committed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.committed.clone()
+    }
+
     /// Queues a post (list posts only; the rest are ignored). Waits only when the writer is
     /// `capacity` posts behind.
     pub async fn archive(&self, post: &SpooledPost) {
@@ -91,17 +100,23 @@ pub fn spawn(
         .with_default_privacy(cfg.default_privacy)
         .with_limits(limits);
     let (tx, rx) = mpsc::channel(cfg.capacity.max(1));
+    let (committed_tx, committed) = tokio::sync::watch::channel(0u64);
     let handle = std::thread::Builder::new()
         .name("archive-writer".into())
-        .spawn(move || run(archive, rx, cfg))
+        .spawn(move || run(archive, rx, cfg, committed_tx))
         .map_err(|source| crate::ArchiveError::Io {
             path: PathBuf::from("archive-writer thread"),
             source,
         })?;
-    Ok((ArchiveSender { tx }, handle))
+    Ok((ArchiveSender { tx, committed }, handle))
 }
 
-fn run(mut archive: Archive, mut rx: mpsc::Receiver<SpooledPost>, cfg: StageConfig) {
+fn run(
+    mut archive: Archive,
+    mut rx: mpsc::Receiver<SpooledPost>,
+    cfg: StageConfig,
+    committed: tokio::sync::watch::Sender<u64>,
+) {
     while let Some(first) = rx.blocking_recv() {
         let mut posts = vec![first];
         while posts.len() < cfg.batch_max.max(1) {
@@ -119,10 +134,16 @@ fn run(mut archive: Archive, mut rx: mpsc::Receiver<SpooledPost>, cfg: StageConf
         }
         match archive.insert_batch(&batch) {
             Ok(results) => {
+                let mut added = false;
                 for r in results {
-                    if let Stored::Refused(why) = r {
-                        tracing::warn!(reason = %why, "post not archived");
+                    match r {
+                        Stored::Refused(why) => tracing::warn!(reason = %why, "post not archived"),
+                        Stored::Added { .. } => added = true,
+                        Stored::Duplicate { .. } => {}
                     }
+                }
+                if added {
+                    committed.send_modify(|n| *n = n.wrapping_add(1));
                 }
             }
             // The posts are in the spool's history only; say so loudly, keep serving.

@@ -74,6 +74,8 @@ pub struct Config {
     pub tls_report: herald_tlsrpt::TlsReportConfig,
     /// The content-filter hook (issue 18 item 6; off by default): list posts checked by rspamd.
     pub content_filter: herald_content_filter::ContentFilterConfig,
+    /// The archive over IMAP, read-only (issue 14 item 5; off unless a listener is set).
+    pub imap: herald_imap::ImapSection,
 }
 
 impl Default for Config {
@@ -104,6 +106,7 @@ impl Default for Config {
             complaints: Default::default(),
             tls_report: Default::default(),
             content_filter: Default::default(),
+            imap: Default::default(),
         }
     }
 }
@@ -194,7 +197,24 @@ impl Config {
         self.stats.check()?;
         self.notice_limits.check()?;
         self.content_filter.check()?;
+        self.check_imap()?;
         self.http.check()
+    }
+
+    /// `[imap]` spans sections: it serves the archive and uses the `[tls]` certificate.
+    fn check_imap(&self) -> Result<(), String> {
+        if !self.imap.enabled() {
+            return Ok(());
+        }
+        if !self.archive.enabled {
+            return Err(
+                "imap: serves the archive, which is off ([archive] enabled = false)".into(),
+            );
+        }
+        let tls = self.tls.cert_file.is_some() && self.tls.key_file.is_some();
+        self.imap
+            .check(tls)
+            .map_err(|(key, message)| format!("{key}: {message}"))
     }
 
     /// Loads every `[dkim]` key. An unreadable or unusable key stops the start: sending

@@ -1,0 +1,1241 @@
+//! One IMAP session: bytes in, framed by imap-codec's `Fragmentizer` (lines and literals under
+//! `max_command_bytes`), decoded by its `CommandCodec`, answered with responses encoded by its
+//! `ResponseCodec`. The archive is read on tokio's blocking threads through the session's own
+//! SQLite connection (WAL: readers never wait for the writer).
+//!
+//! States (RFC 9051 §3): not authenticated → authenticated → selected → logout. STARTTLS ends
+//! [`Session::run`] with [`End::StartTls`]; the caller wraps the socket in TLS and calls `run`
+//! again, with a fresh framer: bytes a client pipelined after STARTTLS are dropped (the
+//! command-injection attack of RFC 9051 §11.1).
+//!
+//! Limits: a command (its literals included) over `max_command_bytes` is refused when its
+//! literal is announced, and ends the session when it arrives without one; `max_bad_commands`
+//! BADs in a row end it; a client that does not read its answers is dropped after
+//! [`WRITE_TIMEOUT`]; an idle one after `idle_timeout_secs` (`login_timeout_secs` before it has
+//! logged in).
+//!
+//! SECURITY: everything read here is untrusted. The codec parses; this file only dispatches.
+//! LOGIN and AUTHENTICATE PLAIN are refused on a plaintext connection when TLS is available
+//! (`LOGINDISABLED`); AUTHENTICATE ANONYMOUS is allowed there (no secret crosses). Failed
+//! logins cost the client a second each, so guessing is slow.
+
+use crate::access::{Authenticator, Who};
+use crate::config::ImapSection;
+use crate::fetch;
+use crate::mailbox::Selected;
+use herald_archive::{Archive, ArchiveError, Privacy};
+use herald_directory::Directory;
+use herald_telemetry::imap::ImapMetrics;
+use imap_codec::fragmentizer::{FragmentInfo, Fragmentizer, LiteralAnnouncement};
+use imap_codec::imap_types::auth::{AuthMechanism, AuthenticateData};
+use imap_codec::imap_types::command::{Command, CommandBody};
+use imap_codec::imap_types::core::{IString, LiteralMode, QuotedChar, Tag, Text, Vec1};
+use imap_codec::imap_types::extensions::namespace::Namespace;
+use imap_codec::imap_types::fetch::{Macro, MacroOrMessageDataItemNames, MessageDataItemName};
+use imap_codec::imap_types::flag::{Flag, FlagNameAttribute, FlagPerm};
+use imap_codec::imap_types::mailbox::{ListMailbox, Mailbox};
+use imap_codec::imap_types::response::{
+    Bye, Capability, Code, CodeOther, CommandContinuationRequest, Data, Greeting, GreetingKind,
+    Response, Status, StatusBody, StatusKind, Tagged,
+};
+use imap_codec::imap_types::search::SearchKey;
+use imap_codec::imap_types::status::{StatusDataItem, StatusDataItemName};
+use imap_codec::imap_types::IntoStatic;
+use imap_codec::{
+    encode::Encoder, AuthenticateDataCodec, CommandCodec, GreetingCodec, IdleDoneCodec,
+    ResponseCodec,
+};
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// A client that has not read its answers for this long is dropped.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Messages read from the store per blocking call while streaming a FETCH.
+const FETCH_CHUNK: usize = 64;
+/// An idle session re-checks the archive this often (removals and imports by `herald
+/// archive`, which the writer's notification does not cover).
+const IDLE_RECHECK: Duration = Duration::from_secs(60);
+/// Output buffered before it is written to the socket.
+const FLUSH_AT: usize = 64 * 1024;
+/// What a failed login costs the client.
+const LOGIN_FAILURE_DELAY: Duration = Duration::from_secs(1);
+
+/// A byte stream a session runs over (TCP, or TLS over TCP).
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+/// What every session shares.
+pub struct Shared {
+    pub cfg: ImapSection,
+    pub archive_path: PathBuf,
+    pub default_privacy: Privacy,
+    pub auth: Authenticator,
+    pub metrics: Option<ImapMetrics>,
+    /// Changes when the archive writer stored new messages (IDLE wakes on it).
+    pub committed: watch::Receiver<u64>,
+    /// The `[tls]` configuration: STARTTLS is offered with it.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl Shared {
+    fn directory(&self) -> &Directory {
+        &self.auth.directory
+    }
+}
+
+/// Why [`Session::run`] returned.
+#[derive(Debug, PartialEq, Eq)]
+pub enum End {
+    Close,
+    StartTls,
+}
+
+/// An I/O failure or a client gone: the session ends.
+#[derive(Debug)]
+struct Gone;
+
+type Step<T = ()> = Result<T, Gone>;
+
+enum State {
+    Command,
+    Authenticate { tag: Tag<'static>, plain: bool },
+    Idle { tag: Tag<'static> },
+}
+
+/// The state of one connection.
+pub struct Session {
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    tls: bool,
+    who: Option<Who>,
+    db: Option<Archive>,
+    selected: Option<Selected>,
+    out: Vec<u8>,
+    bad_in_a_row: u32,
+    greeted: bool,
+    stop: CancellationToken,
+    committed: watch::Receiver<u64>,
+}
+
+/// What a handler decided about the session.
+enum Next {
+    Continue,
+    Close,
+    StartTls,
+    Authenticate { tag: Tag<'static>, plain: bool },
+    Idle { tag: Tag<'static> },
+}
+
+fn text(s: &str) -> Text<'static> {
+    Text::try_from(s.to_string()).unwrap_or_else(|_| Text::unvalidated("."))
+}
+
+fn tagged(
+    tag: &Tag<'_>,
+    kind: StatusKind,
+    code: Option<Code<'static>>,
+    msg: &str,
+) -> Response<'static> {
+    Response::Status(Status::Tagged(Tagged {
+        tag: tag.clone().into_static(),
+        body: StatusBody {
+            kind,
+            code,
+            text: text(msg),
+        },
+    }))
+}
+
+fn untagged(kind: StatusKind, code: Option<Code<'static>>, msg: &str) -> Response<'static> {
+    Response::Status(Status::Untagged(StatusBody {
+        kind,
+        code,
+        text: text(msg),
+    }))
+}
+
+fn other_code(word: &'static str) -> Code<'static> {
+    Code::Other(CodeOther::unvalidated(word.as_bytes()))
+}
+
+impl Session {
+    pub fn new(shared: Arc<Shared>, peer: SocketAddr, tls: bool, stop: CancellationToken) -> Self {
+        let committed = shared.committed.clone();
+        Session {
+            shared,
+            peer,
+            tls,
+            who: None,
+            db: None,
+            selected: None,
+            out: Vec::with_capacity(4096),
+            bad_in_a_row: 0,
+            greeted: false,
+            stop,
+            committed,
+        }
+    }
+
+    /// Marks the connection as TLS from here on (after STARTTLS).
+    pub fn tls_started(&mut self) {
+        self.tls = true;
+    }
+
+    fn login_allowed(&self) -> bool {
+        self.tls || self.shared.tls.is_none()
+    }
+
+    fn capabilities(&self) -> Vec1<Capability<'static>> {
+        let mut caps = vec![Capability::Imap4Rev1];
+        if self.who.is_none() {
+            if !self.tls && self.shared.tls.is_some() {
+                caps.push(Capability::StartTls);
+                caps.push(Capability::LoginDisabled);
+            } else {
+                caps.push(Capability::Auth(AuthMechanism::Plain));
+            }
+            if let Ok(anon) = "ANONYMOUS".parse::<AuthMechanism<'static>>() {
+                caps.push(Capability::Auth(anon));
+            }
+            caps.push(Capability::SaslIr);
+        }
+        caps.extend([
+            Capability::Idle,
+            Capability::Namespace,
+            Capability::Unselect,
+            Capability::Enable,
+        ]);
+        Vec1::try_from(caps).unwrap_or_else(|_| Vec1::from(Capability::Imap4Rev1))
+    }
+
+    /// Runs the session until it ends or asks for TLS.
+    pub async fn run(&mut self, io: &mut (dyn Io + '_)) -> End {
+        match self.run_inner(io).await {
+            Ok(end) => end,
+            Err(Gone) => End::Close,
+        }
+    }
+
+    async fn run_inner(&mut self, io: &mut (dyn Io + '_)) -> Step<End> {
+        let mut frag = Fragmentizer::new(self.shared.cfg.max_command_bytes);
+        let mut state = State::Command;
+        let mut buf = vec![0u8; 16 * 1024];
+        if !self.greeted {
+            self.greeted = true;
+            let g = Greeting {
+                kind: GreetingKind::Ok,
+                code: Some(Code::Capability(self.capabilities())),
+                text: text("Herald archive IMAP ready (read-only)"),
+            };
+            self.out.extend(GreetingCodec::default().encode(&g).dump());
+        }
+        let mut last_input = Instant::now();
+        loop {
+            while let Some(info) = frag.progress() {
+                if let FragmentInfo::Line {
+                    announcement: Some(LiteralAnnouncement { mode, length }),
+                    ..
+                } = info
+                {
+                    if length > self.shared.cfg.max_command_bytes {
+                        if mode == LiteralMode::NonSync {
+                            // The bytes are coming anyway: nothing sensible can follow.
+                            self.bye("command too long").await?;
+                            return Ok(End::Close);
+                        }
+                        match frag.decode_tag() {
+                            Some(tag) => {
+                                let tag = tag.into_static();
+                                self.bad(&tag, "literal too long").await?;
+                                frag.skip_message();
+                            }
+                            None => frag.poison_message(),
+                        }
+                        continue;
+                    }
+                    if mode == LiteralMode::Sync {
+                        if let Ok(cont) =
+                            CommandContinuationRequest::basic(None, "Ready for literal")
+                        {
+                            self.send(io, &Response::CommandContinuationRequest(cont))
+                                .await?;
+                            self.flush(io).await?;
+                        }
+                    }
+                    continue;
+                }
+                if !frag.is_message_complete() {
+                    continue;
+                }
+                let next = match &state {
+                    State::Command => self.on_command(io, &frag).await?,
+                    State::Authenticate { tag, plain } => {
+                        let (tag, plain) = (tag.clone(), *plain);
+                        self.on_auth_data(&frag, tag, plain).await?
+                    }
+                    State::Idle { tag } => {
+                        let tag = tag.clone();
+                        match frag.decode_message(&IdleDoneCodec::default()) {
+                            Ok(_) => {
+                                self.push(&tagged(&tag, StatusKind::Ok, None, "IDLE done"));
+                                Next::Continue
+                            }
+                            Err(_) => {
+                                self.push(&tagged(&tag, StatusKind::Bad, None, "expected DONE"));
+                                Next::Continue
+                            }
+                        }
+                    }
+                };
+                state = State::Command;
+                match next {
+                    Next::Continue => {}
+                    Next::Close => {
+                        self.flush(io).await?;
+                        return Ok(End::Close);
+                    }
+                    Next::StartTls => {
+                        self.flush(io).await?;
+                        return Ok(End::StartTls);
+                    }
+                    Next::Authenticate { tag, plain } => state = State::Authenticate { tag, plain },
+                    Next::Idle { tag } => state = State::Idle { tag },
+                }
+                if self.bad_in_a_row >= self.shared.cfg.max_bad_commands {
+                    self.bye("too many bad commands").await?;
+                    self.flush(io).await?;
+                    return Ok(End::Close);
+                }
+            }
+            if frag.is_max_message_size_exceeded() {
+                self.bye("command too long").await?;
+                self.flush(io).await?;
+                return Ok(End::Close);
+            }
+            self.flush(io).await?;
+            let idling = matches!(state, State::Idle { .. });
+            let limit = match self.who {
+                None => self.shared.cfg.login_timeout_secs,
+                Some(_) => self.shared.cfg.idle_timeout_secs,
+            };
+            let deadline = last_input + Duration::from_secs(limit);
+            tokio::select! {
+                r = io.read(&mut buf) => match r {
+                    Ok(0) | Err(_) => return Ok(End::Close),
+                    Ok(n) => {
+                        last_input = Instant::now();
+                        frag.enqueue_bytes(&buf[..n]);
+                    }
+                },
+                _ = tokio::time::sleep_until(deadline) => {
+                    self.bye("autologout: idle too long").await?;
+                    self.flush(io).await?;
+                    return Ok(End::Close);
+                }
+                changed = self.committed.changed(), if idling => {
+                    if changed.is_err() {
+                        // The writer stopped (server shutting down): keep the session until stop.
+                        self.committed = watch::channel(0).1;
+                    }
+                    self.poll_updates().await?;
+                }
+                _ = tokio::time::sleep(IDLE_RECHECK), if idling => {
+                    self.poll_updates().await?;
+                }
+                _ = self.stop.cancelled() => {
+                    self.bye("server shutting down").await?;
+                    self.flush(io).await?;
+                    return Ok(End::Close);
+                }
+            }
+        }
+    }
+
+    fn push(&mut self, r: &Response<'_>) {
+        self.out.extend(ResponseCodec::default().encode(r).dump());
+    }
+
+    /// Queues a response and writes the buffer out when it is large.
+    async fn send(&mut self, io: &mut (dyn Io + '_), r: &Response<'_>) -> Step {
+        self.push(r);
+        if self.out.len() >= FLUSH_AT {
+            self.flush(io).await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self, io: &mut (dyn Io + '_)) -> Step {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let out = std::mem::take(&mut self.out);
+        let write = async {
+            io.write_all(&out).await?;
+            io.flush().await
+        };
+        match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+            Ok(Ok(())) => {
+                self.out = out;
+                self.out.clear();
+                Ok(())
+            }
+            _ => Err(Gone),
+        }
+    }
+
+    async fn bye(&mut self, why: &str) -> Step {
+        self.push(&Response::Status(Status::Bye(Bye {
+            code: None,
+            text: text(why),
+        })));
+        Ok(())
+    }
+
+    async fn bad(&mut self, tag: &Tag<'_>, why: &str) -> Step {
+        self.bad_in_a_row += 1;
+        self.push(&tagged(tag, StatusKind::Bad, None, why));
+        Ok(())
+    }
+
+    fn count(&self, name: &'static str) {
+        if let Some(m) = &self.shared.metrics {
+            m.count_command(name);
+        }
+    }
+
+    async fn on_command(&mut self, io: &mut (dyn Io + '_), frag: &Fragmentizer) -> Step<Next> {
+        let command: Command<'static> = match frag.decode_message(&CommandCodec::default()) {
+            Ok(c) => c.into_static(),
+            Err(_) => {
+                self.count("invalid");
+                match frag.decode_tag() {
+                    Some(tag) => {
+                        let tag = tag.into_static();
+                        self.bad(&tag, "unknown command or bad syntax").await?
+                    }
+                    None => {
+                        self.bad_in_a_row += 1;
+                        self.push(&untagged(StatusKind::Bad, None, "no tag, no command"));
+                    }
+                }
+                return Ok(Next::Continue);
+            }
+        };
+        self.count(command.name());
+        self.bad_in_a_row = 0;
+        let tag = command.tag;
+        self.dispatch(io, tag, command.body).await
+    }
+
+    async fn dispatch(
+        &mut self,
+        io: &mut (dyn Io + '_),
+        tag: Tag<'static>,
+        body: CommandBody<'static>,
+    ) -> Step<Next> {
+        use CommandBody as C;
+        let ok = |s: &mut Self, tag: &Tag<'_>, msg: &str| {
+            s.push(&tagged(tag, StatusKind::Ok, None, msg));
+            Ok(Next::Continue)
+        };
+        match body {
+            C::Capability => {
+                self.push(&Response::Data(Data::Capability(self.capabilities())));
+                ok(self, &tag, "CAPABILITY done")
+            }
+            C::Noop | C::Check => {
+                self.poll_updates().await?;
+                ok(self, &tag, "NOOP done")
+            }
+            C::Logout => {
+                self.bye("logging out").await?;
+                ok(self, &tag, "LOGOUT done")?;
+                Ok(Next::Close)
+            }
+            C::StartTLS => {
+                if self.tls || self.shared.tls.is_none() {
+                    self.push(&tagged(
+                        &tag,
+                        StatusKind::Bad,
+                        None,
+                        "TLS not available here",
+                    ));
+                    return Ok(Next::Continue);
+                }
+                self.push(&tagged(
+                    &tag,
+                    StatusKind::Ok,
+                    None,
+                    "begin TLS negotiation now",
+                ));
+                Ok(Next::StartTls)
+            }
+            C::Login { username, password } => {
+                let user = String::from_utf8_lossy(username.as_ref()).into_owned();
+                let pass = String::from_utf8_lossy(password.declassify().as_ref()).into_owned();
+                self.login(tag, user, pass, false).await
+            }
+            C::Authenticate {
+                mechanism,
+                initial_response,
+            } => {
+                if self.who.is_some() {
+                    self.push(&tagged(&tag, StatusKind::Bad, None, "already logged in"));
+                    return Ok(Next::Continue);
+                }
+                let plain = match mechanism {
+                    AuthMechanism::Plain => true,
+                    m if m.as_ref().eq_ignore_ascii_case("ANONYMOUS") => false,
+                    _ => {
+                        self.push(&tagged(
+                            &tag,
+                            StatusKind::No,
+                            None,
+                            "mechanism not supported",
+                        ));
+                        return Ok(Next::Continue);
+                    }
+                };
+                match initial_response {
+                    Some(data) => {
+                        let data = data.declassify().to_vec();
+                        self.sasl(tag, plain, data).await
+                    }
+                    None => {
+                        if let Ok(c) = CommandContinuationRequest::basic(None, " ") {
+                            self.push(&Response::CommandContinuationRequest(c));
+                        }
+                        Ok(Next::Authenticate { tag, plain })
+                    }
+                }
+            }
+            _ if self.who.is_none() => {
+                self.bad(&tag, "log in first").await?;
+                Ok(Next::Continue)
+            }
+            C::Enable { .. } => {
+                // Nothing to enable: IMAP4rev2 and UTF8=ACCEPT are not offered (the codec has
+                // no ESEARCH); RFC 5161 answers with an empty ENABLED.
+                self.push(&Response::Data(Data::Enabled {
+                    capabilities: Vec::new(),
+                }));
+                ok(self, &tag, "ENABLE done")
+            }
+            C::Namespace => {
+                let ns = Namespace {
+                    prefix: IString::try_from("").unwrap_or_else(|_| unreachable!("empty quoted")),
+                    delimiter: QuotedChar::try_from('/').ok(),
+                    extensions: Vec::new(),
+                };
+                self.push(&Response::Data(Data::Namespace {
+                    personal: Vec::new(),
+                    other: Vec::new(),
+                    shared: vec![ns],
+                }));
+                ok(self, &tag, "NAMESPACE done")
+            }
+            C::List {
+                reference,
+                mailbox_wildcard,
+            }
+            | C::Lsub {
+                reference,
+                mailbox_wildcard,
+            } => self.list(tag, reference, mailbox_wildcard).await,
+            C::Status {
+                mailbox,
+                item_names,
+            } => self.status(tag, mailbox, item_names.to_vec()).await,
+            C::Select { mailbox, .. } | C::Examine { mailbox, .. } => {
+                self.select(tag, mailbox).await
+            }
+            C::Idle => {
+                if let Ok(c) = CommandContinuationRequest::basic(None, "idling") {
+                    self.push(&Response::CommandContinuationRequest(c));
+                }
+                Ok(Next::Idle { tag })
+            }
+            C::Create { .. }
+            | C::Delete { .. }
+            | C::Rename { .. }
+            | C::Subscribe { .. }
+            | C::Unsubscribe { .. }
+            | C::Append { .. } => {
+                self.push(&tagged(
+                    &tag,
+                    StatusKind::No,
+                    Some(other_code("CANNOT")),
+                    "the archive is read-only",
+                ));
+                Ok(Next::Continue)
+            }
+            _ if self.selected.is_none() => {
+                self.bad(&tag, "select a mailbox first").await?;
+                Ok(Next::Continue)
+            }
+            C::Close | C::Unselect => {
+                // Read-only: CLOSE expunges nothing.
+                self.selected = None;
+                ok(self, &tag, "closed")
+            }
+            C::Fetch {
+                sequence_set,
+                macro_or_item_names,
+                uid,
+            } => {
+                let names = match macro_or_item_names {
+                    MacroOrMessageDataItemNames::Macro(m) => macro_items(m),
+                    MacroOrMessageDataItemNames::MessageDataItemNames(n) => n,
+                };
+                self.fetch(io, tag, sequence_set, names, uid).await
+            }
+            C::Search {
+                charset,
+                criteria,
+                uid,
+            } => {
+                if let Some(cs) = charset {
+                    let cs = cs.as_ref().to_ascii_uppercase();
+                    if cs != "UTF-8" && cs != "US-ASCII" {
+                        self.push(&tagged(
+                            &tag,
+                            StatusKind::No,
+                            Some(Code::BadCharset {
+                                allowed: Vec::new(),
+                            }),
+                            "UTF-8 or US-ASCII only",
+                        ));
+                        return Ok(Next::Continue);
+                    }
+                }
+                let key = match criteria.as_ref().len() {
+                    1 => criteria.as_ref()[0].clone(),
+                    _ => SearchKey::And(criteria),
+                };
+                self.search(tag, key, uid).await
+            }
+            C::Store { .. }
+            | C::Copy { .. }
+            | C::Move { .. }
+            | C::Expunge
+            | C::ExpungeUid { .. } => {
+                self.push(&tagged(
+                    &tag,
+                    StatusKind::No,
+                    Some(other_code("CANNOT")),
+                    "the archive is read-only",
+                ));
+                Ok(Next::Continue)
+            }
+            _ => {
+                self.bad(&tag, "command not supported").await?;
+                Ok(Next::Continue)
+            }
+        }
+    }
+
+    async fn on_auth_data(
+        &mut self,
+        frag: &Fragmentizer,
+        tag: Tag<'static>,
+        plain: bool,
+    ) -> Step<Next> {
+        match frag.decode_message(&AuthenticateDataCodec::default()) {
+            Ok(AuthenticateData::Continue(data)) => {
+                let data = data.declassify().to_vec();
+                self.sasl(tag, plain, data).await
+            }
+            Ok(AuthenticateData::Cancel) => {
+                self.push(&tagged(
+                    &tag,
+                    StatusKind::Bad,
+                    None,
+                    "authentication cancelled",
+                ));
+                Ok(Next::Continue)
+            }
+            Err(_) => self
+                .bad(&tag, "bad authentication data")
+                .await
+                .map(|_| Next::Continue),
+        }
+    }
+
+    /// One SASL exchange: PLAIN (RFC 4616: `authzid NUL authcid NUL passwd`, split here by
+    /// hand — three fields, no grammar worth a crate) or ANONYMOUS (RFC 4505: the trace
+    /// string is ignored).
+    async fn sasl(&mut self, tag: Tag<'static>, plain: bool, data: Vec<u8>) -> Step<Next> {
+        if !plain {
+            self.who = Some(Who::Anonymous);
+            self.push(&tagged(
+                &tag,
+                StatusKind::Ok,
+                Some(Code::Capability(self.capabilities())),
+                "anonymous read access",
+            ));
+            return Ok(Next::Continue);
+        }
+        let mut parts = data.split(|b| *b == 0);
+        let (_authz, user, pass) = (parts.next(), parts.next(), parts.next());
+        match (user, pass, parts.next()) {
+            (Some(user), Some(pass), None) => {
+                let user = String::from_utf8_lossy(user).into_owned();
+                let pass = String::from_utf8_lossy(pass).into_owned();
+                self.login(tag, user, pass, true).await
+            }
+            _ => {
+                self.push(&tagged(
+                    &tag,
+                    StatusKind::No,
+                    Some(other_code("AUTHENTICATIONFAILED")),
+                    "malformed PLAIN response",
+                ));
+                Ok(Next::Continue)
+            }
+        }
+    }
+
+    async fn login(
+        &mut self,
+        tag: Tag<'static>,
+        user: String,
+        pass: String,
+        sasl: bool,
+    ) -> Step<Next> {
+        if self.who.is_some() {
+            self.push(&tagged(&tag, StatusKind::Bad, None, "already logged in"));
+            return Ok(Next::Continue);
+        }
+        let anonymous = user.eq_ignore_ascii_case(crate::access::ANONYMOUS_USER);
+        if !self.login_allowed() && !anonymous {
+            let what = if sasl { "PLAIN" } else { "LOGIN" };
+            self.push(&tagged(
+                &tag,
+                StatusKind::No,
+                Some(other_code("PRIVACYREQUIRED")),
+                &format!("{what} needs TLS: STARTTLS first"),
+            ));
+            return Ok(Next::Continue);
+        }
+        let auth = self.shared.auth.clone();
+        let who = tokio::task::spawn_blocking(move || auth.login(&user, &pass))
+            .await
+            .ok()
+            .flatten();
+        match who {
+            Some(who) => {
+                tracing::debug!(peer = %self.peer, who = %who.describe(), "IMAP login");
+                self.who = Some(who);
+                self.push(&tagged(
+                    &tag,
+                    StatusKind::Ok,
+                    Some(Code::Capability(self.capabilities())),
+                    "logged in",
+                ));
+            }
+            None => {
+                tokio::time::sleep(LOGIN_FAILURE_DELAY).await;
+                self.push(&tagged(
+                    &tag,
+                    StatusKind::No,
+                    Some(other_code("AUTHENTICATIONFAILED")),
+                    "login failed",
+                ));
+            }
+        }
+        Ok(Next::Continue)
+    }
+
+    /// Runs `f` on the session's archive connection on a blocking thread (opening it first).
+    async fn with_db<R: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&Archive) -> Result<R, ArchiveError> + Send + 'static,
+    ) -> Result<R, ArchiveError> {
+        let db = self.db.take();
+        let path = self.shared.archive_path.clone();
+        let privacy = self.shared.default_privacy;
+        let joined = tokio::task::spawn_blocking(move || {
+            let db = match db {
+                Some(db) => db,
+                None => match Archive::open(&path) {
+                    Ok(db) => db.with_default_privacy(privacy),
+                    Err(e) => return (None, Err(e)),
+                },
+            };
+            let r = f(&db);
+            (Some(db), r)
+        })
+        .await;
+        match joined {
+            Ok((db, r)) => {
+                self.db = db;
+                r
+            }
+            Err(_) => Err(ArchiveError::Io {
+                path: self.shared.archive_path.clone(),
+                source: std::io::Error::other("archive read task failed"),
+            }),
+        }
+    }
+
+    fn store_failed(&mut self, tag: &Tag<'_>, e: ArchiveError) -> Step<Next> {
+        tracing::error!(error = %e, "IMAP: archive read failed");
+        self.push(&tagged(
+            tag,
+            StatusKind::No,
+            Some(other_code("SERVERBUG")),
+            "archive unavailable",
+        ));
+        Ok(Next::Continue)
+    }
+
+    /// The lists this user may read, with their privacy (directory order).
+    async fn readable_lists(&mut self) -> Result<Vec<String>, ArchiveError> {
+        let dir = self.shared.directory().clone();
+        let who = self.who.clone();
+        self.with_db(move |db| {
+            let lists = dir.lists().map_err(|e| ArchiveError::Io {
+                path: PathBuf::from("herald.db"),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+            let mut out = Vec::new();
+            for l in lists {
+                let name = l.address.to_string().to_lowercase();
+                let p = db.privacy(&name)?;
+                if who.as_ref().is_some_and(|w| w.may_read(&name, p)) {
+                    out.push(name);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// The mailbox a client named, if this user may read it (lower case list address).
+    async fn resolve(&mut self, mailbox: &Mailbox<'_>) -> Result<Option<String>, ArchiveError> {
+        let Mailbox::Other(other) = mailbox else {
+            return Ok(None);
+        };
+        let name = String::from_utf8_lossy(other.inner().as_ref()).to_lowercase();
+        Ok(self
+            .readable_lists()
+            .await?
+            .into_iter()
+            .find(|l| *l == name))
+    }
+
+    async fn list(
+        &mut self,
+        tag: Tag<'static>,
+        reference: Mailbox<'static>,
+        pattern: ListMailbox<'static>,
+    ) -> Step<Next> {
+        let pattern = match &pattern {
+            ListMailbox::Token(t) => String::from_utf8_lossy(t.as_ref()).into_owned(),
+            ListMailbox::String(s) => String::from_utf8_lossy(s.as_ref()).into_owned(),
+        };
+        let delimiter = QuotedChar::try_from('/').ok();
+        if pattern.is_empty() {
+            // RFC 9051 §6.3.9: the hierarchy delimiter and root.
+            if let Ok(root) = Mailbox::try_from("") {
+                self.push(&Response::Data(Data::List {
+                    items: vec![FlagNameAttribute::Noselect],
+                    delimiter,
+                    mailbox: root,
+                }));
+            }
+            self.push(&tagged(&tag, StatusKind::Ok, None, "LIST done"));
+            return Ok(Next::Continue);
+        }
+        let prefix = match &reference {
+            Mailbox::Other(o) => String::from_utf8_lossy(o.inner().as_ref()).into_owned(),
+            Mailbox::Inbox => "INBOX".into(),
+        };
+        let full = format!("{prefix}{pattern}").to_lowercase();
+        let lists = match self.readable_lists().await {
+            Ok(l) => l,
+            Err(e) => return self.store_failed(&tag, e),
+        };
+        for name in lists
+            .into_iter()
+            .filter(|n| wildcard(full.as_bytes(), n.as_bytes()))
+        {
+            if let Ok(mailbox) = Mailbox::try_from(name) {
+                self.push(&Response::Data(Data::List {
+                    items: vec![FlagNameAttribute::Noinferiors],
+                    delimiter,
+                    mailbox,
+                }));
+            }
+        }
+        self.push(&tagged(&tag, StatusKind::Ok, None, "LIST done"));
+        Ok(Next::Continue)
+    }
+
+    async fn status(
+        &mut self,
+        tag: Tag<'static>,
+        mailbox: Mailbox<'static>,
+        names: Vec<StatusDataItemName>,
+    ) -> Step<Next> {
+        let list = match self.resolve(&mailbox).await {
+            Ok(Some(l)) => l,
+            Ok(None) => return self.no_mailbox(&tag),
+            Err(e) => return self.store_failed(&tag, e),
+        };
+        let l = list.clone();
+        let totals = self
+            .with_db(move |db| {
+                let (n, max) = db.mailbox_totals(&l)?;
+                let v = db.uid_validity(&l, max, db.tombstone_count(&l)?)?;
+                Ok((n, max, v))
+            })
+            .await;
+        let (n, max, validity) = match totals {
+            Ok(t) => t,
+            Err(e) => return self.store_failed(&tag, e),
+        };
+        let one = NonZeroU32::MIN;
+        let items: Vec<StatusDataItem> = names
+            .iter()
+            .filter_map(|name| match name {
+                StatusDataItemName::Messages => Some(StatusDataItem::Messages(n)),
+                StatusDataItemName::Recent => Some(StatusDataItem::Recent(0)),
+                StatusDataItemName::UidNext => Some(StatusDataItem::UidNext(
+                    NonZeroU32::new(max.saturating_add(1)).unwrap_or(one),
+                )),
+                StatusDataItemName::UidValidity => Some(StatusDataItem::UidValidity(
+                    NonZeroU32::new(validity).unwrap_or(one),
+                )),
+                // Nothing is \Seen outside a session.
+                StatusDataItemName::Unseen => Some(StatusDataItem::Unseen(n)),
+                StatusDataItemName::Deleted => Some(StatusDataItem::Deleted(0)),
+                _ => None,
+            })
+            .collect();
+        if let Ok(mailbox) = Mailbox::try_from(list) {
+            self.push(&Response::Data(Data::Status {
+                mailbox,
+                items: items.into(),
+            }));
+        }
+        self.push(&tagged(&tag, StatusKind::Ok, None, "STATUS done"));
+        Ok(Next::Continue)
+    }
+
+    fn no_mailbox(&mut self, tag: &Tag<'_>) -> Step<Next> {
+        // The same answer for "does not exist" and "not yours": names of private lists are
+        // not disclosed.
+        self.push(&tagged(
+            tag,
+            StatusKind::No,
+            Some(other_code("NONEXISTENT")),
+            "no such mailbox",
+        ));
+        Ok(Next::Continue)
+    }
+
+    async fn select(&mut self, tag: Tag<'static>, mailbox: Mailbox<'static>) -> Step<Next> {
+        // RFC 9051 §6.3.2: a failed SELECT leaves no mailbox selected.
+        self.selected = None;
+        let list = match self.resolve(&mailbox).await {
+            Ok(Some(l)) => l,
+            Ok(None) => return self.no_mailbox(&tag),
+            Err(e) => return self.store_failed(&tag, e),
+        };
+        let l = list.clone();
+        let loaded = self
+            .with_db(move |db| {
+                let tombstones = db.tombstone_count(&l)?;
+                let uids = db.uids(&l)?;
+                let max = uids.last().copied().unwrap_or(0);
+                let validity = db.uid_validity(&l, max, tombstones)?;
+                Ok((uids, validity, tombstones))
+            })
+            .await;
+        let (uids, uid_validity, tombstones) = match loaded {
+            Ok(x) => x,
+            Err(e) => return self.store_failed(&tag, e),
+        };
+        let sel = Selected {
+            list,
+            uids: Arc::new(uids),
+            uid_validity,
+            tombstones,
+            seen: Default::default(),
+        };
+        let one = NonZeroU32::MIN;
+        self.push(&Response::Data(Data::Flags(vec![Flag::Seen])));
+        self.push(&Response::Data(Data::Exists(sel.exists())));
+        self.push(&Response::Data(Data::Recent(0)));
+        self.push(&untagged(
+            StatusKind::Ok,
+            Some(Code::UidValidity(
+                NonZeroU32::new(uid_validity).unwrap_or(one),
+            )),
+            "UIDs valid",
+        ));
+        self.push(&untagged(
+            StatusKind::Ok,
+            Some(Code::UidNext(
+                NonZeroU32::new(sel.uid_next()).unwrap_or(one),
+            )),
+            "predicted next UID",
+        ));
+        self.push(&untagged(
+            StatusKind::Ok,
+            Some(Code::PermanentFlags(Vec::<FlagPerm>::new())),
+            "no permanent flags",
+        ));
+        self.selected = Some(sel);
+        self.push(&tagged(
+            &tag,
+            StatusKind::Ok,
+            Some(Code::ReadOnly),
+            "archive selected, read-only",
+        ));
+        Ok(Next::Continue)
+    }
+
+    /// Looks for new and removed messages of the selected list and announces them (EXPUNGE,
+    /// EXISTS). Called at NOOP/CHECK and while idling.
+    async fn poll_updates(&mut self) -> Step {
+        let Some(sel) = &self.selected else {
+            return Ok(());
+        };
+        let (list, last, known_tombs) = (sel.list.clone(), sel.last_uid(), sel.tombstones);
+        let r = self
+            .with_db(move |db| {
+                let tombs = db.tombstone_count(&list)?;
+                if tombs != known_tombs {
+                    return Ok((Vec::new(), Some((db.uids(&list)?, tombs))));
+                }
+                Ok((db.uids_after(&list, last)?, None))
+            })
+            .await;
+        let (new, reloaded) = match r {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "IMAP: archive poll failed");
+                return Ok(());
+            }
+        };
+        let Some(sel) = self.selected.as_mut() else {
+            return Ok(());
+        };
+        let (expunged, grew) = sel.apply(new, reloaded);
+        let exists = sel.exists();
+        for seq in expunged {
+            if let Ok(d) = Data::expunge(seq) {
+                self.push(&Response::Data(d));
+            }
+        }
+        if grew {
+            self.push(&Response::Data(Data::Exists(exists)));
+        }
+        Ok(())
+    }
+
+    async fn fetch(
+        &mut self,
+        io: &mut (dyn Io + '_),
+        tag: Tag<'static>,
+        set: imap_codec::imap_types::sequence::SequenceSet,
+        names: Vec<MessageDataItemName<'static>>,
+        uid: bool,
+    ) -> Step<Next> {
+        let Some(sel) = &self.selected else {
+            return Ok(Next::Continue);
+        };
+        let ranges = match sel.ranges(&set, uid) {
+            Ok(r) => r,
+            Err(_) => {
+                self.bad(&tag, "no such message sequence number").await?;
+                return Ok(Next::Continue);
+            }
+        };
+        let needs = match fetch::needs(&names) {
+            Ok(n) => n,
+            Err(fetch::Unsupported(what)) => {
+                self.push(&tagged(
+                    &tag,
+                    StatusKind::No,
+                    None,
+                    &format!("{what} is not served by this archive"),
+                ));
+                return Ok(Next::Continue);
+            }
+        };
+        let marks_seen = fetch::sets_seen(&names);
+        let (list, uids) = (sel.list.clone(), sel.uids.clone());
+        for range in ranges {
+            let mut start = range.start;
+            while start < range.end {
+                let end = (start + FETCH_CHUNK).min(range.end);
+                let chunk: Vec<u32> = uids[start..end].to_vec();
+                let rows = if needs.summary || needs.raw {
+                    let (l, c, raw) = (list.clone(), chunk.clone(), needs.raw);
+                    match self
+                        .with_db(move |db| {
+                            c.iter()
+                                .map(|id| match raw {
+                                    true => Ok(db
+                                        .message_by_id(&l, *id)?
+                                        .map(|m| (m.summary, Some(m.raw)))),
+                                    false => Ok(db.summary_by_id(&l, *id)?.map(|s| (s, None))),
+                                })
+                                .collect::<Result<Vec<_>, ArchiveError>>()
+                        })
+                        .await
+                    {
+                        Ok(r) => r,
+                        Err(e) => return self.store_failed(&tag, e),
+                    }
+                } else {
+                    vec![None; chunk.len()]
+                };
+                for (i, (uid_value, row)) in chunk.iter().zip(rows.iter()).enumerate() {
+                    let Some(sel) = self.selected.as_mut() else {
+                        return Ok(Next::Continue);
+                    };
+                    let was_seen = sel.seen.contains(uid_value);
+                    let newly_seen = marks_seen && !was_seen;
+                    if newly_seen {
+                        sel.seen.insert(*uid_value);
+                    }
+                    let m = fetch::Message {
+                        uid: *uid_value,
+                        seen: was_seen || newly_seen,
+                        summary: row.as_ref().map(|(s, _)| s),
+                        raw: row.as_ref().and_then(|(_, r)| r.as_deref()),
+                    };
+                    // A message removed since the session's last look has no row: skipped
+                    // (its EXPUNGE comes with the next NOOP).
+                    let Some(items) = fetch::items(&names, &m, uid, newly_seen) else {
+                        continue;
+                    };
+                    let seq = u32::try_from(start + i + 1).unwrap_or(u32::MAX);
+                    if let Some(seq) = NonZeroU32::new(seq) {
+                        self.send(io, &Response::Data(Data::Fetch { seq, items }))
+                            .await?;
+                    }
+                }
+                start = end;
+            }
+        }
+        self.push(&tagged(&tag, StatusKind::Ok, None, "FETCH done"));
+        Ok(Next::Continue)
+    }
+
+    async fn search(
+        &mut self,
+        tag: Tag<'static>,
+        key: SearchKey<'static>,
+        uid: bool,
+    ) -> Step<Next> {
+        let Some(sel) = self.selected.clone() else {
+            return Ok(Next::Continue);
+        };
+        let s = sel.clone();
+        let found = self
+            .with_db(move |db| crate::search::run(db, &s, &key))
+            .await;
+        let found = match found {
+            Ok(f) => f,
+            Err(e) => return self.store_failed(&tag, e),
+        };
+        let numbers: Vec<NonZeroU32> = found
+            .into_iter()
+            .filter_map(|i| match uid {
+                true => sel.uids.get(i).copied().and_then(NonZeroU32::new),
+                false => u32::try_from(i + 1).ok().and_then(NonZeroU32::new),
+            })
+            .collect();
+        self.push(&Response::Data(Data::Search(numbers)));
+        self.push(&tagged(&tag, StatusKind::Ok, None, "SEARCH done"));
+        Ok(Next::Continue)
+    }
+}
+
+/// FAST, ALL and FULL as item lists (RFC 9051 §6.4.5; FULL's BODY is not served, so FULL is
+/// ALL here).
+fn macro_items(m: Macro) -> Vec<MessageDataItemName<'static>> {
+    use MessageDataItemName as N;
+    match m {
+        Macro::Fast => vec![N::Flags, N::InternalDate, N::Rfc822Size],
+        _ => vec![N::Flags, N::InternalDate, N::Rfc822Size, N::Envelope],
+    }
+}
+
+/// LIST pattern matching (RFC 9051 §6.3.9): `*` matches anything, `%` anything but the
+/// delimiter `/`; case-insensitive (list addresses are). Hand-written: a small dynamic
+/// program over (pattern, name) — linear in each, so a pattern of many stars cannot make it
+/// explode; patterns longer than [`MAX_PATTERN`] match nothing.
+fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
+    if pattern.len() > MAX_PATTERN {
+        return false;
+    }
+    // can[j]: the pattern so far matches name[..j].
+    let mut can = vec![false; name.len() + 1];
+    can[0] = true;
+    for &c in pattern {
+        let mut next = vec![false; name.len() + 1];
+        match c {
+            b'*' => {
+                let mut any = false;
+                for j in 0..=name.len() {
+                    any |= can[j];
+                    next[j] = any;
+                }
+            }
+            b'%' => {
+                let mut any = false;
+                for j in 0..=name.len() {
+                    if j > 0 && name[j - 1] == b'/' {
+                        any = false;
+                    }
+                    any |= can[j];
+                    next[j] = any;
+                }
+            }
+            c => {
+                for j in 1..=name.len() {
+                    next[j] = can[j - 1] && name[j - 1].eq_ignore_ascii_case(&c);
+                }
+            }
+        }
+        can = next;
+    }
+    can[name.len()]
+}
+
+/// Longest LIST pattern considered.
+const MAX_PATTERN: usize = 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::wildcard;
+
+    #[test]
+    fn list_wildcards() {
+        assert!(wildcard(b"*", b"dev@l.test"));
+        assert!(wildcard(b"%", b"dev@l.test"));
+        assert!(wildcard(b"dev*", b"DEV@l.test"));
+        assert!(!wildcard(b"ops*", b"dev@l.test"));
+        assert!(wildcard(b"*test", b"dev@l.test"));
+        assert!(!wildcard(b"%", b"a/b"));
+        assert!(wildcard(b"*", b"a/b"));
+        // A pattern of many stars stays cheap enough on a short name.
+        assert!(!wildcard(
+            &[b'*'; 40].iter().chain(b"x").copied().collect::<Vec<_>>(),
+            b"dev@l.test"
+        ));
+    }
+}
