@@ -33,3 +33,6 @@ pub mod search;
 pub mod session;
 
 pub use config::ImapSection;
+
+#[cfg(test)]
+mod tests;

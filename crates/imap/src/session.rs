@@ -248,6 +248,7 @@ impl Session {
                         if mode == LiteralMode::NonSync {
                             // The bytes are coming anyway: nothing sensible can follow.
                             self.bye("command too long").await?;
+                            self.flush(io).await?;
                             return Ok(End::Close);
                         }
                         match frag.decode_tag() {
