@@ -618,4 +618,37 @@ mod tests {
         let e = config("r").dkim_keys().unwrap_err().to_string();
         assert!(e.contains("dkim.\"l.test\".second.selector"), "{e}");
     }
+
+    /// `[imap]`: off in the example (as by default); a bad key or value names its key.
+    #[test]
+    fn imap_section_is_off_by_default_and_checked() {
+        let text = include_str!("../../../herald.example.toml");
+        let c = Config::parse(text).expect("herald.example.toml must parse");
+        assert_eq!(c.imap, herald_imap::ImapSection::default());
+        assert!(!c.imap.enabled());
+        let on = Config::parse("[imap]\nlisten = \"127.0.0.1:1143\"\n").expect("plain IMAP");
+        assert!(on.imap.enabled());
+        for (toml, key) in [
+            (
+                "[imap]\ntls_listen = \"127.0.0.1:1993\"\n",
+                "imap.tls_listen",
+            ),
+            (
+                "[imap]\nlisten = \"127.0.0.1:1143\"\nidle_timeout_secs = 60\n",
+                "imap.idle_timeout_secs",
+            ),
+            (
+                "[imap]\nlisten = \"127.0.0.1:1143\"\nmax_connections = 0\n",
+                "imap.max_connections",
+            ),
+            (
+                "[imap]\nlisten = \"127.0.0.1:1143\"\n[archive]\nenabled = false\n",
+                "imap:",
+            ),
+            ("[imap]\nlisten = \"127.0.0.1:1143\"\nbogus = 1\n", "bogus"),
+        ] {
+            let err = Config::parse(toml).expect_err(toml);
+            assert!(err.contains(key), "{toml}: {err}");
+        }
+    }
 }
