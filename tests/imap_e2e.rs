@@ -315,9 +315,19 @@ async fn imaplib_reads_archives_by_privacy_and_idle_sees_new_posts() {
     assert_eq!(last, "{\"exists\": 3}");
 
     let api = s.server.api.clone();
-    let (status, text) = admin("GET", &format!("{api}/metrics"), None).await;
-    assert_eq!(status, 200);
-    let text = text.as_str().unwrap_or_default().to_string();
+    // Every session has ended: the gauge drops as each session's task finishes (just after
+    // the client has read its LOGOUT answer), so it is polled.
+    let started = Instant::now();
+    let text = loop {
+        let (status, text) = admin("GET", &format!("{api}/metrics"), None).await;
+        assert_eq!(status, 200);
+        let text = text.as_str().unwrap_or_default().to_string();
+        if text.lines().any(|l| l == "herald_imap_sessions 0") {
+            break text;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let count = |series: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(series)?.trim().parse::<u64>().ok())

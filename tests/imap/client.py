@@ -85,7 +85,10 @@ def mode_read(M):
     # BODY[] without PEEK sets \Seen for this session only.
     data = ok(M.fetch("1", "(BODY[HEADER.FIELDS (SUBJECT)] FLAGS)"), "FETCH HEADER.FIELDS")
     check(b"Subject: Release plan" in data[0][1], "HEADER.FIELDS: %r" % (data,))
-    ok(M.fetch("1", "(BODY[TEXT]<0.9>)"), "FETCH partial")
+    data = ok(M.fetch("1", "(BODY[TEXT]<0.9>)"), "FETCH partial")
+    check(data[0][1] == b"We ship t", "BODY[TEXT]<0.9>: %r" % (data,))
+    data = ok(M.fetch("1:2", "(BODYSTRUCTURE)"), "FETCH BODYSTRUCTURE")
+    check(b'("TEXT" "PLAIN" ("CHARSET" "us-ascii")' in data[0], "BODYSTRUCTURE: %r" % (data,))
     check(search(M, "SEEN") == [1], "\\Seen after BODY[]")
     typ, _ = M.store("1", "+FLAGS", "\\Flagged")
     check(typ == "NO", "STORE answers NO (read-only): " + typ)

@@ -261,6 +261,7 @@ mod tests {
             public_base_url: Some("https://l.test/".into()),
         })
         .unwrap();
+        let mut committed = tx.committed();
         let p = post(1, "dev@l.test", PostKind::ListPost, "a@x");
         for post in [
             p.clone(),
@@ -273,6 +274,11 @@ mod tests {
             tx.archive(&post).await;
         }
         drop(tx);
+        // Readers waiting for new messages (IMAP IDLE) were told.
+        tokio::time::timeout(std::time::Duration::from_secs(10), committed.changed())
+            .await
+            .expect("the writer announces what it stored")
+            .unwrap();
         tokio::task::spawn_blocking(move || writer.join().unwrap())
             .await
             .unwrap();

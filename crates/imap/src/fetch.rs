@@ -7,7 +7,7 @@
 //! field reader below only splits fields at line starts (a continuation line starts with a
 //! space or tab, RFC 5322 §2.2.3) — no decoding, so the bytes served are the archived bytes.
 //!
-//! Not served: BODYSTRUCTURE / BODY (answered `NO`: clients fall back to BODY[]), BINARY.
+//! BODYSTRUCTURE and BODY come from [`crate::structure`]. Not served: BINARY (answered `NO`).
 //!
 //! SECURITY: messages are untrusted bytes from the archive (parsed by mail-parser, which
 //! bounds nothing itself, but the archive refused anything over `max_message_bytes`). A
@@ -59,9 +59,7 @@ pub fn needs(items: &[MessageDataItemName<'_>]) -> Result<Needs, Unsupported> {
                 n.summary = true;
                 n.raw = true;
             }
-            MessageDataItemName::Body | MessageDataItemName::BodyStructure => {
-                return Err(Unsupported("BODYSTRUCTURE"))
-            }
+            MessageDataItemName::Body | MessageDataItemName::BodyStructure => n.raw = true,
             MessageDataItemName::Binary { .. } | MessageDataItemName::BinarySize { .. } => {
                 return Err(Unsupported("BINARY"))
             }
@@ -129,11 +127,14 @@ pub fn items(
                     data: literal(data),
                 }
             }
+            MessageDataItemName::Body => {
+                MessageDataItem::Body(crate::structure::body_structure(m.raw?, false))
+            }
+            MessageDataItemName::BodyStructure => {
+                MessageDataItem::BodyStructure(crate::structure::body_structure(m.raw?, true))
+            }
             // Refused by `needs` before any message is read.
-            MessageDataItemName::Body
-            | MessageDataItemName::BodyStructure
-            | MessageDataItemName::Binary { .. }
-            | MessageDataItemName::BinarySize { .. } => continue,
+            MessageDataItemName::Binary { .. } | MessageDataItemName::BinarySize { .. } => continue,
         });
     }
     if newly_seen && !names.contains(&MessageDataItemName::Flags) {
@@ -183,7 +184,7 @@ fn literal(mut data: Vec<u8>) -> NString<'static> {
 }
 
 /// A string value for ENVELOPE: quoted when it can be, else a literal; NIL when absent.
-fn nstring(value: Option<&str>) -> NString<'static> {
+pub(crate) fn nstring_value(value: Option<&str>) -> NString<'static> {
     let Some(v) = value else {
         return NString(None);
     };
@@ -372,10 +373,10 @@ pub fn envelope(raw: &[u8]) -> Envelope<'static> {
                 let email = addr.address.as_deref()?;
                 let (mailbox, host) = email.rsplit_once('@').unwrap_or((email, ""));
                 Some(ImapAddress {
-                    name: nstring(addr.name.as_deref()),
+                    name: nstring_value(addr.name.as_deref()),
                     adl: NString(None),
-                    mailbox: nstring(Some(mailbox)),
-                    host: nstring(Some(host).filter(|h| !h.is_empty())),
+                    mailbox: nstring_value(Some(mailbox)),
+                    host: nstring_value(Some(host).filter(|h| !h.is_empty())),
                 })
             })
             .collect()
@@ -393,8 +394,8 @@ pub fn envelope(raw: &[u8]) -> Envelope<'static> {
     };
     let value = |name: &str| header_value(head, name);
     Envelope {
-        date: nstring(value("Date").as_deref()),
-        subject: nstring(value("Subject").as_deref()),
+        date: nstring_value(value("Date").as_deref()),
+        subject: nstring_value(value("Subject").as_deref()),
         sender: if sender.is_empty() {
             from.clone()
         } else {
@@ -409,8 +410,8 @@ pub fn envelope(raw: &[u8]) -> Envelope<'static> {
         to,
         cc,
         bcc,
-        in_reply_to: nstring(value("In-Reply-To").as_deref()),
-        message_id: nstring(value("Message-ID").as_deref()),
+        in_reply_to: nstring_value(value("In-Reply-To").as_deref()),
+        message_id: nstring_value(value("Message-ID").as_deref()),
     }
 }
 
@@ -466,8 +467,8 @@ Message-ID: <1@x>\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundar
         assert_eq!(e.from.len(), 1);
         assert_eq!(e.sender, e.from);
         assert_eq!(e.to.len(), 1);
-        assert_eq!(e.message_id, nstring(Some("<1@x>")));
-        assert_eq!(e.subject, nstring(Some("hi there")));
+        assert_eq!(e.message_id, nstring_value(Some("<1@x>")));
+        assert_eq!(e.subject, nstring_value(Some("hi there")));
         // Garbage: no header at all, no panic.
         let g = envelope(b"\x00\xff garbage with no colon");
         assert!(g.from.is_empty());

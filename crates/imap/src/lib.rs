@@ -13,6 +13,7 @@
 //! - [`mailbox`]: the selected mailbox — UIDs (the archive's row ids), sequence numbers,
 //!   the session's `\Seen`.
 //! - [`fetch`], [`search`]: FETCH items and SEARCH keys over the archive.
+//! - [`structure`]: BODYSTRUCTURE / BODY from the MIME tree.
 //! - [`listener`]: accept loop, session slots, implicit TLS / STARTTLS.
 //!
 //! New posts: the archive writer bumps a watch counter after each batch it stored
@@ -31,6 +32,7 @@ pub mod listener;
 pub mod mailbox;
 pub mod search;
 pub mod session;
+pub mod structure;
 
 pub use config::ImapSection;
 

@@ -290,7 +290,12 @@ async fn unknown_and_write_commands_get_bad_or_no() {
         last(&c.cmd("l", "FETCH 3 FLAGS").await).starts_with("l BAD"),
         "beyond EXISTS"
     );
-    assert!(last(&c.cmd("m", "FETCH 1 BODYSTRUCTURE").await).starts_with("m NO"));
+    let bs = c.cmd("m", "FETCH 1 (BODYSTRUCTURE)").await;
+    assert!(
+        bs[0].starts_with("* 1 FETCH (BODYSTRUCTURE (\"TEXT\" \"PLAIN\""),
+        "{bs:?}"
+    );
+    assert!(last(&c.cmd("m2", "FETCH 1 (BINARY[1])").await).starts_with("m2 NO"));
     assert!(last(&c.cmd("n", "SEARCH CHARSET KOI8-R ALL").await).starts_with("n NO"));
     assert!(last(&c.cmd("o", "SELECT nosuch@l.test").await).starts_with("o NO"));
     assert!(last(&c.cmd("p", "LOGOUT").await).starts_with("p OK"));

@@ -401,13 +401,19 @@ impl Session {
     }
 }
 
-/// FAST, ALL and FULL as item lists (RFC 9051 §6.4.5; FULL's BODY is not served, so FULL is
-/// ALL here).
+/// FAST, ALL and FULL as item lists (RFC 9051 §6.4.5).
 pub(super) fn macro_items(m: Macro) -> Vec<MessageDataItemName<'static>> {
     use MessageDataItemName as N;
     match m {
         Macro::Fast => vec![N::Flags, N::InternalDate, N::Rfc822Size],
-        _ => vec![N::Flags, N::InternalDate, N::Rfc822Size, N::Envelope],
+        Macro::All => vec![N::Flags, N::InternalDate, N::Rfc822Size, N::Envelope],
+        _ => vec![
+            N::Flags,
+            N::InternalDate,
+            N::Rfc822Size,
+            N::Envelope,
+            N::Body,
+        ],
     }
 }
 
