@@ -182,3 +182,29 @@ async fn start_tls(shared: &Shared, io: Box<dyn Io>) -> Option<Box<dyn Io>> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client over its share is refused while others still get in; slots come back on drop.
+    #[test]
+    fn slots_bound_sessions_per_client_and_in_total() {
+        let slots = Slots::new(3, 2);
+        let a: IpAddr = "127.0.0.1".parse().unwrap();
+        let b: IpAddr = "127.0.0.2".parse().unwrap();
+        let a1 = slots.take(a).expect("first");
+        let _a2 = slots.take(a).expect("second");
+        assert!(slots.take(a).is_none(), "per-client limit");
+        let b1 = slots.take(b).expect("another client");
+        assert!(slots.take(b).is_none(), "total limit");
+        drop(a1);
+        assert!(slots.take(a).is_some(), "a slot came back");
+        drop(b1);
+        assert!(!slots
+            .per_client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&b));
+    }
+}

@@ -456,7 +456,8 @@ impl Session {
                 Ok(Next::Close)
             }
             C::StartTLS => {
-                if self.tls || self.shared.tls.is_none() {
+                // RFC 9051 §6.2.1: only before authentication, only once.
+                if self.tls || self.shared.tls.is_none() || self.who.is_some() {
                     self.push(&tagged(
                         &tag,
                         StatusKind::Bad,

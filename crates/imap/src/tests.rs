@@ -399,3 +399,41 @@ async fn select_of_a_hundred_thousand_messages() {
     );
     h.stop().await;
 }
+
+/// `FETCH 1:* BODY.PEEK[]` of large messages: every body comes, whole and in order, though the
+/// server reads at most about a megabyte of them per store call.
+#[tokio::test]
+async fn large_bodies_stream_whole_and_in_order() {
+    let h = harness(0).await;
+    let mut a = Archive::open(&h.archive_path).unwrap();
+    let big: Vec<NewMessage> = (0..6)
+        .map(|i| NewMessage {
+            list: LIST.into(),
+            raw: format!(
+                "Subject: big {i}\r\nMessage-ID: <big{i}@x.test>\r\n\r\n{}\r\n",
+                format!("{i}").repeat(400_000)
+            )
+            .into_bytes(),
+            received_ms: 1_795_000_000_000,
+        })
+        .collect();
+    a.insert_batch(&big).unwrap();
+    let mut c = h.client().await;
+    c.cmd("a", "LOGIN anonymous x").await;
+    c.cmd("b", "EXAMINE pub@l.test").await;
+    c.send(b"c FETCH 1:* (BODY.PEEK[])\r\n").await;
+    for (i, m) in big.iter().enumerate() {
+        let head = c.line().await;
+        let want = format!("* {} FETCH (BODY[] {{{}}}\r\n", i + 1, m.raw.len());
+        assert_eq!(head, want);
+        let mut body = vec![0u8; m.raw.len()];
+        tokio::time::timeout(Duration::from_secs(10), c.io.read_exact(&mut body))
+            .await
+            .expect("body within 10 s")
+            .unwrap();
+        assert_eq!(body, m.raw);
+        assert_eq!(c.line().await, ")\r\n");
+    }
+    assert!(c.line().await.starts_with("c OK"));
+    h.stop().await;
+}

@@ -24,6 +24,37 @@ use std::sync::Arc;
 
 /// Messages read from the store per blocking call while streaming a FETCH.
 const FETCH_CHUNK: usize = 64;
+/// Message bytes read per blocking call at most (past the first message): with
+/// `max_message_bytes` messages a chunk of 64 could hold gigabytes.
+const FETCH_CHUNK_BYTES: usize = 1 << 20;
+
+/// One message's overview row and (when asked) bytes; `None`: removed meanwhile.
+type Row = Option<(herald_archive::MessageSummary, Option<Vec<u8>>)>;
+
+/// Reads `ids` in order, stopping early (but after at least one) once
+/// [`FETCH_CHUNK_BYTES`] of message bytes are held.
+fn read_chunk(
+    db: &herald_archive::Archive,
+    list: &str,
+    ids: &[u32],
+    raw: bool,
+) -> Result<Vec<Row>, ArchiveError> {
+    let mut out = Vec::with_capacity(ids.len());
+    let mut bytes = 0usize;
+    for id in ids {
+        if bytes >= FETCH_CHUNK_BYTES {
+            break;
+        }
+        out.push(match raw {
+            true => db.message_by_id(list, *id)?.map(|m| {
+                bytes += m.raw.len();
+                (m.summary, Some(m.raw))
+            }),
+            false => db.summary_by_id(list, *id)?.map(|s| (s, None)),
+        });
+    }
+    Ok(out)
+}
 
 impl Session {
     /// The lists this user may read, with their privacy (directory order).
@@ -316,28 +347,19 @@ impl Session {
             let mut start = range.start;
             while start < range.end {
                 let end = (start + FETCH_CHUNK).min(range.end);
-                let chunk: Vec<u32> = uids[start..end].to_vec();
+                let mut chunk: Vec<u32> = uids[start..end].to_vec();
                 let rows = if needs.summary || needs.raw {
                     let (l, c, raw) = (list.clone(), chunk.clone(), needs.raw);
-                    match self
-                        .with_db(move |db| {
-                            c.iter()
-                                .map(|id| match raw {
-                                    true => Ok(db
-                                        .message_by_id(&l, *id)?
-                                        .map(|m| (m.summary, Some(m.raw)))),
-                                    false => Ok(db.summary_by_id(&l, *id)?.map(|s| (s, None))),
-                                })
-                                .collect::<Result<Vec<_>, ArchiveError>>()
-                        })
-                        .await
-                    {
+                    match self.with_db(move |db| read_chunk(db, &l, &c, raw)).await {
                         Ok(r) => r,
                         Err(e) => return self.store_failed(&tag, e),
                     }
                 } else {
                     vec![None; chunk.len()]
                 };
+                // The byte bound may have cut the chunk short.
+                chunk.truncate(rows.len());
+                let end = start + rows.len();
                 for (i, (uid_value, row)) in chunk.iter().zip(rows.iter()).enumerate() {
                     let Some(sel) = self.selected.as_mut() else {
                         return Ok(Next::Continue);
