@@ -3,9 +3,8 @@
 //! and their MIME headers, partial `<origin.length>`), RFC822, RFC822.HEADER, RFC822.TEXT.
 //!
 //! Section cutting is written here on purpose: imap-codec parses the *names* of sections, not
-//! messages; the MIME tree (part numbers and their byte offsets) is mail-parser's. The header
-//! field reader below only splits fields at line starts (a continuation line starts with a
-//! space or tab, RFC 5322 §2.2.3) — no decoding, so the bytes served are the archived bytes.
+//! messages; the MIME tree (part numbers and their byte offsets) is mail-parser's; header
+//! fields are read by [`crate::envelope`].
 //!
 //! BODYSTRUCTURE and BODY come from [`crate::structure`]. Not served: BINARY (answered `NO`).
 //!
@@ -14,11 +13,11 @@
 //! partial range is clamped to the data; a part number that does not exist yields an empty
 //! string (RFC 9051 §6.4.5), never a panic.
 
+use crate::envelope::{field_name, fields, header, literal, text};
 use chrono::{DateTime, FixedOffset};
 use herald_archive::MessageSummary;
-use imap_codec::imap_types::core::{AString, IString, Literal, NString, Quoted, Vec1};
+use imap_codec::imap_types::core::{AString, Vec1};
 use imap_codec::imap_types::datetime::DateTime as ImapDateTime;
-use imap_codec::imap_types::envelope::{Address as ImapAddress, Envelope};
 use imap_codec::imap_types::fetch::{MessageDataItem, MessageDataItemName, Part, Section};
 use imap_codec::imap_types::flag::{Flag, FlagFetch};
 use mail_parser::{MessageParser, PartType};
@@ -105,7 +104,9 @@ pub fn items(
             MessageDataItemName::InternalDate => {
                 MessageDataItem::InternalDate(internal_date(m.summary?.date_ms))
             }
-            MessageDataItemName::Envelope => MessageDataItem::Envelope(envelope(m.raw?)),
+            MessageDataItemName::Envelope => {
+                MessageDataItem::Envelope(crate::envelope::envelope(m.raw?))
+            }
             MessageDataItemName::Rfc822 => MessageDataItem::Rfc822(literal(m.raw?.to_vec())),
             MessageDataItemName::Rfc822Header => {
                 MessageDataItem::Rfc822Header(literal(header(m.raw?).to_vec()))
@@ -169,106 +170,10 @@ pub fn internal_date(ms: i64) -> ImapDateTime {
     })
 }
 
-/// Bytes as an IMAP literal. A NUL byte cannot be in one (RFC 9051 CHAR8); an archived
-/// message with one has it served as a space rather than not at all.
-fn literal(mut data: Vec<u8>) -> NString<'static> {
-    for b in data.iter_mut() {
-        if *b == 0 {
-            *b = b' ';
-        }
-    }
-    match Literal::try_from(data) {
-        Ok(l) => NString(Some(IString::Literal(l))),
-        Err(_) => NString(None),
-    }
-}
-
-/// A string value for ENVELOPE: quoted when it can be, else a literal; NIL when absent.
-pub(crate) fn nstring_value(value: Option<&str>) -> NString<'static> {
-    let Some(v) = value else {
-        return NString(None);
-    };
-    match Quoted::try_from(v.to_string()) {
-        Ok(q) => NString(Some(IString::Quoted(q))),
-        Err(_) => literal(v.as_bytes().to_vec()),
-    }
-}
-
 fn cut(data: Vec<u8>, start: u32, len: u32) -> Vec<u8> {
     let start = (start as usize).min(data.len());
     let end = start.saturating_add(len as usize).min(data.len());
     data[start..end].to_vec()
-}
-
-/// The header of a message, up to and including the empty line.
-pub fn header(raw: &[u8]) -> &[u8] {
-    &raw[..header_len(raw)]
-}
-
-/// The body of a message, after the empty line.
-pub fn text(raw: &[u8]) -> &[u8] {
-    &raw[header_len(raw)..]
-}
-
-fn header_len(raw: &[u8]) -> usize {
-    if raw.starts_with(b"\r\n") {
-        return 2;
-    }
-    match raw.windows(4).position(|w| w == b"\r\n\r\n") {
-        Some(i) => i + 4,
-        None => match raw.windows(2).position(|w| w == b"\n\n") {
-            Some(i) => i + 2,
-            None => raw.len(),
-        },
-    }
-}
-
-/// The header's fields, each with its continuation lines and line ending.
-pub fn fields(header: &[u8]) -> Vec<&[u8]> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut i = 0;
-    while i < header.len() {
-        let Some(nl) = header[i..].iter().position(|b| *b == b'\n') else {
-            break;
-        };
-        let next = i + nl + 1;
-        let continues = matches!(header.get(next), Some(b' ' | b'\t'));
-        if !continues {
-            let field = &header[start..next];
-            if field != b"\r\n" && field != b"\n" {
-                out.push(field);
-            }
-            start = next;
-        }
-        i = next;
-    }
-    out
-}
-
-/// A field's name (before the colon), if it has one.
-pub fn field_name(field: &[u8]) -> Option<&[u8]> {
-    let colon = field.iter().position(|b| *b == b':')?;
-    Some(field[..colon].trim_ascii_end())
-}
-
-/// A field's value, unfolded (line breaks removed, the folding white space kept).
-pub fn field_value(field: &[u8]) -> String {
-    let colon = field.iter().position(|b| *b == b':').unwrap_or(field.len());
-    let v: Vec<u8> = field[(colon + 1).min(field.len())..]
-        .iter()
-        .copied()
-        .filter(|b| *b != b'\r' && *b != b'\n')
-        .collect();
-    String::from_utf8_lossy(&v).trim().to_string()
-}
-
-/// The first value of the field `name` (any case) in a header.
-pub fn header_value(header: &[u8], name: &str) -> Option<String> {
-    fields(header)
-        .into_iter()
-        .find(|f| field_name(f).is_some_and(|n| n.eq_ignore_ascii_case(name.as_bytes())))
-        .map(field_value)
 }
 
 fn filter_fields(header: &[u8], names: &[AString<'_>], keep: bool) -> Vec<u8> {
@@ -360,64 +265,11 @@ fn nested(raw: &[u8], p: &Part, f: impl Fn(&[u8]) -> Vec<u8>) -> Vec<u8> {
     f(&body)
 }
 
-/// The ENVELOPE of a message (RFC 9051 §7.5.2): date, subject, message-id and in-reply-to as
-/// written (unfolded); addresses as mail-parser reads them (a group's members listed without
-/// the group markers). Sender and Reply-To default to From.
-pub fn envelope(raw: &[u8]) -> Envelope<'static> {
-    let head = header(raw);
-    let parsed = MessageParser::default().parse_headers(head);
-    let list = |a: Option<&mail_parser::Address<'_>>| -> Vec<ImapAddress<'static>> {
-        let Some(a) = a else { return Vec::new() };
-        a.iter()
-            .filter_map(|addr| {
-                let email = addr.address.as_deref()?;
-                let (mailbox, host) = email.rsplit_once('@').unwrap_or((email, ""));
-                Some(ImapAddress {
-                    name: nstring_value(addr.name.as_deref()),
-                    adl: NString(None),
-                    mailbox: nstring_value(Some(mailbox)),
-                    host: nstring_value(Some(host).filter(|h| !h.is_empty())),
-                })
-            })
-            .collect()
-    };
-    let (from, sender, reply_to, to, cc, bcc) = match &parsed {
-        Some(m) => (
-            list(m.from()),
-            list(m.sender()),
-            list(m.reply_to()),
-            list(m.to()),
-            list(m.cc()),
-            list(m.bcc()),
-        ),
-        None => Default::default(),
-    };
-    let value = |name: &str| header_value(head, name);
-    Envelope {
-        date: nstring_value(value("Date").as_deref()),
-        subject: nstring_value(value("Subject").as_deref()),
-        sender: if sender.is_empty() {
-            from.clone()
-        } else {
-            sender
-        },
-        reply_to: if reply_to.is_empty() {
-            from.clone()
-        } else {
-            reply_to
-        },
-        from,
-        to,
-        cc,
-        bcc,
-        in_reply_to: nstring_value(value("In-Reply-To").as_deref()),
-        message_id: nstring_value(value("Message-ID").as_deref()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::envelope::{envelope, header_value, nstring_value};
+    use imap_codec::imap_types::core::{IString, Literal, NString};
 
     const MULTI: &[u8] = b"From: Ann <ann@x.test>\r\nTo: dev@l.test\r\nSubject: hi\r\n there\r\n\
 Message-ID: <1@x>\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b\"\r\n\r\n\

@@ -12,6 +12,7 @@
 //! - [`session`]: the protocol (imap-codec frames, decodes and encodes; this crate dispatches).
 //! - [`mailbox`]: the selected mailbox — UIDs (the archive's row ids), sequence numbers,
 //!   the session's `\Seen`.
+//! - [`envelope`]: header fields and ENVELOPE of an archived message (a leaf).
 //! - [`fetch`], [`search`]: FETCH items and SEARCH keys over the archive.
 //! - [`structure`]: BODYSTRUCTURE / BODY from the MIME tree.
 //! - [`listener`]: accept loop, session slots, implicit TLS / STARTTLS.
@@ -27,6 +28,7 @@
 
 pub mod access;
 pub mod config;
+pub mod envelope;
 pub mod fetch;
 pub mod listener;
 pub mod mailbox;

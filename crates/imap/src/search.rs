@@ -19,7 +19,7 @@
 //! SECURITY: search strings come from clients; they reach SQLite only as parameters and FTS5
 //! only as quoted words ([`herald_archive::store`]).
 
-use crate::fetch;
+use crate::envelope;
 use crate::mailbox::Selected;
 use herald_archive::{Archive, ArchiveError, MessageSummary};
 use imap_codec::imap_types::search::SearchKey;
@@ -131,7 +131,7 @@ pub fn run(
             index,
             uid,
             summary: Some(s),
-            header: raw.as_deref().map(fetch::header),
+            header: raw.as_deref().map(envelope::header),
         };
         if matches(key, &cx, &c) {
             out.push(index);
@@ -160,9 +160,9 @@ fn matches(key: &SearchKey<'_>, cx: &Context<'_>, c: &Candidate<'_>) -> bool {
     let date = || s.map(|s| day(s.date_ms));
     let field = |name: &str, needle: &[u8]| {
         c.header.is_some_and(|h| {
-            fetch::fields(h).into_iter().any(|f| {
-                fetch::field_name(f).is_some_and(|n| n.eq_ignore_ascii_case(name.as_bytes()))
-                    && contains_ci(&fetch::field_value(f), needle)
+            envelope::fields(h).into_iter().any(|f| {
+                envelope::field_name(f).is_some_and(|n| n.eq_ignore_ascii_case(name.as_bytes()))
+                    && contains_ci(&envelope::field_value(f), needle)
             })
         })
     };

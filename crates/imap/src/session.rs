@@ -117,6 +117,8 @@ pub struct Session {
     greeted: bool,
     stop: CancellationToken,
     committed: watch::Receiver<u64>,
+    /// The archive writer's notification ended (its sender was dropped).
+    writer_gone: bool,
 }
 
 /// What a handler decided about the session.
@@ -175,6 +177,7 @@ impl Session {
             greeted: false,
             stop,
             committed,
+            writer_gone: false,
         }
     }
 
@@ -335,11 +338,10 @@ impl Session {
                     self.flush(io).await?;
                     return Ok(End::Close);
                 }
-                changed = self.committed.changed(), if idling => {
-                    if changed.is_err() {
-                        // The writer stopped (server shutting down): keep the session until stop.
-                        self.committed = watch::channel(0).1;
-                    }
+                changed = self.committed.changed(), if idling && !self.writer_gone => {
+                    // The writer stopped (the server is shutting down): the timer alone
+                    // re-checks until `stop` ends the session.
+                    self.writer_gone = changed.is_err();
                     self.poll_updates().await?;
                 }
                 _ = tokio::time::sleep(IDLE_RECHECK), if idling => {
@@ -541,11 +543,12 @@ impl Session {
             C::List {
                 reference,
                 mailbox_wildcard,
-            }
-            | C::Lsub {
+            } => self.list(tag, reference, mailbox_wildcard, false).await,
+            // Every readable list counts as subscribed (nothing is stored per user).
+            C::Lsub {
                 reference,
                 mailbox_wildcard,
-            } => self.list(tag, reference, mailbox_wildcard).await,
+            } => self.list(tag, reference, mailbox_wildcard, true).await,
             C::Status {
                 mailbox,
                 item_names,

@@ -11,7 +11,7 @@
 //! SECURITY: the message is untrusted; mail-parser bounds its own recursion, this file bounds
 //! the re-parsing of embedded messages, and every count saturates rather than overflows.
 
-use crate::fetch::{envelope, nstring_value};
+use crate::envelope::{envelope, nstring_value};
 use imap_codec::imap_types::body::{
     BasicFields, Body, BodyStructure, Disposition, Language, Location, SinglePartExtensionData,
     SpecificFields,

@@ -275,6 +275,13 @@ async fn unknown_and_write_commands_get_bad_or_no() {
     assert!(last(&c.cmd("c", "LOGIN admin wrong").await).starts_with("c NO"));
     assert!(last(&c.cmd("d", "LOGIN anonymous guest").await).starts_with("d OK"));
     assert!(last(&c.cmd("e", "CREATE new").await).starts_with("e NO"));
+    let lsub = c.cmd("e2", "LSUB \"\" *").await;
+    assert_eq!(
+        lsub[0], "* LSUB (\\Noinferiors) \"/\" pub@l.test\r\n",
+        "{lsub:?}"
+    );
+    let list = c.cmd("e3", "LIST \"\" \"\"").await;
+    assert_eq!(list[0], "* LIST (\\Noselect) \"/\" \"\"\r\n", "{list:?}");
     assert!(last(&c.cmd("f", "DELETE pub@l.test").await).starts_with("f NO"));
     assert!(
         last(&c.cmd("g", "FETCH 1 FLAGS").await).starts_with("g BAD"),

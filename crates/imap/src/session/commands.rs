@@ -100,6 +100,7 @@ impl Session {
         tag: Tag<'static>,
         reference: Mailbox<'static>,
         pattern: ListMailbox<'static>,
+        lsub: bool,
     ) -> Step<Next> {
         let pattern = match &pattern {
             ListMailbox::Token(t) => String::from_utf8_lossy(t.as_ref()).into_owned(),
@@ -109,10 +110,18 @@ impl Session {
         if pattern.is_empty() {
             // RFC 9051 §6.3.9: the hierarchy delimiter and root.
             if let Ok(root) = Mailbox::try_from("") {
-                self.push(&Response::Data(Data::List {
-                    items: vec![FlagNameAttribute::Noselect],
-                    delimiter,
-                    mailbox: root,
+                let items = vec![FlagNameAttribute::Noselect];
+                self.push(&Response::Data(match lsub {
+                    true => Data::Lsub {
+                        items,
+                        delimiter,
+                        mailbox: root,
+                    },
+                    false => Data::List {
+                        items,
+                        delimiter,
+                        mailbox: root,
+                    },
                 }));
             }
             self.push(&tagged(&tag, StatusKind::Ok, None, "LIST done"));
@@ -132,10 +141,18 @@ impl Session {
             .filter(|n| wildcard(full.as_bytes(), n.as_bytes()))
         {
             if let Ok(mailbox) = Mailbox::try_from(name) {
-                self.push(&Response::Data(Data::List {
-                    items: vec![FlagNameAttribute::Noinferiors],
-                    delimiter,
-                    mailbox,
+                let items = vec![FlagNameAttribute::Noinferiors];
+                self.push(&Response::Data(match lsub {
+                    true => Data::Lsub {
+                        items,
+                        delimiter,
+                        mailbox,
+                    },
+                    false => Data::List {
+                        items,
+                        delimiter,
+                        mailbox,
+                    },
                 }));
             }
         }
