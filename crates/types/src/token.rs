@@ -574,11 +574,16 @@ const IMAP_DOMAIN: &[u8] = b"herald-imap\0";
 /// characters, shown on the address's own subscriptions page (`/manage/<token>`). Members
 /// have no passwords in Herald; this one is derived, so nothing is stored, and it stops
 /// opening a list's archive as soon as the address leaves the list (membership is checked at
-/// each login). Changing the installation secret changes every such password.
+/// each login). Changing the installation secret changes every such password. The address is
+/// taken in lower case, so a member may type it in any case.
 pub fn imap_password(secret: &[u8], address: &Address) -> String {
-    let tag = mac(secret, IMAP_DOMAIN, address.to_string().as_bytes())
-        .finalize()
-        .into_bytes();
+    let tag = mac(
+        secret,
+        IMAP_DOMAIN,
+        address.to_string().to_lowercase().as_bytes(),
+    )
+    .finalize()
+    .into_bytes();
     URL_SAFE_NO_PAD.encode(&tag[..UNSUBSCRIBE_TOKEN_BYTES])
 }
 
@@ -592,9 +597,13 @@ pub fn verify_imap_password(secret: &[u8], address: &Address, password: &str) ->
         Ok(UNSUBSCRIBE_TOKEN_BYTES) => {}
         _ => return false,
     }
-    mac(secret, IMAP_DOMAIN, address.to_string().as_bytes())
-        .verify_truncated_left(&tag[..UNSUBSCRIBE_TOKEN_BYTES])
-        .is_ok()
+    mac(
+        secret,
+        IMAP_DOMAIN,
+        address.to_string().to_lowercase().as_bytes(),
+    )
+    .verify_truncated_left(&tag[..UNSUBSCRIBE_TOKEN_BYTES])
+    .is_ok()
 }
 
 #[cfg(test)]
@@ -610,6 +619,8 @@ mod imap_password_tests {
         let p = imap_password(b"s", &ann);
         assert_eq!(p.len(), UNSUBSCRIBE_TOKEN_CHARS);
         assert!(verify_imap_password(b"s", &ann, &p));
+        let shouting = Address::parse("ANN@L.TEST").unwrap();
+        assert!(verify_imap_password(b"s", &shouting, &p));
         assert!(!verify_imap_password(b"s", &bob, &p));
         assert!(!verify_imap_password(b"t", &ann, &p));
         for bad in ["", "x", &"A".repeat(22), &"é".repeat(11), &"A".repeat(5000)] {
