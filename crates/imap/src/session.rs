@@ -485,35 +485,8 @@ impl Session {
                 mechanism,
                 initial_response,
             } => {
-                if self.who.is_some() {
-                    self.push(&tagged(&tag, StatusKind::Bad, None, "already logged in"));
-                    return Ok(Next::Continue);
-                }
-                let plain = match mechanism {
-                    AuthMechanism::Plain => true,
-                    m if m.as_ref().eq_ignore_ascii_case("ANONYMOUS") => false,
-                    _ => {
-                        self.push(&tagged(
-                            &tag,
-                            StatusKind::No,
-                            None,
-                            "mechanism not supported",
-                        ));
-                        return Ok(Next::Continue);
-                    }
-                };
-                match initial_response {
-                    Some(data) => {
-                        let data = data.declassify().to_vec();
-                        self.sasl(tag, plain, data).await
-                    }
-                    None => {
-                        if let Ok(c) = CommandContinuationRequest::basic(None, " ") {
-                            self.push(&Response::CommandContinuationRequest(c));
-                        }
-                        Ok(Next::Authenticate { tag, plain })
-                    }
-                }
+                let initial = initial_response.map(|d| d.declassify().to_vec());
+                self.authenticate(tag, mechanism, initial).await
             }
             _ if self.who.is_none() => {
                 self.bad(&tag, "log in first").await?;
@@ -601,19 +574,18 @@ impl Session {
                 criteria,
                 uid,
             } => {
-                if let Some(cs) = charset {
-                    let cs = cs.as_ref().to_ascii_uppercase();
-                    if cs != "UTF-8" && cs != "US-ASCII" {
-                        self.push(&tagged(
-                            &tag,
-                            StatusKind::No,
-                            Some(Code::BadCharset {
-                                allowed: Vec::new(),
-                            }),
-                            "UTF-8 or US-ASCII only",
-                        ));
-                        return Ok(Next::Continue);
-                    }
+                let charset = charset.map(|c| c.as_ref().to_ascii_uppercase());
+                if charset.is_some_and(|cs| cs != "UTF-8" && cs != "US-ASCII") {
+                    let code = Code::BadCharset {
+                        allowed: Vec::new(),
+                    };
+                    self.push(&tagged(
+                        &tag,
+                        StatusKind::No,
+                        Some(code),
+                        "UTF-8 or US-ASCII only",
+                    ));
+                    return Ok(Next::Continue);
                 }
                 let key = match criteria.as_ref().len() {
                     1 => criteria.as_ref()[0].clone(),
@@ -637,6 +609,42 @@ impl Session {
             _ => {
                 self.bad(&tag, "command not supported").await?;
                 Ok(Next::Continue)
+            }
+        }
+    }
+
+    /// AUTHENTICATE: PLAIN or ANONYMOUS, with the initial response (SASL-IR) or after a
+    /// continuation.
+    async fn authenticate(
+        &mut self,
+        tag: Tag<'static>,
+        mechanism: AuthMechanism<'static>,
+        initial: Option<Vec<u8>>,
+    ) -> Step<Next> {
+        if self.who.is_some() {
+            self.push(&tagged(&tag, StatusKind::Bad, None, "already logged in"));
+            return Ok(Next::Continue);
+        }
+        let plain = match mechanism {
+            AuthMechanism::Plain => true,
+            m if m.as_ref().eq_ignore_ascii_case("ANONYMOUS") => false,
+            _ => {
+                self.push(&tagged(
+                    &tag,
+                    StatusKind::No,
+                    None,
+                    "mechanism not supported",
+                ));
+                return Ok(Next::Continue);
+            }
+        };
+        match initial {
+            Some(data) => self.sasl(tag, plain, data).await,
+            None => {
+                if let Ok(c) = CommandContinuationRequest::basic(None, " ") {
+                    self.push(&Response::CommandContinuationRequest(c));
+                }
+                Ok(Next::Authenticate { tag, plain })
             }
         }
     }

@@ -444,3 +444,27 @@ async fn large_bodies_stream_whole_and_in_order() {
     assert!(c.line().await.starts_with("c OK"));
     h.stop().await;
 }
+
+/// AUTHENTICATE PLAIN (RFC 4616) with an initial response and after a continuation: the admin
+/// token opens; a wrong password, a malformed response, a cancelled exchange and an unknown
+/// mechanism do not.
+#[tokio::test]
+async fn authenticate_plain_checks_the_password() {
+    let h = harness(1).await;
+    let mut c = h.client().await;
+    assert!(last(&c.cmd("a", "AUTHENTICATE PLAIN AGFkbWluAHdyb25n").await).starts_with("a NO"));
+    assert!(last(&c.cmd("b", "AUTHENTICATE PLAIN b25seS1vbmUtZmllbGQ=").await).starts_with("b NO"));
+    assert!(last(&c.cmd("c", "AUTHENTICATE CRAM-MD5").await).starts_with("c NO"));
+    c.send(b"d AUTHENTICATE PLAIN\r\n").await;
+    assert!(c.line().await.starts_with('+'));
+    c.send(b"*\r\n").await;
+    assert!(c.line().await.starts_with("d BAD"));
+    c.send(b"e AUTHENTICATE PLAIN\r\n").await;
+    assert!(c.line().await.starts_with('+'));
+    c.send(b"AGFkbWluAGFkbWluLXRva2VuLTAxMjM0NTY3ODk=\r\n")
+        .await;
+    assert!(c.line().await.starts_with("e OK"));
+    assert!(last(&c.cmd("f", "AUTHENTICATE PLAIN AGFkbWluAHdyb25n").await).starts_with("f BAD"));
+    assert!(last(&c.cmd("g", "STARTTLS").await).starts_with("g BAD"));
+    h.stop().await;
+}
