@@ -208,6 +208,16 @@ async fn subscriptions(
             id = m.member_id,
         ));
     }
+    if !person.memberships.is_empty() {
+        // The archive over IMAP (issue 14 item 5): members-only archives open with this
+        // password (derived, never stored; see `herald_types::token::imap_password`).
+        let password = herald_types::token::imap_password(&s.secret, who);
+        body.push_str(&format!(
+            "<p>Read the archives of your lists with a mail program (IMAP): user name \
+             <code>{}</code>, password <code id=\"imap-password\">{password}</code>.</p>",
+            escape(&who.to_string())
+        ));
+    }
     body.push_str(&format!(
         "<p><a href=\"{action}/data\">Download everything this server holds about you</a> (JSON).</p>"
     ));

@@ -15,6 +15,8 @@
 //!   report of refused messages.
 //! - [`stage`]: the archive writer of the running server.
 //! - [`web`]: the public archive's HTML pages (mounted on the API's router).
+//! - [`uids`]: the reads the IMAP server (`herald-imap`) needs: a list's row ids as UIDs,
+//!   UIDVALIDITY, messages by id, search scans.
 //!
 //! SECURITY: every message stored here came from the network (or an operator's file); it is
 //! parsed only by mail-parser, bounded by [`parse::Limits`], and never executed or rendered here.
@@ -26,6 +28,7 @@ pub mod metrics;
 pub mod parse;
 pub mod stage;
 pub mod store;
+pub mod uids;
 pub mod web;
 
 pub use config::ArchiveSection;

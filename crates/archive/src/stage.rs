@@ -42,9 +42,18 @@ pub struct StageConfig {
 pub struct ArchiveSender {
     tx: mpsc::Sender<SpooledPost>,
     stats: Arc<WriterStats>,
+    /// Counts the writer's batches that stored a new message (IMAP IDLE wakes on it).
+    committed: tokio::sync::watch::Receiver<u64>,
 }
 
 impl ArchiveSender {
+    /// A receiver that changes each time the writer has committed a batch with a new
+    /// message: readers (IMAP sessions in IDLE) wake on it and look for new rows. The writer
+    /// only replaces a counter, so any number of idle readers never slow it down.
+    pub fn committed(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.committed.clone()
+    }
+
     /// Queues a post (list posts only; the rest are ignored). Waits only when the writer is
     /// `capacity` posts behind.
     pub async fn archive(&self, post: &SpooledPost) {
@@ -104,14 +113,22 @@ pub fn spawn(
     let (tx, rx) = mpsc::channel(cfg.capacity.max(1));
     let stats = Arc::new(WriterStats::default());
     let writer_stats = stats.clone();
+    let (committed_tx, committed) = tokio::sync::watch::channel(0u64);
     let handle = std::thread::Builder::new()
         .name("archive-writer".into())
-        .spawn(move || run(archive, rx, cfg, &writer_stats))
+        .spawn(move || run(archive, rx, cfg, &writer_stats, committed_tx))
         .map_err(|source| crate::ArchiveError::Io {
             path: PathBuf::from("archive-writer thread"),
             source,
         })?;
-    Ok((ArchiveSender { tx, stats }, handle))
+    Ok((
+        ArchiveSender {
+            tx,
+            stats,
+            committed,
+        },
+        handle,
+    ))
 }
 
 fn run(
@@ -119,6 +136,7 @@ fn run(
     mut rx: mpsc::Receiver<SpooledPost>,
     cfg: StageConfig,
     stats: &WriterStats,
+    committed: tokio::sync::watch::Sender<u64>,
 ) {
     while let Some(first) = rx.blocking_recv() {
         let mut posts = vec![first];
@@ -141,9 +159,13 @@ fn run(
         }
         match archive.insert_batch(&batch) {
             Ok(results) => {
+                let mut added = false;
                 for r in results {
                     match r {
-                        Stored::Added { .. } => WriterStats::add(&stats.added, 1),
+                        Stored::Added { .. } => {
+                            added = true;
+                            WriterStats::add(&stats.added, 1);
+                        }
                         Stored::Duplicate { .. } => WriterStats::add(&stats.duplicates, 1),
                         Stored::Refused(why) => {
                             WriterStats::add(&stats.refused, 1);
@@ -154,6 +176,9 @@ fn run(
                 if let Some(oldest) = oldest_ms {
                     let lag = herald_types::unix_ms_now().saturating_sub(oldest);
                     stats.last_lag_ms.store(lag, Ordering::Relaxed);
+                }
+                if added {
+                    committed.send_modify(|n| *n = n.wrapping_add(1));
                 }
             }
             // The posts are in the spool's history only; say so loudly, keep serving.
@@ -289,6 +314,7 @@ mod tests {
             public_base_url: Some("https://l.test/".into()),
         })
         .unwrap();
+        let mut committed = tx.committed();
         let p = post(1, "dev@l.test", PostKind::ListPost, "a@x");
         for post in [
             p.clone(),
@@ -301,6 +327,11 @@ mod tests {
             tx.archive(&post).await;
         }
         drop(tx);
+        // Readers waiting for new messages (IMAP IDLE) were told.
+        tokio::time::timeout(std::time::Duration::from_secs(10), committed.changed())
+            .await
+            .expect("the writer announces what it stored")
+            .unwrap();
         tokio::task::spawn_blocking(move || writer.join().unwrap())
             .await
             .unwrap();

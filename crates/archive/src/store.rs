@@ -182,12 +182,13 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
 );
 ";
 
-const SUMMARY_COLS: &str = "id, list, message_id, date_ms, thread_id, subject, sender, size";
+pub(crate) const SUMMARY_COLS: &str =
+    "id, list, message_id, date_ms, thread_id, subject, sender, size";
 
 /// The archive store. One connection; the writer stage, the CLI and the web pages each open
 /// their own (SQLite WAL: one writer, many readers).
 pub struct Archive {
-    conn: Connection,
+    pub(crate) conn: Connection,
     limits: Limits,
     default_privacy: Privacy,
 }
@@ -765,7 +766,7 @@ impl Archive {
     }
 }
 
-fn summary(r: &rusqlite::Row<'_>) -> rusqlite::Result<MessageSummary> {
+pub(crate) fn summary(r: &rusqlite::Row<'_>) -> rusqlite::Result<MessageSummary> {
     Ok(MessageSummary {
         id: r.get(0)?,
         list: r.get(1)?,
@@ -898,7 +899,7 @@ fn deflate(raw: &[u8]) -> Vec<u8> {
     e.finish().unwrap_or_default()
 }
 
-fn inflate(body: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn inflate(body: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(body.len() * 3);
     DeflateDecoder::new(body).read_to_end(&mut out).ok()?;
     Some(out)
@@ -907,7 +908,7 @@ fn inflate(body: &[u8]) -> Option<Vec<u8>> {
 /// Each word of the query (a run of letters and digits, as FTS5's unicode61 tokenizer cuts
 /// them) as a quoted FTS5 term, at most 16: every term must occur. The index keeps no
 /// positions (`detail=none`: 6.6 % of the raw corpus instead of 49 %, BENCHMARKS.md), so terms are matched, not phrases.
-fn fts_query(q: &str) -> String {
+pub(crate) fn fts_query(q: &str) -> String {
     q.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .take(16)

@@ -74,6 +74,8 @@ pub struct Config {
     pub tls_report: herald_tlsrpt::TlsReportConfig,
     /// The content-filter hook (issue 18 item 6; off by default): list posts checked by rspamd.
     pub content_filter: herald_content_filter::ContentFilterConfig,
+    /// The archive over IMAP, read-only (issue 14 item 5; off unless a listener is set).
+    pub imap: herald_imap::ImapSection,
 }
 
 impl Default for Config {
@@ -104,6 +106,7 @@ impl Default for Config {
             complaints: Default::default(),
             tls_report: Default::default(),
             content_filter: Default::default(),
+            imap: Default::default(),
         }
     }
 }
@@ -194,7 +197,24 @@ impl Config {
         self.stats.check()?;
         self.notice_limits.check()?;
         self.content_filter.check()?;
+        self.check_imap()?;
         self.http.check()
+    }
+
+    /// `[imap]` spans sections: it serves the archive and uses the `[tls]` certificate.
+    fn check_imap(&self) -> Result<(), String> {
+        if !self.imap.enabled() {
+            return Ok(());
+        }
+        if !self.archive.enabled {
+            return Err(
+                "imap: serves the archive, which is off ([archive] enabled = false)".into(),
+            );
+        }
+        let tls = self.tls.cert_file.is_some() && self.tls.key_file.is_some();
+        self.imap
+            .check(tls)
+            .map_err(|(key, message)| format!("{key}: {message}"))
     }
 
     /// Loads every `[dkim]` key. An unreadable or unusable key stops the start: sending
@@ -597,5 +617,38 @@ mod tests {
         );
         let e = config("r").dkim_keys().unwrap_err().to_string();
         assert!(e.contains("dkim.\"l.test\".second.selector"), "{e}");
+    }
+
+    /// `[imap]`: off in the example (as by default); a bad key or value names its key.
+    #[test]
+    fn imap_section_is_off_by_default_and_checked() {
+        let text = include_str!("../../../herald.example.toml");
+        let c = Config::parse(text).expect("herald.example.toml must parse");
+        assert_eq!(c.imap, herald_imap::ImapSection::default());
+        assert!(!c.imap.enabled());
+        let on = Config::parse("[imap]\nlisten = \"127.0.0.1:1143\"\n").expect("plain IMAP");
+        assert!(on.imap.enabled());
+        for (toml, key) in [
+            (
+                "[imap]\ntls_listen = \"127.0.0.1:1993\"\n",
+                "imap.tls_listen",
+            ),
+            (
+                "[imap]\nlisten = \"127.0.0.1:1143\"\nidle_timeout_secs = 60\n",
+                "imap.idle_timeout_secs",
+            ),
+            (
+                "[imap]\nlisten = \"127.0.0.1:1143\"\nmax_connections = 0\n",
+                "imap.max_connections",
+            ),
+            (
+                "[imap]\nlisten = \"127.0.0.1:1143\"\n[archive]\nenabled = false\n",
+                "imap:",
+            ),
+            ("[imap]\nlisten = \"127.0.0.1:1143\"\nbogus = 1\n", "bogus"),
+        ] {
+            let err = Config::parse(toml).expect_err(toml);
+            assert!(err.contains(key), "{toml}: {err}");
+        }
     }
 }

@@ -67,6 +67,8 @@ pub async fn run(
 ) -> Result<(), ServerError> {
     // TLS first: a bad certificate or an unbindable submissions port stops the start early.
     let inbound_tls = listeners::bind_tls(&config).await?;
+    let imap_sockets = steps::bind_imap(&config).await?;
+    let imap_tls = inbound_tls.as_ref().map(|(cert, _)| cert.config.clone());
     // Checked again here (not only at load): a Config built in code skips `check`, and a bad
     // entry must stop the start rather than fall back to a different trust rule.
     let local_clients =
@@ -97,6 +99,8 @@ pub async fn run(
         http_tls,
         &shutdown,
     );
+    let imap = steps::serve_imap(&config, imap_sockets, imap_tls, &stages, &shutdown);
+    let served = steps::with_imap(served, imap);
     tracing::info!(
         smtp = %config.listen.smtp, lmtp = %config.listen.lmtp, http = %config.listen.http,
         "herald is running"

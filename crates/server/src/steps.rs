@@ -61,6 +61,8 @@ pub(crate) struct Stages {
     digests: Option<Arc<herald_digest::Digests>>,
     /// TLS reporting (`[tls_report] enabled`).
     tls_reports: Option<Arc<herald_tlsrpt::TlsReporting>>,
+    /// Changes when the archive writer stored new posts (IMAP IDLE wakes on it).
+    archive_committed: Option<tokio::sync::watch::Receiver<u64>>,
     stages_stop: CancellationToken,
 }
 
@@ -68,6 +70,8 @@ pub(crate) struct Stages {
 pub(crate) struct Served {
     inbound: Vec<ListenerTask>,
     api: JoinHandle<std::io::Result<()>>,
+    /// The IMAP listeners (`[imap]`), each ending after its sessions.
+    imap: Vec<JoinHandle<()>>,
 }
 
 /// Step 1: the data directory and everything stored in it.
@@ -273,6 +277,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         }
         false => None,
     };
+    let archive_committed = archive.as_ref().map(|(sender, _, _)| sender.committed());
     let archive_writer = match archive {
         // Fan-out first, then the archive: a post's fan-out never waits for the archive.
         Some((sender, writer, recovered)) => {
@@ -328,6 +333,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         dkim,
         digests,
         tls_reports,
+        archive_committed,
         stages_stop,
     })
 }
@@ -581,7 +587,86 @@ pub(crate) fn serve(
         },
         shutdown.clone(),
     ));
-    Served { inbound, api }
+    Served {
+        inbound,
+        api,
+        imap: Vec::new(),
+    }
+}
+
+/// The IMAP listening sockets (`[imap] listen`, `tls_listen`), bound with the others before
+/// root is dropped.
+pub(crate) struct ImapSockets {
+    plain: Option<tokio::net::TcpListener>,
+    tls: Option<tokio::net::TcpListener>,
+}
+
+pub(crate) async fn bind_imap(config: &Config) -> Result<ImapSockets, ServerError> {
+    let bind = |addr: std::net::SocketAddr, what: &'static str| async move {
+        tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServerError::Bind { what, addr, source })
+    };
+    Ok(ImapSockets {
+        plain: match config.imap.listen {
+            Some(a) => Some(bind(a, "IMAP").await?),
+            None => None,
+        },
+        tls: match config.imap.tls_listen {
+            Some(a) => Some(bind(a, "IMAP (implicit TLS)").await?),
+            None => None,
+        },
+    })
+}
+
+/// Step 3, the archive over IMAP: its listeners (when `[imap]` has any and the archive is on),
+/// with the `[tls]` configuration for STARTTLS and implicit TLS.
+pub(crate) fn serve_imap(
+    config: &Config,
+    sockets: ImapSockets,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    stages: &Stages,
+    shutdown: &CancellationToken,
+) -> Vec<JoinHandle<()>> {
+    let Some(committed) = stages.archive_committed.clone() else {
+        return Vec::new();
+    };
+    let shared = Arc::new(herald_imap::session::Shared {
+        cfg: config.imap.clone(),
+        archive_path: config.data_dir.join("archive.db"),
+        default_privacy: config.archive.default_privacy,
+        auth: herald_imap::access::Authenticator {
+            secret: stages.secret.clone(),
+            admin_token: config.http.admin_token(),
+            directory: stages.directory.clone(),
+        },
+        metrics: Some(stages.telemetry.metrics().imap.clone()),
+        committed,
+        tls,
+    });
+    let slots = herald_imap::listener::Slots::new(
+        config.imap.max_connections,
+        config.imap.max_connections_per_client,
+    );
+    let mut tasks = Vec::new();
+    for (socket, implicit) in [(sockets.plain, false), (sockets.tls, true)] {
+        if let Some(listener) = socket {
+            tasks.push(tokio::spawn(herald_imap::listener::serve(
+                listener,
+                implicit,
+                shared.clone(),
+                slots.clone(),
+                shutdown.clone(),
+            )));
+        }
+    }
+    tasks
+}
+
+/// Adds the IMAP listeners to what step 4 waits for.
+pub(crate) fn with_imap(mut served: Served, imap: Vec<JoinHandle<()>>) -> Served {
+    served.imap = imap;
+    served
 }
 
 /// Step 4: listeners, then the scheduler, then the other stages, then the stores.
@@ -595,6 +680,9 @@ pub(crate) async fn drain(stages: Stages, served: Served) -> Result<(), ServerEr
     }
     if let Ok(Err(e)) = served.api.await {
         tracing::error!(error = %e, "HTTP listener ended with an error");
+    }
+    for task in served.imap {
+        let _ = task.await;
     }
     stages.scheduler_stop.cancel();
     let _ = stages.scheduler_task.await;

@@ -18,6 +18,7 @@ pub mod config;
 pub mod contention;
 pub mod event;
 pub mod exposition;
+pub mod imap;
 pub mod log;
 pub mod metrics;
 pub mod process;

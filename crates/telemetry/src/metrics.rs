@@ -224,6 +224,8 @@ pub struct Metrics {
     content_filter: [Counter; FilterVerdict::ALL.len()],
     /// Time of one content-filter check (rspamd's answer, or the wait until the timeout).
     content_filter_latency: Histogram,
+    /// The IMAP archive server's sessions and commands (issue 14 item 5).
+    pub imap: crate::imap::ImapMetrics,
 }
 
 impl Metrics {
@@ -382,6 +384,7 @@ impl Metrics {
             complaints_unmatched,
             content_filter,
             content_filter_latency,
+            imap: crate::imap::ImapMetrics::new(registry),
         }
     }
 

@@ -623,3 +623,68 @@ mod archive_token_tests {
         }
     }
 }
+
+/// MAC domain of the IMAP archive password (issue 14 item 5).
+const IMAP_DOMAIN: &[u8] = b"herald-imap\0";
+
+/// The password `address` reads the members-only archives of its lists with over IMAP
+/// (`herald-imap`): `base64url-no-pad(HMAC-SHA256(secret, "herald-imap\0" address)[..16])`, 22
+/// characters, shown on the address's own subscriptions page (`/manage/<token>`). Members
+/// have no passwords in Herald; this one is derived, so nothing is stored, and it stops
+/// opening a list's archive as soon as the address leaves the list (membership is checked at
+/// each login). Changing the installation secret changes every such password. The address is
+/// taken in lower case, so a member may type it in any case.
+pub fn imap_password(secret: &[u8], address: &Address) -> String {
+    let tag = mac(
+        secret,
+        IMAP_DOMAIN,
+        address.to_string().to_lowercase().as_bytes(),
+    )
+    .finalize()
+    .into_bytes();
+    URL_SAFE_NO_PAD.encode(&tag[..UNSUBSCRIBE_TOKEN_BYTES])
+}
+
+/// True when `password` is `address`'s IMAP password (constant time in its content).
+pub fn verify_imap_password(secret: &[u8], address: &Address, password: &str) -> bool {
+    if password.len() != UNSUBSCRIBE_TOKEN_CHARS {
+        return false;
+    }
+    let mut tag = [0u8; UNSUBSCRIBE_TOKEN_BYTES + 2];
+    match URL_SAFE_NO_PAD.decode_slice(password.as_bytes(), &mut tag) {
+        Ok(UNSUBSCRIBE_TOKEN_BYTES) => {}
+        _ => return false,
+    }
+    mac(
+        secret,
+        IMAP_DOMAIN,
+        address.to_string().to_lowercase().as_bytes(),
+    )
+    .verify_truncated_left(&tag[..UNSUBSCRIBE_TOKEN_BYTES])
+    .is_ok()
+}
+
+#[cfg(test)]
+mod imap_password_tests {
+    use super::*;
+
+    /// The password verifies for its address under its secret only; garbage of any length is
+    /// refused without panicking.
+    #[test]
+    fn imap_password_is_bound_to_address_and_secret() {
+        let ann = Address::parse("ann@l.test").unwrap();
+        let bob = Address::parse("bob@l.test").unwrap();
+        let p = imap_password(b"s", &ann);
+        assert_eq!(p.len(), UNSUBSCRIBE_TOKEN_CHARS);
+        assert!(verify_imap_password(b"s", &ann, &p));
+        let shouting = Address::parse("ANN@L.TEST").unwrap();
+        assert!(verify_imap_password(b"s", &shouting, &p));
+        assert!(!verify_imap_password(b"s", &bob, &p));
+        assert!(!verify_imap_password(b"t", &ann, &p));
+        for bad in ["", "x", &"A".repeat(22), &"é".repeat(11), &"A".repeat(5000)] {
+            assert!(!verify_imap_password(b"s", &ann, bad));
+        }
+        // Not an unsubscribe token of the same bytes (own MAC domain).
+        assert_ne!(p, unsubscribe_token(b"s", &ann, &ann));
+    }
+}

@@ -1,0 +1,42 @@
+//! The list archive over IMAP, read-only (issue 14 item 5): each list's archive is a mailbox
+//! named by the list address, for IMAP4rev1 clients (RFC 3501; the IMAP4rev2 (RFC 9051)
+//! rules are followed where they agree, but `IMAP4rev2` is not advertised: imap-codec has no
+//! ESEARCH, which rev2 requires).
+//!
+//! Place in the flow: a stage of its own beside the HTTP API, reading what the archive writer
+//! (`herald_archive::stage`) stored. Its loop is [`listener::serve`] (one task per session,
+//! [`session::Session::run`]); the server starts it when `[imap]` has a listener.
+//!
+//! - [`config`]: the `[imap]` section.
+//! - [`access`]: who may read which list (anonymous, member, administrator) by archive privacy.
+//! - [`session`]: the protocol (imap-codec frames, decodes and encodes; this crate dispatches).
+//! - [`mailbox`]: the selected mailbox — UIDs (the archive's row ids), sequence numbers,
+//!   the session's `\Seen`.
+//! - [`envelope`]: header fields and ENVELOPE of an archived message (a leaf).
+//! - [`fetch`], [`search`]: FETCH items and SEARCH keys over the archive.
+//! - [`structure`]: BODYSTRUCTURE / BODY from the MIME tree.
+//! - [`listener`]: accept loop, session slots, implicit TLS / STARTTLS.
+//!
+//! New posts: the archive writer bumps a watch counter after each batch it stored
+//! (`ArchiveSender::committed`); sessions in IDLE wake on it and announce `EXISTS`. Removals
+//! (tombstones) are found at the next NOOP or IDLE re-check and announced as `EXPUNGE`.
+//!
+//! SECURITY: a network-facing server. Trusts nothing a client sends: the grammar is
+//! imap-codec's, every command is bounded (`max_command_bytes`), sessions are bounded per
+//! server and per client, idle ones time out, and what a user may read is decided by the
+//! archive's privacy and the directory at each SELECT/LIST/STATUS.
+
+pub mod access;
+pub mod config;
+pub mod envelope;
+pub mod fetch;
+pub mod listener;
+pub mod mailbox;
+pub mod search;
+pub mod session;
+pub mod structure;
+
+pub use config::ImapSection;
+
+#[cfg(test)]
+mod tests;
