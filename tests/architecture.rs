@@ -43,6 +43,7 @@ const FLOW: &[&str] = &[
     "herald-digest",
     "herald-tlsrpt",
     "herald-import",
+    "herald-accounts",
     "herald-api",
     "herald-server",
     "herald-bench",

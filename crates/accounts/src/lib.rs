@@ -29,6 +29,7 @@ mod config;
 mod db;
 mod error;
 pub mod link;
+pub mod mail;
 pub mod password;
 pub mod principal;
 pub mod session;

@@ -156,7 +156,7 @@ mod tests {
             false,
             &[("dev@l.test".into(), Role::Owner)],
         );
-        let moderators = vec!["m@x.test".to_string()];
+        let moderators = ["m@x.test".to_string()];
         let lists = [("ops@l.test", &moderators[..])];
         let moderator =
             Principal::account("m@x.test".into(), false, &[]).with_list_moderators(lists);

@@ -225,6 +225,30 @@ impl Accounts {
     }
 }
 
+/// The throttle key of the admin token typed into the dashboard's form.
+const TOKEN_KEY: &str = "(admin token)";
+
+impl Accounts {
+    /// Whether `client` may try the admin token in the sign-in form now: the failed-login
+    /// throttle applies to it as to a password (`Err(seconds to wait)`).
+    pub fn token_login_allowed(&self, client: IpAddr, now_ms: u64) -> Result<(), u64> {
+        self.inner
+            .throttles
+            .logins
+            .check_both(TOKEN_KEY, client, now_ms)
+            .map_err(|ms| ms.div_ceil(1000).max(1))
+    }
+
+    /// Counts a wrong admin token typed by `client`.
+    pub fn token_login_failed(&self, client: IpAddr, now_ms: u64) {
+        self.inner
+            .throttles
+            .logins
+            .by_client
+            .hit(&crate::throttle::client_key(client), now_ms);
+    }
+}
+
 fn roles_of(db: &rusqlite::Connection, k: &str) -> Result<Vec<(String, Role)>, AccountsError> {
     let mut st =
         db.prepare_cached("SELECT list, role FROM roles WHERE address = ?1 ORDER BY list")?;

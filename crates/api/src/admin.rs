@@ -317,6 +317,20 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
             },
         );
     }
+    // Audit events per action since the server started (issue 15); the actions are the route
+    // table's fixed words, so the label set is bounded.
+    herald_telemetry::exposition::rows(
+        &mut scrape,
+        "herald_audit_events_total",
+        "Administrative actions recorded in the audit log since the server started, per action.",
+        s.accounts
+            .audit_counts()
+            .into_iter()
+            .map(|(action, n)| ([("action", action)], n)),
+        |c: &herald_telemetry::exposition::Counter, n| {
+            c.inc_by(n);
+        },
+    );
     let mut out = String::with_capacity(16 * 1024);
     s.telemetry.encode_metrics(&scrape, &mut out);
     (

@@ -74,6 +74,8 @@ pub struct Config {
     pub tls_report: herald_tlsrpt::TlsReportConfig,
     /// The content-filter hook (issue 18 item 6; off by default): list posts checked by rspamd.
     pub content_filter: herald_content_filter::ContentFilterConfig,
+    /// Web accounts, sessions, sign-in throttling and the audit log (issue 15 item 1).
+    pub accounts: herald_accounts::AccountsConfig,
 }
 
 impl Default for Config {
@@ -104,6 +106,7 @@ impl Default for Config {
             complaints: Default::default(),
             tls_report: Default::default(),
             content_filter: Default::default(),
+            accounts: Default::default(),
         }
     }
 }
@@ -194,6 +197,7 @@ impl Config {
         self.stats.check()?;
         self.notice_limits.check()?;
         self.content_filter.check()?;
+        self.accounts.check()?;
         self.http.check()
     }
 

@@ -35,6 +35,8 @@ pub(crate) struct Stores {
     telemetry: Telemetry,
     resolver: Arc<MxResolver>,
     dedup: DedupStore,
+    /// Web accounts and the audit log (`accounts.db`, issue 15).
+    accounts: herald_accounts::Accounts,
 }
 
 /// The running stages (step 2), with what step 3 needs and step 4 stops.
@@ -61,6 +63,8 @@ pub(crate) struct Stages {
     digests: Option<Arc<herald_digest::Digests>>,
     /// TLS reporting (`[tls_report] enabled`).
     tls_reports: Option<Arc<herald_tlsrpt::TlsReporting>>,
+    /// Web accounts and the audit log, for the API.
+    accounts: herald_accounts::Accounts,
     stages_stop: CancellationToken,
 }
 
@@ -106,6 +110,10 @@ pub(crate) fn open_stores(config: &Config) -> Result<Stores, ServerError> {
         path: e.path.display().to_string(),
         source: e.source,
     })?;
+    let accounts = herald_accounts::Accounts::open(
+        &config.data_dir.join("accounts.db"),
+        config.accounts.clone(),
+    )?;
     Ok(Stores {
         secret,
         directory,
@@ -114,6 +122,7 @@ pub(crate) fn open_stores(config: &Config) -> Result<Stores, ServerError> {
         telemetry,
         resolver,
         dedup,
+        accounts,
     })
 }
 
@@ -293,6 +302,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         None => None,
     };
     Ok(Stages {
+        accounts: s.accounts,
         directory: s.directory,
         spool: s.spool,
         telemetry: s.telemetry,
@@ -489,6 +499,11 @@ pub(crate) fn serve(
         },
         digests: stages.digests.clone(),
         tls_reports: stages.tls_reports.clone(),
+        accounts: stages.accounts.clone(),
+        secure_cookies: config.http.tls_enabled()
+            || config.accounts.cookie_secure
+            || config.http.public_base_url.starts_with("https://"),
+        public_base_url: config.http.public_base_url(config.listen.http),
     });
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");
