@@ -1,0 +1,656 @@
+//! Issue 15 item 1, accounts and roles as a real browser meets them: the server has
+//! `http.admin_token` set and treats only 127.0.0.1 as local; every browser here connects from
+//! another loopback address (127.0.0.2…), which the server sees as remote. Cookies are carried
+//! by hand, so each assertion on them is explicit.
+//!
+//! The story: the operator creates accounts with the `herald` binary (token) → the list owner
+//! signs in with a password (cookie flags checked), changes their list's setting, cannot touch
+//! another list (403), cannot write without the CSRF token or from another origin → the list's
+//! moderator (named in the list's own `moderators` setting, no password) asks for a one-time
+//! link, finds it in their mailbox on the simulated Internet, signs in once (not twice, not
+//! after expiry), approves a held post, cannot read members → a guesser is throttled after 5
+//! wrong passwords (429, per account and per client) → the admin token and the CLI still work
+//! → the audit log shows the actions with their actors over the API, the CLI and `/metrics` →
+//! erasing the owner (GDPR) leaves no trace of the address in the audit log.
+
+mod support;
+
+use herald_api_types::accounts::{AccountView, AuditView, MeView};
+use herald_api_types::HeldView;
+use herald_sim::{Profile, World};
+use reqwest::header::{HeaderMap, COOKIE, LOCATION, ORIGIN, RETRY_AFTER, SET_COOKIE};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+use support::*;
+
+const TOKEN: &str = "admin-token-0123456789abcdef";
+const DEV: &str = "dev@lists.test";
+const OPS: &str = "ops@lists.test";
+const OWNER: &str = "owner@d1.test";
+const OWNER_PW: &str = "the owner's long password";
+const MODERATOR: &str = "mod@d1.test";
+const VICTIM: &str = "victim@d1.test";
+const VICTIM_PW: &str = "victim's own password";
+/// A one-time link lives this long here (15 minutes by default).
+const LINK_SECS: u64 = 5;
+
+/// A browser on `127.0.0.<last>`, following no redirects (each is checked).
+fn browser(last: u8) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(IpAddr::V4(Ipv4Addr::new(127, 0, 0, last)))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+}
+
+/// A signed-in browser: its client, the cookie (`herald_admin=<id>`) and the server's origin.
+struct Session {
+    client: reqwest::Client,
+    cookie: String,
+    origin: String,
+}
+
+impl Session {
+    /// A request with the cookie and, for writes, this server's `Origin` (as a browser sends).
+    fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let write = method != reqwest::Method::GET;
+        let mut r = self
+            .client
+            .request(method, format!("{}{path}", self.origin))
+            .header(COOKIE, &self.cookie);
+        if write {
+            r = r.header(ORIGIN, &self.origin);
+        }
+        r
+    }
+
+    async fn me(&self) -> MeView {
+        let r = self
+            .req(reqwest::Method::GET, "/api/me")
+            .send()
+            .await
+            .expect("me");
+        assert_eq!(r.status(), 200);
+        r.json().await.expect("me view")
+    }
+
+    async fn status(&self, r: reqwest::RequestBuilder) -> (u16, String) {
+        let resp = r.send().await.expect("request");
+        let st = resp.status().as_u16();
+        (st, resp.text().await.expect("body"))
+    }
+}
+
+/// The `herald_admin=<id>` pair of a sign-in answer, after checking the cookie's flags.
+fn session_cookie(headers: &HeaderMap) -> String {
+    let set = headers
+        .get(SET_COOKIE)
+        .expect("a session cookie")
+        .to_str()
+        .expect("ascii");
+    let attrs: Vec<&str> = set.split(';').map(str::trim).collect();
+    assert!(attrs.contains(&"HttpOnly"), "{set}");
+    assert!(attrs.contains(&"SameSite=Strict"), "{set}");
+    assert!(attrs.contains(&"Path=/"), "{set}");
+    // Plain HTTP here, no `accounts.cookie_secure`: a Secure cookie would never come back.
+    assert!(!attrs.contains(&"Secure"), "{set}");
+    let pair = attrs[0].to_string();
+    let value = pair.strip_prefix("herald_admin=").expect("cookie name");
+    assert_eq!(value.len(), 43, "a 256-bit id, base64url: {value}");
+    assert!(!value.contains(TOKEN));
+    pair
+}
+
+async fn password_login(
+    api: &str,
+    client: &reqwest::Client,
+    who: &str,
+    pw: &str,
+) -> reqwest::Response {
+    client
+        .post(format!("{api}/login"))
+        .form(&[("address", who), ("password", pw)])
+        .send()
+        .await
+        .expect("login")
+}
+
+async fn wait_for<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The `/login/` links mailed to `rcpt`, oldest first.
+fn sign_in_links(world: &World, rcpt: &str) -> Vec<String> {
+    world
+        .recorder()
+        .snapshot()
+        .copies_for(rcpt)
+        .iter()
+        .filter_map(|c| c.message.clone())
+        .filter_map(|raw| {
+            let msg = mail_parser::MessageParser::default().parse(&raw[..])?;
+            let text = msg.body_text(0)?;
+            text.split_whitespace()
+                .find(|w| w.contains("/login/"))
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+async fn token_call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
+    let c = reqwest::Client::new();
+    let mut r = match method {
+        "GET" => c.get(url),
+        "POST" => c.post(url),
+        "PATCH" => c.patch(url),
+        other => panic!("{other}"),
+    }
+    .bearer_auth(TOKEN);
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let resp = r.send().await.expect("request");
+    let st = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    (
+        st,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// Holds a post on `list` (as an import does) and returns its id.
+async fn hold(api: &str, list: &str, mid: &str) -> u64 {
+    let body = format!("From: stranger@d2.test\r\nTo: {list}\r\nSubject: held\r\nMessage-ID: <{mid}>\r\n\r\nbody\r\n");
+    let resp = reqwest::Client::new()
+        .post(format!("{api}/api/lists/{list}/held?reason=test"))
+        .bearer_auth(TOKEN)
+        .body(body)
+        .send()
+        .await
+        .expect("hold");
+    assert_eq!(resp.status(), 202);
+    let held: Vec<HeldView> = get_token(&format!("{api}/api/held?list={list}")).await;
+    held.iter()
+        .find(|h| h.message_id.as_deref().is_some_and(|m| m.contains(mid)))
+        .map(|h| h.post)
+        .expect("the held post")
+}
+
+async fn get_token<T: serde::de::DeserializeOwned>(url: &str) -> T {
+    let (st, v) = token_call("GET", url, None).await;
+    assert_eq!(st, 200, "{url}: {v}");
+    serde_json::from_value(v).expect("view")
+}
+
+/// `herald account add <addr> --password-stdin`, the password on standard input.
+fn cli_add_with_password(api: &str, address: &str, password: &str) -> String {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args(["account", "add", address, "--password-stdin"])
+        .env("HERALD_SERVER", api)
+        .env("HERALD_ADMIN_TOKEN", TOKEN)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("herald");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(format!("{password}\n").as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
+    let world = World::start(world_config(
+        &[Profile::Normal, Profile::Normal, Profile::Normal],
+        true,
+    ))
+    .await
+    .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = server_config(&world, dir.path().to_path_buf());
+    config.http.admin_token = TOKEN.into();
+    config.http.local_clients = vec!["127.0.0.1".into()];
+    config.accounts.login_link_secs = LINK_SECS;
+    let server = TestServer::start(config).await;
+    let api = server.api.clone();
+    for (list, moderators) in [(DEV, json!([MODERATOR])), (OPS, json!([]))] {
+        let (st, v) = token_call(
+            "POST",
+            &format!("{api}/api/lists"),
+            Some(json!({"address": list, "settings": {"moderators": moderators}})),
+        )
+        .await;
+        assert_eq!(st, 201, "{v}");
+    }
+
+    // The operator: accounts and a role, with the binary and the admin token.
+    let out = cli_add_with_password(&api, OWNER, OWNER_PW);
+    assert!(out.contains("added owner@d1.test"), "{out}");
+    herald_cli(&api, Some(TOKEN), &["account", "role", OWNER, DEV, "owner"]);
+    cli_add_with_password(&api, VICTIM, VICTIM_PW);
+    let ls = herald_cli(&api, Some(TOKEN), &["account", "ls"]);
+    assert!(
+        ls.contains("owner:dev@lists.test") && ls.contains("password"),
+        "{ls}"
+    );
+    // Bad input to the CLI's API: a password too short, a role that is not one.
+    let (st, _) = token_call(
+        "POST",
+        &format!("{api}/api/accounts"),
+        Some(json!({"address": "x@d1.test", "password": "short"})),
+    )
+    .await;
+    assert_eq!(st, 400);
+
+    // The owner signs in with a password from a remote browser.
+    let owner_browser = browser(2);
+    let resp = password_login(&api, &owner_browser, OWNER, "not the password").await;
+    assert_eq!(resp.status(), 401, "a wrong password");
+    let resp = password_login(&api, &owner_browser, OWNER, OWNER_PW).await;
+    assert_eq!(resp.status(), 303);
+    assert_eq!(resp.headers()[LOCATION], "/admin/");
+    let first = session_cookie(resp.headers());
+    // Signing in again with that cookie gives a new id and ends the old one (no fixation).
+    let resp = owner_browser
+        .post(format!("{api}/login"))
+        .header(COOKIE, &first)
+        .form(&[("address", OWNER), ("password", OWNER_PW)])
+        .send()
+        .await
+        .expect("login");
+    let cookie = session_cookie(resp.headers());
+    assert_ne!(cookie, first);
+    let owner = Session {
+        client: owner_browser.clone(),
+        cookie,
+        origin: api.clone(),
+    };
+    let stale = Session {
+        client: owner_browser.clone(),
+        cookie: first,
+        origin: api.clone(),
+    };
+    let (st, _) = stale
+        .status(stale.req(reqwest::Method::GET, "/api/me"))
+        .await;
+    assert_eq!(st, 401, "the old session ended");
+
+    // The owner's page: who, and only their lists.
+    let (st, page) = owner
+        .status(owner.req(reqwest::Method::GET, "/admin/"))
+        .await;
+    assert_eq!(st, 200);
+    assert!(
+        page.contains("owner@d1.test") && page.contains(DEV),
+        "{page}"
+    );
+    assert!(!page.contains(OPS), "owners see only their lists: {page}");
+    assert!(
+        page.contains("<label for=\"") || page.contains("Sign out"),
+        "{page}"
+    );
+    let me = owner.me().await;
+    assert_eq!(me.actor, OWNER);
+    assert!(!me.site_admin);
+    let csrf = me.csrf.expect("a session's CSRF token");
+
+    // Their list's setting: changed. Another list: 403.
+    let patch = |list: &str| {
+        owner
+            .req(reqwest::Method::PATCH, &format!("/api/lists/{list}"))
+            .header("x-csrf-token", &csrf)
+            .json(&json!({"subject_prefix": "[dev]"}))
+    };
+    let (st, body) = owner.status(patch(DEV)).await;
+    assert_eq!(st, 200, "{body}");
+    let (_, shown) = token_call("GET", &format!("{api}/api/lists/{DEV}"), None).await;
+    assert_eq!(shown["settings"]["subject_prefix"], "[dev]", "{shown}");
+    let (st, _) = owner.status(patch(OPS)).await;
+    assert_eq!(st, 403, "another owner's list");
+    let (_, shown) = token_call("GET", &format!("{api}/api/lists/{OPS}"), None).await;
+    assert!(shown["settings"]["subject_prefix"].is_null(), "{shown}");
+    // Members of their list: yes; the server's status, the dashboard, accounts: no.
+    let (st, _) = owner
+        .status(owner.req(reqwest::Method::GET, &format!("/api/lists/{DEV}/members")))
+        .await;
+    assert_eq!(st, 200);
+    for path in ["/api/status", "/api/accounts", "/metrics", "/api/audit"] {
+        let (st, _) = owner.status(owner.req(reqwest::Method::GET, path)).await;
+        assert_eq!(st, 403, "{path}");
+    }
+    let (st, _) = owner.status(owner.req(reqwest::Method::GET, "/")).await;
+    assert_eq!(st, 303, "the dashboard sends an owner to their page");
+    let (st, _) = owner
+        .status(
+            owner
+                .req(reqwest::Method::DELETE, &format!("/api/lists/{DEV}"))
+                .header("x-csrf-token", &csrf),
+        )
+        .await;
+    assert_eq!(st, 403, "deleting a list is the site's decision");
+
+    // CSRF: without the token, with a forged one, from another origin, without any origin.
+    let no_token = owner
+        .req(reqwest::Method::PATCH, &format!("/api/lists/{DEV}"))
+        .json(&json!({"subject_prefix": "[x]"}));
+    assert_eq!(owner.status(no_token).await.0, 403);
+    let forged = owner
+        .req(reqwest::Method::PATCH, &format!("/api/lists/{DEV}"))
+        .header("x-csrf-token", "A".repeat(43))
+        .json(&json!({"subject_prefix": "[x]"}));
+    assert_eq!(owner.status(forged).await.0, 403);
+    let cross = owner
+        .client
+        .patch(format!("{api}/api/lists/{DEV}"))
+        .header(COOKIE, &owner.cookie)
+        .header(ORIGIN, "http://evil.test")
+        .header("x-csrf-token", &csrf)
+        .json(&json!({"subject_prefix": "[x]"}));
+    assert_eq!(owner.status(cross).await.0, 403);
+    let no_origin = owner
+        .client
+        .patch(format!("{api}/api/lists/{DEV}"))
+        .header(COOKIE, &owner.cookie)
+        .header("x-csrf-token", &csrf)
+        .json(&json!({"subject_prefix": "[x]"}));
+    assert_eq!(owner.status(no_origin).await.0, 403);
+    let held_dev = hold(&api, DEV, "held-dev@d2.test").await;
+    let held_ops = hold(&api, OPS, "held-ops@d2.test").await;
+    // A form POST without its CSRF field, then a sign-out form without it: refused.
+    let form = owner
+        .req(
+            reqwest::Method::POST,
+            &format!("/api/held/{held_dev}/reject"),
+        )
+        .form(&[("x", "y")]);
+    assert_eq!(owner.status(form).await.0, 403);
+    let logout = owner
+        .req(reqwest::Method::POST, "/logout")
+        .form(&[("x", "y")]);
+    assert_eq!(owner.status(logout).await.0, 403);
+    let (_, shown) = token_call("GET", &format!("{api}/api/lists/{DEV}"), None).await;
+    assert_eq!(
+        shown["settings"]["subject_prefix"], "[dev]",
+        "nothing changed"
+    );
+
+    // The moderator: no account, no password — named in the list's settings — asks for a link.
+    let mod_browser = browser(5);
+    let ask = |who: &'static str| {
+        mod_browser
+            .post(format!("{api}/login/link"))
+            .form(&[("address", who)])
+            .send()
+    };
+    let resp = ask(MODERATOR).await.expect("ask");
+    assert_eq!(resp.status(), 200);
+    let known = resp.text().await.expect("page");
+    let resp = ask("nobody@d1.test").await.expect("ask");
+    assert_eq!(resp.status(), 200);
+    let unknown = resp.text().await.expect("page");
+    assert_eq!(
+        known.replace(MODERATOR, "X"),
+        unknown.replace("nobody@d1.test", "X"),
+        "the same answer for an address that may sign in and one that may not"
+    );
+    let link = wait_for("the sign-in mail", Duration::from_secs(30), || {
+        sign_in_links(&world, MODERATOR).first().cloned()
+    })
+    .await;
+    assert!(sign_in_links(&world, "nobody@d1.test").is_empty());
+    assert!(link.starts_with(&format!("{api}/login/")), "{link}");
+    // A link scanner's GET changes nothing; the button's POST signs in, once.
+    for _ in 0..2 {
+        let page = mod_browser.get(&link).send().await.expect("get");
+        assert_eq!(page.status(), 200);
+        assert!(page.text().await.expect("page").contains("<button"));
+    }
+    let resp = mod_browser.post(&link).send().await.expect("post");
+    assert_eq!(resp.status(), 303);
+    let moderator = Session {
+        client: mod_browser.clone(),
+        cookie: session_cookie(resp.headers()),
+        origin: api.clone(),
+    };
+    let again = mod_browser.post(&link).send().await.expect("again");
+    assert_eq!(again.status(), 403, "a link works once");
+    assert!(again.headers().get(SET_COOKIE).is_none());
+    let me = moderator.me().await;
+    assert_eq!(me.actor, MODERATOR);
+    assert_eq!(me.roles.len(), 1);
+    assert_eq!(
+        (me.roles[0].list.as_str(), me.roles[0].role.as_str()),
+        (DEV, "moderator")
+    );
+    let mcsrf = me.csrf.expect("csrf");
+
+    // Held posts of their list: listed and approved. Members: no. Another list's post: no.
+    let (st, body) = moderator
+        .status(moderator.req(reqwest::Method::GET, &format!("/api/held?list={DEV}")))
+        .await;
+    assert_eq!(st, 200, "{body}");
+    let held: Vec<HeldView> = serde_json::from_str(&body).expect("held");
+    assert!(held.iter().any(|h| h.post == held_dev) && held.iter().all(|h| h.list == DEV));
+    let (st, _) = moderator
+        .status(moderator.req(reqwest::Method::GET, "/api/held"))
+        .await;
+    assert_eq!(st, 403, "every list's held posts are the site's");
+    let (st, _) = moderator
+        .status(moderator.req(reqwest::Method::GET, &format!("/api/lists/{DEV}/members")))
+        .await;
+    assert_eq!(st, 403, "a moderator does not read members");
+    let approve = |post: u64| {
+        moderator
+            .req(reqwest::Method::POST, &format!("/api/held/{post}/approve"))
+            .header("x-csrf-token", &mcsrf)
+    };
+    let (st, body) = moderator.status(approve(held_ops)).await;
+    assert_eq!(st, 403, "{body}");
+    let (st, body) = moderator.status(approve(held_dev)).await;
+    assert_eq!(st, 200, "{body}");
+    let held: Vec<HeldView> = get_token(&format!("{api}/api/held")).await;
+    assert!(held.iter().all(|h| h.post != held_dev) && held.iter().any(|h| h.post == held_ops));
+
+    // A second link, used after it expired.
+    let asked_at = Instant::now();
+    assert_eq!(ask(MODERATOR).await.expect("ask").status(), 200);
+    let late = wait_for("the second sign-in mail", Duration::from_secs(30), || {
+        sign_in_links(&world, MODERATOR).get(1).cloned()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(LINK_SECS + 1).saturating_sub(asked_at.elapsed())).await;
+    let resp = mod_browser.post(&late).send().await.expect("late");
+    assert_eq!(resp.status(), 403, "an expired link");
+
+    // The owner signs out with the form's CSRF field; the session is gone.
+    let logout = owner
+        .req(reqwest::Method::POST, "/logout")
+        .form(&[("csrf", csrf.as_str())]);
+    let (st, _) = owner.status(logout).await;
+    assert_eq!(st, 303);
+    let (st, _) = owner
+        .status(owner.req(reqwest::Method::GET, "/admin/"))
+        .await;
+    assert_eq!(st, 303, "back to /login");
+
+    // A guesser on 127.0.0.3: five wrong passwords, then 429 with Retry-After — even for the
+    // right one, and from another client for that account, and from that client for another.
+    let guesser = browser(3);
+    for i in 0..5 {
+        let resp = password_login(&api, &guesser, VICTIM, &format!("guess number {i}")).await;
+        assert_eq!(resp.status(), 401, "guess {i}");
+    }
+    let resp = password_login(&api, &guesser, VICTIM, "guess number 6").await;
+    assert_eq!(resp.status(), 429);
+    let wait: u64 = resp.headers()[RETRY_AFTER]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("seconds");
+    assert!(wait > 60 && wait <= 15 * 60, "{wait}");
+    assert_eq!(
+        password_login(&api, &guesser, VICTIM, VICTIM_PW)
+            .await
+            .status(),
+        429
+    );
+    assert_eq!(
+        password_login(&api, &browser(4), VICTIM, VICTIM_PW)
+            .await
+            .status(),
+        429,
+        "the account is throttled whoever asks"
+    );
+    assert_eq!(
+        password_login(&api, &guesser, OWNER, OWNER_PW)
+            .await
+            .status(),
+        429,
+        "the client is throttled whatever it tries"
+    );
+    assert_eq!(
+        password_login(&api, &browser(6), OWNER, OWNER_PW)
+            .await
+            .status(),
+        303,
+        "others are not"
+    );
+
+    // The admin token and the CLI work as before, from a remote client too.
+    let (st, _) = call_remote_with_token(&api, "/api/status").await;
+    assert_eq!(st, 200);
+    let held_cli = herald_cli(&api, Some(TOKEN), &["held", "--list", OPS]);
+    assert!(held_cli.contains(&held_ops.to_string()), "{held_cli}");
+    let resp = browser(7)
+        .post(format!("{api}/login"))
+        .form(&[("token", TOKEN)])
+        .send()
+        .await
+        .expect("token login");
+    assert_eq!(resp.status(), 303, "the dashboard's token form");
+    let dash = Session {
+        client: browser(7),
+        cookie: session_cookie(resp.headers()),
+        origin: api.clone(),
+    };
+    let (st, page) = dash.status(dash.req(reqwest::Method::GET, "/")).await;
+    assert!(st == 200 && page.contains("rate-chart"), "{st}");
+
+    // The audit log: who did what, over the API…
+    let audit: Vec<AuditView> = get_token(&format!("{api}/api/audit?limit=500")).await;
+    let find = |actor: &str, action: &str, outcome: &str| {
+        audit
+            .iter()
+            .find(|e| e.actor == actor && e.action == action && e.outcome == outcome)
+            .cloned()
+    };
+    let changed = find(OWNER, "list.update", "ok").expect("the owner's change");
+    assert_eq!(changed.list.as_deref(), Some(DEV));
+    assert_eq!(changed.client.as_deref(), Some("127.0.0.2"));
+    let denied = find(OWNER, "list.update", "denied").expect("the refused change");
+    assert!(
+        audit.iter().any(|e| e.actor == OWNER
+            && e.action == "list.update"
+            && e.list.as_deref() == Some(OPS)
+            && e.outcome == "denied"),
+        "{denied:?}"
+    );
+    let approved = find(MODERATOR, "held.approve", "ok").expect("the approval");
+    assert_eq!(approved.target, Some(held_dev.to_string()));
+    assert!(audit.iter().any(|e| e.actor == "token"
+        && e.action == "account.add"
+        && e.target.as_deref() == Some(OWNER)
+        && e.outcome == "ok"));
+    assert!(
+        find("token", "account.add", "error 400").is_some(),
+        "refused input is recorded with its outcome"
+    );
+    assert!(find("token", "account.role", "ok").is_some_and(|e| e.list.as_deref() == Some(DEV)));
+    assert!(find(VICTIM, "login.password", "throttled").is_some());
+    assert!(find(MODERATOR, "login.link", "ok").is_some());
+    assert!(find("token", "held.import", "ok").is_some());
+    // …as the list's owner sees it (their list only), over the CLI and in /metrics.
+    let owner_again = password_login(&api, &browser(6), OWNER, OWNER_PW).await;
+    let owner = Session {
+        client: browser(6),
+        cookie: session_cookie(owner_again.headers()),
+        origin: api.clone(),
+    };
+    let (st, body) = owner
+        .status(owner.req(reqwest::Method::GET, &format!("/api/audit?list={DEV}")))
+        .await;
+    assert_eq!(st, 200, "{body}");
+    let theirs: Vec<AuditView> = serde_json::from_str(&body).expect("audit");
+    assert!(!theirs.is_empty() && theirs.iter().all(|e| e.list.as_deref() == Some(DEV)));
+    let cli = herald_cli(&api, Some(TOKEN), &["audit", "--list", DEV]);
+    assert!(
+        cli.contains("list.update") && cli.contains(OWNER) && cli.contains("held.approve"),
+        "{cli}"
+    );
+    let metrics = reqwest::Client::new()
+        .get(format!("{api}/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("herald_audit_events_total{action=\"list.update\"}")),
+        "{metrics}"
+    );
+
+    // GDPR erasure of the owner: the address leaves the audit log and the accounts.
+    herald_cli(&api, Some(TOKEN), &["member", "erase", OWNER, "--yes"]);
+    let audit: Vec<AuditView> = get_token(&format!("{api}/api/audit?limit=1000")).await;
+    let text = serde_json::to_string(&audit).expect("json");
+    assert!(
+        !text.contains(OWNER),
+        "the erased address is still in the audit log"
+    );
+    assert!(audit
+        .iter()
+        .any(|e| e.actor.starts_with("erased:") && e.action == "list.update"));
+    let accounts: Vec<AccountView> = get_token(&format!("{api}/api/accounts")).await;
+    assert!(accounts.iter().all(|a| a.address != OWNER));
+    let (st, _) = owner
+        .status(owner.req(reqwest::Method::GET, "/api/me"))
+        .await;
+    assert_eq!(st, 401, "the erased account's session ended");
+
+    server.stop().await;
+    world.shutdown().await;
+}
+
+async fn call_remote_with_token(api: &str, path: &str) -> (u16, String) {
+    let resp = browser(8)
+        .get(format!("{api}{path}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("request");
+    let st = resp.status().as_u16();
+    (st, resp.text().await.expect("body"))
+}
