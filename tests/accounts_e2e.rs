@@ -654,3 +654,114 @@ async fn call_remote_with_token(api: &str, path: &str) -> (u16, String) {
     let st = resp.status().as_u16();
     (st, resp.text().await.expect("body"))
 }
+
+/// Hostile input at the sign-in and session boundary gets a clear answer and changes nothing:
+/// a 10 KB cookie, a well-formed but unknown session id, a 1 MB password, garbage link tokens,
+/// an oversized form, a Unicode address (which is a fine account).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_sign_in_input_gets_clear_answers() {
+    let world = World::start(world_config(&[Profile::Normal], false))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = server_config(&world, dir.path().to_path_buf());
+    config.http.admin_token = TOKEN.into();
+    config.http.local_clients = vec!["127.0.0.1".into()];
+    let server = TestServer::start(config).await;
+    let api = server.api.clone();
+    let b = browser(2);
+    let get =
+        |path: &str, cookie: String| b.get(format!("{api}{path}")).header(COOKIE, cookie).send();
+    let huge = format!("herald_admin={}", "A".repeat(10 * 1024));
+    assert_eq!(
+        get("/api/me", huge.clone()).await.expect("me").status(),
+        401
+    );
+    assert_eq!(get("/admin/", huge).await.expect("admin").status(), 303);
+    let unknown = format!("herald_admin={}", "A".repeat(43));
+    assert_eq!(get("/api/me", unknown).await.expect("me").status(), 401);
+    // Bytes that are not UTF-8 (obs-text, which HTTP allows in a header value).
+    let garbage = reqwest::header::HeaderValue::from_bytes(b"herald_admin=\xff\xfe; x=\x80")
+        .expect("obs-text");
+    let r = b
+        .get(format!("{api}/api/me"))
+        .header(COOKIE, garbage)
+        .send()
+        .await
+        .expect("me");
+    assert_eq!(r.status(), 401);
+
+    // A 1 MB password is refused without being hashed.
+    let started = Instant::now();
+    let big = "p".repeat(1 << 20);
+    let r = password_login(&api, &b, "someone@d0.test", &big).await;
+    assert_eq!(r.status(), 401);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let r = b
+        .post(format!("{api}/login"))
+        .form(&[("address", "x@d0.test")])
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(r.status(), 400, "no password given");
+
+    // Link tokens: garbage of every kind is no link, on GET and POST (a path that is not
+    // UTF-8 is refused by the router's decoder, 400).
+    for t in ["x", "%ff%fe", &"A".repeat(10 * 1024), &"A".repeat(43)] {
+        let r = b.get(format!("{api}/login/{t}")).send().await.expect("get");
+        assert!(
+            matches!(r.status().as_u16(), 400 | 403),
+            "{t:.20}: {}",
+            r.status()
+        );
+        let r = b
+            .post(format!("{api}/login/{t}"))
+            .send()
+            .await
+            .expect("post");
+        assert!(
+            matches!(r.status().as_u16(), 400 | 403),
+            "{t:.20}: {}",
+            r.status()
+        );
+        assert!(r.headers().get(SET_COOKIE).is_none());
+    }
+    let r = b
+        .post(format!("{api}/login/link"))
+        .form(&[("address", "not an address\r\nBcc: x@evil.test")])
+        .send()
+        .await
+        .expect("link");
+    assert_eq!(r.status(), 400);
+
+    // A Unicode address is an account like any other.
+    let jorg = "jörg@bücher.test";
+    let (st, v) = token_call(
+        "POST",
+        &format!("{api}/api/accounts"),
+        Some(json!({"address": jorg, "password": "ein langes Passwort"})),
+    )
+    .await;
+    assert_eq!(st, 201, "{v}");
+    let r = password_login(&api, &b, jorg, "ein langes Passwort").await;
+    assert_eq!(r.status(), 303);
+    let s = Session {
+        client: b.clone(),
+        cookie: session_cookie(r.headers()),
+        origin: api.clone(),
+    };
+    let me = s.me().await;
+    assert_eq!(me.actor.to_lowercase(), "jörg@xn--bcher-kva.test");
+    // A form too large for the guard to read for its CSRF field: 413, nothing done.
+    let big_form = s.req(reqwest::Method::POST, "/logout").form(&[
+        ("csrf", me.csrf.as_deref().unwrap_or("")),
+        ("pad", &"x".repeat(100 * 1024)),
+    ]);
+    assert_eq!(s.status(big_form).await.0, 413);
+    assert_eq!(s.me().await.actor, me.actor, "still signed in");
+    let (st, _) = token_call("GET", &format!("{api}/api/audit?since=yesterday"), None).await;
+    assert_eq!(st, 400);
+
+    server.stop().await;
+    world.shutdown().await;
+}
