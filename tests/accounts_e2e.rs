@@ -294,6 +294,17 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
         .await;
     assert_eq!(st, 401, "the old session ended");
 
+    // A sign-in form posted from another site (login CSRF) is refused.
+    let resp = owner_browser
+        .post(format!("{api}/login"))
+        .header(ORIGIN, "http://evil.test")
+        .form(&[("address", OWNER), ("password", OWNER_PW)])
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(resp.status(), 403);
+    assert!(resp.headers().get(SET_COOKIE).is_none());
+
     // The owner's page: who, and only their lists.
     let (st, page) = owner
         .status(owner.req(reqwest::Method::GET, "/admin/"))
@@ -622,6 +633,21 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
         "{metrics}"
     );
 
+    // `herald backup` carries accounts.db (the accounts, sessions and the audit log).
+    let backup = reqwest::Client::new()
+        .get(format!("{api}/api/backup"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("backup")
+        .bytes()
+        .await
+        .expect("tar");
+    assert!(
+        backup.windows(16).any(|w| w == b"data/accounts.db"),
+        "the backup has no data/accounts.db"
+    );
+
     // GDPR erasure of the owner: the address leaves the audit log and the accounts.
     herald_cli(&api, Some(TOKEN), &["member", "erase", OWNER, "--yes"]);
     let audit: Vec<AuditView> = get_token(&format!("{api}/api/audit?limit=1000")).await;
@@ -761,6 +787,37 @@ async fn hostile_sign_in_input_gets_clear_answers() {
     assert_eq!(s.me().await.actor, me.actor, "still signed in");
     let (st, _) = token_call("GET", &format!("{api}/api/audit?since=yesterday"), None).await;
     assert_eq!(st, 400);
+
+    // A dashboard session opened with the admin token ends when the operator changes the token.
+    let r = b
+        .post(format!("{api}/login"))
+        .form(&[("token", TOKEN)])
+        .send()
+        .await
+        .expect("token login");
+    let dash = session_cookie(r.headers());
+    assert_eq!(
+        get("/api/status", dash.clone())
+            .await
+            .expect("status")
+            .status(),
+        200
+    );
+    let data_dir = server.data_dir.clone();
+    server.stop().await;
+    let mut config = server_config(&world, data_dir);
+    config.http.admin_token = "a-new-admin-token-0123456789".into();
+    let server = TestServer::start(config).await;
+    let r = b
+        .get(format!("{}/api/status", server.api))
+        .header(COOKIE, &dash)
+        .send()
+        .await
+        .expect("status");
+    assert_eq!(r.status(), 401, "the old token's session ended");
+    // The account and its password survived the restart (accounts.db).
+    let r = password_login(&server.api, &browser(9), jorg, "ein langes Passwort").await;
+    assert_eq!(r.status(), 303);
 
     server.stop().await;
     world.shutdown().await;

@@ -29,6 +29,7 @@ CREATE INDEX roles_by_list ON roles(list);
 CREATE TABLE sessions (
     id_hash    BLOB PRIMARY KEY,      -- SHA-256 of the cookie value; the value is never stored
     address    TEXT,                  -- NULL: signed in with the admin token
+    token_hash BLOB,                  -- then: SHA-256 of that token (a new token ends the session)
     created_ms INTEGER NOT NULL,
     seen_ms    INTEGER NOT NULL,
     client     TEXT

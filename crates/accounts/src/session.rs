@@ -32,11 +32,28 @@ pub struct NewSession {
     pub csrf: String,
 }
 
+/// Who a session belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionOwner {
+    /// An account (canonical address).
+    Account(String),
+    /// Whoever typed the admin token; the digest ([`token_digest`]) of the token they typed,
+    /// so that changing `http.admin_token` ends these sessions.
+    Token(Vec<u8>),
+}
+
+/// The digest a token session keeps of the admin token.
+pub fn token_digest(token: &str) -> Vec<u8> {
+    let mut h = Sha256::new();
+    h.update(b"herald-admin-token\0");
+    h.update(token.as_bytes());
+    h.finalize().to_vec()
+}
+
 /// A live session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Session {
-    /// `None`: opened with the admin token.
-    pub address: Option<String>,
+    pub owner: SessionOwner,
     pub created_ms: u64,
     /// The CSRF token forms and API calls of this session must carry.
     pub csrf: String,
@@ -84,15 +101,19 @@ fn id_hash(id: &[u8; 32]) -> Vec<u8> {
 }
 
 impl Accounts {
-    /// Opens a session for `address` (`None`: the admin token). Always a new id: a sign-in
-    /// never reuses the id the browser had (no session fixation); the caller ends the old one.
+    /// Opens a session for `owner`. Always a new id: a sign-in never reuses the id the browser
+    /// had (no session fixation); the caller ends the old one.
     pub fn start_session(
         &self,
-        address: Option<&str>,
+        owner: &SessionOwner,
         client: Option<IpAddr>,
         now_ms: u64,
     ) -> Result<NewSession, AccountsError> {
         let id: [u8; 32] = rand::random();
+        let (address, token) = match owner {
+            SessionOwner::Account(a) => (Some(a.as_str()), None),
+            SessionOwner::Token(d) => (None, Some(d.as_slice())),
+        };
         let cfg = self.config();
         let db = self.db();
         // Housekeeping at the one place sessions are born: expired ones go.
@@ -104,11 +125,12 @@ impl Accounts {
             ],
         )?;
         db.execute(
-            "INSERT INTO sessions (id_hash, address, created_ms, seen_ms, client)
-             VALUES (?1, ?2, ?3, ?3, ?4)",
+            "INSERT INTO sessions (id_hash, address, token_hash, created_ms, seen_ms, client)
+             VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
             params![
                 id_hash(&id),
                 address,
+                token,
                 now_ms as i64,
                 client.map(|c| c.to_canonical().to_string())
             ],
@@ -128,12 +150,23 @@ impl Accounts {
         let hash = id_hash(&id);
         let cfg = self.config();
         let db = self.db();
-        let row: Option<(Option<String>, i64, i64)> = db
-            .prepare_cached("SELECT address, created_ms, seen_ms FROM sessions WHERE id_hash = ?1")?
-            .query_row([&hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        type Row = (Option<String>, Option<Vec<u8>>, i64, i64);
+        let row: Option<Row> = db
+            .prepare_cached(
+                "SELECT address, token_hash, created_ms, seen_ms FROM sessions WHERE id_hash = ?1",
+            )?
+            .query_row([&hash], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
             .optional()?;
-        let Some((address, created, seen)) = row else {
+        let Some((address, token, created, seen)) = row else {
             return Ok(None);
+        };
+        let owner = match (address, token) {
+            (Some(a), _) => SessionOwner::Account(a),
+            (None, Some(t)) => SessionOwner::Token(t),
+            // Neither: not a row this code writes; no session.
+            (None, None) => return Ok(None),
         };
         let (created, seen) = (created as u64, seen as u64);
         let idle = now_ms.saturating_sub(seen) >= cfg.session_idle_secs * 1000;
@@ -149,7 +182,7 @@ impl Accounts {
             )?;
         }
         Ok(Some(Session {
-            address,
+            owner,
             created_ms: created,
             csrf: csrf_token(&id),
         }))
@@ -183,10 +216,11 @@ mod tests {
     fn sessions_expire_idle_and_absolute_and_rotate() {
         let (a, _dir) = store();
         a.add(&addr("ann@x.test"), false, None, 0).expect("add");
-        let s = a.start_session(Some("ann@x.test"), None, 0).expect("start");
+        let ann = SessionOwner::Account("ann@x.test".into());
+        let s = a.start_session(&ann, None, 0).expect("start");
         assert_eq!(s.cookie.len(), COOKIE_CHARS);
         let live = a.session(&s.cookie, 1000).expect("get").expect("live");
-        assert_eq!(live.address.as_deref(), Some("ann@x.test"));
+        assert_eq!(live.owner, ann);
         assert_eq!(live.csrf, s.csrf);
         assert!(csrf_matches(&s.cookie, &s.csrf));
         // Used every 30 minutes it lives until the absolute limit (12 h), not beyond.
@@ -200,11 +234,13 @@ mod tests {
             .expect("get")
             .is_none());
         // Idle for an hour: gone.
-        let s2 = a.start_session(None, None, 0).expect("start");
+        let s2 = a
+            .start_session(&SessionOwner::Token(token_digest("t")), None, 0)
+            .expect("start");
         assert!(a.session(&s2.cookie, 3600 * 1000).expect("get").is_none());
         // A new sign-in is a new id, and the other's CSRF token does not fit it.
-        let s3 = a.start_session(Some("ann@x.test"), None, 0).expect("start");
-        let s4 = a.start_session(Some("ann@x.test"), None, 0).expect("start");
+        let s3 = a.start_session(&ann, None, 0).expect("start");
+        let s4 = a.start_session(&ann, None, 0).expect("start");
         assert_ne!(s3.cookie, s4.cookie);
         assert!(!csrf_matches(&s4.cookie, &s3.csrf));
         a.end_session(&s4.cookie).expect("end");
@@ -214,7 +250,9 @@ mod tests {
     #[test]
     fn hostile_cookies_and_tokens_are_no_session() {
         let (a, _dir) = store();
-        let s = a.start_session(None, None, 0).expect("start");
+        let s = a
+            .start_session(&SessionOwner::Token(token_digest("t")), None, 0)
+            .expect("start");
         let huge = "A".repeat(10 * 1024);
         let mut flipped = s.cookie.clone().into_bytes();
         flipped[0] = if flipped[0] == b'A' { b'B' } else { b'A' };

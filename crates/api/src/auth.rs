@@ -28,6 +28,8 @@
 //!   field, whose body is read here, bounded by [`MAX_INSPECT_BYTES`]). A trusted local client
 //!   without a cookie is refused when its request says it comes from another origin (a web
 //!   page in the operator's browser posting to the loopback API).
+//! - The sign-in forms (public) refuse a POST whose `Origin`/`Referer` names another site
+//!   (login CSRF: signing the victim's browser in as the attacker).
 //! - The peer address comes from the accepted socket, never from a header.
 
 use crate::access::{self, Requires, Target};
@@ -39,6 +41,7 @@ use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use bytes::Bytes;
 use herald_accounts::principal::Need;
+use herald_accounts::session::{token_digest, SessionOwner};
 use herald_accounts::{Actor, AuditEvent, Principal};
 use herald_spool::PostKind;
 use herald_types::Address;
@@ -58,14 +61,19 @@ pub const MAX_INSPECT_BYTES: usize = 64 * 1024;
 
 /// Equal in constant time (over the digests).
 pub fn token_matches(expected: &str, given: &str) -> bool {
-    let (a, b) = (
-        Sha256::digest(expected.as_bytes()),
-        Sha256::digest(given.as_bytes()),
-    );
-    a.iter()
-        .zip(b.iter())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
+    digests_equal(
+        &Sha256::digest(expected.as_bytes()),
+        &Sha256::digest(given.as_bytes()),
+    )
+}
+
+/// Two digests equal, in time independent of where they differ.
+fn digests_equal(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b.iter())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
 }
 
 /// The clients trusted without a token when `http.admin_token` is empty.
@@ -216,13 +224,15 @@ async fn identify(
                 cookie: cookie.to_string(),
                 csrf: sess.csrf,
             };
-            match sess.address {
-                // A token session lasts only while a token is configured.
-                None if s.admin_token.is_some() => {
-                    return Ok(Some(caller(Principal::full(Actor::Token), Some(info))))
+            match sess.owner {
+                // A token session lasts while the token it was opened with is configured.
+                SessionOwner::Token(digest) => {
+                    let current = s.admin_token.as_deref().map(token_digest);
+                    if current.is_some_and(|c| digests_equal(&c, &digest)) {
+                        return Ok(Some(caller(Principal::full(Actor::Token), Some(info))));
+                    }
                 }
-                None => {}
-                Some(address) => {
+                SessionOwner::Account(address) => {
                     let p = account_principal(s, address).await?;
                     return Ok(Some(caller(p, Some(info))));
                 }
@@ -291,6 +301,18 @@ fn small_body(headers: &HeaderMap) -> bool {
 pub async fn guard(State(s): State<Arc<ApiState>>, req: Request, next: Next) -> Response {
     let route = access::classify(req.method(), req.uri().path(), req.uri().query());
     if route.requires == Requires::Public {
+        // Sign-in forms posted from another site would sign the browser in as someone else
+        // (login CSRF): a form that says it comes from elsewhere is refused.
+        let signing_in = req.uri().path().starts_with("/login");
+        if signing_in
+            && access::changes(req.method())
+            && same_origin(req.headers(), &s.public_base_url) == Some(false)
+        {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "a sign-in from another site is refused",
+            );
+        }
         return next.run(req).await;
     }
     let path = req.uri().path().to_string();

@@ -25,6 +25,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::Extension;
 use herald_accounts::link::LinkRequest;
+use herald_accounts::session::{token_digest, SessionOwner};
 use herald_accounts::{AuditEvent, LoginOutcome, Role};
 use herald_types::Address;
 use serde::Deserialize;
@@ -130,7 +131,7 @@ async fn blocking<T: Send + 'static>(
 /// Opens a session (ending `old`) and answers the redirect that sets its cookie.
 async fn open_session(
     s: &ApiState,
-    address: Option<String>,
+    owner: SessionOwner,
     client: IpAddr,
     old: Option<String>,
     to: &str,
@@ -140,7 +141,7 @@ async fn open_session(
         if let Some(old) = old {
             accounts.end_session(&old)?;
         }
-        accounts.start_session(address.as_deref(), Some(client), now_ms())
+        accounts.start_session(&owner, Some(client), now_ms())
     })
     .await?;
     Ok((
@@ -200,7 +201,14 @@ async fn token_login(
         return Ok((StatusCode::UNAUTHORIZED, auth::login_page(true)).into_response());
     }
     audit_login(s, "token".into(), client, "login.token", "ok").await;
-    open_session(s, None, client, old, "/").await
+    open_session(
+        s,
+        SessionOwner::Token(token_digest(token)),
+        client,
+        old,
+        "/",
+    )
+    .await
 }
 
 async fn password_login(
@@ -222,7 +230,7 @@ async fn password_login(
     match outcome {
         LoginOutcome::Ok(who) => {
             audit_login(s, who.clone(), client, "login.password", "ok").await;
-            open_session(s, Some(who), client, old, "/admin/").await
+            open_session(s, SessionOwner::Account(who), client, old, "/admin/").await
         }
         LoginOutcome::Refused => {
             audit_login(s, actor, client, "login.password", "failed").await;
@@ -374,7 +382,7 @@ pub async fn link_login(
     };
     audit_login(&s, who.clone(), client, "login.link", "ok").await;
     let old = auth::session_cookie(&headers).map(str::to_string);
-    open_session(&s, Some(who), client, old, "/admin/")
+    open_session(&s, SessionOwner::Account(who), client, old, "/admin/")
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
