@@ -566,6 +566,40 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
     let (st, page) = dash.status(dash.req(reqwest::Method::GET, "/")).await;
     assert!(st == 200 && page.contains("rate-chart"), "{st}");
 
+    // A site administrator's account: everything, like the token.
+    const ADMIN: &str = "admin@d0.test";
+    cli_add_with_password(&api, ADMIN, "the admin's long password");
+    herald_cli(
+        &api,
+        Some(TOKEN),
+        &["account", "site-admin", ADMIN, "--on", "true"],
+    );
+    let r = password_login(&api, &browser(10), ADMIN, "the admin's long password").await;
+    let admin = Session {
+        client: browser(10),
+        cookie: session_cookie(r.headers()),
+        origin: api.clone(),
+    };
+    let acsrf = admin.me().await.csrf.expect("csrf");
+    for path in ["/api/status", "/api/accounts", "/metrics"] {
+        let (st, _) = admin.status(admin.req(reqwest::Method::GET, path)).await;
+        assert_eq!(st, 200, "{path}");
+    }
+    let (st, page) = admin
+        .status(admin.req(reqwest::Method::GET, "/admin/"))
+        .await;
+    assert!(
+        st == 200 && page.contains(DEV) && page.contains(OPS),
+        "{page}"
+    );
+    let reject = admin
+        .req(
+            reqwest::Method::POST,
+            &format!("/api/held/{held_ops}/reject"),
+        )
+        .header("x-csrf-token", &acsrf);
+    assert_eq!(admin.status(reject).await.0, 200);
+
     // The audit log: who did what, over the API…
     let audit: Vec<AuditView> = get_token(&format!("{api}/api/audit?limit=500")).await;
     let find = |actor: &str, action: &str, outcome: &str| {

@@ -326,37 +326,18 @@ pub async fn guard(State(s): State<Arc<ApiState>>, req: Request, next: Next) -> 
         Ok(None) => return unauthenticated(&s, &path),
         Err(e) => return e.into_response(),
     };
-    // Read the body when the CSRF token may be in a form, or the audit target in JSON.
-    let mut req = req;
-    let mut body = Bytes::new();
-    let form_csrf = write
-        && caller.session.is_some()
-        && !req.headers().contains_key(CSRF_HEADER)
-        && content_type_is(req.headers(), "application/x-www-form-urlencoded");
-    let json_target = write
-        && matches!(route.target, Target::Body(_))
-        && content_type_is(req.headers(), "application/json")
-        && small_body(req.headers());
-    if form_csrf || json_target {
-        let (parts, b) = req.into_parts();
-        match axum::body::to_bytes(b, MAX_INSPECT_BYTES).await {
-            Ok(bytes) => {
-                body = bytes.clone();
-                req = Request::from_parts(parts, Body::from(bytes));
-            }
-            Err(_) => {
-                return refuse(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "the form is larger than an admin form can be",
-                )
-            }
-        }
-    }
+    let (req, body) = match inspect_body(req, write, &caller, &route).await {
+        Ok(r) => r,
+        Err(refused) => return refused,
+    };
     let list = match &route.requires {
         Requires::HeldPost(id) => held_list(&s, *id),
         _ => route.list.clone(),
     };
-    let target = audit_target(&s, &route, &body).await;
+    let target = match write {
+        true => audit_target(&s, &route, &body).await,
+        false => None,
+    };
     let audit = |outcome: String| {
         let s = s.clone();
         let ev = AuditEvent {
@@ -389,20 +370,53 @@ pub async fn guard(State(s): State<Arc<ApiState>>, req: Request, next: Next) -> 
         }
         return forbidden(&path);
     }
+    let mut req = req;
     req.extensions_mut().insert(caller.clone());
     let resp = next.run(req).await;
     if write && route.action.is_some() {
-        let st = resp.status();
-        let outcome = if st.is_success() || st.is_redirection() {
-            "ok".to_string()
-        } else if st == StatusCode::FORBIDDEN {
-            "denied".to_string()
-        } else {
-            format!("error {}", st.as_u16())
-        };
-        audit(outcome).await;
+        audit(outcome(resp.status())).await;
     }
     resp
+}
+
+/// The audit outcome of an answered request.
+fn outcome(st: StatusCode) -> String {
+    if st.is_success() || st.is_redirection() {
+        "ok".to_string()
+    } else if st == StatusCode::FORBIDDEN {
+        "denied".to_string()
+    } else {
+        format!("error {}", st.as_u16())
+    }
+}
+
+/// Reads the body (bounded) when the CSRF token may be in a form, or the audit target in a
+/// JSON body, and puts it back for the handler; `Err` answers a body too large for that.
+async fn inspect_body(
+    req: Request,
+    write: bool,
+    caller: &Caller,
+    route: &access::Route,
+) -> Result<(Request, Bytes), Response> {
+    let form_csrf = write
+        && caller.session.is_some()
+        && !req.headers().contains_key(CSRF_HEADER)
+        && content_type_is(req.headers(), "application/x-www-form-urlencoded");
+    let json_target = write
+        && matches!(route.target, Target::Body(_))
+        && content_type_is(req.headers(), "application/json")
+        && small_body(req.headers());
+    if !(form_csrf || json_target) {
+        return Ok((req, Bytes::new()));
+    }
+    let (parts, b) = req.into_parts();
+    match axum::body::to_bytes(b, MAX_INSPECT_BYTES).await {
+        Ok(bytes) => Ok((Request::from_parts(parts, Body::from(bytes.clone())), bytes)),
+        Err(_) => Err(refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "the form is larger than an admin form can be",
+        )),
+    }
 }
 
 /// Same origin and the session's CSRF token, for a state-changing request.
