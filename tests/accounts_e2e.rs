@@ -152,6 +152,7 @@ async fn token_call(method: &str, url: &str, body: Option<Value>) -> (u16, Value
         "GET" => c.get(url),
         "POST" => c.post(url),
         "PATCH" => c.patch(url),
+        "DELETE" => c.delete(url),
         other => panic!("{other}"),
     }
     .bearer_auth(TOKEN);
@@ -666,6 +667,35 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
             .any(|l| l.starts_with("herald_audit_events_total{action=\"list.update\"}")),
         "{metrics}"
     );
+
+    // A deleted list takes its roles along: created again, it has no owner from before.
+    const TMP: &str = "tmp@lists.test";
+    let lists_url = format!("{api}/api/lists");
+    assert_eq!(
+        token_call("POST", &lists_url, Some(json!({"address": TMP})))
+            .await
+            .0,
+        201
+    );
+    herald_cli(
+        &api,
+        Some(TOKEN),
+        &["account", "role", VICTIM, TMP, "owner"],
+    );
+    assert_eq!(
+        token_call("DELETE", &format!("{lists_url}/{TMP}"), None)
+            .await
+            .0,
+        204
+    );
+    assert_eq!(
+        token_call("POST", &lists_url, Some(json!({"address": TMP})))
+            .await
+            .0,
+        201
+    );
+    let victim: AccountView = get_token(&format!("{api}/api/accounts/{VICTIM}")).await;
+    assert!(victim.roles.is_empty(), "{victim:?}");
 
     // `herald backup` carries accounts.db (the accounts, sessions and the audit log).
     let backup = reqwest::Client::new()

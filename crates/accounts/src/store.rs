@@ -184,6 +184,14 @@ impl Accounts {
         Ok(())
     }
 
+    /// Removes every role on `list` (the list was deleted). Returns how many.
+    pub fn remove_list_roles(&self, list: &Address) -> Result<u64, AccountsError> {
+        let n = self
+            .db()
+            .execute("DELETE FROM roles WHERE list = ?1", [key(list)])?;
+        Ok(n as u64)
+    }
+
     /// Password sign-in by `client` for the address typed (`address`, unparsed: a malformed
     /// one is refused like an unknown one).
     pub fn login(
@@ -319,6 +327,11 @@ mod tests {
         a.set_role(&ann, &addr("dev@lists.test"), None)
             .expect("none");
         assert_eq!(a.get(&ann).expect("get").expect("there").roles.len(), 1);
+        assert_eq!(
+            a.remove_list_roles(&addr("OPS@lists.test")).expect("drop"),
+            1
+        );
+        assert!(a.get(&ann).expect("get").expect("there").roles.is_empty());
         assert!(a.remove(&ann).expect("rm"));
         assert!(!a.remove(&ann).expect("rm again"));
         assert!(a.list().expect("list").is_empty());

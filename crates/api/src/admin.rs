@@ -116,8 +116,17 @@ pub async fn update_list(
 
 pub async fn delete_list(State(s): St, Path(list): Path<String>) -> Result<StatusCode, ApiError> {
     let address = parse_address("list", &list)?;
-    match dir(&s, move |d| d.delete_list(&address)).await? {
-        true => Ok(StatusCode::NO_CONTENT),
+    let a = address.clone();
+    match dir(&s, move |d| d.delete_list(&a)).await? {
+        true => {
+            // Roles on the list go with it: a list created again at the address must not
+            // inherit the old owners and moderators (issue 15).
+            let accounts = s.accounts.clone();
+            let dropped =
+                tokio::task::spawn_blocking(move || accounts.remove_list_roles(&address)).await??;
+            tracing::info!(%list, roles = dropped, "list deleted");
+            Ok(StatusCode::NO_CONTENT)
+        }
         false => Err(ApiError::NotFound(format!("no such list: {list}"))),
     }
 }
