@@ -13,19 +13,18 @@
 //! → the audit log shows the actions with their actors over the API, the CLI and `/metrics` →
 //! erasing the owner (GDPR) leaves no trace of the address in the audit log.
 
+mod accounts;
 mod support;
 
-use herald_api_types::accounts::{AccountView, AuditView, MeView};
+use accounts::*;
+use herald_api_types::accounts::{AccountView, AuditView};
 use herald_api_types::HeldView;
 use herald_sim::{Profile, World};
-use reqwest::header::{HeaderMap, COOKIE, LOCATION, ORIGIN, RETRY_AFTER, SET_COOKIE};
-use serde_json::{json, Value};
-use std::io::Write;
-use std::net::{IpAddr, Ipv4Addr};
+use reqwest::header::{COOKIE, LOCATION, ORIGIN, RETRY_AFTER, SET_COOKIE};
+use serde_json::json;
 use std::time::{Duration, Instant};
 use support::*;
 
-const TOKEN: &str = "admin-token-0123456789abcdef";
 const DEV: &str = "dev@lists.test";
 const OPS: &str = "ops@lists.test";
 const OWNER: &str = "owner@d1.test";
@@ -36,190 +35,9 @@ const VICTIM_PW: &str = "victim's own password";
 /// A one-time link lives this long here (15 minutes by default).
 const LINK_SECS: u64 = 5;
 
-/// A browser on `127.0.0.<last>`, following no redirects (each is checked).
-fn browser(last: u8) -> reqwest::Client {
-    reqwest::Client::builder()
-        .local_address(IpAddr::V4(Ipv4Addr::new(127, 0, 0, last)))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client")
-}
-
-/// A signed-in browser: its client, the cookie (`herald_admin=<id>`) and the server's origin.
-struct Session {
-    client: reqwest::Client,
-    cookie: String,
-    origin: String,
-}
-
-impl Session {
-    /// A request with the cookie and, for writes, this server's `Origin` (as a browser sends).
-    fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let write = method != reqwest::Method::GET;
-        let mut r = self
-            .client
-            .request(method, format!("{}{path}", self.origin))
-            .header(COOKIE, &self.cookie);
-        if write {
-            r = r.header(ORIGIN, &self.origin);
-        }
-        r
-    }
-
-    async fn me(&self) -> MeView {
-        let r = self
-            .req(reqwest::Method::GET, "/api/me")
-            .send()
-            .await
-            .expect("me");
-        assert_eq!(r.status(), 200);
-        r.json().await.expect("me view")
-    }
-
-    async fn status(&self, r: reqwest::RequestBuilder) -> (u16, String) {
-        let resp = r.send().await.expect("request");
-        let st = resp.status().as_u16();
-        (st, resp.text().await.expect("body"))
-    }
-}
-
-/// The `herald_admin=<id>` pair of a sign-in answer, after checking the cookie's flags.
-fn session_cookie(headers: &HeaderMap) -> String {
-    let set = headers
-        .get(SET_COOKIE)
-        .expect("a session cookie")
-        .to_str()
-        .expect("ascii");
-    let attrs: Vec<&str> = set.split(';').map(str::trim).collect();
-    assert!(attrs.contains(&"HttpOnly"), "{set}");
-    assert!(attrs.contains(&"SameSite=Strict"), "{set}");
-    assert!(attrs.contains(&"Path=/"), "{set}");
-    // Plain HTTP here, no `accounts.cookie_secure`: a Secure cookie would never come back.
-    assert!(!attrs.contains(&"Secure"), "{set}");
-    let pair = attrs[0].to_string();
-    let value = pair.strip_prefix("herald_admin=").expect("cookie name");
-    assert_eq!(value.len(), 43, "a 256-bit id, base64url: {value}");
-    assert!(!value.contains(TOKEN));
-    pair
-}
-
-async fn password_login(
-    api: &str,
-    client: &reqwest::Client,
-    who: &str,
-    pw: &str,
-) -> reqwest::Response {
-    client
-        .post(format!("{api}/login"))
-        .form(&[("address", who), ("password", pw)])
-        .send()
-        .await
-        .expect("login")
-}
-
-async fn wait_for<T>(what: &str, limit: Duration, mut check: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// The `/login/` links mailed to `rcpt`, oldest first.
-fn sign_in_links(world: &World, rcpt: &str) -> Vec<String> {
-    world
-        .recorder()
-        .snapshot()
-        .copies_for(rcpt)
-        .iter()
-        .filter_map(|c| c.message.clone())
-        .filter_map(|raw| {
-            let msg = mail_parser::MessageParser::default().parse(&raw[..])?;
-            let text = msg.body_text(0)?;
-            text.split_whitespace()
-                .find(|w| w.contains("/login/"))
-                .map(str::to_string)
-        })
-        .collect()
-}
-
-async fn token_call(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
-    let c = reqwest::Client::new();
-    let mut r = match method {
-        "GET" => c.get(url),
-        "POST" => c.post(url),
-        "PATCH" => c.patch(url),
-        "DELETE" => c.delete(url),
-        other => panic!("{other}"),
-    }
-    .bearer_auth(TOKEN);
-    if let Some(b) = body {
-        r = r.json(&b);
-    }
-    let resp = r.send().await.expect("request");
-    let st = resp.status().as_u16();
-    let text = resp.text().await.expect("body");
-    (
-        st,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
-}
-
-/// Holds a post on `list` (as an import does) and returns its id.
-async fn hold(api: &str, list: &str, mid: &str) -> u64 {
-    let body = format!("From: stranger@d2.test\r\nTo: {list}\r\nSubject: held\r\nMessage-ID: <{mid}>\r\n\r\nbody\r\n");
-    let resp = reqwest::Client::new()
-        .post(format!("{api}/api/lists/{list}/held?reason=test"))
-        .bearer_auth(TOKEN)
-        .body(body)
-        .send()
-        .await
-        .expect("hold");
-    assert_eq!(resp.status(), 202);
-    let held: Vec<HeldView> = get_token(&format!("{api}/api/held?list={list}")).await;
-    held.iter()
-        .find(|h| h.message_id.as_deref().is_some_and(|m| m.contains(mid)))
-        .map(|h| h.post)
-        .expect("the held post")
-}
-
-async fn get_token<T: serde::de::DeserializeOwned>(url: &str) -> T {
-    let (st, v) = token_call("GET", url, None).await;
-    assert_eq!(st, 200, "{url}: {v}");
-    serde_json::from_value(v).expect("view")
-}
-
-/// `herald account add <addr> --password-stdin`, the password on standard input.
-fn cli_add_with_password(api: &str, address: &str, password: &str) -> String {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
-        .args(["account", "add", address, "--password-stdin"])
-        .env("HERALD_SERVER", api)
-        .env("HERALD_ADMIN_TOKEN", TOKEN)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("herald");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(format!("{password}\n").as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("wait");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
+/// The world, the server (admin token set, 127.0.0.1 the only local client, short links), and
+/// two lists: `dev`, whose `moderators` setting names the moderator, and `ops`.
+async fn start() -> (World, TestServer, tempfile::TempDir) {
     let world = World::start(world_config(
         &[Profile::Normal, Profile::Normal, Profile::Normal],
         true,
@@ -242,13 +60,39 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
         .await;
         assert_eq!(st, 201, "{v}");
     }
+    (world, server, dir)
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
+    let (world, server, _dir) = start().await;
+    let api = server.api.clone();
+    operator_adds_accounts(&api).await;
+    let (owner, csrf) = owner_signs_in(&api).await;
+    owner_is_kept_to_their_list(&api, &owner, &csrf).await;
+    let held_dev = hold(&api, DEV, "held-dev@d2.test").await;
+    let held_ops = hold(&api, OPS, "held-ops@d2.test").await;
+    a_form_without_its_csrf_field_is_refused(&api, &owner, held_dev).await;
+    moderator_signs_in_by_link_and_moderates(&world, &api, held_dev, held_ops).await;
+    an_expired_link_is_refused(&world, &api).await;
+    owner_signs_out(&owner, &csrf).await;
+    a_guesser_is_throttled(&api).await;
+    the_token_the_cli_and_a_site_admin_reach_everything(&api, held_ops).await;
+    let owner = the_audit_log_shows_who_did_what(&api, held_dev).await;
+    a_deleted_list_takes_its_roles(&api).await;
+    the_backup_carries_accounts_db(&api).await;
+    erasure_reaches_the_audit_log(&api, &owner).await;
+    server.stop().await;
+    world.shutdown().await;
+}
+
+async fn operator_adds_accounts(api: &str) {
     // The operator: accounts and a role, with the binary and the admin token.
-    let out = cli_add_with_password(&api, OWNER, OWNER_PW);
+    let out = cli_add_with_password(api, OWNER, OWNER_PW);
     assert!(out.contains("added owner@d1.test"), "{out}");
-    herald_cli(&api, Some(TOKEN), &["account", "role", OWNER, DEV, "owner"]);
-    cli_add_with_password(&api, VICTIM, VICTIM_PW);
-    let ls = herald_cli(&api, Some(TOKEN), &["account", "ls"]);
+    herald_cli(api, Some(TOKEN), &["account", "role", OWNER, DEV, "owner"]);
+    cli_add_with_password(api, VICTIM, VICTIM_PW);
+    let ls = herald_cli(api, Some(TOKEN), &["account", "ls"]);
     assert!(
         ls.contains("owner:dev@lists.test") && ls.contains("password"),
         "{ls}"
@@ -261,12 +105,15 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
     )
     .await;
     assert_eq!(st, 400);
+}
 
+/// The owner's session and its CSRF token.
+async fn owner_signs_in(api: &str) -> (Session, String) {
     // The owner signs in with a password from a remote browser.
     let owner_browser = browser(2);
-    let resp = password_login(&api, &owner_browser, OWNER, "not the password").await;
+    let resp = password_login(api, &owner_browser, OWNER, "not the password").await;
     assert_eq!(resp.status(), 401, "a wrong password");
-    let resp = password_login(&api, &owner_browser, OWNER, OWNER_PW).await;
+    let resp = password_login(api, &owner_browser, OWNER, OWNER_PW).await;
     assert_eq!(resp.status(), 303);
     assert_eq!(resp.headers()[LOCATION], "/admin/");
     let first = session_cookie(resp.headers());
@@ -283,12 +130,12 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
     let owner = Session {
         client: owner_browser.clone(),
         cookie,
-        origin: api.clone(),
+        origin: api.to_string(),
     };
     let stale = Session {
         client: owner_browser.clone(),
         cookie: first,
-        origin: api.clone(),
+        origin: api.to_string(),
     };
     let (st, _) = stale
         .status(stale.req(reqwest::Method::GET, "/api/me"))
@@ -324,7 +171,11 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
     assert_eq!(me.actor, OWNER);
     assert!(!me.site_admin);
     let csrf = me.csrf.expect("a session's CSRF token");
+    (owner, csrf)
+}
 
+async fn owner_is_kept_to_their_list(api: &str, owner: &Session, csrf: &str) {
+    let csrf = csrf.to_string();
     // Their list's setting: changed. Another list: 403.
     let patch = |list: &str| {
         owner
@@ -385,8 +236,9 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
         .header("x-csrf-token", &csrf)
         .json(&json!({"subject_prefix": "[x]"}));
     assert_eq!(owner.status(no_origin).await.0, 403);
-    let held_dev = hold(&api, DEV, "held-dev@d2.test").await;
-    let held_ops = hold(&api, OPS, "held-ops@d2.test").await;
+}
+
+async fn a_form_without_its_csrf_field_is_refused(api: &str, owner: &Session, held_dev: u64) {
     // A form POST without its CSRF field, then a sign-out form without it: refused.
     let form = owner
         .req(
@@ -404,7 +256,14 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
         shown["settings"]["subject_prefix"], "[dev]",
         "nothing changed"
     );
+}
 
+async fn moderator_signs_in_by_link_and_moderates(
+    world: &World,
+    api: &str,
+    held_dev: u64,
+    held_ops: u64,
+) {
     // The moderator: no account, no password — named in the list's settings — asks for a link.
     let mod_browser = browser(5);
     let ask = |who: &'static str| {
@@ -425,10 +284,10 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
         "the same answer for an address that may sign in and one that may not"
     );
     let link = wait_for("the sign-in mail", Duration::from_secs(30), || {
-        sign_in_links(&world, MODERATOR).first().cloned()
+        sign_in_links(world, MODERATOR).first().cloned()
     })
     .await;
-    assert!(sign_in_links(&world, "nobody@d1.test").is_empty());
+    assert!(sign_in_links(world, "nobody@d1.test").is_empty());
     assert!(link.starts_with(&format!("{api}/login/")), "{link}");
     // A link scanner's GET changes nothing; the button's POST signs in, once.
     for _ in 0..2 {
@@ -441,7 +300,7 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
     let moderator = Session {
         client: mod_browser.clone(),
         cookie: session_cookie(resp.headers()),
-        origin: api.clone(),
+        origin: api.to_string(),
     };
     let again = mod_browser.post(&link).send().await.expect("again");
     assert_eq!(again.status(), 403, "a link works once");
@@ -481,18 +340,30 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
     assert_eq!(st, 200, "{body}");
     let held: Vec<HeldView> = get_token(&format!("{api}/api/held")).await;
     assert!(held.iter().all(|h| h.post != held_dev) && held.iter().any(|h| h.post == held_ops));
+}
 
+async fn an_expired_link_is_refused(world: &World, api: &str) {
+    let mod_browser = browser(5);
     // A second link, used after it expired.
     let asked_at = Instant::now();
-    assert_eq!(ask(MODERATOR).await.expect("ask").status(), 200);
+    let asked = mod_browser
+        .post(format!("{api}/login/link"))
+        .form(&[("address", MODERATOR)])
+        .send()
+        .await
+        .expect("ask");
+    assert_eq!(asked.status(), 200);
     let late = wait_for("the second sign-in mail", Duration::from_secs(30), || {
-        sign_in_links(&world, MODERATOR).get(1).cloned()
+        sign_in_links(world, MODERATOR).get(1).cloned()
     })
     .await;
     tokio::time::sleep(Duration::from_secs(LINK_SECS + 1).saturating_sub(asked_at.elapsed())).await;
     let resp = mod_browser.post(&late).send().await.expect("late");
     assert_eq!(resp.status(), 403, "an expired link");
+}
 
+async fn owner_signs_out(owner: &Session, csrf: &str) {
+    let csrf = csrf.to_string();
     // The owner signs out with the form's CSRF field; the session is gone.
     let logout = owner
         .req(reqwest::Method::POST, "/logout")
@@ -503,15 +374,17 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
         .status(owner.req(reqwest::Method::GET, "/admin/"))
         .await;
     assert_eq!(st, 303, "back to /login");
+}
 
+async fn a_guesser_is_throttled(api: &str) {
     // A guesser on 127.0.0.3: five wrong passwords, then 429 with Retry-After — even for the
     // right one, and from another client for that account, and from that client for another.
     let guesser = browser(3);
     for i in 0..5 {
-        let resp = password_login(&api, &guesser, VICTIM, &format!("guess number {i}")).await;
+        let resp = password_login(api, &guesser, VICTIM, &format!("guess number {i}")).await;
         assert_eq!(resp.status(), 401, "guess {i}");
     }
-    let resp = password_login(&api, &guesser, VICTIM, "guess number 6").await;
+    let resp = password_login(api, &guesser, VICTIM, "guess number 6").await;
     assert_eq!(resp.status(), 429);
     let wait: u64 = resp.headers()[RETRY_AFTER]
         .to_str()
@@ -520,37 +393,39 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
         .expect("seconds");
     assert!(wait > 60 && wait <= 15 * 60, "{wait}");
     assert_eq!(
-        password_login(&api, &guesser, VICTIM, VICTIM_PW)
+        password_login(api, &guesser, VICTIM, VICTIM_PW)
             .await
             .status(),
         429
     );
     assert_eq!(
-        password_login(&api, &browser(4), VICTIM, VICTIM_PW)
+        password_login(api, &browser(4), VICTIM, VICTIM_PW)
             .await
             .status(),
         429,
         "the account is throttled whoever asks"
     );
     assert_eq!(
-        password_login(&api, &guesser, OWNER, OWNER_PW)
+        password_login(api, &guesser, OWNER, OWNER_PW)
             .await
             .status(),
         429,
         "the client is throttled whatever it tries"
     );
     assert_eq!(
-        password_login(&api, &browser(6), OWNER, OWNER_PW)
+        password_login(api, &browser(6), OWNER, OWNER_PW)
             .await
             .status(),
         303,
         "others are not"
     );
+}
 
+async fn the_token_the_cli_and_a_site_admin_reach_everything(api: &str, held_ops: u64) {
     // The admin token and the CLI work as before, from a remote client too.
-    let (st, _) = call_remote_with_token(&api, "/api/status").await;
+    let (st, _) = call_remote_with_token(api, "/api/status").await;
     assert_eq!(st, 200);
-    let held_cli = herald_cli(&api, Some(TOKEN), &["held", "--list", OPS]);
+    let held_cli = herald_cli(api, Some(TOKEN), &["held", "--list", OPS]);
     assert!(held_cli.contains(&held_ops.to_string()), "{held_cli}");
     let resp = browser(7)
         .post(format!("{api}/login"))
@@ -562,24 +437,24 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
     let dash = Session {
         client: browser(7),
         cookie: session_cookie(resp.headers()),
-        origin: api.clone(),
+        origin: api.to_string(),
     };
     let (st, page) = dash.status(dash.req(reqwest::Method::GET, "/")).await;
     assert!(st == 200 && page.contains("rate-chart"), "{st}");
 
     // A site administrator's account: everything, like the token.
     const ADMIN: &str = "admin@d0.test";
-    cli_add_with_password(&api, ADMIN, "the admin's long password");
+    cli_add_with_password(api, ADMIN, "the admin's long password");
     herald_cli(
-        &api,
+        api,
         Some(TOKEN),
         &["account", "site-admin", ADMIN, "--on", "true"],
     );
-    let r = password_login(&api, &browser(10), ADMIN, "the admin's long password").await;
+    let r = password_login(api, &browser(10), ADMIN, "the admin's long password").await;
     let admin = Session {
         client: browser(10),
         cookie: session_cookie(r.headers()),
-        origin: api.clone(),
+        origin: api.to_string(),
     };
     let acsrf = admin.me().await.csrf.expect("csrf");
     for path in ["/api/status", "/api/accounts", "/metrics"] {
@@ -600,7 +475,10 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
         )
         .header("x-csrf-token", &acsrf);
     assert_eq!(admin.status(reject).await.0, 200);
+}
 
+/// Checks the log as the site and as the dev list's owner; answers the owner's new session.
+async fn the_audit_log_shows_who_did_what(api: &str, held_dev: u64) -> Session {
     // The audit log: who did what, over the API…
     let audit: Vec<AuditView> = get_token(&format!("{api}/api/audit?limit=500")).await;
     let find = |actor: &str, action: &str, outcome: &str| {
@@ -635,11 +513,11 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
     assert!(find(MODERATOR, "login.link", "ok").is_some());
     assert!(find("token", "held.import", "ok").is_some());
     // …as the list's owner sees it (their list only), over the CLI and in /metrics.
-    let owner_again = password_login(&api, &browser(6), OWNER, OWNER_PW).await;
+    let owner_again = password_login(api, &browser(6), OWNER, OWNER_PW).await;
     let owner = Session {
         client: browser(6),
         cookie: session_cookie(owner_again.headers()),
-        origin: api.clone(),
+        origin: api.to_string(),
     };
     let (st, body) = owner
         .status(owner.req(reqwest::Method::GET, &format!("/api/audit?list={DEV}")))
@@ -647,7 +525,7 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
     assert_eq!(st, 200, "{body}");
     let theirs: Vec<AuditView> = serde_json::from_str(&body).expect("audit");
     assert!(!theirs.is_empty() && theirs.iter().all(|e| e.list.as_deref() == Some(DEV)));
-    let cli = herald_cli(&api, Some(TOKEN), &["audit", "--list", DEV]);
+    let cli = herald_cli(api, Some(TOKEN), &["audit", "--list", DEV]);
     assert!(
         cli.contains("list.update") && cli.contains(OWNER) && cli.contains("held.approve"),
         "{cli}"
@@ -667,7 +545,10 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
             .any(|l| l.starts_with("herald_audit_events_total{action=\"list.update\"}")),
         "{metrics}"
     );
+    owner
+}
 
+async fn a_deleted_list_takes_its_roles(api: &str) {
     // A deleted list takes its roles along: created again, it has no owner from before.
     const TMP: &str = "tmp@lists.test";
     let lists_url = format!("{api}/api/lists");
@@ -677,11 +558,7 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
             .0,
         201
     );
-    herald_cli(
-        &api,
-        Some(TOKEN),
-        &["account", "role", VICTIM, TMP, "owner"],
-    );
+    herald_cli(api, Some(TOKEN), &["account", "role", VICTIM, TMP, "owner"]);
     assert_eq!(
         token_call("DELETE", &format!("{lists_url}/{TMP}"), None)
             .await
@@ -696,7 +573,9 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
     );
     let victim: AccountView = get_token(&format!("{api}/api/accounts/{VICTIM}")).await;
     assert!(victim.roles.is_empty(), "{victim:?}");
+}
 
+async fn the_backup_carries_accounts_db(api: &str) {
     // `herald backup` carries accounts.db (the accounts, sessions and the audit log).
     let backup = reqwest::Client::new()
         .get(format!("{api}/api/backup"))
@@ -711,9 +590,11 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
         backup.windows(16).any(|w| w == b"data/accounts.db"),
         "the backup has no data/accounts.db"
     );
+}
 
+async fn erasure_reaches_the_audit_log(api: &str, owner: &Session) {
     // GDPR erasure of the owner: the address leaves the audit log and the accounts.
-    herald_cli(&api, Some(TOKEN), &["member", "erase", OWNER, "--yes"]);
+    herald_cli(api, Some(TOKEN), &["member", "erase", OWNER, "--yes"]);
     let audit: Vec<AuditView> = get_token(&format!("{api}/api/audit?limit=1000")).await;
     let text = serde_json::to_string(&audit).expect("json");
     assert!(
@@ -729,20 +610,6 @@ async fn accounts_roles_sessions_csrf_throttling_links_and_the_audit_log() {
         .status(owner.req(reqwest::Method::GET, "/api/me"))
         .await;
     assert_eq!(st, 401, "the erased account's session ended");
-
-    server.stop().await;
-    world.shutdown().await;
-}
-
-async fn call_remote_with_token(api: &str, path: &str) -> (u16, String) {
-    let resp = browser(8)
-        .get(format!("{api}{path}"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .expect("request");
-    let st = resp.status().as_u16();
-    (st, resp.text().await.expect("body"))
 }
 
 /// Hostile input at the sign-in and session boundary gets a clear answer and changes nothing:
@@ -838,7 +705,7 @@ async fn hostile_sign_in_input_gets_clear_answers() {
     let s = Session {
         client: b.clone(),
         cookie: session_cookie(r.headers()),
-        origin: api.clone(),
+        origin: api.to_string(),
     };
     let me = s.me().await;
     assert_eq!(me.actor.to_lowercase(), "jörg@xn--bcher-kva.test");
