@@ -475,6 +475,17 @@ async fn the_token_the_cli_and_a_site_admin_reach_everything(api: &str, held_ops
         )
         .header("x-csrf-token", &acsrf);
     assert_eq!(admin.status(reject).await.0, 200);
+    // `herald account passwd`: a new password ends the account's sessions; it works, the old not.
+    let out = cli_with_stdin(api, &["account", "passwd", ADMIN], "a brand new password");
+    assert!(out.contains("password set"), "{out}");
+    let (st, _) = admin
+        .status(admin.req(reqwest::Method::GET, "/api/me"))
+        .await;
+    assert_eq!(st, 401, "sessions end with a new password");
+    let old = password_login(api, &browser(11), ADMIN, "the admin's long password").await;
+    assert_eq!(old.status(), 401);
+    let new = password_login(api, &browser(11), ADMIN, "a brand new password").await;
+    assert_eq!(new.status(), 303);
 }
 
 /// Checks the log as the site and as the dev list's owner; answers the owner's new session.

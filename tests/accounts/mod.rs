@@ -171,8 +171,17 @@ pub async fn get_token<T: serde::de::DeserializeOwned>(url: &str) -> T {
 
 /// `herald account add <addr> --password-stdin`, the password on standard input.
 pub fn cli_add_with_password(api: &str, address: &str, password: &str) -> String {
+    cli_with_stdin(
+        api,
+        &["account", "add", address, "--password-stdin"],
+        password,
+    )
+}
+
+/// `herald <args>` with the admin token and `line` on standard input; its stdout.
+pub fn cli_with_stdin(api: &str, args: &[&str], line: &str) -> String {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
-        .args(["account", "add", address, "--password-stdin"])
+        .args(args)
         .env("HERALD_SERVER", api)
         .env("HERALD_ADMIN_TOKEN", TOKEN)
         .stdin(std::process::Stdio::piped())
@@ -184,7 +193,7 @@ pub fn cli_add_with_password(api: &str, address: &str, password: &str) -> String
         .stdin
         .take()
         .expect("stdin")
-        .write_all(format!("{password}\n").as_bytes())
+        .write_all(format!("{line}\n").as_bytes())
         .expect("write");
     let out = child.wait_with_output().expect("wait");
     assert!(
