@@ -173,6 +173,14 @@ impl Api {
         self.send_typed(self.http.patch(self.url(path)).json(body), path)
             .await
     }
+    pub async fn put_json<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &B,
+    ) -> Result<T> {
+        self.send_typed(self.http.put(self.url(path)).json(body), path)
+            .await
+    }
     pub async fn post_bytes<T: DeserializeOwned>(
         &self,
         path: &str,

@@ -6,6 +6,7 @@
 
 #[macro_use]
 mod output;
+mod accounts_cmd;
 mod archive_cmd;
 mod backup_cmd;
 mod bans_cmd;
@@ -118,6 +119,11 @@ enum Command {
     /// Move out: `export herald <dir>` writes everything in Herald's documented JSON format.
     #[command(subcommand)]
     Export(import_cmd::ExportCommand),
+    /// Web accounts: add, passwd, ls, rm, role <addr> <list> owner|moderator|none, site-admin.
+    #[command(subcommand)]
+    Account(accounts_cmd::AccountCommand),
+    /// The audit log of administrative actions (who, what, when), newest first.
+    Audit(accounts_cmd::AuditArgs),
 }
 
 #[derive(Args)]
@@ -235,6 +241,8 @@ async fn dispatch(
         Command::TlsReport(cmd) => lists_cmd::tls_report(&api()?, cmd).await,
         Command::Import(cmd) => import_cmd::import(cmd, &config, api().ok()).await,
         Command::Export(cmd) => import_cmd::export(cmd, &config),
+        Command::Account(cmd) => accounts_cmd::account(&api()?, cmd).await,
+        Command::Audit(a) => accounts_cmd::audit(&api()?, a).await,
     }
 }
 

@@ -44,6 +44,7 @@ const FLOW: &[&str] = &[
     "herald-tlsrpt",
     "herald-import",
     "herald-imap",
+    "herald-accounts",
     "herald-api",
     "herald-server",
     "herald-bench",

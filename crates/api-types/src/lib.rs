@@ -21,6 +21,7 @@
 //! SECURITY: these are plain data; values in responses (addresses, reply texts, subjects) are
 //! untrusted text from the network and are escaped by whoever renders them.
 
+pub mod accounts;
 pub mod bans;
 pub mod housekeeping;
 pub mod lists;

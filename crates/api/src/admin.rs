@@ -116,8 +116,17 @@ pub async fn update_list(
 
 pub async fn delete_list(State(s): St, Path(list): Path<String>) -> Result<StatusCode, ApiError> {
     let address = parse_address("list", &list)?;
-    match dir(&s, move |d| d.delete_list(&address)).await? {
-        true => Ok(StatusCode::NO_CONTENT),
+    let a = address.clone();
+    match dir(&s, move |d| d.delete_list(&a)).await? {
+        true => {
+            // Roles on the list go with it: a list created again at the address must not
+            // inherit the old owners and moderators (issue 15).
+            let accounts = s.accounts.clone();
+            let dropped =
+                tokio::task::spawn_blocking(move || accounts.remove_list_roles(&address)).await??;
+            tracing::info!(%list, roles = dropped, "list deleted");
+            Ok(StatusCode::NO_CONTENT)
+        }
         false => Err(ApiError::NotFound(format!("no such list: {list}"))),
     }
 }
@@ -324,6 +333,20 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
             },
         );
     }
+    // Audit events per action since the server started (issue 15); the actions are the route
+    // table's fixed words, so the label set is bounded.
+    herald_telemetry::exposition::rows(
+        &mut scrape,
+        "herald_audit_events_total",
+        "Administrative actions recorded in the audit log since the server started, per action.",
+        s.accounts
+            .audit_counts()
+            .into_iter()
+            .map(|(action, n)| ([("action", action)], n)),
+        |c: &herald_telemetry::exposition::Counter, n| {
+            c.inc_by(n);
+        },
+    );
     let mut out = String::with_capacity(16 * 1024);
     s.telemetry.encode_metrics(&scrape, &mut out);
     (

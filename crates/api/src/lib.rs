@@ -6,12 +6,18 @@
 //! (`/api/reports/*`), the live view behind `herald top` (`/api/top`), the stragglers with
 //! their actions (`/api/stragglers*`) and stored postmaster mail (`/api/postmaster*`).
 //!
-//! SECURITY: every admin route is behind `auth::guard` (bearer token or dashboard cookie when
-//! `http.admin_token` is set; local (loopback) clients only when it is not); the unsubscribe and
+//! Web accounts (issue 15 item 1): sign-in pages and sessions (`login`), the accounts API and
+//! the audit log (`accounts_api`); who may reach which route is one table (`access`).
+//!
+//! SECURITY: every admin route is behind `auth::guard` (bearer token, or a session cookie of
+//! the admin token or of an account with the right role, when `http.admin_token` is set; local
+//! (loopback) clients too when it is not); the unsubscribe and
 //! confirmation endpoints are public by design and trust nothing but a valid HMAC token
 //! (compared in constant time by `herald_types::token::verify_unsubscribe_token`). A GET never
 //! unsubscribes or confirms (mail scanners follow links); only a POST does.
 
+pub mod access;
+mod accounts_api;
 mod admin;
 pub mod auth;
 mod bans;
@@ -20,6 +26,7 @@ mod dashboard;
 mod error;
 mod lists_ops;
 mod live;
+mod login;
 mod manage;
 mod people;
 mod postmaster;
@@ -69,6 +76,15 @@ pub trait Injector: Send + Sync + 'static {
         reason: String,
         body: Bytes,
     ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>>;
+
+    /// Spools a message the server itself sends to `to` from `from` (null envelope sender):
+    /// the sign-in link mail.
+    fn send_mail(
+        &self,
+        from: Address,
+        to: Address,
+        body: Bytes,
+    ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>>;
 }
 
 /// What the handlers share.
@@ -95,6 +111,14 @@ pub struct ApiState {
     pub digests: Option<Arc<herald_digest::Digests>>,
     /// TLS reporting (`herald tls-report send`); `None` when `[tls_report] enabled = false`.
     pub tls_reports: Option<Arc<herald_tlsrpt::TlsReporting>>,
+    /// Web accounts, sessions and the audit log (`<data_dir>/accounts.db`).
+    pub accounts: herald_accounts::Accounts,
+    /// Session cookies carry `Secure` (HTTPS listener, an `https://` public URL, or
+    /// `accounts.cookie_secure`).
+    pub secure_cookies: bool,
+    /// `http.public_base_url` as resolved: the sign-in links' base, and an accepted `Origin`
+    /// behind a proxy.
+    pub public_base_url: String,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.
@@ -143,7 +167,34 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/api/reports/post/{post}", get(reports::post))
         .route("/", get(dashboard::index))
         .route("/assets/{name}", get(dashboard::asset))
-        .route("/login", post(auth::login))
+        .route("/login", get(login::show).post(login::login))
+        .route("/login/link", post(login::send_link))
+        .route(
+            "/login/{token}",
+            get(login::link_page).post(login::link_login),
+        )
+        .route("/logout", post(login::logout))
+        .route(
+            "/admin",
+            get(|| async { axum::response::Redirect::to("/admin/") }),
+        )
+        .route("/admin/", get(login::admin_page))
+        .route("/api/me", get(accounts_api::me))
+        .route(
+            "/api/accounts",
+            get(accounts_api::list).post(accounts_api::add),
+        )
+        .route(
+            "/api/accounts/{address}",
+            get(accounts_api::show)
+                .patch(accounts_api::update)
+                .delete(accounts_api::remove),
+        )
+        .route(
+            "/api/accounts/{address}/roles/{list}",
+            axum::routing::put(accounts_api::set_role),
+        )
+        .route("/api/audit", get(accounts_api::audit))
         .route(
             "/unsubscribe/{list}/{member}/{token}",
             get(unsubscribe::confirm_page).post(unsubscribe::unsubscribe),

@@ -5,6 +5,9 @@
 //! archived posts (each leaving a Message-ID tombstone), after which only the directory's
 //! erasure hash remains and every add path refuses the address.
 //!
+//! Erasure also reaches `accounts.db`: the address's account (if any) is removed and every
+//! audit row naming it names its keyed hash instead.
+//!
 //! What erasure cannot reach is said in the README: delivery-log files already written (they
 //! are rotated away by logrotate) and backups taken before.
 //!
@@ -85,8 +88,13 @@ pub async fn erase(
         false => Ok(0),
     })
     .await??;
+    // The audit log and the accounts store (issue 15): the address leaves them too; the audit
+    // rows stay with its keyed hash instead.
+    let (accounts, a) = (s.accounts.clone(), address.clone());
+    let audit_rows = tokio::task::spawn_blocking(move || accounts.erase_address(&a)).await??;
     tracing::info!(
         memberships = erased.memberships,
+        audit_rows,
         archived_posts = removed,
         "person erased at the administrator's request"
     );

@@ -49,6 +49,25 @@ impl Injector for Enqueuer {
                 .map_err(|e| e.to_string())
         })
     }
+
+    fn send_mail(
+        &self,
+        from: Address,
+        to: Address,
+        body: Bytes,
+    ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>> {
+        Box::pin(async move {
+            self.enqueue(herald_enqueue::Submission::Server {
+                from,
+                to: vec![to],
+                // Herald originates it: no DSN request of anyone's to relay.
+                dsn: None,
+                body,
+            })
+            .await
+            .map_err(|e| e.to_string())
+        })
+    }
 }
 
 fn view(c: &Confirmation) -> ConfirmView {

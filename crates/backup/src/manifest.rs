@@ -2,7 +2,7 @@
 //!
 //! Layout of a backup (the only names [`check_name`] accepts):
 //! - `data/<name>` — files of the data directory (`herald.db`, `archive.db`, `stats.db`,
-//!   `digest.db`, `tlsrpt.db`, `secret`, `dedup.log`, `host-health.json`, `mta-sts.json`);
+//!   `digest.db`, `tlsrpt.db`, `accounts.db`, `secret`, `dedup.log`, `host-health.json`, `mta-sts.json`);
 //! - `spool/journal/<segment>` — the journal's segments at the cut;
 //! - `keys/<n>` — the key and certificate files the config names, with their role;
 //! - `manifest.json`.
@@ -23,6 +23,7 @@ pub const DATA_FILES: &[(&str, bool)] = &[
     ("stats.db", true),
     ("digest.db", true),
     ("tlsrpt.db", true),
+    ("accounts.db", true),
     ("secret", false),
     ("dedup.log", false),
     ("host-health.json", false),

@@ -76,6 +76,8 @@ pub struct Config {
     pub content_filter: herald_content_filter::ContentFilterConfig,
     /// The archive over IMAP, read-only (issue 14 item 5; off unless a listener is set).
     pub imap: herald_imap::ImapSection,
+    /// Web accounts, sessions, sign-in throttling and the audit log (issue 15 item 1).
+    pub accounts: herald_accounts::AccountsConfig,
 }
 
 impl Default for Config {
@@ -107,6 +109,7 @@ impl Default for Config {
             tls_report: Default::default(),
             content_filter: Default::default(),
             imap: Default::default(),
+            accounts: Default::default(),
         }
     }
 }
@@ -198,6 +201,7 @@ impl Config {
         self.notice_limits.check()?;
         self.content_filter.check()?;
         self.check_imap()?;
+        self.accounts.check()?;
         self.http.check()
     }
 

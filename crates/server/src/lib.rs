@@ -55,6 +55,8 @@ pub enum ServerError {
     Privileges(#[from] privileges::PrivilegeError),
     #[error("archive: {0}")]
     Archive(#[from] herald_archive::ArchiveError),
+    #[error("accounts: {0}")]
+    Accounts(#[from] herald_accounts::AccountsError),
     #[error("{what} listener failed: {message}")]
     Listener { what: &'static str, message: String },
 }

@@ -35,6 +35,8 @@ pub(crate) struct Stores {
     telemetry: Telemetry,
     resolver: Arc<MxResolver>,
     dedup: DedupStore,
+    /// Web accounts and the audit log (`accounts.db`, issue 15).
+    accounts: herald_accounts::Accounts,
 }
 
 /// The running stages (step 2), with what step 3 needs and step 4 stops.
@@ -63,6 +65,8 @@ pub(crate) struct Stages {
     tls_reports: Option<Arc<herald_tlsrpt::TlsReporting>>,
     /// Changes when the archive writer stored new posts (IMAP IDLE wakes on it).
     archive_committed: Option<tokio::sync::watch::Receiver<u64>>,
+    /// Web accounts and the audit log, for the API.
+    accounts: herald_accounts::Accounts,
     stages_stop: CancellationToken,
 }
 
@@ -110,6 +114,10 @@ pub(crate) fn open_stores(config: &Config) -> Result<Stores, ServerError> {
         path: e.path.display().to_string(),
         source: e.source,
     })?;
+    let accounts = herald_accounts::Accounts::open(
+        &config.data_dir.join("accounts.db"),
+        config.accounts.clone(),
+    )?;
     Ok(Stores {
         secret,
         directory,
@@ -118,6 +126,7 @@ pub(crate) fn open_stores(config: &Config) -> Result<Stores, ServerError> {
         telemetry,
         resolver,
         dedup,
+        accounts,
     })
 }
 
@@ -318,6 +327,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         None => None,
     };
     Ok(Stages {
+        accounts: s.accounts,
         directory: s.directory,
         spool: s.spool,
         telemetry: s.telemetry,
@@ -549,6 +559,11 @@ pub(crate) fn serve(
         },
         digests: stages.digests.clone(),
         tls_reports: stages.tls_reports.clone(),
+        accounts: stages.accounts.clone(),
+        secure_cookies: config.http.tls_enabled()
+            || config.accounts.cookie_secure
+            || config.http.public_base_url.starts_with("https://"),
+        public_base_url: config.http.public_base_url(config.listen.http),
     });
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");
