@@ -47,6 +47,7 @@ const FLOW: &[&str] = &[
     "herald-server",
     "herald-bench",
     "herald-fuzz",
+    "herald-pg-harness",
     "herald",
 ];
 

@@ -69,7 +69,8 @@ impl Directory {
             ));
         }
         let checked: Vec<Option<String>> = batch.iter().map(check).collect();
-        self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.import_members(list, batch, &checked, consent));
+        store.write(|tx| {
             ensure_list(tx, list)?;
             let mut high = high_water(tx)?;
             let mut out = Vec::with_capacity(batch.len());
@@ -79,7 +80,7 @@ impl Directory {
                     continue;
                 }
                 let addr = &m.member.address;
-                if let Some(why) = crate::suppression::refusal_on(&self.store, tx, list, addr)? {
+                if let Some(why) = crate::suppression::refusal_on(store, tx, list, addr)? {
                     out.push(ImportOutcome::Refused(why));
                     continue;
                 }
@@ -131,20 +132,12 @@ impl Directory {
         // member decoder, and the two reads see the same rows unless a writer slips between
         // them, in which case a member added since has an id the caller pages to next.
         let (first, last) = (page[0].id.0, page[page.len() - 1].id.0);
-        let conn = self.store.reader()?;
-        let mut st = conn
-            .prepare_cached(
-                "SELECT id, delivery FROM members WHERE list_id = ?1 AND id >= ?2 AND id <= ?3",
-            )
-            .map_err(storage("read delivery modes"))?;
-        let rows = st
-            .query_map(params![list.0, first, last], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-            })
-            .map_err(storage("read delivery modes"))?;
+        let words = match self.backend() {
+            crate::Backend::Postgres(pg) => pg.delivery_words(list, first, last)?,
+            crate::Backend::Sqlite(store) => sqlite_delivery_words(store, list, first, last)?,
+        };
         let mut modes = std::collections::HashMap::with_capacity(page.len());
-        for row in rows {
-            let (id, word) = row.map_err(storage("read delivery modes"))?;
+        for (id, word) in words {
             let mode = DeliveryMode::parse(&word).ok_or_else(|| DirectoryError::Corrupt {
                 what: "members.delivery",
                 reason: format!("unknown delivery mode {word:?}"),
@@ -179,7 +172,8 @@ impl Directory {
         }
         self.suppress(list, address, reason, source)?;
         let at = i64::try_from(at_ms).unwrap_or(i64::MAX);
-        self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.date_suppression(list, address, at).map(|()| true));
+        store.write(|tx| {
             tx.prepare_cached(
                 "UPDATE suppressions SET at_ms = ?3 WHERE address = ?1 AND COALESCE(list_id, 0) = ?2",
             )
@@ -188,6 +182,28 @@ impl Directory {
             Ok(true)
         })
     }
+}
+
+/// (id, delivery word) of `list`'s members with `first <= id <= last`, on SQLite.
+fn sqlite_delivery_words(
+    store: &crate::store::Store,
+    list: ListId,
+    first: i64,
+    last: i64,
+) -> Result<Vec<(i64, String)>, DirectoryError> {
+    let conn = store.reader()?;
+    let mut st = conn
+        .prepare_cached(
+            "SELECT id, delivery FROM members WHERE list_id = ?1 AND id >= ?2 AND id <= ?3",
+        )
+        .map_err(storage("read delivery modes"))?;
+    let rows = st
+        .query_map(params![list.0, first, last], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
+        })
+        .map_err(storage("read delivery modes"))?;
+    rows.collect::<Result<_, _>>()
+        .map_err(storage("read delivery modes"))
 }
 
 /// Why the directory would refuse this member's name or fields (the API's checks), as a

@@ -1,4 +1,6 @@
-//! herald-directory: lists and their members, stored in embedded SQLite (WAL mode).
+//! herald-directory: lists and their members, stored in embedded SQLite (WAL mode, the
+//! default) or in a PostgreSQL database several Herald nodes share (`[store] url`, issue 17;
+//! see `pg`). Both backends serve the same API and pass the same test suite.
 //!
 //! Place in the flow: inbound asks whether an address is a list and whether a sender may post
 //! ([`Directory::list_by_address`], [`Directory::may_post`]); the spool records
@@ -22,6 +24,17 @@
 //! which parses untrusted text (see `import`). Names, fields, disabled reasons and list texts that
 //! later reach headers are refused if they carry control characters (no CR/LF injection).
 
+/// The backend of a [`Directory`] method: evaluates to the SQLite store, or returns from the
+/// method with `$e`, the PostgreSQL side of the same operation (`pg` names the `PgStore`).
+macro_rules! sqlite_or {
+    ($d:expr, $pg:ident => $e:expr) => {
+        match $d.backend() {
+            crate::Backend::Sqlite(store) => store,
+            crate::Backend::Postgres($pg) => return $e,
+        }
+    };
+}
+
 mod bans;
 mod bounces;
 mod bulk;
@@ -35,6 +48,7 @@ mod members;
 mod model;
 mod patterns;
 mod person;
+mod pg;
 mod refusal;
 mod schema;
 mod store;
@@ -66,10 +80,20 @@ pub use suppression::{
 use std::path::Path;
 use std::sync::Arc;
 
+pub use pg::DEFAULT_MAX_CONNECTIONS;
+
 /// Handle to the lists-and-members database. Clones share the same connections.
 #[derive(Clone)]
 pub struct Directory {
-    store: Arc<store::Store>,
+    backend: Arc<Backend>,
+}
+
+/// Where the directory lives. Each public method matches on it once (`sqlite_or!`).
+pub(crate) enum Backend {
+    /// The embedded default: one file in the data directory.
+    Sqlite(store::Store),
+    /// A shared PostgreSQL database.
+    Postgres(pg::PgStore),
 }
 
 impl std::fmt::Debug for Directory {
@@ -86,8 +110,34 @@ impl Directory {
         let store = store::Store::open(path)?;
         tracing::debug!(path = %path.display(), "directory opened");
         Ok(Directory {
-            store: Arc::new(store),
+            backend: Arc::new(Backend::Sqlite(store)),
         })
+    }
+
+    /// Opens the directory in the PostgreSQL database at `url` (`postgres://user:pass@host:port/db`
+    /// or the key=value form), with at most `max_connections` connections, and migrates it to
+    /// [`SCHEMA_VERSION`] under an advisory lock (nodes starting together apply it once).
+    /// Fails with [`DirectoryError::StoreUrl`] for a URL that does not parse,
+    /// [`DirectoryError::PgOpen`] when the server cannot be reached, and
+    /// [`DirectoryError::SchemaTooNew`] as [`Directory::open`] does.
+    pub fn open_postgres(url: &str, max_connections: usize) -> Result<Directory, DirectoryError> {
+        let store = pg::PgStore::open(url, max_connections)?;
+        tracing::debug!("directory opened on postgresql");
+        Ok(Directory {
+            backend: Arc::new(Backend::Postgres(store)),
+        })
+    }
+
+    /// Which backend this handle uses: "sqlite" or "postgresql" (for logs and `herald doctor`).
+    pub fn backend_name(&self) -> &'static str {
+        match self.backend() {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgresql",
+        }
+    }
+
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
     }
 }
 
