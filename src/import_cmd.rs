@@ -174,7 +174,7 @@ fn parse_list(s: &str) -> Result<Address> {
 fn open_directory(config: &Config) -> Result<Directory> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
-    Ok(Directory::open(&config.data_dir.join("herald.db"))?)
+    Ok(config.store.open(&config.data_dir)?)
 }
 
 async fn run(

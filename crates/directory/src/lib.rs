@@ -38,6 +38,7 @@ macro_rules! sqlite_or {
 mod bans;
 mod bounces;
 mod bulk;
+mod config;
 mod consent;
 mod csvline;
 mod delivery;
@@ -62,6 +63,7 @@ pub use bounces::{
 pub use bulk::{
     ban_pattern_matches, member_problem, BanPatterns, ImportMember, ImportOutcome, MAX_IMPORT_BATCH,
 };
+pub use config::{StoreConfig, StoreLocation, SQLITE_FILE};
 pub use consent::{Consent, ConsentSource, MAX_CLIENT_CHARS};
 pub use error::DirectoryError;
 pub use import::{IMPORT_BATCH_ROWS, MAX_LINE_BYTES, MAX_REPORTED_REJECTS};

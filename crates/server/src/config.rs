@@ -74,6 +74,9 @@ pub struct Config {
     pub tls_report: herald_tlsrpt::TlsReportConfig,
     /// The content-filter hook (issue 18 item 6; off by default): list posts checked by rspamd.
     pub content_filter: herald_content_filter::ContentFilterConfig,
+    /// Where the directory lives (issue 17): SQLite in the data directory (default) or a
+    /// shared PostgreSQL database.
+    pub store: herald_directory::StoreConfig,
 }
 
 impl Default for Config {
@@ -104,6 +107,7 @@ impl Default for Config {
             complaints: Default::default(),
             tls_report: Default::default(),
             content_filter: Default::default(),
+            store: Default::default(),
         }
     }
 }
@@ -194,6 +198,12 @@ impl Config {
         self.stats.check()?;
         self.notice_limits.check()?;
         self.content_filter.check()?;
+        self.store.location(&self.data_dir).map_err(|e| match e {
+            herald_directory::DirectoryError::InvalidInput { field, reason } => {
+                format!("{field}: {reason}")
+            }
+            other => other.to_string(),
+        })?;
         self.http.check()
     }
 

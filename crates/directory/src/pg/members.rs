@@ -109,6 +109,31 @@ pub(crate) fn upsert_members<C: GenericClient>(
     Ok(tally)
 }
 
+/// Members added in one call from which the table's planner statistics are refreshed.
+const ANALYZE_AFTER_ADDED: u64 = 10_000;
+
+/// After a bulk add, refreshes the planner's statistics of `members` when the add is a tenth
+/// of the table or more (or the table was never analyzed), as autovacuum would, but at once:
+/// without them, the fan-out page right after a million-member import was planned as a scan
+/// and sort of the whole list per page (measured: 25 s instead of 1.3 s for 1,000,000
+/// members). ANALYZE samples a bounded number of rows, so it costs milliseconds to a few
+/// hundred whatever the table's size.
+fn refresh_stats<C: GenericClient>(db: &mut Db<'_, C>, added: u64) -> Result<(), DirectoryError> {
+    if added < ANALYZE_AFTER_ADDED {
+        return Ok(());
+    }
+    let r = db.one(
+        "read table statistics",
+        "SELECT reltuples::BIGINT FROM pg_class WHERE oid = 'members'::regclass",
+        &[],
+    )?;
+    let known: i64 = col(&r, 0)?;
+    if known < 0 || added.saturating_mul(10) >= u64::try_from(known).unwrap_or(0) {
+        db.exec("analyze members", "ANALYZE members", &[])?;
+    }
+    Ok(())
+}
+
 /// Writes a consent row for `member_id`; `replace` false keeps an existing one.
 pub(crate) fn record_consent<C: GenericClient>(
     db: &mut Db<'_, C>,
@@ -169,7 +194,9 @@ impl PgStore {
             }
             let mut high = high_water(db)?;
             let all: Vec<&NewMember> = ms.iter().collect();
-            upsert_members(db, list, &all, &mut high, None)
+            let tally = upsert_members(db, list, &all, &mut high, None)?;
+            refresh_stats(db, tally.added)?;
+            Ok(tally)
         })
     }
 
@@ -484,6 +511,7 @@ impl PgStore {
                 }
             }
             let tally = upsert_members(db, list, &ok, &mut h, Some(&consent))?;
+            refresh_stats(db, tally.added)?;
             *high = Some(h);
             Ok((tally, refused))
         })
