@@ -178,3 +178,67 @@ async fn an_unreachable_store_stops_the_start_with_the_reason() {
     assert!(!dir.path().join("herald.db").exists());
     world.shutdown().await;
 }
+
+/// `herald export` and `herald import` as an operator runs them, with `[store] url` in the
+/// configuration file: the commands are async and the PostgreSQL client blocks, so this is
+/// also the check that they keep it off the runtime's threads. One node's directory is
+/// exported and imported into another database; the export of that one is the same.
+#[test]
+fn export_and_import_run_on_postgresql() {
+    let server = PgServer::shared();
+    let (one, two) = (
+        server.fresh_database().expect("db"),
+        server.fresh_database().expect("db"),
+    );
+    let d = herald_directory::Directory::open_postgres(&one, 2).expect("open");
+    let list = d
+        .create_list(
+            &herald_types::Address::parse(LIST).expect("address"),
+            &herald_types::ListSettings::default(),
+        )
+        .expect("list");
+    let members: Vec<herald_directory::NewMember> = ["ann@d0.test", "Bob@D0.test", "cy@d1.test"]
+        .iter()
+        .map(|a| herald_directory::NewMember::new(herald_types::Address::parse(a).expect("a")))
+        .collect();
+    assert_eq!(d.add_members(list.id, &members).expect("add"), 3);
+    drop(d);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let config = |name: &str, url: &str| {
+        let path = tmp.path().join(format!("{name}.toml"));
+        let data = tmp.path().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "data_dir = {:?}\n[store]\nurl = {url:?}\n",
+                data.display().to_string()
+            ),
+        )
+        .expect("config");
+        path
+    };
+    let (cfg1, cfg2) = (config("one", &one), config("two", &two));
+    let run = |cfg: &std::path::Path, args: &[&str]| {
+        let (ok, out) = support::binary::herald_with_config(cfg, args);
+        assert!(ok, "herald {args:?} failed:\n{out}");
+        out
+    };
+    let out1 = tmp.path().join("export1");
+    let said = run(&cfg1, &["export", "herald", out1.to_str().expect("utf-8")]);
+    assert!(said.contains("exported 1 lists, 3 members"), "{said}");
+    run(
+        &cfg2,
+        &["import", "herald", out1.to_str().expect("utf-8"), "--apply"],
+    );
+    let out2 = tmp.path().join("export2");
+    run(&cfg2, &["export", "herald", out2.to_str().expect("utf-8")]);
+    let members = |dir: &std::path::Path| {
+        std::fs::read_to_string(dir.join("members/0001.jsonl")).expect("members file")
+    };
+    let first = members(&out1);
+    assert_eq!(first.lines().count(), 3, "{first}");
+    // Addresses keep their spelling (domains are stored lower-case by `Address`).
+    assert!(first.contains("Bob@d0.test"), "{first}");
+    assert_eq!(first, members(&out2));
+    assert!(!tmp.path().join("two/herald.db").exists());
+}
