@@ -111,6 +111,10 @@ async fn a_list_on_postgresql_delivers_scores_bounces_and_survives_a_restart() {
     assert_eq!(snap.copies_for("carol@d0.test").len(), 1);
     assert_eq!(snap.duplicates, 0);
     assert_eq!(pg_count(&url, "bounce_scores").await, 1);
+    // `herald backup` cannot copy a directory that is not a file here: refused, saying why.
+    let (status, body) = http("GET", &format!("{}/api/backup", server.api), None).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.to_string().contains("pg_dump"), "{body}");
     server.stop().await;
 
     // Another node: its own empty data directory, the same database.

@@ -33,7 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         Directory::open(&path)?
     };
-    println!("backend: {}", d.backend_name());
+    println!("backend: {}", d.store_kind().as_str());
     let list = d.create_list(
         &Address::parse("bench@lists.example")?,
         &ListSettings::default(),

@@ -90,6 +90,24 @@ pub struct Directory {
     backend: Arc<Backend>,
 }
 
+/// The kind of store a [`Directory`] uses (what a backup or `herald doctor` must know).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// A file in the data directory, copied by `herald backup`.
+    Sqlite,
+    /// A PostgreSQL database, possibly shared by several nodes; backed up with its own tools.
+    Postgres,
+}
+
+impl StoreKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreKind::Sqlite => "sqlite",
+            StoreKind::Postgres => "postgresql",
+        }
+    }
+}
+
 /// Where the directory lives. Each public method matches on it once (`sqlite_or!`).
 pub(crate) enum Backend {
     /// The embedded default: one file in the data directory.
@@ -130,11 +148,11 @@ impl Directory {
         })
     }
 
-    /// Which backend this handle uses: "sqlite" or "postgresql" (for logs and `herald doctor`).
-    pub fn backend_name(&self) -> &'static str {
+    /// Which backend this handle uses.
+    pub fn store_kind(&self) -> StoreKind {
         match self.backend() {
-            Backend::Sqlite(_) => "sqlite",
-            Backend::Postgres(_) => "postgresql",
+            Backend::Sqlite(_) => StoreKind::Sqlite,
+            Backend::Postgres(_) => StoreKind::Postgres,
         }
     }
 

@@ -50,7 +50,7 @@ fn nodes_starting_together_migrate_a_fresh_database_once() {
         .create_list(&a("dev@l.test"), &ListSettings::default())
         .expect("list");
     assert_eq!(dirs[3].list_by_id(list.id).expect("read"), Some(list));
-    assert_eq!(dirs[1].backend_name(), "postgresql");
+    assert_eq!(dirs[1].store_kind(), herald_directory::StoreKind::Postgres);
 }
 
 /// Two nodes adding members at once: every add counts exactly once, ids are unique and grow
