@@ -477,6 +477,7 @@ mod tests {
         let text = include_str!("../../../herald.example.toml");
         let c = Config::parse(text).expect("herald.example.toml must parse");
         let d = Config::default();
+        assert_eq!(c.store, d.store);
         assert_eq!(c.listen.smtp, d.listen.smtp);
         assert_eq!(c.scheduler.max_connections, d.scheduler.max_connections);
         assert_eq!(c.spool.commit_interval_ms, d.spool.commit_interval_ms);
