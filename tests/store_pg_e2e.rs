@@ -246,3 +246,55 @@ fn export_and_import_run_on_postgresql() {
     assert_eq!(first, members(&out2));
     assert!(!tmp.path().join("two/herald.db").exists());
 }
+
+/// `herald doctor` says whether the PostgreSQL directory answers, without creating anything
+/// in it, and names an unreachable one as an error (without its password).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_checks_the_store() {
+    let url = tokio::task::spawn_blocking(|| PgServer::shared().fresh_database())
+        .await
+        .expect("task")
+        .expect("database");
+    let world = World::start(world_config(&[Profile::Normal], false))
+        .await
+        .expect("world");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dead = format!(
+        "postgres://herald:secret@127.0.0.1:{}/herald?connect_timeout=2",
+        support::binary::free_port()
+    );
+    for (name, store, want) in [
+        ("up", url.as_str(), "no directory schema yet"),
+        ("down", dead.as_str(), "cannot reach the directory"),
+    ] {
+        let cfg = tmp.path().join(format!("{name}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "data_dir = {:?}\n[dns]\nnameservers = [\"{}\"]\n[store]\nurl = {store:?}\n",
+                tmp.path().join(name).display().to_string(),
+                world.dns_addr()
+            ),
+        )
+        .expect("config");
+        let (_, out) = tokio::task::spawn_blocking(move || {
+            support::binary::herald_with_config(
+                &cfg,
+                &["doctor", "nothing.test", "--ip", "127.0.0.5"],
+            )
+        })
+        .await
+        .expect("task");
+        let line = out
+            .lines()
+            .find(|l| l.contains(" store "))
+            .unwrap_or_else(|| panic!("no store line:\n{out}"));
+        assert!(line.contains(want), "{line}");
+        assert!(!out.contains("secret"), "{out}");
+    }
+    assert_eq!(
+        pg_count(&url, "pg_tables WHERE schemaname = 'public'").await,
+        0
+    );
+    world.shutdown().await;
+}

@@ -148,6 +148,12 @@ impl Directory {
         })
     }
 
+    /// Connects to the PostgreSQL database at `url` once and returns its directory schema
+    /// version (0 when it has none yet), changing nothing: `herald doctor`'s store check.
+    pub fn probe_postgres(url: &str) -> Result<i64, DirectoryError> {
+        pg::probe(url)
+    }
+
     /// Which backend this handle uses.
     pub fn store_kind(&self) -> StoreKind {
         match self.backend() {

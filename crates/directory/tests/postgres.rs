@@ -95,6 +95,23 @@ fn nodes_writing_at_once_count_every_member_once() {
     assert_eq!(added, total, "each member counted as added once");
 }
 
+/// `herald doctor`'s probe reads the schema version and changes nothing.
+#[test]
+fn the_probe_reads_the_version_and_creates_nothing() {
+    let url = PgServer::shared().fresh_database().expect("database");
+    assert_eq!(Directory::probe_postgres(&url).expect("probe"), 0);
+    assert_eq!(
+        Directory::probe_postgres(&url).expect("again"),
+        0,
+        "created nothing"
+    );
+    drop(Directory::open_postgres(&url, 1).expect("open"));
+    assert_eq!(
+        Directory::probe_postgres(&url).expect("probe"),
+        SCHEMA_VERSION
+    );
+}
+
 #[test]
 fn hostile_and_unreachable_urls_are_clear_errors() {
     for url in [

@@ -138,18 +138,7 @@ impl PgStore {
     /// Parses `url`, connects once and migrates the schema (under an advisory lock, see
     /// `schema`).
     pub(crate) fn open(url: &str, max: usize) -> Result<PgStore, DirectoryError> {
-        let mut config: postgres::Config =
-            url.parse()
-                .map_err(|e: postgres::Error| DirectoryError::StoreUrl {
-                    // The driver's message names the bad part, never the password.
-                    reason: e.to_string(),
-                })?;
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(CONNECT_TIMEOUT);
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("herald");
-        }
+        let config = parse_url(url)?;
         let store = PgStore {
             config,
             max: max.max(1),
@@ -283,6 +272,45 @@ impl PgStore {
         tx.commit().map_err(pg("end snapshot"))?;
         Ok(out)
     }
+}
+
+/// The driver's configuration from a `[store] url`, with Herald's defaults.
+fn parse_url(url: &str) -> Result<postgres::Config, DirectoryError> {
+    let mut config: postgres::Config =
+        url.parse()
+            .map_err(|e: postgres::Error| DirectoryError::StoreUrl {
+                // The driver's message names the bad part, never the password.
+                reason: e.to_string(),
+            })?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("herald");
+    }
+    Ok(config)
+}
+
+/// Connects once and reads the schema version without changing anything (0: no directory
+/// schema yet; `herald serve` creates it). For `herald doctor`.
+pub(crate) fn probe(url: &str) -> Result<i64, DirectoryError> {
+    let mut client = connect(&parse_url(url)?).map_err(|source| DirectoryError::PgOpen {
+        what: "connect",
+        source,
+    })?;
+    let exists: bool = col(
+        &client
+            .query_one("SELECT to_regclass('directory_schema') IS NOT NULL", &[])
+            .map_err(pg("look for the schema"))?,
+        0,
+    )?;
+    if !exists {
+        return Ok(0);
+    }
+    let row = client
+        .query_opt("SELECT version FROM directory_schema", &[])
+        .map_err(pg("read schema version"))?;
+    row.map_or(Ok(0), |r| col(&r, 0))
 }
 
 /// Connects and sets what every directory session needs.
