@@ -280,8 +280,12 @@ mod tests {
 
     #[test]
     fn a_batch_keeps_modes_refuses_suppressed_and_banned_and_never_re_enables() {
-        let tmp = tempfile::tempdir().unwrap();
-        let d = Directory::open(&tmp.path().join("h.db")).unwrap();
+        crate::tests::on_both(
+            a_batch_keeps_modes_refuses_suppressed_and_banned_and_never_re_enables_on,
+        );
+    }
+
+    fn a_batch_keeps_modes_refuses_suppressed_and_banned_and_never_re_enables_on(d: Directory) {
         let list = d
             .create_list(
                 &Address::parse("l@x.test").unwrap(),
@@ -346,8 +350,10 @@ mod tests {
 
     #[test]
     fn invalid_members_are_reported_not_written() {
-        let tmp = tempfile::tempdir().unwrap();
-        let d = Directory::open(&tmp.path().join("h.db")).unwrap();
+        crate::tests::on_both(invalid_members_are_reported_not_written_on);
+    }
+
+    fn invalid_members_are_reported_not_written_on(d: Directory) {
         let list = d
             .create_list(
                 &Address::parse("l@x.test").unwrap(),
@@ -364,8 +370,10 @@ mod tests {
 
     #[test]
     fn an_imported_suppression_keeps_its_date() {
-        let tmp = tempfile::tempdir().unwrap();
-        let d = Directory::open(&tmp.path().join("h.db")).unwrap();
+        crate::tests::on_both(an_imported_suppression_keeps_its_date_on);
+    }
+
+    fn an_imported_suppression_keeps_its_date_on(d: Directory) {
         let a = Address::parse("z@y.test").unwrap();
         assert!(d
             .import_suppression(None, &a, "blocklisted", SuppressionSource::Operator, 1234)

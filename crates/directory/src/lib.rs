@@ -171,6 +171,17 @@ impl Directory {
 mod tests {
     use super::*;
 
+    /// Runs `t` on a fresh SQLite file, then on a fresh PostgreSQL database (the test
+    /// binary's own server, `herald-pg-harness`): the unit tests that touch storage run on both.
+    pub(crate) fn on_both(t: impl Fn(Directory)) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        t(Directory::open(&tmp.path().join("d.db")).expect("sqlite"));
+        let url = herald_pg_harness::PgServer::shared()
+            .fresh_database()
+            .expect("database");
+        t(Directory::open_postgres(&url, 2).expect("postgresql"));
+    }
+
     #[test]
     fn directory_is_clone_send_sync() {
         fn assert_traits<T: Clone + Send + Sync + 'static>() {}
