@@ -1,8 +1,8 @@
 //! The `[store]` section (issue 17): where the directory lives.
 //!
 //! `url` absent, empty or `sqlite:` → `herald.db` in the data directory (the embedded default,
-//! unchanged); `sqlite:<path>` → that SQLite file (relative to the data directory);
-//! `postgres://user:pass@host:port/db` (or `postgresql://`) → a PostgreSQL database several
+//! unchanged; no other SQLite path is offered, because `herald backup`, the upgrade checks and
+//! the tools find the directory there); `postgres://user:pass@host:port/db` (or `postgresql://`) → a PostgreSQL database several
 //! Herald nodes may share. Anything else is refused when the configuration is checked, naming
 //! the key, so a typo never falls back to a local file silently.
 //!
@@ -50,9 +50,6 @@ impl StoreConfig {
         if url.is_empty() || url == "sqlite:" {
             return Ok(StoreLocation::Sqlite(data_dir.join(SQLITE_FILE)));
         }
-        if let Some(path) = url.strip_prefix("sqlite:") {
-            return Ok(StoreLocation::Sqlite(data_dir.join(path)));
-        }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             if self.max_connections == 0 {
                 return Err(DirectoryError::invalid(
@@ -64,7 +61,7 @@ impl StoreConfig {
         }
         Err(DirectoryError::invalid(
             "store.url",
-            "expected sqlite:[<path>] or postgres://user:password@host:port/database",
+            "expected sqlite: (herald.db in data_dir) or postgres://user:password@host:port/database",
         ))
     }
 
@@ -124,16 +121,19 @@ mod tests {
             StoreLocation::Sqlite(dir.join("herald.db"))
         );
         assert_eq!(
-            cfg("sqlite:other.db").location(dir).unwrap(),
-            StoreLocation::Sqlite(dir.join("other.db"))
-        );
-        assert_eq!(
             cfg("postgres://h@127.0.0.1:5432/herald")
                 .location(dir)
                 .unwrap(),
             StoreLocation::Postgres("postgres://h@127.0.0.1:5432/herald".into())
         );
-        for bad in ["mysql://x@y/z", "herald.db", "postgres:/x", "\u{0}"] {
+        for bad in [
+            "mysql://x@y/z",
+            "herald.db",
+            "postgres:/x",
+            "sqlite:other.db",
+            "sqlite:/etc/passwd",
+            "\u{0}",
+        ] {
             match cfg(bad).location(dir) {
                 Err(DirectoryError::InvalidInput { field, .. }) => assert_eq!(field, "store.url"),
                 other => panic!("{bad:?}: {other:?}"),
