@@ -99,7 +99,8 @@ pub async fn run(config: &Config, api: Result<Api>, args: DoctorArgs) -> Result<
         &config.hostname,
     )
     .context("the SPF checker")?;
-    let findings = herald_doctor::examine(&inputs, &dns, &auth).await;
+    let mut findings = herald_doctor::examine(&inputs, &dns, &auth).await;
+    findings.extend(store_check(config).await);
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&findings)?);
     } else {
@@ -111,6 +112,28 @@ pub async fn run(config: &Config, api: Result<Api>, args: DoctorArgs) -> Result<
         .count();
     anyhow::ensure!(errors == 0, "{errors} problem(s) to fix (see ERROR lines)");
     Ok(())
+}
+
+/// The `[store]` check when the directory is in PostgreSQL (a SQLite file needs none): one
+/// connection, the schema version read, nothing changed.
+async fn store_check(config: &Config) -> Option<Finding> {
+    let herald_directory::StoreLocation::Postgres(url) =
+        config.store.location(&config.data_dir).ok()?
+    else {
+        return None;
+    };
+    let subject = config.store.describe(&config.data_dir);
+    // Blocking client: off the runtime's threads.
+    let found =
+        tokio::task::spawn_blocking(move || herald_directory::Directory::probe_postgres(&url))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()));
+    Some(herald_doctor::store::store_finding(
+        &subject,
+        found,
+        herald_directory::SCHEMA_VERSION,
+    ))
 }
 
 fn print_table(findings: &[Finding]) {

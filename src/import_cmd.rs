@@ -178,7 +178,7 @@ fn parse_list(s: &str) -> Result<Address> {
 fn open_directory(config: &Config) -> Result<Directory> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
-    Ok(Directory::open(&config.data_dir.join("herald.db"))?)
+    Ok(config.store.open(&config.data_dir)?)
 }
 
 async fn run(
@@ -188,7 +188,9 @@ async fn run(
     api: Option<Api>,
     held_dir: &Path,
 ) -> Result<()> {
-    let dir = open_directory(config)?;
+    // The directory is synchronous, and on PostgreSQL its client must not block a thread the
+    // runtime drives: every directory step of this async command runs in `block_in_place`.
+    let dir = tokio::task::block_in_place(|| open_directory(config))?;
     let archive_db = config.data_dir.join("archive.db");
     let mut ledger = Ledger::load(&config.data_dir)?;
     if let Some(u) = &ledger.under_way {
@@ -205,7 +207,9 @@ async fn run(
     } else {
         None
     };
-    let mut plan = herald_import::compute(&dir, archive.as_ref(), &ledger, snap)?;
+    let mut plan = tokio::task::block_in_place(|| {
+        herald_import::compute(&dir, archive.as_ref(), &ledger, snap)
+    })?;
     drop(archive);
     let held_api = held::drop_already_held(api.as_ref(), &mut plan).await;
     for line in plan.describe() {
@@ -232,7 +236,9 @@ async fn run(
         .iter_mut()
         .map(|l| (l.address.to_string(), std::mem::take(&mut l.held)))
         .collect();
-    let mut skipped = apply(&dir, &archive_db, &mut ledger, plan, common, config)?;
+    let mut skipped = tokio::task::block_in_place(|| {
+        apply(&dir, &archive_db, &mut ledger, plan, common, config)
+    })?;
     skipped.extend(held::bring_over(held_api, held, held_dir).await?);
     print_skips(&skipped);
     welcome::send_pending(api.as_ref(), &mut ledger).await

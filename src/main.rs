@@ -240,7 +240,8 @@ async fn dispatch(
         Command::Digest(cmd) => lists_cmd::digest(&api()?, cmd).await,
         Command::TlsReport(cmd) => lists_cmd::tls_report(&api()?, cmd).await,
         Command::Import(cmd) => import_cmd::import(cmd, &config, api().ok()).await,
-        Command::Export(cmd) => import_cmd::export(cmd, &config),
+        // Synchronous (the directory's API); off the runtime, as the PostgreSQL client needs.
+        Command::Export(cmd) => tokio::task::block_in_place(|| import_cmd::export(cmd, &config)),
         Command::Account(cmd) => accounts_cmd::account(&api()?, cmd).await,
         Command::Audit(a) => accounts_cmd::audit(&api()?, a).await,
     }

@@ -49,6 +49,7 @@ const FLOW: &[&str] = &[
     "herald-server",
     "herald-bench",
     "herald-fuzz",
+    "herald-pg-harness",
     "herald",
 ];
 

@@ -82,6 +82,15 @@ pub fn server_config(world: &World, data_dir: PathBuf) -> Config {
     c.scheduler.retry_max_secs = 2;
     c.scheduler.destination_backoff_secs = 1;
     c.scheduler.tick_ms = 50;
+    // HERALD_TEST_STORE=postgres runs any end-to-end test on a fresh PostgreSQL directory (the
+    // test binary's own server, issue 17): the same scenarios, the other store.
+    if std::env::var("HERALD_TEST_STORE").is_ok_and(|v| v == "postgres") {
+        let url = std::thread::spawn(|| herald_pg_harness::PgServer::shared().fresh_database())
+            .join()
+            .expect("harness thread")
+            .expect("test database");
+        c.store.url = Some(url);
+    }
     c
 }
 

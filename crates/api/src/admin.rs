@@ -288,6 +288,15 @@ pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
 /// an error status; a failure later ends the stream without its manifest, which the client
 /// refuses as incomplete.
 pub async fn backup(State(s): St) -> Result<axum::response::Response, ApiError> {
+    // A backup without the directory would restore as a server with no lists: refused, with
+    // what to do instead, rather than taken silently incomplete.
+    if s.directory.store_kind() == herald_directory::StoreKind::Postgres {
+        return Err(ApiError::Unavailable(
+            "the directory is in PostgreSQL ([store] url): back it up with pg_dump; \
+             herald backup copies a SQLite directory only"
+                .into(),
+        ));
+    }
     let staged = herald_backup::take::stage(&s.backup)
         .await
         .map_err(|e| ApiError::Unavailable(format!("cannot take a backup: {e}")))?;

@@ -3,6 +3,8 @@
 //!
 //! Run: `cargo run --release -p herald-directory --example dir_bench [members] [db-path]`
 //! (default 1,000,000 members in a temporary directory). Prints one line per phase.
+//! With `postgres` as the path, the same phases run on PostgreSQL (issue 17): a throw-away
+//! server started by `herald-pg-harness` on 127.0.0.1, fsync off as the harness runs it.
 
 use herald_directory::{Directory, NewMember};
 use herald_types::{Address, ListSettings, MemberId};
@@ -22,10 +24,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .transpose()?
         .unwrap_or(1_000_000);
     let tmp = tempfile::tempdir()?;
-    let path = args
+    let path: std::path::PathBuf = args
         .next()
         .map_or_else(|| tmp.path().join("bench.db"), Into::into);
-    let d = Directory::open(&path)?;
+    let d = if path.as_os_str() == "postgres" {
+        let url = herald_pg_harness::PgServer::shared().fresh_database()?;
+        Directory::open_postgres(&url, herald_directory::DEFAULT_MAX_CONNECTIONS)?
+    } else {
+        Directory::open(&path)?
+    };
+    println!("backend: {}", d.store_kind().as_str());
     let list = d.create_list(
         &Address::parse("bench@lists.example")?,
         &ListSettings::default(),

@@ -53,27 +53,40 @@ pub(crate) fn ban_set(store: &Store, conn: &Connection) -> Result<Arc<BanSet>, D
         .prepare_cached("SELECT COALESCE(MAX(id), 0), COUNT(*) FROM bans")
         .and_then(|mut st| st.query_row([], |r| Ok((r.get(0)?, r.get(1)?))))
         .map_err(storage("read ban generation"))?;
+    cached_set(&store.bans, generation, || load(conn))
+}
+
+/// The cached set if it was built from `generation` (MAX(id), COUNT(*): ban rows are only
+/// inserted and deleted), else the set `load` reads, compiled and cached. Both backends.
+pub(crate) fn cached_set(
+    cache: &crate::patterns::BanCache,
+    generation: (i64, i64),
+    load: impl FnOnce() -> Result<Vec<Ban>, DirectoryError>,
+) -> Result<Arc<BanSet>, DirectoryError> {
     // std Mutex: no await under it; compiling a few thousand patterns is milliseconds, once per
     // change.
-    let mut cache = store.bans.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some((g, set)) = cache.as_ref() {
         if *g == generation {
             return Ok(set.clone());
         }
     }
-    let set = Arc::new(load(conn)?);
+    let set = Arc::new(compile(load()?));
     *cache = Some((generation, set.clone()));
     Ok(set)
 }
 
-fn load(conn: &Connection) -> Result<BanSet, DirectoryError> {
+fn load(conn: &Connection) -> Result<Vec<Ban>, DirectoryError> {
     let mut st = conn
         .prepare_cached("SELECT id, list_id, pattern, created_at_ms FROM bans ORDER BY id")
         .map_err(storage("read bans"))?;
     let rows = st.query_map([], ban_row).map_err(storage("read bans"))?;
+    rows.collect::<Result<_, _>>().map_err(storage("read bans"))
+}
+
+fn compile(bans: Vec<Ban>) -> BanSet {
     let mut set = BanSet::default();
-    for row in rows {
-        let ban = row.map_err(storage("read bans"))?;
+    for ban in bans {
         match parse(&ban.pattern) {
             Ok((_, m)) => set.bans.push((ban, m)),
             // Stored by an older Herald with laxer limits, or edited by hand: one unusable
@@ -82,7 +95,7 @@ fn load(conn: &Connection) -> Result<BanSet, DirectoryError> {
                 "stored ban pattern is not usable; ignored"),
         }
     }
-    Ok(set)
+    set
 }
 
 fn ban_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Ban> {
@@ -110,7 +123,8 @@ impl Directory {
     /// posts and new subscriptions; remove or suppress a member to stop their mail.
     pub fn add_ban(&self, list: Option<ListId>, pattern: &str) -> Result<Ban, DirectoryError> {
         let (text, _) = parse(pattern)?;
-        self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.add_ban(list, &text));
+        store.write(|tx| {
             if let Some(l) = list {
                 ensure_list(tx, l)?;
             }
@@ -145,7 +159,8 @@ impl Directory {
     pub fn remove_ban(&self, list: Option<ListId>, pattern: &str) -> Result<bool, DirectoryError> {
         // A pattern stored by an older rule set may not parse any more: fall back to the text.
         let text = parse(pattern).map_or_else(|_| pattern.trim().to_string(), |(t, _)| t);
-        self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.remove_ban(list, &text));
+        store.write(|tx| {
             let n = tx
                 .prepare_cached("DELETE FROM bans WHERE COALESCE(list_id, 0) = ?1 AND pattern = ?2")
                 .and_then(|mut st| st.execute(params![list.map_or(0, |l| l.0), text]))
@@ -156,7 +171,8 @@ impl Directory {
 
     /// The bans of one scope (`None`: the global ones), oldest first.
     pub fn bans(&self, list: Option<ListId>) -> Result<Vec<Ban>, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg.bans(list));
+        let conn = store.reader()?;
         let mut st = conn
             .prepare_cached(
                 "SELECT id, list_id, pattern, created_at_ms FROM bans \
@@ -176,8 +192,9 @@ impl Directory {
         list: Option<ListId>,
         address: &Address,
     ) -> Result<Option<Ban>, DirectoryError> {
-        let conn = self.store.reader()?;
-        ban_on(&self.store, &conn, list, address)
+        let store = sqlite_or!(self, pg => pg.ban_for(list, address));
+        let conn = store.reader()?;
+        ban_on(store, &conn, list, address)
     }
 }
 

@@ -84,7 +84,7 @@ pub struct BounceScore {
     pub last_counted_ms: u64,
 }
 
-fn cap(s: &str) -> String {
+pub(crate) fn cap(s: &str) -> String {
     s.chars()
         .filter(|c| !c.is_control())
         .take(MAX_TEXT_CHARS)
@@ -109,7 +109,7 @@ impl BounceEvent {
     }
 }
 
-const EVENT_COLUMNS: &str =
+pub(crate) const EVENT_COLUMNS: &str =
     "id, list_id, address, at_ms, kind, status, diagnostic, source, post_id, counted, score";
 
 impl Directory {
@@ -121,7 +121,8 @@ impl Directory {
         address: Option<&Address>,
         b: &NewBounce,
     ) -> Result<BounceApplied, DirectoryError> {
-        self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.apply_bounce(list, address, b));
+        store.write(|tx| {
             let settings = list_by_id_on(tx, list)?
                 .ok_or_else(|| DirectoryError::no_such_list(list))?
                 .settings;
@@ -135,47 +136,30 @@ impl Directory {
                 .and_then(|mut st| st.query_row(params![list.0, addr], |r| r.get(0)).optional())
                 .map_err(storage("read member for bounce"))?
             };
-            let mut out = BounceApplied {
-                member_found: member.is_some(),
-                counted: false,
-                score: 0.0,
-                disabled: false,
+            let prior = match member {
+                Some(_) => score_on(tx, list, &addr)?,
+                None => None,
             };
-            if let Some(reason) = &member {
-                let stale_ms = u64::from(settings.bounce_stale_days).saturating_mul(DAY_MS);
-                let prior = score_on(tx, list, &addr)?;
-                let mut score = match prior {
-                    Some(p) if b.at_ms.saturating_sub(p.last_counted_ms) <= stale_ms => p.score,
-                    _ => 0.0,
-                };
-                let due = prior.is_none_or(|p| b.at_ms.saturating_sub(p.last_counted_ms) >= DAY_MS);
-                if b.weight > 0.0 && reason.is_none() && due {
-                    score += b.weight;
-                    out.counted = true;
-                    tx.prepare_cached(
-                        "INSERT INTO bounce_scores (list_id, address, score, last_counted_ms) \
-                         VALUES (?1, ?2, ?3, ?4) ON CONFLICT (list_id, address) DO UPDATE \
-                         SET score = excluded.score, last_counted_ms = excluded.last_counted_ms",
-                    )
-                    .and_then(|mut st| st.execute(params![list.0, addr, score, b.at_ms as i64]))
-                    .map_err(storage("update bounce score"))?;
-                }
-                out.score = score;
-                let threshold = f64::from(settings.bounce_threshold);
-                if out.counted && threshold > 0.0 && score >= threshold {
-                    let why = format!(
-                        "bounce score {score:.1} reached {threshold:.1} (last: {} {})",
-                        cap(&b.kind),
-                        b.status.as_deref().map(cap).unwrap_or_default()
-                    );
-                    tx.prepare_cached(
-                        "UPDATE members SET disabled_reason = ?3 WHERE list_id = ?1 AND address = ?2",
-                    )
-                    .and_then(|mut st| st.execute(params![list.0, addr, why.trim_end()]))
-                    .map_err(storage("disable bouncing member"))?;
-                    out.disabled = true;
-                }
+            let scored = score(member.as_ref(), prior, &settings, b);
+            if scored.out.counted {
+                tx.prepare_cached(
+                    "INSERT INTO bounce_scores (list_id, address, score, last_counted_ms) \
+                     VALUES (?1, ?2, ?3, ?4) ON CONFLICT (list_id, address) DO UPDATE \
+                     SET score = excluded.score, last_counted_ms = excluded.last_counted_ms",
+                )
+                .and_then(|mut st| {
+                    st.execute(params![list.0, addr, scored.out.score, b.at_ms as i64])
+                })
+                .map_err(storage("update bounce score"))?;
             }
+            if let Some(why) = &scored.disable {
+                tx.prepare_cached(
+                    "UPDATE members SET disabled_reason = ?3 WHERE list_id = ?1 AND address = ?2",
+                )
+                .and_then(|mut st| st.execute(params![list.0, addr, why]))
+                .map_err(storage("disable bouncing member"))?;
+            }
+            let out = scored.out;
             insert_event(tx, list, &addr, b, &out)?;
             Ok(out)
         })
@@ -187,7 +171,8 @@ impl Directory {
         list: ListId,
         address: &Address,
     ) -> Result<Option<BounceScore>, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg.bounce_score(list, address));
+        let conn = store.reader()?;
         score_on(&conn, list, &address.to_string())
     }
 
@@ -200,7 +185,8 @@ impl Directory {
         kind: Option<&str>,
         limit: usize,
     ) -> Result<Vec<BounceEvent>, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg.bounce_events(list, address, kind, limit.min(MAX_BOUNCE_LISTING) as i64));
+        let conn = store.reader()?;
         if let Some(l) = list {
             ensure_list(&conn, l)?;
         }
@@ -234,7 +220,8 @@ impl Directory {
         address: &Address,
         skip: bool,
     ) -> Result<bool, DirectoryError> {
-        self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.set_skip_if_addressed(list, address, skip));
+        store.write(|tx| {
             ensure_list(tx, list)?;
             let n = tx
                 .prepare_cached(
@@ -254,7 +241,8 @@ impl Directory {
         list: ListId,
         addresses: &[Address],
     ) -> Result<HashSet<String>, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg.skip_if_addressed_among(list, addresses));
+        let conn = store.reader()?;
         let mut st = conn
             .prepare_cached(
                 "SELECT m.address FROM members m JOIN member_prefs p ON p.member_id = m.id \
@@ -283,7 +271,8 @@ impl Directory {
         up_to: MemberId,
         address: &Address,
     ) -> Result<bool, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg.is_enabled_member_upto(list, up_to, address));
+        let conn = store.reader()?;
         conn.prepare_cached(
             "SELECT 1 FROM members WHERE list_id = ?1 AND address = ?2 AND id <= ?3 \
              AND disabled_reason IS NULL AND delivery = 'regular'",
@@ -312,8 +301,9 @@ impl Directory {
         list: ListId,
         address: &Address,
     ) -> Result<bool, DirectoryError> {
+        let store = sqlite_or!(self, pg => pg.reset_bounce_score(list, address));
         let addr = address.to_string();
-        self.store.write(|tx| {
+        store.write(|tx| {
             ensure_list(tx, list)?;
             tx.prepare_cached("DELETE FROM bounce_scores WHERE list_id = ?1 AND address = ?2")
                 .and_then(|mut st| st.execute(params![list.0, addr]))
@@ -324,6 +314,54 @@ impl Directory {
                 .map_err(storage("find member"))
         })
     }
+}
+
+/// What the scoring rules decide for one bounce (pure; both backends store it).
+pub(crate) struct Scored {
+    pub(crate) out: BounceApplied,
+    /// `Some(reason)`: disable the member with this reason.
+    pub(crate) disable: Option<String>,
+}
+
+/// The scoring rules of the module doc. `member`: `None` when the address is not a member,
+/// else its disabled reason (`None`: enabled); `prior`: its stored score.
+pub(crate) fn score(
+    member: Option<&Option<String>>,
+    prior: Option<BounceScore>,
+    settings: &herald_types::ListSettings,
+    b: &NewBounce,
+) -> Scored {
+    let mut out = BounceApplied {
+        member_found: member.is_some(),
+        counted: false,
+        score: 0.0,
+        disabled: false,
+    };
+    let mut disable = None;
+    if let Some(reason) = member {
+        let stale_ms = u64::from(settings.bounce_stale_days).saturating_mul(DAY_MS);
+        let mut score = match prior {
+            Some(p) if b.at_ms.saturating_sub(p.last_counted_ms) <= stale_ms => p.score,
+            _ => 0.0,
+        };
+        let due = prior.is_none_or(|p| b.at_ms.saturating_sub(p.last_counted_ms) >= DAY_MS);
+        if b.weight > 0.0 && reason.is_none() && due {
+            score += b.weight;
+            out.counted = true;
+        }
+        out.score = score;
+        let threshold = f64::from(settings.bounce_threshold);
+        if out.counted && threshold > 0.0 && score >= threshold {
+            let why = format!(
+                "bounce score {score:.1} reached {threshold:.1} (last: {} {})",
+                cap(&b.kind),
+                b.status.as_deref().map(cap).unwrap_or_default()
+            );
+            disable = Some(why.trim_end().to_string());
+            out.disabled = true;
+        }
+    }
+    Scored { out, disable }
 }
 
 fn score_on(

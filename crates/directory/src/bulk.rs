@@ -78,7 +78,8 @@ impl Directory {
             ));
         }
         let checked: Vec<Option<String>> = batch.iter().map(check).collect();
-        self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.import_members(list, batch, &checked, consent));
+        store.write(|tx| {
             ensure_list(tx, list)?;
             let mut high = high_water(tx)?;
             let mut out = Vec::with_capacity(batch.len());
@@ -88,7 +89,7 @@ impl Directory {
                     continue;
                 }
                 let addr = &m.member.address;
-                if let Some(why) = crate::suppression::refusal_on(&self.store, tx, list, addr)? {
+                if let Some(why) = crate::suppression::refusal_on(store, tx, list, addr)? {
                     out.push(ImportOutcome::Refused(why));
                     continue;
                 }
@@ -146,25 +147,12 @@ impl Directory {
         // member decoder, and the two reads see the same rows unless a writer slips between
         // them, in which case a member added since has an id the caller pages to next.
         let (first, last) = (page[0].id.0, page[page.len() - 1].id.0);
-        let conn = self.store.reader()?;
-        let mut st = conn
-            .prepare_cached(
-                "SELECT id, delivery, moderated FROM members \
-                 WHERE list_id = ?1 AND id >= ?2 AND id <= ?3",
-            )
-            .map_err(storage("read member options"))?;
-        let rows = st
-            .query_map(params![list.0, first, last], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, bool>(2)?,
-                ))
-            })
-            .map_err(storage("read member options"))?;
+        let rows = match self.backend() {
+            crate::Backend::Postgres(pg) => pg.member_options(list, first, last)?,
+            crate::Backend::Sqlite(store) => sqlite_member_options(store, list, first, last)?,
+        };
         let mut options = std::collections::HashMap::with_capacity(page.len());
-        for row in rows {
-            let (id, word, moderated) = row.map_err(storage("read member options"))?;
+        for (id, word, moderated) in rows {
             let delivery = DeliveryMode::parse(&word).ok_or_else(|| DirectoryError::Corrupt {
                 what: "members.delivery",
                 reason: format!("unknown delivery mode {word:?}"),
@@ -205,7 +193,8 @@ impl Directory {
         }
         self.suppress(list, address, reason, source)?;
         let at = i64::try_from(at_ms).unwrap_or(i64::MAX);
-        self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.date_suppression(list, address, at).map(|()| true));
+        store.write(|tx| {
             tx.prepare_cached(
                 "UPDATE suppressions SET at_ms = ?3 WHERE address = ?1 AND COALESCE(list_id, 0) = ?2",
             )
@@ -214,6 +203,33 @@ impl Directory {
             Ok(true)
         })
     }
+}
+
+/// (id, delivery word, moderated) of `list`'s members with `first <= id <= last`, on SQLite.
+fn sqlite_member_options(
+    store: &crate::store::Store,
+    list: ListId,
+    first: i64,
+    last: i64,
+) -> Result<Vec<(i64, String, bool)>, DirectoryError> {
+    let conn = store.reader()?;
+    let mut st = conn
+        .prepare_cached(
+            "SELECT id, delivery, moderated FROM members \
+             WHERE list_id = ?1 AND id >= ?2 AND id <= ?3",
+        )
+        .map_err(storage("read member options"))?;
+    let rows = st
+        .query_map(params![list.0, first, last], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, bool>(2)?,
+            ))
+        })
+        .map_err(storage("read member options"))?;
+    rows.collect::<Result<_, _>>()
+        .map_err(storage("read member options"))
 }
 
 /// Why the directory would refuse this member's name or fields (the API's checks), as a
@@ -291,8 +307,12 @@ mod tests {
 
     #[test]
     fn a_batch_keeps_modes_refuses_suppressed_and_banned_and_never_re_enables() {
-        let tmp = tempfile::tempdir().unwrap();
-        let d = Directory::open(&tmp.path().join("h.db")).unwrap();
+        crate::tests::on_both(
+            a_batch_keeps_modes_refuses_suppressed_and_banned_and_never_re_enables_on,
+        );
+    }
+
+    fn a_batch_keeps_modes_refuses_suppressed_and_banned_and_never_re_enables_on(d: Directory) {
         let list = d
             .create_list(
                 &Address::parse("l@x.test").unwrap(),
@@ -369,8 +389,10 @@ mod tests {
 
     #[test]
     fn invalid_members_are_reported_not_written() {
-        let tmp = tempfile::tempdir().unwrap();
-        let d = Directory::open(&tmp.path().join("h.db")).unwrap();
+        crate::tests::on_both(invalid_members_are_reported_not_written_on);
+    }
+
+    fn invalid_members_are_reported_not_written_on(d: Directory) {
         let list = d
             .create_list(
                 &Address::parse("l@x.test").unwrap(),
@@ -387,8 +409,10 @@ mod tests {
 
     #[test]
     fn an_imported_suppression_keeps_its_date() {
-        let tmp = tempfile::tempdir().unwrap();
-        let d = Directory::open(&tmp.path().join("h.db")).unwrap();
+        crate::tests::on_both(an_imported_suppression_keeps_its_date_on);
+    }
+
+    fn an_imported_suppression_keeps_its_date_on(d: Directory) {
         let a = Address::parse("z@y.test").unwrap();
         assert!(d
             .import_suppression(None, &a, "blocklisted", SuppressionSource::Operator, 1234)

@@ -119,20 +119,24 @@ impl Directory {
         list: ListId,
         address: &Address,
     ) -> Result<Option<Consent>, DirectoryError> {
-        let conn = self.store.reader()?;
-        ensure_list(&conn, list)?;
-        let row: Option<(i64, String, Option<String>)> = conn
-            .prepare_cached(
-                "SELECT c.at_ms, c.source, c.client FROM member_consent c \
+        let row: Option<(i64, String, Option<String>)> = match self.backend() {
+            crate::Backend::Postgres(pg) => pg.member_consent(list, address)?,
+            crate::Backend::Sqlite(store) => {
+                let conn = store.reader()?;
+                ensure_list(&conn, list)?;
+                conn.prepare_cached(
+                    "SELECT c.at_ms, c.source, c.client FROM member_consent c \
                  JOIN members m ON m.id = c.member_id WHERE m.list_id = ?1 AND m.address = ?2",
-            )
-            .and_then(|mut st| {
-                st.query_row(params![list.0, address.to_string()], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                )
+                .and_then(|mut st| {
+                    st.query_row(params![list.0, address.to_string()], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })
+                    .optional()
                 })
-                .optional()
-            })
-            .map_err(storage("read consent"))?;
+                .map_err(storage("read consent"))?
+            }
+        };
         row.map(|(at, source, client)| {
             let source = ConsentSource::parse(&source).ok_or_else(|| DirectoryError::Corrupt {
                 what: "member_consent.source",
@@ -155,8 +159,9 @@ impl Directory {
         address: &Address,
         consent: &Consent,
     ) -> Result<bool, DirectoryError> {
+        let store = sqlite_or!(self, pg => pg.record_consent(list, address, consent));
         let addr = address.to_string();
-        self.store.write(|tx| {
+        store.write(|tx| {
             ensure_list(tx, list)?;
             let id: Option<i64> = tx
                 .prepare_cached("SELECT id FROM members WHERE list_id = ?1 AND address = ?2")

@@ -12,6 +12,7 @@
 
 use crate::error::{storage, DirectoryError};
 use crate::lists::ensure_list;
+use crate::pg::MemberColumn;
 use crate::Directory;
 use herald_types::{Address, DeliveryMode, ListId, Member, MemberId};
 use rusqlite::{params, OptionalExtension};
@@ -29,7 +30,9 @@ impl Directory {
         limit: usize,
         mode: DeliveryMode,
     ) -> Result<Vec<Member>, DirectoryError> {
+        let store = sqlite_or!(self, pg => pg.page(list, after, up_to, limit, true, Some(mode)));
         self.page_where(
+            store,
             list,
             after,
             up_to,
@@ -46,7 +49,8 @@ impl Directory {
         address: &Address,
         mode: DeliveryMode,
     ) -> Result<bool, DirectoryError> {
-        self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.update_member_column(list, address, MemberColumn::Delivery, Some(mode.as_str())));
+        store.write(|tx| {
             ensure_list(tx, list)?;
             let n = tx
                 .prepare_cached(
@@ -69,7 +73,8 @@ impl Directory {
         if let Some(n) = name {
             crate::model::check_name(n).map_err(|e| DirectoryError::invalid("name", e))?;
         }
-        self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.update_member_column(list, address, MemberColumn::DisplayName, name));
+        store.write(|tx| {
             ensure_list(tx, list)?;
             let n = tx
                 .prepare_cached(
@@ -84,7 +89,8 @@ impl Directory {
     /// The highest member id of `list` (0 when it has none). Ids only grow, so the members added
     /// after this call are exactly those above it: an import's welcome range.
     pub fn last_member_id(&self, list: ListId) -> Result<MemberId, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg.last_member_id(list).map(MemberId));
+        let conn = store.reader()?;
         ensure_list(&conn, list)?;
         conn.prepare_cached("SELECT COALESCE(MAX(id), 0) FROM members WHERE list_id = ?1")
             .and_then(|mut st| st.query_row([list.0], |r| r.get(0)))
@@ -98,7 +104,9 @@ impl Directory {
         list: ListId,
         address: &Address,
     ) -> Result<Option<DeliveryMode>, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store =
+            sqlite_or!(self, pg => pg.delivery(list, address)?.map(|w| decode(&w)).transpose());
+        let conn = store.reader()?;
         ensure_list(&conn, list)?;
         let word: Option<String> = conn
             .prepare_cached("SELECT delivery FROM members WHERE list_id = ?1 AND address = ?2")
@@ -116,7 +124,14 @@ impl Directory {
         &self,
         list: ListId,
     ) -> Result<BTreeMap<DeliveryMode, u64>, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => {
+            let mut out = BTreeMap::new();
+            for (word, n) in pg.delivery_counts(list)? {
+                out.insert(decode(&word)?, u64::try_from(n).unwrap_or(0));
+            }
+            Ok(out)
+        });
+        let conn = store.reader()?;
         ensure_list(&conn, list)?;
         let mut st = conn
             .prepare_cached(

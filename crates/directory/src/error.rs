@@ -3,7 +3,7 @@
 //! Callers classify errors by variant (or with [`DirectoryError::is_client_error`] /
 //! [`DirectoryError::is_not_found`]), never by matching on the text. Variants that describe a bad
 //! request (`NoSuchList`, `AlreadyExists`, `AlreadyMember`, `InvalidInput`, `Refused`) are safe to show to
-//! an API client; storage variants carry SQLite or I/O detail that belongs in the server log, and
+//! an API client; storage variants carry SQLite, PostgreSQL or I/O detail that belongs in the server log, and
 //! the HTTP layer should answer them with a generic 500.
 
 use herald_types::{Address, ListId};
@@ -42,6 +42,26 @@ pub enum DirectoryError {
         path: PathBuf,
         #[source]
         source: rusqlite::Error,
+    },
+
+    /// The `[store] url` does not parse as a PostgreSQL connection string.
+    #[error("invalid [store] url: {reason}")]
+    StoreUrl { reason: String },
+
+    /// The PostgreSQL server could not be reached or refused the connection.
+    #[error("cannot {what} to the PostgreSQL directory: {source}")]
+    PgOpen {
+        what: &'static str,
+        #[source]
+        source: postgres::Error,
+    },
+
+    /// PostgreSQL failed while doing `context` (e.g. "insert member").
+    #[error("directory storage failed ({context}): {source}")]
+    PgStorage {
+        context: &'static str,
+        #[source]
+        source: postgres::Error,
     },
 
     /// SQLite failed while doing `context` (e.g. "insert member").

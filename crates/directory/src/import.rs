@@ -68,7 +68,15 @@ impl Directory {
         input: R,
         progress: &mut dyn FnMut(u64),
     ) -> Result<ImportReport, DirectoryError> {
-        ensure_list(&*self.store.reader()?, list)?;
+        match self.backend() {
+            crate::Backend::Sqlite(store) => ensure_list(&*store.reader()?, list)?,
+            crate::Backend::Postgres(pg) => {
+                // The list's existence, on the same connections the batches will use.
+                if pg.list_by_id(list)?.is_none() {
+                    return Err(DirectoryError::no_such_list(list));
+                }
+            }
+        }
         let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, input), MAX_LINE_BYTES);
         let mut buf = Vec::new();
         let header = read_header(&mut lines, &mut buf)?;
@@ -117,7 +125,16 @@ impl Directory {
         if batch.is_empty() {
             return Ok(());
         }
-        let tally = self.store.write(|tx| {
+        let store = match self.backend() {
+            crate::Backend::Sqlite(store) => store,
+            crate::Backend::Postgres(pg) => {
+                let (tally, refused) = pg.import_batch(list, batch, high)?;
+                finish_batch(report, tally, refused);
+                batch.clear();
+                return Ok(());
+            }
+        };
+        let tally = store.write(|tx| {
             // Re-checked per batch: the list may be deleted while a long import runs.
             ensure_list(tx, list)?;
             // The high-water mark is taken once, before the first insert of this import, so a
@@ -132,7 +149,7 @@ impl Directory {
             let mut refused = Vec::new();
             let mut ok = Vec::with_capacity(batch.len());
             for (line, m) in batch.iter() {
-                match refusal_on(&self.store, tx, list, &m.address)? {
+                match refusal_on(store, tx, list, &m.address)? {
                     Some(why) => {
                         refused.push((*line, format!("{} cannot be added: {why}", m.address)))
                     }
@@ -144,14 +161,23 @@ impl Directory {
             Ok((tally, refused))
         })?;
         let (tally, refused) = tally;
-        for (line, reason) in refused {
-            reject(report, line, reason);
-        }
-        report.added += tally.added;
-        report.updated += tally.updated;
+        finish_batch(report, tally, refused);
         batch.clear();
         Ok(())
     }
+}
+
+/// Adds one written batch to the report: its refused rows, then its counts.
+fn finish_batch(
+    report: &mut ImportReport,
+    tally: crate::members::Upserted,
+    refused: Vec<(u64, String)>,
+) {
+    for (line, reason) in refused {
+        reject(report, line, reason);
+    }
+    report.added += tally.added;
+    report.updated += tally.updated;
 }
 
 fn read_err(source: std::io::Error) -> DirectoryError {

@@ -1,4 +1,6 @@
-//! herald-directory: lists and their members, stored in embedded SQLite (WAL mode).
+//! herald-directory: lists and their members, stored in embedded SQLite (WAL mode, the
+//! default) or in a PostgreSQL database several Herald nodes share (`[store] url`, issue 17;
+//! see `pg`). Both backends serve the same API and pass the same test suite.
 //!
 //! Place in the flow: inbound asks whether an address is a list and whether a sender may post
 //! ([`Directory::list_by_address`], [`Directory::may_post`]); the spool records
@@ -22,9 +24,21 @@
 //! which parses untrusted text (see `import`). Names, fields, disabled reasons and list texts that
 //! later reach headers are refused if they carry control characters (no CR/LF injection).
 
+/// The backend of a [`Directory`] method: evaluates to the SQLite store, or returns from the
+/// method with `$e`, the PostgreSQL side of the same operation (`pg` names the `PgStore`).
+macro_rules! sqlite_or {
+    ($d:expr, $pg:ident => $e:expr) => {
+        match $d.backend() {
+            crate::Backend::Sqlite(store) => store,
+            crate::Backend::Postgres($pg) => return $e,
+        }
+    };
+}
+
 mod bans;
 mod bounces;
 mod bulk;
+mod config;
 mod consent;
 mod csvline;
 mod delivery;
@@ -36,6 +50,7 @@ mod model;
 mod moderation;
 mod patterns;
 mod person;
+mod pg;
 mod refusal;
 mod schema;
 mod store;
@@ -50,6 +65,7 @@ pub use bulk::{
     ban_pattern_matches, member_problem, BanPatterns, ImportMember, ImportOutcome, MemberOptions,
     MAX_IMPORT_BATCH,
 };
+pub use config::{StoreConfig, StoreLocation, SQLITE_FILE};
 pub use consent::{Consent, ConsentSource, MAX_CLIENT_CHARS};
 pub use error::DirectoryError;
 pub use import::{IMPORT_BATCH_ROWS, MAX_LINE_BYTES, MAX_REPORTED_REJECTS};
@@ -69,10 +85,38 @@ pub use suppression::{
 use std::path::Path;
 use std::sync::Arc;
 
+pub use pg::DEFAULT_MAX_CONNECTIONS;
+
 /// Handle to the lists-and-members database. Clones share the same connections.
 #[derive(Clone)]
 pub struct Directory {
-    store: Arc<store::Store>,
+    backend: Arc<Backend>,
+}
+
+/// The kind of store a [`Directory`] uses (what a backup or `herald doctor` must know).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// A file in the data directory, copied by `herald backup`.
+    Sqlite,
+    /// A PostgreSQL database, possibly shared by several nodes; backed up with its own tools.
+    Postgres,
+}
+
+impl StoreKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreKind::Sqlite => "sqlite",
+            StoreKind::Postgres => "postgresql",
+        }
+    }
+}
+
+/// Where the directory lives. Each public method matches on it once (`sqlite_or!`).
+pub(crate) enum Backend {
+    /// The embedded default: one file in the data directory.
+    Sqlite(store::Store),
+    /// A shared PostgreSQL database.
+    Postgres(pg::PgStore),
 }
 
 impl std::fmt::Debug for Directory {
@@ -89,14 +133,57 @@ impl Directory {
         let store = store::Store::open(path)?;
         tracing::debug!(path = %path.display(), "directory opened");
         Ok(Directory {
-            store: Arc::new(store),
+            backend: Arc::new(Backend::Sqlite(store)),
         })
+    }
+
+    /// Opens the directory in the PostgreSQL database at `url` (`postgres://user:pass@host:port/db`
+    /// or the key=value form), with at most `max_connections` connections, and migrates it to
+    /// [`SCHEMA_VERSION`] under an advisory lock (nodes starting together apply it once).
+    /// Fails with [`DirectoryError::StoreUrl`] for a URL that does not parse,
+    /// [`DirectoryError::PgOpen`] when the server cannot be reached, and
+    /// [`DirectoryError::SchemaTooNew`] as [`Directory::open`] does.
+    pub fn open_postgres(url: &str, max_connections: usize) -> Result<Directory, DirectoryError> {
+        let store = pg::PgStore::open(url, max_connections)?;
+        tracing::debug!("directory opened on postgresql");
+        Ok(Directory {
+            backend: Arc::new(Backend::Postgres(store)),
+        })
+    }
+
+    /// Connects to the PostgreSQL database at `url` once and returns its directory schema
+    /// version (0 when it has none yet), changing nothing: `herald doctor`'s store check.
+    pub fn probe_postgres(url: &str) -> Result<i64, DirectoryError> {
+        pg::probe(url)
+    }
+
+    /// Which backend this handle uses.
+    pub fn store_kind(&self) -> StoreKind {
+        match self.backend() {
+            Backend::Sqlite(_) => StoreKind::Sqlite,
+            Backend::Postgres(_) => StoreKind::Postgres,
+        }
+    }
+
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs `t` on a fresh SQLite file, then on a fresh PostgreSQL database (the test
+    /// binary's own server, `herald-pg-harness`): the unit tests that touch storage run on both.
+    pub(crate) fn on_both(t: impl Fn(Directory)) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        t(Directory::open(&tmp.path().join("d.db")).expect("sqlite"));
+        let url = herald_pg_harness::PgServer::shared()
+            .fresh_database()
+            .expect("database");
+        t(Directory::open_postgres(&url, 2).expect("postgresql"));
+    }
 
     #[test]
     fn directory_is_clone_send_sync() {

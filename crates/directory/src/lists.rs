@@ -43,22 +43,31 @@ impl ListRow {
     }
 
     fn decode(self) -> Result<List, DirectoryError> {
-        let address = Address::parse(&self.address).map_err(|e| DirectoryError::Corrupt {
-            what: "lists.address",
-            reason: e.to_string(),
-        })?;
-        let settings =
-            serde_json::from_str(&self.settings).map_err(|e| DirectoryError::Corrupt {
-                what: "lists.settings",
-                reason: e.to_string(),
-            })?;
-        Ok(List {
-            id: ListId(self.id),
-            address,
-            settings,
-            created_at_ms: u64::try_from(self.created_at_ms).unwrap_or(0),
-        })
+        decode_list(self.id, self.address, self.settings, self.created_at_ms)
     }
+}
+
+/// A list from its stored columns (both backends decode with this).
+pub(crate) fn decode_list(
+    id: i64,
+    address: String,
+    settings: String,
+    created_at_ms: i64,
+) -> Result<List, DirectoryError> {
+    let parsed = Address::parse(&address).map_err(|e| DirectoryError::Corrupt {
+        what: "lists.address",
+        reason: e.to_string(),
+    })?;
+    let settings = serde_json::from_str(&settings).map_err(|e| DirectoryError::Corrupt {
+        what: "lists.settings",
+        reason: e.to_string(),
+    })?;
+    Ok(List {
+        id: ListId(id),
+        address: parsed,
+        settings,
+        created_at_ms: u64::try_from(created_at_ms).unwrap_or(0),
+    })
 }
 
 impl Directory {
@@ -79,7 +88,16 @@ impl Directory {
         validate_settings(settings)?;
         let json = settings_json(settings)?;
         let created_at_ms = unix_ms_now();
-        let id = self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => {
+            let id = pg.create_list(address, &json, created_at_ms as i64)?;
+            Ok(List {
+                id: ListId(id),
+                address: address.clone(),
+                settings: settings.clone(),
+                created_at_ms,
+            })
+        });
+        let id = store.write(|tx| {
             if list_id_by_address(tx, address)?.is_some() {
                 return Err(DirectoryError::AlreadyExists(address.clone()));
             }
@@ -103,7 +121,8 @@ impl Directory {
     pub fn update_list(&self, id: ListId, settings: &ListSettings) -> Result<List, DirectoryError> {
         validate_settings(settings)?;
         let json = settings_json(settings)?;
-        self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.update_list(id, &json));
+        store.write(|tx| {
             let changed = tx
                 .prepare_cached("UPDATE lists SET settings = ?2 WHERE id = ?1")
                 .and_then(|mut st| st.execute(params![id.0, json]))
@@ -117,7 +136,8 @@ impl Directory {
 
     /// The list with this posting address (compared case-insensitively).
     pub fn list_by_address(&self, address: &Address) -> Result<Option<List>, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg.list_by_address(address));
+        let conn = store.reader()?;
         let sql = format!("{SELECT_LIST} WHERE address = ?1");
         let row = conn
             .prepare_cached(&sql)
@@ -131,14 +151,16 @@ impl Directory {
 
     /// The list with this id.
     pub fn list_by_id(&self, id: ListId) -> Result<Option<List>, DirectoryError> {
-        list_by_id_on(&*self.store.reader()?, id)
+        let store = sqlite_or!(self, pg => pg.list_by_id(id));
+        list_by_id_on(&*store.reader()?, id)
     }
 
     /// True when some list's address is in `domain` (lower-case, as [`Address::domain`] gives
     /// it): Herald accepts `postmaster@<domain>` for every domain it has lists in (RFC 5321
     /// §4.5.1). One suffix comparison per list row; lists are few.
     pub fn has_list_in_domain(&self, domain: &str) -> Result<bool, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg.has_list_in_domain(domain));
+        let conn = store.reader()?;
         // A suffix test, not LIKE: nothing in the domain can act as a wildcard. The domain part
         // of a stored address never contains '@', so "ends with @<domain>" is "is in <domain>".
         let suffix = format!("@{}", domain.to_ascii_lowercase());
@@ -151,7 +173,8 @@ impl Directory {
 
     /// All lists, oldest first.
     pub fn lists(&self) -> Result<Vec<List>, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg.lists());
+        let conn = store.reader()?;
         let sql = format!("{SELECT_LIST} ORDER BY id");
         let rows = conn
             .prepare_cached(&sql)
@@ -165,19 +188,22 @@ impl Directory {
 
     /// Deletes a list and all its members in one transaction. False if there was no such list.
     pub fn delete_list(&self, address: &Address) -> Result<bool, DirectoryError> {
-        let deleted = self.store.write(|tx| {
-            let Some(id) = list_id_by_address(tx, address)? else {
-                return Ok(None);
-            };
-            // Explicit rather than relying on ON DELETE CASCADE, which needs `foreign_keys` on in
-            // whichever connection deletes (a hand-run sqlite3 shell has it off by default).
-            let members = tx
-                .execute("DELETE FROM members WHERE list_id = ?1", [id])
-                .map_err(storage("delete list members"))?;
-            tx.execute("DELETE FROM lists WHERE id = ?1", [id])
-                .map_err(storage("delete list"))?;
-            Ok(Some((id, members)))
-        })?;
+        let deleted = match self.backend() {
+            crate::Backend::Postgres(pg) => pg.delete_list(address)?,
+            crate::Backend::Sqlite(store) => store.write(|tx| {
+                let Some(id) = list_id_by_address(tx, address)? else {
+                    return Ok(None);
+                };
+                // Explicit rather than relying on ON DELETE CASCADE, which needs `foreign_keys` on in
+                // whichever connection deletes (a hand-run sqlite3 shell has it off by default).
+                let members = tx
+                    .execute("DELETE FROM members WHERE list_id = ?1", [id])
+                    .map_err(storage("delete list members"))?;
+                tx.execute("DELETE FROM lists WHERE id = ?1", [id])
+                    .map_err(storage("delete list"))?;
+                Ok(Some((id, members as u64)))
+            })?,
+        };
         if let Some((id, members)) = deleted {
             tracing::info!(list = id, address = %address, members, "list deleted");
         }

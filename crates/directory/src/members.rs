@@ -24,7 +24,8 @@ use std::collections::BTreeMap;
 pub const MAX_PAGE_LIMIT: usize = 100_000;
 pub use crate::model::MAX_REASON_CHARS;
 
-const MEMBER_COLUMNS: &str = "id, list_id, address, display_name, disabled_reason, fields";
+pub(crate) const MEMBER_COLUMNS: &str =
+    "id, list_id, address, display_name, disabled_reason, fields";
 
 const UPSERT: &str = "INSERT INTO members (list_id, address, display_name, fields) \
      VALUES (?1, ?2, ?3, ?4) \
@@ -90,10 +91,11 @@ impl Directory {
         for m in ms {
             validate_new_member(m)?;
         }
-        let tally = self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.add_members(list, ms).map(|t| t.added));
+        let tally = store.write(|tx| {
             ensure_list(tx, list)?;
             for m in ms {
-                crate::suppression::refuse_on(&self.store, tx, list, &m.address)?;
+                crate::suppression::refuse_on(store, tx, list, &m.address)?;
             }
             let mut high = high_water(tx)?;
             upsert_members(tx, list, ms, &mut high, None)
@@ -132,11 +134,18 @@ impl Directory {
     ) -> Result<Member, DirectoryError> {
         validate_new_member(m)?;
         let fields = fields_json(&m.fields)?;
-        let id = self.store.write(|tx| {
+        let store = match self.backend() {
+            crate::Backend::Sqlite(store) => store,
+            crate::Backend::Postgres(pg) => {
+                let id = pg.add_member(list, m, &fields, consent)?;
+                return Ok(new_member(id, list, m));
+            }
+        };
+        let id = store.write(|tx| {
             ensure_list(tx, list)?;
             // Before the membership check: a confirmed subscribe of a suppressed member that
             // is still on the list (disabled) must not go on to re-enable it.
-            crate::suppression::refuse_on(&self.store, tx, list, &m.address)?;
+            crate::suppression::refuse_on(store, tx, list, &m.address)?;
             if member_id(tx, list, &m.address)?.is_some() {
                 return Err(DirectoryError::AlreadyMember(m.address.clone()));
             }
@@ -159,14 +168,7 @@ impl Directory {
             }
             Ok(id)
         })?;
-        Ok(Member {
-            id: MemberId(id),
-            list_id: list,
-            address: m.address.clone(),
-            display_name: m.display_name.clone(),
-            status: MemberStatus::Enabled,
-            fields: m.fields.clone(),
-        })
+        Ok(new_member(id, list, m))
     }
 
     /// Removes a member, with their bounce history and score on this list (issue 15: what is
@@ -174,8 +176,9 @@ impl Directory {
     /// One transaction, so a crash never leaves the history of a removed member behind. False
     /// if the address was not on the list (any history under it is removed all the same).
     pub fn remove_member(&self, list: ListId, address: &Address) -> Result<bool, DirectoryError> {
+        let store = sqlite_or!(self, pg => pg.remove_member(list, address));
         let addr = address.to_string();
-        self.store.write(|tx| {
+        store.write(|tx| {
             ensure_list(tx, list)?;
             let n = tx
                 .prepare_cached("DELETE FROM members WHERE list_id = ?1 AND address = ?2")
@@ -199,7 +202,8 @@ impl Directory {
         list: ListId,
         address: &Address,
     ) -> Result<Option<Member>, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg.member(list, address));
+        let conn = store.reader()?;
         ensure_list(&conn, list)?;
         let sql =
             format!("SELECT {MEMBER_COLUMNS} FROM members WHERE list_id = ?1 AND address = ?2");
@@ -228,7 +232,8 @@ impl Directory {
                 Some(reason.as_str())
             }
         };
-        self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.set_member_status(list, address, reason));
+        store.write(|tx| {
             ensure_list(tx, list)?;
             if reason.is_none() {
                 crate::suppression::refuse_enable_on(tx, list, address)?;
@@ -255,19 +260,22 @@ impl Directory {
         limit: usize,
         enabled_only: bool,
     ) -> Result<Vec<Member>, DirectoryError> {
+        let store = sqlite_or!(self, pg => pg.page(list, after, up_to, limit, enabled_only, None));
         let filter = if enabled_only {
             "AND disabled_reason IS NULL"
         } else {
             ""
         };
-        self.page_where(list, after, up_to, limit, filter, None)
+        self.page_where(store, list, after, up_to, limit, filter, None)
     }
 
     /// One page of the `members(list_id, id)` range scan with an extra `filter` (fixed SQL, never
     /// input), which may name `?5`, bound to `extra`. Shared by [`Directory::members_page`] and
     /// the delivery-mode page (`delivery`), so both keep the index plan tested below.
+    #[allow(clippy::too_many_arguments)] // the scan's bounds plus its fixed filter
     pub(crate) fn page_where(
         &self,
+        store: &crate::store::Store,
         list: ListId,
         after: MemberId,
         up_to: MemberId,
@@ -281,7 +289,7 @@ impl Directory {
                 format!("at most {MAX_PAGE_LIMIT} members per page"),
             ));
         }
-        let conn = self.store.reader()?;
+        let conn = store.reader()?;
         ensure_list(&conn, list)?;
         let sql = format!(
             "SELECT {MEMBER_COLUMNS} FROM members \
@@ -307,14 +315,18 @@ impl Directory {
     /// Total, enabled and disabled members of a list. One index scan: linear in list size
     /// (tens of milliseconds for a million members), so not for a per-copy hot path.
     pub fn member_counts(&self, list: ListId) -> Result<MemberCounts, DirectoryError> {
-        let conn = self.store.reader()?;
-        ensure_list(&conn, list)?;
-        let (total, disabled): (i64, i64) = conn
-            .prepare_cached(
-                "SELECT COUNT(*), COUNT(disabled_reason) FROM members WHERE list_id = ?1",
-            )
-            .and_then(|mut st| st.query_row([list.0], |r| Ok((r.get(0)?, r.get(1)?))))
-            .map_err(storage("count members"))?;
+        let (total, disabled): (i64, i64) = match self.backend() {
+            crate::Backend::Postgres(pg) => pg.member_counts(list)?,
+            crate::Backend::Sqlite(store) => {
+                let conn = store.reader()?;
+                ensure_list(&conn, list)?;
+                conn.prepare_cached(
+                    "SELECT COUNT(*), COUNT(disabled_reason) FROM members WHERE list_id = ?1",
+                )
+                .and_then(|mut st| st.query_row([list.0], |r| Ok((r.get(0)?, r.get(1)?))))
+                .map_err(storage("count members"))?
+            }
+        };
         let total = u64::try_from(total).unwrap_or(0);
         let disabled = u64::try_from(disabled).unwrap_or(0);
         Ok(MemberCounts {
@@ -327,13 +339,26 @@ impl Directory {
     /// The highest member id on the list (0 when empty): the snapshot a post records at
     /// acceptance.
     pub fn max_member_id(&self, list: ListId) -> Result<MemberId, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg.max_member_id(list));
+        let conn = store.reader()?;
         ensure_list(&conn, list)?;
         let max: Option<i64> = conn
             .prepare_cached("SELECT MAX(id) FROM members WHERE list_id = ?1")
             .and_then(|mut st| st.query_row([list.0], |r| r.get(0)))
             .map_err(storage("read max member id"))?;
         Ok(MemberId(max.unwrap_or(0)))
+    }
+}
+
+/// The member `add_member` just inserted.
+fn new_member(id: i64, list: ListId, m: &NewMember) -> Member {
+    Member {
+        id: MemberId(id),
+        list_id: list,
+        address: m.address.clone(),
+        display_name: m.display_name.clone(),
+        status: MemberStatus::Enabled,
+        fields: m.fields.clone(),
     }
 }
 
@@ -350,7 +375,7 @@ fn member_id(
         .map_err(storage("find member"))
 }
 
-fn check_reason(reason: &str) -> Result<(), DirectoryError> {
+pub(crate) fn check_reason(reason: &str) -> Result<(), DirectoryError> {
     if reason.chars().count() > MAX_REASON_CHARS {
         return Err(DirectoryError::invalid(
             "status",
@@ -367,7 +392,7 @@ fn check_reason(reason: &str) -> Result<(), DirectoryError> {
 }
 
 /// Custom fields as stored: a JSON object. The common empty case skips serde.
-fn fields_json(fields: &BTreeMap<String, String>) -> Result<String, DirectoryError> {
+pub(crate) fn fields_json(fields: &BTreeMap<String, String>) -> Result<String, DirectoryError> {
     if fields.is_empty() {
         return Ok("{}".to_string());
     }
@@ -375,14 +400,14 @@ fn fields_json(fields: &BTreeMap<String, String>) -> Result<String, DirectoryErr
         .map_err(|e| DirectoryError::invalid("fields", format!("cannot serialize: {e}")))
 }
 
-/// A member row before its text columns are decoded.
-struct MemberRow {
-    id: i64,
-    list_id: i64,
-    address: String,
-    display_name: Option<String>,
-    disabled_reason: Option<String>,
-    fields: String,
+/// A member row before its text columns are decoded (both backends decode with it).
+pub(crate) struct MemberRow {
+    pub(crate) id: i64,
+    pub(crate) list_id: i64,
+    pub(crate) address: String,
+    pub(crate) display_name: Option<String>,
+    pub(crate) disabled_reason: Option<String>,
+    pub(crate) fields: String,
 }
 
 impl MemberRow {
@@ -397,7 +422,7 @@ impl MemberRow {
         })
     }
 
-    fn decode(self) -> Result<Member, DirectoryError> {
+    pub(crate) fn decode(self) -> Result<Member, DirectoryError> {
         let address = Address::parse(&self.address).map_err(|e| DirectoryError::Corrupt {
             what: "members.address",
             reason: format!("{:?}: {e}", self.address),
@@ -441,7 +466,10 @@ mod tests {
                 &ListSettings::default(),
             )
             .unwrap();
-        let conn = d.store.reader().unwrap();
+        let crate::Backend::Sqlite(store) = d.backend() else {
+            unreachable!("opened on SQLite")
+        };
+        let conn = store.reader().unwrap();
         for filter in [
             "AND disabled_reason IS NULL",
             "",

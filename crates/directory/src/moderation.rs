@@ -43,19 +43,22 @@ impl Directory {
         if is_moderator {
             return Ok(PostingRight::Allowed);
         }
-        let membership = {
-            let conn = self.store.reader()?;
-            conn.prepare_cached(
-                "SELECT disabled_reason IS NULL, moderated FROM members \
+        let membership = match self.backend() {
+            crate::Backend::Postgres(pg) => pg.posting_state(list.id, sender)?,
+            crate::Backend::Sqlite(store) => {
+                let conn = store.reader()?;
+                conn.prepare_cached(
+                    "SELECT disabled_reason IS NULL, moderated FROM members \
                  WHERE list_id = ?1 AND address = ?2",
-            )
-            .and_then(|mut st| {
-                st.query_row(params![list.id.0, sender_text], |r| {
-                    Ok((r.get::<_, bool>(0)?, r.get::<_, bool>(1)?))
+                )
+                .and_then(|mut st| {
+                    st.query_row(params![list.id.0, sender_text], |r| {
+                        Ok((r.get::<_, bool>(0)?, r.get::<_, bool>(1)?))
+                    })
+                    .optional()
                 })
-                .optional()
-            })
-            .map_err(storage("read posting right"))?
+                .map_err(storage("read posting right"))?
+            }
         };
         let enabled_member = matches!(membership, Some((true, _)));
         if matches!(membership, Some((true, true))) {
@@ -80,7 +83,8 @@ impl Directory {
         address: &Address,
         moderated: bool,
     ) -> Result<bool, DirectoryError> {
-        self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.set_moderated(list, address, moderated));
+        store.write(|tx| {
             ensure_list(tx, list)?;
             let n = tx
                 .prepare_cached(
@@ -98,7 +102,8 @@ impl Directory {
         list: ListId,
         address: &Address,
     ) -> Result<Option<bool>, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg.moderated(list, address));
+        let conn = store.reader()?;
         ensure_list(&conn, list)?;
         conn.prepare_cached("SELECT moderated FROM members WHERE list_id = ?1 AND address = ?2")
             .and_then(|mut st| {
@@ -116,7 +121,12 @@ impl Directory {
         list: ListId,
         limit: usize,
     ) -> Result<Vec<Address>, DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg
+            .moderated_members(list, i64::try_from(limit).unwrap_or(i64::MAX))?
+            .iter()
+            .map(|t| parse_stored(t))
+            .collect());
+        let conn = store.reader()?;
         ensure_list(&conn, list)?;
         let mut st = conn
             .prepare_cached(
@@ -132,12 +142,18 @@ impl Directory {
             .map_err(storage("list moderated members"))?;
         let mut out = Vec::new();
         for row in rows {
-            let text = row.map_err(storage("list moderated members"))?;
-            out.push(Address::parse(&text).map_err(|e| DirectoryError::Corrupt {
-                what: "members.address",
-                reason: format!("{text:?}: {e}"),
-            })?);
+            out.push(parse_stored(
+                &row.map_err(storage("list moderated members"))?,
+            )?);
         }
         Ok(out)
     }
+}
+
+/// A stored member address back to an [`Address`].
+fn parse_stored(text: &str) -> Result<Address, DirectoryError> {
+    Address::parse(text).map_err(|e| DirectoryError::Corrupt {
+        what: "members.address",
+        reason: format!("{text:?}: {e}"),
+    })
 }

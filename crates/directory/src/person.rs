@@ -118,7 +118,8 @@ pub(crate) fn erasure_suppression(address: &Address, at_ms: u64) -> Suppression 
 impl Directory {
     /// Everything held about `address` (GDPR art. 15), read in one snapshot.
     pub fn person(&self, address: &Address) -> Result<PersonRecord, crate::DirectoryError> {
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg.person(address));
+        let conn = store.reader()?;
         let addr = address.to_string();
         let memberships = memberships(&conn, &addr)?;
         let bounce_events = conn
@@ -220,26 +221,29 @@ impl Directory {
     pub fn erase_person(&self, address: &Address) -> Result<Erased, crate::DirectoryError> {
         let addr = address.to_string();
         let now = i64::try_from(herald_types::unix_ms_now()).unwrap_or(i64::MAX);
-        let erased = self.store.write(|tx| {
-            let run = |sql: &str| -> Result<u64, crate::DirectoryError> {
-                tx.prepare_cached(sql)
-                    .and_then(|mut st| st.execute([&addr]))
-                    .map(|n| n as u64)
-                    .map_err(storage("erase"))
-            };
-            let erased = Erased {
-                memberships: run("DELETE FROM members WHERE address = ?1")?,
-                bounce_events: run("DELETE FROM bounce_events WHERE address = ?1")?,
-                bounce_scores: run("DELETE FROM bounce_scores WHERE address = ?1")?,
-                suppressions: run("DELETE FROM suppressions WHERE address = ?1")?,
-                bans: run("DELETE FROM bans WHERE pattern = ?1 COLLATE NOCASE")?,
-            };
-            let hash = herald_types::token::erasure_hash(&erasure_key(tx)?, address);
-            tx.prepare_cached("INSERT OR IGNORE INTO erased (hash, at_ms) VALUES (?1, ?2)")
-                .and_then(|mut st| st.execute(params![hash, now]))
-                .map_err(storage("record erasure"))?;
-            Ok(erased)
-        })?;
+        let erased = match self.backend() {
+            crate::Backend::Postgres(pg) => pg.erase_person(address)?,
+            crate::Backend::Sqlite(store) => store.write(|tx| {
+                let run = |sql: &str| -> Result<u64, crate::DirectoryError> {
+                    tx.prepare_cached(sql)
+                        .and_then(|mut st| st.execute([&addr]))
+                        .map(|n| n as u64)
+                        .map_err(storage("erase"))
+                };
+                let erased = Erased {
+                    memberships: run("DELETE FROM members WHERE address = ?1")?,
+                    bounce_events: run("DELETE FROM bounce_events WHERE address = ?1")?,
+                    bounce_scores: run("DELETE FROM bounce_scores WHERE address = ?1")?,
+                    suppressions: run("DELETE FROM suppressions WHERE address = ?1")?,
+                    bans: run("DELETE FROM bans WHERE pattern = ?1 COLLATE NOCASE")?,
+                };
+                let hash = herald_types::token::erasure_hash(&erasure_key(tx)?, address);
+                tx.prepare_cached("INSERT OR IGNORE INTO erased (hash, at_ms) VALUES (?1, ?2)")
+                    .and_then(|mut st| st.execute(params![hash, now]))
+                    .map_err(storage("record erasure"))?;
+                Ok(erased)
+            })?,
+        };
         tracing::info!(
             memberships = erased.memberships,
             bounce_events = erased.bounce_events,

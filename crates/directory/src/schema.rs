@@ -219,6 +219,8 @@ mod tests {
         let conn = Connection::open(&path).expect("reopen");
         assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
         assert_eq!(SCHEMA_VERSION, 7);
+        // PostgreSQL mirrors every step with the same numbers (`pg/schema.rs`).
+        assert_eq!(crate::pg::SCHEMA_SQL.len() as i64, SCHEMA_VERSION);
         // Migration 6: the erasure key exists, one of its own per database.
         let key: Vec<u8> = conn
             .query_row(

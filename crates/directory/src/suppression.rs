@@ -99,13 +99,15 @@ pub(crate) fn refuse_enable_on(
     }
 }
 
-type RawRow = (Option<i64>, String, String, String, i64);
+pub(crate) type RawRow = (Option<i64>, String, String, String, i64);
 
 fn raw_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawRow> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
 }
 
-fn decode((list, address, reason, source, at_ms): RawRow) -> Result<Suppression, DirectoryError> {
+pub(crate) fn decode(
+    (list, address, reason, source, at_ms): RawRow,
+) -> Result<Suppression, DirectoryError> {
     let corrupt = |reason: String| DirectoryError::Corrupt {
         what: "suppressions",
         reason,
@@ -166,8 +168,13 @@ impl Directory {
             .chars()
             .take(MAX_REASON_CHARS)
             .collect();
+        let store = sqlite_or!(self, pg => {
+            let (entry, new, disabled) =
+                pg.suppress(list, address, reason, source, &disabled_reason)?;
+            Ok(Suppressed { entry, new, disabled })
+        });
         let addr = address.to_string();
-        self.store.write(|tx| {
+        store.write(|tx| {
             if let Some(l) = list {
                 ensure_list(tx, l)?;
             }
@@ -231,7 +238,8 @@ impl Directory {
         list: Option<ListId>,
         address: &Address,
     ) -> Result<bool, DirectoryError> {
-        self.store.write(|tx| {
+        let store = sqlite_or!(self, pg => pg.unsuppress(list, address));
+        store.write(|tx| {
             let n = tx
                 .prepare_cached(
                     "DELETE FROM suppressions WHERE address = ?1 AND COALESCE(list_id, 0) = ?2",
@@ -252,7 +260,8 @@ impl Directory {
         limit: usize,
     ) -> Result<Vec<Suppression>, DirectoryError> {
         let limit = limit.min(MAX_SUPPRESSION_LISTING) as i64;
-        let conn = self.store.reader()?;
+        let store = sqlite_or!(self, pg => pg.suppressions(list, limit));
+        let conn = store.reader()?;
         let mut st = conn
             .prepare_cached(
                 "SELECT list_id, address, reason, source, at_ms FROM suppressions \
@@ -276,7 +285,8 @@ impl Directory {
         list: Option<ListId>,
         address: &Address,
     ) -> Result<Option<Suppression>, DirectoryError> {
-        suppression_on(&*self.store.reader()?, list, address)
+        let store = sqlite_or!(self, pg => pg.suppression_for(list, address));
+        suppression_on(&*store.reader()?, list, address)
     }
 
     /// Why `address` may not be added to `list` (suppressed or banned), or `None` if it may.
@@ -287,7 +297,8 @@ impl Directory {
         list: ListId,
         address: &Address,
     ) -> Result<Option<Refusal>, DirectoryError> {
-        let conn = self.store.reader()?;
-        refusal_on(&self.store, &conn, list, address)
+        let store = sqlite_or!(self, pg => pg.refusal_of(list, address));
+        let conn = store.reader()?;
+        refusal_on(store, &conn, list, address)
     }
 }

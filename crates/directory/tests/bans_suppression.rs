@@ -2,6 +2,9 @@
 //! real SQLite file: every add path refuses, with a reason that names the ban or the
 //! suppression; suppressing disables members so fan-out (enabled members only) skips them.
 
+#[macro_use]
+mod common;
+use common::{Kind, Store};
 use herald_directory::{Directory, DirectoryError, NewMember, Refusal, SuppressionSource};
 use herald_types::{Address, ListId, ListSettings, MemberId, MemberStatus};
 
@@ -9,9 +12,9 @@ fn a(s: &str) -> Address {
     Address::parse(s).expect("address")
 }
 
-fn setup() -> (tempfile::TempDir, Directory, ListId, ListId) {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let d = Directory::open(&tmp.path().join("d.db")).expect("open");
+fn setup(kind: Kind) -> (Store, Directory, ListId, ListId) {
+    let tmp = Store::fresh(kind);
+    let d = tmp.open();
     let dev = d
         .create_list(&a("dev@l.test"), &ListSettings::default())
         .expect("list");
@@ -39,9 +42,8 @@ fn enabled(d: &Directory, list: ListId) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn a_list_ban_refuses_subscription_there_and_only_there() {
-    let (_t, d, dev, ann) = setup();
+fn a_list_ban_refuses_subscription_there_and_only_there(kind: Kind) {
+    let (_t, d, dev, ann) = setup(kind);
     let ban = d.add_ban(Some(dev), "@Spam.TEST").expect("ban");
     assert_eq!(ban.pattern, "@spam.test");
     let again = d.add_ban(Some(dev), "@spam.test").expect("idempotent");
@@ -64,9 +66,8 @@ fn a_list_ban_refuses_subscription_there_and_only_there() {
         .expect("ban lifted");
 }
 
-#[test]
-fn a_global_regex_ban_reaches_every_list_and_every_add_path() {
-    let (_t, d, dev, ann) = setup();
+fn a_global_regex_ban_reaches_every_list_and_every_add_path(kind: Kind) {
+    let (_t, d, dev, ann) = setup(kind);
     d.add_ban(None, "^bot[0-9]+@").expect("ban");
     assert_eq!(d.bans(None).expect("ls").len(), 1);
     assert!(d.bans(Some(dev)).expect("ls").is_empty());
@@ -103,12 +104,10 @@ fn a_global_regex_ban_reaches_every_list_and_every_add_path() {
 
 /// A ban written through another handle on the same file (the CLI's process, say) is seen at
 /// once: the compiled cache is keyed on the rows, not on this handle's writes.
-#[test]
-fn a_ban_added_by_another_handle_is_seen_at_once() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let path = tmp.path().join("d.db");
-    let d1 = Directory::open(&path).expect("open");
-    let d2 = Directory::open(&path).expect("open");
+fn a_ban_added_by_another_handle_is_seen_at_once(kind: Kind) {
+    let store = Store::fresh(kind);
+    let d1 = store.open();
+    let d2 = store.open();
     assert_eq!(d1.ban_for(None, &a("e@x.test")).expect("check"), None);
     d2.add_ban(None, "e@x.test").expect("ban");
     assert!(d1.ban_for(None, &a("E@X.test")).expect("check").is_some());
@@ -118,9 +117,8 @@ fn a_ban_added_by_another_handle_is_seen_at_once() {
     assert!(d1.ban_for(None, &a("f@x.test")).expect("check").is_some());
 }
 
-#[test]
-fn suppressing_disables_everywhere_and_refuses_every_way_back() {
-    let (_t, d, dev, ann) = setup();
+fn suppressing_disables_everywhere_and_refuses_every_way_back(kind: Kind) {
+    let (_t, d, dev, ann) = setup(kind);
     for list in [dev, ann] {
         d.add_members(
             list,
@@ -191,9 +189,8 @@ fn suppressing_disables_everywhere_and_refuses_every_way_back() {
         .expect("enable");
 }
 
-#[test]
-fn a_list_suppression_leaves_other_lists_alone() {
-    let (_t, d, dev, ann) = setup();
+fn a_list_suppression_leaves_other_lists_alone(kind: Kind) {
+    let (_t, d, dev, ann) = setup(kind);
     for list in [dev, ann] {
         d.add_member(list, &NewMember::new(a("kim@x.test")))
             .expect("add");
@@ -226,9 +223,8 @@ fn a_list_suppression_leaves_other_lists_alone() {
 }
 
 /// Hostile input to the suppression list: refused with the field named, nothing written.
-#[test]
-fn hostile_suppression_reasons_are_refused() {
-    let (_t, d, dev, _) = setup();
+fn hostile_suppression_reasons_are_refused(kind: Kind) {
+    let (_t, d, dev, _) = setup(kind);
     for reason in ["", "   ", "x\r\nBcc: y", "x\u{0}", &"r".repeat(300)] {
         let e = d
             .suppress(
@@ -255,3 +251,12 @@ fn hostile_suppression_reasons_are_refused() {
         .expect_err("no list");
     assert!(e.is_not_found());
 }
+
+both!(
+    a_list_ban_refuses_subscription_there_and_only_there,
+    a_global_regex_ban_reaches_every_list_and_every_add_path,
+    a_ban_added_by_another_handle_is_seen_at_once,
+    suppressing_disables_everywhere_and_refuses_every_way_back,
+    a_list_suppression_leaves_other_lists_alone,
+    hostile_suppression_reasons_are_refused,
+);

@@ -1,6 +1,9 @@
 //! Bounce scoring in the directory: weights, the once-per-day rule, staleness, the threshold,
 //! reputation events, pruning, and a bounce bomb that cannot touch other members.
 
+#[macro_use]
+mod common;
+use common::{Kind, Store};
 use herald_directory::{Directory, NewBounce, DAY_MS, MAX_EVENTS_PER_ADDRESS};
 use herald_types::{Address, ListSettings, MemberStatus};
 
@@ -8,9 +11,9 @@ fn a(s: &str) -> Address {
     Address::parse(s).expect("address")
 }
 
-fn setup() -> (tempfile::TempDir, Directory, herald_types::ListId) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let d = Directory::open(&dir.path().join("h.db")).expect("open");
+fn setup(kind: Kind) -> (Store, Directory, herald_types::ListId) {
+    let dir = Store::fresh(kind);
+    let d = dir.open();
     let list = d
         .create_list(&a("dev@l.test"), &ListSettings::default())
         .expect("list");
@@ -38,9 +41,8 @@ fn hard(at_ms: u64) -> NewBounce {
     }
 }
 
-#[test]
-fn five_days_of_hard_bounces_disable_the_member_with_a_reason() {
-    let (_t, d, list) = setup();
+fn five_days_of_hard_bounces_disable_the_member_with_a_reason(kind: Kind) {
+    let (_t, d, list) = setup(kind);
     let bob = a("bob@x.test");
     let t0 = 1_000 * DAY_MS;
     for day in 0..4 {
@@ -65,9 +67,8 @@ fn five_days_of_hard_bounces_disable_the_member_with_a_reason() {
     assert_eq!(hist.len(), 5);
 }
 
-#[test]
-fn a_bounce_bomb_counts_once_a_day_and_touches_nobody_else() {
-    let (_t, d, list) = setup();
+fn a_bounce_bomb_counts_once_a_day_and_touches_nobody_else(kind: Kind) {
+    let (_t, d, list) = setup(kind);
     let bob = a("bob@x.test");
     let t0 = 1_000 * DAY_MS;
     for i in 0..3_000u64 {
@@ -94,9 +95,8 @@ fn a_bounce_bomb_counts_once_a_day_and_touches_nobody_else() {
     );
 }
 
-#[test]
-fn stale_scores_restart_and_soft_counts_half_and_reputation_spares_members() {
-    let (_t, d, list) = setup();
+fn stale_scores_restart_and_soft_counts_half_and_reputation_spares_members(kind: Kind) {
+    let (_t, d, list) = setup(kind);
     let bob = a("bob@x.test");
     let t0 = 1_000 * DAY_MS;
     let soft = NewBounce {
@@ -132,9 +132,8 @@ fn stale_scores_restart_and_soft_counts_half_and_reputation_spares_members() {
     assert!(!r.member_found && !r.counted);
 }
 
-#[test]
-fn an_administrator_resets_a_score_or_re_enables_and_removal_forgets_the_history() {
-    let (_t, d, list) = setup();
+fn an_administrator_resets_a_score_or_re_enables_and_removal_forgets_the_history(kind: Kind) {
+    let (_t, d, list) = setup(kind);
     let (bob, carol) = (a("bob@x.test"), a("carol@x.test"));
     let t0 = 1_000 * DAY_MS;
     for who in [&bob, &carol] {
@@ -195,3 +194,10 @@ fn an_administrator_resets_a_score_or_re_enables_and_removal_forgets_the_history
         .expect("re-add");
     assert_eq!(d.bounce_score(list, &carol).expect("score"), None);
 }
+
+both!(
+    five_days_of_hard_bounces_disable_the_member_with_a_reason,
+    a_bounce_bomb_counts_once_a_day_and_touches_nobody_else,
+    stale_scores_restart_and_soft_counts_half_and_reputation_spares_members,
+    an_administrator_resets_a_score_or_re_enables_and_removal_forgets_the_history,
+);

@@ -4,6 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
+mod common;
+use common::{Kind, Store};
 use herald_directory::{Directory, DirectoryError, NewMember};
 use herald_types::{Address, DeliveryMode, ListId, ListSettings, MemberId, MemberStatus};
 
@@ -25,10 +28,9 @@ fn scan(d: &Directory, list: ListId, mode: DeliveryMode, limit: usize) -> Vec<St
     out
 }
 
-#[test]
-fn each_mode_page_holds_its_enabled_members_once() {
-    let tmp = tempfile::tempdir().unwrap();
-    let d = Directory::open(&tmp.path().join("d.db")).unwrap();
+fn each_mode_page_holds_its_enabled_members_once(kind: Kind) {
+    let tmp = Store::fresh(kind);
+    let d = tmp.open();
     let list = d
         .create_list(&addr("dev@l.test"), &ListSettings::default())
         .unwrap();
@@ -70,10 +72,9 @@ fn each_mode_page_holds_its_enabled_members_once() {
     );
 }
 
-#[test]
-fn re_adding_a_member_keeps_their_mode_and_unknowns_are_reported() {
-    let tmp = tempfile::tempdir().unwrap();
-    let d = Directory::open(&tmp.path().join("d.db")).unwrap();
+fn re_adding_a_member_keeps_their_mode_and_unknowns_are_reported(kind: Kind) {
+    let tmp = Store::fresh(kind);
+    let d = tmp.open();
     let list = d
         .create_list(&addr("dev@l.test"), &ListSettings::default())
         .unwrap();
@@ -98,3 +99,8 @@ fn re_adding_a_member_keeps_their_mode_and_unknowns_are_reported() {
         Err(DirectoryError::NoSuchList(_))
     ));
 }
+
+both!(
+    each_mode_page_holds_its_enabled_members_once,
+    re_adding_a_member_keeps_their_mode_and_unknowns_are_reported,
+);

@@ -4,6 +4,9 @@
 // Helpers outside #[test] fns are not covered by clippy.toml allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
+mod common;
+use common::{Kind, Store};
 use herald_directory::{
     Directory, DirectoryError, MemberCounts, NewMember, PostingRight, SCHEMA_VERSION,
 };
@@ -15,9 +18,9 @@ fn addr(s: &str) -> Address {
     Address::parse(s).unwrap()
 }
 
-fn open_tmp() -> (tempfile::TempDir, Directory) {
-    let dir = tempfile::tempdir().unwrap();
-    let d = Directory::open(&dir.path().join("directory.db")).unwrap();
+fn open_tmp(kind: Kind) -> (Store, Directory) {
+    let dir = Store::fresh(kind);
+    let d = dir.open();
     (dir, d)
 }
 
@@ -39,9 +42,8 @@ fn scan(d: &Directory, list: ListId, up_to: MemberId, limit: usize, enabled: boo
     out
 }
 
-#[test]
-fn list_crud_round_trip() {
-    let (_tmp, d) = open_tmp();
+fn list_crud_round_trip(kind: Kind) {
+    let (_tmp, d) = open_tmp(kind);
     let settings = ListSettings {
         display_name: "Announcements".into(),
         subject_prefix: Some("[ann]".into()),
@@ -101,9 +103,8 @@ fn list_crud_round_trip() {
     assert!(again.id > other.id);
 }
 
-#[test]
-fn lists_by_domain_match_the_whole_domain_only() {
-    let (_tmp, d) = open_tmp();
+fn lists_by_domain_match_the_whole_domain_only(kind: Kind) {
+    let (_tmp, d) = open_tmp(kind);
     assert!(!d.has_list_in_domain("lists.example.org").unwrap());
     d.create_list(&addr("Dev@Lists.Example.org"), &ListSettings::default())
         .unwrap();
@@ -120,9 +121,8 @@ fn lists_by_domain_match_the_whole_domain_only() {
     }
 }
 
-#[test]
-fn list_settings_are_validated() {
-    let (_tmp, d) = open_tmp();
+fn list_settings_are_validated(kind: Kind) {
+    let (_tmp, d) = open_tmp(kind);
     let cases = [
         ListSettings {
             display_name: "A\r\nBcc: x@y.z".into(),
@@ -165,9 +165,8 @@ fn list_settings_are_validated() {
     d.create_list(&addr("l@x.example"), &ok).unwrap();
 }
 
-#[test]
-fn member_crud_round_trip() {
-    let (_tmp, d) = open_tmp();
+fn member_crud_round_trip(kind: Kind) {
+    let (_tmp, d) = open_tmp(kind);
     let list = d
         .create_list(&addr("l@x.example"), &ListSettings::default())
         .unwrap();
@@ -241,9 +240,8 @@ fn member_crud_round_trip() {
     assert_eq!(d.member(list.id, &m.address).unwrap(), None);
 }
 
-#[test]
-fn member_ids_only_grow() {
-    let (_tmp, d) = open_tmp();
+fn member_ids_only_grow(kind: Kind) {
+    let (_tmp, d) = open_tmp(kind);
     let list = d
         .create_list(&addr("l@x.example"), &ListSettings::default())
         .unwrap();
@@ -267,9 +265,8 @@ fn member_ids_only_grow() {
     assert_eq!(d.member_counts(list.id).unwrap().total, 6);
 }
 
-#[test]
-fn members_page_covers_each_enabled_member_once() {
-    let (_tmp, d) = open_tmp();
+fn members_page_covers_each_enabled_member_once(kind: Kind) {
+    let (_tmp, d) = open_tmp(kind);
     let list = d
         .create_list(&addr("l@x.example"), &ListSettings::default())
         .unwrap();
@@ -316,9 +313,8 @@ fn members_page_covers_each_enabled_member_once() {
         .is_err());
 }
 
-#[test]
-fn concurrent_readers_and_writer() {
-    let (_tmp, d) = open_tmp();
+fn concurrent_readers_and_writer(kind: Kind) {
+    let (_tmp, d) = open_tmp(kind);
     let list = d
         .create_list(&addr("l@x.example"), &ListSettings::default())
         .unwrap();
@@ -358,12 +354,10 @@ fn concurrent_readers_and_writer() {
     assert_eq!(d.member_counts(list.id).unwrap().total, 4000);
 }
 
-#[test]
-fn reopening_keeps_everything() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("directory.db");
+fn reopening_keeps_everything(kind: Kind) {
+    let store = Store::fresh(kind);
     let (list, member) = {
-        let d = Directory::open(&path).unwrap();
+        let d = store.open();
         let list = d
             .create_list(
                 &addr("l@x.example"),
@@ -385,21 +379,31 @@ fn reopening_keeps_everything() {
         let member = d.member(list.id, &m.address).unwrap().unwrap();
         (list, member)
     };
-    let d = Directory::open(&path).unwrap();
+    let d = store.open();
     assert_eq!(d.lists().unwrap(), vec![list.clone()]);
     assert_eq!(d.member(list.id, &member.address).unwrap(), Some(member));
 }
 
-#[test]
-fn newer_schema_is_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("directory.db");
-    drop(Directory::open(&path).unwrap());
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
-        .unwrap();
-    drop(conn);
-    match Directory::open(&path) {
+fn newer_schema_is_refused(kind: Kind) {
+    let store = Store::fresh(kind);
+    drop(store.open());
+    match store.path() {
+        Some(path) => {
+            let conn = rusqlite::Connection::open(path).unwrap();
+            conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+                .unwrap();
+        }
+        None => {
+            store
+                .pg_client()
+                .execute(
+                    "UPDATE directory_schema SET version = $1",
+                    &[&(SCHEMA_VERSION + 1)],
+                )
+                .unwrap();
+        }
+    }
+    match store.try_open() {
         Err(DirectoryError::SchemaTooNew { found, supported }) => {
             assert_eq!((found, supported), (SCHEMA_VERSION + 1, SCHEMA_VERSION));
         }
@@ -427,9 +431,8 @@ fn not_a_database_is_a_clear_error() {
     assert!(!e.is_client_error());
 }
 
-#[test]
-fn posting_policy() {
-    let (_tmp, d) = open_tmp();
+fn posting_policy(kind: Kind) {
+    let (_tmp, d) = open_tmp(kind);
     let modr = addr("Mod@x.example");
     let mut settings = ListSettings {
         moderators: vec![modr.clone()],
@@ -500,9 +503,8 @@ fn posting_policy() {
     assert_eq!(right(&list, &modr), PostingRight::Allowed);
 }
 
-#[test]
-fn bulk_add_200k_timed() {
-    let (_tmp, d) = open_tmp();
+fn bulk_add_200k_timed(kind: Kind) {
+    let (_tmp, d) = open_tmp(kind);
     let list = d
         .create_list(&addr("big@x.example"), &ListSettings::default())
         .unwrap();
@@ -524,11 +526,10 @@ fn bulk_add_200k_timed() {
 /// Consent (issue 15): an import records `import` for new rows only, a confirmation replaces
 /// it, a re-import does not overwrite the confirmation, hostile client text is bounded and
 /// cleaned, and removing the member removes the record.
-#[test]
-fn consent_is_recorded_per_source_and_survives_re_imports() {
+fn consent_is_recorded_per_source_and_survives_re_imports(kind: Kind) {
     use herald_directory::{Consent, ConsentSource, MAX_CLIENT_CHARS};
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let d = Directory::open(&tmp.path().join("c.db")).expect("open");
+    let tmp = Store::fresh(kind);
+    let d = tmp.open();
     let list = d
         .create_list(
             &Address::parse("dev@l.test").expect("a"),
@@ -572,3 +573,18 @@ fn consent_is_recorded_per_source_and_survives_re_imports() {
         "cascaded"
     );
 }
+
+both!(
+    list_crud_round_trip,
+    lists_by_domain_match_the_whole_domain_only,
+    list_settings_are_validated,
+    member_crud_round_trip,
+    member_ids_only_grow,
+    members_page_covers_each_enabled_member_once,
+    concurrent_readers_and_writer,
+    reopening_keeps_everything,
+    newer_schema_is_refused,
+    posting_policy,
+    bulk_add_200k_timed,
+    consent_is_recorded_per_source_and_survives_re_imports,
+);

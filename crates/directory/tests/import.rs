@@ -3,6 +3,9 @@
 // Helpers outside #[test] fns are not covered by clippy.toml allow-unwrap-in-tests.
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
+mod common;
+use common::{Kind, Store};
 use herald_directory::{Directory, DirectoryError, ImportReport, NewMember, IMPORT_BATCH_ROWS};
 use herald_types::{Address, ListId, ListSettings, MemberId, MemberStatus};
 
@@ -10,9 +13,9 @@ fn addr(s: &str) -> Address {
     Address::parse(s).unwrap()
 }
 
-fn setup() -> (tempfile::TempDir, Directory, ListId) {
-    let tmp = tempfile::tempdir().unwrap();
-    let d = Directory::open(&tmp.path().join("directory.db")).unwrap();
+fn setup(kind: Kind) -> (Store, Directory, ListId) {
+    let tmp = Store::fresh(kind);
+    let d = tmp.open();
     let list = d
         .create_list(&addr("l@x.example"), &ListSettings::default())
         .unwrap();
@@ -23,9 +26,8 @@ fn import(d: &Directory, list: ListId, data: &[u8]) -> Result<ImportReport, Dire
     d.import_csv(list, data, &mut |_| {})
 }
 
-#[test]
-fn hostile_file_keeps_good_rows_and_reports_bad_ones() {
-    let (_tmp, d, list) = setup();
+fn hostile_file_keeps_good_rows_and_reports_bad_ones(kind: Kind) {
+    let (_tmp, d, list) = setup(kind);
     let mut f: Vec<u8> = Vec::new();
     let mut line = |bytes: &[u8]| {
         f.extend_from_slice(bytes);
@@ -98,9 +100,8 @@ fn hostile_file_keeps_good_rows_and_reports_bad_ones() {
     assert_eq!(d.member_counts(list).unwrap().total, 4);
 }
 
-#[test]
-fn header_problems_abort_clearly() {
-    let (_tmp, d, list) = setup();
+fn header_problems_abort_clearly(kind: Kind) {
+    let (_tmp, d, list) = setup(kind);
     for (data, needle) in [
         (&b""[..], "empty"),
         (b"\n\n", "empty"),
@@ -129,9 +130,8 @@ fn header_problems_abort_clearly() {
     assert!(e.is_not_found());
 }
 
-#[test]
-fn batches_report_progress_and_count_duplicates_across_batches() {
-    let (_tmp, d, list) = setup();
+fn batches_report_progress_and_count_duplicates_across_batches(kind: Kind) {
+    let (_tmp, d, list) = setup(kind);
     let rows = IMPORT_BATCH_ROWS + 500;
     let mut f = String::from("address\n");
     for i in 0..rows {
@@ -153,9 +153,8 @@ fn batches_report_progress_and_count_duplicates_across_batches() {
     assert_eq!(page[0].address.to_string(), "u0@example.com");
 }
 
-#[test]
-fn import_updates_existing_members_and_keeps_status() {
-    let (_tmp, d, list) = setup();
+fn import_updates_existing_members_and_keeps_status(kind: Kind) {
+    let (_tmp, d, list) = setup(kind);
     let before = d
         .add_member(list, &NewMember::new(addr("old@example.com")))
         .unwrap();
@@ -178,9 +177,9 @@ fn import_updates_existing_members_and_keeps_status() {
 
 /// Issue 18 item 7: a name that is an RFC 2047 encoded word decoding to a header break is refused
 /// by the import (a real CSV file on disk) and by the API path, and an honest encoded name is kept.
-#[test]
-fn encoded_word_names_that_decode_to_controls_are_refused() {
-    let (tmp, d, list) = setup();
+fn encoded_word_names_that_decode_to_controls_are_refused(kind: Kind) {
+    let (_store, d, list) = setup(kind);
+    let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("members.csv");
     std::fs::write(
         &path,
@@ -201,3 +200,11 @@ fn encoded_word_names_that_decode_to_controls_are_refused() {
     let err = d.add_member(list, &m).unwrap_err();
     assert!(err.to_string().contains("display_name"), "{err}");
 }
+
+both!(
+    hostile_file_keeps_good_rows_and_reports_bad_ones,
+    header_problems_abort_clearly,
+    batches_report_progress_and_count_duplicates_across_batches,
+    import_updates_existing_members_and_keeps_status,
+    encoded_word_names_that_decode_to_controls_are_refused,
+);

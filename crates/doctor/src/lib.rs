@@ -19,6 +19,7 @@
 pub mod cert;
 pub mod checks;
 pub mod dns;
+pub mod store;
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -49,7 +50,8 @@ impl fmt::Display for Severity {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Finding {
     pub severity: Severity,
-    /// `mx`, `spf`, `dkim`, `dmarc`, `mta-sts`, `tls-rpt`, `port25`, `rdns`, `helo`, `tls`.
+    /// `mx`, `spf`, `dkim`, `dmarc`, `mta-sts`, `tls-rpt`, `port25`, `rdns`, `helo`, `tls`,
+    /// `store`.
     pub check: &'static str,
     /// The domain, address or file it is about.
     pub subject: String,

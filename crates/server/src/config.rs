@@ -78,6 +78,9 @@ pub struct Config {
     pub imap: herald_imap::ImapSection,
     /// Web accounts, sessions, sign-in throttling and the audit log (issue 15 item 1).
     pub accounts: herald_accounts::AccountsConfig,
+    /// Where the directory lives (issue 17): SQLite in the data directory (default) or a
+    /// shared PostgreSQL database.
+    pub store: herald_directory::StoreConfig,
 }
 
 impl Default for Config {
@@ -110,6 +113,7 @@ impl Default for Config {
             content_filter: Default::default(),
             imap: Default::default(),
             accounts: Default::default(),
+            store: Default::default(),
         }
     }
 }
@@ -202,6 +206,12 @@ impl Config {
         self.content_filter.check()?;
         self.check_imap()?;
         self.accounts.check()?;
+        self.store.location(&self.data_dir).map_err(|e| match e {
+            herald_directory::DirectoryError::InvalidInput { field, reason } => {
+                format!("{field}: {reason}")
+            }
+            other => other.to_string(),
+        })?;
         self.http.check()
     }
 
@@ -491,6 +501,7 @@ mod tests {
         let text = include_str!("../../../herald.example.toml");
         let c = Config::parse(text).expect("herald.example.toml must parse");
         let d = Config::default();
+        assert_eq!(c.store, d.store);
         assert_eq!(c.listen.smtp, d.listen.smtp);
         assert_eq!(c.scheduler.max_connections, d.scheduler.max_connections);
         assert_eq!(c.spool.commit_interval_ms, d.spool.commit_interval_ms);

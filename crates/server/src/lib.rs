@@ -57,6 +57,9 @@ pub enum ServerError {
     Archive(#[from] herald_archive::ArchiveError),
     #[error("accounts: {0}")]
     Accounts(#[from] herald_accounts::AccountsError),
+    /// A blocking start-up task (opening the directory) panicked or was cancelled.
+    #[error("{what} task failed: {message}")]
+    Task { what: &'static str, message: String },
     #[error("{what} listener failed: {message}")]
     Listener { what: &'static str, message: String },
 }
@@ -90,7 +93,7 @@ pub async fn run(
         }
         privileges::Outcome::NotRoot => {}
     }
-    let stores = steps::open_stores(&config)?;
+    let stores = steps::open_stores(&config).await?;
     let stages = steps::start_stages(&config, stores)?;
     let served = steps::serve(
         &config,

@@ -79,7 +79,7 @@ pub(crate) struct Served {
 }
 
 /// Step 1: the data directory and everything stored in it.
-pub(crate) fn open_stores(config: &Config) -> Result<Stores, ServerError> {
+pub(crate) async fn open_stores(config: &Config) -> Result<Stores, ServerError> {
     let data_err = |source| ServerError::DataDir {
         path: config.data_dir.display().to_string(),
         source,
@@ -87,7 +87,16 @@ pub(crate) fn open_stores(config: &Config) -> Result<Stores, ServerError> {
     std::fs::create_dir_all(&config.data_dir).map_err(data_err)?;
     let secret = crate::secret::load_or_create(config).map_err(data_err)?;
     herald_backup::take::remove_stale_staging(&[&config.data_dir, &config.spool_config().dir]);
-    let directory = Directory::open(&config.data_dir.join("herald.db"))?;
+    // Blocking, off the runtime's threads: the PostgreSQL client runs its own runtime and
+    // must not be driven from a tokio worker (SQLite only touches the disk).
+    let (store, data_dir) = (config.store.clone(), config.data_dir.clone());
+    let directory = tokio::task::spawn_blocking(move || store.open(&data_dir))
+        .await
+        .map_err(|e| ServerError::Task {
+            what: "open the directory",
+            message: e.to_string(),
+        })??;
+    tracing::info!(store = %config.store.describe(&config.data_dir), "directory opened");
     let (spool, recovered) = Spool::open(config.spool_config())?;
     let telemetry = Telemetry::new(&herald_telemetry::telemetry_config(
         &config.data_dir,

@@ -1,0 +1,170 @@
+//! The PostgreSQL schema and its migrations, applied at start by one node at a time.
+//!
+//! The DDL is kept in this one place ([`SCHEMA_SQL`]) and mirrors the SQLite migrations step
+//! for step with the same version numbers (`crate::schema`): migration `i` takes version `i`
+//! to `i + 1`, and [`crate::SCHEMA_VERSION`] is their count on both backends. The version lives
+//! in `directory_schema`, written in the same transaction as the step.
+//!
+//! Several nodes may start at once on a fresh database: [`migrate`] holds a session-level
+//! `pg_advisory_lock` while it reads the version and applies what is missing, so the second
+//! node waits, then finds the schema current and applies nothing.
+//!
+//! Dialect differences, each kept equivalent to SQLite's behaviour:
+//! - `COLLATE NOCASE` (ASCII case folding) is a stored generated column `address_key =
+//!   lower(address COLLATE "C")` with the uniqueness on it: under the "C" collation `lower()`
+//!   folds ASCII letters only, whatever the database's locale, as NOCASE does;
+//! - `AUTOINCREMENT` is an identity column: a sequence never hands out an id twice;
+//! - SQLite's 0/1 integers for flags are BOOLEAN; times are BIGINT milliseconds;
+//! - the erasure key is 32 bytes from `gen_random_uuid()` (PostgreSQL's strong random source;
+//!   two UUIDs carry 244 random bits), as SQLite's `randomblob(32)`.
+
+use super::pg;
+use crate::error::DirectoryError;
+use crate::SCHEMA_VERSION;
+use postgres::Client;
+
+/// Advisory lock key held while migrating ("HRLD" "MIG1").
+const MIGRATION_LOCK: i64 = 0x4852_4c44_4d49_4731;
+
+/// One SQL batch per version step, the same steps as SQLite's. Append only.
+pub(crate) const SCHEMA_SQL: &[&str] = &[
+    // 0 -> 1: lists and members.
+    r#"CREATE TABLE lists (
+        id            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        address       TEXT NOT NULL,
+        address_key   TEXT GENERATED ALWAYS AS (lower(address COLLATE "C")) STORED UNIQUE,
+        settings      TEXT NOT NULL,
+        created_at_ms BIGINT NOT NULL
+    );
+    CREATE TABLE members (
+        id              BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        list_id         BIGINT NOT NULL REFERENCES lists(id) ON DELETE CASCADE,
+        address         TEXT NOT NULL,
+        address_key     TEXT GENERATED ALWAYS AS (lower(address COLLATE "C")) STORED,
+        display_name    TEXT,
+        disabled_reason TEXT,
+        fields          TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (list_id, address_key)
+    );
+    CREATE INDEX members_by_list ON members(list_id, id);
+    CREATE INDEX members_by_address ON members(address_key);"#,
+    // 1 -> 2: bounce history and scores, member preferences.
+    r#"CREATE TABLE bounce_events (
+        id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        list_id     BIGINT NOT NULL REFERENCES lists(id) ON DELETE CASCADE,
+        address     TEXT NOT NULL,
+        address_key TEXT GENERATED ALWAYS AS (lower(address COLLATE "C")) STORED,
+        at_ms       BIGINT NOT NULL,
+        kind        TEXT NOT NULL,
+        status      TEXT,
+        diagnostic  TEXT NOT NULL DEFAULT '',
+        source      TEXT NOT NULL,
+        post_id     BIGINT,
+        counted     BOOLEAN NOT NULL,
+        score       DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX bounce_events_by_address ON bounce_events(list_id, address_key, id);
+    CREATE INDEX bounce_events_by_list ON bounce_events(list_id, id);
+    CREATE TABLE bounce_scores (
+        list_id         BIGINT NOT NULL REFERENCES lists(id) ON DELETE CASCADE,
+        address         TEXT NOT NULL,
+        address_key     TEXT GENERATED ALWAYS AS (lower(address COLLATE "C")) STORED,
+        score           DOUBLE PRECISION NOT NULL,
+        last_counted_ms BIGINT NOT NULL,
+        PRIMARY KEY (list_id, address_key)
+    );
+    CREATE TABLE member_prefs (
+        member_id         BIGINT PRIMARY KEY REFERENCES members(id) ON DELETE CASCADE,
+        skip_if_addressed BOOLEAN NOT NULL DEFAULT FALSE
+    );"#,
+    // 2 -> 3: consent records.
+    r#"CREATE TABLE member_consent (
+        member_id BIGINT PRIMARY KEY REFERENCES members(id) ON DELETE CASCADE,
+        at_ms     BIGINT NOT NULL,
+        source    TEXT NOT NULL,
+        client    TEXT
+    );"#,
+    // 3 -> 4: per-member delivery mode.
+    r#"ALTER TABLE members ADD COLUMN delivery TEXT NOT NULL DEFAULT 'regular'
+        CHECK (delivery IN ('regular', 'digest-mime', 'digest-plain', 'nomail'));"#,
+    // 4 -> 5: bans and the suppression list (NULL list_id: global; folded to 0 for uniqueness).
+    r#"CREATE TABLE bans (
+        id            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        list_id       BIGINT REFERENCES lists(id) ON DELETE CASCADE,
+        pattern       TEXT NOT NULL,
+        created_at_ms BIGINT NOT NULL
+    );
+    CREATE UNIQUE INDEX bans_by_scope ON bans(COALESCE(list_id, 0), pattern);
+    CREATE TABLE suppressions (
+        id          BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        list_id     BIGINT REFERENCES lists(id) ON DELETE CASCADE,
+        address     TEXT NOT NULL,
+        address_key TEXT GENERATED ALWAYS AS (lower(address COLLATE "C")) STORED,
+        reason      TEXT NOT NULL,
+        source      TEXT NOT NULL,
+        at_ms       BIGINT NOT NULL
+    );
+    CREATE UNIQUE INDEX suppressions_by_address ON suppressions(address_key, COALESCE(list_id, 0));"#,
+    // 5 -> 6: erasure: the database's own key and the hashes of erased addresses.
+    r#"CREATE TABLE directory_keys (
+        name  TEXT PRIMARY KEY,
+        value BYTEA NOT NULL
+    );
+    INSERT INTO directory_keys (name, value)
+        VALUES ('erasure', uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid()));
+    CREATE TABLE erased (
+        hash  TEXT PRIMARY KEY,
+        at_ms BIGINT NOT NULL
+    );"#,
+    // 6 -> 7: per-member moderation (issue 16, see `moderation`).
+    r#"ALTER TABLE members ADD COLUMN moderated BOOLEAN NOT NULL DEFAULT FALSE;"#,
+];
+
+/// Brings the database up to [`SCHEMA_VERSION`] under [`MIGRATION_LOCK`], or refuses one
+/// written by a newer Herald.
+pub(crate) fn migrate(client: &mut Client) -> Result<(), DirectoryError> {
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        .map_err(pg("take the migration lock"))?;
+    let out = migrate_locked(client);
+    // Released explicitly: the connection goes back to the pool and lives on. (If this fails
+    // the connection is broken, and the server drops the session lock with it.)
+    let unlock = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+        .map_err(pg("release the migration lock"));
+    out.and(unlock.map(|_| ()))
+}
+
+fn migrate_locked(client: &mut Client) -> Result<(), DirectoryError> {
+    client
+        .batch_execute("CREATE TABLE IF NOT EXISTS directory_schema (version BIGINT NOT NULL)")
+        .map_err(pg("create the schema version table"))?;
+    let found: Option<i64> = client
+        .query_opt("SELECT version FROM directory_schema", &[])
+        .map_err(pg("read schema version"))?
+        .map(|r| super::col(&r, 0))
+        .transpose()?;
+    let found = found.unwrap_or(0);
+    if found > SCHEMA_VERSION {
+        return Err(DirectoryError::SchemaTooNew {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    let start = usize::try_from(found).map_err(|_| DirectoryError::Corrupt {
+        what: "schema version",
+        reason: format!("negative version {found}"),
+    })?;
+    for (from, sql) in SCHEMA_SQL.iter().enumerate().skip(start) {
+        let to = from as i64 + 1;
+        let mut tx = client.transaction().map_err(pg("begin migration"))?;
+        tx.batch_execute(sql).map_err(pg("apply migration"))?;
+        tx.execute("DELETE FROM directory_schema", &[])
+            .map_err(pg("record schema version"))?;
+        tx.execute("INSERT INTO directory_schema (version) VALUES ($1)", &[&to])
+            .map_err(pg("record schema version"))?;
+        tx.commit().map_err(pg("commit migration"))?;
+        tracing::info!(from, to, "directory schema migrated (postgresql)");
+    }
+    Ok(())
+}
