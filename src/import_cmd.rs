@@ -211,6 +211,11 @@ async fn run(
         herald_import::compute(&dir, archive.as_ref(), &ledger, snap)
     })?;
     drop(archive);
+    let accounts = herald_accounts::Accounts::open(
+        &config.data_dir.join("accounts.db"),
+        config.accounts.clone(),
+    )?;
+    owners::drop_known(&accounts, &mut plan)?;
     let held_api = held::drop_already_held(api.as_ref(), &mut plan).await;
     for line in plan.describe() {
         outln!("{line}");
@@ -236,12 +241,59 @@ async fn run(
         .iter_mut()
         .map(|l| (l.address.to_string(), std::mem::take(&mut l.held)))
         .collect();
+    let new_owners: Vec<(herald_types::Address, Vec<herald_types::Address>)> = plan
+        .lists
+        .iter_mut()
+        .map(|l| (l.address.clone(), std::mem::take(&mut l.owners)))
+        .collect();
     let mut skipped = tokio::task::block_in_place(|| {
         apply(&dir, &archive_db, &mut ledger, plan, common, config)
     })?;
+    owners::apply(&accounts, &new_owners)?;
     skipped.extend(held::bring_over(held_api, held, held_dir).await?);
     print_skips(&skipped);
     welcome::send_pending(api.as_ref(), &mut ledger).await
+}
+
+/// List owners (Mailman's owner role): the accounts store is the server's `accounts.db` in the
+/// same data directory; an owner without an account gets one without a password (they sign in
+/// by a mailed link), and the owner role on the list. Idempotent: owners who have the role
+/// already are dropped from the plan, so a second run plans nothing.
+mod owners {
+    use super::*;
+    use herald_accounts::{Accounts, AccountsError, Role};
+    use herald_types::Address;
+
+    pub fn drop_known(accounts: &Accounts, plan: &mut Plan) -> Result<()> {
+        for l in &mut plan.lists {
+            let list = herald_accounts::key(&l.address);
+            let mut kept = Vec::with_capacity(l.owners.len());
+            for o in std::mem::take(&mut l.owners) {
+                let has = accounts
+                    .principal(&herald_accounts::key(&o))?
+                    .is_some_and(|p| p.role(&list) == Some(Role::Owner));
+                if !has && !kept.contains(&o) {
+                    kept.push(o);
+                }
+            }
+            l.owners = kept;
+        }
+        Ok(())
+    }
+
+    pub fn apply(accounts: &Accounts, owners: &[(Address, Vec<Address>)]) -> Result<()> {
+        for (list, people) in owners {
+            for o in people {
+                match accounts.add(o, false, None, herald_types::unix_ms_now()) {
+                    Ok(_) | Err(AccountsError::AlreadyExists(_)) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                accounts.set_role(o, list, Some(Role::Owner))?;
+                outln!("{list}: {o} is an owner (an account without a password: sign-in by link)");
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Welcomes for the members an import added (`--send-welcome`): the ledger holds each list's

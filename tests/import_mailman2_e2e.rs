@@ -61,7 +61,6 @@ fn a_mailman2_list_comes_over_with_settings_roster_and_archive() {
     for (item, why) in [
         ("member banned@spam.example", "banned by @spam.example"),
         ("members[\"not an address\"]", "address has no '@'"),
-        ("setting owner", "owners are made moderators"),
         ("setting msg_footer", "%-substitutions"),
         (
             "setting accept_these_nonmembers",
@@ -76,6 +75,28 @@ fn a_mailman2_list_comes_over_with_settings_roster_and_archive() {
         );
     }
     let d = Directory::open(&data.join("herald.db")).unwrap();
+    // Mailman's owners keep their role: an account each (sign-in by link) with the owner role.
+    let accounts = herald_accounts::Accounts::open(
+        &data.join("accounts.db"),
+        herald_accounts::AccountsConfig::default(),
+    )
+    .unwrap();
+    let role = |who: &str| {
+        accounts
+            .principal(who)
+            .unwrap()
+            .and_then(|p| p.role("dev@lists.example.org"))
+    };
+    assert_eq!(
+        role("owner@example.org"),
+        Some(herald_accounts::Role::Owner)
+    );
+    assert_eq!(
+        role("moderator@example.org"),
+        None,
+        "a moderator is not an owner"
+    );
+    assert!(out.contains("owner@example.org is an owner"), "{out}");
     let list = d
         .list_by_address(&a("dev@lists.example.org"))
         .unwrap()
@@ -172,6 +193,10 @@ fn a_mailman2_list_comes_over_with_settings_roster_and_archive() {
 
     let again = run_ok(&cfg, &["import", "mailman2", dev, "--apply"]);
     assert!(again.contains("list unchanged"), "{again}");
+    assert!(
+        !again.contains("is an owner"),
+        "owners are made once: {again}"
+    );
     assert!(
         again.contains("0 to add, 0 to update, 8 unchanged"),
         "{again}"

@@ -8,8 +8,8 @@
 //!   `posting_policy = anyone`, else `members` (Herald holds non-member posts; reject/discard
 //!   are reported); every member moderated (`default_member_moderation` and the Moderate bit
 //!   on all) → `moderators` (an announcement list), and each member's Moderate bit → the
-//!   member's `moderated` flag (posts held); `owner` and `moderator` → `moderators`
-//!   (Herald has one role); `ban_list` → the list's bans (same syntax: address or `^regex`);
+//!   member's `moderated` flag (posts held); `owner` and `moderator` → `moderators` (they
+//!   get held-post notices), and each `owner` an account with the owner role; `ban_list` → the list's bans (same syntax: address or `^regex`);
 //!   `subscribe_policy` 0/1 → `confirm`, 2/3 (approval) → `closed`; `digest_size_threshhold`,
 //!   `digest_send_periodic`, `digest_volume_frequency` (yearly, monthly); `personalize`;
 //!   `from_is_list` 1 → `from_rewrite = always`; `bounce_score_threshold`;
@@ -330,13 +330,12 @@ fn settings(d: &Dict, list: &mut SourceList, moderated: Moderated, skipped: &mut
             Err(e) => unmapped("owner/moderator", &format!("{a:?} is not an address: {e}")),
         }
     }
-    if !texts(get(d, "owner")).is_empty() {
-        unmapped(
-            "owner",
-            "Herald has one list role, moderator: owners are made moderators",
-        );
-    }
     s.insert("moderators".into(), json!(mods));
+    // Owners keep their role: an owner account each (see `SourceList::owners`).
+    list.owners = texts(get(d, "owner"))
+        .iter()
+        .filter_map(|a| Address::parse(a.trim()).ok())
+        .collect();
     list.bans = texts(get(d, "ban_list"));
     match get(d, "subscribe_policy").and_then(int) {
         Some(0) | Some(1) => {

@@ -8,7 +8,8 @@
 //! `reply_to` poster / list / `reply_to_address`; `max_message_size` (KB) →
 //! `max_message_bytes`; `default_nonmember_action` `accept` → `posting_policy = anyone`;
 //! `default_member_action` `hold`/`reject`/`discard` → `moderators` (an announcement list),
-//! else `members`; owners and moderators (roster roles) → `moderators`; `subscription_policy`
+//! else `members`; owners and moderators (roster roles) → `moderators`, and
+//! each owner an account with the owner role; `subscription_policy`
 //! `open`/`confirm` → `confirm`, `moderate`/`confirm_then_moderate` → `closed`;
 //! `digest_size_threshold`, `digest_send_periodic`, `digest_volume_frequency` (yearly,
 //! monthly); `personalize` `none` → off, else on; `dmarc_mitigate_action` `munge_from` →
@@ -251,12 +252,11 @@ async fn read_list(
             ),
         }
     }
-    if !owners.is_empty() {
-        unmapped(
-            "role owner",
-            "Herald has one list role, moderator: owners are made moderators".into(),
-        );
-    }
+    // Owners keep their role: an owner account each (see `SourceList::owners`).
+    list.owners = owners
+        .iter()
+        .filter_map(|m| Address::parse(&m.email).ok())
+        .collect();
     list.settings
         .insert("moderators".into(), Value::Array(mods));
     let bans: Vec<BanEntry> = rest.all(&format!("lists/{id}/bans")).await?;

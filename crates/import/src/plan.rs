@@ -56,6 +56,9 @@ pub struct ListPlan {
     /// Held posts to bring over still held (the CLI hands them to the running server and
     /// drops those it already holds).
     pub held: Vec<crate::source::HeldPost>,
+    /// Owners to give the owner role (the CLI, which holds the accounts store, drops those
+    /// who have it already and applies the rest).
+    pub owners: Vec<Address>,
 }
 
 /// Everything an import would change.
@@ -88,6 +91,7 @@ impl Plan {
                     && l.archive.is_empty()
                     && l.archive_privacy.is_none()
                     && l.held.is_empty()
+                    && l.owners.is_empty()
             })
     }
 
@@ -125,6 +129,9 @@ impl Plan {
             }
             if let Some(p) = l.archive_privacy {
                 out.push(format!("  archive privacy: {}", p.as_str()));
+            }
+            for o in &l.owners {
+                out.push(format!("  owner {o}: an account with the owner role"));
             }
             for h in &l.held {
                 out.push(format!(
@@ -239,6 +246,7 @@ pub fn compute(
                 .collect(),
             archive_privacy: None,
             held: sl.held,
+            owners: sl.owners,
         };
         plan_members(&mut lp, sl.members, &existing, &refusals, &mut skipped)?;
         if let (Some(p), Some(a)) = (sl.archive_privacy, archive) {

@@ -44,6 +44,10 @@ pub struct SourceList {
     /// Posts waiting for a moderator in the source; brought over still held (through the
     /// running server, which owns held posts: see `herald import`).
     pub held: Vec<HeldPost>,
+    /// The list's owners: each gets a Herald account (no password: they sign in by a mailed
+    /// link) with the owner role on the list. They are also among the `moderators` setting, so
+    /// held-post notices reach them as Mailman's did.
+    pub owners: Vec<Address>,
 }
 
 /// A post held for moderation in the source.
@@ -69,6 +73,7 @@ impl SourceList {
             archive: Vec::new(),
             archive_privacy: None,
             held: Vec::new(),
+            owners: Vec::new(),
         }
     }
 }
