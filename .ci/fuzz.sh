@@ -25,11 +25,12 @@ export RUSTFLAGS="-Cpasses=sancov-module \
  -Cllvm-args=-sanitizer-coverage-inline-8bit-counters \
  -Cllvm-args=-sanitizer-coverage-pc-table \
  -Cllvm-args=-sanitizer-coverage-trace-compares \
- --cfg fuzzing -Cdebug-assertions -Coverflow-checks"
+ --cfg fuzzing"
 
-echo "== fuzz: build (${host}, SanitizerCoverage, release with debug assertions)"
-cargo build --locked --release -p herald-fuzz --features libfuzzer --bins --target "$host"
-bin_dir="$CARGO_TARGET_DIR/$host/release"
+# The `fuzz` profile (Cargo.toml): release with debug assertions and overflow checks.
+echo "== fuzz: build (${host}, SanitizerCoverage, the fuzz profile: release with debug assertions)"
+cargo build --locked --profile fuzz -p herald-fuzz --features libfuzzer --bins --target "$host"
+bin_dir="$CARGO_TARGET_DIR/$host/fuzz"
 
 max_len() {
     case "$1" in
