@@ -96,6 +96,19 @@ pub enum Scope {
     Thread(i64),
 }
 
+impl Scope {
+    /// The indexed column that selects the scope, and its value.
+    fn column(self) -> (&'static str, rusqlite::types::Value) {
+        match self {
+            Scope::Month { year, month } => (
+                "month",
+                rusqlite::types::Value::Text(month_key(year, month)),
+            ),
+            Scope::Thread(id) => ("thread_id", rusqlite::types::Value::Integer(id)),
+        }
+    }
+}
+
 /// Search filters (all optional): the sender contains `from` (any case); the date is in
 /// `[since_ms, until_ms)`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -440,24 +453,13 @@ impl Archive {
         after_id: i64,
         limit: usize,
     ) -> Result<Vec<StoredMessage>, ArchiveError> {
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT {SUMMARY_COLS}, body FROM messages WHERE list = ?1 AND date_ms >= ?2
-             AND date_ms < ?3 AND id > ?4 ORDER BY id LIMIT ?5"
-        ))?;
-        let rows = stmt
-            .query_map(
-                params![list, since_ms, until_ms, after_id, limit as i64],
-                |r| Ok((summary(r)?, r.get::<_, Vec<u8>>(8)?)),
-            )?
-            .collect::<Result<Vec<_>, _>>()?;
-        rows.into_iter()
-            .map(|(s, body)| {
-                Ok(StoredMessage {
-                    raw: inflate(&body).ok_or(ArchiveError::Corrupt(s.id))?,
-                    summary: s,
-                })
-            })
-            .collect()
+        self.with_bodies(
+            &format!(
+                "SELECT {SUMMARY_COLS}, body FROM messages WHERE list = ?1 AND date_ms >= ?2
+                 AND date_ms < ?3 AND id > ?4 ORDER BY id LIMIT ?5"
+            ),
+            params![list, since_ms, until_ms, after_id, limit as i64],
+        )
     }
 
     /// The next `limit` messages of a month or a thread after the key `after` (date, row id),
@@ -470,30 +472,14 @@ impl Archive {
         after: (i64, i64),
         limit: usize,
     ) -> Result<Vec<StoredMessage>, ArchiveError> {
-        let (column, key) = match scope {
-            Scope::Month { year, month } => (
-                "month",
-                rusqlite::types::Value::Text(month_key(year, month)),
+        let (column, key) = scope.column();
+        self.with_bodies(
+            &format!(
+                "SELECT {SUMMARY_COLS}, body FROM messages WHERE list = ?1 AND {column} = ?2
+                 AND (date_ms, id) > (?3, ?4) ORDER BY date_ms, id LIMIT ?5"
             ),
-            Scope::Thread(id) => ("thread_id", rusqlite::types::Value::Integer(id)),
-        };
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {SUMMARY_COLS}, body FROM messages WHERE list = ?1 AND {column} = ?2
-             AND (date_ms, id) > (?3, ?4) ORDER BY date_ms, id LIMIT ?5"
-        ))?;
-        let rows = stmt
-            .query_map(params![list, key, after.0, after.1, limit as i64], |r| {
-                Ok((summary(r)?, r.get::<_, Vec<u8>>(8)?))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        rows.into_iter()
-            .map(|(s, body)| {
-                Ok(StoredMessage {
-                    raw: inflate(&body).ok_or(ArchiveError::Corrupt(s.id))?,
-                    summary: s,
-                })
-            })
-            .collect()
+            params![list, key, after.0, after.1, limit as i64],
+        )
     }
 
     /// [`Archive::scope_page`] without the bodies: one page of a month or a thread for the web
@@ -505,13 +491,7 @@ impl Archive {
         after: (i64, i64),
         limit: usize,
     ) -> Result<Vec<MessageSummary>, ArchiveError> {
-        let (column, key) = match scope {
-            Scope::Month { year, month } => (
-                "month",
-                rusqlite::types::Value::Text(month_key(year, month)),
-            ),
-            Scope::Thread(id) => ("thread_id", rusqlite::types::Value::Integer(id)),
-        };
+        let (column, key) = scope.column();
         self.summaries(
             &format!(
                 "SELECT {SUMMARY_COLS} FROM messages WHERE list = ?1 AND {column} = ?2
@@ -523,23 +503,13 @@ impl Archive {
 
     /// The newest `limit` messages of `list` with their bytes, newest first (the Atom feed).
     pub fn latest(&self, list: &str, limit: usize) -> Result<Vec<StoredMessage>, ArchiveError> {
-        let mut stmt = self.conn.prepare_cached(&format!(
-            "SELECT {SUMMARY_COLS}, body FROM messages WHERE list = ?1
-             ORDER BY date_ms DESC, id DESC LIMIT ?2"
-        ))?;
-        let rows = stmt
-            .query_map(params![list, limit as i64], |r| {
-                Ok((summary(r)?, r.get::<_, Vec<u8>>(8)?))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        rows.into_iter()
-            .map(|(s, body)| {
-                Ok(StoredMessage {
-                    raw: inflate(&body).ok_or(ArchiveError::Corrupt(s.id))?,
-                    summary: s,
-                })
-            })
-            .collect()
+        self.with_bodies(
+            &format!(
+                "SELECT {SUMMARY_COLS}, body FROM messages WHERE list = ?1
+                 ORDER BY date_ms DESC, id DESC LIMIT ?2"
+            ),
+            params![list, limit as i64],
+        )
     }
 
     /// What `list` archived after row `after_id` (the digest's cursor, issue 14): how many
@@ -753,6 +723,26 @@ impl Archive {
             )?)
         };
         Ok((sum("fts%")?, sum("messages%")?))
+    }
+
+    /// Rows of `SUMMARY_COLS` then `body`, with the bodies inflated.
+    fn with_bodies<P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        p: P,
+    ) -> Result<Vec<StoredMessage>, ArchiveError> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let rows = stmt
+            .query_map(p, |r| Ok((summary(r)?, r.get::<_, Vec<u8>>(8)?)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(s, body)| {
+                Ok(StoredMessage {
+                    raw: inflate(&body).ok_or(ArchiveError::Corrupt(s.id))?,
+                    summary: s,
+                })
+            })
+            .collect()
     }
 
     fn summaries<P: rusqlite::Params>(
