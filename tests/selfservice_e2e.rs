@@ -452,6 +452,18 @@ fn form_token(html: &str) -> String {
         .to_string()
 }
 
+/// The newest subscriptions-page link mailed to `rcpt`, if one has arrived.
+fn subscriptions_link(world: &World, rcpt: &str) -> Option<String> {
+    delivered(world, rcpt).iter().rev().find_map(|raw| {
+        let msg = mail_parser::MessageParser::default().parse(raw)?;
+        (msg.subject()? == "your subscriptions").then_some(())?;
+        msg.body_text(0)?
+            .split_whitespace()
+            .find(|w| w.contains("/manage/"))
+            .map(str::to_string)
+    })
+}
+
 async fn post_form(client: &reqwest::Client, url: &str, fields: &[(&str, &str)]) -> (u16, String) {
     let resp = client
         .post(url)
@@ -581,14 +593,7 @@ async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
         assert!(page.contains("Check your mailbox"), "{page}");
     }
     let link = wait_for("the subscriptions link", || {
-        delivered(&world, NEWBIE).iter().rev().find_map(|raw| {
-            let msg = mail_parser::MessageParser::default().parse(raw)?;
-            (msg.subject()? == "your subscriptions").then_some(())?;
-            msg.body_text(0)?
-                .split_whitespace()
-                .find(|w| w.contains("/manage/"))
-                .map(str::to_string)
-        })
+        subscriptions_link(&world, NEWBIE)
     })
     .await;
     assert!(delivered(&world, "stranger@d1.test").is_empty());
@@ -717,14 +722,7 @@ async fn a_members_archive_opens_for_a_member_from_their_subscriptions_page_only
     tokio::time::sleep(Duration::from_millis(2100)).await;
     post_form(&browser, &manage, &[("email", NEWBIE), ("t", &t)]).await;
     let link = wait_for("the subscriptions link", || {
-        delivered(&world, NEWBIE).iter().rev().find_map(|raw| {
-            let msg = mail_parser::MessageParser::default().parse(raw)?;
-            (msg.subject()? == "your subscriptions").then_some(())?;
-            msg.body_text(0)?
-                .split_whitespace()
-                .find(|w| w.contains("/manage/"))
-                .map(str::to_string)
-        })
+        subscriptions_link(&world, NEWBIE)
     })
     .await;
     let (st, page) = call(&browser, "GET", &link, None, None).await;
