@@ -92,7 +92,7 @@ async fn run(
     let client = reqwest::Client::new();
     wait_up(&client, &api).await?;
     client
-        .post(format!("{api}/api/lists"))
+        .post(format!("{api}/api/v1/lists"))
         .json(&json!({"address": LIST, "settings": {"posting_policy": "anyone", "personalize": true}}))
         .send()
         .await?
@@ -102,7 +102,7 @@ async fn run(
         csv.push_str(&format!("{a},Member {i}\n"));
     }
     client
-        .post(format!("{api}/api/lists/{LIST}/import"))
+        .post(format!("{api}/api/v1/lists/{LIST}/import"))
         .body(csv)
         .send()
         .await?
@@ -112,7 +112,7 @@ async fn run(
     let posted_unix_ms = herald_types::unix_ms_now();
     let started = Instant::now();
     let r: Value = client
-        .post(format!("{api}/api/lists/{LIST}/posts"))
+        .post(format!("{api}/api/v1/lists/{LIST}/posts"))
         .body(msg)
         .send()
         .await?

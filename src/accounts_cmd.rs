@@ -1,5 +1,5 @@
-//! `herald account add|passwd|ls|rm|role` and `herald audit`: clients of `/api/accounts` and
-//! `/api/audit` (issue 15 item 1), with the admin token like every other command.
+//! `herald account add|passwd|ls|rm|role` and `herald audit`: clients of `/api/v1/accounts` and
+//! `/api/v1/audit` (issue 15 item 1), with the admin token like every other command.
 //!
 //! Passwords are read from standard input (`--password-stdin`, one line), never from the
 //! command line, where other users could read them in the process list.
@@ -103,7 +103,7 @@ pub async fn account(api: &Api, cmd: AccountCommand) -> Result<()> {
                 site_admin,
                 password,
             };
-            let a: AccountView = api.post_json("/api/accounts", &req).await?;
+            let a: AccountView = api.post_json("/api/v1/accounts", &req).await?;
             outln!("added {}", a.address);
         }
         AccountCommand::Passwd { address, clear } => {
@@ -113,7 +113,7 @@ pub async fn account(api: &Api, cmd: AccountCommand) -> Result<()> {
                 site_admin: None,
             };
             let a: AccountView = api
-                .patch_json(&format!("/api/accounts/{}", enc(&address)), &u)
+                .patch_json(&format!("/api/v1/accounts/{}", enc(&address)), &u)
                 .await?;
             let how = if a.has_password {
                 "password set"
@@ -123,7 +123,7 @@ pub async fn account(api: &Api, cmd: AccountCommand) -> Result<()> {
             outln!("{}: {how}; its sessions ended", a.address);
         }
         AccountCommand::Ls => {
-            let all: Vec<AccountView> = api.get("/api/accounts").await?;
+            let all: Vec<AccountView> = api.get("/api/v1/accounts").await?;
             outln!("{:<36} {:<10} {:<9} roles", "address", "admin", "sign-in");
             for a in &all {
                 print(a);
@@ -131,7 +131,7 @@ pub async fn account(api: &Api, cmd: AccountCommand) -> Result<()> {
             outln!("{} accounts", all.len());
         }
         AccountCommand::Rm { address } => {
-            api.delete(&format!("/api/accounts/{}", enc(&address)))
+            api.delete(&format!("/api/v1/accounts/{}", enc(&address)))
                 .await?;
             outln!("removed {address}");
         }
@@ -140,7 +140,7 @@ pub async fn account(api: &Api, cmd: AccountCommand) -> Result<()> {
             list,
             role,
         } => {
-            let path = format!("/api/accounts/{}/roles/{}", enc(&address), enc(&list));
+            let path = format!("/api/v1/accounts/{}/roles/{}", enc(&address), enc(&list));
             let a: AccountView = api.put_json(&path, &RoleRequest { role }).await?;
             print(&a);
         }
@@ -150,7 +150,7 @@ pub async fn account(api: &Api, cmd: AccountCommand) -> Result<()> {
                 ..AccountUpdate::default()
             };
             let a: AccountView = api
-                .patch_json(&format!("/api/accounts/{}", enc(&address)), &u)
+                .patch_json(&format!("/api/v1/accounts/{}", enc(&address)), &u)
                 .await?;
             print(&a);
         }
@@ -166,7 +166,7 @@ pub async fn audit(api: &Api, a: AuditArgs) -> Result<()> {
     if let Some(s) = a.since_ms {
         q.push_str(&format!("&since={s}"));
     }
-    let rows: Vec<AuditView> = api.get(&format!("/api/audit{q}")).await?;
+    let rows: Vec<AuditView> = api.get(&format!("/api/v1/audit{q}")).await?;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());

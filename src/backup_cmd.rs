@@ -13,7 +13,9 @@ use std::time::Duration;
 const BACKUP_TIME_LIMIT: Duration = Duration::from_secs(12 * 3600);
 
 pub async fn backup(api: &Api, dir: &Path) -> Result<()> {
-    let mut resp = api.get_streaming("/api/backup", BACKUP_TIME_LIMIT).await?;
+    let mut resp = api
+        .get_streaming("/api/v1/backup", BACKUP_TIME_LIMIT)
+        .await?;
     let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(8);
     let target = dir.to_path_buf();
     let unpacker = tokio::task::spawn_blocking(move || {

@@ -1,5 +1,5 @@
-//! `herald ban add|rm|ls` and `herald suppress add|rm|ls`: clients of `/api/bans` and
-//! `/api/suppressions` (issue 18 item 4). Without `--list` they act on the global scope.
+//! `herald ban add|rm|ls` and `herald suppress add|rm|ls`: clients of `/api/v1/bans` and
+//! `/api/v1/suppressions` (issue 18 item 4). Without `--list` they act on the global scope.
 
 use crate::client::{enc, Api};
 use anyhow::Result;
@@ -65,13 +65,13 @@ pub async fn ban(api: &Api, cmd: BanCommand) -> Result<()> {
     match cmd {
         BanCommand::Add { pattern, list } => {
             let b: BanView = api
-                .post_json("/api/bans", &BanRequest { list, pattern })
+                .post_json("/api/v1/bans", &BanRequest { list, pattern })
                 .await?;
             outln!("banned {} on {}", b.pattern, scope(b.list.as_deref()));
         }
         BanCommand::Rm { pattern, list } => {
             let shown = format!("{pattern} on {}", scope(list.as_deref()));
-            api.delete_json("/api/bans", &BanRequest { list, pattern })
+            api.delete_json("/api/v1/bans", &BanRequest { list, pattern })
                 .await?;
             outln!("lifted {shown}");
         }
@@ -80,7 +80,7 @@ pub async fn ban(api: &Api, cmd: BanCommand) -> Result<()> {
                 .as_deref()
                 .map(|l| format!("?list={}", enc(l)))
                 .unwrap_or_default();
-            let rows: Vec<BanView> = api.get(&format!("/api/bans{q}")).await?;
+            let rows: Vec<BanView> = api.get(&format!("/api/v1/bans{q}")).await?;
             for b in &rows {
                 outln!("{:<6} {}", b.id, b.pattern);
             }
@@ -104,7 +104,7 @@ pub async fn suppress(api: &Api, cmd: SuppressCommand) -> Result<()> {
                 reason,
                 source,
             };
-            let r: SuppressAnswer = api.post_json("/api/suppressions", &req).await?;
+            let r: SuppressAnswer = api.post_json("/api/v1/suppressions", &req).await?;
             let state = if r.new {
                 "suppressed"
             } else {
@@ -122,7 +122,7 @@ pub async fn suppress(api: &Api, cmd: SuppressCommand) -> Result<()> {
         }
         SuppressCommand::Rm { address, list } => {
             let shown = format!("{address} on {}", scope(list.as_deref()));
-            api.delete_json("/api/suppressions", &UnsuppressRequest { list, address })
+            api.delete_json("/api/v1/suppressions", &UnsuppressRequest { list, address })
                 .await?;
             outln!("no longer suppressed: {shown}");
         }
@@ -131,7 +131,7 @@ pub async fn suppress(api: &Api, cmd: SuppressCommand) -> Result<()> {
             if let Some(l) = &list {
                 q.push_str(&format!("&list={}", enc(l)));
             }
-            let rows: Vec<SuppressionView> = api.get(&format!("/api/suppressions{q}")).await?;
+            let rows: Vec<SuppressionView> = api.get(&format!("/api/v1/suppressions{q}")).await?;
             outln!(
                 "{:<36} {:<10} {:<14} reason",
                 "address",

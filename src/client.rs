@@ -222,15 +222,23 @@ pub(crate) fn decode<T: DeserializeOwned>(path: &str, body: &[u8]) -> Result<T> 
     })
 }
 
-/// The `error` of an API error body ([`herald_api_types::ErrorBody`]), or the whole body: as JSON text when it
-/// is JSON, else quoted (as the server's plain-text answers were always shown).
+/// The `detail` of an API problem body ([`herald_api_types::Problem`], which names the field
+/// at fault), the `error` of an older server's body, or the whole body: as JSON text
+/// when it is JSON, else quoted (as the server's plain-text answers were always shown).
 fn error_text(body: &[u8]) -> String {
-    /// `ErrorBody` with the field required, so `{}` or another object falls through.
+    /// The fields required, so `{}` or another object falls through.
     #[derive(serde::Deserialize)]
-    struct Required {
+    struct Problem {
+        detail: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Older {
         error: String,
     }
-    if let Ok(Required { error }) = serde_json::from_slice::<Required>(body) {
+    if let Ok(Problem { detail }) = serde_json::from_slice::<Problem>(body) {
+        return detail;
+    }
+    if let Ok(Older { error }) = serde_json::from_slice::<Older>(body) {
         return error;
     }
     match serde_json::from_slice::<Value>(body) {
@@ -487,14 +495,14 @@ pub async fn list(api: &Api, cmd: ListCommand) -> Result<()> {
             }
             let list: ListInfo = api
                 .post_json(
-                    "/api/lists",
+                    "/api/v1/lists",
                     &json!({"address": address, "settings": settings}),
                 )
                 .await?;
             outln!("created list {} (id {})", list.address, list.id);
         }
         ListCommand::Ls => {
-            let lists: Vec<ListView> = api.get("/api/lists").await?;
+            let lists: Vec<ListView> = api.get("/api/v1/lists").await?;
             outln!(
                 "{:<40} {:>10} {:>10} {:>10}",
                 "LIST",
@@ -513,21 +521,22 @@ pub async fn list(api: &Api, cmd: ListCommand) -> Result<()> {
             }
         }
         ListCommand::Show { address } => {
-            let l: ListView = api.get(&format!("/api/lists/{}", enc(&address))).await?;
+            let l: ListView = api.get(&format!("/api/v1/lists/{}", enc(&address))).await?;
             outln!("{}", pretty(&l)?);
         }
         ListCommand::Set { address, settings } => {
             let changes: serde_json::Map<String, Value> = settings.into_iter().collect();
             let l: ListInfo = api
                 .patch_json(
-                    &format!("/api/lists/{}", enc(&address)),
+                    &format!("/api/v1/lists/{}", enc(&address)),
                     &Value::Object(changes),
                 )
                 .await?;
             outln!("{}", pretty(&l.settings)?);
         }
         ListCommand::Rm { address } => {
-            api.delete(&format!("/api/lists/{}", enc(&address))).await?;
+            api.delete(&format!("/api/v1/lists/{}", enc(&address)))
+                .await?;
             outln!("deleted list {address}");
         }
     }
@@ -586,7 +595,7 @@ pub async fn import_bytes(api: &Api, list: &str, text: &[u8]) -> Result<()> {
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let (mut added, mut updated, mut rejected) = (0u64, 0u64, Vec::new());
-    let path = format!("/api/lists/{}/import", enc(list));
+    let path = format!("/api/v1/lists/{}/import", enc(list));
     for (start, chunk) in chunks {
         let lines_in_chunk = chunk.iter().filter(|&&b| b == b'\n').count() as u64;
         let r: ImportReport = api.post_bytes(&path, chunk, "text/csv").await?;
@@ -615,7 +624,7 @@ pub async fn post(api: &Api, list: &str, file: &Path, wait: bool) -> Result<()> 
     let body = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let r: Injected = api
         .post_bytes(
-            &format!("/api/lists/{}/posts", enc(list)),
+            &format!("/api/v1/lists/{}/posts", enc(list)),
             body,
             "message/rfc822",
         )
@@ -640,7 +649,7 @@ pub async fn wait_for_post(api: &Api, id: &str, limit: Duration) -> Result<PostS
     );
     let started = std::time::Instant::now();
     loop {
-        let p: PostSummary = api.get(&format!("/api/posts/{id}")).await?;
+        let p: PostSummary = api.get(&format!("/api/v1/posts/{id}")).await?;
         if let Some(total) = p.recipients {
             bar.set_length(total.saturating_sub(p.already_done).max(1));
         }
@@ -689,7 +698,9 @@ pub fn print_summary(p: &PostSummary) {
 
 pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> Result<()> {
     let q: QueueSnapshot = api
-        .get(&format!("/api/queue?limit={limit}&stragglers={stragglers}"))
+        .get(&format!(
+            "/api/v1/queue?limit={limit}&stragglers={stragglers}"
+        ))
         .await?;
     if as_json {
         outln!("{}", pretty(&q)?);
@@ -763,7 +774,7 @@ pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> 
 }
 
 pub async fn status(api: &Api) -> Result<()> {
-    let s: Status = api.get("/api/status").await?;
+    let s: Status = api.get("/api/v1/status").await?;
     outln!("herald {}  up {} s", s.version, s.uptime_secs);
     outln!("lists {}  members {}", s.lists, s.members);
     outln!(

@@ -237,7 +237,7 @@ async fn serve_on(api: &Api, args: &DemoArgs) {
         }
         if args.repost_secs > 0 && Instant::now() >= next_post {
             next_post = Instant::now() + Duration::from_secs(args.repost_secs);
-            let path = format!("/api/lists/{LIST}/posts");
+            let path = format!("/api/v1/lists/{LIST}/posts");
             let posted: Result<Injected> = api
                 .post_bytes(
                     &path,
@@ -281,7 +281,7 @@ async fn fan_out(api: &Api, addresses: &[String], size_kb: usize) -> Result<Post
     });
     let _created: ListInfo = api
         .post_json(
-            "/api/lists",
+            "/api/v1/lists",
             &json!({"address": LIST, "settings": settings}),
         )
         .await?;
@@ -293,7 +293,7 @@ async fn fan_out(api: &Api, addresses: &[String], size_kb: usize) -> Result<Post
     let post = demo_post(size_kb);
     let r: Injected = api
         .post_bytes(
-            &format!("/api/lists/{LIST}/posts"),
+            &format!("/api/v1/lists/{LIST}/posts"),
             post.into_bytes(),
             "message/rfc822",
         )

@@ -34,7 +34,7 @@ pub async fn run(config: &Config, api: Result<Api>, args: DoctorArgs) -> Result<
     if domains.is_empty() {
         let api = api.context("no domain given, and no server to ask for its lists")?;
         let lists: Vec<herald_api_types::ListView> = api
-            .get("/api/lists")
+            .get("/api/v1/lists")
             .await
             .context("no domain given: asked the running server for its lists")?;
         for l in lists {

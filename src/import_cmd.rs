@@ -298,7 +298,7 @@ mod owners {
 
 /// Welcomes for the members an import added (`--send-welcome`): the ledger holds each list's
 /// member-id range; the running server sends the list's welcome one page at a time (`POST
-/// /api/lists/<list>/welcome`), and the ledger moves past each page as it is sent, so a crash
+/// /api/v1/lists/<list>/welcome`), and the ledger moves past each page as it is sent, so a crash
 /// or an unreachable server leaves the rest for the next `--apply` run.
 mod welcome {
     use super::*;
@@ -328,7 +328,7 @@ mod welcome {
                     limit: None,
                 };
                 let page: WelcomeSent = api
-                    .post_json(&format!("/api/lists/{}/welcome", enc(&list)), &req)
+                    .post_json(&format!("/api/v1/lists/{}/welcome", enc(&list)), &req)
                     .await
                     .with_context(|| {
                         format!(
@@ -394,7 +394,7 @@ fn apply(
 }
 
 /// Held posts: the running server owns them (they live in its spool), so they go through its
-/// API, `POST /api/lists/<list>/held`, and come out held there too. Without a reachable server
+/// API, `POST /api/v1/lists/<list>/held`, and come out held there too. Without a reachable server
 /// they are saved as `.eml` files and reported.
 mod held {
     use super::*;
@@ -415,7 +415,7 @@ mod held {
             return api;
         }
         let api = api?;
-        let held: Vec<HeldView> = api.get("/api/held?limit=10000").await.ok()?;
+        let held: Vec<HeldView> = api.get("/api/v1/held?limit=10000").await.ok()?;
         for l in &mut plan.lists {
             let list = l.address.to_string();
             l.held.retain(|h| {
@@ -439,7 +439,7 @@ mod held {
             for h in posts {
                 let item = format!("held post {} of {list}", h.id);
                 let path = format!(
-                    "/api/lists/{list}/held?reason={}&from={}",
+                    "/api/v1/lists/{list}/held?reason={}&from={}",
                     encode(&h.reason),
                     encode(&h.from.as_ref().map(ToString::to_string).unwrap_or_default())
                 );

@@ -80,12 +80,12 @@ pub async fn held(api: &Api, a: HeldArgs) -> Result<()> {
     match a.action {
         Some(HeldAction::Approve { post }) => {
             let r: Approved = api
-                .post_json(&format!("/api/held/{}/approve", enc(&post)), &json!({}))
+                .post_json(&format!("/api/v1/held/{}/approve", enc(&post)), &json!({}))
                 .await?;
             outln!("approved {post}: fanned out as post {}", r.post);
         }
         Some(HeldAction::Reject { post }) => {
-            api.post_json_unit(&format!("/api/held/{}/reject", enc(&post)), &json!({}))
+            api.post_json_unit(&format!("/api/v1/held/{}/reject", enc(&post)), &json!({}))
                 .await?;
             outln!("rejected {post}");
         }
@@ -94,7 +94,7 @@ pub async fn held(api: &Api, a: HeldArgs) -> Result<()> {
                 .list
                 .map(|l| format!("?list={}", enc(&l)))
                 .unwrap_or_default();
-            let rows: Vec<HeldView> = api.get(&format!("/api/held{q}")).await?;
+            let rows: Vec<HeldView> = api.get(&format!("/api/v1/held{q}")).await?;
             outln!("{:<22} {:<30} {:<30} reason", "post", "list", "from");
             for r in &rows {
                 outln!(
@@ -115,18 +115,18 @@ pub async fn postmaster(api: &Api, a: PostmasterArgs) -> Result<()> {
     match a.action {
         Some(PostmasterAction::Show { post }) => {
             let raw = api
-                .get_bytes(&format!("/api/postmaster/{}", enc(&post)))
+                .get_bytes(&format!("/api/v1/postmaster/{}", enc(&post)))
                 .await?;
             crate::output::write_bytes(&raw);
         }
         Some(PostmasterAction::Delete { post }) => {
-            api.delete(&format!("/api/postmaster/{}", enc(&post)))
+            api.delete(&format!("/api/v1/postmaster/{}", enc(&post)))
                 .await?;
             outln!("deleted {post}");
         }
         None => {
             let rows: Vec<PostmasterView> = api
-                .get(&format!("/api/postmaster?limit={}", a.limit))
+                .get(&format!("/api/v1/postmaster?limit={}", a.limit))
                 .await?;
             outln!(
                 "{:<17} {:<20} {:<30} {:<30} forward",
@@ -163,7 +163,7 @@ pub async fn bounces(api: &Api, a: BouncesArgs) -> Result<()> {
     if let Some(k) = a.kind {
         q.push_str(&format!("&kind={}", enc(&k)));
     }
-    let rows: Vec<BounceEvent> = api.get(&format!("/api/bounces{q}")).await?;
+    let rows: Vec<BounceEvent> = api.get(&format!("/api/v1/bounces{q}")).await?;
     outln!(
         "{:<28} {:<13} {:<8} {:>5} {:<5} diagnostic",
         "member",
@@ -211,13 +211,13 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
                 fields: fields.into_iter().collect(),
             };
             let m: MemberView = api
-                .post_json(&format!("/api/lists/{}/members", enc(&list)), &req)
+                .post_json(&format!("/api/v1/lists/{}/members", enc(&list)), &req)
                 .await?;
             outln!("added {} to {list} (member id {})", m.address, m.id);
         }
         MemberCommand::Rm { list, address } => {
             api.delete(&format!(
-                "/api/lists/{}/members/{}",
+                "/api/v1/lists/{}/members/{}",
                 enc(&list),
                 enc(&address)
             ))
@@ -227,7 +227,7 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
         MemberCommand::Ls { list, limit } => {
             let ms: Vec<MemberView> = api
                 .get(&format!(
-                    "/api/lists/{}/members?limit={}",
+                    "/api/v1/lists/{}/members?limit={}",
                     enc(&list),
                     limit.clamp(1, 10_000)
                 ))
@@ -252,8 +252,9 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
             outln!("enabled {address} on {list} (bounce score cleared)");
         }
         MemberCommand::Export { address } => {
-            let data: herald_api_types::people::PersonExport =
-                api.get(&format!("/api/people/{}", enc(&address))).await?;
+            let data: herald_api_types::people::PersonExport = api
+                .get(&format!("/api/v1/people/{}", enc(&address)))
+                .await?;
             outln!("{}", serde_json::to_string_pretty(&data)?);
         }
         MemberCommand::Erase { address, yes } => {
@@ -264,7 +265,7 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
                 );
             }
             let e: herald_api_types::people::PersonErased = api
-                .delete_typed(&format!("/api/people/{}", enc(&address)))
+                .delete_typed(&format!("/api/v1/people/{}", enc(&address)))
                 .await?;
             outln!(
                 "erased {address}: {} memberships, {} bounce events, {} suppression entries, \
@@ -294,7 +295,7 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
             }
             let d: MemberDetail = api
                 .patch_json(
-                    &format!("/api/lists/{}/members/{}", enc(&list), enc(&address)),
+                    &format!("/api/v1/lists/{}/members/{}", enc(&list), enc(&address)),
                     &update,
                 )
                 .await?;
@@ -324,7 +325,7 @@ pub async fn digest(api: &Api, cmd: DigestCommand) -> Result<()> {
     match cmd {
         DigestCommand::SendNow { list } => {
             let d: herald_api_types::DigestSent = api
-                .post_empty(&format!("/api/lists/{}/digest/send-now", enc(&list)))
+                .post_empty(&format!("/api/v1/lists/{}/digest/send-now", enc(&list)))
                 .await?;
             if d.sent {
                 outln!(
@@ -359,8 +360,8 @@ pub async fn tls_report(api: &Api, cmd: TlsReportCommand) -> Result<()> {
     match cmd {
         TlsReportCommand::Send { day } => {
             let path = match &day {
-                Some(d) => format!("/api/tls-report/send?day={}", enc(d)),
-                None => "/api/tls-report/send".to_string(),
+                Some(d) => format!("/api/v1/tls-report/send?day={}", enc(d)),
+                None => "/api/v1/tls-report/send".to_string(),
             };
             let sent: Vec<herald_api_types::TlsReportSent> = api.post_empty(&path).await?;
             if sent.is_empty() {
@@ -382,10 +383,10 @@ pub async fn tls_report(api: &Api, cmd: TlsReportCommand) -> Result<()> {
     Ok(())
 }
 
-/// `POST /api/lists/<list>/members/<address>/<action>`: the answer is the member's details.
+/// `POST /api/v1/lists/<list>/members/<address>/<action>`: the answer is the member's details.
 async fn member_action(api: &Api, list: &str, address: &str, action: &str) -> Result<MemberDetail> {
     api.post_empty(&format!(
-        "/api/lists/{}/members/{}/{action}",
+        "/api/v1/lists/{}/members/{}/{action}",
         enc(list),
         enc(address)
     ))
@@ -395,7 +396,7 @@ async fn member_action(api: &Api, list: &str, address: &str, action: &str) -> Re
 pub async fn member_show(api: &Api, list: &str, address: &str) -> Result<()> {
     let v: MemberDetail = api
         .get(&format!(
-            "/api/lists/{}/members/{}/detail",
+            "/api/v1/lists/{}/members/{}/detail",
             enc(list),
             enc(address)
         ))
@@ -442,7 +443,7 @@ pub async fn subscribe(api: &Api, a: SubscribeArgs) -> Result<()> {
     };
     let req = SubscribeRequest { address: a.address };
     let r: SubscribeAnswer = api
-        .post_json(&format!("/api/lists/{}/{what}", enc(&a.list)), &req)
+        .post_json(&format!("/api/v1/lists/{}/{what}", enc(&a.list)), &req)
         .await?;
     outln!("{what} {}: {}", req.address, r.status);
     Ok(())

@@ -39,9 +39,9 @@ pub struct StragglersArgs {
 pub async fn run(api: &Api, a: StragglersArgs) -> Result<()> {
     if let Some(act) = a.action {
         let path = match act {
-            Act::Retry => "/api/stragglers/retry",
-            Act::GiveUp => "/api/stragglers/give-up",
-            Act::Disable => "/api/stragglers/disable",
+            Act::Retry => "/api/v1/stragglers/retry",
+            Act::GiveUp => "/api/v1/stragglers/give-up",
+            Act::Disable => "/api/v1/stragglers/disable",
         };
         if matches!(act, Act::Disable) && a.recipient.is_none() {
             bail!("--action disable needs --recipient");
@@ -59,7 +59,10 @@ pub async fn run(api: &Api, a: StragglersArgs) -> Result<()> {
         return Ok(());
     }
     let s: Stragglers = api
-        .get(&format!("/api/stragglers?limit={}", a.limit.clamp(1, 1000)))
+        .get(&format!(
+            "/api/v1/stragglers?limit={}",
+            a.limit.clamp(1, 1000)
+        ))
         .await?;
     if a.json {
         outln!("{}", crate::client::pretty(&s)?);

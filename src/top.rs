@@ -1,4 +1,4 @@
-//! `herald top`: a live terminal view over the HTTP API (`/api/top`), refreshed every second and
+//! `herald top`: a live terminal view over the HTTP API (`/api/v1/top`), refreshed every second and
 //! laid out for an 80×24 terminal over SSH (seeds/000's realstat plus seeds/003's "top guide"):
 //! delivery rate in 15-second windows with delivered/failed/deferred bars, each active post's
 //! progress and time to 95 %, the queue by lane and the stage channels, the slowest and the down
@@ -28,7 +28,7 @@ pub struct TopArgs {
     interval_ms: u64,
 }
 
-/// What the view draws: the `/api/top` answer (the shared [`Top`] view, decoded with missing
+/// What the view draws: the `/api/v1/top` answer (the shared [`Top`] view, decoded with missing
 /// fields defaulted) and the CPU share the client computes between two samples.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct TopModel {
@@ -42,7 +42,7 @@ pub struct TopModel {
 pub async fn run(api: Api, args: TopArgs) -> Result<()> {
     // Fail before touching the terminal when no server answers.
     let mut model = TopModel {
-        top: api.get::<Top>("/api/top").await?,
+        top: api.get::<Top>("/api/v1/top").await?,
         cpu_pct: None,
     };
     let mut terminal = ratatui::init();
@@ -55,7 +55,7 @@ pub async fn run(api: Api, args: TopArgs) -> Result<()> {
             }
             let prev = (model.top.process.cpu_secs, model.top.now_ms);
             // A missed refresh keeps the last picture (the server may be busy or restarting).
-            if let Ok(top) = api.get::<Top>("/api/top").await {
+            if let Ok(top) = api.get::<Top>("/api/v1/top").await {
                 let now = (top.process.cpu_secs, top.now_ms);
                 model = TopModel {
                     top,

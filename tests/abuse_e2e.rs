@@ -97,7 +97,7 @@ async fn nul_in_data_is_refused_and_a_post_without_date_or_message_id_gets_both(
 /// The post ids held for `list`, with their reasons.
 async fn held(api: &str, list: &str) -> Vec<(u64, Option<String>)> {
     let views: Vec<herald_api_types::HeldView> =
-        get_view(&format!("{api}/api/held?list={list}")).await;
+        get_view(&format!("{api}/api/v1/held?list={list}")).await;
     views.into_iter().map(|h| (h.post, h.reason)).collect()
 }
 
@@ -111,7 +111,7 @@ async fn vacation_replies_and_looping_copies_are_held_and_post_floods_refused() 
     let api = &server.api;
     let (status, body) = http(
         "PATCH",
-        &format!("{api}/api/lists/{LIST}"),
+        &format!("{api}/api/v1/lists/{LIST}"),
         Some(json!({"posting_policy": "members", "reply_to": {"kind": "list"}})),
     )
     .await;
@@ -178,7 +178,7 @@ Message-ID: <echo1@d1.test>\r\n\r\nan old copy\r\n";
     // Reject mode with a post rate of 2 an hour: the third post is refused at DATA.
     let (status, body) = http(
         "PATCH",
-        &format!("{api}/api/lists/{LIST}"),
+        &format!("{api}/api/v1/lists/{LIST}"),
         Some(json!({"guard_action": "reject", "max_posts_per_hour": 2})),
     )
     .await;
@@ -264,7 +264,7 @@ async fn a_forged_moderator_is_held_and_the_signed_moderator_posts() {
     for m in MEMBERS {
         let (status, body) = http(
             "POST",
-            &format!("{api}/api/lists/{ANNOUNCE}/members"),
+            &format!("{api}/api/v1/lists/{ANNOUNCE}/members"),
             Some(json!({ "address": m })),
         )
         .await;

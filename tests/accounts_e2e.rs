@@ -54,7 +54,7 @@ async fn start() -> (World, TestServer, tempfile::TempDir) {
     for (list, moderators) in [(DEV, json!([MODERATOR])), (OPS, json!([]))] {
         let (st, v) = token_call(
             "POST",
-            &format!("{api}/api/lists"),
+            &format!("{api}/api/v1/lists"),
             Some(json!({"address": list, "settings": {"moderators": moderators}})),
         )
         .await;
@@ -100,7 +100,7 @@ async fn operator_adds_accounts(api: &str) {
     // Bad input to the CLI's API: a password too short, a role that is not one.
     let (st, _) = token_call(
         "POST",
-        &format!("{api}/api/accounts"),
+        &format!("{api}/api/v1/accounts"),
         Some(json!({"address": "x@d1.test", "password": "short"})),
     )
     .await;
@@ -138,7 +138,7 @@ async fn owner_signs_in(api: &str) -> (Session, String) {
         origin: api.to_string(),
     };
     let (st, _) = stale
-        .status(stale.req(reqwest::Method::GET, "/api/me"))
+        .status(stale.req(reqwest::Method::GET, "/api/v1/me"))
         .await;
     assert_eq!(st, 401, "the old session ended");
 
@@ -179,24 +179,32 @@ async fn owner_is_kept_to_their_list(api: &str, owner: &Session, csrf: &str) {
     // Their list's setting: changed. Another list: 403.
     let patch = |list: &str| {
         owner
-            .req(reqwest::Method::PATCH, &format!("/api/lists/{list}"))
+            .req(reqwest::Method::PATCH, &format!("/api/v1/lists/{list}"))
             .header("x-csrf-token", &csrf)
             .json(&json!({"subject_prefix": "[dev]"}))
     };
     let (st, body) = owner.status(patch(DEV)).await;
     assert_eq!(st, 200, "{body}");
-    let (_, shown) = token_call("GET", &format!("{api}/api/lists/{DEV}"), None).await;
+    let (_, shown) = token_call("GET", &format!("{api}/api/v1/lists/{DEV}"), None).await;
     assert_eq!(shown["settings"]["subject_prefix"], "[dev]", "{shown}");
     let (st, _) = owner.status(patch(OPS)).await;
     assert_eq!(st, 403, "another owner's list");
-    let (_, shown) = token_call("GET", &format!("{api}/api/lists/{OPS}"), None).await;
+    let (_, shown) = token_call("GET", &format!("{api}/api/v1/lists/{OPS}"), None).await;
     assert!(shown["settings"]["subject_prefix"].is_null(), "{shown}");
     // Members of their list: yes; the server's status, the dashboard, accounts: no.
     let (st, _) = owner
-        .status(owner.req(reqwest::Method::GET, &format!("/api/lists/{DEV}/members")))
+        .status(owner.req(
+            reqwest::Method::GET,
+            &format!("/api/v1/lists/{DEV}/members"),
+        ))
         .await;
     assert_eq!(st, 200);
-    for path in ["/api/status", "/api/accounts", "/metrics", "/api/audit"] {
+    for path in [
+        "/api/v1/status",
+        "/api/v1/accounts",
+        "/metrics",
+        "/api/v1/audit",
+    ] {
         let (st, _) = owner.status(owner.req(reqwest::Method::GET, path)).await;
         assert_eq!(st, 403, "{path}");
     }
@@ -205,7 +213,7 @@ async fn owner_is_kept_to_their_list(api: &str, owner: &Session, csrf: &str) {
     let (st, _) = owner
         .status(
             owner
-                .req(reqwest::Method::DELETE, &format!("/api/lists/{DEV}"))
+                .req(reqwest::Method::DELETE, &format!("/api/v1/lists/{DEV}"))
                 .header("x-csrf-token", &csrf),
         )
         .await;
@@ -213,17 +221,17 @@ async fn owner_is_kept_to_their_list(api: &str, owner: &Session, csrf: &str) {
 
     // CSRF: without the token, with a forged one, from another origin, without any origin.
     let no_token = owner
-        .req(reqwest::Method::PATCH, &format!("/api/lists/{DEV}"))
+        .req(reqwest::Method::PATCH, &format!("/api/v1/lists/{DEV}"))
         .json(&json!({"subject_prefix": "[x]"}));
     assert_eq!(owner.status(no_token).await.0, 403);
     let forged = owner
-        .req(reqwest::Method::PATCH, &format!("/api/lists/{DEV}"))
+        .req(reqwest::Method::PATCH, &format!("/api/v1/lists/{DEV}"))
         .header("x-csrf-token", "A".repeat(43))
         .json(&json!({"subject_prefix": "[x]"}));
     assert_eq!(owner.status(forged).await.0, 403);
     let cross = owner
         .client
-        .patch(format!("{api}/api/lists/{DEV}"))
+        .patch(format!("{api}/api/v1/lists/{DEV}"))
         .header(COOKIE, &owner.cookie)
         .header(ORIGIN, "http://evil.test")
         .header("x-csrf-token", &csrf)
@@ -231,7 +239,7 @@ async fn owner_is_kept_to_their_list(api: &str, owner: &Session, csrf: &str) {
     assert_eq!(owner.status(cross).await.0, 403);
     let no_origin = owner
         .client
-        .patch(format!("{api}/api/lists/{DEV}"))
+        .patch(format!("{api}/api/v1/lists/{DEV}"))
         .header(COOKIE, &owner.cookie)
         .header("x-csrf-token", &csrf)
         .json(&json!({"subject_prefix": "[x]"}));
@@ -243,7 +251,7 @@ async fn a_form_without_its_csrf_field_is_refused(api: &str, owner: &Session, he
     let form = owner
         .req(
             reqwest::Method::POST,
-            &format!("/api/held/{held_dev}/reject"),
+            &format!("/api/v1/held/{held_dev}/reject"),
         )
         .form(&[("x", "y")]);
     assert_eq!(owner.status(form).await.0, 403);
@@ -251,7 +259,7 @@ async fn a_form_without_its_csrf_field_is_refused(api: &str, owner: &Session, he
         .req(reqwest::Method::POST, "/logout")
         .form(&[("x", "y")]);
     assert_eq!(owner.status(logout).await.0, 403);
-    let (_, shown) = token_call("GET", &format!("{api}/api/lists/{DEV}"), None).await;
+    let (_, shown) = token_call("GET", &format!("{api}/api/v1/lists/{DEV}"), None).await;
     assert_eq!(
         shown["settings"]["subject_prefix"], "[dev]",
         "nothing changed"
@@ -316,29 +324,35 @@ async fn moderator_signs_in_by_link_and_moderates(
 
     // Held posts of their list: listed and approved. Members: no. Another list's post: no.
     let (st, body) = moderator
-        .status(moderator.req(reqwest::Method::GET, &format!("/api/held?list={DEV}")))
+        .status(moderator.req(reqwest::Method::GET, &format!("/api/v1/held?list={DEV}")))
         .await;
     assert_eq!(st, 200, "{body}");
     let held: Vec<HeldView> = serde_json::from_str(&body).expect("held");
     assert!(held.iter().any(|h| h.post == held_dev) && held.iter().all(|h| h.list == DEV));
     let (st, _) = moderator
-        .status(moderator.req(reqwest::Method::GET, "/api/held"))
+        .status(moderator.req(reqwest::Method::GET, "/api/v1/held"))
         .await;
     assert_eq!(st, 403, "every list's held posts are the site's");
     let (st, _) = moderator
-        .status(moderator.req(reqwest::Method::GET, &format!("/api/lists/{DEV}/members")))
+        .status(moderator.req(
+            reqwest::Method::GET,
+            &format!("/api/v1/lists/{DEV}/members"),
+        ))
         .await;
     assert_eq!(st, 403, "a moderator does not read members");
     let approve = |post: u64| {
         moderator
-            .req(reqwest::Method::POST, &format!("/api/held/{post}/approve"))
+            .req(
+                reqwest::Method::POST,
+                &format!("/api/v1/held/{post}/approve"),
+            )
             .header("x-csrf-token", &mcsrf)
     };
     let (st, body) = moderator.status(approve(held_ops)).await;
     assert_eq!(st, 403, "{body}");
     let (st, body) = moderator.status(approve(held_dev)).await;
     assert_eq!(st, 200, "{body}");
-    let held: Vec<HeldView> = get_token(&format!("{api}/api/held")).await;
+    let held: Vec<HeldView> = get_token(&format!("{api}/api/v1/held")).await;
     assert!(held.iter().all(|h| h.post != held_dev) && held.iter().any(|h| h.post == held_ops));
 }
 
@@ -423,7 +437,7 @@ async fn a_guesser_is_throttled(api: &str) {
 
 async fn the_token_the_cli_and_a_site_admin_reach_everything(api: &str, held_ops: u64) {
     // The admin token and the CLI work as before, from a remote client too.
-    let (st, _) = call_remote_with_token(api, "/api/status").await;
+    let (st, _) = call_remote_with_token(api, "/api/v1/status").await;
     assert_eq!(st, 200);
     let held_cli = herald_cli(api, Some(TOKEN), &["held", "--list", OPS]);
     assert!(held_cli.contains(&held_ops.to_string()), "{held_cli}");
@@ -457,7 +471,7 @@ async fn the_token_the_cli_and_a_site_admin_reach_everything(api: &str, held_ops
         origin: api.to_string(),
     };
     let acsrf = admin.me().await.csrf.expect("csrf");
-    for path in ["/api/status", "/api/accounts", "/metrics"] {
+    for path in ["/api/v1/status", "/api/v1/accounts", "/metrics"] {
         let (st, _) = admin.status(admin.req(reqwest::Method::GET, path)).await;
         assert_eq!(st, 200, "{path}");
     }
@@ -471,7 +485,7 @@ async fn the_token_the_cli_and_a_site_admin_reach_everything(api: &str, held_ops
     let reject = admin
         .req(
             reqwest::Method::POST,
-            &format!("/api/held/{held_ops}/reject"),
+            &format!("/api/v1/held/{held_ops}/reject"),
         )
         .header("x-csrf-token", &acsrf);
     assert_eq!(admin.status(reject).await.0, 200);
@@ -479,7 +493,7 @@ async fn the_token_the_cli_and_a_site_admin_reach_everything(api: &str, held_ops
     let out = cli_with_stdin(api, &["account", "passwd", ADMIN], "a brand new password");
     assert!(out.contains("password set"), "{out}");
     let (st, _) = admin
-        .status(admin.req(reqwest::Method::GET, "/api/me"))
+        .status(admin.req(reqwest::Method::GET, "/api/v1/me"))
         .await;
     assert_eq!(st, 401, "sessions end with a new password");
     let old = password_login(api, &browser(11), ADMIN, "the admin's long password").await;
@@ -491,7 +505,7 @@ async fn the_token_the_cli_and_a_site_admin_reach_everything(api: &str, held_ops
 /// Checks the log as the site and as the dev list's owner; answers the owner's new session.
 async fn the_audit_log_shows_who_did_what(api: &str, held_dev: u64) -> Session {
     // The audit log: who did what, over the API…
-    let audit: Vec<AuditView> = get_token(&format!("{api}/api/audit?limit=500")).await;
+    let audit: Vec<AuditView> = get_token(&format!("{api}/api/v1/audit?limit=500")).await;
     let find = |actor: &str, action: &str, outcome: &str| {
         audit
             .iter()
@@ -531,7 +545,7 @@ async fn the_audit_log_shows_who_did_what(api: &str, held_dev: u64) -> Session {
         origin: api.to_string(),
     };
     let (st, body) = owner
-        .status(owner.req(reqwest::Method::GET, &format!("/api/audit?list={DEV}")))
+        .status(owner.req(reqwest::Method::GET, &format!("/api/v1/audit?list={DEV}")))
         .await;
     assert_eq!(st, 200, "{body}");
     let theirs: Vec<AuditView> = serde_json::from_str(&body).expect("audit");
@@ -562,7 +576,7 @@ async fn the_audit_log_shows_who_did_what(api: &str, held_dev: u64) -> Session {
 async fn a_deleted_list_takes_its_roles(api: &str) {
     // A deleted list takes its roles along: created again, it has no owner from before.
     const TMP: &str = "tmp@lists.test";
-    let lists_url = format!("{api}/api/lists");
+    let lists_url = format!("{api}/api/v1/lists");
     assert_eq!(
         token_call("POST", &lists_url, Some(json!({"address": TMP})))
             .await
@@ -582,14 +596,14 @@ async fn a_deleted_list_takes_its_roles(api: &str) {
             .0,
         201
     );
-    let victim: AccountView = get_token(&format!("{api}/api/accounts/{VICTIM}")).await;
+    let victim: AccountView = get_token(&format!("{api}/api/v1/accounts/{VICTIM}")).await;
     assert!(victim.roles.is_empty(), "{victim:?}");
 }
 
 async fn the_backup_carries_accounts_db(api: &str) {
     // `herald backup` carries accounts.db (the accounts, sessions and the audit log).
     let backup = reqwest::Client::new()
-        .get(format!("{api}/api/backup"))
+        .get(format!("{api}/api/v1/backup"))
         .bearer_auth(TOKEN)
         .send()
         .await
@@ -606,7 +620,7 @@ async fn the_backup_carries_accounts_db(api: &str) {
 async fn erasure_reaches_the_audit_log(api: &str, owner: &Session) {
     // GDPR erasure of the owner: the address leaves the audit log and the accounts.
     herald_cli(api, Some(TOKEN), &["member", "erase", OWNER, "--yes"]);
-    let audit: Vec<AuditView> = get_token(&format!("{api}/api/audit?limit=1000")).await;
+    let audit: Vec<AuditView> = get_token(&format!("{api}/api/v1/audit?limit=1000")).await;
     let text = serde_json::to_string(&audit).expect("json");
     assert!(
         !text.contains(OWNER),
@@ -615,10 +629,10 @@ async fn erasure_reaches_the_audit_log(api: &str, owner: &Session) {
     assert!(audit
         .iter()
         .any(|e| e.actor.starts_with("erased:") && e.action == "list.update"));
-    let accounts: Vec<AccountView> = get_token(&format!("{api}/api/accounts")).await;
+    let accounts: Vec<AccountView> = get_token(&format!("{api}/api/v1/accounts")).await;
     assert!(accounts.iter().all(|a| a.address != OWNER));
     let (st, _) = owner
-        .status(owner.req(reqwest::Method::GET, "/api/me"))
+        .status(owner.req(reqwest::Method::GET, "/api/v1/me"))
         .await;
     assert_eq!(st, 401, "the erased account's session ended");
 }
@@ -642,17 +656,17 @@ async fn hostile_sign_in_input_gets_clear_answers() {
         |path: &str, cookie: String| b.get(format!("{api}{path}")).header(COOKIE, cookie).send();
     let huge = format!("herald_admin={}", "A".repeat(10 * 1024));
     assert_eq!(
-        get("/api/me", huge.clone()).await.expect("me").status(),
+        get("/api/v1/me", huge.clone()).await.expect("me").status(),
         401
     );
     assert_eq!(get("/admin/", huge).await.expect("admin").status(), 303);
     let unknown = format!("herald_admin={}", "A".repeat(43));
-    assert_eq!(get("/api/me", unknown).await.expect("me").status(), 401);
+    assert_eq!(get("/api/v1/me", unknown).await.expect("me").status(), 401);
     // Bytes that are not UTF-8 (obs-text, which HTTP allows in a header value).
     let garbage = reqwest::header::HeaderValue::from_bytes(b"herald_admin=\xff\xfe; x=\x80")
         .expect("obs-text");
     let r = b
-        .get(format!("{api}/api/me"))
+        .get(format!("{api}/api/v1/me"))
         .header(COOKIE, garbage)
         .send()
         .await
@@ -706,7 +720,7 @@ async fn hostile_sign_in_input_gets_clear_answers() {
     let jorg = "jörg@bücher.test";
     let (st, v) = token_call(
         "POST",
-        &format!("{api}/api/accounts"),
+        &format!("{api}/api/v1/accounts"),
         Some(json!({"address": jorg, "password": "ein langes Passwort"})),
     )
     .await;
@@ -727,7 +741,7 @@ async fn hostile_sign_in_input_gets_clear_answers() {
     ]);
     assert_eq!(s.status(big_form).await.0, 413);
     assert_eq!(s.me().await.actor, me.actor, "still signed in");
-    let (st, _) = token_call("GET", &format!("{api}/api/audit?since=yesterday"), None).await;
+    let (st, _) = token_call("GET", &format!("{api}/api/v1/audit?since=yesterday"), None).await;
     assert_eq!(st, 400);
 
     // A dashboard session opened with the admin token ends when the operator changes the token.
@@ -739,7 +753,7 @@ async fn hostile_sign_in_input_gets_clear_answers() {
         .expect("token login");
     let dash = session_cookie(r.headers());
     assert_eq!(
-        get("/api/status", dash.clone())
+        get("/api/v1/status", dash.clone())
             .await
             .expect("status")
             .status(),
@@ -751,7 +765,7 @@ async fn hostile_sign_in_input_gets_clear_answers() {
     config.http.admin_token = "a-new-admin-token-0123456789".into();
     let server = TestServer::start(config).await;
     let r = b
-        .get(format!("{}/api/status", server.api))
+        .get(format!("{}/api/v1/status", server.api))
         .header(COOKIE, &dash)
         .send()
         .await

@@ -116,7 +116,7 @@ async fn the_cli_administers_over_https_with_a_ca_file() {
 
     // Plain HTTP to the TLS port gets no API answer.
     let plain = reqwest::Client::new()
-        .get(format!("http://{}/api/status", server.http))
+        .get(format!("http://{}/api/v1/status", server.http))
         .bearer_auth(TOKEN)
         .send()
         .await;

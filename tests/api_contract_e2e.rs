@@ -196,20 +196,20 @@ async fn lists_family(api: &str) {
     let mut f = Family::new("lists");
     let settings = json!({"posting_policy": "members", "subject_prefix": "[dev]"});
     f.record(
-        "POST /api/lists",
+        "POST /api/v1/lists",
         post(
             api,
-            "/api/lists",
+            "/api/v1/lists",
             json!({"address": LIST, "settings": settings}),
         )
         .await,
         201,
     );
     f.record(
-        "POST /api/lists/{list}/members",
+        "POST /api/v1/lists/{list}/members",
         post(
             api,
-            &format!("/api/lists/{LIST}/members"),
+            &format!("/api/v1/lists/{LIST}/members"),
             json!({"address": "bob@d0.test", "name": "Bob", "fields": {"city": "Oslo"}}),
         )
         .await,
@@ -219,39 +219,39 @@ async fn lists_family(api: &str) {
         .as_bytes()
         .to_vec();
     f.record(
-        "POST /api/lists/{list}/import",
-        http_bytes(&format!("{api}/api/lists/{LIST}/import"), csv).await,
+        "POST /api/v1/lists/{list}/import",
+        http_bytes(&format!("{api}/api/v1/lists/{LIST}/import"), csv).await,
         200,
     );
-    f.record("GET /api/lists", get(api, "/api/lists").await, 200);
+    f.record("GET /api/v1/lists", get(api, "/api/v1/lists").await, 200);
     f.record(
-        "GET /api/lists/{list}",
-        get(api, &format!("/api/lists/{LIST}")).await,
+        "GET /api/v1/lists/{list}",
+        get(api, &format!("/api/v1/lists/{LIST}")).await,
         200,
     );
     f.record(
-        "PATCH /api/lists/{list}",
+        "PATCH /api/v1/lists/{list}",
         http(
             "PATCH",
-            &format!("{api}/api/lists/{LIST}"),
+            &format!("{api}/api/v1/lists/{LIST}"),
             Some(json!({"from_rewrite": "always"})),
         )
         .await,
         200,
     );
     f.record(
-        "GET /api/lists/{list}/members",
-        get(api, &format!("/api/lists/{LIST}/members")).await,
+        "GET /api/v1/lists/{list}/members",
+        get(api, &format!("/api/v1/lists/{LIST}/members")).await,
         200,
     );
     f.record(
-        "GET /api/lists/{list}/members/{member}",
-        get(api, &format!("/api/lists/{LIST}/members/bob@d0.test")).await,
+        "GET /api/v1/lists/{list}/members/{member}",
+        get(api, &format!("/api/v1/lists/{LIST}/members/bob@d0.test")).await,
         200,
     );
     f.record(
-        "GET /api/lists/nobody@lists.test (error)",
-        get(api, "/api/lists/nobody@lists.test").await,
+        "GET /api/v1/lists/nobody@lists.test (error)",
+        get(api, "/api/v1/lists/nobody@lists.test").await,
         404,
     );
     f.check();
@@ -266,49 +266,54 @@ async fn every_json_endpoint_answers_in_the_recorded_shape() {
     // A post: bob's copy is delivered, carol's domain refuses connections (a straggler).
     let mut posts = Family::new("posts");
     let (st, injected) = http_bytes(
-        &format!("{api}/api/lists/{LIST}/posts"),
+        &format!("{api}/api/v1/lists/{LIST}/posts"),
         message("bob@d0.test", LIST, "c1@d0.test").into_bytes(),
     )
     .await;
     let post_id = injected["post"].as_str().expect("post id").to_string();
-    posts.record("POST /api/lists/{list}/posts", (st, injected), 202);
-    wait_for(&api, &format!("/api/posts/{post_id}"), |p| {
+    posts.record("POST /api/v1/lists/{list}/posts", (st, injected), 202);
+    wait_for(&api, &format!("/api/v1/posts/{post_id}"), |p| {
         p["delivered"] == 1
     })
     .await;
-    wait_for(&api, "/api/stragglers", |s| s["total"] == 1).await;
-    wait_for(&api, "/api/queue", |q| non_empty(&q["down_hosts"])).await;
-    posts.record("GET /api/posts", get(&api, "/api/posts").await, 200);
+    wait_for(&api, "/api/v1/stragglers", |s| s["total"] == 1).await;
+    wait_for(&api, "/api/v1/queue", |q| non_empty(&q["down_hosts"])).await;
+    posts.record("GET /api/v1/posts", get(&api, "/api/v1/posts").await, 200);
     posts.record(
-        "GET /api/posts/{post}",
-        get(&api, &format!("/api/posts/{post_id}")).await,
+        "GET /api/v1/posts/{post}",
+        get(&api, &format!("/api/v1/posts/{post_id}")).await,
         200,
     );
-    posts.record("GET /api/status", get(&api, "/api/status").await, 200);
+    posts.record("GET /api/v1/status", get(&api, "/api/v1/status").await, 200);
     posts.check();
 
     let mut live = Family::new("live");
     live.record(
-        "GET /api/queue?stragglers=true",
-        get(&api, "/api/queue?stragglers=true").await,
+        "GET /api/v1/queue?stragglers=true",
+        get(&api, "/api/v1/queue?stragglers=true").await,
         200,
     );
-    live.record("GET /api/top", get(&api, "/api/top").await, 200);
+    live.record("GET /api/v1/top", get(&api, "/api/v1/top").await, 200);
     live.record(
-        "GET /api/stragglers",
-        get(&api, "/api/stragglers").await,
-        200,
-    );
-    live.record(
-        "POST /api/stragglers/retry",
-        post(&api, "/api/stragglers/retry", json!({"domain": "d1.test"})).await,
+        "GET /api/v1/stragglers",
+        get(&api, "/api/v1/stragglers").await,
         200,
     );
     live.record(
-        "POST /api/stragglers/disable",
+        "POST /api/v1/stragglers/retry",
         post(
             &api,
-            "/api/stragglers/disable",
+            "/api/v1/stragglers/retry",
+            json!({"domain": "d1.test"}),
+        )
+        .await,
+        200,
+    );
+    live.record(
+        "POST /api/v1/stragglers/disable",
+        post(
+            &api,
+            "/api/v1/stragglers/disable",
             json!({"recipient": "carol@d1.test", "list": LIST}),
         )
         .await,
@@ -317,20 +322,20 @@ async fn every_json_endpoint_answers_in_the_recorded_shape() {
     live.check();
 
     let mut reports = Family::new("reports");
-    wait_for(&api, "/api/reports/hourly?since_ms=0", non_empty).await;
+    wait_for(&api, "/api/v1/reports/hourly?since_ms=0", non_empty).await;
     reports.record(
-        "GET /api/reports/hourly",
-        get(&api, "/api/reports/hourly?since_ms=0").await,
+        "GET /api/v1/reports/hourly",
+        get(&api, "/api/v1/reports/hourly?since_ms=0").await,
         200,
     );
     reports.record(
-        "GET /api/reports/day",
-        get(&api, "/api/reports/day").await,
+        "GET /api/v1/reports/day",
+        get(&api, "/api/v1/reports/day").await,
         200,
     );
     reports.record(
-        "GET /api/reports/post/{post}",
-        get(&api, &format!("/api/reports/post/{post_id}")).await,
+        "GET /api/v1/reports/post/{post}",
+        get(&api, &format!("/api/v1/reports/post/{post_id}")).await,
         200,
     );
     reports.check();
@@ -354,11 +359,11 @@ async fn housekeeping_family(server: &TestServer) {
         .await;
         assert!(r.starts_with("250"), "{r}");
     }
-    let held = wait_for(api, "/api/held", |v| {
+    let held = wait_for(api, "/api/v1/held", |v| {
         v.as_array().is_some_and(|a| a.len() == 2)
     })
     .await;
-    f.record("GET /api/held", (200, held.clone()), 200);
+    f.record("GET /api/v1/held", (200, held.clone()), 200);
     let ids: Vec<String> = held
         .as_array()
         .into_iter()
@@ -368,13 +373,13 @@ async fn housekeeping_family(server: &TestServer) {
         .collect();
     assert_eq!(ids.len(), 2, "held ids: {held}");
     f.record(
-        "POST /api/held/{post}/approve",
-        post(api, &format!("/api/held/{}/approve", ids[0]), json!({})).await,
+        "POST /api/v1/held/{post}/approve",
+        post(api, &format!("/api/v1/held/{}/approve", ids[0]), json!({})).await,
         200,
     );
     f.record(
-        "POST /api/held/{post}/reject",
-        post(api, &format!("/api/held/{}/reject", ids[1]), json!({})).await,
+        "POST /api/v1/held/{post}/reject",
+        post(api, &format!("/api/v1/held/{}/reject", ids[1]), json!({})).await,
         200,
     );
 
@@ -382,22 +387,22 @@ async fn housekeeping_family(server: &TestServer) {
         std::fs::read_to_string("crates/bounce/tests/corpus/postfix_hard.eml").expect("corpus");
     let r = smtp(server, "", &["dev-bounces+bob=d0.test@lists.test"], &dsn).await;
     assert!(r.starts_with("250"), "{r}");
-    let bounces = wait_for(api, "/api/bounces", non_empty).await;
-    f.record("GET /api/bounces", (200, bounces), 200);
+    let bounces = wait_for(api, "/api/v1/bounces", non_empty).await;
+    f.record("GET /api/v1/bounces", (200, bounces), 200);
     f.record(
-        "GET /api/lists/{list}/members/{member}/detail",
+        "GET /api/v1/lists/{list}/members/{member}/detail",
         get(
             api,
-            &format!("/api/lists/{LIST}/members/bob@d0.test/detail"),
+            &format!("/api/v1/lists/{LIST}/members/bob@d0.test/detail"),
         )
         .await,
         200,
     );
     f.record(
-        "POST /api/lists/{list}/subscribe",
+        "POST /api/v1/lists/{list}/subscribe",
         post(
             api,
-            &format!("/api/lists/{LIST}/subscribe"),
+            &format!("/api/v1/lists/{LIST}/subscribe"),
             json!({"address": "newbie@d0.test"}),
         )
         .await,
@@ -407,7 +412,7 @@ async fn housekeeping_family(server: &TestServer) {
     let note = message("bob@d0.test", "postmaster@herald.test", "pm1@d0.test");
     let r = smtp(server, "bob@d0.test", &["postmaster@herald.test"], &note).await;
     assert!(r.starts_with("250"), "{r}");
-    let stored = wait_for(api, "/api/postmaster", non_empty).await;
-    f.record("GET /api/postmaster", (200, stored), 200);
+    let stored = wait_for(api, "/api/v1/postmaster", non_empty).await;
+    f.record("GET /api/v1/postmaster", (200, stored), 200);
     f.check();
 }

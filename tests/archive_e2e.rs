@@ -81,7 +81,7 @@ async fn posts_are_archived_once_listed_threaded_searchable_and_removal_sticks()
     )
     .await;
     let (status, r) = http_bytes(
-        &format!("{api}/api/lists/{LIST}/import"),
+        &format!("{api}/api/v1/lists/{LIST}/import"),
         members_csv(MEMBERS, 2).into_bytes(),
     )
     .await;
@@ -227,7 +227,7 @@ async fn public_archive_pages_are_served_safely_and_a_private_one_is_refused() {
         )
         .await;
         let (status, r) = http_bytes(
-            &format!("{api}/api/lists/{l}/import"),
+            &format!("{api}/api/v1/lists/{l}/import"),
             members_csv(3, 1).into_bytes(),
         )
         .await;

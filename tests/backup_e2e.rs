@@ -44,13 +44,13 @@ async fn a_backup_mid_fanout_restored_elsewhere_delivers_to_everyone() {
     let api = old.api.clone();
     create_list(&api, LIST, json!({"posting_policy": "anyone"})).await;
     let (status, report) = http_bytes(
-        &format!("{api}/api/lists/{LIST}/import"),
+        &format!("{api}/api/v1/lists/{LIST}/import"),
         members_csv(MEMBERS, DOMAINS).into_bytes(),
     )
     .await;
     assert_eq!(status, 200, "{report}");
     let post = b"From: a@outside.test\r\nSubject: backup\r\nMessage-ID: <backup-1@outside.test>\r\n\r\nbody\r\n";
-    let (status, r) = http_bytes(&format!("{api}/api/lists/{LIST}/posts"), post.to_vec()).await;
+    let (status, r) = http_bytes(&format!("{api}/api/v1/lists/{LIST}/posts"), post.to_vec()).await;
     assert_eq!(status, 202, "{r}");
     let post_id = view::<herald_api_types::Injected>("inject", &r).post;
     assert!(
@@ -105,7 +105,8 @@ async fn a_backup_mid_fanout_restored_elsewhere_delivers_to_everyone() {
 
     new.start().await;
     let new_api = new.api.clone();
-    let list: herald_api_types::ListView = get_view(&format!("{new_api}/api/lists/{LIST}")).await;
+    let list: herald_api_types::ListView =
+        get_view(&format!("{new_api}/api/v1/lists/{LIST}")).await;
     assert_eq!(list.members.total, MEMBERS as u64, "{list:?}");
     let progress = wait_complete(&new_api, &post_id, Duration::from_secs(120)).await;
 

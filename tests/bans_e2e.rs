@@ -62,7 +62,7 @@ async fn banned_senders_are_refused_at_rcpt_or_by_from_and_cannot_subscribe() {
     assert!(out.contains("banned @evil.test on dev@lists.test"), "{out}");
     let (status, body) = http(
         "POST",
-        &format!("{api}/api/bans"),
+        &format!("{api}/api/v1/bans"),
         Some(json!({"pattern": "^spam[0-9]+@"})),
     )
     .await;
@@ -70,7 +70,7 @@ async fn banned_senders_are_refused_at_rcpt_or_by_from_and_cannot_subscribe() {
     // A hostile pattern is refused with its reason, over the API and the CLI alike.
     let (status, body) = http(
         "POST",
-        &format!("{api}/api/bans"),
+        &format!("{api}/api/v1/bans"),
         Some(json!({"pattern": "^(\\w{100}){100}{100}"})),
     )
     .await;
@@ -122,7 +122,7 @@ async fn banned_senders_are_refused_at_rcpt_or_by_from_and_cannot_subscribe() {
     // No way in for a banned address: API add (403), subscribe request (409), CSV import.
     let (status, body) = http(
         "POST",
-        &format!("{api}/api/lists/{LIST}/members"),
+        &format!("{api}/api/v1/lists/{LIST}/members"),
         Some(json!({"address": "eve@evil.test"})),
     )
     .await;
@@ -134,14 +134,14 @@ async fn banned_senders_are_refused_at_rcpt_or_by_from_and_cannot_subscribe() {
     );
     let (status, body) = http(
         "POST",
-        &format!("{api}/api/lists/{LIST}/subscribe"),
+        &format!("{api}/api/v1/lists/{LIST}/subscribe"),
         Some(json!({"address": "spam7@x.test"})),
     )
     .await;
     assert_eq!(status, 409, "{body}");
     assert!(body.to_string().contains("global ban"), "{body}");
     let (status, body) = http_bytes(
-        &format!("{api}/api/lists/{LIST}/import"),
+        &format!("{api}/api/v1/lists/{LIST}/import"),
         b"email\nok@d0.test\nmallory@evil.test\n".to_vec(),
     )
     .await;
@@ -201,7 +201,7 @@ async fn a_suppressed_address_gets_no_copy_no_notice_and_cannot_come_back() {
     // Every way back is refused, with the reason.
     let (status, body) = http(
         "POST",
-        &format!("{api}/api/lists/{LIST}/members/alice@d0.test/enable"),
+        &format!("{api}/api/v1/lists/{LIST}/members/alice@d0.test/enable"),
         None,
     )
     .await;
@@ -213,13 +213,13 @@ async fn a_suppressed_address_gets_no_copy_no_notice_and_cannot_come_back() {
     );
     let (status, body) = http(
         "POST",
-        &format!("{api}/api/lists/{LIST}/subscribe"),
+        &format!("{api}/api/v1/lists/{LIST}/subscribe"),
         Some(json!({"address": "alice@d0.test"})),
     )
     .await;
     assert_eq!(status, 409, "{body}");
     let (status, body) = http_bytes(
-        &format!("{api}/api/lists/{LIST}/import"),
+        &format!("{api}/api/v1/lists/{LIST}/import"),
         b"email\nALICE@d0.test\n".to_vec(),
     )
     .await;
@@ -264,7 +264,7 @@ async fn a_suppressed_address_gets_no_copy_no_notice_and_cannot_come_back() {
     // Lifted: nobody is re-enabled by it, but the administrator may now.
     let (status, body) = http(
         "POST",
-        &format!("{api}/api/lists/{LIST}/members/alice@d0.test/enable"),
+        &format!("{api}/api/v1/lists/{LIST}/members/alice@d0.test/enable"),
         None,
     )
     .await;

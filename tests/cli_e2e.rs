@@ -40,7 +40,7 @@ async fn a_closed_pipe_ends_the_command_quietly() {
     let list = "pipe@lists.test";
     create_list(&server.api, list, json!({})).await;
     let (status, r) = http_bytes(
-        &format!("{}/api/lists/{list}/import", server.api),
+        &format!("{}/api/v1/lists/{list}/import", server.api),
         members_csv(3000, 1).into_bytes(),
     )
     .await;

@@ -78,7 +78,7 @@ Feedback-Type: abuse\r\nUser-Agent: {user_agent}\r\nVersion: 1\r\n\r\n\
 async fn member_status(api: &str, member: &str) -> Option<String> {
     let (status, body) = http(
         "GET",
-        &format!("{api}/api/lists/{LIST}/members/{member}"),
+        &format!("{api}/api/v1/lists/{LIST}/members/{member}"),
         None,
     )
     .await;
@@ -125,7 +125,7 @@ async fn an_arf_report_unsubscribes_exactly_the_member_who_complained() {
         assert_eq!(member_status(api, m).await.as_deref(), Some(ENABLED), "{m}");
     }
     let supp: Vec<herald_api_types::SuppressionView> =
-        get_view(&format!("{api}/api/suppressions?list={LIST}")).await;
+        get_view(&format!("{api}/api/v1/suppressions?list={LIST}")).await;
     assert_eq!(supp.len(), 1);
     assert_eq!(supp[0].address, "alice@d0.test");
     assert_eq!(supp[0].source, "complaint");
@@ -139,7 +139,7 @@ async fn an_arf_report_unsubscribes_exactly_the_member_who_complained() {
     // She cannot be added back by mistake.
     let (status, body) = http(
         "POST",
-        &format!("{api}/api/lists/{LIST}/members"),
+        &format!("{api}/api/v1/lists/{LIST}/members"),
         Some(json!({"address": "alice@d0.test"})),
     )
     .await;
@@ -154,7 +154,7 @@ async fn an_arf_report_unsubscribes_exactly_the_member_who_complained() {
     // complaints address, on a list set to disable rather than unsubscribe.
     let (status, body) = http(
         "PATCH",
-        &format!("{api}/api/lists/{LIST}"),
+        &format!("{api}/api/v1/lists/{LIST}"),
         Some(json!({"complaint_action": "disable"})),
     )
     .await;
@@ -199,7 +199,7 @@ async fn an_arf_report_unsubscribes_exactly_the_member_who_complained() {
         .starts_with("250"));
     wait_metric(api, unmatched, 3).await;
     assert_eq!(metric(api, complaints).await, 2, "the repeat was harmless");
-    let view: herald_api_types::ListView = get_view(&format!("{api}/api/lists/{LIST}")).await;
+    let view: herald_api_types::ListView = get_view(&format!("{api}/api/v1/lists/{LIST}")).await;
     assert_eq!(
         view.complaints, 2,
         "the list view (and the dashboard's table) shows them"
@@ -208,8 +208,10 @@ async fn an_arf_report_unsubscribes_exactly_the_member_who_complained() {
         member_status(api, "carol@d0.test").await.as_deref(),
         Some(ENABLED)
     );
-    let kept: Vec<herald_api_types::BounceEvent> =
-        get_view(&format!("{api}/api/bounces?list={LIST}&kind=unrecognized")).await;
+    let kept: Vec<herald_api_types::BounceEvent> = get_view(&format!(
+        "{api}/api/v1/bounces?list={LIST}&kind=unrecognized"
+    ))
+    .await;
     assert_eq!(
         kept.len(),
         1,

@@ -206,7 +206,7 @@ Message-ID: <{mid}@d0.test>\r\n\r\n{text}\r\n"
 /// The post ids held for the list, with their reasons.
 async fn held(api: &str) -> Vec<(u64, Option<String>)> {
     let views: Vec<herald_api_types::HeldView> =
-        get_view(&format!("{api}/api/held?list={LIST}")).await;
+        get_view(&format!("{api}/api/v1/held?list={LIST}")).await;
     views.into_iter().map(|h| (h.post, h.reason)).collect()
 }
 

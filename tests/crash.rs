@@ -37,13 +37,13 @@ async fn sigkill_mid_fanout_loses_no_recipient() {
     server.start().await;
     create_list(&api, LIST, json!({"posting_policy": "anyone"})).await;
     let (status, report) = http_bytes(
-        &format!("{api}/api/lists/{LIST}/import"),
+        &format!("{api}/api/v1/lists/{LIST}/import"),
         members_csv(MEMBERS, DOMAINS).into_bytes(),
     )
     .await;
     assert_eq!(status, 200, "{report}");
     let post = b"From: a@outside.test\r\nSubject: crash\r\nMessage-ID: <crash-1@outside.test>\r\n\r\nbody\r\n";
-    let (status, r) = http_bytes(&format!("{api}/api/lists/{LIST}/posts"), post.to_vec()).await;
+    let (status, r) = http_bytes(&format!("{api}/api/v1/lists/{LIST}/posts"), post.to_vec()).await;
     assert_eq!(status, 202, "{r}");
     let post_id = view::<herald_api_types::Injected>("inject", &r).post;
 

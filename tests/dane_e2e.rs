@@ -98,7 +98,7 @@ fn config(
 async fn post_to_members(server: &TestServer, domains: usize) -> String {
     create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
     let (status, report) = http_bytes(
-        &format!("{}/api/lists/{LIST}/import", server.api),
+        &format!("{}/api/v1/lists/{LIST}/import", server.api),
         members_csv(domains, domains).into_bytes(),
     )
     .await;

@@ -116,7 +116,7 @@ async fn digest_members_get_one_digest_regular_members_the_posts_nomail_nothing(
     for m in [reg, mime, plain, off] {
         let (st, b) = http(
             "POST",
-            &format!("{api}/api/lists/{LIST}/members"),
+            &format!("{api}/api/v1/lists/{LIST}/members"),
             Some(json!({"address": m})),
         )
         .await;
@@ -130,7 +130,7 @@ async fn digest_members_get_one_digest_regular_members_the_posts_nomail_nothing(
     );
     assert!(out.contains("delivery digest-mime"), "{out}");
     // The API, with a hostile value first: refused, nothing changed.
-    let url = format!("{api}/api/lists/{LIST}/members/{off}");
+    let url = format!("{api}/api/v1/lists/{LIST}/members/{off}");
     let (st, _) = http("PATCH", &url, Some(json!({"delivery": "digest"}))).await;
     assert!(st == 400 || st == 422, "unknown mode accepted: {st}");
     let (st, _) = http(
@@ -318,19 +318,22 @@ async fn a_digest_killed_mid_send_is_finished_after_restart_never_sent_again() {
     )
     .await;
     let (st, r) = http_bytes(
-        &format!("{api}/api/lists/{LIST}/import"),
+        &format!("{api}/api/v1/lists/{LIST}/import"),
         members_csv(DIGEST_MEMBERS, DOMAINS).into_bytes(),
     )
     .await;
     assert_eq!(st, 200, "{r}");
     for i in 0..DIGEST_MEMBERS {
-        let url = format!("{api}/api/lists/{LIST}/members/m{i}@d{}.test", i % DOMAINS);
+        let url = format!(
+            "{api}/api/v1/lists/{LIST}/members/m{i}@d{}.test",
+            i % DOMAINS
+        );
         let (st, b) = http("PATCH", &url, Some(json!({"delivery": "digest-mime"}))).await;
         assert_eq!(st, 200, "{b}");
     }
     for n in 1..=2 {
         let (st, r) = http_bytes(
-            &format!("{api}/api/lists/{LIST}/posts"),
+            &format!("{api}/api/v1/lists/{LIST}/posts"),
             post(n, "crash news"),
         )
         .await;
@@ -346,7 +349,7 @@ async fn a_digest_killed_mid_send_is_finished_after_restart_never_sent_again() {
     let sent = wait_for_async(Duration::from_secs(30), || async {
         let (st, b) = http(
             "POST",
-            &format!("{api}/api/lists/{LIST}/digest/send-now"),
+            &format!("{api}/api/v1/lists/{LIST}/digest/send-now"),
             None,
         )
         .await;
@@ -374,7 +377,7 @@ async fn a_digest_killed_mid_send_is_finished_after_restart_never_sent_again() {
     // Nothing new since the digest: the stage must not build issue 2 (or issue 1 again).
     let (st, b) = http(
         "POST",
-        &format!("{api}/api/lists/{LIST}/digest/send-now"),
+        &format!("{api}/api/v1/lists/{LIST}/digest/send-now"),
         None,
     )
     .await;
@@ -434,12 +437,12 @@ async fn a_digest_recorded_but_not_spooled_at_a_crash_is_sent_once_at_restart() 
     for m in members {
         let (st, b) = http(
             "POST",
-            &format!("{api}/api/lists/{LIST}/members"),
+            &format!("{api}/api/v1/lists/{LIST}/members"),
             Some(json!({"address": m})),
         )
         .await;
         assert_eq!(st, 201, "{b}");
-        let url = format!("{api}/api/lists/{LIST}/members/{m}");
+        let url = format!("{api}/api/v1/lists/{LIST}/members/{m}");
         assert_eq!(
             http("PATCH", &url, Some(json!({"delivery": "digest-mime"})))
                 .await
@@ -449,7 +452,7 @@ async fn a_digest_recorded_but_not_spooled_at_a_crash_is_sent_once_at_restart() 
     }
     for n in 1..=2 {
         let (st, r) = http_bytes(
-            &format!("{api}/api/lists/{LIST}/posts"),
+            &format!("{api}/api/v1/lists/{LIST}/posts"),
             post(n, "kept news"),
         )
         .await;
@@ -490,7 +493,7 @@ async fn a_digest_recorded_but_not_spooled_at_a_crash_is_sent_once_at_restart() 
     server.start().await;
     let (st, b) = http(
         "POST",
-        &format!("{api}/api/lists/{LIST}/digest/send-now"),
+        &format!("{api}/api/v1/lists/{LIST}/digest/send-now"),
         None,
     )
     .await;

@@ -60,7 +60,7 @@ async fn start_with(
     .await;
     let (st, body) = http(
         "POST",
-        &format!("{}/api/lists/{LIST}/members", server.api),
+        &format!("{}/api/v1/lists/{LIST}/members", server.api),
         Some(json!({ "address": MEMBER })),
     )
     .await;
@@ -262,7 +262,7 @@ async fn lmtp_posts_are_spf_checked_against_the_client_the_front_mta_recorded() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_list_setting_can_turn_rewriting_off_and_on() {
     let (world, server, _dir) = start().await;
-    let url = format!("{}/api/lists/{LIST}", server.api);
+    let url = format!("{}/api/v1/lists/{LIST}", server.api);
     let (st, body) = http("PATCH", &url, Some(json!({"from_rewrite": "never"}))).await;
     assert_eq!(st, 200, "{body}");
     let changed: ListInfo = view("patched list", &body);
@@ -356,7 +356,7 @@ async fn hostile_authentication_fields_never_block_or_decide() {
         .await
         .contains("From: \"Alice via Dev\""));
     let (st, body) = http_bytes(
-        &format!("{}/api/lists/{LIST}/posts", server.api),
+        &format!("{}/api/v1/lists/{LIST}/posts", server.api),
         post("quar.test", "f4", "").into_bytes(),
     )
     .await;

@@ -59,7 +59,7 @@ async fn every_member_gets_exactly_one_personalized_copy_of_each_post() {
     )
     .await;
     let (status, report) = http_bytes(
-        &format!("{api}/api/lists/{LIST}/import"),
+        &format!("{api}/api/v1/lists/{LIST}/import"),
         members_csv(MEMBERS, DOMAINS).into_bytes(),
     )
     .await;
@@ -81,7 +81,11 @@ async fn every_member_gets_exactly_one_personalized_copy_of_each_post() {
         .await;
     let post1 = queued_id(&reply);
     smtp.cmd("QUIT").await;
-    let (status, r) = http_bytes(&format!("{api}/api/lists/{LIST}/posts"), multipart_post()).await;
+    let (status, r) = http_bytes(
+        &format!("{api}/api/v1/lists/{LIST}/posts"),
+        multipart_post(),
+    )
+    .await;
     assert_eq!(status, 202, "{r}");
     let post2 = view::<herald_api_types::Injected>("inject", &r).post;
 

@@ -86,7 +86,7 @@ async fn setup(
     server.start().await;
     create_list(&server.api, list, settings).await;
     let (status, report) = http_bytes(
-        &format!("{}/api/lists/{list}/import", server.api),
+        &format!("{}/api/v1/lists/{list}/import", server.api),
         members_csv(members, domains).into_bytes(),
     )
     .await;
@@ -156,8 +156,11 @@ async fn kill9_loop_mid_fanout_loses_nobody_and_bounds_duplicates() {
             "From: a@outside.test\r\nSubject: round {round}\r\nMessage-ID: {message_id}\r\n\r\n{}\r\n",
             "a line of a five kilobyte post. ".repeat(150)
         );
-        let (status, r) =
-            http_bytes(&format!("{api}/api/lists/{list}/posts"), post.into_bytes()).await;
+        let (status, r) = http_bytes(
+            &format!("{api}/api/v1/lists/{list}/posts"),
+            post.into_bytes(),
+        )
+        .await;
         assert_eq!(status, 202, "{r}");
         let post_id = view::<herald_api_types::Injected>("inject", &r).post;
         // A random moment 0.1–1.2 s after the post was accepted, as an operator's crash comes.

@@ -28,7 +28,7 @@ async fn setup() -> (World, TestServer, tempfile::TempDir) {
     create_list(&server.api, LIST, json!({"posting_policy": "members"})).await;
     let (status, body) = http(
         "POST",
-        &format!("{}/api/lists/{LIST}/members", server.api),
+        &format!("{}/api/v1/lists/{LIST}/members", server.api),
         Some(json!({"address": "alice@d0.test", "name": "Alice"})),
     )
     .await;
@@ -136,7 +136,7 @@ async fn smtp_refuses_hostile_sessions_and_keeps_what_it_accepts() {
     assert_eq!(snap.copies_for("alice@d0.test").len(), 1);
     let started = std::time::Instant::now();
     loop {
-        let status: Status = get_view(&format!("{}/api/status", server.api)).await;
+        let status: Status = get_view(&format!("{}/api/v1/status", server.api)).await;
         if status.spool.live_posts == 2 {
             break;
         }
@@ -178,14 +178,14 @@ async fn member_data_cannot_inject_headers_and_broken_csv_rows_are_reported() {
     let api = &server.api;
     let (status, body) = http(
         "POST",
-        &format!("{api}/api/lists/{LIST}/members"),
+        &format!("{api}/api/v1/lists/{LIST}/members"),
         Some(json!({"address": "eve@d1.test", "name": "Eve\r\nBcc: victim@x.test"})),
     )
     .await;
     assert_eq!(status, 400, "{body}");
     let (status, _) = http(
         "GET",
-        &format!("{api}/api/lists/{LIST}/members/eve@d1.test"),
+        &format!("{api}/api/v1/lists/{LIST}/members/eve@d1.test"),
         None,
     )
     .await;
@@ -199,7 +199,7 @@ async fn member_data_cannot_inject_headers_and_broken_csv_rows_are_reported() {
                bad@d0.test,\"Evil\rX-Injected: 1\"\n\
                good3@d0.test,Three\n";
     let (status, report) = http_bytes(
-        &format!("{api}/api/lists/{LIST}/import"),
+        &format!("{api}/api/v1/lists/{LIST}/import"),
         csv.as_bytes().to_vec(),
     )
     .await;
@@ -226,7 +226,7 @@ async fn one_click_unsubscribe_needs_a_post_and_a_valid_token() {
     assert_eq!(page.status().as_u16(), 200);
     let (status, _) = http(
         "GET",
-        &format!("{api}/api/lists/{LIST}/members/alice@d0.test"),
+        &format!("{api}/api/v1/lists/{LIST}/members/alice@d0.test"),
         None,
     )
     .await;
@@ -251,7 +251,7 @@ async fn one_click_unsubscribe_needs_a_post_and_a_valid_token() {
     assert_eq!(r.status().as_u16(), 200);
     let (status, _) = http(
         "GET",
-        &format!("{api}/api/lists/{LIST}/members/alice@d0.test"),
+        &format!("{api}/api/v1/lists/{LIST}/members/alice@d0.test"),
         None,
     )
     .await;

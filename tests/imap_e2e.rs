@@ -134,14 +134,14 @@ async fn setup(tls: bool) -> Setup {
     for list in [PUBLIC, MEMBERS, PRIVATE] {
         let (status, body) = admin(
             "POST",
-            &format!("{api}/api/lists"),
+            &format!("{api}/api/v1/lists"),
             Some(json!({"address": list, "settings": {"posting_policy": "anyone"}})),
         )
         .await;
         assert_eq!(status, 201, "create {list}: {body}");
         let (status, body) = admin(
             "POST",
-            &format!("{api}/api/lists/{list}/members"),
+            &format!("{api}/api/v1/lists/{list}/members"),
             Some(json!({"address": "bob@d1.test"})),
         )
         .await;
@@ -149,7 +149,7 @@ async fn setup(tls: bool) -> Setup {
     }
     let (status, body) = admin(
         "POST",
-        &format!("{api}/api/lists/{MEMBERS}/members"),
+        &format!("{api}/api/v1/lists/{MEMBERS}/members"),
         Some(json!({ "address": MEMBER })),
     )
     .await;

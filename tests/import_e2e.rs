@@ -143,7 +143,7 @@ async fn listmonk_export_dry_run_apply_once_beside_a_live_server_every_row_accou
     // The running server sees the import.
     let (status, body) = support::http(
         "GET",
-        &format!("{}/api/lists/news@lists.test/members", server.api),
+        &format!("{}/api/v1/lists/news@lists.test/members", server.api),
         None,
     )
     .await;
@@ -466,7 +466,7 @@ fn hostile_or_newer_exports_are_refused_clearly() {
     }
 }
 
-/// `POST /api/lists/<list>/held` (how an import hands over a post held elsewhere) with hostile
+/// `POST /api/v1/lists/<list>/held` (how an import hands over a post held elsewhere) with hostile
 /// input: each refused with a 4xx and nothing held, control characters kept out of the reason
 /// moderators read, and the same message twice held once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -480,7 +480,7 @@ async fn the_held_import_endpoint_refuses_hostile_input_and_keeps_one_per_messag
     support::create_list(api, "dev@lists.test", serde_json::json!({})).await;
     let msg =
         b"From: x@d1.test\r\nSubject: held\r\nMessage-ID: <h1@d1.test>\r\n\r\nbody\r\n".to_vec();
-    let url = |q: &str| format!("{api}/api/lists/dev@lists.test/held?{q}");
+    let url = |q: &str| format!("{api}/api/v1/lists/dev@lists.test/held?{q}");
     for (q, body, want) in [
         ("reason=r&from=not-an-address", msg.clone(), 400),
         ("reason=r&admin=1", msg.clone(), 400),
@@ -491,12 +491,13 @@ async fn the_held_import_endpoint_refuses_hostile_input_and_keeps_one_per_messag
         assert_eq!(st, want, "{q}: {b}");
     }
     let (st, _) = support::http_bytes(
-        &format!("{api}/api/lists/nope@lists.test/held?reason=r"),
+        &format!("{api}/api/v1/lists/nope@lists.test/held?reason=r"),
         msg.clone(),
     )
     .await;
     assert_eq!(st, 404);
-    let held: Vec<herald_api_types::HeldView> = support::get_view(&format!("{api}/api/held")).await;
+    let held: Vec<herald_api_types::HeldView> =
+        support::get_view(&format!("{api}/api/v1/held")).await;
     assert!(held.is_empty(), "{held:?}");
     for _ in 0..2 {
         let (st, b) = support::http_bytes(
@@ -506,7 +507,8 @@ async fn the_held_import_endpoint_refuses_hostile_input_and_keeps_one_per_messag
         .await;
         assert_eq!(st, 202, "{b}");
     }
-    let held: Vec<herald_api_types::HeldView> = support::get_view(&format!("{api}/api/held")).await;
+    let held: Vec<herald_api_types::HeldView> =
+        support::get_view(&format!("{api}/api/v1/held")).await;
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!(held[0].reason.as_deref(), Some("held in Mailman:Bcc: evil"));
     assert_eq!(held[0].from.as_deref(), Some("x@d1.test"));

@@ -439,7 +439,7 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
     // The held post is held in Herald too, with Mailman's reason, waiting for a moderator.
     assert!(out.contains("held in Herald as post"), "{out}");
     let held: Vec<herald_api_types::HeldView> =
-        support::get_view(&format!("{}/api/held", server.api)).await;
+        support::get_view(&format!("{}/api/v1/held", server.api)).await;
     assert_eq!(held.len(), 1, "{held:?}");
     assert_eq!(held[0].list, LIST);
     assert_eq!(held[0].from.as_deref(), Some("stranger@d1.test"));
@@ -604,7 +604,7 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
         "{again}"
     );
     let held: Vec<herald_api_types::HeldView> =
-        support::get_view(&format!("{}/api/held", server.api)).await;
+        support::get_view(&format!("{}/api/v1/held", server.api)).await;
     assert_eq!(held.len(), 1, "still one held post: {held:?}");
 
     // A post in the simulated world: who gets what, as in Mailman.
@@ -648,8 +648,12 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
     };
     let started = Instant::now();
     loop {
-        let (_, v) =
-            support::http("GET", &format!("{}/api/held?list={LIST}", server.api), None).await;
+        let (_, v) = support::http(
+            "GET",
+            &format!("{}/api/v1/held?list={LIST}", server.api),
+            None,
+        )
+        .await;
         if held_reason(&v) {
             break;
         }

@@ -23,7 +23,7 @@ const OTHER: &str = "ops@lists.test";
 async fn add_member(api: &str, list: &str, address: &str) {
     let (st, body) = http(
         "POST",
-        &format!("{api}/api/lists/{list}/members"),
+        &format!("{api}/api/v1/lists/{list}/members"),
         Some(json!({ "address": address })),
     )
     .await;
@@ -114,7 +114,7 @@ async fn bounces_by_mail_score_only_the_verp_member() {
         let r = send(&server, "", &["dev-bounces+bob=d0.test@lists.test"], &dsn).await;
         assert!(r.starts_with("250"), "{r}");
     }
-    let url = format!("{api}/api/lists/{LIST}/members/bob@d0.test/detail");
+    let url = format!("{api}/api/v1/lists/{LIST}/members/bob@d0.test/detail");
     let detail = wait_for_http(&url, |v| {
         view::<MemberDetail>("detail", v).bounces.len() >= 30
     })
@@ -127,7 +127,7 @@ async fn bounces_by_mail_score_only_the_verp_member() {
     );
     assert_eq!(detail.member.status, MemberStatus::Enabled);
     let carol = wait_for_http(
-        &format!("{api}/api/lists/{LIST}/members/carol@d1.test/detail"),
+        &format!("{api}/api/v1/lists/{LIST}/members/carol@d1.test/detail"),
         |_| true,
     )
     .await;
@@ -142,9 +142,10 @@ async fn bounces_by_mail_score_only_the_verp_member() {
         &policy,
     )
     .await;
-    let rep = wait_for_http(&format!("{api}/api/bounces?list={LIST}&kind=policy"), |v| {
-        !view::<Vec<BounceEvent>>("bounces", v).is_empty()
-    })
+    let rep = wait_for_http(
+        &format!("{api}/api/v1/bounces?list={LIST}&kind=policy"),
+        |v| !view::<Vec<BounceEvent>>("bounces", v).is_empty(),
+    )
     .await;
     let rep: Vec<BounceEvent> = view("bounces", &rep);
     assert_eq!(rep[0].address, "");
@@ -261,7 +262,7 @@ async fn double_opt_in_by_mail_and_mailto_unsubscribe_round_trip() {
         confirmation_token(&world, newbie)
     })
     .await;
-    let member_url = format!("{api}/api/lists/{LIST}/members/{newbie}");
+    let member_url = format!("{api}/api/v1/lists/{LIST}/members/{newbie}");
     assert_eq!(
         http("GET", &member_url, None).await.0,
         404,
@@ -321,7 +322,7 @@ async fn a_non_member_post_is_held_listed_and_approved() {
     let msg = post("stranger@d1.test", LIST, "held-1@d1.test");
     let r = send(&server, "stranger@d1.test", &[LIST], &msg).await;
     assert!(r.starts_with("250"), "{r}");
-    let held = wait_for_http(&format!("{api}/api/held?list={LIST}"), |v| {
+    let held = wait_for_http(&format!("{api}/api/v1/held?list={LIST}"), |v| {
         view::<Vec<HeldView>>("held", v).len() == 1
     })
     .await;
@@ -332,7 +333,7 @@ async fn a_non_member_post_is_held_listed_and_approved() {
         (!rec.snapshot().copies_for("stranger@d1.test").is_empty()).then_some(())
     })
     .await;
-    let (st, body) = http("POST", &format!("{api}/api/held/{id}/approve"), None).await;
+    let (st, body) = http("POST", &format!("{api}/api/v1/held/{id}/approve"), None).await;
     assert_eq!(st, 200, "{body}");
     wait_for(Duration::from_secs(30), "approved post delivered", || {
         let s = rec.snapshot();
@@ -342,7 +343,7 @@ async fn a_non_member_post_is_held_listed_and_approved() {
             .then_some(())
     })
     .await;
-    let (_, after) = http("GET", &format!("{api}/api/held"), None).await;
+    let (_, after) = http("GET", &format!("{api}/api/v1/held"), None).await;
     assert_eq!(after, json!([]));
     server.stop().await;
     world.shutdown().await;
@@ -373,7 +374,7 @@ async fn a_moderated_member_is_held_until_the_flag_is_cleared() {
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
-    let member_url = format!("{api}/api/lists/{LIST}/members/bob@d0.test/detail");
+    let member_url = format!("{api}/api/v1/lists/{LIST}/members/bob@d0.test/detail");
     let (st, d) = http("GET", &member_url, None).await;
     assert_eq!(st, 200, "{d}");
     assert!(view::<MemberDetail>("detail", &d).moderated);
@@ -389,7 +390,7 @@ async fn a_moderated_member_is_held_until_the_flag_is_cleared() {
         r.starts_with("250"),
         "a moderated member is held, not refused: {r}"
     );
-    let held = wait_for_http(&format!("{api}/api/held?list={LIST}"), |v| {
+    let held = wait_for_http(&format!("{api}/api/v1/held?list={LIST}"), |v| {
         view::<Vec<HeldView>>("held", v).len() == 1
     })
     .await;
@@ -415,7 +416,7 @@ async fn a_moderated_member_is_held_until_the_flag_is_cleared() {
 
     let (st, d) = http(
         "PATCH",
-        &format!("{api}/api/lists/{LIST}/members/bob@d0.test"),
+        &format!("{api}/api/v1/lists/{LIST}/members/bob@d0.test"),
         Some(json!({"moderated": false})),
     )
     .await;
@@ -438,7 +439,7 @@ async fn a_moderated_member_is_held_until_the_flag_is_cleared() {
             .then_some(())
     })
     .await;
-    let (_, still) = http("GET", &format!("{api}/api/held?list={LIST}"), None).await;
+    let (_, still) = http("GET", &format!("{api}/api/v1/held?list={LIST}"), None).await;
     assert_eq!(
         view::<Vec<HeldView>>("held", &still).len(),
         1,
@@ -538,7 +539,7 @@ async fn start_moderated() -> (World, TestServer, tempfile::TempDir) {
 }
 
 async fn held_count(api: &str) -> usize {
-    let (st, v) = http("GET", &format!("{api}/api/held?list={MODERATED}"), None).await;
+    let (st, v) = http("GET", &format!("{api}/api/v1/held?list={MODERATED}"), None).await;
     assert_eq!(st, 200, "{v}");
     v.as_array().map_or(0, |a| a.len())
 }
@@ -631,12 +632,12 @@ async fn a_reject_by_reply_tells_the_poster() {
 
     // Rejecting through the API tells the poster too.
     hold_one(&world, &server, "mod-3@d1.test", 4).await;
-    let held = wait_for_http(&format!("{api}/api/held?list={MODERATED}"), |v| {
+    let held = wait_for_http(&format!("{api}/api/v1/held?list={MODERATED}"), |v| {
         view::<Vec<HeldView>>("held", v).len() == 1
     })
     .await;
     let id = view::<Vec<HeldView>>("held", &held)[0].post.to_string();
-    let (st, body) = http("POST", &format!("{api}/api/held/{id}/reject"), None).await;
+    let (st, body) = http("POST", &format!("{api}/api/v1/held/{id}/reject"), None).await;
     assert_eq!(st, 200, "{body}");
     // held notice + rejection for the first post, then the same for the second.
     let poster = wait_messages(&world, STRANGER, 4).await;
@@ -682,7 +683,7 @@ async fn a_member_disabled_by_bounces_is_told_when_bounce_notify_is_on() {
     assert!(notice.contains("bounce score"), "the reason: {notice}");
     assert!(notice.contains("notify-request@lists.test"), "{notice}");
     let detail = wait_for_http(
-        &format!("{api}/api/lists/{list}/members/bob@d0.test/detail"),
+        &format!("{api}/api/v1/lists/{list}/members/bob@d0.test/detail"),
         |_| true,
     )
     .await;

@@ -98,7 +98,7 @@ fn config(world: &World, net: &StsNet, data_dir: PathBuf, trust: PathBuf) -> her
 async fn list_with_members(server: &TestServer, domains: usize) {
     create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
     let (status, report) = http_bytes(
-        &format!("{}/api/lists/{LIST}/import", server.api),
+        &format!("{}/api/v1/lists/{LIST}/import", server.api),
         members_csv(domains, domains).into_bytes(),
     )
     .await;

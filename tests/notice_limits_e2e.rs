@@ -81,7 +81,7 @@ async fn a_forged_subscribe_flood_sends_the_victim_three_confirmations() {
     for i in 0..8 {
         let (status, body) = http(
             "POST",
-            &format!("{api}/api/lists/{LIST}/subscribe"),
+            &format!("{api}/api/v1/lists/{LIST}/subscribe"),
             Some(json!({ "address": VICTIM })),
         )
         .await;
@@ -129,7 +129,7 @@ async fn a_forged_subscribe_flood_sends_the_victim_three_confirmations() {
     };
     assert_eq!(fresh, 5, "the client's other 5 requests got confirmations");
     // Nobody subscribed: nothing happens until a mailbox holder confirms.
-    let members: serde_json::Value = get_view(&format!("{api}/api/lists/{LIST}/members")).await;
+    let members: serde_json::Value = get_view(&format!("{api}/api/v1/lists/{LIST}/members")).await;
     assert_eq!(members.as_array().map(Vec::len), Some(0), "{members}");
     // The flood is not queued anywhere: no live post is left once the copies are out.
     let started = Instant::now();
@@ -168,7 +168,7 @@ async fn a_vacation_reply_held_by_the_guard_gets_no_notice() {
     let api = &server.api;
     let (status, body) = http(
         "POST",
-        &format!("{api}/api/lists/{LIST}/members"),
+        &format!("{api}/api/v1/lists/{LIST}/members"),
         Some(json!({ "address": "alice@d0.test" })),
     )
     .await;
@@ -204,7 +204,7 @@ Auto-Submitted: auto-replied\r\nMessage-ID: <oof2@d0.test>\r\n\r\nI am away.\r\n
         "no notice answers the auto-reply, and it was not fanned out"
     );
     let held: Vec<herald_api_types::HeldView> =
-        get_view(&format!("{api}/api/held?list={LIST}")).await;
+        get_view(&format!("{api}/api/v1/held?list={LIST}")).await;
     assert_eq!(held.len(), 2, "both posts wait for a moderator");
     server.stop().await;
 }

@@ -1,7 +1,7 @@
 //! Observability end to end on the simulated world, with known outcomes: 400 members over four
 //! domains — two accept everything, one rejects every recipient (550 5.1.1), one refuses
 //! connections (every copy deferred). The reports (over the API and through the `herald report`
-//! CLI), the stragglers and their actions, `/metrics`, `/api/top` and the admin-token guard are
+//! CLI), the stragglers and their actions, `/metrics`, `/api/v1/top` and the admin-token guard are
 //! checked against those counts exactly.
 
 mod support;
@@ -80,13 +80,13 @@ async fn setup() -> (World, tempfile::TempDir, TestServer, String) {
     let api = server.api.clone();
     let settings = json!({"posting_policy": "anyone"});
     let (s, b) = post_auth(
-        &format!("{api}/api/lists"),
+        &format!("{api}/api/v1/lists"),
         json!({"address": LIST, "settings": settings}),
     )
     .await;
     assert_eq!(s, 201, "{b}");
     let resp = reqwest::Client::new()
-        .post(format!("{api}/api/lists/{LIST}/import"))
+        .post(format!("{api}/api/v1/lists/{LIST}/import"))
         .bearer_auth(TOKEN)
         .body(members_csv(MEMBERS, 4))
         .send()
@@ -100,8 +100,8 @@ async fn setup() -> (World, tempfile::TempDir, TestServer, String) {
 async fn wait_known_state(api: &str, post: &str) -> Value {
     let started = Instant::now();
     loop {
-        let (_, p) = get_auth(&format!("{api}/api/posts/{post}"), Some(TOKEN)).await;
-        let (_, s) = get_auth(&format!("{api}/api/stragglers"), Some(TOKEN)).await;
+        let (_, p) = get_auth(&format!("{api}/api/v1/posts/{post}"), Some(TOKEN)).await;
+        let (_, s) = get_auth(&format!("{api}/api/v1/stragglers"), Some(TOKEN)).await;
         let (pv, sv): (PostSummary, Stragglers) = (view("progress", &p), view("stragglers", &s));
         if pv.delivered + pv.failed == 300 && sv.total == 100 {
             return p;
@@ -118,7 +118,7 @@ async fn wait_known_state(api: &str, post: &str) -> Value {
 async fn reports_stragglers_and_actions_match_a_known_fan_out() {
     let (world, dir, server, api) = setup().await;
     let resp = reqwest::Client::new()
-        .post(format!("{api}/api/lists/{LIST}/posts"))
+        .post(format!("{api}/api/v1/lists/{LIST}/posts"))
         .bearer_auth(TOKEN)
         .body(post_body())
         .send()
@@ -127,7 +127,11 @@ async fn reports_stragglers_and_actions_match_a_known_fan_out() {
     let post = resp.json::<Injected>().await.expect("injected").post;
     wait_known_state(&api, &post).await;
 
-    let (s, hours) = get_auth(&format!("{api}/api/reports/hourly?since_ms=0"), Some(TOKEN)).await;
+    let (s, hours) = get_auth(
+        &format!("{api}/api/v1/reports/hourly?since_ms=0"),
+        Some(TOKEN),
+    )
+    .await;
     assert_eq!(s, 200, "{hours}");
     let hours: Vec<HourRow> = view("hourly", &hours);
     let sum = |k: fn(&HourRow) -> u64| hours.iter().map(k).sum::<u64>();
@@ -139,14 +143,14 @@ async fn reports_stragglers_and_actions_match_a_known_fan_out() {
     if let [hour] = hours.as_slice() {
         assert_eq!((hour.delivered_hosts, hour.failed_hosts), (2, 1));
     }
-    let (_, day) = get_auth(&format!("{api}/api/reports/day"), Some(TOKEN)).await;
+    let (_, day) = get_auth(&format!("{api}/api/v1/reports/day"), Some(TOKEN)).await;
     let day: DayReport = view("day", &day);
     assert_eq!((day.delivered, day.failed), (200, 100), "{day:?}");
     assert_eq!(
         day.arrivals.first().map(|a| a.post.as_str()),
         Some(post.as_str())
     );
-    let (_, rep) = get_auth(&format!("{api}/api/reports/post/{post}"), Some(TOKEN)).await;
+    let (_, rep) = get_auth(&format!("{api}/api/v1/reports/post/{post}"), Some(TOKEN)).await;
     let rep: PostReport = view("post report", &rep);
     assert_eq!((rep.delivered, rep.failed), (200, 100), "{rep:?}");
     assert_eq!(rep.recipients, Some(400));
@@ -159,7 +163,7 @@ async fn reports_stragglers_and_actions_match_a_known_fan_out() {
     );
     assert!(rep.t50_secs.is_some() && rep.t100_secs.is_none(), "{rep:?}");
 
-    let (_, strag) = get_auth(&format!("{api}/api/stragglers?limit=5"), Some(TOKEN)).await;
+    let (_, strag) = get_auth(&format!("{api}/api/v1/stragglers?limit=5"), Some(TOKEN)).await;
     let strag: Stragglers = view("stragglers", &strag);
     let first = strag
         .destinations
@@ -202,13 +206,13 @@ async fn reports_stragglers_and_actions_match_a_known_fan_out() {
 
     // Actions: retry now, disable one member, give up the rest.
     let (s, r) = post_auth(
-        &format!("{api}/api/stragglers/retry"),
+        &format!("{api}/api/v1/stragglers/retry"),
         json!({"domain": "d3.test"}),
     )
     .await;
     assert_eq!(s, 200, "{r}");
     let (s, r) = post_auth(
-        &format!("{api}/api/stragglers/disable"),
+        &format!("{api}/api/v1/stragglers/disable"),
         json!({"recipient": "m3@d3.test"}),
     )
     .await;
@@ -219,7 +223,7 @@ async fn reports_stragglers_and_actions_match_a_known_fan_out() {
         "{r}"
     );
     let (_, m) = get_auth(
-        &format!("{api}/api/lists/{LIST}/members/m3@d3.test"),
+        &format!("{api}/api/v1/lists/{LIST}/members/m3@d3.test"),
         Some(TOKEN),
     )
     .await;
@@ -233,14 +237,14 @@ async fn reports_stragglers_and_actions_match_a_known_fan_out() {
     assert!(out.contains("queued copies matched"), "{out}");
     let p = wait_complete_auth(&api, &post).await;
     assert_eq!((p.delivered, p.failed), (200, 200), "{p:?}");
-    let (_, rep) = get_auth(&format!("{api}/api/reports/post/{post}"), Some(TOKEN)).await;
+    let (_, rep) = get_auth(&format!("{api}/api/v1/reports/post/{post}"), Some(TOKEN)).await;
     let rep: PostReport = view("post report", &rep);
     assert_eq!(rep.failed, 200, "{rep:?}");
     assert!(rep
         .failures
         .iter()
         .any(|f| f.reason == "550 5.0.0" && f.copies == 100));
-    let (_, strag) = get_auth(&format!("{api}/api/stragglers"), Some(TOKEN)).await;
+    let (_, strag) = get_auth(&format!("{api}/api/v1/stragglers"), Some(TOKEN)).await;
     assert_eq!(view::<Stragglers>("stragglers", &strag).total, 0);
 
     server.stop().await;
@@ -250,7 +254,7 @@ async fn reports_stragglers_and_actions_match_a_known_fan_out() {
 async fn wait_complete_auth(api: &str, post: &str) -> PostSummary {
     let started = Instant::now();
     loop {
-        let (_, p) = get_auth(&format!("{api}/api/posts/{post}"), Some(TOKEN)).await;
+        let (_, p) = get_auth(&format!("{api}/api/v1/posts/{post}"), Some(TOKEN)).await;
         let summary: PostSummary = view("progress", &p);
         if summary.complete {
             return summary;
@@ -267,11 +271,11 @@ async fn wait_complete_auth(api: &str, post: &str) -> PostSummary {
 async fn admin_routes_need_the_token_and_live_views_have_every_stage() {
     let (world, _dir, server, api) = setup().await;
     for path in [
-        "/api/status",
-        "/api/top",
+        "/api/v1/status",
+        "/api/v1/top",
         "/metrics",
-        "/api/reports/hourly",
-        "/api/stragglers",
+        "/api/v1/reports/hourly",
+        "/api/v1/stragglers",
     ] {
         let (s, _) = get_auth(&format!("{api}{path}"), None).await;
         assert_eq!(s, 401, "{path} without a token");
@@ -279,7 +283,7 @@ async fn admin_routes_need_the_token_and_live_views_have_every_stage() {
         assert_eq!(s, 401, "{path} with a wrong token");
     }
     let (s, _) = post_auth(
-        &format!("{api}/api/stragglers/give-up"),
+        &format!("{api}/api/v1/stragglers/give-up"),
         json!({"domain": "d3.test"}),
     )
     .await;
@@ -330,7 +334,7 @@ async fn admin_routes_need_the_token_and_live_views_have_every_stage() {
     assert!(page.text().await.expect("text").contains("rate-chart"));
 
     let resp = reqwest::Client::new()
-        .post(format!("{api}/api/lists/{LIST}/posts"))
+        .post(format!("{api}/api/v1/lists/{LIST}/posts"))
         .bearer_auth(TOKEN)
         .body(post_body())
         .send()
@@ -339,12 +343,12 @@ async fn admin_routes_need_the_token_and_live_views_have_every_stage() {
     let post = resp.json::<Injected>().await.expect("injected").post;
     wait_known_state(&api, &post).await;
     let top = client
-        .get(format!("{api}/api/top"))
+        .get(format!("{api}/api/v1/top"))
         .header("cookie", &cookie)
         .send()
         .await
         .expect("top");
-    let top: Top = top.json().await.expect("the /api/top view");
+    let top: Top = top.json().await.expect("the /api/v1/top view");
     assert_eq!(
         top.totals,
         Totals {

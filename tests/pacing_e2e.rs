@@ -34,8 +34,11 @@ async fn setup_list(api: &str, csv: String) {
         json!({"posting_policy": "anyone", "personalize": true}),
     )
     .await;
-    let (status, report) =
-        http_bytes(&format!("{api}/api/lists/{LIST}/import"), csv.into_bytes()).await;
+    let (status, report) = http_bytes(
+        &format!("{api}/api/v1/lists/{LIST}/import"),
+        csv.into_bytes(),
+    )
+    .await;
     assert_eq!(status, 200, "{report}");
 }
 
@@ -43,7 +46,11 @@ async fn post(api: &str, tag: &str) -> String {
     let msg = format!(
         "From: p@outside.test\r\nTo: {LIST}\r\nSubject: {tag}\r\nMessage-ID: <{tag}@outside.test>\r\n\r\nHello.\r\n"
     );
-    let (status, r) = http_bytes(&format!("{api}/api/lists/{LIST}/posts"), msg.into_bytes()).await;
+    let (status, r) = http_bytes(
+        &format!("{api}/api/v1/lists/{LIST}/posts"),
+        msg.into_bytes(),
+    )
+    .await;
     assert!(status == 200 || status == 201 || status == 202, "{r}");
     view::<Injected>("inject", &r).post
 }
@@ -225,7 +232,7 @@ async fn a_greylisting_interval_is_learned_for_the_next_post() {
     );
     // New members (their sender/recipient pairs are new to the greylist; the old ones pass).
     let (status, report) = http_bytes(
-        &format!("{}/api/lists/{LIST}/import", server.api),
+        &format!("{}/api/v1/lists/{LIST}/import", server.api),
         csv_range(MEMBERS..2 * MEMBERS, &["d0.test"]).into_bytes(),
     )
     .await;

@@ -30,7 +30,7 @@ async fn start(forward: &[&str], max_stored: usize) -> (World, TestServer, tempf
     create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
     let (st, body) = http(
         "POST",
-        &format!("{}/api/lists/{LIST}/members", server.api),
+        &format!("{}/api/v1/lists/{LIST}/members", server.api),
         Some(json!({ "address": MEMBER })),
     )
     .await;
@@ -66,7 +66,7 @@ async fn send(server: &TestServer, from: &str, rcpts: &[&str], msg: &str) -> Str
 }
 
 async fn stored(api: &str) -> Vec<PostmasterView> {
-    get_view(&format!("{api}/api/postmaster")).await
+    get_view(&format!("{api}/api/v1/postmaster")).await
 }
 
 /// Waits until the stored message `id` has been handled (forwarded or kept).
@@ -88,7 +88,7 @@ async fn wait_handled(api: &str, id: &str) -> PostmasterView {
 }
 
 async fn raw_message(api: &str, id: &str) -> (u16, Vec<u8>) {
-    let resp = reqwest::get(format!("{api}/api/postmaster/{id}"))
+    let resp = reqwest::get(format!("{api}/api/v1/postmaster/{id}"))
         .await
         .expect("request");
     let status = resp.status().as_u16();
@@ -349,7 +349,7 @@ async fn stored_postmaster_mail_is_bounded_and_a_flood_waits_in_the_senders_queu
     // The operator deletes one: there is room again.
     let (st, _) = http(
         "DELETE",
-        &format!("{}/api/postmaster/{}", server.api, ids[0]),
+        &format!("{}/api/v1/postmaster/{}", server.api, ids[0]),
         None,
     )
     .await;

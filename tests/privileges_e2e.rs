@@ -96,7 +96,7 @@ async fn started_as_root_it_serves_and_delivers_as_the_configured_user() {
     .await;
     let (status, body) = http(
         "POST",
-        &format!("{}/api/lists/drop@lists.test/members", server.api),
+        &format!("{}/api/v1/lists/drop@lists.test/members", server.api),
         Some(json!({"address": "m0@d0.test"})),
     )
     .await;

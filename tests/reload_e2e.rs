@@ -196,7 +196,7 @@ async fn sighup_picks_up_a_renewed_certificate_and_a_rotated_dkim_key() {
     create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
     let (status, r) = http(
         "POST",
-        &format!("{}/api/lists/{LIST}/members", server.api),
+        &format!("{}/api/v1/lists/{LIST}/members", server.api),
         Some(json!({"address": MEMBER})),
     )
     .await;

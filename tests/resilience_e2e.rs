@@ -44,7 +44,7 @@ async fn setup_list(api: &str, members: usize, domains: usize) {
     )
     .await;
     let (status, report) = http_bytes(
-        &format!("{api}/api/lists/{LIST}/import"),
+        &format!("{api}/api/v1/lists/{LIST}/import"),
         members_csv(members, domains).into_bytes(),
     )
     .await;
@@ -55,14 +55,18 @@ async fn post(api: &str, tag: &str) -> String {
     let msg = format!(
         "From: p@outside.test\r\nTo: {LIST}\r\nSubject: {tag}\r\nMessage-ID: <{tag}@outside.test>\r\n\r\nHello.\r\n"
     );
-    let (status, r) = http_bytes(&format!("{api}/api/lists/{LIST}/posts"), msg.into_bytes()).await;
+    let (status, r) = http_bytes(
+        &format!("{api}/api/v1/lists/{LIST}/posts"),
+        msg.into_bytes(),
+    )
+    .await;
     assert!(status == 200 || status == 201 || status == 202, "{r}");
     view::<Injected>("inject", &r).post
 }
 
 /// The post's progress; all zeros while the server does not know the post yet.
 async fn progress(api: &str, post: &str) -> PostSummary {
-    let (status, body) = http("GET", &format!("{api}/api/posts/{post}"), None).await;
+    let (status, body) = http("GET", &format!("{api}/api/v1/posts/{post}"), None).await;
     if status == 200 {
         view("post progress", &body)
     } else {
@@ -71,7 +75,7 @@ async fn progress(api: &str, post: &str) -> PostSummary {
 }
 
 async fn queue(api: &str) -> QueueSnapshot {
-    get_view(&format!("{api}/api/queue?limit=50&stragglers=true")).await
+    get_view(&format!("{api}/api/v1/queue?limit=50&stragglers=true")).await
 }
 
 async fn metric(api: &str, name: &str) -> f64 {
@@ -404,7 +408,7 @@ async fn a_small_post_is_not_starved_by_a_big_fan_out_before_it() {
         csv.push_str(&format!("s{i}@d{}.test\n", i % 2));
     }
     let (status, r) = http_bytes(
-        &format!("{}/api/lists/{small_list}/import", server.api),
+        &format!("{}/api/v1/lists/{small_list}/import", server.api),
         csv.into_bytes(),
     )
     .await;
@@ -422,7 +426,7 @@ async fn a_small_post_is_not_starved_by_a_big_fan_out_before_it() {
     .await;
     let msg = "From: p@outside.test\r\nTo: small@lists.test\r\nSubject: small\r\nMessage-ID: <small@outside.test>\r\n\r\nHi.\r\n";
     let (_, r) = http_bytes(
-        &format!("{}/api/lists/{small_list}/posts", server.api),
+        &format!("{}/api/v1/lists/{small_list}/posts", server.api),
         msg.as_bytes().to_vec(),
     )
     .await;
@@ -472,7 +476,7 @@ async fn an_operators_give_up_does_not_count_against_the_member() {
     setup_list(&api, 3, 3).await;
     let first = post(&api, "give-up-1").await;
     eventually(Duration::from_secs(30), "m1's copy deferred", || async {
-        let s: Stragglers = get_view(&format!("{api}/api/stragglers")).await;
+        let s: Stragglers = get_view(&format!("{api}/api/v1/stragglers")).await;
         s.total >= 1
     })
     .await;

@@ -79,7 +79,7 @@ async fn start(admin_token: Option<&str>) -> (World, TestServer, tempfile::TempD
     let (st, body) = call(
         &admin,
         "POST",
-        &format!("{}/api/lists", server.api),
+        &format!("{}/api/v1/lists", server.api),
         admin_token,
         Some(json!({"address": LIST, "settings": {"posting_policy": "anyone"}})),
     )
@@ -142,7 +142,7 @@ fn unsubscribe_link(world: &World, rcpt: &str) -> Option<String> {
 }
 
 async fn is_member(api: &str, token: Option<&str>) -> bool {
-    let url = format!("{api}/api/lists/{LIST}/members/{NEWBIE}");
+    let url = format!("{api}/api/v1/lists/{LIST}/members/{NEWBIE}");
     match call(&reqwest::Client::new(), "GET", &url, token, None).await {
         (200, _) => true,
         (404, _) => false,
@@ -155,7 +155,7 @@ async fn subscribe_and_confirm_remotely(world: &World, api: &str, token: Option<
     let (st, body) = call(
         &reqwest::Client::new(),
         "POST",
-        &format!("{api}/api/lists/{LIST}/subscribe"),
+        &format!("{api}/api/v1/lists/{LIST}/subscribe"),
         token,
         Some(json!({"address": NEWBIE})),
     )
@@ -178,7 +178,7 @@ async fn subscribe_and_confirm_remotely(world: &World, api: &str, token: Option<
     assert_eq!(st, 200, "confirmed from a remote client: {page}");
     assert!(is_member(api, token).await, "subscribed after the POST");
     // The consent is recorded: by the web link, from the browser's address.
-    let url = format!("{api}/api/lists/{LIST}/members/{NEWBIE}/detail");
+    let url = format!("{api}/api/v1/lists/{LIST}/members/{NEWBIE}/detail");
     let (st, body) = call(&reqwest::Client::new(), "GET", &url, token, None).await;
     assert_eq!(st, 200, "{body}");
     let detail: MemberDetail = serde_json::from_str(&body).expect("detail");
@@ -198,7 +198,7 @@ async fn a_remote_subscriber_confirms_and_unsubscribes_with_the_admin_token_set(
     let api = server.api.clone();
     let browser = remote_client();
     // The admin API stays closed to this client without the token.
-    let (st, _) = call(&browser, "GET", &format!("{api}/api/status"), None, None).await;
+    let (st, _) = call(&browser, "GET", &format!("{api}/api/v1/status"), None, None).await;
     assert_eq!(st, 401, "the admin API needs the token");
 
     subscribe_and_confirm_remotely(&world, &api, Some(TOKEN)).await;
@@ -248,7 +248,7 @@ async fn without_a_token_only_configured_local_clients_administer_but_anyone_con
     let (st, body) = call(
         &remote_client(),
         "GET",
-        &format!("{api}/api/status"),
+        &format!("{api}/api/v1/status"),
         None,
         None,
     )
@@ -257,7 +257,7 @@ async fn without_a_token_only_configured_local_clients_administer_but_anyone_con
     let (st, body) = call(
         &reqwest::Client::new(),
         "GET",
-        &format!("{api}/api/status"),
+        &format!("{api}/api/v1/status"),
         None,
         None,
     )
@@ -288,7 +288,7 @@ fn copies_of(world: &World, rcpt: &str, mid: &str) -> usize {
 }
 
 async fn member_detail(api: &str, who: &str) -> (u16, String) {
-    let url = format!("{api}/api/lists/{LIST}/members/{who}/detail");
+    let url = format!("{api}/api/v1/lists/{LIST}/members/{who}/detail");
     call(&reqwest::Client::new(), "GET", &url, Some(TOKEN), None).await
 }
 
@@ -297,7 +297,7 @@ async fn member_detail(api: &str, who: &str) -> (u16, String) {
 async fn settled(api: &str) {
     let start = Instant::now();
     loop {
-        let url = format!("{api}/api/status");
+        let url = format!("{api}/api/v1/status");
         let (st, body) = call(&reqwest::Client::new(), "GET", &url, Some(TOKEN), None).await;
         assert_eq!(st, 200, "{body}");
         let s: herald_api_types::Status = serde_json::from_str(&body).expect("status");
@@ -332,7 +332,7 @@ async fn a_member_disabled_by_bounces_is_re_enabled_by_the_cli_and_gets_the_next
     let (st, body) = call(
         &admin,
         "PATCH",
-        &format!("{api}/api/lists/{LIST}"),
+        &format!("{api}/api/v1/lists/{LIST}"),
         Some(TOKEN),
         Some(json!({"bounce_threshold": 1})),
     )
@@ -342,7 +342,7 @@ async fn a_member_disabled_by_bounces_is_re_enabled_by_the_cli_and_gets_the_next
         let (st, body) = call(
             &admin,
             "POST",
-            &format!("{api}/api/lists/{LIST}/members"),
+            &format!("{api}/api/v1/lists/{LIST}/members"),
             Some(TOKEN),
             Some(json!({"address": who})),
         )
@@ -416,7 +416,7 @@ async fn a_member_disabled_by_bounces_is_re_enabled_by_the_cli_and_gets_the_next
     let (st, _) = call(
         &admin,
         "POST",
-        &format!("{api}/api/lists/{LIST}/members/nobody@d0.test/enable"),
+        &format!("{api}/api/v1/lists/{LIST}/members/nobody@d0.test/enable"),
         Some(TOKEN),
         None,
     )
@@ -428,7 +428,7 @@ async fn a_member_disabled_by_bounces_is_re_enabled_by_the_cli_and_gets_the_next
     let (st, body) = call(
         &admin,
         "GET",
-        &format!("{api}/api/bounces?list={LIST}"),
+        &format!("{api}/api/v1/bounces?list={LIST}"),
         Some(TOKEN),
         None,
     )
@@ -553,7 +553,7 @@ async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
     let (st, detail) = call(
         &reqwest::Client::new(),
         "GET",
-        &format!("{}/api/lists/{LIST}/members/{NEWBIE}/detail", server.api),
+        &format!("{}/api/v1/lists/{LIST}/members/{NEWBIE}/detail", server.api),
         Some(TOKEN),
         None,
     )
@@ -616,7 +616,7 @@ async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
     .await;
     assert_eq!(st, 200, "{page}");
     assert!(page.contains("Saved your settings"), "{page}");
-    let detail_url = format!("{}/api/lists/{LIST}/members/{NEWBIE}/detail", server.api);
+    let detail_url = format!("{}/api/v1/lists/{LIST}/members/{NEWBIE}/detail", server.api);
     let (_, detail) = call(
         &reqwest::Client::new(),
         "GET",
@@ -692,7 +692,7 @@ async fn a_members_archive_opens_for_a_member_from_their_subscriptions_page_only
     let (st, body) = call(
         &admin,
         "POST",
-        &format!("{}/api/lists/{LIST}/members", server.api),
+        &format!("{}/api/v1/lists/{LIST}/members", server.api),
         Some(TOKEN),
         Some(json!({"address": NEWBIE})),
     )
@@ -782,7 +782,7 @@ async fn a_members_archive_opens_for_a_member_from_their_subscriptions_page_only
     let (st, _) = call(
         &admin,
         "DELETE",
-        &format!("{}/api/lists/{LIST}/members/{NEWBIE}", server.api),
+        &format!("{}/api/v1/lists/{LIST}/members/{NEWBIE}", server.api),
         Some(TOKEN),
         None,
     )

@@ -57,7 +57,7 @@ async fn sighup_reopens_the_delivery_log_after_logrotate_renamed_it() {
     .await;
     let (status, body) = http(
         "POST",
-        &format!("{}/api/lists/rot@lists.test/members", server.api),
+        &format!("{}/api/v1/lists/rot@lists.test/members", server.api),
         Some(json!({"address": "m0@d0.test"})),
     )
     .await;

@@ -61,14 +61,18 @@ async fn add_everyone(api: &str) {
     // The same mailbox in A-label form and NFC is the same member: not a second one.
     let (st, body) = http(
         "POST",
-        &format!("{api}/api/lists/{LIST}/members"),
+        &format!("{api}/api/v1/lists/{LIST}/members"),
         Some(json!({ "address": JOERG_WIRE })),
     )
     .await;
     assert_eq!(st, 409, "one member, never two: {body}");
     // A CSV import.
     let csv = format!("email,name\n{CJK},Yònghù\n{LEGACY_UTF8},Jürgen\n");
-    let (st, body) = http_bytes(&format!("{api}/api/lists/{LIST}/import"), csv.into_bytes()).await;
+    let (st, body) = http_bytes(
+        &format!("{api}/api/v1/lists/{LIST}/import"),
+        csv.into_bytes(),
+    )
+    .await;
     assert_eq!(st, 200, "{body}");
     // The CLI.
     let api = api.to_string();
@@ -190,7 +194,7 @@ async fn international_members_get_their_copies_where_the_receiver_can_take_them
         .await;
     assert!(c.reply().await.starts_with("250"));
     c.cmd("QUIT").await;
-    let url = format!("{api}/api/lists/{LIST}/members/{JOERG}/detail");
+    let url = format!("{api}/api/v1/lists/{LIST}/members/{JOERG}/detail");
     let started = Instant::now();
     let detail = loop {
         let (st, v) = http("GET", &url, None).await;
@@ -229,14 +233,14 @@ async fn international_members_get_their_copies_where_the_receiver_can_take_them
     assert_eq!(resp.status().as_u16(), 200, "{link}");
     let (st, _) = http(
         "GET",
-        &format!("{api}/api/lists/{LIST}/members/{CJK}"),
+        &format!("{api}/api/v1/lists/{LIST}/members/{CJK}"),
         None,
     )
     .await;
     assert_eq!(st, 404, "unsubscribed by the one-click POST");
     let (st, _) = http(
         "GET",
-        &format!("{api}/api/lists/{LIST}/members/{JOERG}"),
+        &format!("{api}/api/v1/lists/{LIST}/members/{JOERG}"),
         None,
     )
     .await;
@@ -290,7 +294,7 @@ async fn an_international_address_subscribes_by_mail_command() {
     assert!(subject.starts_with("confirm "), "{subject}");
     let (st, _) = http(
         "GET",
-        &format!("{api}/api/lists/{LIST}/members/{CJK}"),
+        &format!("{api}/api/v1/lists/{LIST}/members/{CJK}"),
         None,
     )
     .await;
@@ -306,7 +310,7 @@ async fn an_international_address_subscribes_by_mail_command() {
     loop {
         let (st, body) = http(
             "GET",
-            &format!("{api}/api/lists/{LIST}/members/{CJK}"),
+            &format!("{api}/api/v1/lists/{LIST}/members/{CJK}"),
             None,
         )
         .await;

@@ -95,7 +95,10 @@ async fn a_list_on_postgresql_delivers_scores_bounces_and_survives_a_restart() {
     }
     // zed's refused copy is scored on the list (a hard failure counts 1.0).
     let detail = wait_for_http(
-        &format!("{}/api/lists/{LIST}/members/zed@d1.test/detail", server.api),
+        &format!(
+            "{}/api/v1/lists/{LIST}/members/zed@d1.test/detail",
+            server.api
+        ),
         |v| view::<MemberDetail>("detail", v).bounce_score.is_some(),
     )
     .await;
@@ -112,7 +115,7 @@ async fn a_list_on_postgresql_delivers_scores_bounces_and_survives_a_restart() {
     assert_eq!(snap.duplicates, 0);
     assert_eq!(pg_count(&url, "bounce_scores").await, 1);
     // `herald backup` cannot copy a directory that is not a file here: refused, saying why.
-    let (status, body) = http("GET", &format!("{}/api/backup", server.api), None).await;
+    let (status, body) = http("GET", &format!("{}/api/v1/backup", server.api), None).await;
     assert_eq!(status, 503, "{body}");
     assert!(body.to_string().contains("pg_dump"), "{body}");
     server.stop().await;
@@ -122,16 +125,20 @@ async fn a_list_on_postgresql_delivers_scores_bounces_and_survives_a_restart() {
     let mut config2 = server_config(&world, node2.path().to_path_buf());
     config2.store = config.store.clone();
     let server = TestServer::start(config2).await;
-    let members = wait_for_http(&format!("{}/api/lists/{LIST}/members", server.api), |_| {
-        true
-    })
+    let members = wait_for_http(
+        &format!("{}/api/v1/lists/{LIST}/members", server.api),
+        |_| true,
+    )
     .await;
     let text = members.to_string();
     for m in ["bob@d0.test", "carol@d0.test", "zed@d1.test"] {
         assert!(text.contains(m), "{m} kept: {text}");
     }
     let detail = wait_for_http(
-        &format!("{}/api/lists/{LIST}/members/zed@d1.test/detail", server.api),
+        &format!(
+            "{}/api/v1/lists/{LIST}/members/zed@d1.test/detail",
+            server.api
+        ),
         |_| true,
     )
     .await;

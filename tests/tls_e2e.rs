@@ -154,7 +154,7 @@ async fn setup(
     let server = TestServer::start(config).await;
     create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
     let (status, report) = http_bytes(
-        &format!("{}/api/lists/{LIST}/import", server.api),
+        &format!("{}/api/v1/lists/{LIST}/import", server.api),
         members_csv(MEMBERS, DOMAINS).into_bytes(),
     )
     .await;
@@ -221,7 +221,7 @@ async fn plaintext_pipelined_after_starttls_is_ignored() {
     // Had the server answered the injected commands in plaintext, the handshake would have
     // failed on them; a wrongly accepted post would be known to the server until fanned out.
     wait_settled(&server.api, Duration::from_secs(30)).await;
-    let status: herald_api_types::Status = get_view(&format!("{}/api/status", server.api)).await;
+    let status: herald_api_types::Status = get_view(&format!("{}/api/v1/status", server.api)).await;
     assert!(status.posts.is_empty(), "{:?}", status.posts);
     assert_eq!(world.recorder().snapshot().accepted, 0);
     server.stop().await;
@@ -278,7 +278,7 @@ async fn delivery_log_records_outbound_tls() {
     let server = TestServer::start(server_config(&world, data_dir.clone())).await;
     create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
     let (status, report) = http_bytes(
-        &format!("{}/api/lists/{LIST}/import", server.api),
+        &format!("{}/api/v1/lists/{LIST}/import", server.api),
         members_csv(MEMBERS, DOMAINS).into_bytes(),
     )
     .await;
@@ -334,7 +334,7 @@ fn world_ca_file(world: &World, dir: &Path) -> std::path::PathBuf {
 async fn post_plain(server: &TestServer) -> String {
     create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
     let (status, report) = http_bytes(
-        &format!("{}/api/lists/{LIST}/import", server.api),
+        &format!("{}/api/v1/lists/{LIST}/import", server.api),
         members_csv(MEMBERS, DOMAINS).into_bytes(),
     )
     .await;

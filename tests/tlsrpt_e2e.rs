@@ -154,7 +154,7 @@ async fn reports_reach_the_domains_that_ask_by_mail_and_https() {
 
     create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
     let (status, report) = http_bytes(
-        &format!("{}/api/lists/{LIST}/import", server.api),
+        &format!("{}/api/v1/lists/{LIST}/import", server.api),
         members_csv(3, 3).into_bytes(),
     )
     .await;
@@ -175,7 +175,7 @@ async fn reports_reach_the_domains_that_ask_by_mail_and_https() {
     // An unusable day is refused with a clear message; today's reports go out.
     let (status, body) = http(
         "POST",
-        &format!("{}/api/tls-report/send?day=2026-13-45", server.api),
+        &format!("{}/api/v1/tls-report/send?day=2026-13-45", server.api),
         None,
     )
     .await;

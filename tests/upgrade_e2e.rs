@@ -65,13 +65,13 @@ async fn make_fixture() {
     let api = server.api.clone();
     create_list(&api, LIST, json!({"posting_policy": "anyone"})).await;
     let (status, report) = http_bytes(
-        &format!("{api}/api/lists/{LIST}/import"),
+        &format!("{api}/api/v1/lists/{LIST}/import"),
         members_csv(MEMBERS, DOMAINS).into_bytes(),
     )
     .await;
     assert_eq!(status, 200, "{report}");
     let post = b"From: a@outside.test\r\nSubject: before the upgrade\r\nMessage-ID: <upgrade-1@outside.test>\r\n\r\nbody\r\n";
-    let (status, r) = http_bytes(&format!("{api}/api/lists/{LIST}/posts"), post.to_vec()).await;
+    let (status, r) = http_bytes(&format!("{api}/api/v1/lists/{LIST}/posts"), post.to_vec()).await;
     assert_eq!(status, 202, "{r}");
     assert!(
         world
@@ -107,7 +107,7 @@ async fn a_data_directory_from_0_1_0_upgrades_and_resumes_its_pending_post() {
     server.start().await;
     let api = server.api.clone();
 
-    let list: herald_api_types::ListView = get_view(&format!("{api}/api/lists/{LIST}")).await;
+    let list: herald_api_types::ListView = get_view(&format!("{api}/api/v1/lists/{LIST}")).await;
     assert_eq!(list.members.total, MEMBERS as u64, "{list:?}");
     wait_settled(&api, Duration::from_secs(60)).await;
     let snap = world.recorder().snapshot();

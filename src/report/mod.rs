@@ -76,7 +76,7 @@ pub async fn run(api: &Api, cmd: ReportCommand) -> Result<()> {
             let bar = steps(1);
             bar.set_message("fetching hourly statistics");
             let rows: Vec<HourRow> = api
-                .get(&format!("/api/reports/hourly?since_ms={since}"))
+                .get(&format!("/api/v1/reports/hourly?since_ms={since}"))
                 .await?;
             bar.finish_and_clear();
             if json {
@@ -91,7 +91,7 @@ pub async fn run(api: &Api, cmd: ReportCommand) -> Result<()> {
             let q = date
                 .as_ref()
                 .map_or(String::new(), |d| format!("?date={d}"));
-            let rep: DayReport = api.get(&format!("/api/reports/day{q}")).await?;
+            let rep: DayReport = api.get(&format!("/api/v1/reports/day{q}")).await?;
             bar.inc(1);
             bar.set_message(format!("drawing {}", out.display()));
             let title = format!(
@@ -125,7 +125,7 @@ async fn post(api: &Api, id: &str, out: Option<PathBuf>, json: bool) -> Result<(
     }
     let bar = steps(1 + u64::from(out.is_some()));
     bar.set_message("fetching the post's statistics");
-    let rep: PostReport = api.get(&format!("/api/reports/post/{id}")).await?;
+    let rep: PostReport = api.get(&format!("/api/v1/reports/post/{id}")).await?;
     bar.inc(1);
     if json {
         bar.finish_and_clear();

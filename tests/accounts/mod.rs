@@ -45,7 +45,7 @@ impl Session {
 
     pub async fn me(&self) -> MeView {
         let r = self
-            .req(reqwest::Method::GET, "/api/me")
+            .req(reqwest::Method::GET, "/api/v1/me")
             .send()
             .await
             .expect("me");
@@ -149,14 +149,14 @@ pub async fn token_call(method: &str, url: &str, body: Option<Value>) -> (u16, V
 pub async fn hold(api: &str, list: &str, mid: &str) -> u64 {
     let body = format!("From: stranger@d2.test\r\nTo: {list}\r\nSubject: held\r\nMessage-ID: <{mid}>\r\n\r\nbody\r\n");
     let resp = reqwest::Client::new()
-        .post(format!("{api}/api/lists/{list}/held?reason=test"))
+        .post(format!("{api}/api/v1/lists/{list}/held?reason=test"))
         .bearer_auth(TOKEN)
         .body(body)
         .send()
         .await
         .expect("hold");
     assert_eq!(resp.status(), 202);
-    let held: Vec<HeldView> = get_token(&format!("{api}/api/held?list={list}")).await;
+    let held: Vec<HeldView> = get_token(&format!("{api}/api/v1/held?list={list}")).await;
     held.iter()
         .find(|h| h.message_id.as_deref().is_some_and(|m| m.contains(mid)))
         .map(|h| h.post)

@@ -216,7 +216,7 @@ pub async fn get_view<T: DeserializeOwned>(url: &str) -> T {
 
 /// A post's progress; `None` while the server answers anything but 200 (not known yet).
 pub async fn post_progress(api: &str, post: &str) -> Option<PostSummary> {
-    let (status, body) = http("GET", &format!("{api}/api/posts/{post}"), None).await;
+    let (status, body) = http("GET", &format!("{api}/api/v1/posts/{post}"), None).await;
     (status == 200).then(|| view("post progress", &body))
 }
 
@@ -224,7 +224,7 @@ pub async fn post_progress(api: &str, post: &str) -> Option<PostSummary> {
 pub async fn create_list(api: &str, address: &str, settings: Value) {
     let (status, body) = http(
         "POST",
-        &format!("{api}/api/lists"),
+        &format!("{api}/api/v1/lists"),
         Some(serde_json::json!({"address": address, "settings": settings})),
     )
     .await;
@@ -235,7 +235,7 @@ pub async fn create_list(api: &str, address: &str, settings: Value) {
 pub async fn wait_complete(api: &str, post: &str, limit: Duration) -> PostSummary {
     let started = Instant::now();
     loop {
-        let (status, body) = http("GET", &format!("{api}/api/posts/{post}"), None).await;
+        let (status, body) = http("GET", &format!("{api}/api/v1/posts/{post}"), None).await;
         if status == 200 {
             let p: PostSummary = view("post progress", &body);
             if p.complete {
@@ -257,7 +257,7 @@ pub async fn wait_complete(api: &str, post: &str, limit: Duration) -> PostSummar
 pub async fn wait_settled(api: &str, limit: Duration) {
     let started = Instant::now();
     loop {
-        let (status, body) = http("GET", &format!("{api}/api/status"), None).await;
+        let (status, body) = http("GET", &format!("{api}/api/v1/status"), None).await;
         if status == 200 {
             let s: herald_api_types::Status = view("status", &body);
             if s.queued == 0 && s.posts.iter().all(|p| p.complete) {
@@ -382,7 +382,7 @@ pub async fn add_members(api: &str, list: &str, members: &[&str]) {
     for m in members {
         let (status, body) = http(
             "POST",
-            &format!("{api}/api/lists/{list}/members"),
+            &format!("{api}/api/v1/lists/{list}/members"),
             Some(serde_json::json!({ "address": m })),
         )
         .await;

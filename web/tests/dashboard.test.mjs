@@ -72,7 +72,7 @@ async function main() {
   // any other failed request or script error fails the test.
   page.on("console", (m) => { if (m.type() === "error" && !m.text().includes("Failed to load resource")) errors.push(m.text()); });
   page.on("response", (r) => {
-    const expected = r.status() === 401 && (r.url().endsWith("/login") || r.url().endsWith("/api/top"));
+    const expected = r.status() === 401 && (r.url().endsWith("/login") || r.url().endsWith("/api/v1/top"));
     if (r.status() >= 400 && !expected) errors.push(r.status() + " " + r.url());
   });
 

@@ -1,9 +1,9 @@
-//! Web accounts and the audit log (issue 15 item 1): `/api/accounts`, `/api/me`, `/api/audit`.
+//! Web accounts and the audit log (issue 15 item 1): `/api/v1/accounts`, `/api/v1/me`, `/api/v1/audit`.
 
 use serde::{Deserialize, Serialize};
 
-/// An account (`GET /api/accounts`, and the answer to changes).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// An account (`GET /api/v1/accounts`, and the answer to changes).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct AccountView {
     pub address: String,
@@ -15,7 +15,7 @@ pub struct AccountView {
 }
 
 /// A role on one list.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RoleView {
     pub list: String,
@@ -23,10 +23,11 @@ pub struct RoleView {
     pub role: String,
 }
 
-/// `POST /api/accounts`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `POST /api/v1/accounts`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewAccount {
+    #[schema(format = Email)]
     pub address: String,
     #[serde(default)]
     pub site_admin: bool,
@@ -35,8 +36,8 @@ pub struct NewAccount {
     pub password: Option<String>,
 }
 
-/// `PATCH /api/accounts/<address>`: what to change (unset fields stay).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `PATCH /api/v1/accounts/<address>`: what to change (unset fields stay).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AccountUpdate {
     #[serde(default)]
@@ -49,16 +50,17 @@ pub struct AccountUpdate {
     pub clear_password: bool,
 }
 
-/// `PUT /api/accounts/<address>/roles/<list>`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `PUT /api/v1/accounts/<address>/roles/<list>`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoleRequest {
     /// `owner`, `moderator` or `none`.
+    #[schema(pattern = "^(owner|moderator|none)$")]
     pub role: String,
 }
 
-/// `GET /api/me`: who the request is from and what it may administer.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `GET /api/v1/me`: who the request is from and what it may administer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct MeView {
     /// `token`, `local` or the account's address.
@@ -71,8 +73,8 @@ pub struct MeView {
     pub csrf: Option<String>,
 }
 
-/// One audit event (`GET /api/audit?list=&since=&limit=`), newest first.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// One audit event (`GET /api/v1/audit?list=&since=&limit=`), newest first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct AuditView {
     pub id: i64,

@@ -1,10 +1,10 @@
-//! Bans and the suppression list (issue 18 item 4): `/api/bans` and `/api/suppressions`,
+//! Bans and the suppression list (issue 18 item 4): `/api/v1/bans` and `/api/v1/suppressions`,
 //! admin-only. A request's `list` is a list address; absent, the global scope.
 
 use serde::{Deserialize, Serialize};
 
-/// One ban, as `GET /api/bans` lists it and `POST /api/bans` answers.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// One ban, as `GET /api/v1/bans` lists it and `POST /api/v1/bans` answers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct BanView {
     pub id: i64,
@@ -15,27 +15,41 @@ pub struct BanView {
     pub created_at_ms: u64,
 }
 
-/// `POST /api/bans` (add) and `DELETE /api/bans` (lift).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `POST /api/v1/bans` (add) and `DELETE /api/v1/bans` (lift).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BanRequest {
     #[serde(default)]
+    #[schema(format = Email)]
     pub list: Option<String>,
     pub pattern: String,
 }
 
-/// `GET /api/bans?list=…` and `GET /api/suppressions?list=…&limit=…`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `GET /api/v1/bans?list=…` and `GET /api/v1/suppressions?list=…&limit=…`.
+#[derive(
+    Debug,
+    Clone,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+    utoipa::IntoParams,
+)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ScopeQuery {
     #[serde(default)]
+    #[param(format = Email)]
     pub list: Option<String>,
     #[serde(default)]
+    #[param(minimum = 1, maximum = 100000)]
     pub limit: Option<usize>,
 }
 
 /// One suppression-list entry.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct SuppressionView {
     /// The list's address; `None`: every list.
@@ -47,12 +61,14 @@ pub struct SuppressionView {
     pub at_ms: u64,
 }
 
-/// `POST /api/suppressions`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `POST /api/v1/suppressions`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SuppressRequest {
     #[serde(default)]
+    #[schema(format = Email)]
     pub list: Option<String>,
+    #[schema(format = Email)]
     pub address: String,
     pub reason: String,
     /// `operator` (the default) or `erasure`; `complaint` is Herald's own.
@@ -60,8 +76,8 @@ pub struct SuppressRequest {
     pub source: Option<String>,
 }
 
-/// The answer to `POST /api/suppressions`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The answer to `POST /api/v1/suppressions`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct SuppressAnswer {
     /// The entry in force (the earlier one when the address was already suppressed).
@@ -72,11 +88,13 @@ pub struct SuppressAnswer {
     pub disabled: u64,
 }
 
-/// `DELETE /api/suppressions`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `DELETE /api/v1/suppressions`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UnsuppressRequest {
     #[serde(default)]
+    #[schema(format = Email)]
     pub list: Option<String>,
+    #[schema(format = Email)]
     pub address: String,
 }

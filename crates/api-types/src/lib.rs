@@ -41,13 +41,26 @@ pub use reports::*;
 
 use serde::{Deserialize, Serialize};
 
-/// The body of every error answer (`4xx`/`5xx`): one line naming the input at fault, or a
-/// generic text for internal errors.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// The body of every error answer (`4xx`/`5xx`), as `application/problem+json` (RFC 9457
+/// problem details): `detail` is one line naming the input at fault (a generic text for
+/// internal errors), and `field` names the request field, path segment or query parameter at
+/// fault when there is one, so a form can show the message next to it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
-pub struct ErrorBody {
-    pub error: String,
+pub struct Problem {
+    /// Always `about:blank`: the status code says what kind of problem it is.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The status code's reason phrase (`Bad Request`).
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
 }
+
+/// The media type of [`Problem`] bodies.
+pub const PROBLEM_JSON: &str = "application/problem+json";
 
 #[cfg(test)]
 mod tests {

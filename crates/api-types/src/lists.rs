@@ -1,10 +1,10 @@
-//! Lists and members: `/api/lists…` (create, show, change, delete, members, CSV import, a
+//! Lists and members: `/api/v1/lists…` (create, show, change, delete, members, CSV import, a
 //! member's bounce detail and preferences, subscription requests) and the confirmation page's
 //! view of a token.
 //!
 //! A list's settings travel as [`herald_types::ListSettings`] itself rather than a copy here:
 //! they are already a documented, serde-stable value in the vocabulary crate (with
-//! `#[serde(default)]`), `PATCH /api/lists/<list>` merges changes by their field names, and a
+//! `#[serde(default)]`), `PATCH /api/v1/lists/<list>` merges changes by their field names, and a
 //! hand-kept duplicate of eighteen fields and four enums would be a second source of truth to
 //! keep in step. [`herald_types::MemberStatus`] is reused for the same reason.
 
@@ -12,8 +12,8 @@ use herald_types::{DeliveryMode, ListSettings, MemberStatus};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// A list as stored: the answer to `POST /api/lists` and `PATCH /api/lists/<list>`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// A list as stored: the answer to `POST /api/v1/lists` and `PATCH /api/v1/lists/<list>`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ListInfo {
     /// The directory's id of the list.
@@ -24,8 +24,8 @@ pub struct ListInfo {
     pub created_at_ms: u64,
 }
 
-/// A list with its member counts: `GET /api/lists` (an array) and `GET /api/lists/<list>`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// A list with its member counts: `GET /api/v1/lists` (an array) and `GET /api/v1/lists/<list>`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ListView {
     /// The list's own fields, at the top level of the object (not nested).
@@ -40,7 +40,7 @@ pub struct ListView {
 }
 
 /// Settings whose unset value depends on others, as they apply (`herald list show`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct EffectiveSettings {
     /// `require_aligned_from` (issue 18): unset, on for `members` and `moderators` lists, off
@@ -49,7 +49,7 @@ pub struct EffectiveSettings {
 }
 
 /// How many members a list has.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct MemberCounts {
     pub total: u64,
@@ -57,32 +57,39 @@ pub struct MemberCounts {
     pub disabled: u64,
 }
 
-/// `POST /api/lists`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `POST /api/v1/lists`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateList {
+    #[schema(format = Email)]
     pub address: String,
     /// Settings not given keep their defaults.
     #[serde(default)]
     pub settings: ListSettings,
 }
 
-/// `PATCH /api/lists/<list>`: setting names and new values (`{"from_rewrite": "always"}`);
+/// `PATCH /api/v1/lists/<list>`: setting names and new values (`{"from_rewrite": "always"}`);
 /// the others keep their values, unknown names are refused. A map of JSON values because the
 /// server merges it into the current settings by name and validates the result as a whole.
 pub type ListChanges = serde_json::Map<String, serde_json::Value>;
 
-/// `GET /api/lists/<list>/members?after=<id>&limit=<n>`: members in id order.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `GET /api/v1/lists/<list>/members?after=<id>&limit=<n>`: members in id order.
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema, utoipa::IntoParams,
+)]
+#[into_params(parameter_in = Query)]
 pub struct MembersPage {
-    /// Only members with a larger id (default 0: from the start).
+    /// Only members with a larger id (default 0: from the start): the cursor, the last id
+    /// of the page before.
+    #[param(minimum = 0)]
     pub after: Option<i64>,
     /// At most this many (default 1,000, at most 10,000).
+    #[param(minimum = 1, maximum = 10000)]
     pub limit: Option<usize>,
 }
 
 /// A member as stored.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct MemberView {
     pub id: i64,
@@ -96,10 +103,11 @@ pub struct MemberView {
     pub fields: BTreeMap<String, String>,
 }
 
-/// `POST /api/lists/<list>/members`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `POST /api/v1/lists/<list>/members`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AddMember {
+    #[schema(format = Email)]
     pub address: String,
     #[serde(default)]
     pub name: Option<String>,
@@ -107,8 +115,8 @@ pub struct AddMember {
     pub fields: BTreeMap<String, String>,
 }
 
-/// What a CSV import did: the answer to `POST /api/lists/<list>/import`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// What a CSV import did: the answer to `POST /api/v1/lists/<list>/import`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ImportReport {
     /// Addresses new to the list.
@@ -122,7 +130,7 @@ pub struct ImportReport {
 }
 
 /// One row an import refused.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RejectedRow {
     /// 1-based line within the document sent (its header is line 1).
@@ -130,8 +138,8 @@ pub struct RejectedRow {
     pub reason: String,
 }
 
-/// A stored bounce event (`GET /api/bounces`, and a member's history).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// A stored bounce event (`GET /api/v1/bounces`, and a member's history).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct BounceEvent {
     pub id: i64,
@@ -154,15 +162,15 @@ pub struct BounceEvent {
 }
 
 /// A member's current bounce score.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct BounceScore {
     pub score: f64,
     pub last_counted_ms: u64,
 }
 
-/// `GET /api/lists/<list>/members/<member>/detail`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `GET /api/v1/lists/<list>/members/<member>/detail`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct MemberDetail {
     pub member: MemberView,
@@ -180,9 +188,9 @@ pub struct MemberDetail {
     pub moderated: bool,
 }
 
-/// `POST /api/lists/<list>/digest/send-now`: the digest sent, if anything was archived since
+/// `POST /api/v1/lists/<list>/digest/send-now`: the digest sent, if anything was archived since
 /// the last one.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct DigestSent {
     /// False when there was nothing new (no digest is sent then).
@@ -194,9 +202,9 @@ pub struct DigestSent {
     pub formats: Vec<String>,
 }
 
-/// `POST /api/lists/<list>/welcome`: welcome the enabled members with `after_member_id < id <=
+/// `POST /api/v1/lists/<list>/welcome`: welcome the enabled members with `after_member_id < id <=
 /// up_to_member_id` (an import's `--send-welcome`), one page at a time.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WelcomeRequest {
     pub after_member_id: i64,
@@ -207,7 +215,7 @@ pub struct WelcomeRequest {
 }
 
 /// The answer to a [`WelcomeRequest`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct WelcomeSent {
     pub sent: u64,
@@ -219,9 +227,9 @@ pub struct WelcomeSent {
     pub done: bool,
 }
 
-/// `POST /api/tls-report/send?day=YYYY-MM-DD`: what became of each recipient domain's TLS report
+/// `POST /api/v1/tls-report/send?day=YYYY-MM-DD`: what became of each recipient domain's TLS report
 /// (RFC 8460) for that day.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct TlsReportSent {
     pub day: String,
@@ -236,9 +244,9 @@ pub struct TlsReportSent {
     pub failed: u64,
 }
 
-/// `PATCH /api/lists/<list>/members/<member>`: what to change (fields left out stay). The
+/// `PATCH /api/v1/lists/<list>/members/<member>`: what to change (fields left out stay). The
 /// answer is the member's [`MemberDetail`].
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemberUpdate {
     /// The member's delivery mode (`regular`, `digest-mime`, `digest-plain`, `nomail`).
@@ -250,7 +258,7 @@ pub struct MemberUpdate {
 }
 
 /// A member's recorded consent (issue 15; GDPR article 7).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ConsentView {
     /// When it was given (Unix milliseconds).
@@ -263,23 +271,24 @@ pub struct ConsentView {
     pub client: Option<String>,
 }
 
-/// `POST /api/lists/<list>/members/<member>/prefs`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `POST /api/v1/lists/<list>/members/<member>/prefs`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Prefs {
     /// Mailman's "not me too": skip the member's copy when they were addressed directly.
     pub skip_if_addressed: bool,
 }
 
-/// `POST /api/lists/<list>/subscribe` and `…/unsubscribe`: sends a double opt-in mail.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `POST /api/v1/lists/<list>/subscribe` and `…/unsubscribe`: sends a double opt-in mail.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubscribeRequest {
+    #[schema(format = Email)]
     pub address: String,
 }
 
 /// The answer to a subscription request.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct SubscribeAnswer {
     /// What happened, in words (e.g. a confirmation was sent).
@@ -287,7 +296,7 @@ pub struct SubscribeAnswer {
 }
 
 /// What a confirmation token stands for, for the confirmation page.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ConfirmView {
     /// `subscribe` or `unsubscribe`.

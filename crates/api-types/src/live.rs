@@ -1,11 +1,11 @@
-//! Live views: `GET /api/top` (everything `herald top` and the dashboard refresh every second,
-//! in one request) and the stragglers with their actions (`/api/stragglers…`).
+//! Live views: `GET /api/v1/top` (everything `herald top` and the dashboard refresh every second,
+//! in one request) and the stragglers with their actions (`/api/v1/stragglers…`).
 
 use crate::{DestinationView, PostSummary};
 use serde::{Deserialize, Serialize};
 
-/// `GET /api/top`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `GET /api/v1/top`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Top {
     pub now_ms: u64,
@@ -31,7 +31,7 @@ pub struct Top {
 }
 
 /// One second of outcome counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct RatePoint {
     /// Unix seconds at the start of the period.
@@ -42,7 +42,7 @@ pub struct RatePoint {
 }
 
 /// Copies by final outcome since the server started.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Totals {
     pub delivered: u64,
@@ -51,7 +51,7 @@ pub struct Totals {
 }
 
 /// One lane of the queue.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Lane {
     /// `fast` or `slow`.
@@ -63,7 +63,7 @@ pub struct Lane {
 }
 
 /// A down host as `herald top` and the dashboard show it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct DownHost {
     /// The MX host name.
@@ -76,7 +76,7 @@ pub struct DownHost {
 }
 
 /// Mean SMTP transaction time of one destination class (a registrable domain).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ClassView {
     pub class: String,
@@ -85,7 +85,7 @@ pub struct ClassView {
 }
 
 /// The server process's resources (every field `None` off Linux).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ProcessStats {
     /// User + system CPU time since the process started.
@@ -97,7 +97,7 @@ pub struct ProcessStats {
 }
 
 /// Where time is lost inside Herald.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Internals {
     /// Waits in stage channels.
@@ -109,7 +109,7 @@ pub struct Internals {
 }
 
 /// One stage's wait histogram.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct StageView {
     pub stage: String,
@@ -120,7 +120,7 @@ pub struct StageView {
 }
 
 /// One lock's counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct LockView {
     pub lock: String,
@@ -132,7 +132,7 @@ pub struct LockView {
 }
 
 /// One channel's fill level (a momentary value).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ChannelView {
     pub channel: String,
@@ -140,14 +140,18 @@ pub struct ChannelView {
     pub capacity: u64,
 }
 
-/// Query of `GET /api/stragglers?limit=<n>` (rows per table, 1–1000, default 20).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Query of `GET /api/v1/stragglers?limit=<n>` (rows per table, 1–1000, default 20).
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema, utoipa::IntoParams,
+)]
+#[into_params(parameter_in = Query)]
 pub struct StragglersQuery {
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: Option<usize>,
 }
 
 /// The straggler report (seeds/000's latedudes).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Stragglers {
     /// Deferred copies pending.
@@ -159,7 +163,7 @@ pub struct Stragglers {
 }
 
 /// One recipient or destination domain holding pending copies.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct StragglerGroup {
     /// A recipient address or a destination domain.
@@ -173,18 +177,21 @@ pub struct StragglerGroup {
     pub posts: Vec<String>,
 }
 
-/// `POST /api/stragglers/{retry,give-up,disable}`: exactly one of `recipient` or `domain`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `POST /api/v1/stragglers/{retry,give-up,disable}`: exactly one of `recipient` or `domain`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StragglerTarget {
+    #[schema(format = Email)]
     pub recipient: Option<String>,
+    #[schema(format = Hostname)]
     pub domain: Option<String>,
     /// For `disable`: the list (default: every list of the recipient's pending posts).
+    #[schema(format = Email)]
     pub list: Option<String>,
 }
 
 /// The answer to a straggler action.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ActionResult {
     /// Queued copies the action matched.

@@ -1,11 +1,11 @@
-//! `GET /api/people/<address>` and `DELETE /api/people/<address>` (issue 15 item 4; GDPR
+//! `GET /api/v1/people/<address>` and `DELETE /api/v1/people/<address>` (issue 15 item 4; GDPR
 //! articles 15 and 17): all personal data Herald holds about an address, and its erasure.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Everything held about one address.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct PersonExport {
     pub address: String,
@@ -23,7 +23,7 @@ pub struct PersonExport {
     pub erased_at_ms: Option<u64>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct PersonMembership {
     pub list: String,
@@ -40,7 +40,7 @@ pub struct PersonMembership {
     pub consent_client: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct PersonBounce {
     pub list: String,
@@ -52,7 +52,7 @@ pub struct PersonBounce {
     pub score: f64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct PersonScore {
     pub list: String,
@@ -61,7 +61,7 @@ pub struct PersonScore {
 }
 
 /// A suppression entry or a ban (`reason`/`source` empty for a ban).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct PersonSuppression {
     /// The list's address; empty: every list.
@@ -71,7 +71,7 @@ pub struct PersonSuppression {
     pub at_ms: u64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct PersonPost {
     pub list: String,
@@ -81,7 +81,7 @@ pub struct PersonPost {
 }
 
 /// What an erasure removed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct PersonErased {
     pub memberships: u64,

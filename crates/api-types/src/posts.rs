@@ -1,10 +1,10 @@
-//! Posts and the server's status: injection (`POST /api/lists/<list>/posts`), progress
-//! (`/api/posts…`) and `/api/status`.
+//! Posts and the server's status: injection (`POST /api/v1/lists/<list>/posts`), progress
+//! (`/api/v1/posts…`) and `/api/v1/status`.
 
 use serde::{Deserialize, Serialize};
 
-/// The answer to `POST /api/lists/<list>/posts` (202 Accepted).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// The answer to `POST /api/v1/lists/<list>/posts` (202 Accepted).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Injected {
     /// The new post's id (16 hex digits).
@@ -12,7 +12,7 @@ pub struct Injected {
 }
 
 /// One post's progress.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct PostSummary {
     /// 16 hex digits.
@@ -39,7 +39,7 @@ pub struct PostSummary {
 }
 
 /// The spool's counters and gauges.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct SpoolStats {
     /// Group commits (one fdatasync each).
@@ -67,8 +67,8 @@ pub struct SpoolStats {
     pub outages: u64,
 }
 
-/// `GET /api/status`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `GET /api/v1/status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct Status {
     pub version: String,

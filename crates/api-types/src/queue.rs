@@ -1,9 +1,10 @@
-//! The scheduler's queue as `GET /api/queue` shows it (`herald queue`).
+//! The scheduler's queue as `GET /api/v1/queue` shows it (`herald queue`).
 
 use serde::{Deserialize, Serialize};
 
-/// `GET /api/queue?limit=N&stragglers=true`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `GET /api/v1/queue?limit=N&stragglers=true`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct QueueQuery {
     /// Destination (and straggler) rows at most.
     #[serde(default = "default_queue_limit")]
@@ -27,7 +28,7 @@ impl Default for QueueQuery {
 }
 
 /// The queue: totals, and the destinations with the most pending copies.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct QueueSnapshot {
     pub queued: u64,
@@ -47,7 +48,7 @@ pub struct QueueSnapshot {
 }
 
 /// One destination (a set of MX hosts shared by its domains).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct DestinationView {
     pub destination: String,
@@ -74,7 +75,7 @@ pub struct DestinationView {
 }
 
 /// A recipient with copies in the slow lane.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct StragglerView {
     pub recipient: String,
@@ -83,7 +84,7 @@ pub struct StragglerView {
 }
 
 /// A host marked down.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct HostView {
     /// The MX host name.

@@ -1,10 +1,13 @@
-//! Reports over the statistics store (`/api/reports/…`): the hourly table (mailstat), one
+//! Reports over the statistics store (`/api/v1/reports/…`): the hourly table (mailstat), one
 //! day's picture (batchstat) and one post's report.
 
 use serde::{Deserialize, Serialize};
 
-/// Query of `GET /api/reports/hourly`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Query of `GET /api/v1/reports/hourly`.
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema, utoipa::IntoParams,
+)]
+#[into_params(parameter_in = Query)]
 pub struct ReportRange {
     /// Start, ms since the epoch (default: 24 hours ago).
     pub since_ms: Option<u64>,
@@ -12,15 +15,19 @@ pub struct ReportRange {
     pub until_ms: Option<u64>,
 }
 
-/// Query of `GET /api/reports/day`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// Query of `GET /api/v1/reports/day`.
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema, utoipa::IntoParams,
+)]
+#[into_params(parameter_in = Query)]
 pub struct DayQuery {
     /// `YYYY-MM-DD` (UTC); default today.
+    #[param(format = Date)]
     pub date: Option<String>,
 }
 
 /// One hour of the mailstat table.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct HourRow {
     /// Start of the hour, ms since the epoch (UTC).
@@ -35,7 +42,7 @@ pub struct HourRow {
 }
 
 /// One minute of the day picture.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct MinutePoint {
     pub minute_ms: u64,
@@ -45,7 +52,7 @@ pub struct MinutePoint {
 }
 
 /// A post's arrival, marked below the day picture's axis.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct PostArrival {
     pub post: String,
@@ -55,7 +62,7 @@ pub struct PostArrival {
 }
 
 /// The batchstat picture's data: one UTC day.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct DayReport {
     pub day_start_ms: u64,
@@ -68,7 +75,7 @@ pub struct DayReport {
 }
 
 /// Copies by reply (failures or deferrals by reason).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ReasonRow {
     pub reason: String,
@@ -76,7 +83,7 @@ pub struct ReasonRow {
 }
 
 /// One destination domain of a post.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct DestinationRow {
     pub domain: String,
@@ -88,7 +95,7 @@ pub struct DestinationRow {
 }
 
 /// Outcomes in the second starting `second` s after acceptance.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct CurvePoint {
     pub second: u64,
@@ -97,7 +104,7 @@ pub struct CurvePoint {
 }
 
 /// One post's report.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct PostReport {
     pub post: String,

@@ -67,6 +67,8 @@ fn query_list(query: Option<&str>) -> Option<String> {
 
 fn public(method: &Method, path: &str) -> bool {
     path == "/healthz"
+        // The versioned API's OpenAPI document: a description of the routes, no data.
+        || (path == "/api/v1/openapi.json" && method == Method::GET)
         || path.starts_with("/unsubscribe/")
         || path.starts_with("/confirm/")
         // The public subscribe page (double opt-in: it only ever sends a confirmation).
@@ -100,7 +102,12 @@ pub fn classify(method: &Method, path: &str, query: Option<&str>) -> Route {
         .split('/')
         .map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned())
         .collect();
-    let seg: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let mut seg: Vec<&str> = segs.iter().map(String::as_str).collect();
+    // `/api/v1/...` is the API (crate::v1); the table below names its routes without the
+    // version, so a later `v2` of a route needs the same rights unless said otherwise here.
+    if seg.len() > 2 && seg[0] == "api" && seg[1] == "v1" {
+        seg.remove(1);
+    }
     let write = changes(method);
     let m = method.clone();
     // A list route: the owner's, unless said otherwise.
@@ -266,52 +273,52 @@ mod tests {
     fn every_list_route_maps_to_its_list_and_everything_else_to_the_site() {
         let dev = "dev@lists.test";
         assert_eq!(
-            need(Method::PATCH, "/api/lists/dev@lists.test", None),
+            need(Method::PATCH, "/api/v1/lists/dev@lists.test", None),
             owner(dev)
         );
         assert_eq!(
-            need(Method::PATCH, "/api/lists/DEV%40Lists.Test", None),
+            need(Method::PATCH, "/api/v1/lists/DEV%40Lists.Test", None),
             owner(dev)
         );
         assert_eq!(
-            need(Method::DELETE, "/api/lists/dev@lists.test", None),
+            need(Method::DELETE, "/api/v1/lists/dev@lists.test", None),
             Requires::Now(Need::Site)
         );
         assert_eq!(
-            need(Method::GET, "/api/lists/dev@lists.test/members", None),
+            need(Method::GET, "/api/v1/lists/dev@lists.test/members", None),
             owner(dev)
         );
         assert_eq!(
             need(
                 Method::POST,
-                "/api/lists/dev@lists.test/members/a@b.test/enable",
+                "/api/v1/lists/dev@lists.test/members/a@b.test/enable",
                 None
             ),
             owner(dev)
         );
         assert_eq!(
-            need(Method::GET, "/api/held", Some("list=dev%40lists.test")),
+            need(Method::GET, "/api/v1/held", Some("list=dev%40lists.test")),
             Requires::Now(Need::Moderator(dev.into()))
         );
         assert_eq!(
-            need(Method::GET, "/api/held", None),
+            need(Method::GET, "/api/v1/held", None),
             Requires::Now(Need::Site)
         );
         assert_eq!(
-            need(Method::POST, "/api/held/42/approve", None),
+            need(Method::POST, "/api/v1/held/42/approve", None),
             Requires::HeldPost(42)
         );
         assert_eq!(
-            need(Method::GET, "/api/bounces", Some("list=dev@lists.test")),
+            need(Method::GET, "/api/v1/bounces", Some("list=dev@lists.test")),
             owner(dev)
         );
         for site in [
-            "/api/status",
+            "/api/v1/status",
             "/metrics",
             "/",
-            "/api/people/a@b.test",
-            "/api/accounts",
-            "/api/new-thing",
+            "/api/v1/people/a@b.test",
+            "/api/v1/accounts",
+            "/api/v1/new-thing",
         ] {
             assert_eq!(
                 need(Method::GET, site, None),
@@ -343,7 +350,7 @@ mod tests {
     fn writes_get_an_action_list_and_target() {
         let r = classify(
             &Method::DELETE,
-            "/api/lists/dev@lists.test/members/Ann%40X.test",
+            "/api/v1/lists/dev@lists.test/members/Ann%40X.test",
             None,
         );
         assert_eq!(r.action, Some("member.remove"));
@@ -351,7 +358,7 @@ mod tests {
         assert_eq!(r.target, Target::Path("Ann@X.test".into()));
         let r = classify(
             &Method::PUT,
-            "/api/accounts/o@x.test/roles/dev@lists.test",
+            "/api/v1/accounts/o@x.test/roles/dev@lists.test",
             None,
         );
         assert_eq!(
@@ -359,11 +366,11 @@ mod tests {
             (Some("account.role"), Some("dev@lists.test"))
         );
         assert_eq!(
-            classify(&Method::GET, "/api/lists/dev@lists.test", None).action,
+            classify(&Method::GET, "/api/v1/lists/dev@lists.test", None).action,
             None
         );
         assert_eq!(
-            classify(&Method::POST, "/api/whatever", None).action,
+            classify(&Method::POST, "/api/v1/whatever", None).action,
             Some("other")
         );
     }
@@ -371,12 +378,12 @@ mod tests {
     #[test]
     fn hostile_paths_need_the_site() {
         for path in [
-            "/api/lists/not-an-address",
-            "/api/lists/%ff%fe",
-            "/api/lists/a@b.test%00x/members",
-            "/api/held/notanumber/approve",
-            "/api/held/99999999999999999999999/approve",
-            &format!("/api/lists/{}", "x".repeat(10_000)),
+            "/api/v1/lists/not-an-address",
+            "/api/v1/lists/%ff%fe",
+            "/api/v1/lists/a@b.test%00x/members",
+            "/api/v1/held/notanumber/approve",
+            "/api/v1/held/99999999999999999999999/approve",
+            &format!("/api/v1/lists/{}", "x".repeat(10_000)),
         ] {
             assert_eq!(
                 need(Method::POST, path, None),
@@ -387,7 +394,7 @@ mod tests {
         assert_eq!(
             need(
                 Method::GET,
-                "/api/held",
+                "/api/v1/held",
                 Some("list=%ff&list=dev@lists.test")
             ),
             Requires::Now(Need::Site),

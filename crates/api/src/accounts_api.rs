@@ -1,6 +1,6 @@
-//! `/api/accounts` (site administrators: add, change, remove accounts and their roles),
-//! `/api/me` (anyone signed in: who they are, their lists, their CSRF token) and
-//! `/api/audit` (the audit log; a list's owner may read their list's part) — the JSON side of
+//! `/api/v1/accounts` (site administrators: add, change, remove accounts and their roles),
+//! `/api/v1/me` (anyone signed in: who they are, their lists, their CSRF token) and
+//! `/api/v1/audit` (the audit log; a list's owner may read their list's part) — the JSON side of
 //! `herald account …` and `herald audit`.
 //!
 //! SECURITY: who may call which route is decided by the guard (`access.rs`); addresses and list
@@ -8,15 +8,15 @@
 //! hashing. Passwords never appear in an answer or a log line.
 
 use crate::auth::Caller;
+use crate::extract::{Json, Path, Query};
 use crate::{ApiError, ApiState};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::{Extension, Json};
+use axum::Extension;
 use herald_accounts::{Account, AccountsError, AuditQuery, Role};
 use herald_api_types::accounts::{
     AccountUpdate, AccountView, AuditView, MeView, NewAccount, RoleRequest, RoleView,
 };
-use herald_types::Address;
 use serde::Deserialize;
 use std::sync::Arc;
 
@@ -36,9 +36,7 @@ impl From<AccountsError> for ApiError {
     }
 }
 
-fn address(field: &str, raw: &str) -> Result<Address, ApiError> {
-    Address::parse(raw.trim()).map_err(|e| ApiError::BadRequest(format!("{field}: {e}")))
-}
+use crate::error::parse_address as address;
 
 fn view(a: &Account) -> AccountView {
     AccountView {
@@ -63,7 +61,13 @@ async fn blocking<T: Send + 'static>(
     Ok(tokio::task::spawn_blocking(f).await??)
 }
 
-/// `GET /api/me`.
+/// `GET /api/v1/me`.
+#[utoipa::path(
+    get,
+    path = "/me",
+    tag = "accounts",
+    responses((status = 200, description = "Who is asking, and their roles", body = MeView), crate::v1::Problems)
+)]
 pub async fn me(Extension(caller): Extension<Caller>) -> Json<MeView> {
     let p = &caller.principal;
     Json(MeView {
@@ -81,14 +85,27 @@ pub async fn me(Extension(caller): Extension<Caller>) -> Json<MeView> {
     })
 }
 
-/// `GET /api/accounts`.
+/// `GET /api/v1/accounts`.
+#[utoipa::path(
+    get,
+    path = "/accounts",
+    tag = "accounts",
+    responses((status = 200, description = "Every account", body = Vec<AccountView>), crate::v1::Problems)
+)]
 pub async fn list(State(s): St) -> Result<Json<Vec<AccountView>>, ApiError> {
     let a = s.accounts.clone();
     let all = blocking(move || a.list()).await?;
     Ok(Json(all.iter().map(view).collect()))
 }
 
-/// `POST /api/accounts`.
+/// `POST /api/v1/accounts`.
+#[utoipa::path(
+    post,
+    path = "/accounts",
+    tag = "accounts",
+    request_body = NewAccount,
+    responses((status = 201, description = "Created", body = AccountView), crate::v1::Problems)
+)]
 pub async fn add(
     State(s): St,
     Json(req): Json<NewAccount>,
@@ -100,7 +117,14 @@ pub async fn add(
     Ok((StatusCode::CREATED, Json(view(&made))))
 }
 
-/// `GET /api/accounts/<address>`.
+/// `GET /api/v1/accounts/<address>`.
+#[utoipa::path(
+    get,
+    path = "/accounts/{address}",
+    tag = "accounts",
+    params(("address" = String, Path, description = "The address", format = Email)),
+    responses((status = 200, description = "The account", body = AccountView), crate::v1::Problems)
+)]
 pub async fn show(State(s): St, Path(who): Path<String>) -> Result<Json<AccountView>, ApiError> {
     let who = address("address", &who)?;
     let a = s.accounts.clone();
@@ -111,7 +135,15 @@ pub async fn show(State(s): St, Path(who): Path<String>) -> Result<Json<AccountV
         .ok_or_else(|| ApiError::NotFound(format!("no account {who}")))
 }
 
-/// `PATCH /api/accounts/<address>`.
+/// `PATCH /api/v1/accounts/<address>`.
+#[utoipa::path(
+    patch,
+    path = "/accounts/{address}",
+    tag = "accounts",
+    params(("address" = String, Path, description = "The address", format = Email)),
+    request_body = AccountUpdate,
+    responses((status = 200, description = "The account as changed", body = AccountView), crate::v1::Problems)
+)]
 pub async fn update(
     State(s): St,
     Path(who): Path<String>,
@@ -141,7 +173,14 @@ pub async fn update(
         .ok_or_else(|| ApiError::NotFound(format!("no account {who}")))
 }
 
-/// `DELETE /api/accounts/<address>`.
+/// `DELETE /api/v1/accounts/<address>`.
+#[utoipa::path(
+    delete,
+    path = "/accounts/{address}",
+    tag = "accounts",
+    params(("address" = String, Path, description = "The address", format = Email)),
+    responses((status = 204, description = "Removed"), crate::v1::Problems)
+)]
 pub async fn remove(State(s): St, Path(who): Path<String>) -> Result<StatusCode, ApiError> {
     let who = address("address", &who)?;
     let a = s.accounts.clone();
@@ -153,7 +192,15 @@ pub async fn remove(State(s): St, Path(who): Path<String>) -> Result<StatusCode,
     }
 }
 
-/// `PUT /api/accounts/<address>/roles/<list>` with `{"role": "owner"|"moderator"|"none"}`.
+/// `PUT /api/v1/accounts/<address>/roles/<list>` with `{"role": "owner"|"moderator"|"none"}`.
+#[utoipa::path(
+    put,
+    path = "/accounts/{address}/roles/{list}",
+    tag = "accounts",
+    params(("address" = String, Path, description = "The address", format = Email), ("list" = String, Path, description = "The list's posting address", format = Email)),
+    request_body = RoleRequest,
+    responses((status = 200, description = "The account with its new role", body = AccountView), crate::v1::Problems)
+)]
 pub async fn set_role(
     State(s): St,
     Path((who, list)): Path<(String, String)>,
@@ -188,15 +235,25 @@ pub async fn set_role(
 }
 
 /// `?list=&since=&limit=` for [`audit`]; `since` in Unix milliseconds.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AuditFilter {
+    #[param(format = Email)]
     list: Option<String>,
     since: Option<u64>,
+    #[param(minimum = 1, maximum = 10000)]
     limit: Option<usize>,
 }
 
-/// `GET /api/audit`.
+/// `GET /api/v1/audit`.
+#[utoipa::path(
+    get,
+    path = "/audit",
+    tag = "accounts",
+    params(AuditFilter),
+    responses((status = 200, description = "Administrative actions, newest first", body = Vec<AuditView>), crate::v1::Problems)
+)]
 pub async fn audit(
     State(s): St,
     Query(f): Query<AuditFilter>,

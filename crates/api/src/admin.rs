@@ -1,19 +1,19 @@
 //! Admin handlers: lists, members, CSV import, post injection, progress, queue, status, metrics.
 //! Directory calls block (SQLite), so each runs on the blocking pool.
 
+use crate::extract::{Json, Path, Query};
 use crate::views;
 use crate::{ApiError, ApiState};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
-use axum::Json;
 use bytes::Bytes;
 use herald_api_types::{
     AddMember, CreateList, ImportReport, Injected, ListChanges, ListInfo, ListView, MemberView,
     MembersPage, PostSummary, QueueQuery, QueueSnapshot, Status,
 };
 use herald_directory::{Directory, DirectoryError, NewMember};
-use herald_types::{Address, List, MemberId, PostId};
+use herald_types::{List, MemberId, PostId};
 use std::sync::Arc;
 
 type St = State<Arc<ApiState>>;
@@ -28,9 +28,7 @@ where
     Ok(tokio::task::spawn_blocking(move || f(&d)).await??)
 }
 
-fn parse_address(field: &str, text: &str) -> Result<Address, ApiError> {
-    Address::parse(text).map_err(|e| ApiError::BadRequest(format!("{field}: {text:?}: {e}")))
-}
+use crate::error::parse_address;
 
 async fn find_list(s: &ApiState, address: &str) -> Result<List, ApiError> {
     let address = parse_address("list", address)?;
@@ -45,6 +43,12 @@ pub(crate) async fn find_list_pub(s: &ApiState, address: &str) -> Result<List, A
     find_list(s, address).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/lists",
+    tag = "lists",
+    responses((status = 200, description = "Every list with its member counts", body = Vec<ListView>), crate::v1::Problems)
+)]
 pub async fn lists(State(s): St) -> Result<Json<Vec<ListView>>, ApiError> {
     let views = dir(&s, |d| {
         d.lists()?
@@ -67,6 +71,13 @@ pub async fn lists(State(s): St) -> Result<Json<Vec<ListView>>, ApiError> {
     Ok(Json(views))
 }
 
+#[utoipa::path(
+    post,
+    path = "/lists",
+    tag = "lists",
+    request_body = CreateList,
+    responses((status = 201, description = "Created", body = ListInfo), crate::v1::Problems)
+)]
 pub async fn create_list(
     State(s): St,
     Json(req): Json<CreateList>,
@@ -76,6 +87,13 @@ pub async fn create_list(
     Ok((StatusCode::CREATED, Json(views::directory::list(&list))))
 }
 
+#[utoipa::path(
+    get,
+    path = "/lists/{list}",
+    tag = "lists",
+    params(("list" = String, Path, description = "The list's posting address", format = Email)),
+    responses((status = 200, description = "The list, its settings and counts", body = ListView), crate::v1::Problems)
+)]
 pub async fn show_list(State(s): St, Path(list): Path<String>) -> Result<Json<ListView>, ApiError> {
     let list = find_list(&s, &list).await?;
     let id = list.id;
@@ -88,6 +106,14 @@ pub async fn show_list(State(s): St, Path(list): Path<String>) -> Result<Json<Li
 /// Changes some of a list's settings: the body is a JSON object of setting names and new
 /// values (`{"from_rewrite": "always"}`); the others keep their values. Unknown names are
 /// refused (a typo must not silently do nothing).
+#[utoipa::path(
+    patch,
+    path = "/lists/{list}",
+    tag = "lists",
+    params(("list" = String, Path, description = "The list's posting address", format = Email)),
+    request_body(content = herald_types::ListSettings, description = "Any subset of the settings, by their `list show` names"),
+    responses((status = 200, description = "The list as changed", body = ListInfo), crate::v1::Problems)
+)]
 pub async fn update_list(
     State(s): St,
     Path(list): Path<String>,
@@ -114,6 +140,13 @@ pub async fn update_list(
     Ok(Json(views::directory::list(&updated)))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/lists/{list}",
+    tag = "lists",
+    params(("list" = String, Path, description = "The list's posting address", format = Email)),
+    responses((status = 204, description = "Deleted"), crate::v1::Problems)
+)]
 pub async fn delete_list(State(s): St, Path(list): Path<String>) -> Result<StatusCode, ApiError> {
     let address = parse_address("list", &list)?;
     let a = address.clone();
@@ -132,6 +165,13 @@ pub async fn delete_list(State(s): St, Path(list): Path<String>) -> Result<Statu
 }
 
 /// Members in id order, `limit` (≤ 10,000) at a time after member id `after`.
+#[utoipa::path(
+    get,
+    path = "/lists/{list}/members",
+    tag = "members",
+    params(("list" = String, Path, description = "The list's posting address", format = Email), MembersPage),
+    responses((status = 200, description = "One page of members in id order", body = Vec<MemberView>), crate::v1::Problems)
+)]
 pub async fn members(
     State(s): St,
     Path(list): Path<String>,
@@ -147,6 +187,14 @@ pub async fn members(
     Ok(Json(members.iter().map(views::directory::member).collect()))
 }
 
+#[utoipa::path(
+    post,
+    path = "/lists/{list}/members",
+    tag = "members",
+    params(("list" = String, Path, description = "The list's posting address", format = Email)),
+    request_body = AddMember,
+    responses((status = 201, description = "Added", body = MemberView), crate::v1::Problems)
+)]
 pub async fn add_member(
     State(s): St,
     Path(list): Path<String>,
@@ -163,6 +211,13 @@ pub async fn add_member(
     Ok((StatusCode::CREATED, Json(views::directory::member(&member))))
 }
 
+#[utoipa::path(
+    get,
+    path = "/lists/{list}/members/{member}",
+    tag = "members",
+    params(("list" = String, Path, description = "The list's posting address", format = Email), ("member" = String, Path, description = "The member's address", format = Email)),
+    responses((status = 200, description = "The member", body = MemberView), crate::v1::Problems)
+)]
 pub async fn show_member(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
@@ -175,6 +230,13 @@ pub async fn show_member(
         .ok_or_else(|| ApiError::NotFound(format!("{member} is not a member")))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/lists/{list}/members/{member}",
+    tag = "members",
+    params(("list" = String, Path, description = "The list's posting address", format = Email), ("member" = String, Path, description = "The member's address", format = Email)),
+    responses((status = 204, description = "Removed"), crate::v1::Problems)
+)]
 pub async fn remove_member(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
@@ -189,6 +251,14 @@ pub async fn remove_member(
 
 /// Imports a CSV document (header row required). The CLI sends big files in chunks so it can
 /// show progress; line numbers in the report are relative to the chunk.
+#[utoipa::path(
+    post,
+    path = "/lists/{list}/import",
+    tag = "members",
+    params(("list" = String, Path, description = "The list's posting address", format = Email)),
+    request_body(content = String, content_type = "text/csv"),
+    responses((status = 200, description = "Rows added, and the rejected rows with their reasons", body = ImportReport), crate::v1::Problems)
+)]
 pub async fn import(
     State(s): St,
     Path(list): Path<String>,
@@ -203,6 +273,14 @@ pub async fn import(
 }
 
 /// Accepts a raw RFC 5322 message as an approved post to the list.
+#[utoipa::path(
+    post,
+    path = "/lists/{list}/posts",
+    tag = "posts",
+    params(("list" = String, Path, description = "The list's posting address", format = Email)),
+    request_body(content = crate::v1::RawBytes, content_type = "message/rfc822"),
+    responses((status = 202, description = "Spooled for fan-out", body = Injected), crate::v1::Problems)
+)]
 pub async fn inject(
     State(s): St,
     Path(list): Path<String>,
@@ -225,23 +303,44 @@ pub async fn inject(
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/posts",
+    tag = "posts",
+    responses((status = 200, description = "Posts in progress", body = Vec<PostSummary>), crate::v1::Problems)
+)]
 pub async fn posts(State(s): St) -> Json<Vec<PostSummary>> {
     Json(views::telemetry::posts(&s.telemetry.all_progress()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/posts/{post}",
+    tag = "posts",
+    params(("post" = String, Path, description = "The post id: up to 16 hex digits", pattern = "^[0-9A-Fa-f]{1,16}$")),
+    responses((status = 200, description = "One post's progress", body = PostSummary), crate::v1::Problems)
+)]
 pub async fn post_progress(
     State(s): St,
     Path(post): Path<String>,
 ) -> Result<Json<PostSummary>, ApiError> {
-    let id: PostId = post
-        .parse()
-        .map_err(|_| ApiError::BadRequest(format!("not a post id: {post:?}")))?;
+    let id: PostId = post.parse().map_err(|_| ApiError::Invalid {
+        field: "post".into(),
+        reason: format!("not a post id: {post:?}"),
+    })?;
     s.telemetry
         .progress(id)
         .map(|p| Json(views::telemetry::post(&p)))
         .ok_or_else(|| ApiError::NotFound(format!("post {post} is not known to this server")))
 }
 
+#[utoipa::path(
+    get,
+    path = "/queue",
+    tag = "live",
+    params(QueueQuery),
+    responses((status = 200, description = "The scheduler's queue by destination", body = QueueSnapshot), crate::v1::Problems)
+)]
 pub async fn queue(
     State(s): St,
     Query(q): Query<QueueQuery>,
@@ -257,6 +356,12 @@ pub async fn queue(
         .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/status",
+    tag = "status",
+    responses((status = 200, description = "The server at a glance", body = Status), crate::v1::Problems)
+)]
 pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
     let (lists, members) = dir(&s, |d| {
         let lists = d.lists()?;
@@ -283,10 +388,16 @@ pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
     }))
 }
 
-/// `GET /api/backup`: a consistent copy of this running server as a tar stream (see
+/// `GET /api/v1/backup`: a consistent copy of this running server as a tar stream (see
 /// `herald-backup`). The cut is taken before the first byte is sent, so a failure to take it is
 /// an error status; a failure later ends the stream without its manifest, which the client
 /// refuses as incomplete.
+#[utoipa::path(
+    get,
+    path = "/backup",
+    tag = "status",
+    responses((status = 200, description = "A consistent backup as a tar stream, manifest last", body = crate::v1::RawBytes, content_type = "application/x-tar"), crate::v1::Problems)
+)]
 pub async fn backup(State(s): St) -> Result<axum::response::Response, ApiError> {
     // A backup without the directory would restore as a server with no lists: refused, with
     // what to do instead, rather than taken silently incomplete.

@@ -132,7 +132,7 @@ pub struct SessionInfo {
 }
 
 /// Who made a request, as the guard established it; in the request's extensions for the
-/// handlers that show or use it (`/admin/`, `/api/me`, sign-out).
+/// handlers that show or use it (`/admin/`, `/api/v1/me`, sign-out).
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub principal: Principal,
@@ -535,10 +535,7 @@ fn forbidden(path: &str) -> Response {
 }
 
 pub(crate) fn refuse(status: StatusCode, msg: &str) -> Response {
-    let body = herald_api_types::ErrorBody {
-        error: msg.to_string(),
-    };
-    (status, axum::Json(body)).into_response()
+    crate::error::problem(status, msg.to_string(), None)
 }
 
 /// The admin-token sign-in page (the dashboard's, at `/`).

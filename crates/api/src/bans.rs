@@ -1,15 +1,15 @@
-//! `/api/bans` and `/api/suppressions` (issue 18 item 4): list, add and lift bans and
+//! `/api/v1/bans` and `/api/v1/suppressions` (issue 18 item 4): list, add and lift bans and
 //! suppression-list entries, global or per list. Admin-only (the router's guard: these are not
 //! public paths).
 //!
 //! SECURITY: patterns, addresses and reasons are checked by the directory (bounded, no control
 //! characters, regexes size-limited); a list named in a request must exist.
 
+use crate::extract::{Json, Query};
 use crate::views;
 use crate::{ApiError, ApiState};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::Json;
 use herald_api_types::{
     BanRequest, BanView, ScopeQuery, SuppressAnswer, SuppressRequest, SuppressionView,
     UnsuppressRequest,
@@ -45,9 +45,16 @@ fn id(list: &Option<List>) -> Option<ListId> {
 }
 
 fn parse_address(text: &str) -> Result<Address, ApiError> {
-    Address::parse(text).map_err(|e| ApiError::BadRequest(format!("address: {text:?}: {e}")))
+    crate::error::parse_address("address", text)
 }
 
+#[utoipa::path(
+    get,
+    path = "/bans",
+    tag = "bans",
+    params(ScopeQuery),
+    responses((status = 200, description = "Ban patterns", body = Vec<BanView>), crate::v1::Problems)
+)]
 pub async fn bans(
     State(s): St,
     Query(q): Query<ScopeQuery>,
@@ -62,6 +69,13 @@ pub async fn bans(
     ))
 }
 
+#[utoipa::path(
+    post,
+    path = "/bans",
+    tag = "bans",
+    request_body = BanRequest,
+    responses((status = 201, description = "Added", body = BanView), crate::v1::Problems)
+)]
 pub async fn add_ban(
     State(s): St,
     Json(r): Json<BanRequest>,
@@ -76,6 +90,13 @@ pub async fn add_ban(
     ))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/bans",
+    tag = "bans",
+    request_body = BanRequest,
+    responses((status = 204, description = "Removed"), crate::v1::Problems)
+)]
 pub async fn remove_ban(State(s): St, Json(r): Json<BanRequest>) -> Result<StatusCode, ApiError> {
     let list = scope(&s, r.list.as_deref()).await?;
     let scope_id = id(&list);
@@ -86,6 +107,13 @@ pub async fn remove_ban(State(s): St, Json(r): Json<BanRequest>) -> Result<Statu
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/suppressions",
+    tag = "bans",
+    params(ScopeQuery),
+    responses((status = 200, description = "Suppressed addresses", body = Vec<SuppressionView>), crate::v1::Problems)
+)]
 pub async fn suppressions(
     State(s): St,
     Query(q): Query<ScopeQuery>,
@@ -101,6 +129,13 @@ pub async fn suppressions(
     ))
 }
 
+#[utoipa::path(
+    post,
+    path = "/suppressions",
+    tag = "bans",
+    request_body = SuppressRequest,
+    responses((status = 201, description = "Suppressed", body = SuppressAnswer), (status = 200, description = "Already suppressed", body = SuppressAnswer), crate::v1::Problems)
+)]
 pub async fn suppress(
     State(s): St,
     Json(r): Json<SuppressRequest>,
@@ -137,6 +172,13 @@ pub async fn suppress(
     ))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/suppressions",
+    tag = "bans",
+    request_body = UnsuppressRequest,
+    responses((status = 204, description = "Removed"), crate::v1::Problems)
+)]
 pub async fn unsuppress(
     State(s): St,
     Json(r): Json<UnsuppressRequest>,

@@ -1,6 +1,6 @@
 //! The web dashboard: static HTML, JavaScript and CSS compiled into the binary (`include_str!`,
 //! no build step, no external resources), served at `/` and `/assets/*`. The page polls the
-//! admin API (`/api/top` every second; lists, stragglers and the hourly table every 5 s; each
+//! admin API (`/api/v1/top` every second; lists, stragglers and the hourly table every 5 s; each
 //! shown post's curve from its report) and draws its charts on canvases.
 //!
 //! SECURITY: `/` is behind the admin guard (see `auth`); the assets hold no data and are public.

@@ -1,5 +1,7 @@
-//! API errors: each maps to one HTTP status and a JSON body `{"error": "..."}`. Messages name
-//! the input at fault; internal errors are logged in full and shown generically.
+//! API errors: each maps to one HTTP status and an RFC 9457 problem body
+//! (`application/problem+json`, [`herald_api_types::Problem`]). Messages name the input at
+//! fault, and `field` names it by its wire name when one field is at fault; internal errors are
+//! logged in full and shown generically.
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -9,6 +11,14 @@ use herald_directory::DirectoryError;
 pub enum ApiError {
     #[error("{0}")]
     BadRequest(String),
+    /// One field of the request is at fault: a body field (its JSON path, `members[3].address`),
+    /// a path segment (`list`) or a query parameter.
+    #[error("{field}: {reason}")]
+    Invalid { field: String, reason: String },
+    /// The request was refused before a handler saw it (body too large, wrong media type):
+    /// the extractor's own status and text.
+    #[error("{detail}")]
+    Rejected { status: StatusCode, detail: String },
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -27,7 +37,8 @@ pub enum ApiError {
 impl ApiError {
     fn status(&self) -> StatusCode {
         match self {
-            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::BadRequest(_) | ApiError::Invalid { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Rejected { status, .. } => *status,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -42,11 +53,34 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(detail) = &self {
             tracing::error!(%detail, "API request failed");
         }
-        let body = herald_api_types::ErrorBody {
-            error: self.to_string(),
+        let field = match &self {
+            ApiError::Invalid { field, .. } => Some(field.clone()),
+            _ => None,
         };
-        (self.status(), axum::Json(body)).into_response()
+        problem(self.status(), self.to_string(), field)
     }
+}
+
+/// An RFC 9457 problem answer: the one shape of every error of the API (and of the guard's
+/// refusals, so a client reads a 401 as it reads a 400).
+pub(crate) fn problem(status: StatusCode, detail: String, field: Option<String>) -> Response {
+    let body = herald_api_types::Problem {
+        kind: "about:blank".into(),
+        title: status.canonical_reason().unwrap_or("Error").into(),
+        status: status.as_u16(),
+        detail,
+        field,
+    };
+    let json = serde_json::to_vec(&body).unwrap_or_default();
+    (
+        status,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            herald_api_types::PROBLEM_JSON,
+        )],
+        json,
+    )
+        .into_response()
 }
 
 impl From<DirectoryError> for ApiError {
@@ -56,7 +90,10 @@ impl From<DirectoryError> for ApiError {
             DirectoryError::AlreadyExists(_) | DirectoryError::AlreadyMember(_) => {
                 ApiError::Conflict(e.to_string())
             }
-            DirectoryError::InvalidInput { .. } => ApiError::BadRequest(e.to_string()),
+            DirectoryError::InvalidInput { field, reason } => ApiError::Invalid {
+                field: field.to_string(),
+                reason,
+            },
             DirectoryError::Refused { .. } => ApiError::Forbidden(e.to_string()),
             other => ApiError::Internal(other.to_string()),
         }
@@ -67,4 +104,12 @@ impl From<tokio::task::JoinError> for ApiError {
     fn from(e: tokio::task::JoinError) -> ApiError {
         ApiError::Internal(e.to_string())
     }
+}
+
+/// Parses an address from the request; a bad one is an [`ApiError::Invalid`] naming `field`.
+pub(crate) fn parse_address(field: &str, text: &str) -> Result<herald_types::Address, ApiError> {
+    herald_types::Address::parse(text.trim()).map_err(|e| ApiError::Invalid {
+        field: field.to_string(),
+        reason: format!("{text:?}: {e}"),
+    })
 }

@@ -3,8 +3,8 @@
 //! every copy.
 //!
 //! It also serves the web dashboard (`/`), the report endpoints over the statistics store
-//! (`/api/reports/*`), the live view behind `herald top` (`/api/top`), the stragglers with
-//! their actions (`/api/stragglers*`) and stored postmaster mail (`/api/postmaster*`).
+//! (`/api/v1/reports/*`), the live view behind `herald top` (`/api/v1/top`), the stragglers with
+//! their actions (`/api/v1/stragglers*`) and stored postmaster mail (`/api/v1/postmaster*`).
 //!
 //! Web accounts (issue 15 item 1): sign-in pages and sessions (`login`), the accounts API and
 //! the audit log (`accounts_api`); who may reach which route is one table (`access`).
@@ -24,6 +24,7 @@ mod bans;
 pub mod config;
 mod dashboard;
 mod error;
+mod extract;
 mod lists_ops;
 mod live;
 mod login;
@@ -36,6 +37,7 @@ mod stages;
 mod subscribe;
 pub mod tls;
 mod unsubscribe;
+mod v1;
 mod views;
 
 pub use config::HttpConfig;
@@ -105,7 +107,7 @@ pub struct ApiState {
     pub local_clients: auth::LocalClients,
     /// The web archive's pages (`/archive/…`, public lists only); `None` with the archive off.
     pub archive: Option<Arc<herald_archive::web::WebArchive>>,
-    /// What `GET /api/backup` copies (issue 19).
+    /// What `GET /api/v1/backup` copies (issue 19).
     pub backup: herald_backup::take::Source,
     /// The digest stage (`herald digest send-now`); `None` with digests or the archive off.
     pub digests: Option<Arc<herald_digest::Digests>>,
@@ -130,41 +132,16 @@ pub fn router(state: Arc<ApiState>) -> Router {
         Some(web) => herald_archive::web::router(web.clone()),
         None => Router::new(),
     };
+    let (v1, document) = v1::router();
+    // Rendered once: the document describes the router, which does not change while it runs.
+    let document: Arc<str> = document
+        .to_json()
+        .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+        .into();
     Router::new()
         .merge(archive)
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(admin::metrics))
-        .route("/api/status", get(admin::status))
-        .route("/api/lists", get(admin::lists).post(admin::create_list))
-        .route(
-            "/api/lists/{list}",
-            get(admin::show_list)
-                .patch(admin::update_list)
-                .delete(admin::delete_list),
-        )
-        .route(
-            "/api/lists/{list}/members",
-            get(admin::members).post(admin::add_member),
-        )
-        .route(
-            "/api/lists/{list}/members/{member}",
-            get(admin::show_member)
-                .delete(admin::remove_member)
-                .patch(lists_ops::member_update),
-        )
-        .route("/api/lists/{list}/import", post(admin::import))
-        .route("/api/lists/{list}/posts", post(admin::inject))
-        .route("/api/posts", get(admin::posts))
-        .route("/api/posts/{post}", get(admin::post_progress))
-        .route("/api/queue", get(admin::queue))
-        .route("/api/top", get(live::top))
-        .route("/api/stragglers", get(live::stragglers))
-        .route("/api/stragglers/retry", post(live::retry))
-        .route("/api/stragglers/give-up", post(live::give_up))
-        .route("/api/stragglers/disable", post(live::disable))
-        .route("/api/reports/hourly", get(reports::hourly))
-        .route("/api/reports/day", get(reports::day))
-        .route("/api/reports/post/{post}", get(reports::post))
         .route("/", get(dashboard::index))
         .route("/assets/{name}", get(dashboard::asset))
         .route("/login", get(login::show).post(login::login))
@@ -179,63 +156,10 @@ pub fn router(state: Arc<ApiState>) -> Router {
             get(|| async { axum::response::Redirect::to("/admin/") }),
         )
         .route("/admin/", get(login::admin_page))
-        .route("/api/me", get(accounts_api::me))
-        .route(
-            "/api/accounts",
-            get(accounts_api::list).post(accounts_api::add),
-        )
-        .route(
-            "/api/accounts/{address}",
-            get(accounts_api::show)
-                .patch(accounts_api::update)
-                .delete(accounts_api::remove),
-        )
-        .route(
-            "/api/accounts/{address}/roles/{list}",
-            axum::routing::put(accounts_api::set_role),
-        )
-        .route("/api/audit", get(accounts_api::audit))
         .route(
             "/unsubscribe/{list}/{member}/{token}",
             get(unsubscribe::confirm_page).post(unsubscribe::unsubscribe),
         )
-        .route("/api/backup", get(admin::backup))
-        .route("/api/held", get(lists_ops::held))
-        .route("/api/held/{post}/approve", post(lists_ops::approve))
-        .route("/api/held/{post}/reject", post(lists_ops::reject))
-        .route("/api/bounces", get(lists_ops::bounces))
-        .route(
-            "/api/bounces/{post}",
-            axum::routing::delete(lists_ops::dismiss_bounce),
-        )
-        .route("/api/postmaster", get(postmaster::list))
-        .route(
-            "/api/postmaster/{post}",
-            get(postmaster::show).delete(postmaster::delete),
-        )
-        .route(
-            "/api/lists/{list}/members/{member}/detail",
-            get(lists_ops::member_detail),
-        )
-        .route(
-            "/api/lists/{list}/members/{member}/prefs",
-            post(lists_ops::member_prefs),
-        )
-        .route(
-            "/api/lists/{list}/members/{member}/enable",
-            post(lists_ops::member_enable),
-        )
-        .route(
-            "/api/lists/{list}/members/{member}/reset-bounces",
-            post(lists_ops::member_reset_bounces),
-        )
-        .route("/api/lists/{list}/subscribe", post(lists_ops::subscribe))
-        .route(
-            "/api/lists/{list}/digest/send-now",
-            post(lists_ops::digest_send_now),
-        )
-        .route("/api/lists/{list}/welcome", post(lists_ops::welcome))
-        .route("/api/tls-report/send", post(lists_ops::tls_report_send))
         .route("/manage", get(manage::ask).post(manage::send_link))
         .route("/manage/{token}", get(manage::show).post(manage::change))
         .route("/manage/{token}/data", get(manage::data))
@@ -244,28 +168,19 @@ pub fn router(state: Arc<ApiState>) -> Router {
             get(subscribe::show).post(subscribe::submit),
         )
         .route(
-            "/api/people/{address}",
-            get(people::export).delete(people::erase),
-        )
-        .route(
-            "/api/lists/{list}/unsubscribe",
-            post(lists_ops::unsubscribe_request),
-        )
-        .route(
             "/confirm/{token}",
             get(lists_ops::confirm_page).post(lists_ops::confirm),
         )
+        .merge(v1)
         .route(
-            "/api/bans",
-            get(bans::bans).post(bans::add_ban).delete(bans::remove_ban),
+            "/api/v1/openapi.json",
+            get(move || async move {
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    document.to_string(),
+                )
+            }),
         )
-        .route(
-            "/api/suppressions",
-            get(bans::suppressions)
-                .post(bans::suppress)
-                .delete(bans::unsuppress),
-        )
-        .route("/api/lists/{list}/held", post(lists_ops::hold_imported))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -9,12 +9,12 @@
 //! SECURITY: the admin routes share the admin API's loopback-only default. The confirmation
 //! routes are public and act only on a valid HMAC token; text echoed into HTML is escaped.
 
+use crate::extract::{Json, Path, Query};
 use crate::views;
 use crate::{ApiError, ApiState};
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
-use axum::Json;
 use herald_api_types::{
     Approved, BounceEvent, ConfirmView, HeldView, ListFilter, MemberDetail, Prefs, Rejected,
     SubscribeAnswer, SubscribeRequest,
@@ -62,8 +62,16 @@ pub trait ListOps: Send + Sync + 'static {
     ) -> OpsFuture<'_, herald_api_types::WelcomeSent>;
 }
 
-/// `POST /api/lists/<list>/welcome`: the list's welcome to one page of its members, asked for by
+/// `POST /api/v1/lists/<list>/welcome`: the list's welcome to one page of its members, asked for by
 /// `herald import … --send-welcome` for the members the import added.
+#[utoipa::path(
+    post,
+    path = "/lists/{list}/welcome",
+    tag = "members",
+    params(("list" = String, Path, description = "The list's posting address", format = Email)),
+    request_body = herald_api_types::WelcomeRequest,
+    responses((status = 200, description = "Welcome messages queued", body = herald_api_types::WelcomeSent), crate::v1::Problems)
+)]
 pub async fn welcome(
     State(s): St,
     Path(list): Path<String>,
@@ -73,6 +81,13 @@ pub async fn welcome(
     Ok(Json(s.lists.welcome(list.address, req).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/held",
+    tag = "held",
+    params(ListFilter),
+    responses((status = 200, description = "Held posts", body = Vec<HeldView>), crate::v1::Problems)
+)]
 pub async fn held(State(s): St, Query(f): Query<ListFilter>) -> Json<Vec<HeldView>> {
     let want = f.list.map(|l| l.to_ascii_lowercase());
     let views = s
@@ -101,9 +116,19 @@ pub async fn held(State(s): St, Query(f): Query<ListFilter>) -> Json<Vec<HeldVie
 fn post_id(text: &str) -> Result<PostId, ApiError> {
     text.parse::<u64>()
         .map(PostId)
-        .map_err(|_| ApiError::BadRequest(format!("not a post id: {text:?}")))
+        .map_err(|_| ApiError::Invalid {
+            field: "post".into(),
+            reason: format!("not a post id: {text:?}"),
+        })
 }
 
+#[utoipa::path(
+    post,
+    path = "/held/{post}/approve",
+    tag = "held",
+    params(("post" = u64, Path, description = "The held post's or bounce's number")),
+    responses((status = 200, description = "Approved and sent to the list", body = Approved), crate::v1::Problems)
+)]
 pub async fn approve(State(s): St, Path(post): Path<String>) -> Result<Json<Approved>, ApiError> {
     let new = s.lists.approve(post_id(&post)?).await?;
     Ok(Json(Approved {
@@ -112,11 +137,25 @@ pub async fn approve(State(s): St, Path(post): Path<String>) -> Result<Json<Appr
     }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/held/{post}/reject",
+    tag = "held",
+    params(("post" = u64, Path, description = "The held post's or bounce's number")),
+    responses((status = 200, description = "Rejected", body = Rejected), crate::v1::Problems)
+)]
 pub async fn reject(State(s): St, Path(post): Path<String>) -> Result<Json<Rejected>, ApiError> {
     s.lists.reject(post_id(&post)?).await?;
     Ok(Json(Rejected { rejected: post }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/bounces",
+    tag = "bounces",
+    params(ListFilter),
+    responses((status = 200, description = "Recent bounces", body = Vec<BounceEvent>), crate::v1::Problems)
+)]
 pub async fn bounces(
     State(s): St,
     Query(f): Query<ListFilter>,
@@ -135,6 +174,13 @@ pub async fn bounces(
 }
 
 /// Dismisses a bounce kept for an administrator (completes it in the spool).
+#[utoipa::path(
+    delete,
+    path = "/bounces/{post}",
+    tag = "bounces",
+    params(("post" = u64, Path, description = "The held post's or bounce's number")),
+    responses((status = 204, description = "Dismissed"), crate::v1::Problems)
+)]
 pub async fn dismiss_bounce(
     State(s): St,
     Path(post): Path<String>,
@@ -156,6 +202,13 @@ pub async fn dismiss_bounce(
 }
 
 /// A member with bounce score and history.
+#[utoipa::path(
+    get,
+    path = "/lists/{list}/members/{member}/detail",
+    tag = "members",
+    params(("list" = String, Path, description = "The list's posting address", format = Email), ("member" = String, Path, description = "The member's address", format = Email)),
+    responses((status = 200, description = "The member with bounce score, consent and options", body = MemberDetail), crate::v1::Problems)
+)]
 pub async fn member_detail(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
@@ -166,6 +219,14 @@ pub async fn member_detail(
 /// `PATCH …/members/{member}`: an administrator changes a member's delivery mode (issue 14) or
 /// moderation flag (issue 16); answers the member's details as they are now. An unknown mode
 /// word is refused by the JSON decoder (422) before anything changes.
+#[utoipa::path(
+    patch,
+    path = "/lists/{list}/members/{member}",
+    tag = "members",
+    params(("list" = String, Path, description = "The list's posting address", format = Email), ("member" = String, Path, description = "The member's address", format = Email)),
+    request_body = herald_api_types::MemberUpdate,
+    responses((status = 200, description = "The member as changed", body = MemberDetail), crate::v1::Problems)
+)]
 pub async fn member_update(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
@@ -181,8 +242,15 @@ pub async fn member_update(
     Ok(answer)
 }
 
-/// `POST /api/lists/<list>/digest/send-now`: the list's next digest now (issue 14), if anything
+/// `POST /api/v1/lists/<list>/digest/send-now`: the list's next digest now (issue 14), if anything
 /// was archived since the last one. 409 when digests are off on this server.
+#[utoipa::path(
+    post,
+    path = "/lists/{list}/digest/send-now",
+    tag = "lists",
+    params(("list" = String, Path, description = "The list's posting address", format = Email)),
+    responses((status = 200, description = "The digest sent, or nothing to send", body = herald_api_types::DigestSent), crate::v1::Problems)
+)]
 pub async fn digest_send_now(
     State(s): St,
     Path(list): Path<String>,
@@ -192,7 +260,7 @@ pub async fn digest_send_now(
             "digests are off on this server ([digest] enabled and [archive] enabled)".into(),
         ));
     };
-    let list = Address::parse(&list).map_err(|e| ApiError::BadRequest(format!("list: {e}")))?;
+    let list = crate::error::parse_address("list", &list)?;
     match digests.send_now(&list).await {
         Ok(Some(d)) => Ok(Json(herald_api_types::DigestSent {
             sent: true,
@@ -208,13 +276,22 @@ pub async fn digest_send_now(
 }
 
 /// `?day=YYYY-MM-DD` (default: yesterday, UTC) for [`tls_report_send`].
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct TlsReportDay {
+    #[param(format = Date)]
     pub day: Option<String>,
 }
 
-/// `POST /api/tls-report/send?day=…`: sends (again) the TLS reports (RFC 8460) of that day to
+/// `POST /api/v1/tls-report/send?day=…`: sends (again) the TLS reports (RFC 8460) of that day to
 /// every recipient domain that asks for them — an operator's re-send, or a look at today so far.
+#[utoipa::path(
+    post,
+    path = "/tls-report/send",
+    tag = "status",
+    params(TlsReportDay),
+    responses((status = 200, description = "Reports sent", body = Vec<herald_api_types::TlsReportSent>), crate::v1::Problems)
+)]
 pub async fn tls_report_send(
     State(s): St,
     Query(q): Query<TlsReportDay>,
@@ -264,6 +341,13 @@ enum MemberAction {
 
 /// `POST …/members/{member}/enable`: re-enables a member (e.g. one disabled for bouncing) and
 /// clears their bounce score; answers the member's details as they are now.
+#[utoipa::path(
+    post,
+    path = "/lists/{list}/members/{member}/enable",
+    tag = "members",
+    params(("list" = String, Path, description = "The list's posting address", format = Email), ("member" = String, Path, description = "The member's address", format = Email)),
+    responses((status = 200, description = "Enabled", body = MemberDetail), crate::v1::Problems)
+)]
 pub async fn member_enable(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
@@ -274,6 +358,13 @@ pub async fn member_enable(
 }
 
 /// `POST …/members/{member}/reset-bounces`: clears the bounce score; status and history stay.
+#[utoipa::path(
+    post,
+    path = "/lists/{list}/members/{member}/reset-bounces",
+    tag = "members",
+    params(("list" = String, Path, description = "The list's posting address", format = Email), ("member" = String, Path, description = "The member's address", format = Email)),
+    responses((status = 200, description = "Bounce score reset", body = MemberDetail), crate::v1::Problems)
+)]
 pub async fn member_reset_bounces(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
@@ -291,7 +382,7 @@ async fn detail(
     action: MemberAction,
 ) -> Result<Json<MemberDetail>, ApiError> {
     let list = crate::admin::find_list_pub(s, list).await?;
-    let addr = Address::parse(member).map_err(|e| ApiError::BadRequest(format!("member: {e}")))?;
+    let addr = crate::error::parse_address("member", member)?;
     let d = s.directory.clone();
     let (m, score, history, consent, delivery, moderated) =
         tokio::task::spawn_blocking(move || {
@@ -336,13 +427,21 @@ async fn detail(
     }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/lists/{list}/members/{member}/prefs",
+    tag = "members",
+    params(("list" = String, Path, description = "The list's posting address", format = Email), ("member" = String, Path, description = "The member's address", format = Email)),
+    request_body = Prefs,
+    responses((status = 204, description = "Changed"), crate::v1::Problems)
+)]
 pub async fn member_prefs(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
     Json(p): Json<Prefs>,
 ) -> Result<StatusCode, ApiError> {
     let list = crate::admin::find_list_pub(&s, &list).await?;
-    let addr = Address::parse(&member).map_err(|e| ApiError::BadRequest(format!("member: {e}")))?;
+    let addr = crate::error::parse_address("member", &member)?;
     let d = s.directory.clone();
     let found = tokio::task::spawn_blocking(move || {
         d.set_skip_if_addressed(list.id, &addr, p.skip_if_addressed)
@@ -361,13 +460,20 @@ async fn request(
     req: SubscribeRequest,
     action: &str,
 ) -> Result<(StatusCode, Json<SubscribeAnswer>), ApiError> {
-    let list = Address::parse(&list).map_err(|e| ApiError::BadRequest(format!("list: {e}")))?;
-    let addr =
-        Address::parse(&req.address).map_err(|e| ApiError::BadRequest(format!("address: {e}")))?;
+    let list = crate::error::parse_address("list", &list)?;
+    let addr = crate::error::parse_address("address", &req.address)?;
     let what = s.lists.request(list, addr, action.to_string()).await?;
     Ok((StatusCode::ACCEPTED, Json(SubscribeAnswer { status: what })))
 }
 
+#[utoipa::path(
+    post,
+    path = "/lists/{list}/subscribe",
+    tag = "members",
+    params(("list" = String, Path, description = "The list's posting address", format = Email)),
+    request_body = SubscribeRequest,
+    responses((status = 202, description = "Subscribed, or a confirmation mailed", body = SubscribeAnswer), crate::v1::Problems)
+)]
 pub async fn subscribe(
     State(s): St,
     Path(list): Path<String>,
@@ -376,6 +482,14 @@ pub async fn subscribe(
     request(s, list, r, "subscribe").await
 }
 
+#[utoipa::path(
+    post,
+    path = "/lists/{list}/unsubscribe",
+    tag = "members",
+    params(("list" = String, Path, description = "The list's posting address", format = Email)),
+    request_body = SubscribeRequest,
+    responses((status = 202, description = "Unsubscribed, or a confirmation mailed", body = SubscribeAnswer), crate::v1::Problems)
+)]
 pub async fn unsubscribe_request(
     State(s): St,
     Path(list): Path<String>,
@@ -437,20 +551,31 @@ fn invalid() -> Response {
         .into_response()
 }
 
-/// `POST /api/lists/<list>/held?reason=…&from=…` with the raw message as the body: a post held
+/// `POST /api/v1/lists/<list>/held?reason=…&from=…` with the raw message as the body: a post held
 /// on another list server, held here too (`herald import mailman3`, issue 16). The duplicate
 /// check applies, so the same held post sent twice stays one.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct HoldImported {
+    #[param(min_length = 1, max_length = 256)]
     reason: String,
     #[serde(default)]
+    #[param(format = Email)]
     from: Option<String>,
 }
 
 /// Longest imported hold reason, in characters (it is shown to moderators).
 const MAX_IMPORTED_REASON_CHARS: usize = 256;
 
+#[utoipa::path(
+    post,
+    path = "/lists/{list}/held",
+    tag = "held",
+    params(("list" = String, Path, description = "The list's posting address", format = Email), HoldImported),
+    request_body(content = crate::v1::RawBytes, content_type = "message/rfc822"),
+    responses((status = 202, description = "Held for moderation", body = herald_api_types::Injected), crate::v1::Problems)
+)]
 pub async fn hold_imported(
     State(s): St,
     Path(list): Path<String>,

@@ -1,13 +1,13 @@
-//! Live views: `/api/top` (everything `herald top` and the dashboard refresh every second, in
+//! Live views: `/api/v1/top` (everything `herald top` and the dashboard refresh every second, in
 //! one request) and the stragglers with their actions.
 //!
 //! The queue is shown by lane (`fast`: first attempts; `slow`: retries and stragglers), and the
 //! down hosts come from the scheduler's host health (MX name and address).
 
+use crate::extract::{Json, Query};
 use crate::views;
 use crate::{ApiError, ApiState};
-use axum::extract::{Query, State};
-use axum::Json;
+use axum::extract::State;
 use herald_api_types::{
     ActionResult, Internals, Lane, StragglerTarget as Target, Stragglers, StragglersQuery, Top,
     Totals,
@@ -24,6 +24,12 @@ const RATE_SECS: usize = 300;
 /// Destinations shown in a top snapshot.
 const TOP_DESTINATIONS: usize = 15;
 
+#[utoipa::path(
+    get,
+    path = "/top",
+    tag = "live",
+    responses((status = 200, description = "What herald top shows", body = Top), crate::v1::Problems)
+)]
 pub async fn top(State(s): St) -> Result<Json<Top>, ApiError> {
     let now = herald_types::unix_ms_now();
     let q = s
@@ -106,6 +112,13 @@ pub async fn top(State(s): St) -> Result<Json<Top>, ApiError> {
     }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/stragglers",
+    tag = "live",
+    params(StragglersQuery),
+    responses((status = 200, description = "The straggler report", body = Stragglers), crate::v1::Problems)
+)]
 pub async fn stragglers(State(s): St, Query(l): Query<StragglersQuery>) -> Json<Stragglers> {
     let report = s.telemetry.stragglers(l.limit.unwrap_or(20).clamp(1, 1000));
     Json(views::telemetry::stragglers(&report))
@@ -132,6 +145,13 @@ async fn operate(s: &ApiState, sel: Selector, action: Action) -> Result<u64, Api
         .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
+#[utoipa::path(
+    post,
+    path = "/stragglers/retry",
+    tag = "live",
+    request_body = Target,
+    responses((status = 200, description = "Copies retried now", body = ActionResult), crate::v1::Problems)
+)]
 pub async fn retry(State(s): St, Json(t): Json<Target>) -> Result<Json<ActionResult>, ApiError> {
     let matched = operate(&s, selector(&t)?, Action::RetryNow).await?;
     Ok(Json(ActionResult {
@@ -140,6 +160,13 @@ pub async fn retry(State(s): St, Json(t): Json<Target>) -> Result<Json<ActionRes
     }))
 }
 
+#[utoipa::path(
+    post,
+    path = "/stragglers/give-up",
+    tag = "live",
+    request_body = Target,
+    responses((status = 200, description = "Copies given up", body = ActionResult), crate::v1::Problems)
+)]
 pub async fn give_up(State(s): St, Json(t): Json<Target>) -> Result<Json<ActionResult>, ApiError> {
     let matched = operate(&s, selector(&t)?, Action::GiveUp).await?;
     Ok(Json(ActionResult {
@@ -149,6 +176,13 @@ pub async fn give_up(State(s): St, Json(t): Json<Target>) -> Result<Json<ActionR
 }
 
 /// Disables the member (status `Disabled("operator: straggler")`) and gives up its queued copies.
+#[utoipa::path(
+    post,
+    path = "/stragglers/disable",
+    tag = "live",
+    request_body = Target,
+    responses((status = 200, description = "The member disabled on its lists", body = ActionResult), crate::v1::Problems)
+)]
 pub async fn disable(State(s): St, Json(t): Json<Target>) -> Result<Json<ActionResult>, ApiError> {
     let sel = selector(&t)?;
     let Selector::Recipient(rcpt) = &sel else {
@@ -161,8 +195,7 @@ pub async fn disable(State(s): St, Json(t): Json<Target>) -> Result<Json<ActionR
     };
     let mut disabled_on = Vec::new();
     for list in lists {
-        let list_addr =
-            Address::parse(&list).map_err(|e| ApiError::BadRequest(format!("list: {e}")))?;
+        let list_addr = crate::error::parse_address("list", &list)?;
         let a = address.clone();
         let d = s.directory.clone();
         let done = tokio::task::spawn_blocking(move || -> Result<bool, DirectoryError> {

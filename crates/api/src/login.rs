@@ -434,10 +434,10 @@ pub async fn admin_page(State(s): St, Extension(caller): Extension<Caller>) -> R
         let settings = if *role == "moderator" {
             String::new()
         } else {
-            format!(" · <a href=\"/api/lists/{enc}\">settings</a> · <a href=\"/api/lists/{enc}/members\">members</a>")
+            format!(" · <a href=\"/api/v1/lists/{enc}\">settings</a> · <a href=\"/api/v1/lists/{enc}/members\">members</a>")
         };
         rows.push_str(&format!(
-            "<li><strong>{l}</strong> ({role}): <a href=\"/api/held?list={enc}\">held posts</a>{settings}</li>"
+            "<li><strong>{l}</strong> ({role}): <a href=\"/api/v1/held?list={enc}\">held posts</a>{settings}</li>"
         ));
     }
     let lists_html = if rows.is_empty() {

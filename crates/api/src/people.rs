@@ -1,4 +1,4 @@
-//! `/api/people/<address>` (issue 15 item 4; GDPR articles 15 and 17): `GET` gives everything
+//! `/api/v1/people/<address>` (issue 15 item 4; GDPR articles 15 and 17): `GET` gives everything
 //! Herald holds about an address — the directory's rows (memberships, names, fields, consent,
 //! bounce history, suppression entries, bans), their posts in the archive, and the recent
 //! delivery-log lines that name it; `DELETE` erases it from the directory and removes their
@@ -14,9 +14,9 @@
 //! SECURITY: admin-only (the router's guard: not a public path). The address is validated by
 //! `Address::parse`; the log is read from its tail, bounded in bytes and lines.
 
+use crate::extract::{Json, Path};
 use crate::{ApiError, ApiState};
-use axum::extract::{Path, State};
-use axum::Json;
+use axum::extract::State;
 use herald_api_types::people::{
     PersonBounce, PersonErased, PersonExport, PersonMembership, PersonPost, PersonScore,
     PersonSuppression,
@@ -37,10 +37,17 @@ const MAX_LOG_LINES: usize = 1000;
 const MAX_POSTS: usize = 10_000;
 
 fn parse(address: &str) -> Result<Address, ApiError> {
-    Address::parse(address).map_err(|e| ApiError::BadRequest(format!("address: {e}")))
+    crate::error::parse_address("address", address)
 }
 
-/// `GET /api/people/<address>`.
+/// `GET /api/v1/people/<address>`.
+#[utoipa::path(
+    get,
+    path = "/people/{address}",
+    tag = "people",
+    params(("address" = String, Path, description = "The address", format = Email)),
+    responses((status = 200, description = "Everything held about the address (GDPR art. 15)", body = PersonExport), crate::v1::Problems)
+)]
 pub async fn export(
     State(s): St,
     Path(address): Path<String>,
@@ -71,7 +78,14 @@ pub async fn export(
     Ok(Json(view(record, &lists, posts, log)))
 }
 
-/// `DELETE /api/people/<address>`.
+/// `DELETE /api/v1/people/<address>`.
+#[utoipa::path(
+    delete,
+    path = "/people/{address}",
+    tag = "people",
+    params(("address" = String, Path, description = "The address", format = Email)),
+    responses((status = 200, description = "Erased everywhere but a hashed suppression entry (art. 17)", body = PersonErased), crate::v1::Problems)
+)]
 pub async fn erase(
     State(s): St,
     Path(address): Path<String>,

@@ -9,11 +9,11 @@
 //! SECURITY: admin routes (behind `auth::guard`). A message is served as `message/rfc822`
 //! with `nosniff` and as an attachment, never as HTML: its content is untrusted.
 
+use crate::extract::{Json, Path, Query};
 use crate::{ApiError, ApiState};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
-use axum::Json;
 use herald_api_types::{PostmasterFilter, PostmasterView};
 use herald_spool::{PostKind, PostMeta, Spool};
 use herald_types::PostId;
@@ -24,7 +24,14 @@ type St = State<Arc<ApiState>>;
 /// Most rows one listing returns.
 const MAX_LIMIT: usize = 10_000;
 
-/// `GET /api/postmaster?limit=N`: oldest first.
+/// `GET /api/v1/postmaster?limit=N`: oldest first.
+#[utoipa::path(
+    get,
+    path = "/postmaster",
+    tag = "postmaster",
+    params(PostmasterFilter),
+    responses((status = 200, description = "Stored postmaster mail", body = Vec<PostmasterView>), crate::v1::Problems)
+)]
 pub async fn list(State(s): St, Query(f): Query<PostmasterFilter>) -> Json<Vec<PostmasterView>> {
     let views = s
         .spool
@@ -54,9 +61,10 @@ fn view(spool: &Spool, post: PostId, m: PostMeta) -> PostmasterView {
 }
 
 fn stored_id(s: &ApiState, text: &str) -> Result<PostId, ApiError> {
-    let id: PostId = text
-        .parse()
-        .map_err(|_| ApiError::BadRequest(format!("not a post id: {text:?}")))?;
+    let id: PostId = text.parse().map_err(|_| ApiError::Invalid {
+        field: "post".into(),
+        reason: format!("not a post id: {text:?}"),
+    })?;
     let is_postmaster = s
         .spool
         .live_posts()
@@ -71,7 +79,14 @@ fn stored_id(s: &ApiState, text: &str) -> Result<PostId, ApiError> {
     }
 }
 
-/// `GET /api/postmaster/<id>`: the message as it arrived (with our Received header on top).
+/// `GET /api/v1/postmaster/<id>`: the message as it arrived (with our Received header on top).
+#[utoipa::path(
+    get,
+    path = "/postmaster/{post}",
+    tag = "postmaster",
+    params(("post" = String, Path, description = "The post id: up to 16 hex digits", pattern = "^[0-9A-Fa-f]{1,16}$")),
+    responses((status = 200, description = "The message as received", body = crate::v1::RawBytes, content_type = "message/rfc822"), crate::v1::Problems)
+)]
 pub async fn show(State(s): St, Path(post): Path<String>) -> Result<impl IntoResponse, ApiError> {
     let id = stored_id(&s, &post)?;
     let body = s
@@ -93,7 +108,14 @@ pub async fn show(State(s): St, Path(post): Path<String>) -> Result<impl IntoRes
     ))
 }
 
-/// `DELETE /api/postmaster/<id>`: the operator is done with it.
+/// `DELETE /api/v1/postmaster/<id>`: the operator is done with it.
+#[utoipa::path(
+    delete,
+    path = "/postmaster/{post}",
+    tag = "postmaster",
+    params(("post" = String, Path, description = "The post id: up to 16 hex digits", pattern = "^[0-9A-Fa-f]{1,16}$")),
+    responses((status = 204, description = "Deleted"), crate::v1::Problems)
+)]
 pub async fn delete(State(s): St, Path(post): Path<String>) -> Result<StatusCode, ApiError> {
     let id = stored_id(&s, &post)?;
     s.spool

@@ -3,10 +3,10 @@
 //! so a report includes every outcome reported before it. SQLite blocks: each runs on the
 //! blocking pool.
 
+use crate::extract::{Json, Path, Query};
 use crate::views;
 use crate::{ApiError, ApiState};
-use axum::extract::{Path, Query, State};
-use axum::Json;
+use axum::extract::State;
 use herald_api_types::{DayQuery, DayReport, HourRow, PostReport, ReportRange as Range};
 use herald_telemetry::{StatsError, StatsReader};
 use herald_types::PostId;
@@ -32,6 +32,13 @@ where
     Ok(tokio::task::spawn_blocking(move || f(&t.stats_reader()?)).await??)
 }
 
+#[utoipa::path(
+    get,
+    path = "/reports/hourly",
+    tag = "reports",
+    params(Range),
+    responses((status = 200, description = "One row per hour", body = Vec<HourRow>), crate::v1::Problems)
+)]
 pub async fn hourly(State(s): St, Query(r): Query<Range>) -> Result<Json<Vec<HourRow>>, ApiError> {
     let now = herald_types::unix_ms_now();
     let since = r.since_ms.unwrap_or(now.saturating_sub(86_400_000));
@@ -45,6 +52,13 @@ pub async fn hourly(State(s): St, Query(r): Query<Range>) -> Result<Json<Vec<Hou
     ))
 }
 
+#[utoipa::path(
+    get,
+    path = "/reports/day",
+    tag = "reports",
+    params(DayQuery),
+    responses((status = 200, description = "One day's picture data", body = DayReport), crate::v1::Problems)
+)]
 pub async fn day(State(s): St, Query(q): Query<DayQuery>) -> Result<Json<DayReport>, ApiError> {
     let start = match &q.date {
         Some(d) => herald_telemetry::time::parse_date_ms(d)
@@ -55,10 +69,18 @@ pub async fn day(State(s): St, Query(q): Query<DayQuery>) -> Result<Json<DayRepo
     Ok(Json(views::telemetry::day(&day)))
 }
 
+#[utoipa::path(
+    get,
+    path = "/reports/post/{post}",
+    tag = "reports",
+    params(("post" = String, Path, description = "The post id: up to 16 hex digits", pattern = "^[0-9A-Fa-f]{1,16}$")),
+    responses((status = 200, description = "One post's report", body = PostReport), crate::v1::Problems)
+)]
 pub async fn post(State(s): St, Path(post): Path<String>) -> Result<Json<PostReport>, ApiError> {
-    let id: PostId = post
-        .parse()
-        .map_err(|_| ApiError::BadRequest(format!("not a post id: {post:?}")))?;
+    let id: PostId = post.parse().map_err(|_| ApiError::Invalid {
+        field: "post".into(),
+        reason: format!("not a post id: {post:?}"),
+    })?;
     with_reader(&s, move |rd| rd.post(id, 10))
         .await?
         .map(|r| Json(views::telemetry::post_report(&r)))

@@ -1,7 +1,7 @@
 //! Backup and restore (issue 19): a consistent copy of a **running** server, and bringing it
 //! back on a fresh machine.
 //!
-//! Place in the flow: the API's `GET /api/backup` calls [`take::stage`] (the cut) and streams
+//! Place in the flow: the API's `GET /api/v1/backup` calls [`take::stage`] (the cut) and streams
 //! [`take::Staged::write_tar`] to the client; `herald backup <dir>` unpacks that stream with
 //! [`receive::unpack`] (every file checked against the manifest); `herald restore <dir>` runs
 //! [`restore::restore`] offline, before `herald serve` starts on the new machine.

@@ -10,7 +10,7 @@
 //! (an event is in the directory and the post is completed in the spool) or `kept` (an
 //! unrecognized bounce: its event says `unrecognized`, the post stays live in the spool for an
 //! administrator, who lists it with `herald bounces --kind unrecognized` and dismisses it with
-//! `DELETE /api/bounces/<post>`). A crash between recording and completing replays the bounce
+//! `DELETE /api/v1/bounces/<post>`). A crash between recording and completing replays the bounce
 //! at the next start; the once-per-day rule makes that harmless.
 //!
 //! Whom a bounce concerns: the member decoded from the VERP address it was sent to

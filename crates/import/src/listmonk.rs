@@ -1,4 +1,4 @@
-//! listmonk's subscriber export (Subscribers → Export, `GET /api/subscribers/export`): RFC 4180
+//! listmonk's subscriber export (Subscribers → Export, `GET /api/v1/subscribers/export`): RFC 4180
 //! CSV with the header `uuid,email,name,attributes,status,created_at,updated_at`, `attributes`
 //! a JSON object, `status` one of `enabled`, `disabled`, `blocklisted` (listmonk's
 //! `cmd/subscribers.go`, `handleExportSubscribers`). Read with the `csv` crate.

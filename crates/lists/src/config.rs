@@ -57,7 +57,7 @@ impl ListsConfig {
 pub struct PostmasterSection {
     /// Operator addresses each postmaster message is forwarded to (attached unchanged to a
     /// short note, sent from the null sender `<>`). Empty: messages are only stored, for
-    /// `herald postmaster` and `/api/postmaster`.
+    /// `herald postmaster` and `/api/v1/postmaster`.
     pub forward: Vec<String>,
     /// Stored postmaster messages are deleted this many days after they arrived.
     pub retention_days: u32,

@@ -8,7 +8,7 @@
 //! Flow: inbound → `Enqueuer::enqueue(Submission::Postmaster)` (spooled as `PostKind::Postmaster`, 250 only
 //! after fsync) → the lists stage → [`Postmaster::handle`]: forward or keep, journal that it was
 //! handled, log and count it (`Event::Postmaster`). The stored message stays for the operator
-//! (`herald postmaster`, `/api/postmaster`) until it is deleted or `retention_days` pass
+//! (`herald postmaster`, `/api/v1/postmaster`) until it is deleted or `retention_days` pass
 //! ([`Postmaster::sweep`]); forwarding does not consume it.
 //!
 //! Forwarding wraps, it does not redirect: the operators get a short note (envelope sender and

@@ -76,6 +76,20 @@ pub enum AddressError {
     BadIdn(String),
 }
 
+/// On the wire an address is its text (`local@domain`, the serde attribute above), so its
+/// OpenAPI schema (issue 15 item 5) is a string in the `email` format.
+impl utoipa::PartialSchema for Address {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Email)))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Address {}
+
 impl Address {
     /// Parses `local@domain`. Surrounding whitespace and one pair of angle brackets are tolerated
     /// (`<a@b>` as found in SMTP paths and CSV files); anything else must be a valid mailbox.

@@ -71,7 +71,7 @@ impl GuardTrip {
 }
 
 /// What a list does with a post that tripped a guard.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GuardAction {
     /// Held for moderation with the reason (nothing is lost; a moderator may approve it).

@@ -24,7 +24,7 @@ pub fn list_id_label(local: &str) -> String {
 }
 
 /// Who may post to a list without moderation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PostingPolicy {
     /// Enabled members and moderators (the default for discussion lists).
@@ -37,7 +37,7 @@ pub enum PostingPolicy {
 }
 
 /// Where replies to a list post go.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "address")]
 pub enum ReplyToPolicy {
     /// Leave Reply-To as the poster sent it.
@@ -52,7 +52,7 @@ pub enum ReplyToPolicy {
 /// When a copy's From is replaced by the list address (Mailman 3's "munge from"): a list that
 /// re-sends a post From a `p=reject` domain with its own changes fails DMARC at receivers
 /// (RFC 7489 §3.1: neither the poster's broken signature nor our SPF aligns with that From).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FromRewrite {
     /// When the poster's domain publishes DMARC `p=reject` or `p=quarantine` (or its policy
@@ -66,7 +66,7 @@ pub enum FromRewrite {
 }
 
 /// What becomes of the poster's own `DKIM-Signature` fields in the copies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PosterDkim {
     /// Kept as they arrived. They rarely survive a list (personalized To, Subject prefix,
@@ -82,7 +82,7 @@ pub enum PosterDkim {
 }
 
 /// The settings an administrator chooses for a list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ListSettings {
     /// Shown in List-Id and in From rewriting ("Poster via <display name>").
@@ -160,7 +160,7 @@ pub struct ListSettings {
 
 /// When a list's digest is sent even below its size threshold (Mailman's
 /// `digest_send_periodic`). Counted from the last digest sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DigestSchedule {
     #[default]
@@ -171,7 +171,7 @@ pub enum DigestSchedule {
 }
 
 /// When a new digest volume starts (Mailman's `digest_volume_frequency`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DigestVolumeFrequency {
     /// A new volume in each new calendar year (UTC).
@@ -184,7 +184,7 @@ pub enum DigestVolumeFrequency {
 }
 
 /// See [`ListSettings::complaint_action`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ComplaintAction {
     #[default]
@@ -205,7 +205,7 @@ impl ListSettings {
 }
 
 /// Who may join a list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SubscriptionPolicy {
     /// Anyone, by mail or HTTP, after confirming a signed, expiring link (double opt-in).
@@ -261,7 +261,7 @@ pub struct List {
 }
 
 /// Whether a member receives posts.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case", tag = "state", content = "reason")]
 pub enum MemberStatus {
     #[default]
@@ -281,7 +281,18 @@ impl MemberStatus {
 /// the members of its own digest mode only. `Nomail` stays a member (counts, may post, gets
 /// confirmations and notices) but receives no list mail: holidays.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum DeliveryMode {

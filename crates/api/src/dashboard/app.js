@@ -129,7 +129,7 @@ async function refreshPosts(posts) {
     const fresh = !state.postFetched[p.post] || Date.now() - state.postFetched[p.post] > 2000;
     if (fresh && !(p.complete && state.postCurves[p.post] && state.postCurves[p.post].completed_at_ms)) {
       state.postFetched[p.post] = Date.now();
-      try { state.postCurves[p.post] = await api("/api/reports/post/" + p.post); } catch (e) { /* not flushed yet */ }
+      try { state.postCurves[p.post] = await api("/api/v1/reports/post/" + p.post); } catch (e) { /* not flushed yet */ }
     }
     const rep = state.postCurves[p.post];
     const canvas = box.querySelector(`[data-post="${p.post}"] canvas`);
@@ -138,7 +138,7 @@ async function refreshPosts(posts) {
 }
 
 async function tick() {
-  const t = await api("/api/top");
+  const t = await api("/api/v1/top");
   const pts = t.rates;
   const last15 = pts.slice(-15).reduce((a, p) => a + p.delivered + p.failed, 0) / 15;
   text("s-rate", fmt(Math.round(last15)));
@@ -162,8 +162,8 @@ async function tick() {
 
 async function slow() {
   const [lists, strag, hourly] = await Promise.all([
-    api("/api/lists"), api("/api/stragglers?limit=10"),
-    api("/api/reports/hourly").catch(() => []),
+    api("/api/v1/lists"), api("/api/v1/stragglers?limit=10"),
+    api("/api/v1/reports/hourly").catch(() => []),
   ]);
   const members = lists.reduce((a, l) => a + l.members.total, 0);
   text("summary", `${lists.length} list${lists.length === 1 ? "" : "s"} · ${fmt(members)} members`);

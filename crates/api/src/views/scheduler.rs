@@ -1,4 +1,4 @@
-//! Scheduler → wire: the queue snapshot (`/api/queue`, `/api/top`) and channel depths. The
+//! Scheduler → wire: the queue snapshot (`/api/v1/queue`, `/api/v1/top`) and channel depths. The
 //! one file that reads `herald_scheduler`'s view structs, so changes to the scheduler's
 //! internals meet the API here.
 
@@ -60,7 +60,7 @@ fn host(h: &s::HostView) -> v::HostView {
     }
 }
 
-/// A down host as `/api/top` shows it (named by its MX host, with the time to its probe).
+/// A down host as `/api/v1/top` shows it (named by its MX host, with the time to its probe).
 pub(crate) fn down_host(h: &s::HostView) -> v::DownHost {
     v::DownHost {
         destination: h.host.clone(),

@@ -1,4 +1,4 @@
-//! Spool → wire: the journal's counters and gauges (`/api/status`).
+//! Spool → wire: the journal's counters and gauges (`/api/v1/status`).
 
 use herald_api_types as v;
 use herald_spool as sp;

@@ -1,4 +1,4 @@
-//! The queue as the actor shows it: what `herald queue`, the status API and `/api/top` read
+//! The queue as the actor shows it: what `herald queue`, the status API and `/api/v1/top` read
 //! (answers to [`super::Ctrl::Snapshot`]). Plain data, built by `actor::snapshot`.
 
 use serde::Serialize;

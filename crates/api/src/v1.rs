@@ -1,0 +1,178 @@
+//! The versioned admin API (issue 15 item 5): every JSON route under `/api/v1`, and its
+//! OpenAPI 3.1 document at `/api/v1/openapi.json`.
+//!
+//! The document is generated, never written by hand: each handler carries its operation
+//! (`#[utoipa::path]`, beside the code it describes), the wire types in `herald-api-types`
+//! derive their schemas, and each route is added here through utoipa-axum's `routes!`, which
+//! registers the handler with axum and its operation with the document in one step. A route
+//! cannot be served without being documented, or documented without being served.
+//! `tests/api_v1_e2e.rs` checks the document against the router and CI runs schemathesis
+//! against the running server with it.
+//!
+//! Versioning: `v1` changes only by adding (an optional request field, a response field, a
+//! route). A breaking change is `v2`, served beside `v1` for a release.
+//!
+//! SECURITY: every route here is an admin route behind `auth::guard` (bearer token, or a
+//! session with the role the route table in `access.rs` asks for). The document itself is
+//! public: it describes the API, holds no data, and a client needs it before it has a token.
+
+use crate::ApiState;
+use crate::{accounts_api, admin, bans, lists_ops, live, people, postmaster, reports};
+use axum::Router;
+use herald_api_types::Problem;
+use std::sync::Arc;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Where the versioned API lives.
+pub const PREFIX: &str = "/api/v1";
+
+/// The error answers every operation may give, each an RFC 9457 problem.
+#[derive(utoipa::IntoResponses)]
+#[allow(dead_code)] // Only its derived description is used: errors are built by `ApiError`.
+pub enum Problems {
+    /// The request is malformed; `field` names the field, segment or parameter at fault.
+    #[response(status = 400, content_type = "application/problem+json")]
+    BadRequest(Problem),
+    /// No credential (admin token or session) was given.
+    #[response(status = 401, content_type = "application/problem+json")]
+    Unauthorized(Problem),
+    /// The credential has no right to this route or list, or policy refuses it.
+    #[response(status = 403, content_type = "application/problem+json")]
+    Forbidden(Problem),
+    /// No such list, member, post or account.
+    #[response(status = 404, content_type = "application/problem+json")]
+    NotFound(Problem),
+    /// It exists already, or the server's state forbids it now.
+    #[response(status = 409, content_type = "application/problem+json")]
+    Conflict(Problem),
+    /// The body is larger than the server takes.
+    #[response(status = 413, content_type = "application/problem+json")]
+    TooLarge(Problem),
+    /// The body is not in the media type the route takes.
+    #[response(status = 415, content_type = "application/problem+json")]
+    UnsupportedMediaType(Problem),
+    /// Too many attempts from this client or account.
+    #[response(status = 429, content_type = "application/problem+json")]
+    TooMany(Problem),
+    /// The feature is turned off on this server, or its store is unreachable.
+    #[response(status = 503, content_type = "application/problem+json")]
+    Unavailable(Problem),
+}
+
+/// A body of raw bytes (a message as `message/rfc822`, a backup as `application/x-tar`): a
+/// binary string in the document, so a client sends and reads it as it is.
+pub struct RawBytes;
+
+impl utoipa::PartialSchema for RawBytes {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary)))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for RawBytes {}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Herald admin API",
+        version = "1",
+        description = "Lists, members, held posts, bounces, reports and accounts of a Herald \
+                       mailing-list server. Every error is an RFC 9457 problem \
+                       (application/problem+json) naming the field at fault. Lists of members \
+                       are paged by cursor: `after` is the last id seen."
+    ),
+    modifiers(&BearerToken),
+    security(("token" = [])),
+    components(schemas(Problem))
+)]
+struct Doc;
+
+/// `Authorization: Bearer <http.admin_token>` (a signed-in session's cookie works too, for the
+/// routes its role reaches).
+struct BearerToken;
+
+impl utoipa::Modify for BearerToken {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "token",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The versioned routes (to be mounted at the root: their paths carry [`PREFIX`]) and the
+/// document that describes exactly them.
+pub fn router() -> (Router<Arc<ApiState>>, utoipa::openapi::OpenApi) {
+    let routes = OpenApiRouter::<Arc<ApiState>>::default()
+        .routes(routes!(admin::status))
+        .routes(routes!(admin::lists, admin::create_list))
+        .routes(routes!(
+            admin::show_list,
+            admin::update_list,
+            admin::delete_list
+        ))
+        .routes(routes!(admin::members, admin::add_member))
+        .routes(routes!(
+            admin::show_member,
+            admin::remove_member,
+            lists_ops::member_update
+        ))
+        .routes(routes!(lists_ops::member_detail))
+        .routes(routes!(lists_ops::member_prefs))
+        .routes(routes!(lists_ops::member_enable))
+        .routes(routes!(lists_ops::member_reset_bounces))
+        .routes(routes!(admin::import))
+        .routes(routes!(admin::inject))
+        .routes(routes!(lists_ops::hold_imported))
+        .routes(routes!(lists_ops::subscribe))
+        .routes(routes!(lists_ops::unsubscribe_request))
+        .routes(routes!(lists_ops::digest_send_now))
+        .routes(routes!(lists_ops::welcome))
+        .routes(routes!(admin::posts))
+        .routes(routes!(admin::post_progress))
+        .routes(routes!(admin::queue))
+        .routes(routes!(live::top))
+        .routes(routes!(live::stragglers))
+        .routes(routes!(live::retry))
+        .routes(routes!(live::give_up))
+        .routes(routes!(live::disable))
+        .routes(routes!(reports::hourly))
+        .routes(routes!(reports::day))
+        .routes(routes!(reports::post))
+        .routes(routes!(lists_ops::held))
+        .routes(routes!(lists_ops::approve))
+        .routes(routes!(lists_ops::reject))
+        .routes(routes!(lists_ops::bounces))
+        .routes(routes!(lists_ops::dismiss_bounce))
+        .routes(routes!(postmaster::list))
+        .routes(routes!(postmaster::show, postmaster::delete))
+        .routes(routes!(people::export, people::erase))
+        .routes(routes!(bans::bans, bans::add_ban, bans::remove_ban))
+        .routes(routes!(
+            bans::suppressions,
+            bans::suppress,
+            bans::unsuppress
+        ))
+        .routes(routes!(accounts_api::me))
+        .routes(routes!(accounts_api::list, accounts_api::add))
+        .routes(routes!(
+            accounts_api::show,
+            accounts_api::update,
+            accounts_api::remove
+        ))
+        .routes(routes!(accounts_api::set_role))
+        .routes(routes!(accounts_api::audit))
+        .routes(routes!(lists_ops::tls_report_send))
+        .routes(routes!(admin::backup));
+    OpenApiRouter::with_openapi(Doc::openapi())
+        .nest(PREFIX, routes)
+        .split_for_parts()
+}
