@@ -66,7 +66,7 @@ async fn blocking<T: Send + 'static>(
     get,
     path = "/me",
     tag = "accounts",
-    responses((status = 200, description = "Who is asking, and their roles", body = MeView), crate::v1::Problems)
+    responses((status = 200, description = "Who is asking, and their roles", body = MeView), crate::schema::Problems)
 )]
 pub async fn me(Extension(caller): Extension<Caller>) -> Json<MeView> {
     let p = &caller.principal;
@@ -90,7 +90,7 @@ pub async fn me(Extension(caller): Extension<Caller>) -> Json<MeView> {
     get,
     path = "/accounts",
     tag = "accounts",
-    responses((status = 200, description = "Every account", body = Vec<AccountView>), crate::v1::Problems)
+    responses((status = 200, description = "Every account", body = Vec<AccountView>), crate::schema::Problems)
 )]
 pub async fn list(State(s): St) -> Result<Json<Vec<AccountView>>, ApiError> {
     let a = s.accounts.clone();
@@ -104,7 +104,7 @@ pub async fn list(State(s): St) -> Result<Json<Vec<AccountView>>, ApiError> {
     path = "/accounts",
     tag = "accounts",
     request_body = NewAccount,
-    responses((status = 201, description = "Created", body = AccountView), crate::v1::Problems)
+    responses((status = 201, description = "Created", body = AccountView), crate::schema::Problems)
 )]
 pub async fn add(
     State(s): St,
@@ -123,7 +123,7 @@ pub async fn add(
     path = "/accounts/{address}",
     tag = "accounts",
     params(("address" = String, Path, description = "The address", format = Email)),
-    responses((status = 200, description = "The account", body = AccountView), crate::v1::Problems)
+    responses((status = 200, description = "The account", body = AccountView), crate::schema::Problems)
 )]
 pub async fn show(State(s): St, Path(who): Path<String>) -> Result<Json<AccountView>, ApiError> {
     let who = address("address", &who)?;
@@ -142,7 +142,7 @@ pub async fn show(State(s): St, Path(who): Path<String>) -> Result<Json<AccountV
     tag = "accounts",
     params(("address" = String, Path, description = "The address", format = Email)),
     request_body = AccountUpdate,
-    responses((status = 200, description = "The account as changed", body = AccountView), crate::v1::Problems)
+    responses((status = 200, description = "The account as changed", body = AccountView), crate::schema::Problems)
 )]
 pub async fn update(
     State(s): St,
@@ -179,7 +179,7 @@ pub async fn update(
     path = "/accounts/{address}",
     tag = "accounts",
     params(("address" = String, Path, description = "The address", format = Email)),
-    responses((status = 204, description = "Removed"), crate::v1::Problems)
+    responses((status = 204, description = "Removed"), crate::schema::Problems)
 )]
 pub async fn remove(State(s): St, Path(who): Path<String>) -> Result<StatusCode, ApiError> {
     let who = address("address", &who)?;
@@ -199,7 +199,7 @@ pub async fn remove(State(s): St, Path(who): Path<String>) -> Result<StatusCode,
     tag = "accounts",
     params(("address" = String, Path, description = "The address", format = Email), ("list" = String, Path, description = "The list's posting address", format = Email)),
     request_body = RoleRequest,
-    responses((status = 200, description = "The account with its new role", body = AccountView), crate::v1::Problems)
+    responses((status = 200, description = "The account with its new role", body = AccountView), crate::schema::Problems)
 )]
 pub async fn set_role(
     State(s): St,
@@ -252,7 +252,7 @@ pub struct AuditFilter {
     path = "/audit",
     tag = "accounts",
     params(AuditFilter),
-    responses((status = 200, description = "Administrative actions, newest first", body = Vec<AuditView>), crate::v1::Problems)
+    responses((status = 200, description = "Administrative actions, newest first", body = Vec<AuditView>), crate::schema::Problems)
 )]
 pub async fn audit(
     State(s): St,

@@ -47,7 +47,7 @@ pub(crate) async fn find_list_pub(s: &ApiState, address: &str) -> Result<List, A
     get,
     path = "/lists",
     tag = "lists",
-    responses((status = 200, description = "Every list with its member counts", body = Vec<ListView>), crate::v1::Problems)
+    responses((status = 200, description = "Every list with its member counts", body = Vec<ListView>), crate::schema::Problems)
 )]
 pub async fn lists(State(s): St) -> Result<Json<Vec<ListView>>, ApiError> {
     let views = dir(&s, |d| {
@@ -76,7 +76,7 @@ pub async fn lists(State(s): St) -> Result<Json<Vec<ListView>>, ApiError> {
     path = "/lists",
     tag = "lists",
     request_body = CreateList,
-    responses((status = 201, description = "Created", body = ListInfo), crate::v1::Problems)
+    responses((status = 201, description = "Created", body = ListInfo), crate::schema::Problems)
 )]
 pub async fn create_list(
     State(s): St,
@@ -92,7 +92,7 @@ pub async fn create_list(
     path = "/lists/{list}",
     tag = "lists",
     params(("list" = String, Path, description = "The list's posting address", format = Email)),
-    responses((status = 200, description = "The list, its settings and counts", body = ListView), crate::v1::Problems)
+    responses((status = 200, description = "The list, its settings and counts", body = ListView), crate::schema::Problems)
 )]
 pub async fn show_list(State(s): St, Path(list): Path<String>) -> Result<Json<ListView>, ApiError> {
     let list = find_list(&s, &list).await?;
@@ -112,7 +112,7 @@ pub async fn show_list(State(s): St, Path(list): Path<String>) -> Result<Json<Li
     tag = "lists",
     params(("list" = String, Path, description = "The list's posting address", format = Email)),
     request_body(content = herald_types::ListSettings, description = "Any subset of the settings, by their `list show` names"),
-    responses((status = 200, description = "The list as changed", body = ListInfo), crate::v1::Problems)
+    responses((status = 200, description = "The list as changed", body = ListInfo), crate::schema::Problems)
 )]
 pub async fn update_list(
     State(s): St,
@@ -145,7 +145,7 @@ pub async fn update_list(
     path = "/lists/{list}",
     tag = "lists",
     params(("list" = String, Path, description = "The list's posting address", format = Email)),
-    responses((status = 204, description = "Deleted"), crate::v1::Problems)
+    responses((status = 204, description = "Deleted"), crate::schema::Problems)
 )]
 pub async fn delete_list(State(s): St, Path(list): Path<String>) -> Result<StatusCode, ApiError> {
     let address = parse_address("list", &list)?;
@@ -170,7 +170,7 @@ pub async fn delete_list(State(s): St, Path(list): Path<String>) -> Result<Statu
     path = "/lists/{list}/members",
     tag = "members",
     params(("list" = String, Path, description = "The list's posting address", format = Email), MembersPage),
-    responses((status = 200, description = "One page of members in id order", body = Vec<MemberView>), crate::v1::Problems)
+    responses((status = 200, description = "One page of members in id order", body = Vec<MemberView>), crate::schema::Problems)
 )]
 pub async fn members(
     State(s): St,
@@ -193,7 +193,7 @@ pub async fn members(
     tag = "members",
     params(("list" = String, Path, description = "The list's posting address", format = Email)),
     request_body = AddMember,
-    responses((status = 201, description = "Added", body = MemberView), crate::v1::Problems)
+    responses((status = 201, description = "Added", body = MemberView), crate::schema::Problems)
 )]
 pub async fn add_member(
     State(s): St,
@@ -216,7 +216,7 @@ pub async fn add_member(
     path = "/lists/{list}/members/{member}",
     tag = "members",
     params(("list" = String, Path, description = "The list's posting address", format = Email), ("member" = String, Path, description = "The member's address", format = Email)),
-    responses((status = 200, description = "The member", body = MemberView), crate::v1::Problems)
+    responses((status = 200, description = "The member", body = MemberView), crate::schema::Problems)
 )]
 pub async fn show_member(
     State(s): St,
@@ -235,7 +235,7 @@ pub async fn show_member(
     path = "/lists/{list}/members/{member}",
     tag = "members",
     params(("list" = String, Path, description = "The list's posting address", format = Email), ("member" = String, Path, description = "The member's address", format = Email)),
-    responses((status = 204, description = "Removed"), crate::v1::Problems)
+    responses((status = 204, description = "Removed"), crate::schema::Problems)
 )]
 pub async fn remove_member(
     State(s): St,
@@ -257,7 +257,7 @@ pub async fn remove_member(
     tag = "members",
     params(("list" = String, Path, description = "The list's posting address", format = Email)),
     request_body(content = String, content_type = "text/csv"),
-    responses((status = 200, description = "Rows added, and the rejected rows with their reasons", body = ImportReport), crate::v1::Problems)
+    responses((status = 200, description = "Rows added, and the rejected rows with their reasons", body = ImportReport), crate::schema::Problems)
 )]
 pub async fn import(
     State(s): St,
@@ -278,8 +278,8 @@ pub async fn import(
     path = "/lists/{list}/posts",
     tag = "posts",
     params(("list" = String, Path, description = "The list's posting address", format = Email)),
-    request_body(content = crate::v1::RawBytes, content_type = "message/rfc822"),
-    responses((status = 202, description = "Spooled for fan-out", body = Injected), crate::v1::Problems)
+    request_body(content = crate::schema::RawBytes, content_type = "message/rfc822"),
+    responses((status = 202, description = "Spooled for fan-out", body = Injected), crate::schema::Problems)
 )]
 pub async fn inject(
     State(s): St,
@@ -307,7 +307,7 @@ pub async fn inject(
     get,
     path = "/posts",
     tag = "posts",
-    responses((status = 200, description = "Posts in progress", body = Vec<PostSummary>), crate::v1::Problems)
+    responses((status = 200, description = "Posts in progress", body = Vec<PostSummary>), crate::schema::Problems)
 )]
 pub async fn posts(State(s): St) -> Json<Vec<PostSummary>> {
     Json(views::telemetry::posts(&s.telemetry.all_progress()))
@@ -318,7 +318,7 @@ pub async fn posts(State(s): St) -> Json<Vec<PostSummary>> {
     path = "/posts/{post}",
     tag = "posts",
     params(("post" = String, Path, description = "The post id: up to 16 hex digits", pattern = "^[0-9A-Fa-f]{1,16}$")),
-    responses((status = 200, description = "One post's progress", body = PostSummary), crate::v1::Problems)
+    responses((status = 200, description = "One post's progress", body = PostSummary), crate::schema::Problems)
 )]
 pub async fn post_progress(
     State(s): St,
@@ -339,7 +339,7 @@ pub async fn post_progress(
     path = "/queue",
     tag = "live",
     params(QueueQuery),
-    responses((status = 200, description = "The scheduler's queue by destination", body = QueueSnapshot), crate::v1::Problems)
+    responses((status = 200, description = "The scheduler's queue by destination", body = QueueSnapshot), crate::schema::Problems)
 )]
 pub async fn queue(
     State(s): St,
@@ -360,7 +360,7 @@ pub async fn queue(
     get,
     path = "/status",
     tag = "status",
-    responses((status = 200, description = "The server at a glance", body = Status), crate::v1::Problems)
+    responses((status = 200, description = "The server at a glance", body = Status), crate::schema::Problems)
 )]
 pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
     let (lists, members) = dir(&s, |d| {
@@ -396,7 +396,7 @@ pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
     get,
     path = "/backup",
     tag = "status",
-    responses((status = 200, description = "A consistent backup as a tar stream, manifest last", body = crate::v1::RawBytes, content_type = "application/x-tar"), crate::v1::Problems)
+    responses((status = 200, description = "A consistent backup as a tar stream, manifest last", body = crate::schema::RawBytes, content_type = "application/x-tar"), crate::schema::Problems)
 )]
 pub async fn backup(State(s): St) -> Result<axum::response::Response, ApiError> {
     // A backup without the directory would restore as a server with no lists: refused, with

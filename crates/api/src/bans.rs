@@ -53,7 +53,7 @@ fn parse_address(text: &str) -> Result<Address, ApiError> {
     path = "/bans",
     tag = "bans",
     params(ScopeQuery),
-    responses((status = 200, description = "Ban patterns", body = Vec<BanView>), crate::v1::Problems)
+    responses((status = 200, description = "Ban patterns", body = Vec<BanView>), crate::schema::Problems)
 )]
 pub async fn bans(
     State(s): St,
@@ -74,7 +74,7 @@ pub async fn bans(
     path = "/bans",
     tag = "bans",
     request_body = BanRequest,
-    responses((status = 201, description = "Added", body = BanView), crate::v1::Problems)
+    responses((status = 201, description = "Added", body = BanView), crate::schema::Problems)
 )]
 pub async fn add_ban(
     State(s): St,
@@ -95,7 +95,7 @@ pub async fn add_ban(
     path = "/bans",
     tag = "bans",
     request_body = BanRequest,
-    responses((status = 204, description = "Removed"), crate::v1::Problems)
+    responses((status = 204, description = "Removed"), crate::schema::Problems)
 )]
 pub async fn remove_ban(State(s): St, Json(r): Json<BanRequest>) -> Result<StatusCode, ApiError> {
     let list = scope(&s, r.list.as_deref()).await?;
@@ -112,7 +112,7 @@ pub async fn remove_ban(State(s): St, Json(r): Json<BanRequest>) -> Result<Statu
     path = "/suppressions",
     tag = "bans",
     params(ScopeQuery),
-    responses((status = 200, description = "Suppressed addresses", body = Vec<SuppressionView>), crate::v1::Problems)
+    responses((status = 200, description = "Suppressed addresses", body = Vec<SuppressionView>), crate::schema::Problems)
 )]
 pub async fn suppressions(
     State(s): St,
@@ -134,7 +134,7 @@ pub async fn suppressions(
     path = "/suppressions",
     tag = "bans",
     request_body = SuppressRequest,
-    responses((status = 201, description = "Suppressed", body = SuppressAnswer), (status = 200, description = "Already suppressed", body = SuppressAnswer), crate::v1::Problems)
+    responses((status = 201, description = "Suppressed", body = SuppressAnswer), (status = 200, description = "Already suppressed", body = SuppressAnswer), crate::schema::Problems)
 )]
 pub async fn suppress(
     State(s): St,
@@ -177,7 +177,7 @@ pub async fn suppress(
     path = "/suppressions",
     tag = "bans",
     request_body = UnsuppressRequest,
-    responses((status = 204, description = "Removed"), crate::v1::Problems)
+    responses((status = 204, description = "Removed"), crate::schema::Problems)
 )]
 pub async fn unsuppress(
     State(s): St,

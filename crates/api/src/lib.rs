@@ -32,6 +32,7 @@ mod manage;
 mod people;
 mod postmaster;
 mod reports;
+mod schema;
 mod spool_metrics;
 mod stages;
 mod subscribe;

@@ -70,7 +70,7 @@ pub trait ListOps: Send + Sync + 'static {
     tag = "members",
     params(("list" = String, Path, description = "The list's posting address", format = Email)),
     request_body = herald_api_types::WelcomeRequest,
-    responses((status = 200, description = "Welcome messages queued", body = herald_api_types::WelcomeSent), crate::v1::Problems)
+    responses((status = 200, description = "Welcome messages queued", body = herald_api_types::WelcomeSent), crate::schema::Problems)
 )]
 pub async fn welcome(
     State(s): St,
@@ -86,7 +86,7 @@ pub async fn welcome(
     path = "/held",
     tag = "held",
     params(ListFilter),
-    responses((status = 200, description = "Held posts", body = Vec<HeldView>), crate::v1::Problems)
+    responses((status = 200, description = "Held posts", body = Vec<HeldView>), crate::schema::Problems)
 )]
 pub async fn held(State(s): St, Query(f): Query<ListFilter>) -> Json<Vec<HeldView>> {
     let want = f.list.map(|l| l.to_ascii_lowercase());
@@ -127,7 +127,7 @@ fn post_id(text: &str) -> Result<PostId, ApiError> {
     path = "/held/{post}/approve",
     tag = "held",
     params(("post" = u64, Path, description = "The held post's or bounce's number")),
-    responses((status = 200, description = "Approved and sent to the list", body = Approved), crate::v1::Problems)
+    responses((status = 200, description = "Approved and sent to the list", body = Approved), crate::schema::Problems)
 )]
 pub async fn approve(State(s): St, Path(post): Path<String>) -> Result<Json<Approved>, ApiError> {
     let new = s.lists.approve(post_id(&post)?).await?;
@@ -142,7 +142,7 @@ pub async fn approve(State(s): St, Path(post): Path<String>) -> Result<Json<Appr
     path = "/held/{post}/reject",
     tag = "held",
     params(("post" = u64, Path, description = "The held post's or bounce's number")),
-    responses((status = 200, description = "Rejected", body = Rejected), crate::v1::Problems)
+    responses((status = 200, description = "Rejected", body = Rejected), crate::schema::Problems)
 )]
 pub async fn reject(State(s): St, Path(post): Path<String>) -> Result<Json<Rejected>, ApiError> {
     s.lists.reject(post_id(&post)?).await?;
@@ -154,7 +154,7 @@ pub async fn reject(State(s): St, Path(post): Path<String>) -> Result<Json<Rejec
     path = "/bounces",
     tag = "bounces",
     params(ListFilter),
-    responses((status = 200, description = "Recent bounces", body = Vec<BounceEvent>), crate::v1::Problems)
+    responses((status = 200, description = "Recent bounces", body = Vec<BounceEvent>), crate::schema::Problems)
 )]
 pub async fn bounces(
     State(s): St,
@@ -179,7 +179,7 @@ pub async fn bounces(
     path = "/bounces/{post}",
     tag = "bounces",
     params(("post" = u64, Path, description = "The held post's or bounce's number")),
-    responses((status = 204, description = "Dismissed"), crate::v1::Problems)
+    responses((status = 204, description = "Dismissed"), crate::schema::Problems)
 )]
 pub async fn dismiss_bounce(
     State(s): St,
@@ -207,7 +207,7 @@ pub async fn dismiss_bounce(
     path = "/lists/{list}/members/{member}/detail",
     tag = "members",
     params(("list" = String, Path, description = "The list's posting address", format = Email), ("member" = String, Path, description = "The member's address", format = Email)),
-    responses((status = 200, description = "The member with bounce score, consent and options", body = MemberDetail), crate::v1::Problems)
+    responses((status = 200, description = "The member with bounce score, consent and options", body = MemberDetail), crate::schema::Problems)
 )]
 pub async fn member_detail(
     State(s): St,
@@ -225,7 +225,7 @@ pub async fn member_detail(
     tag = "members",
     params(("list" = String, Path, description = "The list's posting address", format = Email), ("member" = String, Path, description = "The member's address", format = Email)),
     request_body = herald_api_types::MemberUpdate,
-    responses((status = 200, description = "The member as changed", body = MemberDetail), crate::v1::Problems)
+    responses((status = 200, description = "The member as changed", body = MemberDetail), crate::schema::Problems)
 )]
 pub async fn member_update(
     State(s): St,
@@ -249,7 +249,7 @@ pub async fn member_update(
     path = "/lists/{list}/digest/send-now",
     tag = "lists",
     params(("list" = String, Path, description = "The list's posting address", format = Email)),
-    responses((status = 200, description = "The digest sent, or nothing to send", body = herald_api_types::DigestSent), crate::v1::Problems)
+    responses((status = 200, description = "The digest sent, or nothing to send", body = herald_api_types::DigestSent), crate::schema::Problems)
 )]
 pub async fn digest_send_now(
     State(s): St,
@@ -290,7 +290,7 @@ pub struct TlsReportDay {
     path = "/tls-report/send",
     tag = "status",
     params(TlsReportDay),
-    responses((status = 200, description = "Reports sent", body = Vec<herald_api_types::TlsReportSent>), crate::v1::Problems)
+    responses((status = 200, description = "Reports sent", body = Vec<herald_api_types::TlsReportSent>), crate::schema::Problems)
 )]
 pub async fn tls_report_send(
     State(s): St,
@@ -346,7 +346,7 @@ enum MemberAction {
     path = "/lists/{list}/members/{member}/enable",
     tag = "members",
     params(("list" = String, Path, description = "The list's posting address", format = Email), ("member" = String, Path, description = "The member's address", format = Email)),
-    responses((status = 200, description = "Enabled", body = MemberDetail), crate::v1::Problems)
+    responses((status = 200, description = "Enabled", body = MemberDetail), crate::schema::Problems)
 )]
 pub async fn member_enable(
     State(s): St,
@@ -363,7 +363,7 @@ pub async fn member_enable(
     path = "/lists/{list}/members/{member}/reset-bounces",
     tag = "members",
     params(("list" = String, Path, description = "The list's posting address", format = Email), ("member" = String, Path, description = "The member's address", format = Email)),
-    responses((status = 200, description = "Bounce score reset", body = MemberDetail), crate::v1::Problems)
+    responses((status = 200, description = "Bounce score reset", body = MemberDetail), crate::schema::Problems)
 )]
 pub async fn member_reset_bounces(
     State(s): St,
@@ -433,7 +433,7 @@ async fn detail(
     tag = "members",
     params(("list" = String, Path, description = "The list's posting address", format = Email), ("member" = String, Path, description = "The member's address", format = Email)),
     request_body = Prefs,
-    responses((status = 204, description = "Changed"), crate::v1::Problems)
+    responses((status = 204, description = "Changed"), crate::schema::Problems)
 )]
 pub async fn member_prefs(
     State(s): St,
@@ -472,7 +472,7 @@ async fn request(
     tag = "members",
     params(("list" = String, Path, description = "The list's posting address", format = Email)),
     request_body = SubscribeRequest,
-    responses((status = 202, description = "Subscribed, or a confirmation mailed", body = SubscribeAnswer), crate::v1::Problems)
+    responses((status = 202, description = "Subscribed, or a confirmation mailed", body = SubscribeAnswer), crate::schema::Problems)
 )]
 pub async fn subscribe(
     State(s): St,
@@ -488,7 +488,7 @@ pub async fn subscribe(
     tag = "members",
     params(("list" = String, Path, description = "The list's posting address", format = Email)),
     request_body = SubscribeRequest,
-    responses((status = 202, description = "Unsubscribed, or a confirmation mailed", body = SubscribeAnswer), crate::v1::Problems)
+    responses((status = 202, description = "Unsubscribed, or a confirmation mailed", body = SubscribeAnswer), crate::schema::Problems)
 )]
 pub async fn unsubscribe_request(
     State(s): St,
@@ -573,8 +573,8 @@ const MAX_IMPORTED_REASON_CHARS: usize = 256;
     path = "/lists/{list}/held",
     tag = "held",
     params(("list" = String, Path, description = "The list's posting address", format = Email), HoldImported),
-    request_body(content = crate::v1::RawBytes, content_type = "message/rfc822"),
-    responses((status = 202, description = "Held for moderation", body = herald_api_types::Injected), crate::v1::Problems)
+    request_body(content = crate::schema::RawBytes, content_type = "message/rfc822"),
+    responses((status = 202, description = "Held for moderation", body = herald_api_types::Injected), crate::schema::Problems)
 )]
 pub async fn hold_imported(
     State(s): St,

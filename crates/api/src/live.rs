@@ -28,7 +28,7 @@ const TOP_DESTINATIONS: usize = 15;
     get,
     path = "/top",
     tag = "live",
-    responses((status = 200, description = "What herald top shows", body = Top), crate::v1::Problems)
+    responses((status = 200, description = "What herald top shows", body = Top), crate::schema::Problems)
 )]
 pub async fn top(State(s): St) -> Result<Json<Top>, ApiError> {
     let now = herald_types::unix_ms_now();
@@ -117,7 +117,7 @@ pub async fn top(State(s): St) -> Result<Json<Top>, ApiError> {
     path = "/stragglers",
     tag = "live",
     params(StragglersQuery),
-    responses((status = 200, description = "The straggler report", body = Stragglers), crate::v1::Problems)
+    responses((status = 200, description = "The straggler report", body = Stragglers), crate::schema::Problems)
 )]
 pub async fn stragglers(State(s): St, Query(l): Query<StragglersQuery>) -> Json<Stragglers> {
     let report = s.telemetry.stragglers(l.limit.unwrap_or(20).clamp(1, 1000));
@@ -150,7 +150,7 @@ async fn operate(s: &ApiState, sel: Selector, action: Action) -> Result<u64, Api
     path = "/stragglers/retry",
     tag = "live",
     request_body = Target,
-    responses((status = 200, description = "Copies retried now", body = ActionResult), crate::v1::Problems)
+    responses((status = 200, description = "Copies retried now", body = ActionResult), crate::schema::Problems)
 )]
 pub async fn retry(State(s): St, Json(t): Json<Target>) -> Result<Json<ActionResult>, ApiError> {
     let matched = operate(&s, selector(&t)?, Action::RetryNow).await?;
@@ -165,7 +165,7 @@ pub async fn retry(State(s): St, Json(t): Json<Target>) -> Result<Json<ActionRes
     path = "/stragglers/give-up",
     tag = "live",
     request_body = Target,
-    responses((status = 200, description = "Copies given up", body = ActionResult), crate::v1::Problems)
+    responses((status = 200, description = "Copies given up", body = ActionResult), crate::schema::Problems)
 )]
 pub async fn give_up(State(s): St, Json(t): Json<Target>) -> Result<Json<ActionResult>, ApiError> {
     let matched = operate(&s, selector(&t)?, Action::GiveUp).await?;
@@ -181,7 +181,7 @@ pub async fn give_up(State(s): St, Json(t): Json<Target>) -> Result<Json<ActionR
     path = "/stragglers/disable",
     tag = "live",
     request_body = Target,
-    responses((status = 200, description = "The member disabled on its lists", body = ActionResult), crate::v1::Problems)
+    responses((status = 200, description = "The member disabled on its lists", body = ActionResult), crate::schema::Problems)
 )]
 pub async fn disable(State(s): St, Json(t): Json<Target>) -> Result<Json<ActionResult>, ApiError> {
     let sel = selector(&t)?;

@@ -46,7 +46,7 @@ fn parse(address: &str) -> Result<Address, ApiError> {
     path = "/people/{address}",
     tag = "people",
     params(("address" = String, Path, description = "The address", format = Email)),
-    responses((status = 200, description = "Everything held about the address (GDPR art. 15)", body = PersonExport), crate::v1::Problems)
+    responses((status = 200, description = "Everything held about the address (GDPR art. 15)", body = PersonExport), crate::schema::Problems)
 )]
 pub async fn export(
     State(s): St,
@@ -84,7 +84,7 @@ pub async fn export(
     path = "/people/{address}",
     tag = "people",
     params(("address" = String, Path, description = "The address", format = Email)),
-    responses((status = 200, description = "Erased everywhere but a hashed suppression entry (art. 17)", body = PersonErased), crate::v1::Problems)
+    responses((status = 200, description = "Erased everywhere but a hashed suppression entry (art. 17)", body = PersonErased), crate::schema::Problems)
 )]
 pub async fn erase(
     State(s): St,

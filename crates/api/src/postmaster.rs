@@ -30,7 +30,7 @@ const MAX_LIMIT: usize = 10_000;
     path = "/postmaster",
     tag = "postmaster",
     params(PostmasterFilter),
-    responses((status = 200, description = "Stored postmaster mail", body = Vec<PostmasterView>), crate::v1::Problems)
+    responses((status = 200, description = "Stored postmaster mail", body = Vec<PostmasterView>), crate::schema::Problems)
 )]
 pub async fn list(State(s): St, Query(f): Query<PostmasterFilter>) -> Json<Vec<PostmasterView>> {
     let views = s
@@ -85,7 +85,7 @@ fn stored_id(s: &ApiState, text: &str) -> Result<PostId, ApiError> {
     path = "/postmaster/{post}",
     tag = "postmaster",
     params(("post" = String, Path, description = "The post id: up to 16 hex digits", pattern = "^[0-9A-Fa-f]{1,16}$")),
-    responses((status = 200, description = "The message as received", body = crate::v1::RawBytes, content_type = "message/rfc822"), crate::v1::Problems)
+    responses((status = 200, description = "The message as received", body = crate::schema::RawBytes, content_type = "message/rfc822"), crate::schema::Problems)
 )]
 pub async fn show(State(s): St, Path(post): Path<String>) -> Result<impl IntoResponse, ApiError> {
     let id = stored_id(&s, &post)?;
@@ -114,7 +114,7 @@ pub async fn show(State(s): St, Path(post): Path<String>) -> Result<impl IntoRes
     path = "/postmaster/{post}",
     tag = "postmaster",
     params(("post" = String, Path, description = "The post id: up to 16 hex digits", pattern = "^[0-9A-Fa-f]{1,16}$")),
-    responses((status = 204, description = "Deleted"), crate::v1::Problems)
+    responses((status = 204, description = "Deleted"), crate::schema::Problems)
 )]
 pub async fn delete(State(s): St, Path(post): Path<String>) -> Result<StatusCode, ApiError> {
     let id = stored_id(&s, &post)?;

@@ -37,7 +37,7 @@ where
     path = "/reports/hourly",
     tag = "reports",
     params(Range),
-    responses((status = 200, description = "One row per hour", body = Vec<HourRow>), crate::v1::Problems)
+    responses((status = 200, description = "One row per hour", body = Vec<HourRow>), crate::schema::Problems)
 )]
 pub async fn hourly(State(s): St, Query(r): Query<Range>) -> Result<Json<Vec<HourRow>>, ApiError> {
     let now = herald_types::unix_ms_now();
@@ -57,7 +57,7 @@ pub async fn hourly(State(s): St, Query(r): Query<Range>) -> Result<Json<Vec<Hou
     path = "/reports/day",
     tag = "reports",
     params(DayQuery),
-    responses((status = 200, description = "One day's picture data", body = DayReport), crate::v1::Problems)
+    responses((status = 200, description = "One day's picture data", body = DayReport), crate::schema::Problems)
 )]
 pub async fn day(State(s): St, Query(q): Query<DayQuery>) -> Result<Json<DayReport>, ApiError> {
     let start = match &q.date {
@@ -74,7 +74,7 @@ pub async fn day(State(s): St, Query(q): Query<DayQuery>) -> Result<Json<DayRepo
     path = "/reports/post/{post}",
     tag = "reports",
     params(("post" = String, Path, description = "The post id: up to 16 hex digits", pattern = "^[0-9A-Fa-f]{1,16}$")),
-    responses((status = 200, description = "One post's report", body = PostReport), crate::v1::Problems)
+    responses((status = 200, description = "One post's report", body = PostReport), crate::schema::Problems)
 )]
 pub async fn post(State(s): St, Path(post): Path<String>) -> Result<Json<PostReport>, ApiError> {
     let id: PostId = post.parse().map_err(|_| ApiError::Invalid {
