@@ -2,6 +2,9 @@
 //! carried by hand (each cookie checked), calls with the admin token, the sign-in links found
 //! in the simulated mailboxes, and `herald account add --password-stdin`.
 
+// Shared by several test files, each of which uses only part of it.
+#![allow(dead_code)]
+
 use herald_api_types::accounts::MeView;
 use herald_api_types::HeldView;
 use herald_sim::World;
