@@ -19,6 +19,7 @@ use std::process::Command;
 /// before the stages that use them; the composition root and the binary come last.
 const FLOW: &[&str] = &[
     "herald-types",
+    "herald-i18n",
     "herald-smtp",
     "herald-auth",
     "herald-sim",

@@ -259,6 +259,17 @@ pub(crate) fn validate_settings(s: &ListSettings) -> Result<(), DirectoryError> 
     if let Some(welcome) = &s.welcome_message {
         check_body_text("settings.welcome_message", welcome)?;
     }
+    if !herald_i18n::is_shipped(&s.language) {
+        let shipped: Vec<&str> = herald_i18n::LANGUAGES.iter().map(|(c, _)| *c).collect();
+        return Err(DirectoryError::invalid(
+            "settings.language",
+            format!(
+                "{:?} is not a language Herald ships ({})",
+                s.language,
+                shipped.join(", ")
+            ),
+        ));
+    }
     if s.moderators.len() > MAX_MODERATORS {
         return Err(DirectoryError::invalid(
             "settings.moderators",

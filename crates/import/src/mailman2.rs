@@ -260,6 +260,14 @@ fn settings(d: &Dict, list: &mut SourceList, moderated: Moderated, skipped: &mut
             why,
         ));
     };
+    if let Some(code) = get(d, "preferred_language").and_then(text) {
+        match crate::source::shipped_language(&code) {
+            Ok(lang) => {
+                s.insert("language".into(), json!(lang));
+            }
+            Err(why) => unmapped("preferred_language", &why),
+        }
+    }
     let real_name = get(d, "real_name").and_then(text).unwrap_or_default();
     if !real_name.is_empty() {
         s.insert("display_name".into(), json!(real_name));

@@ -374,6 +374,14 @@ fn settings(
     if let Some(n) = text(c, "display_name") {
         s.insert("display_name".into(), json!(n));
     }
+    if let Some(code) = text(c, "preferred_language") {
+        match crate::source::shipped_language(code) {
+            Ok(lang) => {
+                s.insert("language".into(), json!(lang));
+            }
+            Err(why) => unmapped("setting preferred_language", why),
+        }
+    }
     if let Some(p) = text(c, "subject_prefix") {
         let p = p.trim();
         s.insert(

@@ -168,3 +168,43 @@ impl Skip {
         }
     }
 }
+
+/// A Mailman language code (`de`, `pt_BR`, `de-AT`) as the list `language` Herald ships for
+/// it: the primary subtag when Herald ships that language, else why not (the list stays in
+/// Herald's default language and the import report says so).
+pub(crate) fn shipped_language(code: &str) -> Result<&'static str, String> {
+    let primary = code
+        .split(['_', '-'])
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    herald_i18n::LANGUAGES
+        .iter()
+        .map(|(c, _)| *c)
+        .find(|c| *c == primary)
+        .ok_or_else(|| {
+            let shipped: Vec<&str> = herald_i18n::LANGUAGES.iter().map(|(c, _)| *c).collect();
+            format!(
+                "{code:?}: Herald ships {}; the list's mail stays in {}",
+                shipped.join(", "),
+                herald_i18n::DEFAULT
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shipped_language;
+
+    #[test]
+    fn a_mailman_language_code_maps_to_a_shipped_language_or_is_reported() {
+        assert_eq!(shipped_language("de"), Ok("de"));
+        assert_eq!(shipped_language("de_AT"), Ok("de"));
+        assert_eq!(shipped_language("DE-de"), Ok("de"));
+        assert_eq!(shipped_language("en"), Ok("en"));
+        for hostile in ["", "_", "pt_BR", "xx", "de\u{0}", "../../etc", "e\u{301}n"] {
+            let why = shipped_language(hostile).expect_err(hostile);
+            assert!(why.contains("Herald ships en, de"), "{why}");
+        }
+    }
+}

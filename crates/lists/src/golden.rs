@@ -34,19 +34,19 @@ fn confirmation() -> Bytes {
     let url = format!("https://lists.test/confirm/{t}");
     built(
         "bob@d0.test",
-        &notices::confirmation(Action::Subscribe, &bob, &l, &t, &url),
+        &notices::confirmation("en", Action::Subscribe, &bob, &l, &t, &url),
     )
 }
 
 fn request_reply() -> Bytes {
-    let n = notices::request_reply(&list(), requests::help_text(&list()));
+    let n = notices::request_reply("en", &list(), requests::help_text("en", &list()));
     built("bob@d0.test", &n)
 }
 
 fn held() -> Bytes {
     built(
         "stranger@d9.test",
-        &notices::held(&list(), "not a member", 14),
+        &notices::held("en", &list(), "not a member", 14),
     )
 }
 
@@ -61,16 +61,26 @@ fn moderation(subject: &str) -> Bytes {
         id: PostId(0xAB),
         expiry_days: 14,
     };
-    let n = notices::moderation(&post, &sign(Moderation::Approve), &sign(Moderation::Reject));
+    let n = notices::moderation(
+        "en",
+        &post,
+        &sign(Moderation::Approve),
+        &sign(Moderation::Reject),
+    );
     built("boss@d0.test", &n)
 }
 
 fn rejected() -> Bytes {
-    built("stranger@d9.test", &notices::rejected(&list()))
+    built("stranger@d9.test", &notices::rejected("en", &list()))
 }
 
 fn disabled() -> Bytes {
-    let n = notices::disabled(&list(), &a("bob@d0.test"), "5.1.1 user unknown (3 bounces)");
+    let n = notices::disabled(
+        "en",
+        &list(),
+        &a("bob@d0.test"),
+        "5.1.1 user unknown (3 bounces)",
+    );
     built("bob@d0.test", &n)
 }
 
@@ -404,3 +414,32 @@ const HOSTILE_8BIT: &str = concat!(
     "\r\n",
     "x\r\n",
 );
+
+/// A list whose `language` is `de` writes German: the text from the German catalogue (UTF-8,
+/// its umlauts intact through the transfer encoding), the command word in the subject left as
+/// the request parser reads it, the link whole.
+#[test]
+fn a_german_list_writes_its_notices_in_german() {
+    let (l, bob) = (list(), a("bob@d0.test"));
+    let t = token::confirmation_token(b"secret", Action::Subscribe, &l, &bob, 1000);
+    let url = format!("https://lists.test/confirm/{t}");
+    let n = notices::confirmation("de", Action::Subscribe, &bob, &l, &t, &url);
+    assert_eq!(n.subject, format!("confirm {t}"));
+    let raw = built("bob@d0.test", &n);
+    let parsed = mail_parser::MessageParser::new()
+        .parse(&raw[..])
+        .expect("parses");
+    let body = parsed.body_text(0).expect("text");
+    assert!(
+        body.contains("in die Liste dev@lists.test einzutragen"),
+        "{body}"
+    );
+    assert!(
+        body.contains("Zum Bestätigen öffnen Sie diesen Link"),
+        "{body}"
+    );
+    assert!(body.contains(&url), "{body}");
+    let held = notices::held("de", &l, "kein Mitglied", 14);
+    assert_eq!(held.subject, "Ihre Nachricht wartet auf Freigabe");
+    assert!(held.text.ends_with("verfällt sie.\n"), "{}", held.text);
+}

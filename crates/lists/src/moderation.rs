@@ -43,7 +43,12 @@ impl Lists {
             return Ok(());
         }
         let reason = post.meta.hold_reason.as_deref().unwrap_or("moderation");
-        let notice = notices::held(&list.address, reason, list.settings.held_expiry_days);
+        let notice = notices::held(
+            &list.settings.language,
+            &list.address,
+            reason,
+            list.settings.held_expiry_days,
+        );
         let client = crate::limits::smtp_client(&post.body);
         self.send_notice(&list, &to, &notice, NoticeKind::Held, client)
             .await
@@ -76,7 +81,7 @@ impl Lists {
             id: post.id,
             expiry_days: list.settings.held_expiry_days,
         };
-        let notice = notices::moderation(&held, &approve, &reject);
+        let notice = notices::moderation(&list.settings.language, &held, &approve, &reject);
         for m in &list.settings.moderators {
             self.send(&list, m, &notice).await?;
         }
@@ -170,7 +175,7 @@ impl Lists {
         // The rejection is done; a lost notice must not turn it into an error for the caller.
         let notice = async {
             let list = self.list(&meta.list_address).await?;
-            let notice = notices::rejected(&list.address);
+            let notice = notices::rejected(&list.settings.language, &list.address);
             self.send_notice(&list, &to, &notice, NoticeKind::Rejected, None)
                 .await
         };

@@ -3,12 +3,16 @@
 //! notice. Pure functions of their inputs (no clock, no randomness, no I/O), so the golden
 //! tests in `mail.rs` show the exact bytes of every kind; the runners supply tokens and dates.
 //!
+//! The words come from the message catalogue of the list's language (`herald_i18n`, issue 15
+//! item 7); the command words a reply must keep (`confirm`, `approve`, `reject`) are not
+//! translated, because the request parser reads them.
+//!
 //! SECURITY: the subjects are fixed texts with addresses and tokens; the only text from a
 //! stranger is a held post's subject, quoted in the moderator's notice body after the caller
 //! dropped its control characters.
 
 use herald_types::token::Action;
-use herald_types::{verp, Address, List, PostId};
+use herald_types::{verp, Address, DeliveryMode, List, PostId};
 
 /// The subject and plain text (LF line ends; the builder writes CRLF) of one message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -17,13 +21,22 @@ pub struct Notice {
     pub text: String,
 }
 
+/// A catalogue message as a notice's text: Fluent trims the final line end, mail keeps one.
+fn text(lang: &str, id: &str, args: &[(&str, &str)]) -> String {
+    let mut t = herald_i18n::text(lang, id, args);
+    t.push('\n');
+    t
+}
+
 /// To the sender of a held post: it waits for a moderator.
-pub fn held(list: &Address, reason: &str, expiry_days: u32) -> Notice {
+pub fn held(lang: &str, list: &Address, reason: &str, expiry_days: u32) -> Notice {
+    let (list, days) = (list.to_string(), expiry_days.to_string());
     Notice {
-        subject: "Your message is held for moderation".into(),
-        text: format!(
-            "Your message to {list} is held for a moderator ({reason}).\n\
-             You will not hear again unless it is approved; it expires after {expiry_days} days.\n"
+        subject: herald_i18n::text(lang, "held-subject", &[]),
+        text: text(
+            lang,
+            "held-text",
+            &[("list", &list), ("reason", reason), ("days", &days)],
         ),
     }
 }
@@ -42,62 +55,72 @@ pub struct HeldPost<'a> {
 
 /// To each moderator: the approve token in the subject (a reply approves), the reject token in
 /// the body.
-pub fn moderation(post: &HeldPost<'_>, approve: &str, reject: &str) -> Notice {
-    let request = verp::request_address(post.list);
+pub fn moderation(lang: &str, post: &HeldPost<'_>, approve: &str, reject: &str) -> Notice {
+    let request = verp::request_address(post.list).to_string();
+    let (list, id, days) = (
+        post.list.to_string(),
+        post.id.to_string(),
+        post.expiry_days.to_string(),
+    );
     Notice {
         subject: format!("approve {approve}"),
-        text: format!(
-            "A post to {list} from {poster} is held for moderation ({reason}).\n\
-             Its subject: {subject}\n\
-             Held post: {id}\n\
-             \n\
-             To approve it, reply to this message (keep the subject).\n\
-             To reject it, send a mail to {request} with this subject:\n\
-             \n\
-             \x20 reject {reject}\n\
-             \n\
-             Nobody acting, it expires after {days} days.\n",
-            list = post.list,
-            poster = post.poster,
-            reason = post.reason,
-            subject = post.subject,
-            id = post.id,
-            days = post.expiry_days,
+        text: text(
+            lang,
+            "moderation-text",
+            &[
+                ("list", &list),
+                ("poster", post.poster),
+                ("reason", post.reason),
+                ("subject", post.subject),
+                ("id", &id),
+                ("request", &request),
+                ("token", reject),
+                ("days", &days),
+            ],
         ),
     }
 }
 
 /// To the sender of a post a moderator rejected.
-pub fn rejected(list: &Address) -> Notice {
+pub fn rejected(lang: &str, list: &Address) -> Notice {
+    let list = list.to_string();
     Notice {
-        subject: "Your message was rejected".into(),
-        text: format!(
-            "Your message to {list} was rejected by a moderator and will not be distributed.\n"
-        ),
+        subject: herald_i18n::text(lang, "rejected-subject", &[]),
+        text: text(lang, "rejected-text", &[("list", &list)]),
     }
 }
 
 /// The double opt-in confirmation: the token in the subject (a reply confirms) and the link.
 pub fn confirmation(
+    lang: &str,
     action: Action,
     who: &Address,
     list: &Address,
     token: &str,
     url: &str,
 ) -> Notice {
+    let action = match action {
+        Action::Subscribe => "subscribe",
+        Action::Unsubscribe => "unsubscribe",
+        Action::Delivery(m) => match m {
+            DeliveryMode::Regular => "regular",
+            DeliveryMode::DigestMime => "digest-mime",
+            DeliveryMode::DigestPlain => "digest-plain",
+            DeliveryMode::Nomail => "nomail",
+        },
+    };
+    let (who, list) = (who.to_string(), list.to_string());
     Notice {
         subject: format!("confirm {token}"),
-        text: format!(
-            "Somebody (probably you) asked to {verb} {who} {prep} the list {list}.\n\n\
-             To confirm, open this link:\n\n  {url}\n\n\
-             or simply reply to this message (keep the subject).\n\n\
-             If you did not ask for this, ignore this message: nothing changes.\n",
-            verb = action.verb(),
-            prep = match action {
-                Action::Subscribe => "to",
-                Action::Unsubscribe => "from",
-                Action::Delivery(_) => "on",
-            },
+        text: text(
+            lang,
+            "confirmation-text",
+            &[
+                ("action", action),
+                ("who", &who),
+                ("list", &list),
+                ("url", url),
+            ],
         ),
     }
 }
@@ -106,6 +129,7 @@ pub fn confirmation(
 /// `ListSettings::welcome_message`) or a greeting, then how to post, leave and manage the
 /// subscription (`base`: the public URL of Herald's web pages).
 pub fn welcome(list: &List, who: &Address, base: &str) -> Notice {
+    let lang = list.settings.language.as_str();
     let name = if list.settings.display_name.is_empty() {
         list.address.to_string()
     } else {
@@ -116,52 +140,67 @@ pub fn welcome(list: &List, who: &Address, base: &str) -> Notice {
             .replace("{{list_name}}", &name)
             .replace("{{list_address}}", &list.address.to_string())
             .replace("{{email}}", &who.to_string()),
-        None => format!("Welcome to the {name} mailing list."),
+        None => herald_i18n::text(lang, "welcome-greeting", &[("name", &name)]),
     };
-    let request = verp::request_address(&list.address);
-    let address = &list.address;
+    let request = verp::request_address(&list.address).to_string();
+    let (address, who, manage) = (
+        list.address.to_string(),
+        who.to_string(),
+        format!("{base}/manage"),
+    );
+    let standard = text(
+        lang,
+        "welcome-text",
+        &[
+            ("who", &who),
+            ("list", &address),
+            ("request", &request),
+            ("manage", &manage),
+        ],
+    );
     Notice {
-        subject: format!("Welcome to {name}"),
-        text: format!(
-            "{own}\n\n             You ({who}) are now a member of {address}.\n             To post, write to {address}.\n             To leave, send a mail to {request} with the subject 'unsubscribe', or use the\n             unsubscribe link at the foot of any post.\n             To see and change your subscriptions (name, digests, no mail), ask for a link at\n             \n  {base}/manage\n"
-        ),
+        subject: herald_i18n::text(lang, "welcome-subject", &[("name", &name)]),
+        text: format!("{own}\n\n{standard}"),
     }
 }
 
 /// The link to a member's own subscriptions page (`url`), asked for on the public page.
-pub fn manage_link(who: &Address, url: &str, hours: u64) -> Notice {
+pub fn manage_link(lang: &str, who: &Address, url: &str, hours: u64) -> Notice {
+    let (who, hours) = (who.to_string(), hours.to_string());
     Notice {
-        subject: "your subscriptions".to_string(),
-        text: format!(
-            "Somebody (probably you) asked for a link to manage the subscriptions of {who}.\n\n\
-             Open this link within {hours} hours to see your lists, change your name or delivery\n\
-             (single posts, digests, no mail) or unsubscribe:\n\n  {url}\n\n\
-             If you did not ask for this, ignore this message: nothing changes.\n"
+        subject: herald_i18n::text(lang, "manage-subject", &[]),
+        text: text(
+            lang,
+            "manage-text",
+            &[("who", &who), ("url", url), ("hours", &hours)],
         ),
     }
 }
 
 /// The answer to request mail (`text`: what was done, or the help).
-pub fn request_reply(list: &Address, text: String) -> Notice {
+pub fn request_reply(lang: &str, list: &Address, text: String) -> Notice {
+    let list = list.to_string();
     Notice {
-        subject: format!("Re: your request to {list}"),
+        subject: herald_i18n::text(lang, "request-reply-subject", &[("list", &list)]),
         text,
     }
 }
 
 /// To a member bounce handling disabled: why, and how to come back.
-pub fn disabled(list: &Address, who: &Address, reason: &str) -> Notice {
-    let request = verp::request_address(list);
+pub fn disabled(lang: &str, list: &Address, who: &Address, reason: &str) -> Notice {
+    let request = verp::request_address(list).to_string();
+    let (list, who) = (list.to_string(), who.to_string());
     Notice {
-        subject: format!("Your subscription to {list} is disabled"),
-        text: format!(
-            "Mail from the list {list} to {who} has been bouncing, so your subscription is now\n\
-             disabled: you will not receive posts.\n\
-             \n\
-             Why: {reason}\n\
-             \n\
-             To receive the list again, send a mail to {request} with the subject\n\
-             'subscribe' and confirm the answer.\n"
+        subject: herald_i18n::text(lang, "disabled-subject", &[("list", &list)]),
+        text: text(
+            lang,
+            "disabled-text",
+            &[
+                ("list", &list),
+                ("who", &who),
+                ("reason", reason),
+                ("request", &request),
+            ],
         ),
     }
 }

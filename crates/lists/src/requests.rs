@@ -145,17 +145,12 @@ fn set_command<'a>(mut words: impl Iterator<Item = &'a str>) -> Option<DeliveryM
 }
 
 /// The help text sent for `help` and for mail with no command.
-pub fn help_text(list: &Address) -> String {
-    let request = herald_types::verp::request_address(list);
-    format!(
-        "This is the request address of the mailing list {list}.\n\n\
-         Send a mail to {request} with one of these words in the subject or the first line:\n\n\
-         \x20 subscribe     join the list (you will be asked to confirm)\n\
-         \x20 unsubscribe   leave the list (you will be asked to confirm)\n\
-         \x20 set digest mime|plain|off   receive digests instead of single posts, or not\n\
-         \x20 set nomail on|off          stop (or resume) list mail, staying a member\n\
-         \x20 help          this text\n"
-    )
+pub fn help_text(lang: &str, list: &Address) -> String {
+    let request = herald_types::verp::request_address(list).to_string();
+    let list = list.to_string();
+    let mut t = herald_i18n::text(lang, "help-text", &[("list", &list), ("request", &request)]);
+    t.push('\n');
+    t
 }
 
 #[cfg(test)]

@@ -92,10 +92,12 @@ impl Lists {
                     self.start_delivery(&list, &req.sender, mode, client)
                         .await?
                 }
-                Some(Command::Help) | None => Some(requests::help_text(&list.address)),
+                Some(Command::Help) | None => {
+                    Some(requests::help_text(&list.settings.language, &list.address))
+                }
             };
             if let Some(text) = reply {
-                let notice = notices::request_reply(&list.address, text);
+                let notice = notices::request_reply(&list.settings.language, &list.address, text);
                 self.send_notice(
                     &list,
                     &req.sender,
@@ -154,7 +156,7 @@ impl Lists {
         let expires = herald_types::unix_ms_now() / 1000 + MANAGE_LINK_HOURS * 3600;
         let token = token::manage_token(&self.secret, who, expires);
         let url = format!("{}/manage/{token}", self.public_base_url);
-        let notice = notices::manage_link(who, &url, MANAGE_LINK_HOURS);
+        let notice = notices::manage_link(&list.settings.language, who, &url, MANAGE_LINK_HOURS);
         self.send_notice(&list, who, &notice, NoticeKind::Confirmation, client)
             .await
     }
@@ -189,7 +191,14 @@ impl Lists {
         let expires = herald_types::unix_ms_now() / 1000 + self.cfg.confirm_ttl_secs;
         let token = token::confirmation_token(&self.secret, action, &list.address, who, expires);
         let url = format!("{}/confirm/{token}", self.public_base_url);
-        let notice = notices::confirmation(action, who, &list.address, &token, &url);
+        let notice = notices::confirmation(
+            &list.settings.language,
+            action,
+            who,
+            &list.address,
+            &token,
+            &url,
+        );
         self.send_notice(list, who, &notice, NoticeKind::Confirmation, client)
             .await?;
         Ok(None)
@@ -354,7 +363,12 @@ impl Lists {
         let MemberStatus::Disabled(reason) = &member.status else {
             return Ok(()); // re-enabled in the meantime
         };
-        let notice = notices::disabled(&list.address, &member.address, reason);
+        let notice = notices::disabled(
+            &list.settings.language,
+            &list.address,
+            &member.address,
+            reason,
+        );
         self.send_notice(&list, &member.address, &notice, NoticeKind::Disabled, None)
             .await
     }

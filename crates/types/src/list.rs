@@ -156,6 +156,9 @@ pub struct ListSettings {
     /// subscription); `None`: a one-line greeting. Placeholders: `{{list_name}}`,
     /// `{{list_address}}`, `{{email}}`.
     pub welcome_message: Option<String>,
+    /// The language of the mail Herald writes for this list (confirmations, welcome, held and
+    /// bounce notices, request replies): a code `herald_i18n::LANGUAGES` ships (`en`, `de`).
+    pub language: String,
 }
 
 /// When a list's digest is sent even below its size threshold (Mailman's
@@ -245,6 +248,7 @@ impl Default for ListSettings {
             complaint_action: ComplaintAction::default(),
             send_welcome: false,
             welcome_message: None,
+            language: "en".into(),
         }
     }
 }

@@ -1,0 +1,89 @@
+# Herald's generated mail, in German. The same messages and variables as en/herald.ftl.
+# Command words in subjects and in the help (confirm, approve, reject, subscribe, …) stay as
+# they are: the request parser reads them.
+
+held-subject = Ihre Nachricht wartet auf Freigabe
+held-text =
+    Ihre Nachricht an { $list } wartet auf die Freigabe durch einen Moderator ({ $reason }).
+    Sie hören nur wieder davon, wenn sie freigegeben wird; nach { $days } Tagen verfällt sie.
+
+moderation-text =
+    Ein Beitrag an { $list } von { $poster } wartet auf Freigabe ({ $reason }).
+    Betreff: { $subject }
+    Zurückgehaltener Beitrag: { $id }
+
+    Zum Freigeben antworten Sie auf diese Nachricht (den Betreff beibehalten).
+    Zum Ablehnen senden Sie eine Mail an { $request } mit diesem Betreff:
+
+      reject { $token }
+
+    Handelt niemand, verfällt er nach { $days } Tagen.
+
+rejected-subject = Ihre Nachricht wurde abgelehnt
+rejected-text =
+    Ihre Nachricht an { $list } wurde von einem Moderator abgelehnt und wird nicht verteilt.
+
+confirmation-text =
+    Jemand (wahrscheinlich Sie) hat darum gebeten, { $action ->
+        [subscribe] { $who } in die Liste { $list } einzutragen.
+        [unsubscribe] { $who } aus der Liste { $list } auszutragen.
+        [regular] für { $who } auf der Liste { $list } einzelne Beiträge zuzustellen.
+        [digest-mime] für { $who } auf der Liste { $list } MIME-Sammelnachrichten zuzustellen.
+        [digest-plain] für { $who } auf der Liste { $list } Sammelnachrichten als Text zuzustellen.
+       *[nomail] für { $who } auf der Liste { $list } die Zustellung auszusetzen (nomail).
+    }
+
+    Zum Bestätigen öffnen Sie diesen Link:
+
+    {"  "}{ $url }
+
+    oder antworten Sie einfach auf diese Nachricht (den Betreff beibehalten).
+
+    Wenn Sie das nicht waren, beachten Sie diese Nachricht nicht: es ändert sich nichts.
+
+welcome-subject = Willkommen bei { $name }
+welcome-greeting = Willkommen auf der Mailingliste { $name }.
+welcome-text =
+    Sie ({ $who }) sind jetzt Mitglied von { $list }.
+    Um zu schreiben, senden Sie an { $list }.
+    Zum Austragen senden Sie eine Mail an { $request } mit dem Betreff 'unsubscribe' oder
+    nutzen den Abmeldelink am Ende jedes Beitrags.
+    Ihre Abonnements (Name, Sammelnachrichten, keine Mail) sehen und ändern Sie über einen
+    Link, den Sie hier anfordern:
+
+      { $manage }
+
+manage-subject = Ihre Abonnements
+manage-text =
+    Jemand (wahrscheinlich Sie) hat einen Link angefordert, um die Abonnements von { $who } zu verwalten.
+
+    Öffnen Sie diesen Link innerhalb von { $hours } Stunden, um Ihre Listen zu sehen, Ihren Namen
+    oder die Zustellung (einzelne Beiträge, Sammelnachrichten, keine Mail) zu ändern oder sich
+    auszutragen:
+
+      { $url }
+
+    Wenn Sie das nicht waren, beachten Sie diese Nachricht nicht: es ändert sich nichts.
+
+request-reply-subject = Re: Ihre Anfrage an { $list }
+
+disabled-subject = Ihr Abonnement von { $list } ist ausgesetzt
+disabled-text =
+    Mails der Liste { $list } an { $who } kamen wiederholt als unzustellbar zurück; Ihr
+    Abonnement ist deshalb ausgesetzt: Sie erhalten keine Beiträge.
+
+    Grund: { $reason }
+
+    Um die Liste wieder zu erhalten, senden Sie eine Mail an { $request } mit dem Betreff
+    'subscribe' und bestätigen die Antwort.
+
+help-text =
+    Dies ist die Anfrageadresse der Mailingliste { $list }.
+
+    Senden Sie eine Mail an { $request } mit einem dieser Wörter im Betreff oder in der ersten Zeile:
+
+      subscribe     in die Liste eintragen (Sie werden um Bestätigung gebeten)
+      unsubscribe   aus der Liste austragen (Sie werden um Bestätigung gebeten)
+      set digest mime|plain|off   Sammelnachrichten statt einzelner Beiträge, oder nicht
+      set nomail on|off          Listenmail aussetzen (oder wieder aufnehmen), Mitglied bleiben
+      help          dieser Text

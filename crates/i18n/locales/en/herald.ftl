@@ -1,0 +1,93 @@
+# Herald's generated mail, in English (the reference catalogue: every other language has
+# exactly these messages, with the same variables; crates/i18n's tests check it).
+#
+# Leading spaces inside a message that has a selector are written `{"  "}`: Fluent strips
+# the indentation of the lines after a select expression.
+#
+# Variables are addresses, reasons and links Herald fills in; they are never translated.
+# Subjects that carry a token (confirm, approve) keep the command word in English: a reply
+# keeps the subject and the request parser reads it.
+
+held-subject = Your message is held for moderation
+held-text =
+    Your message to { $list } is held for a moderator ({ $reason }).
+    You will not hear again unless it is approved; it expires after { $days } days.
+
+moderation-text =
+    A post to { $list } from { $poster } is held for moderation ({ $reason }).
+    Its subject: { $subject }
+    Held post: { $id }
+
+    To approve it, reply to this message (keep the subject).
+    To reject it, send a mail to { $request } with this subject:
+
+      reject { $token }
+
+    Nobody acting, it expires after { $days } days.
+
+rejected-subject = Your message was rejected
+rejected-text =
+    Your message to { $list } was rejected by a moderator and will not be distributed.
+
+confirmation-text =
+    Somebody (probably you) asked to { $action ->
+        [subscribe] subscribe { $who } to
+        [unsubscribe] unsubscribe { $who } from
+        [regular] set regular delivery for { $who } on
+        [digest-mime] set MIME digest delivery for { $who } on
+        [digest-plain] set plain digest delivery for { $who } on
+       *[nomail] stop list mail (nomail) for { $who } on
+    } the list { $list }.
+
+    To confirm, open this link:
+
+    {"  "}{ $url }
+
+    or simply reply to this message (keep the subject).
+
+    If you did not ask for this, ignore this message: nothing changes.
+
+welcome-subject = Welcome to { $name }
+welcome-greeting = Welcome to the { $name } mailing list.
+welcome-text =
+    You ({ $who }) are now a member of { $list }.
+    To post, write to { $list }.
+    To leave, send a mail to { $request } with the subject 'unsubscribe', or use the
+    unsubscribe link at the foot of any post.
+    To see and change your subscriptions (name, digests, no mail), ask for a link at
+
+      { $manage }
+
+manage-subject = your subscriptions
+manage-text =
+    Somebody (probably you) asked for a link to manage the subscriptions of { $who }.
+
+    Open this link within { $hours } hours to see your lists, change your name or delivery
+    (single posts, digests, no mail) or unsubscribe:
+
+      { $url }
+
+    If you did not ask for this, ignore this message: nothing changes.
+
+request-reply-subject = Re: your request to { $list }
+
+disabled-subject = Your subscription to { $list } is disabled
+disabled-text =
+    Mail from the list { $list } to { $who } has been bouncing, so your subscription is now
+    disabled: you will not receive posts.
+
+    Why: { $reason }
+
+    To receive the list again, send a mail to { $request } with the subject
+    'subscribe' and confirm the answer.
+
+help-text =
+    This is the request address of the mailing list { $list }.
+
+    Send a mail to { $request } with one of these words in the subject or the first line:
+
+      subscribe     join the list (you will be asked to confirm)
+      unsubscribe   leave the list (you will be asked to confirm)
+      set digest mime|plain|off   receive digests instead of single posts, or not
+      set nomail on|off          stop (or resume) list mail, staying a member
+      help          this text

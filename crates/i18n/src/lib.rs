@@ -1,0 +1,186 @@
+//! The languages Herald speaks (issue 15 item 7): the text of every mail it generates comes
+//! from a Project Fluent message catalogue (`locales/<lang>/herald.ftl`), chosen by the list's
+//! `language` setting. The catalogues are embedded in the binary and parsed once.
+//!
+//! English (`en`) is the reference: every shipped language has exactly its messages, with the
+//! same variables (the tests below check both, so a translation cannot silently drop a link or
+//! an address). A message missing from a catalogue at run time falls back to English rather
+//! than sending an empty mail.
+//!
+//! Place in the flow: a leaf (no Herald crate); `lists` asks it for the text of its notices.
+//!
+//! SECURITY: the catalogues are Herald's own files, compiled in. Variables are inserted as
+//! plain text (Fluent never interprets a variable's value), and Unicode isolation marks are
+//! off because the output is plain-text mail, where they would show as stray characters.
+
+use fluent_bundle::concurrent::FluentBundle;
+use fluent_bundle::{FluentArgs, FluentResource};
+use std::sync::OnceLock;
+use unic_langid::LanguageIdentifier;
+
+/// The shipped languages: code and the language's own name, English first.
+pub const LANGUAGES: &[(&str, &str)] = &[("en", "English"), ("de", "Deutsch")];
+
+/// The reference language, and the fallback for a message a catalogue lacks.
+pub const DEFAULT: &str = "en";
+
+const SOURCES: &[(&str, &str)] = &[
+    ("en", include_str!("../locales/en/herald.ftl")),
+    ("de", include_str!("../locales/de/herald.ftl")),
+];
+
+/// Whether `code` is a shipped language (the check a list setting is validated with).
+pub fn is_shipped(code: &str) -> bool {
+    LANGUAGES.iter().any(|(c, _)| *c == code)
+}
+
+struct Catalogue {
+    bundles: Vec<(&'static str, FluentBundle<FluentResource>)>,
+}
+
+fn catalogue() -> &'static Catalogue {
+    static CATALOGUE: OnceLock<Catalogue> = OnceLock::new();
+    CATALOGUE.get_or_init(|| Catalogue {
+        bundles: SOURCES
+            .iter()
+            .map(|(code, src)| (*code, bundle(code, src)))
+            .collect(),
+    })
+}
+
+/// One language's bundle. A syntax error keeps the messages that did parse (Fluent's own
+/// recovery); `the_catalogues_parse_cleanly` fails the build's tests on any.
+fn bundle(code: &str, source: &str) -> FluentBundle<FluentResource> {
+    let resource =
+        FluentResource::try_new(source.to_string()).unwrap_or_else(|(partial, _)| partial);
+    let id: LanguageIdentifier = code.parse().unwrap_or_default();
+    let mut bundle = FluentBundle::new_concurrent(vec![id]);
+    bundle.set_use_isolating(false);
+    // Two resources cannot clash: each bundle holds one.
+    let _ = bundle.add_resource(resource);
+    bundle
+}
+
+/// The text of message `id` in `lang` (English when `lang` is not shipped or lacks the
+/// message), with `args` filled in. Never fails: a variable not given shows as `{$name}`, which
+/// the tests rule out for every message Herald sends.
+pub fn text(lang: &str, id: &str, args: &[(&str, &str)]) -> String {
+    let c = catalogue();
+    let find = |code: &str| {
+        c.bundles
+            .iter()
+            .find(|(l, _)| *l == code)
+            .and_then(|(_, b)| b.get_message(id).and_then(|m| m.value()).map(|p| (b, p)))
+    };
+    let Some((bundle, pattern)) = find(lang).or_else(|| find(DEFAULT)) else {
+        return format!("[{id}]");
+    };
+    let mut fluent_args = FluentArgs::new();
+    for (name, value) in args {
+        fluent_args.set(*name, *value);
+    }
+    let mut errors = Vec::new();
+    bundle
+        .format_pattern(pattern, Some(&fluent_args), &mut errors)
+        .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// Every variable any message uses, each with a value that cannot occur in a catalogue.
+    const ARGS: &[(&str, &str)] = &[
+        ("list", "VAR-list@lists.test"),
+        ("reason", "VAR-reason"),
+        ("days", "VAR-days"),
+        ("poster", "VAR-poster@d.test"),
+        ("subject", "VAR-subject"),
+        ("id", "VAR-id"),
+        ("request", "VAR-request@lists.test"),
+        ("token", "VAR-token"),
+        ("who", "VAR-who@d.test"),
+        ("url", "https://VAR-url.test/confirm"),
+        ("name", "VAR-name"),
+        ("manage", "https://VAR-manage.test/manage"),
+        ("hours", "VAR-hours"),
+    ];
+
+    fn ids(source: &str) -> BTreeSet<String> {
+        let resource = FluentResource::try_new(source.to_string()).expect("parses");
+        resource
+            .entries()
+            .filter_map(|e| match e {
+                fluent_syntax::ast::Entry::Message(m) => Some(m.id.name.to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_catalogues_parse_cleanly() {
+        for (code, src) in SOURCES {
+            if let Err((_, errors)) = FluentResource::try_new(src.to_string()) {
+                panic!("{code}: {errors:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_language_has_every_message_with_the_same_variables() {
+        let reference = ids(SOURCES[0].1);
+        assert!(reference.len() >= 15, "{reference:?}");
+        for (code, src) in SOURCES {
+            assert!(is_shipped(code), "{code} is listed in LANGUAGES");
+            assert_eq!(
+                ids(src),
+                reference,
+                "{code} has exactly the English messages"
+            );
+            for id in &reference {
+                // The selector's every branch: the confirmation's action takes each value.
+                for action in [
+                    "subscribe",
+                    "unsubscribe",
+                    "regular",
+                    "digest-mime",
+                    "digest-plain",
+                    "nomail",
+                ] {
+                    let mut args = ARGS.to_vec();
+                    args.push(("action", action));
+                    let used = |lang: &str| -> BTreeSet<&str> {
+                        let out = text(lang, id, &args);
+                        assert!(
+                            !out.contains("{$"),
+                            "{lang} {id}: a variable is missing: {out}"
+                        );
+                        assert!(!out.contains('\u{2068}'), "{lang} {id}: isolation marks");
+                        ARGS.iter()
+                            .map(|(_, v)| *v)
+                            .filter(|v| out.contains(v))
+                            .collect()
+                    };
+                    assert_eq!(
+                        used(code),
+                        used(DEFAULT),
+                        "{code} {id} ({action}): the same variables"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_unknown_language_or_message_falls_back_and_never_panics() {
+        let en = text("en", "rejected-subject", &[]);
+        assert_eq!(text("xx", "rejected-subject", &[]), en);
+        assert_eq!(text("", "rejected-subject", &[]), en);
+        assert_eq!(text("de", "no-such-message", &[]), "[no-such-message]");
+        // Hostile values go in as text: a placeable in a value is not expanded.
+        let out = text("en", "rejected-text", &[("list", "{ $list } <script>")]);
+        assert!(out.contains("{ $list } <script>"), "{out}");
+        assert!(!is_shipped("xx") && is_shipped("de"));
+    }
+}
