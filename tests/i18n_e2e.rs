@@ -2,8 +2,9 @@
 //! German (`language = "de"`, over the API as the CLI and the web pages set it) sends its
 //! double opt-in confirmation in German through the simulated Internet — the German text,
 //! the command word `confirm` and the link intact, so confirming by reply or by link works as
-//! in English — while an English list on the same server writes English. A language Herald
-//! does not ship is refused with a problem naming `settings.language`, and nothing changes.
+//! in English — while an English list on the same server writes English; the list's public
+//! subscribe page is German too. A language Herald does not ship is refused with a problem
+//! naming `settings.language`, and nothing changes.
 
 mod support;
 
@@ -96,6 +97,44 @@ async fn a_german_list_mails_its_subscribers_in_german() {
     )
     .await;
     assert_eq!(st, 200, "{body}");
+
+    // The public subscribe page speaks the list's language too, error next to the field included.
+    let client = reqwest::Client::new();
+    let page = client
+        .get(format!("{api}/subscribe/de@lists.test"))
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("text");
+    assert!(page.contains("<html lang=\"de\">"), "{page}");
+    assert!(page.contains("Ihre E-Mail-Adresse"), "{page}");
+    assert!(page.contains(">Abonnieren</button>"), "{page}");
+    let resp = client
+        .post(format!("{api}/subscribe/de@lists.test"))
+        .form(&[("email", "kein at"), ("t", "x")])
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(resp.status(), 400);
+    let page = resp.text().await.expect("text");
+    assert!(
+        page.contains("An diese E-Mail-Adresse können wir nicht schreiben."),
+        "{page}"
+    );
+    let english = client
+        .get(format!("{api}/subscribe/en@lists.test"))
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        english.contains("<html lang=\"en\">") && english.contains("Your e-mail address"),
+        "{english}"
+    );
 
     // A language Herald does not ship: refused, naming the setting; the list keeps German.
     let (st, body) = http(

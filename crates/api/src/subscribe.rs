@@ -18,7 +18,7 @@
 //! SECURITY: public (see `auth::is_public`). Everything shown is escaped; the peer address comes
 //! from the socket, never from a header.
 
-use crate::unsubscribe::{escape, page};
+use crate::unsubscribe::{escape, page_in};
 use crate::{ApiError, ApiState};
 use axum::extract::{ConnectInfo, Form, Path, State};
 use axum::http::StatusCode;
@@ -51,14 +51,22 @@ fn now_secs() -> u64 {
     herald_types::unix_ms_now() / 1000
 }
 
-/// The list at `list`, if it exists and takes subscriptions: `Err` is the page to answer.
-async fn open_list(s: &ApiState, list: &str) -> Result<Address, Response> {
+/// A catalogue text, escaped for HTML.
+fn t(lang: &str, id: &str, args: &[(&str, &str)]) -> String {
+    escape(&herald_i18n::text(lang, id, args))
+}
+
+/// The list at `list` and its language, if it exists and takes subscriptions: `Err` is the
+/// page to answer.
+async fn open_list(s: &ApiState, list: &str) -> Result<(Address, String), Response> {
+    let en = herald_i18n::DEFAULT;
     let not_found = || {
         (
             StatusCode::NOT_FOUND,
-            Html(page(
-                "No such list",
-                "<p>There is no list at this address.</p>",
+            Html(page_in(
+                en,
+                &herald_i18n::text(en, "page-no-list-title", &[]),
+                &format!("<p>{}</p>", t(en, "page-no-list", &[])),
             )),
         )
             .into_response()
@@ -72,23 +80,25 @@ async fn open_list(s: &ApiState, list: &str) -> Result<Address, Response> {
         .map_err(|e| ApiError::from(e).into_response())?;
     match found {
         None => Err(not_found()),
-        Some(l) if l.settings.subscription == SubscriptionPolicy::Closed => Err((
-            StatusCode::FORBIDDEN,
-            Html(page(
-                "Closed list",
-                &format!(
-                    "<p>{} is a closed list: its administrators add members.</p>",
-                    escape(&l.address.to_string())
-                ),
-            )),
-        )
-            .into_response()),
-        Some(l) => Ok(l.address),
+        Some(l) if l.settings.subscription == SubscriptionPolicy::Closed => {
+            let lang = l.settings.language.as_str();
+            let list = l.address.to_string();
+            Err((
+                StatusCode::FORBIDDEN,
+                Html(page_in(
+                    lang,
+                    &herald_i18n::text(lang, "page-closed-title", &[]),
+                    &format!("<p>{}</p>", t(lang, "page-closed", &[("list", &list)])),
+                )),
+            )
+                .into_response())
+        }
+        Some(l) => Ok((l.address, l.settings.language)),
     }
 }
 
 /// The form, with `error` shown next to the address field and `email` filled in again.
-fn form(s: &ApiState, list: &Address, email: &str, error: Option<&str>) -> String {
+fn form(s: &ApiState, list: &Address, lang: &str, email: &str, error: Option<&str>) -> String {
     let token = herald_types::token::form_token(&s.secret, list, now_secs());
     let list_text = escape(&list.to_string());
     let error = error.map_or(String::new(), |e| {
@@ -102,21 +112,25 @@ fn form(s: &ApiState, list: &Address, email: &str, error: Option<&str>) -> Strin
     } else {
         " aria-describedby=\"email-error\""
     };
-    page(
-        &format!("Subscribe to {list}"),
+    page_in(
+        lang,
+        &herald_i18n::text(lang, "subscribe-title", &[("list", &list.to_string())]),
         &format!(
             "<form method=\"post\" action=\"/subscribe/{list_text}\">\
-             <p><label for=\"email\">Your e-mail address</label><br>\
+             <p><label for=\"email\">{label}</label><br>\
              <input id=\"email\" name=\"email\" type=\"email\" required autocomplete=\"email\" \
              size=\"40\" value=\"{email}\"{described}></p>{error}\
              <div style=\"position:absolute;left:-10000px\" aria-hidden=\"true\">\
-             <label for=\"website\">Leave this empty</label>\
+             <label for=\"website\">{honeypot}</label>\
              <input id=\"website\" name=\"website\" type=\"text\" tabindex=\"-1\" autocomplete=\"off\"></div>\
              <input type=\"hidden\" name=\"t\" value=\"{token}\">\
-             <p><button type=\"submit\">Subscribe</button></p>\
-             <p>We will send a message to this address; the subscription starts when you follow \
-             its link.</p></form>",
+             <p><button type=\"submit\">{button}</button></p>\
+             <p>{note}</p></form>",
             email = escape(email),
+            label = t(lang, "subscribe-email-label", &[]),
+            honeypot = t(lang, "subscribe-honeypot-label", &[]),
+            button = t(lang, "subscribe-button", &[]),
+            note = t(lang, "subscribe-note", &[]),
         ),
     )
 }
@@ -124,7 +138,7 @@ fn form(s: &ApiState, list: &Address, email: &str, error: Option<&str>) -> Strin
 /// `GET /subscribe/<list>`.
 pub async fn show(State(s): St, Path(list): Path<String>) -> Response {
     match open_list(&s, &list).await {
-        Ok(list) => Html(form(&s, &list, "", None)).into_response(),
+        Ok((list, lang)) => Html(form(&s, &list, &lang, "", None)).into_response(),
         Err(page) => page,
     }
 }
@@ -136,28 +150,27 @@ pub async fn submit(
     Path(list): Path<String>,
     Form(f): Form<SubscribeForm>,
 ) -> Response {
-    let list = match open_list(&s, &list).await {
-        Ok(list) => list,
+    let (list, lang) = match open_list(&s, &list).await {
+        Ok(found) => found,
         Err(page) => return page,
     };
     let again = |error: &str, status: StatusCode| {
-        (status, Html(form(&s, &list, f.email.trim(), Some(error)))).into_response()
+        let error = herald_i18n::text(&lang, error, &[]);
+        let form = form(&s, &list, &lang, f.email.trim(), Some(&error));
+        (status, Html(form)).into_response()
     };
     let Ok(address) = Address::parse(f.email.trim()) else {
-        return again(
-            "This is not an e-mail address we can write to.",
-            StatusCode::BAD_REQUEST,
-        );
+        return again("subscribe-bad-address", StatusCode::BAD_REQUEST);
     };
     let client = peer.ip().to_canonical();
     let sent = || {
-        Html(page(
-            "Check your mailbox",
+        let (who, to) = (address.to_string(), list.to_string());
+        Html(page_in(
+            &lang,
+            &herald_i18n::text(&lang, "subscribe-sent-title", &[]),
             &format!(
-                "<p>If {} can subscribe to {}, a confirmation message is on its way. \
-                 Follow its link to finish; nothing happens until then.</p>",
-                escape(&address.to_string()),
-                escape(&list.to_string())
+                "<p>{}</p>",
+                t(&lang, "subscribe-sent", &[("who", &who), ("list", &to)])
             ),
         ))
         .into_response()
@@ -165,18 +178,8 @@ pub async fn submit(
     let issued = herald_types::token::form_token_issued(&s.secret, &list, &f.t);
     let age = issued.map(|at| now_secs().saturating_sub(at));
     match age {
-        None => {
-            return again(
-                "This form has expired. Please send it again.",
-                StatusCode::BAD_REQUEST,
-            )
-        }
-        Some(a) if a > MAX_FORM_SECS => {
-            return again(
-                "This form has expired. Please send it again.",
-                StatusCode::BAD_REQUEST,
-            )
-        }
+        None => return again("subscribe-expired", StatusCode::BAD_REQUEST),
+        Some(a) if a > MAX_FORM_SECS => return again("subscribe-expired", StatusCode::BAD_REQUEST),
         _ => {}
     }
     if !f.website.is_empty() || age.is_some_and(|a| a < MIN_FORM_SECS) {

@@ -104,8 +104,19 @@ pub async fn unsubscribe(
 }
 
 pub(crate) fn page(title: &str, body: &str) -> String {
+    page_in(herald_i18n::DEFAULT, title, body)
+}
+
+/// [`page`] in language `lang` (a shipped code, so it is safe in the attribute): screen
+/// readers and browsers' translation offers read the `lang` attribute.
+pub(crate) fn page_in(lang: &str, title: &str, body: &str) -> String {
+    let lang = if herald_i18n::is_shipped(lang) {
+        lang
+    } else {
+        herald_i18n::DEFAULT
+    };
     format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{t}</title></head>\
+        "<!doctype html><html lang=\"{lang}\"><head><meta charset=\"utf-8\"><title>{t}</title></head>\
          <body><h1>{t}</h1>{body}</body></html>",
         t = escape(title)
     )

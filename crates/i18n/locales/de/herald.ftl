@@ -87,3 +87,18 @@ help-text =
       set digest mime|plain|off   Sammelnachrichten statt einzelner Beiträge, oder nicht
       set nomail on|off          Listenmail aussetzen (oder wieder aufnehmen), Mitglied bleiben
       help          dieser Text
+
+# Die öffentliche Anmeldeseite (/subscribe/<list>).
+page-no-list-title = Keine solche Liste
+page-no-list = Unter dieser Adresse gibt es keine Liste.
+page-closed-title = Geschlossene Liste
+page-closed = { $list } ist eine geschlossene Liste: ihre Verwalter tragen Mitglieder ein.
+subscribe-title = { $list } abonnieren
+subscribe-email-label = Ihre E-Mail-Adresse
+subscribe-honeypot-label = Dieses Feld leer lassen
+subscribe-button = Abonnieren
+subscribe-note = Wir senden eine Nachricht an diese Adresse; das Abonnement beginnt, wenn Sie ihrem Link folgen.
+subscribe-bad-address = An diese E-Mail-Adresse können wir nicht schreiben.
+subscribe-expired = Dieses Formular ist abgelaufen. Bitte senden Sie es erneut.
+subscribe-sent-title = Sehen Sie in Ihr Postfach
+subscribe-sent = Wenn { $who } { $list } abonnieren kann, ist eine Bestätigungsnachricht unterwegs. Folgen Sie ihrem Link, um abzuschließen; bis dahin geschieht nichts.

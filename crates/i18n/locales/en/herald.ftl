@@ -91,3 +91,19 @@ help-text =
       set digest mime|plain|off   receive digests instead of single posts, or not
       set nomail on|off          stop (or resume) list mail, staying a member
       help          this text
+
+# The public subscribe page (/subscribe/<list>), in the list's language. Plain text: the page
+# escapes it.
+page-no-list-title = No such list
+page-no-list = There is no list at this address.
+page-closed-title = Closed list
+page-closed = { $list } is a closed list: its administrators add members.
+subscribe-title = Subscribe to { $list }
+subscribe-email-label = Your e-mail address
+subscribe-honeypot-label = Leave this empty
+subscribe-button = Subscribe
+subscribe-note = We will send a message to this address; the subscription starts when you follow its link.
+subscribe-bad-address = This is not an e-mail address we can write to.
+subscribe-expired = This form has expired. Please send it again.
+subscribe-sent-title = Check your mailbox
+subscribe-sent = If { $who } can subscribe to { $list }, a confirmation message is on its way. Follow its link to finish; nothing happens until then.
