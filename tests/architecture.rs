@@ -45,6 +45,7 @@ const FLOW: &[&str] = &[
     "herald-import",
     "herald-imap",
     "herald-accounts",
+    "herald-cluster",
     "herald-api",
     "herald-server",
     "herald-bench",
