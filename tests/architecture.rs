@@ -32,6 +32,7 @@ const FLOW: &[&str] = &[
     "herald-enqueue",
     "herald-fanout",
     "herald-routing",
+    "herald-egress",
     "herald-smtp-client",
     "herald-scheduler",
     "herald-complaints",
