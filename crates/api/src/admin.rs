@@ -369,6 +369,8 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
             c.inc_by(n);
         },
     );
+    // Egress sources (issue 17): connections, copies sent today, today's warm-up cap.
+    crate::spool_metrics::register_egress(&s.scheduler.egress_sources(), &mut scrape);
     // Cluster gauges (issue 17): nodes alive/dead/left, each node's heartbeat age.
     if let (Some(c), Ok(nodes)) = (s.cluster.as_ref(), cluster_status(&s).await) {
         herald_cluster::metrics::register(c, &nodes, &mut scrape);

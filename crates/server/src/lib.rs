@@ -57,6 +57,9 @@ pub enum ServerError {
     Archive(#[from] herald_archive::ArchiveError),
     #[error("accounts: {0}")]
     Accounts(#[from] herald_accounts::AccountsError),
+    /// The egress pools could not be set up (configuration, warm-up ledger).
+    #[error("egress: {0}")]
+    Egress(#[from] herald_egress::EgressError),
     /// This node may not join the cluster (schema version, duplicate id) or its store failed.
     #[error("{0}")]
     Cluster(#[from] herald_cluster::ClusterError),

@@ -177,6 +177,24 @@ async fn join_cluster(
     Ok(Arc::new(cluster))
 }
 
+/// The egress pools (`[[delivery.egress]]`, issue 17), with their warm-up ledger in the data
+/// directory; `None` when no source is configured.
+fn open_egress(config: &Config) -> Result<Option<herald_egress::Egress>, ServerError> {
+    let cfg = config.delivery.egress_config();
+    if cfg.sources.is_empty() {
+        return Ok(None);
+    }
+    let today = herald_egress::utc_day(herald_types::unix_ms_now());
+    let ledger = Some(config.data_dir.join("egress-warmup.json"));
+    let egress = herald_egress::Egress::open(&cfg, ledger, today)?;
+    tracing::info!(
+        sources = cfg.sources.len(),
+        pools = cfg.pools.len(),
+        "egress pools configured"
+    );
+    Ok(Some(egress))
+}
+
 /// Recovered posts of `kind` as the stages receive them.
 fn recovered_of(recovered: &[RecoveredPost], kind: PostKind) -> Vec<SpooledPost> {
     recovered
@@ -228,6 +246,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         health_path: Some(config.data_dir.join("host-health.json")),
         mta_sts_path: Some(config.data_dir.join("mta-sts.json")),
         tls_sessions,
+        egress: open_egress(config)?,
     };
     let archive = start_archive(config, &s.recovered)?;
     // Digests the spool holds (recovery delivers them): the digest stage must not send again.

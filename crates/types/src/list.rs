@@ -156,6 +156,10 @@ pub struct ListSettings {
     /// subscription); `None`: a one-line greeting. Placeholders: `{{list_name}}`,
     /// `{{list_address}}`, `{{email}}`.
     pub welcome_message: Option<String>,
+    /// The egress pool (`[[delivery.egress_pool]]`, issue 17) this list's copies leave from;
+    /// `None`: the pool chosen by destination, else the default pool. A pool not configured on
+    /// a node makes the copies wait there (deferred), never leave from another address.
+    pub egress_pool: Option<String>,
 }
 
 /// When a list's digest is sent even below its size threshold (Mailman's
@@ -245,6 +249,7 @@ impl Default for ListSettings {
             complaint_action: ComplaintAction::default(),
             send_welcome: false,
             welcome_message: None,
+            egress_pool: None,
         }
     }
 }
