@@ -107,9 +107,12 @@ impl Cluster {
             let age = Duration::from_millis(table.now_ms.saturating_sub(old.heartbeat_at_ms));
             let alive = NodeLiveness::of(old.state, age, dead_after) == NodeLiveness::Alive;
             // The same address is this node restarting (after a crash, its row is still
-            // fresh): it takes its row over. Another address is a second process claiming
-            // the id, which would make both invisible.
-            if alive && old.address != me.address {
+            // fresh): it takes its row over. Another address on a shared store is a second
+            // process claiming the id, which would make both invisible. A SQLite store is
+            // never shared: a row there at another address is a copy (a restored backup),
+            // not a live node, and is taken over.
+            let shared = directory.store_kind() == herald_directory::StoreKind::Postgres;
+            if alive && shared && old.address != me.address {
                 return Err(ClusterError::DuplicateNode {
                     node: me.node_id,
                     address: old.address.clone(),
@@ -322,6 +325,19 @@ mod tests {
         let s = a.status().expect("status");
         assert_eq!(s[1].liveness, NodeLiveness::Left);
         assert_eq!(a.counters().0, 5);
+    }
+
+    /// On SQLite (never shared) a fresh row at another address is a copy — a backup
+    /// restored on another machine — and is taken over, not refused.
+    #[test]
+    fn a_sqlite_copy_of_a_live_row_is_taken_over() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let d = Directory::open(&tmp.path().join("d.db")).expect("open");
+        Cluster::join(d.clone(), &fast(), me("a", "127.0.0.2:1")).expect("first");
+        let again = Cluster::join(d.clone(), &fast(), me("a", "127.0.0.3:1")).expect("restored");
+        let s = again.status().expect("status");
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].address, "127.0.0.3:1");
     }
 
     /// A store at another schema version than the binary's is refused by name, with both
