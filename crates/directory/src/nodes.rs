@@ -286,7 +286,10 @@ mod tests {
     #[test]
     fn nodes_join_beat_leave_and_rejoin() {
         on_both(|d| {
-            assert_eq!(d.stored_schema_version().expect("version"), 8);
+            assert_eq!(
+                d.stored_schema_version().expect("version"),
+                crate::SCHEMA_VERSION
+            );
             assert!(d.nodes().expect("nodes").nodes.is_empty());
             let joined = d.node_join(&node("a", "127.0.0.2:8025")).expect("join");
             d.node_join(&node("b", "127.0.0.3:8025")).expect("join b");
