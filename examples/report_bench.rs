@@ -46,6 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         tls: None,
         mta_sts: None,
         dane: None,
+        source: None,
         outcome: ok.clone(),
     });
     for p in 0..POSTS {

@@ -791,6 +791,21 @@ pub async fn status(api: &Api) -> Result<()> {
         sp.commits,
         sp.fsync_avg_us
     );
+    if !s.nodes.is_empty() {
+        outln!("nodes:");
+        for n in &s.nodes {
+            outln!(
+                "  {:<24} {:<22} {:<5} heartbeat {:>6.1} s ago  v{} schema {}{}",
+                n.node_id,
+                n.address,
+                n.state,
+                n.heartbeat_age_ms as f64 / 1000.0,
+                n.version,
+                n.schema_version,
+                if n.this_node { "  (this node)" } else { "" }
+            );
+        }
+    }
     outln!("recent posts:");
     for p in &s.posts {
         outln!(

@@ -83,4 +83,25 @@ pub struct Status {
     pub spool: SpoolStats,
     /// The most recent posts (at most 20).
     pub posts: Vec<PostSummary>,
+    /// Every node of the cluster sharing this store (issue 17), this one included; empty from
+    /// a server older than clusters.
+    pub nodes: Vec<NodeView>,
+}
+
+/// One cluster node in `GET /api/v1/status`, as the answering node judges it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(default)]
+pub struct NodeView {
+    pub node_id: String,
+    /// Where it answers (`host:port` of its HTTP API).
+    pub address: String,
+    pub version: String,
+    pub schema_version: i64,
+    pub started_at_ms: u64,
+    /// Age of its last heartbeat on the shared store's clock.
+    pub heartbeat_age_ms: u64,
+    /// `alive`, `dead` (stale heartbeat: crashed or cut off) or `left` (stopped gracefully).
+    pub state: String,
+    /// The node that answered this request.
+    pub this_node: bool,
 }

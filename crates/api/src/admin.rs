@@ -375,6 +375,7 @@ pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
     let q = s.scheduler.queue_snapshot().await.unwrap_or_default();
     let mut posts = s.telemetry.all_progress();
     posts.truncate(20);
+    let nodes = cluster_status(&s).await?;
     Ok(Json(Status {
         version: env!("CARGO_PKG_VERSION").to_string(),
         uptime_secs: s.started.elapsed().as_secs(),
@@ -385,7 +386,19 @@ pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
         destinations: views::count(q.destinations_with_work),
         spool: views::spool::stats(&s.spool.stats()),
         posts: views::telemetry::posts(&posts),
+        nodes: nodes.iter().map(views::cluster::node).collect(),
     }))
+}
+
+/// Every cluster node as this node judges it (a blocking store read, off the async threads).
+async fn cluster_status(s: &ApiState) -> Result<Vec<herald_cluster::NodeStatus>, ApiError> {
+    let Some(c) = s.cluster.clone() else {
+        return Ok(Vec::new());
+    };
+    tokio::task::spawn_blocking(move || c.status())
+        .await
+        .map_err(|e| ApiError::Internal(format!("cluster status task: {e}")))?
+        .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 /// `GET /api/v1/backup`: a consistent copy of this running server as a tar stream (see
@@ -467,6 +480,12 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
             c.inc_by(n);
         },
     );
+    // Egress sources (issue 17): connections, copies sent today, today's warm-up cap.
+    crate::spool_metrics::register_egress(&s.scheduler.egress_sources(), &mut scrape);
+    // Cluster gauges (issue 17): nodes alive/dead/left, each node's heartbeat age.
+    if let (Some(c), Ok(nodes)) = (s.cluster.as_ref(), cluster_status(&s).await) {
+        herald_cluster::metrics::register(c, &nodes, &mut scrape);
+    }
     let mut out = String::with_capacity(16 * 1024);
     s.telemetry.encode_metrics(&scrape, &mut out);
     (

@@ -122,6 +122,8 @@ pub struct ApiState {
     /// `http.public_base_url` as resolved: the sign-in links' base, and an accepted `Origin`
     /// behind a proxy.
     pub public_base_url: String,
+    /// This node's cluster membership (issue 17): every node in `/api/v1/status` and `/metrics`.
+    pub cluster: Option<Arc<herald_cluster::Cluster>>,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.

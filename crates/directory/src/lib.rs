@@ -48,6 +48,7 @@ mod lists;
 mod members;
 mod model;
 mod moderation;
+mod nodes;
 mod patterns;
 mod person;
 mod pg;
@@ -76,6 +77,10 @@ pub use model::{
     MAX_FIELD_VALUE_CHARS, MAX_NAME_CHARS,
 };
 pub use moderation::PostingRight;
+pub use nodes::{
+    check_node, NewNode, NodeRecord, NodeState, NodeTable, MAX_NODES, MAX_NODE_ADDRESS_CHARS,
+    MAX_NODE_ID_CHARS,
+};
 pub use person::{BounceRecord, Erased, MembershipRecord, PersonRecord, ScoreRecord};
 pub use schema::SCHEMA_VERSION;
 pub use suppression::{

@@ -270,6 +270,20 @@ pub(crate) fn validate_settings(s: &ListSettings) -> Result<(), DirectoryError> 
             ),
         ));
     }
+    if let Some(pool) = &s.egress_pool {
+        // A pool name as `[[delivery.egress_pool]]` allows (it is also a queue key's part).
+        if pool.is_empty()
+            || pool.len() > 64
+            || !pool
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        {
+            return Err(DirectoryError::invalid(
+                "settings.egress_pool",
+                "must be 1 to 64 ASCII letters, digits, '.', '-' or '_'".to_string(),
+            ));
+        }
+    }
     if s.moderators.len() > MAX_MODERATORS {
         return Err(DirectoryError::invalid(
             "settings.moderators",

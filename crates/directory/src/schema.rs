@@ -120,6 +120,18 @@ const MIGRATIONS: &[&str] = &[
     // Every existing member keeps posting as before.
     "ALTER TABLE members ADD COLUMN moderated INTEGER NOT NULL DEFAULT 0
         CHECK (moderated IN (0, 1));",
+    // 7 -> 8: cluster nodes (issue 17 item 2, see `nodes` and the `herald-cluster` crate): one
+    // row per node that ever joined, kept after it leaves so `herald status` can say so.
+    // Self-contained (one new table, nothing else touched) so it can be renumbered at a merge.
+    "CREATE TABLE nodes (
+        node_id         TEXT PRIMARY KEY,
+        address         TEXT NOT NULL,
+        version         TEXT NOT NULL,
+        schema_version  INTEGER NOT NULL,
+        started_at_ms   INTEGER NOT NULL,
+        heartbeat_at_ms INTEGER NOT NULL,
+        state           TEXT NOT NULL CHECK (state IN ('running', 'left'))
+    );",
 ];
 
 /// The schema version this build writes and understands.
@@ -218,7 +230,7 @@ mod tests {
         drop(d);
         let conn = Connection::open(&path).expect("reopen");
         assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 7);
+        assert_eq!(SCHEMA_VERSION, 8);
         // PostgreSQL mirrors every step with the same numbers (`pg/schema.rs`).
         assert_eq!(crate::pg::SCHEMA_SQL.len() as i64, SCHEMA_VERSION);
         // Migration 6: the erasure key exists, one of its own per database.

@@ -83,6 +83,10 @@ pub struct SchedulerDeps {
     pub mta_sts_path: Option<std::path::PathBuf>,
     /// Where each session's TLS result goes for TLS reporting (RFC 8460; `None`: off).
     pub tls_sessions: Option<mpsc::Sender<herald_types::TlsSessionRecord>>,
+    /// Egress pools (issue 17; `None`: not configured, the system picks source addresses).
+    /// Its warm-up ledger is written about once a second while it changes, and when the
+    /// scheduler stops.
+    pub egress: Option<herald_egress::Egress>,
 }
 
 /// Why new shaping rules were not taken.
@@ -105,6 +109,8 @@ pub enum SchedulerError {
 #[derive(Clone)]
 pub struct Scheduler {
     expand_ctx: Arc<expansion::ExpandCtx>,
+    /// The egress pools, for `/metrics` (issue 17).
+    egress: Option<herald_egress::Egress>,
     ctrl: mpsc::Sender<Ctrl>,
     telemetry: Telemetry,
     shutdown: CancellationToken,
@@ -140,6 +146,7 @@ impl Scheduler {
         let connector = workers::smtp::SmtpConnector {
             slow_client: Arc::new(cfg.slow_client(&deps.client)),
             client: Arc::new(deps.client.clone()),
+            egress: deps.egress.clone(),
         };
         let worker_ctx = Arc::new(workers::WorkerCtx {
             connector: Arc::new(connector),
@@ -151,6 +158,7 @@ impl Scheduler {
             telemetry: deps.telemetry.clone(),
             shutdown: shutdown.clone(),
             tls_sessions: deps.tls_sessions,
+            egress: deps.egress.clone(),
         });
         let resolvers = actor::routes::Resolvers {
             resolver: deps.resolver,
@@ -182,6 +190,7 @@ impl Scheduler {
             telemetry: deps.telemetry.clone(),
         });
         let scheduler = Scheduler {
+            egress: deps.egress.clone(),
             expand_ctx,
             ctrl: ctrl_tx,
             telemetry: deps.telemetry.clone(),
@@ -199,13 +208,28 @@ impl Scheduler {
         for post in recovered {
             scheduler.resume(post);
         }
+        let ledger = deps
+            .egress
+            .map(|e| tokio::spawn(flush_egress(e, actor_done.clone())));
         let handle = tokio::spawn(async move {
             let _ = actor_task.await;
             // Workers have finished their batches: let the report loop drain and flush.
             actor_done.cancel();
             let _ = reports.await;
+            if let Some(ledger) = ledger {
+                let _ = ledger.await;
+            }
         });
         (scheduler, handle)
+    }
+
+    /// The egress pools' sources as `/metrics` shows them (issue 17): connections open, copies
+    /// sent today and today's warm-up cap per source address.
+    pub fn egress_sources(&self) -> Vec<herald_egress::SourceView> {
+        self.egress
+            .as_ref()
+            .map(|e| e.sources(herald_egress::utc_day(herald_types::unix_ms_now())))
+            .unwrap_or_default()
     }
 
     /// The scheduler's intake loop: takes the posts enqueue hands over (list posts and
@@ -347,5 +371,25 @@ impl Scheduler {
             .await
             .map_err(|_| SchedulerError::Stopped)?;
         rx.await.map_err(|_| SchedulerError::Stopped)
+    }
+}
+
+/// Writes the egress warm-up ledger about once a second while counts change, and a last time
+/// when the scheduler's workers are done (blocking writes, off the async threads).
+async fn flush_egress(egress: herald_egress::Egress, done: CancellationToken) {
+    loop {
+        let stop = tokio::select! {
+            _ = done.cancelled() => true,
+            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => false,
+        };
+        let e = egress.clone();
+        match tokio::task::spawn_blocking(move || e.flush()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => tracing::warn!(error = %err, "egress warm-up ledger not written"),
+            Err(err) => tracing::warn!(error = %err, "egress ledger task failed"),
+        }
+        if stop {
+            return;
+        }
     }
 }

@@ -81,6 +81,8 @@ pub struct Config {
     /// Where the directory lives (issue 17): SQLite in the data directory (default) or a
     /// shared PostgreSQL database.
     pub store: herald_directory::StoreConfig,
+    /// This node in a cluster sharing the store (issue 17 item 2): id, address, heartbeats.
+    pub cluster: herald_cluster::ClusterConfig,
 }
 
 impl Default for Config {
@@ -114,6 +116,7 @@ impl Default for Config {
             imap: Default::default(),
             accounts: Default::default(),
             store: Default::default(),
+            cluster: Default::default(),
         }
     }
 }
@@ -206,6 +209,7 @@ impl Config {
         self.content_filter.check()?;
         self.check_imap()?;
         self.accounts.check()?;
+        self.cluster.check()?;
         self.store.location(&self.data_dir).map_err(|e| match e {
             herald_directory::DirectoryError::InvalidInput { field, reason } => {
                 format!("{field}: {reason}")

@@ -57,6 +57,12 @@ pub enum ServerError {
     Archive(#[from] herald_archive::ArchiveError),
     #[error("accounts: {0}")]
     Accounts(#[from] herald_accounts::AccountsError),
+    /// The egress pools could not be set up (configuration, warm-up ledger).
+    #[error("egress: {0}")]
+    Egress(#[from] herald_egress::EgressError),
+    /// This node may not join the cluster (schema version, duplicate id) or its store failed.
+    #[error("{0}")]
+    Cluster(#[from] herald_cluster::ClusterError),
     /// A blocking start-up task (opening the directory) panicked or was cancelled.
     #[error("{what} task failed: {message}")]
     Task { what: &'static str, message: String },
@@ -93,7 +99,15 @@ pub async fn run(
         }
         privileges::Outcome::NotRoot => {}
     }
-    let stores = steps::open_stores(&config).await?;
+    let http_addr = listeners
+        .http
+        .local_addr()
+        .map_err(|source| ServerError::Bind {
+            what: "HTTP",
+            addr: config.listen.http,
+            source,
+        })?;
+    let stores = steps::open_stores(&config, http_addr).await?;
     let stages = steps::start_stages(&config, stores)?;
     let served = steps::serve(
         &config,

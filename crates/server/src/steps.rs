@@ -37,6 +37,8 @@ pub(crate) struct Stores {
     dedup: DedupStore,
     /// Web accounts and the audit log (`accounts.db`, issue 15).
     accounts: herald_accounts::Accounts,
+    /// This node's membership of the cluster (issue 17): joined in `open_stores`.
+    cluster: Arc<herald_cluster::Cluster>,
 }
 
 /// The running stages (step 2), with what step 3 needs and step 4 stops.
@@ -68,6 +70,10 @@ pub(crate) struct Stages {
     /// Web accounts and the audit log, for the API.
     accounts: herald_accounts::Accounts,
     stages_stop: CancellationToken,
+    /// This node's membership, for the API and the drain.
+    cluster: Arc<herald_cluster::Cluster>,
+    /// The heartbeat task (it marks the node left when stopped) and its stop.
+    heartbeat: (JoinHandle<()>, CancellationToken),
 }
 
 /// The listeners and the HTTP API (step 3).
@@ -79,7 +85,10 @@ pub(crate) struct Served {
 }
 
 /// Step 1: the data directory and everything stored in it.
-pub(crate) async fn open_stores(config: &Config) -> Result<Stores, ServerError> {
+pub(crate) async fn open_stores(
+    config: &Config,
+    http: std::net::SocketAddr,
+) -> Result<Stores, ServerError> {
     let data_err = |source| ServerError::DataDir {
         path: config.data_dir.display().to_string(),
         source,
@@ -97,6 +106,7 @@ pub(crate) async fn open_stores(config: &Config) -> Result<Stores, ServerError> 
             message: e.to_string(),
         })??;
     tracing::info!(store = %config.store.describe(&config.data_dir), "directory opened");
+    let cluster = join_cluster(config, &directory, http).await?;
     let (spool, recovered) = Spool::open(config.spool_config())?;
     let telemetry = Telemetry::new(&herald_telemetry::telemetry_config(
         &config.data_dir,
@@ -128,6 +138,7 @@ pub(crate) async fn open_stores(config: &Config) -> Result<Stores, ServerError> 
         config.accounts.clone(),
     )?;
     Ok(Stores {
+        cluster,
         secret,
         directory,
         spool,
@@ -137,6 +148,51 @@ pub(crate) async fn open_stores(config: &Config) -> Result<Stores, ServerError> 
         dedup,
         accounts,
     })
+}
+
+/// Joins the cluster (issue 17 item 2) as `[cluster] node_id` (default: the host name), at
+/// `[cluster] address` (default: the HTTP listener's bound address). Refuses to start on a
+/// store at another schema version or with the id alive elsewhere (`herald_cluster::Cluster::join`).
+async fn join_cluster(
+    config: &Config,
+    directory: &Directory,
+    http: std::net::SocketAddr,
+) -> Result<Arc<herald_cluster::Cluster>, ServerError> {
+    let me = herald_cluster::Identity {
+        node_id: config.cluster.resolve_node_id(&config.hostname),
+        address: config
+            .cluster
+            .address
+            .clone()
+            .unwrap_or_else(|| http.to_string()),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    let (d, cfg) = (directory.clone(), config.cluster.clone());
+    let cluster = tokio::task::spawn_blocking(move || herald_cluster::Cluster::join(d, &cfg, me))
+        .await
+        .map_err(|e| ServerError::Task {
+            what: "join the cluster",
+            message: e.to_string(),
+        })??;
+    Ok(Arc::new(cluster))
+}
+
+/// The egress pools (`[[delivery.egress]]`, issue 17), with their warm-up ledger in the data
+/// directory; `None` when no source is configured.
+fn open_egress(config: &Config) -> Result<Option<herald_egress::Egress>, ServerError> {
+    let cfg = config.delivery.egress_config();
+    if cfg.sources.is_empty() {
+        return Ok(None);
+    }
+    let today = herald_egress::utc_day(herald_types::unix_ms_now());
+    let ledger = Some(config.data_dir.join("egress-warmup.json"));
+    let egress = herald_egress::Egress::open(&cfg, ledger, today)?;
+    tracing::info!(
+        sources = cfg.sources.len(),
+        pools = cfg.pools.len(),
+        "egress pools configured"
+    );
+    Ok(Some(egress))
 }
 
 /// Recovered posts of `kind` as the stages receive them.
@@ -190,6 +246,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         health_path: Some(config.data_dir.join("host-health.json")),
         mta_sts_path: Some(config.data_dir.join("mta-sts.json")),
         tls_sessions,
+        egress: open_egress(config)?,
     };
     let archive = start_archive(config, &s.recovered)?;
     // Digests the spool holds (recovery delivers them): the digest stage must not send again.
@@ -335,7 +392,14 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         Some(rx) => Some(start_tls_reports(config, &enqueuer, rx, &mut tasks, stop)?),
         None => None,
     };
+    let heartbeat_stop = CancellationToken::new();
+    let heartbeat = tokio::spawn(herald_cluster::heartbeat::run(
+        s.cluster.clone(),
+        heartbeat_stop.clone(),
+    ));
     Ok(Stages {
+        heartbeat: (heartbeat, heartbeat_stop),
+        cluster: s.cluster,
         accounts: s.accounts,
         directory: s.directory,
         spool: s.spool,
@@ -573,6 +637,7 @@ pub(crate) fn serve(
             || config.accounts.cookie_secure
             || config.http.public_base_url.starts_with("https://"),
         public_base_url: config.http.public_base_url(config.listen.http),
+        cluster: Some(stages.cluster.clone()),
     });
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");
@@ -723,6 +788,9 @@ pub(crate) async fn drain(stages: Stages, served: Served) -> Result<(), ServerEr
     stages.telemetry.flush_log();
     let t = stages.telemetry.clone();
     let _ = tokio::task::spawn_blocking(move || t.flush_stats()).await;
+    // Last: the node is `running` while it drains, then `left` (the task's end writes it).
+    stages.heartbeat.1.cancel();
+    let _ = stages.heartbeat.0.await;
     tracing::info!("herald stopped");
     Ok(())
 }

@@ -64,7 +64,9 @@ pub use config::{
 };
 pub use dns::{DnsServer, Zone};
 pub use error::{ConfigError, SimError};
-pub use recorder::{CopyRecord, HostCounters, MimeVerdict, Recorder, Rejection, Snapshot};
+pub use recorder::{
+    CopyRecord, HostCounters, MimeVerdict, PeerCounters, Recorder, Rejection, Snapshot,
+};
 pub use report::Report;
 pub use world::World;
 

@@ -12,6 +12,7 @@
 
 use crate::error::ConfigError;
 use crate::tls::TlsCache;
+use herald_egress::{EgressConfig, EgressPoolConfig, EgressSource};
 use herald_routing::config::secs;
 use herald_routing::tls_policy::{policy_for, validate_rules};
 use herald_routing::{DaneConfig, MtaStsConfig, TlsMode, TlsPolicy, TlsPolicyRule};
@@ -53,6 +54,14 @@ pub struct ClientConfig {
     /// DANE (RFC 7672): MX hosts' DNSSEC-signed TLSA records (`[delivery.dane]`, off by
     /// default: it needs a validating resolver).
     pub dane: DaneConfig,
+    /// Local source addresses (`[[delivery.egress]]`, issue 17): owned by `herald-egress`,
+    /// embedded here so the keys sit under `[delivery]`. The scheduler chooses one per
+    /// connection; the client binds it ([`crate::Connection::connect_from`]).
+    pub egress: Vec<EgressSource>,
+    /// Pools of those sources (`[[delivery.egress_pool]]`).
+    pub egress_pool: Vec<EgressPoolConfig>,
+    /// The pool of copies whose list and destination name none.
+    pub default_egress_pool: Option<String>,
     /// The rustls configuration, built once on first STARTTLS and shared by every connection
     /// made with this config. Leave it `Default`.
     #[serde(skip)]
@@ -73,6 +82,9 @@ impl Default for ClientConfig {
             tls_policy: Vec::new(),
             mta_sts: MtaStsConfig::default(),
             dane: DaneConfig::default(),
+            egress: Vec::new(),
+            egress_pool: Vec::new(),
+            default_egress_pool: None,
             tls_cache: TlsCache::default(),
         }
     }
@@ -85,8 +97,18 @@ impl ClientConfig {
         policy_for(&self.tls_policy, self.tls, mx_name)
     }
 
+    /// The egress keys as `herald-egress` takes them.
+    pub fn egress_config(&self) -> EgressConfig {
+        EgressConfig {
+            sources: self.egress.clone(),
+            pools: self.egress_pool.clone(),
+            default_pool: self.default_egress_pool.clone(),
+        }
+    }
+
     /// Refuses a HELO name that could not be sent safely and timeouts that would never fire.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        herald_egress::check(&self.egress_config()).map_err(ConfigError::Egress)?;
         let name = &self.helo_name;
         if name.is_empty() || name.len() > 255 {
             return Err(ConfigError::invalid(

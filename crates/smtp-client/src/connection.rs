@@ -29,11 +29,11 @@ use crate::tls::TlsInfo;
 use herald_routing::TlsaSet;
 use herald_routing::{TlsMode, TlsPolicy};
 use herald_types::{RcptOutcome, Reply};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 
 /// One personalized copy to deliver: one return path, one recipient, one DATA payload.
@@ -143,7 +143,29 @@ impl Connection {
             mta_sts: mta_sts_enforce,
             dane: None,
         };
-        Self::open_with_fallback(addr, mx_name, cfg, policy).await
+        Self::open_with_fallback(None, addr, mx_name, cfg, policy).await
+    }
+
+    /// Like [`Connection::connect_with`], from the local address `source` (an egress source,
+    /// issue 17: the socket is bound to it before it connects); `None` lets the system choose.
+    /// A source that cannot be bound is [`SessionErrorKind::Bind`], not a host problem.
+    pub async fn connect_from(
+        source: Option<IpAddr>,
+        addr: SocketAddr,
+        mx_name: &str,
+        cfg: &ClientConfig,
+        mta_sts_enforce: bool,
+    ) -> Result<Connection, SessionError> {
+        let mut policy = cfg.tls_for(mx_name);
+        if mta_sts_enforce {
+            policy = policy.stricter(TlsPolicy::VERIFIED);
+        }
+        let policy = Policy {
+            tls: policy,
+            mta_sts: mta_sts_enforce,
+            dane: None,
+        };
+        Self::open_with_fallback(source, addr, mx_name, cfg, policy).await
     }
 
     /// Like [`Connection::connect`], for an MX host whose DANE TLSA records apply (RFC 7672):
@@ -152,6 +174,18 @@ impl Connection {
     /// name DANE ([`TlsError::Dane`]); there is no plaintext fallback. A `verify = true` rule
     /// for the host still applies on top (the stricter applies).
     pub async fn connect_dane(
+        addr: SocketAddr,
+        mx_name: &str,
+        cfg: &ClientConfig,
+        tlsa: Arc<TlsaSet>,
+    ) -> Result<Connection, SessionError> {
+        Self::connect_dane_from(None, addr, mx_name, cfg, tlsa).await
+    }
+
+    /// [`Connection::connect_dane`] from the local address `source` (see
+    /// [`Connection::connect_from`]).
+    pub async fn connect_dane_from(
+        source: Option<IpAddr>,
         addr: SocketAddr,
         mx_name: &str,
         cfg: &ClientConfig,
@@ -166,32 +200,34 @@ impl Connection {
             mta_sts: false,
             dane: Some(tlsa),
         };
-        Self::open_with_fallback(addr, mx_name, cfg, policy).await
+        Self::open_with_fallback(source, addr, mx_name, cfg, policy).await
     }
 
     /// Opens the session; under an opportunistic policy a failed handshake is retried once in
     /// plaintext.
     async fn open_with_fallback(
+        source: Option<IpAddr>,
         addr: SocketAddr,
         mx_name: &str,
         cfg: &ClientConfig,
         policy: Policy,
     ) -> Result<Connection, SessionError> {
         let try_tls = policy.tls.mode != TlsMode::Disabled;
-        let first = Self::open(addr, mx_name, cfg, &policy, try_tls).await;
+        let first = Self::open(source, addr, mx_name, cfg, &policy, try_tls).await;
         match first {
             Err(e)
                 if policy.tls.mode == TlsMode::Opportunistic
                     && matches!(e.kind(), SessionErrorKind::Tls(TlsError::Handshake(_))) =>
             {
                 tracing::info!(host = mx_name, %addr, error = %e, "TLS handshake failed, retrying in plaintext");
-                Self::open(addr, mx_name, cfg, &policy, false).await
+                Self::open(source, addr, mx_name, cfg, &policy, false).await
             }
             other => other,
         }
     }
 
     async fn open(
+        source: Option<IpAddr>,
         addr: SocketAddr,
         mx_name: &str,
         cfg: &ClientConfig,
@@ -200,7 +236,7 @@ impl Connection {
     ) -> Result<Connection, SessionError> {
         let fail = |stage, kind| SessionError::new(mx_name, addr, stage, kind);
         let started = Instant::now();
-        let mut tcp = tcp_connect(addr, cfg.connect_timeout)
+        let mut tcp = tcp_connect(source, addr, cfg.connect_timeout)
             .await
             .map_err(|k| fail(Stage::Connect, k))?;
         let mut timings = ConnectionTimings {
@@ -323,10 +359,48 @@ impl Connection {
     }
 }
 
-async fn tcp_connect(addr: SocketAddr, timeout: Duration) -> Result<TcpStream, SessionErrorKind> {
-    let tcp = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+/// The socket for `addr`, bound to `source` first when one is given (the port is left to the
+/// system).
+fn socket_from(source: IpAddr, addr: SocketAddr) -> Result<TcpSocket, SessionErrorKind> {
+    let bind = |error| SessionErrorKind::Bind {
+        source_ip: source,
+        error,
+    };
+    if source.is_ipv4() != addr.is_ipv4() {
+        return Err(bind(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the source and the destination are of different address families",
+        )));
+    }
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(bind)?;
+    socket.bind(SocketAddr::new(source, 0)).map_err(bind)?;
+    Ok(socket)
+}
+
+async fn tcp_connect(
+    source: Option<IpAddr>,
+    addr: SocketAddr,
+    timeout: Duration,
+) -> Result<TcpStream, SessionErrorKind> {
+    let connect = async {
+        match source {
+            Some(ip) => socket_from(ip, addr)?
+                .connect(addr)
+                .await
+                .map_err(SessionErrorKind::Connect),
+            None => TcpStream::connect(addr)
+                .await
+                .map_err(SessionErrorKind::Connect),
+        }
+    };
+    let tcp = match tokio::time::timeout(timeout, connect).await {
         Err(_elapsed) => return Err(SessionErrorKind::Timeout),
-        Ok(Err(e)) => return Err(SessionErrorKind::Connect(e)),
+        Ok(Err(e)) => return Err(e),
         Ok(Ok(tcp)) => tcp,
     };
     // Commands are written in whole groups; Nagle would only delay the group's last segment.

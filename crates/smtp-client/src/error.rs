@@ -26,6 +26,10 @@ pub enum ConfigError {
     /// A routing setting embedded in `[delivery]` (TLS rules, MTA-STS, DANE) was refused.
     #[error(transparent)]
     Routing(#[from] herald_routing::SetupError),
+    /// `[[delivery.egress]]`, `[[delivery.egress_pool]]` or `default_egress_pool` was refused
+    /// (the message names the key).
+    #[error("{0}")]
+    Egress(String),
 }
 
 impl ConfigError {
@@ -141,6 +145,14 @@ pub enum SessionErrorKind {
     /// `send` on a connection that an earlier error (or a cancelled `send`) left unusable.
     #[error("connection is no longer usable")]
     Unusable,
+    /// The local source address (an egress source, issue 17) could not be bound: our
+    /// configuration or this machine, never the remote host's doing.
+    #[error("cannot bind local source address {source_ip}: {error}")]
+    Bind {
+        source_ip: std::net::IpAddr,
+        #[source]
+        error: io::Error,
+    },
 }
 
 /// One SMTP session failed: where, with whom, and why. Boxed so that `Result`s on the hot path
@@ -220,7 +232,7 @@ impl SessionError {
                 self.stage(),
                 Stage::Banner | Stage::Ehlo | Stage::Helo | Stage::StartTls
             ),
-            SessionErrorKind::Unusable => false,
+            SessionErrorKind::Unusable | SessionErrorKind::Bind { .. } => false,
             _ => true,
         }
     }
@@ -257,6 +269,12 @@ impl SessionError {
                 format!("host {peer} said: {r} (in reply to {stage})"),
             ),
             SessionErrorKind::Unusable => ((4, 4, 0), format!("connection to {peer} unusable")),
+            SessionErrorKind::Bind { source_ip, error } => (
+                (4, 3, 5),
+                format!(
+                    "connect to {peer} from {source_ip}: cannot bind the source address: {error}"
+                ),
+            ),
         };
         let (c, s, d) = status;
         Reply::new(451, Some(EnhancedStatus::new(c, s, d)), text)

@@ -33,6 +33,7 @@ fn run(t: &Telemetry) -> f64 {
             tls: None,
             mta_sts: None,
             dane: None,
+            source: None,
             outcome: RcptOutcome::Delivered(Reply::new(250, None, "2.0.0 ok")),
         })));
     }

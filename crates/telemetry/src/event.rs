@@ -111,4 +111,7 @@ pub struct Attempt {
     /// What DANE concluded for the attempt (`dane=` in the log); `None` when DANE is off, or
     /// when no connection was made and DANE was not why.
     pub dane: Option<DaneNote>,
+    /// The local source address the connection left from (`src=` in the log), when an egress
+    /// source was bound (issue 17); `None` when the system chose it or no connection was made.
+    pub source: Option<std::net::IpAddr>,
 }

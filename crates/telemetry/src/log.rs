@@ -257,6 +257,9 @@ pub fn format_line(event: &Event) -> Option<String> {
             if let Some(note) = a.dane {
                 let _ = write!(line, ", dane={}", note.word());
             }
+            if let Some(src) = a.source {
+                let _ = write!(line, ", src={src}");
+            }
         }
     }
     line.push('\n');
@@ -282,6 +285,7 @@ mod tests {
             tls: None,
             mta_sts: None,
             dane: None,
+            source: None,
             outcome: RcptOutcome::Failed(Reply::new(
                 550,
                 Some(EnhancedStatus::new(5, 1, 1)),
@@ -321,6 +325,7 @@ mod tests {
             tls: Some("TLSv1.3/unverified".into()),
             mta_sts: None,
             dane: None,
+            source: None,
             outcome: RcptOutcome::Delivered(Reply::new(250, None, "ok")),
         };
         let line = format_line(&Event::Attempt(Box::new(a.clone()))).expect("logged");
@@ -343,10 +348,20 @@ mod tests {
             dane: Some(herald_types::DaneNote::Verified),
             ..sts
         };
-        let line = format_line(&Event::Attempt(Box::new(dane))).expect("logged");
+        let line = format_line(&Event::Attempt(Box::new(dane.clone()))).expect("logged");
         assert!(
             line.trim_end()
                 .ends_with(", tls=TLSv1.3/unverified, dane=verified"),
+            "{line}"
+        );
+        // The egress source address (issue 17) closes the line.
+        let from = Attempt {
+            source: Some("127.0.0.5".parse().expect("ip")),
+            ..dane
+        };
+        let line = format_line(&Event::Attempt(Box::new(from))).expect("logged");
+        assert!(
+            line.trim_end().ends_with(", dane=verified, src=127.0.0.5"),
             "{line}"
         );
     }

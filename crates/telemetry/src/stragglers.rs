@@ -162,6 +162,7 @@ mod tests {
             tls: None,
             mta_sts: None,
             dane: None,
+            source: None,
             outcome,
         }
     }

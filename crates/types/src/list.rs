@@ -159,6 +159,10 @@ pub struct ListSettings {
     /// The language of the mail Herald writes for this list (confirmations, welcome, held and
     /// bounce notices, request replies): a code `herald_i18n::LANGUAGES` ships (`en`, `de`).
     pub language: String,
+    /// The egress pool (`[[delivery.egress_pool]]`, issue 17) this list's copies leave from;
+    /// `None`: the pool chosen by destination, else the default pool. A pool not configured on
+    /// a node makes the copies wait there (deferred), never leave from another address.
+    pub egress_pool: Option<String>,
 }
 
 /// When a list's digest is sent even below its size threshold (Mailman's
@@ -249,6 +253,7 @@ impl Default for ListSettings {
             send_welcome: false,
             welcome_message: None,
             language: "en".into(),
+            egress_pool: None,
         }
     }
 }

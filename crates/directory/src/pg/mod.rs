@@ -33,6 +33,7 @@
 mod bounces;
 mod lists;
 mod members;
+mod nodes;
 mod person;
 mod policy;
 mod schema;

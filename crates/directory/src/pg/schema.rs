@@ -118,6 +118,16 @@ pub(crate) const SCHEMA_SQL: &[&str] = &[
     );"#,
     // 6 -> 7: per-member moderation (issue 16, see `moderation`).
     r#"ALTER TABLE members ADD COLUMN moderated BOOLEAN NOT NULL DEFAULT FALSE;"#,
+    // 7 -> 8: cluster nodes (issue 17 item 2, see `crate::nodes`).
+    r#"CREATE TABLE nodes (
+        node_id         TEXT PRIMARY KEY,
+        address         TEXT NOT NULL,
+        version         TEXT NOT NULL,
+        schema_version  BIGINT NOT NULL,
+        started_at_ms   BIGINT NOT NULL,
+        heartbeat_at_ms BIGINT NOT NULL,
+        state           TEXT NOT NULL CHECK (state IN ('running', 'left'))
+    );"#,
 ];
 
 /// Brings the database up to [`SCHEMA_VERSION`] under [`MIGRATION_LOCK`], or refuses one

@@ -200,6 +200,7 @@ impl Actor {
             max_messages: budget.messages_per_connection,
             sts: d.sts.clone(),
             dane: d.dane.clone(),
+            egress_pool: d.egress_pool.clone(),
         };
         d.connecting += 1;
         match lane {

@@ -48,6 +48,7 @@ pub mod backoff;
 mod dispatch;
 #[cfg(test)]
 mod dispatch_tests;
+mod egress;
 #[cfg(test)]
 mod hand_rig;
 pub mod health;
@@ -259,8 +260,9 @@ impl Actor {
                 failed,
                 error,
                 dane_failed,
+                local,
             } => {
-                self.on_connect_failed(dest, failed, error, dane_failed)
+                self.on_connect_failed(dest, failed, error, dane_failed, local)
                     .await
             }
             Ctrl::BatchDone(b) => self.on_batch_done(*b).await,
@@ -284,6 +286,7 @@ impl Actor {
             match self.routes.get_mut(&domain) {
                 Some(Route::Routed { key, .. }) => {
                     let key = key.clone();
+                    let key = self.pooled(&key, &job);
                     if let Some(d) = self.dests.get_mut(&key) {
                         self.queued += 1;
                         d.fast.push_back(job);

@@ -140,6 +140,7 @@ impl Actor {
         failed: Vec<HostFailure>,
         error: Reply,
         dane_failed: bool,
+        local: Option<DeferralKind>,
     ) {
         self.record_failures(&dest, &failed);
         let Some(d) = self.dests.get_mut(&dest) else {
@@ -159,7 +160,10 @@ impl Actor {
         let slow = jobs.iter().filter(|j| j.lane == LaneKind::Slow).count();
         self.queued = self.queued.saturating_sub(jobs.len());
         self.slow_queued = self.slow_queued.saturating_sub(slow);
-        let kind = if failed.iter().any(|f| f.kind == FailKind::Throttle) {
+        let kind = if let Some(kind) = local {
+            // No egress source (issue 17): nothing was tried, no host is to blame.
+            kind
+        } else if failed.iter().any(|f| f.kind == FailKind::Throttle) {
             DeferralKind::Throttle
         } else {
             DeferralKind::HostDown
@@ -335,9 +339,17 @@ impl Actor {
             self.seq += 1;
             // A copy follows its domain's current route: if that changed while the copy was
             // out (a new MX set, a new MTA-STS policy), it waits in the new destination.
-            let target = match self.current_destination(job.domain()) {
-                Some(key) if key != dest && self.dests.contains_key(key) => key.clone(),
-                _ => dest.clone(),
+            let target = match self.current_destination(job.domain()).cloned() {
+                Some(key) => {
+                    // In the copy's egress pool's variant of the route (issue 17).
+                    let key = self.pooled(&key, &job);
+                    if self.dests.contains_key(&key) {
+                        key
+                    } else {
+                        dest.clone()
+                    }
+                }
+                None => dest.clone(),
             };
             let w = Waiting {
                 at: now + delay,

@@ -151,7 +151,7 @@ async fn a_failed_connection_defers_the_destinations_copies_as_host_down() {
     let error = Reply::new(421, None, "cannot connect to any host");
     let failed = vec![failure(FailKind::Host)];
     h.actor
-        .on_connect_failed(dest.clone(), failed, error, false)
+        .on_connect_failed(dest.clone(), failed, error, false, None)
         .await;
     // Each copy is reported deferred (the log's line for this attempt), then waits.
     let outcomes = h.outcomes();
@@ -180,7 +180,7 @@ async fn a_busy_greeting_defers_as_throttling_and_cuts_the_budget_not_the_host()
     // its health, and the budget is cut once per cooldown.
     let failed = vec![failure(FailKind::Throttle), failure(FailKind::Throttle)];
     h.actor
-        .on_connect_failed(dest.clone(), failed, error, false)
+        .on_connect_failed(dest.clone(), failed, error, false, None)
         .await;
     let w = waiting(&h, &dest);
     assert_eq!(
@@ -202,7 +202,9 @@ async fn a_dane_failure_is_named_on_each_deferred_copy() {
     let (mut h, dest) = connecting_with_copies(1).await;
     let error = Reply::new(421, None, "TLSA records do not match");
     let failed = vec![failure(FailKind::Other)];
-    h.actor.on_connect_failed(dest, failed, error, true).await;
+    h.actor
+        .on_connect_failed(dest, failed, error, true, None)
+        .await;
     let outcomes = h.outcomes();
     assert_eq!(outcomes.len(), 1);
     assert_eq!(outcomes[0].dane, Some(herald_types::DaneNote::Failed));

@@ -181,6 +181,8 @@ pub struct Destination {
     /// The greylisting interval learned here: the shortest wait after which a greylisted copy
     /// got through (an upper bound of the server's interval).
     pub grey_interval: Option<std::time::Duration>,
+    /// The egress pool its connections leave from (issue 17; its key ends `|egress=<pool>`).
+    pub egress_pool: Option<Arc<str>>,
 }
 
 impl Destination {
@@ -204,6 +206,7 @@ impl Destination {
             deferred: 0,
             failed: 0,
             grey_interval: None,
+            egress_pool: None,
         }
     }
 

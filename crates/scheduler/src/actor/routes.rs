@@ -278,13 +278,22 @@ impl Actor {
             (Ok(routing), previous) => {
                 let refresh_at = self.refresh_time(routing.sts.as_ref(), routing.dane.as_ref());
                 let key = self.destination_for(routing.hosts, routing.sts, routing.dane);
-                if let Some(d) = self.dests.get_mut(&key) {
-                    for job in jobs {
+                let mut touched = Vec::new();
+                for job in jobs {
+                    // The copy's egress pool's variant of the destination (issue 17).
+                    let at = self.pooled(&key, &job);
+                    if let Some(d) = self.dests.get_mut(&at) {
                         match job.lane {
                             LaneKind::Fast => d.fast.push_back(job),
                             LaneKind::Slow => d.slow.push_back(job),
                         }
                     }
+                    if at != key && !touched.contains(&at) {
+                        touched.push(at);
+                    }
+                }
+                for at in touched {
+                    self.pump(&at);
                 }
                 let route = Route::Routed {
                     key: key.clone(),
@@ -300,7 +309,7 @@ impl Actor {
             (Err(e), Some(old)) if e.is_policy() => {
                 // The policy (or DANE) now allows none of the hosts: the domain's queued copies
                 // leave the old destination and wait with the route, deferred.
-                let (ready, waiting) = self.take_domain(&old, &domain);
+                let (ready, waiting) = self.take_domain_everywhere(&old, &domain);
                 let jobs = ready.into_iter().chain(waiting.into_iter().map(|w| w.job));
                 self.retry_route(domain, jobs.collect(), e).await;
             }
@@ -387,9 +396,14 @@ impl Actor {
         let base = destination_key(&hosts);
         let dane_suffix = dane.as_ref().map_or("", DaneRoute::key_suffix);
         let key: Arc<str> = Arc::from(format!("{base}{}{dane_suffix}", sts_suffix(sts.as_ref())));
-        if let Some(d) = self.dests.get_mut(&key) {
-            if dane.is_some() {
-                d.dane = dane.map(Arc::new);
+        if self.dests.contains_key(&key) {
+            if let Some(dane) = dane.map(Arc::new) {
+                // The egress variants of the destination (issue 17) share its hosts.
+                for (k, d) in self.dests.iter_mut() {
+                    if *k == key || super::egress::is_variant_of(k, &key) {
+                        d.dane = Some(dane.clone());
+                    }
+                }
             }
             return key;
         }
@@ -451,6 +465,9 @@ impl Actor {
     /// Moves `domain`'s queued copies from destination `from` to `to`, keeping each one's lane
     /// and retry time.
     fn reroute(&mut self, domain: &str, from: &Arc<str>, to: &Arc<str>) {
+        if self.ctx.egress.is_some() {
+            return self.reroute_pooled(domain, from, to);
+        }
         let (ready, waiting) = self.take_domain(from, domain);
         if ready.is_empty() && waiting.is_empty() {
             return;
@@ -470,7 +487,7 @@ impl Actor {
     }
 
     /// Takes `domain`'s copies out of destination `key`'s ready and waiting queues.
-    fn take_domain(&mut self, key: &Arc<str>, domain: &str) -> (Vec<Job>, Vec<Waiting>) {
+    pub(super) fn take_domain(&mut self, key: &Arc<str>, domain: &str) -> (Vec<Job>, Vec<Waiting>) {
         let Some(d) = self.dests.get_mut(key) else {
             return (Vec::new(), Vec::new());
         };

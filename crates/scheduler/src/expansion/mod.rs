@@ -78,6 +78,7 @@ pub async fn expand(
         max_age_ms: list.settings.max_age_secs.saturating_mul(1000),
         window: Arc::new(tokio::sync::Semaphore::new(ctx.post_window)),
         dsn: None,
+        egress_pool: list.settings.egress_pool.as_deref().map(Arc::from),
     });
     let already_done = done.as_ref().map_or(0, |d| d.len());
     let suppress = Arc::new(Suppress::load(&ctx, id, &meta, &body).await?);
@@ -264,6 +265,7 @@ pub async fn expand_generated(
         max_age_ms: GENERATED_MAX_AGE_MS,
         window: Arc::new(tokio::sync::Semaphore::new(ctx.post_window)),
         dsn: meta.dsn.map(|d| *d),
+        egress_pool: None,
     });
     let already_done = done.as_ref().map_or(0, |d| d.len());
     let jobs: Vec<Job> = meta

@@ -156,6 +156,8 @@ pub enum Ctrl {
         error: Reply,
         /// Some attempt failed because DANE demanded what the host did not give.
         dane_failed: bool,
+        /// No egress source could be leased (issue 17): the copies' deferral kind.
+        local: Option<herald_types::DeferralKind>,
     },
     BatchDone(Box<BatchDone>),
     WorkerExit {

@@ -32,6 +32,8 @@ pub struct OutcomeReport {
     pub mta_sts: Option<MtaStsNote>,
     /// What DANE concluded (`dane=` in the log).
     pub dane: Option<DaneNote>,
+    /// The egress source address the copy left from (`src=` in the log; issue 17).
+    pub source: Option<std::net::IpAddr>,
     /// When the report was made: the report loop measures how long it waited in the channel.
     pub queued_at: std::time::Instant,
     /// The worker journaled the final state itself (see `workers/mod.rs`); the report loop only
@@ -63,6 +65,7 @@ impl OutcomeReport {
             tls: None,
             mta_sts: None,
             dane: None,
+            source: None,
             queued_at: std::time::Instant::now(),
             journaled: false,
         }

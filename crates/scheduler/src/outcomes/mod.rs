@@ -153,6 +153,7 @@ impl Book {
             tls: o.tls,
             mta_sts: o.mta_sts,
             dane: o.dane,
+            source: o.source,
             outcome: o.outcome,
         })));
         post

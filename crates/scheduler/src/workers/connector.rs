@@ -61,6 +61,8 @@ pub struct SessionNotes {
     /// What TLS reporting (RFC 8460) records for every recipient domain the session carries
     /// mail for: the policy that applied and, when TLS fell short of it, why.
     pub tls_report: Option<SessionTls>,
+    /// The egress source address the connection left from (`src=` in the log; issue 17).
+    pub source: Option<std::net::IpAddr>,
 }
 
 /// The session's TLS as TLS reporting sees it.
@@ -79,6 +81,9 @@ pub struct ConnectFailure {
     pub reply: Reply,
     /// Some attempt failed because DANE demanded what the host did not give.
     pub dane_failed: bool,
+    /// The attempt never left this machine (no egress source could be leased, issue 17): how
+    /// the copies are deferred. No host is charged for it.
+    pub local: Option<herald_types::DeferralKind>,
 }
 
 /// One copy to send: envelope and the spliced body (CRLF, dot-stuffed, no final `.`).
@@ -147,6 +152,15 @@ pub trait Session: Send {
 
     /// False once the session must not carry another batch.
     fn is_reusable(&self) -> bool;
+
+    /// Reserves up to `want` copies of the source address's warm-up volume for today (issue
+    /// 17); 0 ends the connection. Sessions without an egress source reserve all.
+    fn reserve(&mut self, want: usize) -> usize {
+        want
+    }
+
+    /// Gives back `n` reserved copies that were not sent.
+    fn unreserve(&mut self, _n: usize) {}
 
     /// Ends the session politely (the caller bounds how long it may take).
     fn quit(self: Box<Self>) -> BoxFuture<'static, ()>;

@@ -75,6 +75,9 @@ pub struct WorkerCtx {
     /// Where each session's TLS result per recipient domain goes for TLS reporting (RFC 8460;
     /// `None`: off). Sent with `try_send`: a full channel drops a record, never slows delivery.
     pub tls_sessions: Option<mpsc::Sender<herald_types::TlsSessionRecord>>,
+    /// The egress pools (issue 17; `None`: not configured): the actor puts a copy's pool in
+    /// its destination key, the connector leases a source address per connection.
+    pub egress: Option<herald_egress::Egress>,
 }
 
 impl WorkerCtx {
@@ -102,6 +105,8 @@ pub struct WorkerPlan {
     pub sts: Option<Arc<StsRoute>>,
     /// What DANE requires of each host (None: DANE is off).
     pub dane: Option<Arc<DaneRoute>>,
+    /// The egress pool the connection leaves from (None: the system chooses the source).
+    pub egress_pool: Option<Arc<str>>,
 }
 
 /// Runs one worker to completion. Always tells the actor how it ended.
@@ -115,6 +120,7 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
                 failed: f.failed,
                 error: f.reply,
                 dane_failed: f.dane_failed,
+                local: f.local,
             };
             let _ = ctx.ctrl.send(failed).await;
             let _ = ctx.ctrl.send(Ctrl::WorkerExit { dest, lane }).await;
@@ -159,18 +165,26 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
             }
             room = window;
         }
+        // The source address's warm-up volume for today (issue 17): none left ends the
+        // connection; the actor's next one leases another source or defers the copies.
+        let want = session.reserve(room.min(half));
+        if want == 0 {
+            break;
+        }
         let (tx, rx) = oneshot::channel();
         let ask = Ctrl::NeedWork {
             dest: dest.clone(),
             lane,
-            max: room.min(half),
+            max: want,
             delivered_here,
             reply: tx,
         };
         if ctx.ctrl.send(ask).await.is_err() {
+            session.unreserve(want);
             break;
         }
         let jobs = rx.await.unwrap_or_default();
+        session.unreserve(want.saturating_sub(jobs.len()));
         if jobs.is_empty() {
             break;
         }
@@ -198,7 +212,8 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
             dest: &dest,
             delivered_here: &mut delivered_here,
         };
-        let (healthy, journaled) = batch.send(jobs, &mut bufs, &ctx).await;
+        let (healthy, journaled, untried) = batch.send(jobs, &mut bufs, &ctx).await;
+        session.unreserve(untried);
         // Commits complete in order: the older batch is durable first.
         if let Some(p) = pending.take() {
             p.wait(&ctx).await;
@@ -256,7 +271,7 @@ impl Batch<'_> {
         jobs: Vec<Job>,
         bufs: &mut Vec<Vec<u8>>,
         ctx: &WorkerCtx,
-    ) -> (bool, Option<Unjournaled>) {
+    ) -> (bool, Option<Unjournaled>, usize) {
         if bufs.len() < jobs.len() {
             bufs.resize_with(jobs.len(), Vec::new);
         }
@@ -305,7 +320,9 @@ impl Batch<'_> {
         // refused MAIL count as errors at the server, and enough of them make it hang up.
         let healthy = !broke && self.session.is_reusable() && settled.done.paced.is_empty();
         gauges.unjournaled_copies.dec_by(handed - settled.finals);
-        (healthy, hand_over(settled, ctx).await)
+        // Copies never tried do not count against the source's warm-up volume.
+        let untried = settled.done.unsent.len();
+        (healthy, hand_over(settled, ctx).await, untried)
     }
 
     /// Each copy's outcome (a deferral classified, a copy left without a reply deferred with
@@ -400,6 +417,7 @@ impl Batch<'_> {
             }
             let mut report = OutcomeReport::new(&job, outcome, self.notes.relay.clone(), xdelay_ms);
             report.tls = Some(self.notes.tls.clone());
+            report.source = self.notes.source;
             report.mta_sts = self.notes.mta_sts;
             report.dane = self.notes.dane;
             report.journaled = true;

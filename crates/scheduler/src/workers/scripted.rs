@@ -139,6 +139,7 @@ impl Scripted {
                             mta_sts: None,
                             dane: None,
                             tls_report: None,
+                            source: None,
                         },
                     })
                 }
@@ -153,6 +154,7 @@ impl Scripted {
             });
         }
         Err(ConnectFailure {
+            local: None,
             failed,
             reply: Reply::new(
                 421,
@@ -245,6 +247,7 @@ pub(crate) fn test_ctx_with(
         telemetry: Telemetry::disabled_log(),
         shutdown: CancellationToken::new(),
         tls_sessions: None,
+        egress: None,
     })
 }
 
@@ -293,5 +296,6 @@ pub(crate) fn test_post_at(id: u64, accepted_at_ms: u64, max_age_ms: u64) -> Arc
         max_age_ms,
         window: Arc::new(tokio::sync::Semaphore::new(0)),
         dsn: None,
+        egress_pool: None,
     })
 }

@@ -33,6 +33,9 @@ pub struct SmtpConnector {
     pub client: Arc<ClientConfig>,
     /// Slow-lane client settings (RFC 5321 timeouts).
     pub slow_client: Arc<ClientConfig>,
+    /// The egress pools (issue 17): a plan with a pool leases one of its source addresses for
+    /// the connection's life.
+    pub egress: Option<herald_egress::Egress>,
 }
 
 impl Connector for SmtpConnector {
@@ -49,9 +52,12 @@ impl SmtpConnector {
         };
         let sts = plan.sts.as_deref();
         let dane = plan.dane.as_deref();
-        let (conn, host, failed) = connect_any(&plan.targets, cfg, sts, dane).await?;
+        let lease = self.lease(plan, cfg).await?;
+        let source = lease.as_ref().map(herald_egress::Lease::source);
+        let (conn, host, failed) = connect_any(&plan.targets, cfg, sts, dane, source).await?;
         let t = conn.timings();
         let notes = SessionNotes {
+            source,
             relay: format!("{}[{}]:{}", host.name, host.addr, cfg.port),
             tls: tls_summary(conn.tls_info()),
             mta_sts: sts_note(sts, &plan.dest, &host, conn.tls_info()),
@@ -59,7 +65,7 @@ impl SmtpConnector {
             tls_report: Some(session_tls(sts, dane, &host, conn.tls_info())),
         };
         Ok(Opened {
-            session: Box::new(SmtpSession(conn)),
+            session: Box::new(SmtpSession(conn, lease)),
             host,
             failed,
             timings: ConnectTimings {
@@ -71,8 +77,43 @@ impl SmtpConnector {
     }
 }
 
-/// An open SMTP client connection as a [`Session`].
-struct SmtpSession(Connection);
+impl SmtpConnector {
+    /// A source address of the plan's egress pool, held for the connection (issue 17). While
+    /// every source is at its connection limit this waits up to the lane's command timeout;
+    /// a pool at its warm-up cap (or unknown here) fails the attempt as a local deferral,
+    /// charged to no host.
+    async fn lease(
+        &self,
+        plan: &WorkerPlan,
+        cfg: &ClientConfig,
+    ) -> Result<Option<herald_egress::Lease>, ConnectFailure> {
+        let (Some(egress), Some(pool)) = (&self.egress, plan.egress_pool.as_deref()) else {
+            return Ok(None);
+        };
+        let today = herald_egress::utc_day(herald_types::unix_ms_now());
+        match egress.acquire(pool, today, cfg.command_timeout).await {
+            Ok(lease) => Ok(Some(lease)),
+            Err(refusal) => {
+                let (status, kind) = match refusal {
+                    herald_egress::Refusal::UnknownPool(_) => {
+                        (EnhancedStatus::new(4, 3, 5), DeferralKind::Other)
+                    }
+                    _ => (EnhancedStatus::new(4, 4, 5), DeferralKind::Throttle),
+                };
+                tracing::info!(dest = %plan.dest, pool, reason = %refusal.text(), "no egress source for a connection");
+                Err(ConnectFailure {
+                    failed: Vec::new(),
+                    reply: Reply::new(451, Some(status), refusal.text()),
+                    dane_failed: false,
+                    local: Some(kind),
+                })
+            }
+        }
+    }
+}
+
+/// An open SMTP client connection as a [`Session`], with the egress source it holds.
+struct SmtpSession(Connection, Option<herald_egress::Lease>);
 
 impl Session for SmtpSession {
     fn send<'a>(
@@ -104,8 +145,26 @@ impl Session for SmtpSession {
         self.0.is_reusable()
     }
 
+    fn reserve(&mut self, want: usize) -> usize {
+        match &mut self.1 {
+            Some(lease) => lease.reserve(want, herald_egress::utc_day(herald_types::unix_ms_now())),
+            None => want,
+        }
+    }
+
+    fn unreserve(&mut self, n: usize) {
+        if let Some(lease) = &mut self.1 {
+            lease.unreserve(n);
+        }
+    }
+
     fn quit(self: Box<Self>) -> BoxFuture<'static, ()> {
-        Box::pin(self.0.quit())
+        // The lease goes with the future: the source counts as busy until the QUIT is done.
+        let SmtpSession(conn, lease) = *self;
+        Box::pin(async move {
+            conn.quit().await;
+            drop(lease);
+        })
     }
 }
 
@@ -286,6 +345,7 @@ async fn connect_any(
     cfg: &ClientConfig,
     sts: Option<&StsRoute>,
     dane: Option<&DaneRoute>,
+    source: Option<std::net::IpAddr>,
 ) -> Result<(Connection, HostKey, Vec<HostFailure>), ConnectFailure> {
     let enforce = sts.is_some_and(|r| r.mode == Mode::Enforce);
     let mut failed = Vec::new();
@@ -297,8 +357,10 @@ async fn connect_any(
     );
     for t in targets {
         let attempt = match dane.and_then(|r| r.tlsa_for(&t.key.name)) {
-            Some(tlsa) => Connection::connect_dane(t.addr, &t.key.name, cfg, tlsa).await,
-            None => Connection::connect_with(t.addr, &t.key.name, cfg, enforce).await,
+            Some(tlsa) => {
+                Connection::connect_dane_from(source, t.addr, &t.key.name, cfg, tlsa).await
+            }
+            None => Connection::connect_from(source, t.addr, &t.key.name, cfg, enforce).await,
         };
         match attempt {
             Ok(conn) => return Ok((conn, t.key.clone(), failed)),
@@ -319,6 +381,7 @@ async fn connect_any(
         failed,
         reply: last,
         dane_failed,
+        local: None,
     })
 }
 

@@ -27,6 +27,7 @@ fn plan(host: &str) -> WorkerPlan {
         max_messages: 100,
         sts: None,
         dane: None,
+        egress_pool: None,
     }
 }
 

@@ -332,8 +332,8 @@ async fn accept_loop(listener: TcpListener, host: Arc<HostState>) {
     let mut sessions = JoinSet::new();
     loop {
         while sessions.try_join_next().is_some() {}
-        let stream = match listener.accept().await {
-            Ok((s, _)) => s,
+        let (stream, peer) = match listener.accept().await {
+            Ok((s, a)) => (s, a.ip()),
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
                 debug!(host = %host.name, error = %e, "accept failed");
@@ -344,17 +344,23 @@ async fn accept_loop(listener: TcpListener, host: Arc<HostState>) {
         host.recorder.count(&host.name, |c| c.connections += 1);
         // Replies are batched by the session; Nagle would only add latency to each batch.
         let _ = stream.set_nodelay(true);
+        // Open connections per client address, until the session's task ends.
+        let open = crate::recorder::PeerGuard::new(&host.recorder, peer);
         match host.sessions.clone().try_acquire_owned() {
             Ok(permit) => {
                 let host = host.clone();
                 sessions.spawn(async move {
                     session::run(host, stream).await;
                     drop(permit);
+                    drop(open);
                 });
             }
             Err(_) => {
                 host.recorder.count(&host.name, |c| c.busy += 1);
-                sessions.spawn(turn_away(stream));
+                sessions.spawn(async move {
+                    turn_away(stream).await;
+                    drop(open);
+                });
             }
         }
     }

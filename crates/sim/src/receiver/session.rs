@@ -83,6 +83,8 @@ struct Session {
     mode: Mode,
     greeted: bool,
     tls: bool,
+    /// The client's address, recorded with each copy (issue 17: egress source checks).
+    peer: Option<std::net::IpAddr>,
     mail_from: Option<Box<str>>,
     /// MAIL carried SMTPUTF8.
     smtputf8: bool,
@@ -101,6 +103,7 @@ struct Session {
 /// Serves one accepted connection to the end, including a STARTTLS upgrade.
 pub(crate) async fn run(host: Arc<HostState>, mut stream: TcpStream) {
     let mut s = Session::new(host.clone());
+    s.peer = stream.peer_addr().ok().map(|a| a.ip());
     s.push(host.banner.as_bytes());
     match s.serve(&mut stream).await {
         Ok(End::StartTls) => {}
@@ -158,6 +161,7 @@ impl Session {
             mode: Mode::Command,
             greeted: false,
             tls: false,
+            peer: None,
             mail_from: None,
             smtputf8: false,
             mail_dsn: String::new(),
@@ -597,6 +601,7 @@ impl Session {
                 message: keep.clone(),
                 smtputf8,
                 dsn: dsn.into(),
+                peer: self.peer,
             });
         }
         self.msgs_on_conn += 1;

@@ -36,6 +36,28 @@ use tokio::time::Instant;
 
 pub use mime::MimeVerdict;
 
+/// Counts a connection open from its client address while it lives.
+pub(crate) struct PeerGuard {
+    recorder: Recorder,
+    peer: std::net::IpAddr,
+}
+
+impl PeerGuard {
+    pub(crate) fn new(recorder: &Recorder, peer: std::net::IpAddr) -> PeerGuard {
+        recorder.peer_opened(peer);
+        PeerGuard {
+            recorder: recorder.clone(),
+            peer,
+        }
+    }
+}
+
+impl Drop for PeerGuard {
+    fn drop(&mut self) {
+        self.recorder.peer_closed(self.peer);
+    }
+}
+
 /// One accepted copy (one recipient of one accepted transaction).
 #[derive(Debug, Clone)]
 pub struct CopyRecord {
@@ -66,6 +88,20 @@ pub struct CopyRecord {
     /// The DSN parameters (RFC 3461) as sent, MAIL's then RCPT's (`RET=HDRS ENVID=x
     /// NOTIFY=SUCCESS ORCPT=rfc822;y`); empty when none. Only a host that offers DSN takes them.
     pub dsn: Box<str>,
+    /// The client's address (the sender's source IP: the egress tests check it, issue 17).
+    pub peer: Option<std::net::IpAddr>,
+}
+
+/// Connections from one client address across every receiver of the world (the egress
+/// tests check per-source connection limits, issue 17).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PeerCounters {
+    /// Connections accepted from it.
+    pub connections: u64,
+    /// Open now.
+    pub open: u64,
+    /// Most open at once.
+    pub max_open: u64,
 }
 
 /// A rejection or deferral a receiver gave.
@@ -172,6 +208,7 @@ struct State {
     mime_malformed: u64,
     rejected_by_code: BTreeMap<String, u64>,
     hosts: HashMap<Arc<str>, HostCounters>,
+    peers: HashMap<std::net::IpAddr, PeerCounters>,
 }
 
 struct Shared {
@@ -235,6 +272,26 @@ impl Recorder {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic elsewhere while holding the lock leaves plain data behind; keep recording.
         self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A connection from `peer` was accepted; [`Recorder::peer_closed`] when it ends.
+    pub fn peer_opened(&self, peer: std::net::IpAddr) {
+        let mut st = self.lock();
+        let c = st.peers.entry(peer).or_default();
+        c.connections += 1;
+        c.open += 1;
+        c.max_open = c.max_open.max(c.open);
+    }
+
+    pub fn peer_closed(&self, peer: std::net::IpAddr) {
+        if let Some(c) = self.lock().peers.get_mut(&peer) {
+            c.open = c.open.saturating_sub(1);
+        }
+    }
+
+    /// Connections per client address so far.
+    pub fn peers(&self) -> BTreeMap<std::net::IpAddr, PeerCounters> {
+        self.lock().peers.iter().map(|(k, v)| (*k, *v)).collect()
     }
 
     /// Milliseconds since the recorder (the world) started.
@@ -402,6 +459,7 @@ mod tests {
             message: None,
             smtputf8: false,
             dsn: "".into(),
+            peer: None,
         }
     }
 

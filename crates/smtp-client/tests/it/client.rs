@@ -410,3 +410,43 @@ async fn large_bodies_are_written_in_place_and_arrive_intact() {
     assert_eq!(rec.accepted[0].body, big);
     assert_eq!(rec.accepted[1].body, BODY);
 }
+
+/// A connection from an egress source (issue 17) leaves from that local address: the server
+/// sees it as the peer. A source of the other address family is refused before any socket is
+/// opened, as a local problem, never the host's.
+#[tokio::test]
+async fn connections_leave_from_the_source_address_they_are_given() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let (peer_tx, peer_rx) = tokio::sync::oneshot::channel();
+    let addr = crate::support::smtp::raw(|tcp| async move {
+        let _ = peer_tx.send(tcp.peer_addr().unwrap());
+        let mut tcp = BufReader::new(tcp);
+        tcp.get_mut().write_all(b"220 mx.test\r\n").await.unwrap();
+        let mut line = String::new();
+        while tcp.read_line(&mut line).await.unwrap_or(0) > 0 {
+            let reply: &[u8] = if line.starts_with("QUIT") {
+                b"221 bye\r\n"
+            } else {
+                b"250 mx.test\r\n"
+            };
+            tcp.get_mut().write_all(reply).await.unwrap();
+            line.clear();
+        }
+    })
+    .await;
+    let source: std::net::IpAddr = "127.0.0.5".parse().unwrap();
+    let conn = Connection::connect_from(Some(source), addr, "mx.test", &client_config(), false)
+        .await
+        .unwrap();
+    assert_eq!(peer_rx.await.unwrap().ip(), source);
+    conn.quit().await;
+
+    let v6: std::net::IpAddr = "::1".parse().unwrap();
+    let err = Connection::connect_from(Some(v6), addr, "mx.test", &client_config(), false)
+        .await
+        .expect_err("mixed families");
+    assert!(matches!(err.kind(), SessionErrorKind::Bind { .. }), "{err}");
+    assert!(!err.is_host_problem());
+    assert_eq!(err.stage(), Stage::Connect);
+    assert!(err.to_string().contains("from ::1"), "{err}");
+}

@@ -248,6 +248,7 @@ mod tests {
             tls: None,
             mta_sts: None,
             dane: None,
+            source: None,
             outcome,
         }))
     }
