@@ -120,6 +120,10 @@ const MIGRATIONS: &[&str] = &[
     // Every existing member keeps posting as before.
     "ALTER TABLE members ADD COLUMN moderated INTEGER NOT NULL DEFAULT 0
         CHECK (moderated IN (0, 1));",
+    // 7 -> 8: the web administration's member search by display name (issue 15 item 2, see
+    // `search`): a prefix range on the name in NOCASE order, then id, so a page of a large list
+    // is one index range scan. (Search by address uses the UNIQUE (list_id, address) index.)
+    "CREATE INDEX members_by_name ON members(list_id, display_name COLLATE NOCASE, id);",
 ];
 
 /// The schema version this build writes and understands.
@@ -218,7 +222,7 @@ mod tests {
         drop(d);
         let conn = Connection::open(&path).expect("reopen");
         assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 7);
+        assert_eq!(SCHEMA_VERSION, 8);
         // PostgreSQL mirrors every step with the same numbers (`pg/schema.rs`).
         assert_eq!(crate::pg::SCHEMA_SQL.len() as i64, SCHEMA_VERSION);
         // Migration 6: the erasure key exists, one of its own per database.

@@ -36,6 +36,7 @@ mod members;
 mod person;
 mod policy;
 mod schema;
+mod search;
 
 pub(crate) use members::MemberColumn;
 #[cfg(test)]

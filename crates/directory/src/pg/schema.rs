@@ -118,6 +118,11 @@ pub(crate) const SCHEMA_SQL: &[&str] = &[
     );"#,
     // 6 -> 7: per-member moderation (issue 16, see `moderation`).
     r#"ALTER TABLE members ADD COLUMN moderated BOOLEAN NOT NULL DEFAULT FALSE;"#,
+    // 7 -> 8: member search by address or display name prefix (issue 15 item 2, see
+    // `crate::search`): both under the "C" collation, so a prefix is a byte range whatever the
+    // database's locale, with ASCII folded by `lower()` as SQLite's NOCASE does.
+    r#"CREATE INDEX members_by_address_prefix ON members(list_id, address_key COLLATE "C");
+    CREATE INDEX members_by_name ON members(list_id, lower(display_name COLLATE "C"), id);"#,
 ];
 
 /// Brings the database up to [`SCHEMA_VERSION`] under [`MIGRATION_LOCK`], or refuses one
