@@ -45,6 +45,7 @@ const FLOW: &[&str] = &[
     "herald-import",
     "herald-imap",
     "herald-accounts",
+    "herald-webadmin",
     "herald-api",
     "herald-server",
     "herald-bench",
