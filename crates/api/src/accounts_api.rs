@@ -191,9 +191,9 @@ pub async fn set_role(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditFilter {
-    list: Option<String>,
-    since: Option<u64>,
-    limit: Option<usize>,
+    pub(crate) list: Option<String>,
+    pub(crate) since: Option<u64>,
+    pub(crate) limit: Option<usize>,
 }
 
 /// `GET /api/audit`.

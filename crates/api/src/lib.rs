@@ -7,7 +7,9 @@
 //! their actions (`/api/stragglers*`) and stored postmaster mail (`/api/postmaster*`).
 //!
 //! Web accounts (issue 15 item 1): sign-in pages and sessions (`login`), the accounts API and
-//! the audit log (`accounts_api`); who may reach which route is one table (`access`).
+//! the audit log (`accounts_api`); who may reach which route is one table (`access`). The web
+//! administration pages (issue 15 item 2) under `/admin/…` (`admin_pages`, rendered by
+//! `herald-webadmin`).
 //!
 //! SECURITY: every admin route is behind `auth::guard` (bearer token, or a session cookie of
 //! the admin token or of an account with the right role, when `http.admin_token` is set; local
@@ -19,6 +21,7 @@
 pub mod access;
 mod accounts_api;
 mod admin;
+pub mod admin_pages;
 pub mod auth;
 mod bans;
 pub mod config;
@@ -119,6 +122,8 @@ pub struct ApiState {
     /// `http.public_base_url` as resolved: the sign-in links' base, and an accepted `Origin`
     /// behind a proxy.
     pub public_base_url: String,
+    /// The web administration's CSV imports under way (issue 15 item 2).
+    pub webadmin: admin_pages::ImportJobs,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.
@@ -266,6 +271,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
                 .delete(bans::unsuppress),
         )
         .route("/api/lists/{list}/held", post(lists_ops::hold_imported))
+        .merge(admin_pages::routes())
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

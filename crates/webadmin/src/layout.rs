@@ -133,6 +133,18 @@ pub fn page(ctx: &Ctx, title: &str, body: Markup) -> String {
     .into_string()
 }
 
+/// The page of a request that failed, with what went wrong.
+pub fn error_page(ctx: &Ctx, message: &str) -> String {
+    page(
+        ctx,
+        "Something went wrong",
+        html! {
+            p role="alert" { (message) }
+            p { a href="/admin/lists" { "Back to your lists" } }
+        },
+    )
+}
+
 /// A page with a refresh every `secs` seconds (the import's progress: no script needed).
 pub fn refreshing_page(ctx: &Ctx, title: &str, secs: u32, body: Markup) -> String {
     let html = page(ctx, title, body);

@@ -71,6 +71,13 @@ fn addresses(a: Option<&mail_parser::Address<'_>>) -> Option<String> {
     Some(list.join(", "))
 }
 
+/// The decoded Subject of `raw` (headers only), cleaned and bounded: for the held list.
+pub fn subject_of(raw: &[u8]) -> String {
+    let parsed = MessageParser::default().parse_headers(raw);
+    let subject = parsed.as_ref().and_then(|m| m.subject()).unwrap_or("");
+    clean(subject, MAX_HEADER_CHARS, false).0
+}
+
 impl MessageView {
     /// Reads `raw`; a message mail-parser cannot read at all is shown as its first bytes.
     pub fn parse(raw: &[u8]) -> MessageView {

@@ -130,9 +130,9 @@ impl SettingsForm {
         }
     }
 
-    /// A submitted form: its values kept as sent (to show them again) and each field checked.
-    /// `Ok` holds the changes for the API's merge; `Err` the form with its errors.
-    pub fn submitted(pairs: &[(String, String)]) -> Result<Map<String, Value>, SettingsForm> {
+    /// A submitted form: its values kept as sent (to show them again), each field checked, and
+    /// the changes for the API's merge (complete only when the form has no error).
+    pub fn submitted(pairs: &[(String, String)]) -> (SettingsForm, Map<String, Value>) {
         let sent = |name: &str| {
             pairs
                 .iter()
@@ -164,11 +164,7 @@ impl SettingsForm {
         if let Some(a) = sent(REPLY_TO_ADDRESS) {
             form.values.insert(REPLY_TO_ADDRESS.into(), a.to_string());
         }
-        if form.errors.is_empty() {
-            Ok(changes)
-        } else {
-            Err(form)
-        }
+        (form, changes)
     }
 }
 
@@ -291,10 +287,12 @@ mod tests {
 
     #[test]
     fn a_form_round_trips_the_stored_settings() {
-        let mut s = ListSettings::default();
-        s.subject_prefix = Some("[dev]".into());
-        s.moderators = vec![Address::parse("m@x.test").expect("a")];
-        s.require_aligned_from = Some(false);
+        let s = ListSettings {
+            subject_prefix: Some("[dev]".into()),
+            moderators: vec![Address::parse("m@x.test").expect("a")],
+            require_aligned_from: Some(false),
+            ..ListSettings::default()
+        };
         let json = serde_json::to_value(&s).expect("json");
         let form = SettingsForm::from_settings(&json);
         let mut sent: Vec<(String, String)> = form
@@ -304,7 +302,8 @@ mod tests {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         sent.push(("csrf".into(), "ignored".into()));
-        let changes = SettingsForm::submitted(&sent).expect("valid");
+        let (form, changes) = SettingsForm::submitted(&sent);
+        assert!(form.errors.is_empty(), "{:?}", form.errors);
         let mut merged = json.as_object().expect("object").clone();
         merged.extend(changes);
         let back: ListSettings = serde_json::from_value(Value::Object(merged)).expect("decode");
@@ -327,7 +326,7 @@ mod tests {
             ("require_aligned_from", "maybe"),
             ("max_age_secs", "12"),
         ]);
-        let form = SettingsForm::submitted(&bad).expect_err("invalid");
+        let (form, _) = SettingsForm::submitted(&bad);
         for f in [
             "bounce_threshold",
             "max_posts_per_hour",
