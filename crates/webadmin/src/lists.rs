@@ -143,6 +143,7 @@ fn field(f: &Field, form: &SettingsForm) -> Markup {
         div.field {
             @match f.kind {
                 Kind::Bool => {
+                    input type="hidden" name=(f.name) value="false";
                     input id=(f.name) name=(f.name) type="checkbox" value="true" checked[value == "true"]
                         aria-describedby=(described);
                     " " label for=(f.name) { (f.label) }

@@ -143,14 +143,17 @@ impl SettingsForm {
         let mut changes = Map::new();
         for f in FIELDS {
             let raw = sent(f.name);
+            // A field the form did not send at all keeps its value (a partial form). A
+            // checkbox comes with a hidden "false" before it (an unticked box sends nothing),
+            // so it is on when any of its values is "true".
+            let Some(raw) = raw else { continue };
             let text = match f.kind {
-                Kind::Bool => raw.map_or("false", |_| "true").to_string(),
-                _ => raw.unwrap_or("").to_string(),
+                Kind::Bool => {
+                    let on = pairs.iter().any(|(k, v)| k == f.name && v == "true");
+                    on.to_string()
+                }
+                _ => raw.to_string(),
             };
-            // A field the form did not send at all keeps its value (a partial form).
-            if raw.is_none() && !matches!(f.kind, Kind::Bool) {
-                continue;
-            }
             match parse(f, &text, sent(REPLY_TO_ADDRESS).unwrap_or("")) {
                 Ok(v) => {
                     changes.insert(f.name.to_string(), v);
@@ -308,6 +311,17 @@ mod tests {
         merged.extend(changes);
         let back: ListSettings = serde_json::from_value(Value::Object(merged)).expect("decode");
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn a_checkbox_is_its_hidden_false_and_its_true_and_absent_keeps() {
+        let (_, off) = SettingsForm::submitted(&pairs(&[("personalize", "false")]));
+        assert_eq!(off["personalize"], Value::Bool(false));
+        let (_, on) =
+            SettingsForm::submitted(&pairs(&[("personalize", "false"), ("personalize", "true")]));
+        assert_eq!(on["personalize"], Value::Bool(true));
+        let (_, none) = SettingsForm::submitted(&pairs(&[("subject_prefix", "[x]")]));
+        assert!(!none.contains_key("personalize") && none.len() == 1);
     }
 
     fn kind(name: &str) -> Option<Kind> {
