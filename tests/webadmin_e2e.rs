@@ -100,7 +100,7 @@ async fn owners_and_moderators_run_their_lists_from_a_browser() {
     approves_a_held_post_that_is_delivered(&world, &api, &owner).await;
     exports_csv(&owner).await;
     a_post_without_csrf_is_refused(&owner).await;
-    moderator_is_kept_to_held_posts(&api).await;
+    moderator_is_kept_to_held_posts(&world, &api).await;
     the_audit_log_shows_the_actions(&admin).await;
     server.stop().await;
     world.shutdown().await;
@@ -604,6 +604,14 @@ async fn exports_csv(owner: &Session) {
 }
 
 async fn a_post_without_csrf_is_refused(owner: &Session) {
+    // Their list's audit log, linked from the list's pages.
+    let (st, page) = get(owner, &format!("/admin/audit?list={}", enc(DEV))).await;
+    assert_eq!(st, 200);
+    assert!(page.contains("<td>held.approve</td>"), "{page:.300}");
+    assert!(
+        !page.contains(&format!("<td>{BIG}</td>")),
+        "another list's rows"
+    );
     let members = format!("/admin/lists/{}/members", enc(DEV));
     let (st, _) = post_form(owner, &members, &[("address", "mallory@d1.test")]).await;
     assert_eq!(st, 403);
@@ -618,7 +626,7 @@ async fn a_post_without_csrf_is_refused(owner: &Session) {
     assert!(page.contains("No member matches."));
 }
 
-async fn moderator_is_kept_to_held_posts(api: &str) {
+async fn moderator_is_kept_to_held_posts(world: &World, api: &str) {
     let moderator = signs_in(api, 4, MODERATOR, MODERATOR_PW).await;
     let (st, page) = get(&moderator, "/admin/lists").await;
     assert_eq!(st, 200);
@@ -673,6 +681,57 @@ async fn moderator_is_kept_to_held_posts(api: &str) {
     let left: Vec<herald_api_types::HeldView> =
         get_token(&format!("{api}/api/held?list={DEV}")).await;
     assert!(left.is_empty(), "{left:?}");
+    // Rejected with a reason: the sender is told, with the reason.
+    let body = format!(
+        "From: poster@d2.test\r\nTo: {DEV}\r\nSubject: off\r\nMessage-ID: <rej@d2.test>\r\n\r\nx\r\n"
+    );
+    let resp = reqwest::Client::new()
+        .post(format!(
+            "{api}/api/lists/{DEV}/held?reason=test&from=poster@d2.test"
+        ))
+        .bearer_auth(TOKEN)
+        .body(body)
+        .send()
+        .await
+        .expect("hold");
+    assert_eq!(resp.status(), 202);
+    let held: Vec<herald_api_types::HeldView> =
+        get_token(&format!("{api}/api/held?list={DEV}")).await;
+    let post = held[0].post.to_string();
+    let (st, to) = post_form(
+        &moderator,
+        &format!("/admin/lists/{}/held/reject", enc(DEV)),
+        &[
+            ("csrf", &csrf),
+            ("post", &post),
+            ("reason", "Off topic\r\nhere."),
+        ],
+    )
+    .await;
+    assert_eq!(st, 303);
+    assert!(to.ends_with("done=rejected"), "{to}");
+    let start = Instant::now();
+    loop {
+        let told = world
+            .recorder()
+            .snapshot()
+            .copies_for("poster@d2.test")
+            .iter()
+            .filter_map(|c| c.message.clone())
+            .filter_map(|raw| {
+                let m = mail_parser::MessageParser::default().parse(&raw[..])?;
+                m.body_text(0).map(|t| t.to_string())
+            })
+            .any(|t| t.contains("The moderator's reason:") && t.contains("Off topic  here."));
+        if told {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the sender was not told why"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 async fn the_audit_log_shows_the_actions(admin: &Session) {
@@ -699,4 +758,9 @@ async fn the_audit_log_shows_the_actions(admin: &Session) {
         "the refused POSTs are there too"
     );
     assert!(page.contains(OWNER) && page.contains(MODERATOR));
+    for path in ["/admin/stragglers", "/admin/postmaster"] {
+        let (st, page) = get(admin, path).await;
+        assert_eq!(st, 200, "{path}");
+        assert!(page.contains("<h1>"), "{path}");
+    }
 }

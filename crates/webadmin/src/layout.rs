@@ -101,6 +101,7 @@ pub fn list_nav(list: &str, owner: bool) -> Markup {
             a href={ (base) "/held" } { "Held posts" }
             @if owner {
                 a href={ (base) "/bounces" } { "Bounces" }
+                a href={ "/admin/audit?list=" (enc(list)) } { "Audit log" }
             }
         }
     }
