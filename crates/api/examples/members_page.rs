@@ -14,6 +14,11 @@ use herald_webadmin::members::{AddForm, MemberLine, Search, PAGE_SIZE};
 use std::time::{Duration, Instant};
 
 const CHUNK: usize = 100_000;
+
+/// What a view asks for: search column, prefix, keyset.
+type Query = (SearchBy, String, Option<MemberId>);
+/// Makes the next view's query of one kind.
+type NextQuery = Box<dyn FnMut() -> Query>;
 /// Views timed per kind.
 const VIEWS: usize = 200;
 
@@ -74,8 +79,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         seed ^= seed << 17;
         seed
     };
-    type Query = (SearchBy, String, Option<MemberId>);
-    let kinds: Vec<(&str, Box<dyn FnMut() -> Query>)> = vec![
+    let kinds: Vec<(&str, NextQuery)> = vec![
         (
             "first page (address order)",
             Box::new(|| (SearchBy::Address, String::new(), None)),
