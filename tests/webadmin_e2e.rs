@@ -510,6 +510,37 @@ async fn member_markup_is_escaped_and_csv_imports(owner: &Session) {
         .await
         .expect("upload");
     assert_eq!(resp.status(), 403);
+    // Hostile uploads: too large, no file field, not multipart at all: a clear refusal each,
+    // and nothing imported.
+    let big = vec![b'a'; 32 * 1024 * 1024 + 1];
+    let part = reqwest::multipart::Part::bytes(big).file_name("huge.csv");
+    let resp = owner
+        .req(Method::POST, &action)
+        .multipart(reqwest::multipart::Form::new().part("file", part))
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(resp.status(), 413);
+    assert!(resp
+        .text()
+        .await
+        .expect("body")
+        .contains("larger than 32 MiB"));
+    let resp = owner
+        .req(Method::POST, &action)
+        .multipart(reqwest::multipart::Form::new().text("other", "x"))
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(resp.status(), 400);
+    let resp = owner
+        .req(Method::POST, &action)
+        .header(CONTENT_TYPE, "multipart/form-data; boundary=zzz")
+        .body("--zzz\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nunterminated")
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(resp.status(), 400);
     // Another list's import job is not shown under this list.
     assert_eq!(
         get(owner, &progress.replace("dev%40", "big%40")).await.0,

@@ -112,12 +112,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Default::default()
     };
     println!(
-        "{:<48} {:>9} {:>9} {:>9} {:>11}",
-        "members page", "p50 ms", "p95 ms", "max ms", "page bytes"
+        "{:<48} {:>9} {:>9} {:>9} {:>11} {:>9}",
+        "members page", "p50 ms", "p95 ms", "max ms", "page bytes", "rows/view"
     );
     for (name, mut next) in kinds {
         let mut times = Vec::with_capacity(VIEWS);
-        let mut bytes = 0;
+        let (mut bytes, mut rows) = (0, 0);
         for _ in 0..VIEWS {
             let (by, q, after) = next();
             let t = Instant::now();
@@ -153,14 +153,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
             times.push(t.elapsed());
             bytes = html.len();
+            rows += lines.len();
         }
         times.sort();
         let p = |q: f64| ms(times[((times.len() as f64 * q) as usize).min(times.len() - 1)]);
         println!(
-            "{name:<48} {:>9.2} {:>9.2} {:>9.2} {bytes:>11}",
+            "{name:<48} {:>9.2} {:>9.2} {:>9.2} {bytes:>11} {:>9.1}",
             p(0.5),
             p(0.95),
-            p(1.0)
+            p(1.0),
+            rows as f64 / VIEWS as f64
         );
     }
     Ok(())
