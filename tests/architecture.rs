@@ -48,6 +48,7 @@ const FLOW: &[&str] = &[
     "herald-imap",
     "herald-accounts",
     "herald-cluster",
+    "herald-webadmin",
     "herald-api",
     "herald-server",
     "herald-bench",

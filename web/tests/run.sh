@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The dashboard's browser test, as CI runs it: Debian's chromium + playwright-core from npm (a
+# The dashboard's and the web administration's browser tests, as CI runs them: Debian's chromium + playwright-core from npm (a
 # pinned lock file, installed locally with `npm ci`), against the debug `herald` binary.
 # With CI=true a missing browser is installed, and any failure fails the run; outside CI a
 # missing chromium or node skips the test with a message.
@@ -27,3 +27,4 @@ npm ci --no-audit --no-fund --silent
 target="${CARGO_TARGET_DIR:-$root/target}"
 (cd "$root" && cargo build --quiet --bin herald)
 HERALD_BIN="$target/debug/herald" SCREENSHOT="$root/target/dashboard.png" node dashboard.test.mjs
+HERALD_BIN="$target/debug/herald" SCREENSHOT="$root/target/webadmin.png" node webadmin.test.mjs

@@ -35,6 +35,8 @@ pub enum Target {
     Path(String),
     /// A string field of the JSON body (`address`, `pattern`).
     Body(&'static str),
+    /// A field of an HTML form (urlencoded body; every value of it, joined by commas).
+    Form(&'static str),
 }
 
 /// One request, classified.
@@ -251,10 +253,101 @@ pub fn classify(method: &Method, path: &str, query: Option<&str>) -> Route {
             r.action = write.then_some("postmaster.delete");
         }
         ["api", "tls-report", "send"] if write => r.action = Some("tls_report.send"),
+        ["admin", "lists", rest @ ..] => admin_list_page(&mut r, rest, write, &on_list),
+        ["admin", "stragglers", verb] if write => {
+            r.action = Some(match *verb {
+                "retry" => "stragglers.retry",
+                "give-up" => "stragglers.give_up",
+                "disable" => "stragglers.disable",
+                _ => "stragglers.other",
+            });
+            r.target = Target::Form("recipient");
+        }
+        ["admin", "postmaster", post, "delete"] if write => {
+            r.target = Target::Path(post.to_string());
+            r.action = Some("postmaster.delete");
+        }
+        ["admin", "audit"] => {
+            if let Some(l) = query_list(query) {
+                on_list(&mut r, &l, true);
+            }
+        }
         _ if write => r.action = Some("other"),
         _ => {}
     }
     r
+}
+
+/// The web administration pages under `/admin/lists` (issue 15 item 2): the same rights as
+/// the JSON routes they stand beside — the lists page for anyone signed in (it shows only
+/// their lists), creating a list and giving roles for the site, a list's settings, members,
+/// import, export and bounces for its owners, its held posts for its moderators (owners
+/// included).
+fn admin_list_page(
+    r: &mut Route,
+    rest: &[&str],
+    write: bool,
+    on_list: &dyn Fn(&mut Route, &str, bool),
+) {
+    match rest {
+        [] => {
+            if write {
+                r.action = Some("list.create");
+                r.target = Target::Form("address");
+            } else {
+                r.requires = Requires::Now(Need::Signed);
+            }
+        }
+        [l] => {
+            on_list(r, l, true);
+            r.action = write.then_some("list.update");
+        }
+        [l, "roles"] => {
+            // Giving roles is the site's decision: only the list is named, for the audit row.
+            r.list = list_key(l);
+            r.action = write.then_some("account.role");
+            r.target = Target::Form("account");
+        }
+        [l, "members"] => {
+            on_list(r, l, true);
+            if write {
+                r.action = Some("member.add");
+                r.target = Target::Form("address");
+            }
+        }
+        [l, "members", member, verb] => {
+            on_list(r, l, true);
+            r.target = Target::Path(member.to_string());
+            r.action = match *verb {
+                _ if !write => None,
+                "remove" => Some("member.remove"),
+                "enable" => Some("member.enable"),
+                "disable" => Some("member.disable"),
+                "reset-bounces" => Some("member.reset_bounces"),
+                "delivery" => Some("member.update"),
+                _ => Some("member.other"),
+            };
+        }
+        [l, "held", rest @ ..] => {
+            on_list(r, l, false);
+            r.target = Target::Form("post");
+            r.action = match rest {
+                _ if !write => None,
+                ["approve"] => Some("held.approve"),
+                ["reject"] => Some("held.reject"),
+                ["discard"] => Some("held.discard"),
+                _ => Some("held.other"),
+            };
+        }
+        [l, what, ..] => {
+            on_list(r, l, true);
+            r.action = match *what {
+                _ if !write => None,
+                "import" => Some("member.import"),
+                _ => Some("list.other"),
+            };
+        }
+    }
 }
 
 #[cfg(test)]
@@ -373,6 +466,85 @@ mod tests {
             classify(&Method::POST, "/api/v1/whatever", None).action,
             Some("other")
         );
+    }
+
+    /// The web administration pages need what the JSON routes beside them need: owners
+    /// their lists' pages, moderators (and owners) the held posts, the site the rest.
+    #[test]
+    fn admin_pages_map_to_the_same_rights() {
+        let dev = "dev@lists.test";
+        let mods = Requires::Now(Need::Moderator(dev.into()));
+        assert_eq!(
+            need(Method::GET, "/admin/lists", None),
+            Requires::Now(Need::Signed)
+        );
+        assert_eq!(
+            need(Method::POST, "/admin/lists", None),
+            Requires::Now(Need::Site)
+        );
+        for (m, p) in [
+            (Method::GET, "/admin/lists/dev%40lists.test"),
+            (Method::POST, "/admin/lists/dev@lists.test"),
+            (Method::GET, "/admin/lists/dev@lists.test/members"),
+            (
+                Method::POST,
+                "/admin/lists/dev@lists.test/members/a@b.test/disable",
+            ),
+            (Method::POST, "/admin/lists/dev@lists.test/import"),
+            (Method::GET, "/admin/lists/dev@lists.test/import/3"),
+            (Method::GET, "/admin/lists/dev@lists.test/export"),
+            (Method::GET, "/admin/lists/dev@lists.test/bounces"),
+        ] {
+            assert_eq!(need(m.clone(), p, None), owner(dev), "{m} {p}");
+        }
+        assert_eq!(
+            need(Method::GET, "/admin/lists/dev@lists.test/held", None),
+            mods
+        );
+        assert_eq!(
+            need(
+                Method::POST,
+                "/admin/lists/dev@lists.test/held/approve",
+                None
+            ),
+            mods
+        );
+        assert_eq!(
+            need(Method::POST, "/admin/lists/dev@lists.test/roles", None),
+            Requires::Now(Need::Site)
+        );
+        for site in [
+            "/admin/stragglers",
+            "/admin/postmaster",
+            "/admin/audit",
+            "/admin/lists/x",
+        ] {
+            assert_eq!(
+                need(Method::GET, site, None),
+                Requires::Now(Need::Site),
+                "{site}"
+            );
+        }
+        assert_eq!(
+            need(Method::GET, "/admin/audit", Some("list=dev@lists.test")),
+            owner(dev)
+        );
+        let r = classify(
+            &Method::POST,
+            "/admin/lists/dev@lists.test/held/discard",
+            None,
+        );
+        assert_eq!(
+            (r.action, r.target),
+            (Some("held.discard"), Target::Form("post"))
+        );
+        let r = classify(
+            &Method::POST,
+            "/admin/lists/dev@lists.test/members/a%40b.test/enable",
+            None,
+        );
+        assert_eq!(r.action, Some("member.enable"));
+        assert_eq!(r.target, Target::Path("a@b.test".into()));
     }
 
     #[test]

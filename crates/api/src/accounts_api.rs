@@ -240,10 +240,10 @@ pub async fn set_role(
 #[serde(deny_unknown_fields)]
 pub struct AuditFilter {
     #[param(format = Email)]
-    list: Option<String>,
-    since: Option<u64>,
+    pub(crate) list: Option<String>,
+    pub(crate) since: Option<u64>,
     #[param(minimum = 1, maximum = 10000)]
-    limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
 }
 
 /// `GET /api/v1/audit`.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 type St = State<Arc<ApiState>>;
 
 /// Runs a directory operation on the blocking pool.
-async fn dir<T, F>(s: &ApiState, f: F) -> Result<T, ApiError>
+pub(crate) async fn dir<T, F>(s: &ApiState, f: F) -> Result<T, ApiError>
 where
     F: FnOnce(&Directory) -> Result<T, DirectoryError> + Send + 'static,
     T: Send + 'static,
@@ -120,7 +120,19 @@ pub async fn update_list(
     Json(changes): Json<ListChanges>,
 ) -> Result<Json<ListInfo>, ApiError> {
     let list = find_list(&s, &list).await?;
-    let mut merged = match serde_json::to_value(&list.settings) {
+    let settings = merge_settings(&list.settings, changes)?;
+    let id = list.id;
+    let updated = dir(&s, move |d| d.update_list(id, &settings)).await?;
+    Ok(Json(views::directory::list(&updated)))
+}
+
+/// `current` with `changes` (setting names and JSON values) merged in; unknown names and
+/// values of the wrong type are refused. The API's PATCH and the web settings form share it.
+pub(crate) fn merge_settings(
+    current: &herald_types::ListSettings,
+    changes: ListChanges,
+) -> Result<herald_types::ListSettings, ApiError> {
+    let mut merged = match serde_json::to_value(current) {
         Ok(serde_json::Value::Object(m)) => m,
         _ => return Err(ApiError::Internal("settings do not serialize".into())),
     };
@@ -132,12 +144,8 @@ pub async fn update_list(
         }
         merged.insert(key, value);
     }
-    let settings: herald_types::ListSettings =
-        serde_json::from_value(serde_json::Value::Object(merged))
-            .map_err(|e| ApiError::BadRequest(format!("invalid settings: {e}")))?;
-    let id = list.id;
-    let updated = dir(&s, move |d| d.update_list(id, &settings)).await?;
-    Ok(Json(views::directory::list(&updated)))
+    serde_json::from_value(serde_json::Value::Object(merged))
+        .map_err(|e| ApiError::BadRequest(format!("invalid settings: {e}")))
 }
 
 #[utoipa::path(

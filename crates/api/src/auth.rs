@@ -59,6 +59,9 @@ pub const CSRF_FIELD: &str = "csrf";
 /// log (admin forms and those JSON bodies are a few hundred bytes).
 pub const MAX_INSPECT_BYTES: usize = 64 * 1024;
 
+/// Most values of a form field named in one audit row's target (a bulk action's posts).
+const MAX_FORM_TARGETS: usize = 100;
+
 /// Equal in constant time (over the digests).
 pub fn token_matches(expected: &str, given: &str) -> bool {
     digests_equal(
@@ -352,7 +355,9 @@ pub async fn guard(State(s): State<Arc<ApiState>>, req: Request, next: Next) -> 
         async move { record(&s, ev).await }
     };
     if write {
-        if let Err(why) = check_origin_and_csrf(&s, &caller, req.headers(), &body) {
+        if let Err(why) =
+            check_origin_and_csrf(&s, &caller, req.headers(), req.uri().query(), &body)
+        {
             if route.action.is_some() {
                 audit("denied".into()).await;
             }
@@ -424,6 +429,7 @@ fn check_origin_and_csrf(
     s: &ApiState,
     caller: &Caller,
     headers: &HeaderMap,
+    query: Option<&str>,
     body: &Bytes,
 ) -> Result<(), &'static str> {
     let origin = same_origin(headers, &s.public_base_url);
@@ -448,6 +454,15 @@ fn check_origin_and_csrf(
             form_urlencoded::parse(body)
                 .find(|(k, _)| k == CSRF_FIELD)
                 .map(|(_, v)| v.into_owned())
+        })
+        .or_else(|| {
+            // A file upload form (the CSV import) cannot carry the token in a body the guard
+            // reads (it may be megabytes), nor, without script, in a header: its action URL
+            // carries it. Only for multipart bodies, so other forms keep it out of URLs.
+            content_type_is(headers, "multipart/form-data")
+                .then(|| form_urlencoded::parse(query.unwrap_or("").as_bytes()))
+                .and_then(|mut q| q.find(|(k, _)| k == CSRF_FIELD))
+                .map(|(_, v)| v.into_owned())
         });
     match given {
         Some(t) if herald_accounts::session::csrf_matches(&session.cookie, &t) => Ok(()),
@@ -465,6 +480,18 @@ async fn audit_target(s: &ApiState, route: &access::Route, body: &Bytes) -> Opti
             .get(*field)?
             .as_str()?
             .to_string(),
+        Target::Form(field) => {
+            // Every value of the field (the held posts' bulk form sends several), bounded.
+            let all: Vec<String> = form_urlencoded::parse(body)
+                .filter(|(k, _)| k == field)
+                .map(|(_, v)| v.into_owned())
+                .take(MAX_FORM_TARGETS)
+                .collect();
+            if all.is_empty() {
+                return None;
+            }
+            all.join(",")
+        }
     };
     let Ok(address) = Address::parse(raw.trim()) else {
         return Some(raw);

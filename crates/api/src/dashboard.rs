@@ -36,6 +36,7 @@ pub async fn asset(Path(name): Path<String>) -> Response {
             include_str!("dashboard/style.css"),
             "text/css; charset=utf-8",
         ),
+        "admin.css" => (herald_webadmin::ADMIN_CSS, "text/css; charset=utf-8"),
         _ => return (StatusCode::NOT_FOUND, "not found\n").into_response(),
     };
     (

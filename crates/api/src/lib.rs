@@ -7,7 +7,9 @@
 //! their actions (`/api/v1/stragglers*`) and stored postmaster mail (`/api/v1/postmaster*`).
 //!
 //! Web accounts (issue 15 item 1): sign-in pages and sessions (`login`), the accounts API and
-//! the audit log (`accounts_api`); who may reach which route is one table (`access`).
+//! the audit log (`accounts_api`); who may reach which route is one table (`access`). The web
+//! administration pages (issue 15 item 2) under `/admin/…` (`admin_pages`, rendered by
+//! `herald-webadmin`).
 //!
 //! SECURITY: every admin route is behind `auth::guard` (bearer token, or a session cookie of
 //! the admin token or of an account with the right role, when `http.admin_token` is set; local
@@ -19,6 +21,7 @@
 pub mod access;
 mod accounts_api;
 mod admin;
+pub mod admin_pages;
 pub mod auth;
 mod bans;
 pub mod config;
@@ -124,6 +127,8 @@ pub struct ApiState {
     pub public_base_url: String,
     /// This node's cluster membership (issue 17): every node in `/api/v1/status` and `/metrics`.
     pub cluster: Option<Arc<herald_cluster::Cluster>>,
+    /// The web administration's CSV imports under way (issue 15 item 2).
+    pub webadmin: admin_pages::ImportJobs,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.
@@ -184,6 +189,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
                 )
             }),
         )
+        .merge(admin_pages::routes())
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -37,6 +37,10 @@ pub trait ListOps: Send + Sync + 'static {
     fn approve(&self, post: PostId) -> OpsFuture<'_, PostId>;
     /// Rejects (discards) a held post.
     fn reject(&self, post: PostId) -> OpsFuture<'_, ()>;
+    /// Rejects a held post with the moderator's reason in the notice to its sender.
+    fn reject_with(&self, post: PostId, reason: Option<String>) -> OpsFuture<'_, ()>;
+    /// Discards a held post without a notice to anyone.
+    fn discard(&self, post: PostId) -> OpsFuture<'_, ()>;
     /// Sends a double opt-in confirmation for `action` (`subscribe` / `unsubscribe`).
     fn request(&self, list: Address, address: Address, action: String) -> OpsFuture<'_, String>;
     /// A subscription asked for on the public subscribe page by `client` (the browser's address,
@@ -326,7 +330,7 @@ pub async fn tls_report_send(
 /// An administrator's action on one member before its details are read: bounce handling
 /// (issue 15), or the delivery mode (issue 14) and moderation flag (issue 16).
 #[derive(Debug, Clone, Copy)]
-enum MemberAction {
+pub(crate) enum MemberAction {
     None,
     /// Set what is `Some`.
     Update {
@@ -337,7 +341,13 @@ enum MemberAction {
     Enable,
     /// Clear the bounce score only.
     ResetScore,
+    /// Disable (the web page's button; issue 15 item 2); bounce handling's own disabling
+    /// records its reason the same way.
+    Disable,
 }
+
+/// Why a member an administrator disabled is disabled.
+pub(crate) const DISABLED_BY_ADMIN: &str = "disabled by an administrator";
 
 /// `POST …/members/{member}/enable`: re-enables a member (e.g. one disabled for bouncing) and
 /// clears their bounce score; answers the member's details as they are now.
@@ -375,7 +385,7 @@ pub async fn member_reset_bounces(
 }
 
 /// Applies `action` (if any) and reads the member's details, in one blocking task.
-async fn detail(
+pub(crate) async fn detail(
     s: &ApiState,
     list: &str,
     member: &str,
@@ -404,6 +414,10 @@ async fn detail(
                 }
                 MemberAction::ResetScore => {
                     d.reset_bounce_score(list.id, &addr)?;
+                }
+                MemberAction::Disable => {
+                    let off = herald_types::MemberStatus::Disabled(DISABLED_BY_ADMIN.into());
+                    d.set_member_status(list.id, &addr, &off)?;
                 }
             }
             Ok::<_, herald_directory::DirectoryError>((

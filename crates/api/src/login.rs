@@ -431,13 +431,14 @@ pub async fn admin_page(State(s): St, Extension(caller): Extension<Caller>) -> R
     for (list, role) in &lists {
         let l = escape(list);
         let enc = percent_encoding::utf8_percent_encode(list, percent_encoding::NON_ALPHANUMERIC);
+        // The web administration pages (issue 15 item 2).
         let settings = if *role == "moderator" {
             String::new()
         } else {
-            format!(" · <a href=\"/api/v1/lists/{enc}\">settings</a> · <a href=\"/api/v1/lists/{enc}/members\">members</a>")
+            format!(" · <a href=\"/admin/lists/{enc}\">settings</a> · <a href=\"/admin/lists/{enc}/members\">members</a>")
         };
         rows.push_str(&format!(
-            "<li><strong>{l}</strong> ({role}): <a href=\"/api/v1/held?list={enc}\">held posts</a>{settings}</li>"
+            "<li><strong>{l}</strong> ({role}): <a href=\"/admin/lists/{enc}/held\">held posts</a>{settings}</li>"
         ));
     }
     let lists_html = if rows.is_empty() {

@@ -60,7 +60,7 @@ fn view(spool: &Spool, post: PostId, m: PostMeta) -> PostmasterView {
     }
 }
 
-fn stored_id(s: &ApiState, text: &str) -> Result<PostId, ApiError> {
+pub(crate) fn stored_id(s: &ApiState, text: &str) -> Result<PostId, ApiError> {
     let id: PostId = text.parse().map_err(|_| ApiError::Invalid {
         field: "post".into(),
         reason: format!("not a post id: {text:?}"),

@@ -87,6 +87,14 @@ impl ListOps for Lists {
         Box::pin(async move { Ok(Lists::reject(self, post).await?) })
     }
 
+    fn reject_with(&self, post: PostId, reason: Option<String>) -> OpsFuture<'_, ()> {
+        Box::pin(async move { Ok(Lists::reject_with(self, post, reason).await?) })
+    }
+
+    fn discard(&self, post: PostId) -> OpsFuture<'_, ()> {
+        Box::pin(async move { Ok(Lists::discard(self, post).await?) })
+    }
+
     fn request(&self, list: Address, address: Address, action: String) -> OpsFuture<'_, String> {
         Box::pin(async move {
             let action = match action.as_str() {

@@ -54,6 +54,7 @@ mod person;
 mod pg;
 mod refusal;
 mod schema;
+mod search;
 mod store;
 mod suppression;
 
@@ -83,6 +84,7 @@ pub use nodes::{
 };
 pub use person::{BounceRecord, Erased, MembershipRecord, PersonRecord, ScoreRecord};
 pub use schema::SCHEMA_VERSION;
+pub use search::{FoundMember, SearchBy, MAX_SEARCH_PAGE, MAX_SEARCH_PREFIX_CHARS};
 pub use suppression::{
     Refusal, Suppressed, Suppression, SuppressionSource, MAX_SUPPRESSION_LISTING,
 };

@@ -411,7 +411,7 @@ pub(crate) struct MemberRow {
 }
 
 impl MemberRow {
-    fn from_row(row: &Row<'_>) -> rusqlite::Result<MemberRow> {
+    pub(crate) fn from_row(row: &Row<'_>) -> rusqlite::Result<MemberRow> {
         Ok(MemberRow {
             id: row.get(0)?,
             list_id: row.get(1)?,

@@ -21,6 +21,9 @@ use unic_langid::LanguageIdentifier;
 /// The shipped languages: code and the language's own name, English first.
 pub const LANGUAGES: &[(&str, &str)] = &[("en", "English"), ("de", "Deutsch")];
 
+/// The codes of [`LANGUAGES`], in the same order (for a form's choices).
+pub const CODES: &[&str] = &["en", "de"];
+
 /// The reference language, and the fallback for a message a catalogue lacks.
 pub const DEFAULT: &str = "en";
 
@@ -131,8 +134,10 @@ mod tests {
     fn every_language_has_every_message_with_the_same_variables() {
         let reference = ids(SOURCES[0].1);
         assert!(reference.len() >= 15, "{reference:?}");
+        assert_eq!(CODES.len(), LANGUAGES.len());
         for (code, src) in SOURCES {
             assert!(is_shipped(code), "{code} is listed in LANGUAGES");
+            assert!(CODES.contains(code), "{code} is listed in CODES");
             assert_eq!(
                 ids(src),
                 reference,

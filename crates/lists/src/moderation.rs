@@ -166,6 +166,25 @@ impl Lists {
 
     /// Rejects a held post and tells its sender (never the null sender).
     pub async fn reject(&self, post: PostId) -> Result<(), ListsError> {
+        self.reject_with(post, None).await
+    }
+
+    /// Discards a held post without telling anyone (spam: a notice would go to a forged
+    /// sender). Issue 15 item 2.
+    pub async fn discard(&self, post: PostId) -> Result<(), ListsError> {
+        let meta = self.held_meta(post)?;
+        self.enqueuer.spool.complete(post).await?;
+        tracing::info!(held = %post, list = %meta.list_address, "held post discarded");
+        Ok(())
+    }
+
+    /// [`Lists::reject`] with the moderator's reason in the notice to the sender (issue 15
+    /// item 2: the web page's reason field); `None` or blank: the plain notice.
+    pub async fn reject_with(
+        &self,
+        post: PostId,
+        reason: Option<String>,
+    ) -> Result<(), ListsError> {
         let meta = self.held_meta(post)?;
         self.enqueuer.spool.complete(post).await?;
         tracing::info!(held = %post, list = %meta.list_address, "held post rejected");
@@ -175,7 +194,10 @@ impl Lists {
         // The rejection is done; a lost notice must not turn it into an error for the caller.
         let notice = async {
             let list = self.list(&meta.list_address).await?;
-            let notice = notices::rejected(&list.settings.language, &list.address);
+            let notice = match reason.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+                Some(why) => notices::rejected_because(&list.settings.language, &list.address, why),
+                None => notices::rejected(&list.settings.language, &list.address),
+            };
             self.send_notice(&list, &to, &notice, NoticeKind::Rejected, None)
                 .await
         };

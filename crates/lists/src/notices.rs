@@ -90,6 +90,23 @@ pub fn rejected(lang: &str, list: &Address) -> Notice {
     }
 }
 
+/// Most characters of a moderator's reason quoted in [`rejected_because`].
+pub const MAX_REJECT_REASON_CHARS: usize = 500;
+
+/// [`rejected`] with the moderator's reason: one paragraph, control characters (line breaks
+/// too) turned into spaces, at most [`MAX_REJECT_REASON_CHARS`] characters.
+pub fn rejected_because(lang: &str, list: &Address, reason: &str) -> Notice {
+    let why: String = reason
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_REJECT_REASON_CHARS)
+        .collect();
+    let mut n = rejected(lang, list);
+    let intro = herald_i18n::text(lang, "rejected-reason", &[]);
+    n.text.push_str(&format!("\n{intro}\n\n  {}\n", why.trim()));
+    n
+}
+
 /// The double opt-in confirmation: the token in the subject (a reply confirms) and the link.
 pub fn confirmation(
     lang: &str,
@@ -202,5 +219,25 @@ pub fn disabled(lang: &str, list: &Address, who: &Address, reason: &str) -> Noti
                 ("request", &request),
             ],
         ),
+    }
+}
+
+#[cfg(test)]
+mod reason_tests {
+    use super::*;
+
+    /// A moderator's reason cannot add lines (or headers) to the notice, and is bounded.
+    #[test]
+    fn a_reject_reason_is_one_bounded_paragraph() {
+        let list = Address::parse("dev@lists.test").expect("address");
+        let n = rejected_because("en", &list, "off topic\r\nBcc: x@evil.test\u{0}");
+        assert!(
+            n.text.ends_with("  off topic  Bcc: x@evil.test\n"),
+            "{:?}",
+            n.text
+        );
+        assert_eq!(n.subject, rejected("en", &list).subject);
+        let long = rejected_because("en", &list, &"x".repeat(10_000));
+        assert!(long.text.len() < rejected("en", &list).text.len() + MAX_REJECT_REASON_CHARS + 40);
     }
 }

@@ -638,6 +638,7 @@ pub(crate) fn serve(
             || config.http.public_base_url.starts_with("https://"),
         public_base_url: config.http.public_base_url(config.listen.http),
         cluster: Some(stages.cluster.clone()),
+        webadmin: Default::default(),
     });
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");

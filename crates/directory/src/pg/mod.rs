@@ -37,6 +37,7 @@ mod nodes;
 mod person;
 mod policy;
 mod schema;
+mod search;
 
 pub(crate) use members::MemberColumn;
 #[cfg(test)]

@@ -128,6 +128,11 @@ pub(crate) const SCHEMA_SQL: &[&str] = &[
         heartbeat_at_ms BIGINT NOT NULL,
         state           TEXT NOT NULL CHECK (state IN ('running', 'left'))
     );"#,
+    // 8 -> 9: member search by address or display name prefix (issue 15 item 2, see
+    // `crate::search`): both under the "C" collation, so a prefix is a byte range whatever the
+    // database's locale, with ASCII folded by `lower()` as SQLite's NOCASE does.
+    r#"CREATE INDEX members_by_address_prefix ON members(list_id, address_key COLLATE "C");
+    CREATE INDEX members_by_name ON members(list_id, lower(display_name COLLATE "C"), id);"#,
 ];
 
 /// Brings the database up to [`SCHEMA_VERSION`] under [`MIGRATION_LOCK`], or refuses one

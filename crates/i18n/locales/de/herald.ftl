@@ -23,6 +23,8 @@ rejected-subject = Ihre Nachricht wurde abgelehnt
 rejected-text =
     Ihre Nachricht an { $list } wurde von einem Moderator abgelehnt und wird nicht verteilt.
 
+rejected-reason = Der Grund des Moderators:
+
 confirmation-text =
     Jemand (wahrscheinlich Sie) hat darum gebeten, { $action ->
         [subscribe] { $who } in die Liste { $list } einzutragen.

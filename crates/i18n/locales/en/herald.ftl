@@ -29,6 +29,8 @@ rejected-subject = Your message was rejected
 rejected-text =
     Your message to { $list } was rejected by a moderator and will not be distributed.
 
+rejected-reason = The moderator's reason:
+
 confirmation-text =
     Somebody (probably you) asked to { $action ->
         [subscribe] subscribe { $who } to
