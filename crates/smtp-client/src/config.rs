@@ -7,10 +7,12 @@
 //! them. The client reads only [`ClientConfig::tls_for`] of them.
 //!
 //! The timeouts are the short *first-pass* timeouts (seeds/000: a hung host must not hold a worker
-//! for minutes per SMTP step); a slow lane may run with a second, longer `ClientConfig`.
+//! for minutes per SMTP step); a slow lane may run with a second, longer `ClientConfig` (and
+//! `tarpit_after = 0`: patient with replies that trickle).
 //! Durations are written in seconds in TOML (`connect_timeout_secs = 10`, fractions allowed).
 
 use crate::error::ConfigError;
+use crate::reply_reader::Patience;
 use crate::tls::TlsCache;
 use herald_routing::config::secs;
 use herald_routing::tls_policy::{policy_for, validate_rules};
@@ -41,6 +43,16 @@ pub struct ClientConfig {
     /// The reply after the message body, and each 64 KiB of body written.
     #[serde(rename = "data_timeout_secs", deserialize_with = "secs")]
     pub data_timeout: Duration,
+    /// Longest silence inside a reply once its first byte has arrived: a host that stops
+    /// mid-line is cut off after this, not after the whole step's timeout.
+    #[serde(rename = "reply_idle_timeout_secs", deserialize_with = "secs")]
+    pub reply_idle_timeout: Duration,
+    /// A reply still arriving this long after its first byte is a tarpit's (slow but steady):
+    /// the first pass gives up on it at once and the scheduler moves the host to the slow lane,
+    /// without counting it down. 0: never (the slow lane, which reads such replies to the end
+    /// within its RFC 5321 timeouts).
+    #[serde(rename = "tarpit_after_secs", deserialize_with = "secs")]
+    pub tarpit_after: Duration,
     /// STARTTLS policy.
     pub tls: TlsMode,
     /// PEM file of trust anchors used to *record* whether a server certificate verifies. None:
@@ -68,6 +80,8 @@ impl Default for ClientConfig {
             banner_timeout: Duration::from_secs(15),
             command_timeout: Duration::from_secs(30),
             data_timeout: Duration::from_secs(60),
+            reply_idle_timeout: Duration::from_secs(60),
+            tarpit_after: Duration::from_secs(2),
             tls: TlsMode::Opportunistic,
             tls_ca_file: None,
             tls_policy: Vec::new(),
@@ -83,6 +97,14 @@ impl ClientConfig {
     /// without verification.
     pub fn tls_for(&self, mx_name: &str) -> TlsPolicy {
         policy_for(&self.tls_policy, self.tls, mx_name)
+    }
+
+    /// How patient this lane is with a reply that is arriving (see `reply_reader`).
+    pub fn patience(&self) -> Patience {
+        Patience {
+            idle: self.reply_idle_timeout,
+            trickle: (!self.tarpit_after.is_zero()).then_some(self.tarpit_after),
+        }
     }
 
     /// Refuses a HELO name that could not be sent safely and timeouts that would never fire.
@@ -111,6 +133,7 @@ impl ClientConfig {
             ("client.banner_timeout_secs", self.banner_timeout),
             ("client.command_timeout_secs", self.command_timeout),
             ("client.data_timeout_secs", self.data_timeout),
+            ("client.reply_idle_timeout_secs", self.reply_idle_timeout),
         ];
         for (key, value) in timeouts {
             if value.is_zero() {
