@@ -151,6 +151,9 @@ pub struct ReportArgs {
     /// Do not write curve.png / curve.svg.
     #[arg(long)]
     no_chart: bool,
+    /// Only the members whose domain's primary MX has this profile kind (e.g. `tarpit`).
+    #[arg(long)]
+    profile: Option<String>,
     /// Title of the chart (default: the run directory's name).
     #[arg(long)]
     title: Option<String>,
@@ -300,7 +303,11 @@ fn report(args: ReportArgs) -> Result<()> {
             export::WORLD_FILE
         );
     }
-    let report = Report::from_run_dir(&args.run_dir, args.members.as_deref())?;
+    let report = Report::from_run_dir_for(
+        &args.run_dir,
+        args.members.as_deref(),
+        args.profile.as_deref(),
+    )?;
     if args.json {
         outln!("{}", serde_json::to_string(&report)?);
     } else {

@@ -274,6 +274,25 @@ pub enum Profile {
     },
 }
 
+impl Profile {
+    /// The profile's `kind` word, as world files write it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Profile::Normal => "normal",
+            Profile::Slow { .. } => "slow",
+            Profile::Greylist { .. } => "greylist",
+            Profile::UnknownUsers { .. } => "unknown_users",
+            Profile::Throttle { .. } => "throttle",
+            Profile::Hung => "hung",
+            Profile::Refused => "refused",
+            Profile::DropMidData { .. } => "drop_mid_data",
+            Profile::DropFirstAttempt => "drop_first_attempt",
+            Profile::RateLimited { .. } => "rate_limited",
+            Profile::Tarpit { .. } => "tarpit",
+        }
+    }
+}
+
 /// One receiver host: an address with a name and a behaviour. Several domains may share one.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostSpec {
