@@ -81,7 +81,9 @@ impl Default for ClientConfig {
             command_timeout: Duration::from_secs(30),
             data_timeout: Duration::from_secs(60),
             reply_idle_timeout: Duration::from_secs(60),
-            tarpit_after: Duration::from_secs(2),
+            // Above Postfix postscreen's greet wait (6 s between "220-" and "220 "): a
+            // postscreen host is not a tarpit.
+            tarpit_after: Duration::from_secs(10),
             tls: TlsMode::Opportunistic,
             tls_ca_file: None,
             tls_policy: Vec::new(),
