@@ -112,6 +112,10 @@ finish() { # <dir> <title>: stop the world, write report.json and the charts.
   stop "$WORLD_PID"
   "$HERALD" sim report "$dir/world" --json --title "$2" >"$dir/report.json"
   "$HERALD" sim report "$dir/world" --no-chart >"$dir/report.txt"
+  # PROFILE_REPORTS="tarpit …": the same report for the members behind each kind of host.
+  for kind in ${PROFILE_REPORTS:-}; do
+    "$HERALD" sim report "$dir/world" --no-chart --profile "$kind" >"$dir/report-$kind.txt"
+  done
 }
 
 run_herald() { # <dir> <post>
@@ -135,6 +139,7 @@ nameservers = ["$DNS"]
 [delivery]
 port = 25
 helo_name = "herald.bench.test"
+${HERALD_DELIVERY:-}
 EOF
   # DKIM=rsa|ed25519 signs every copy with a fresh key for the list domain (ARC=no: DKIM only).
   # The world does not verify; the cost is what this measures (BENCHMARKS.md, issue 7).
@@ -144,7 +149,8 @@ EOF
       "$dir/lists.herald.test.herald.pem" "$DKIM" "$([ "${ARC:-yes}" = no ] && echo false || echo true)" \
       >>"$dir/herald.toml"
   fi
-  # Experiments: HERALD_SCHEDULER="max_queued_copies = 20000" adds a [scheduler] section.
+  # Experiments: HERALD_DELIVERY="tarpit_after_secs = 0" adds lines to [delivery] (above);
+  # HERALD_SCHEDULER="max_queued_copies = 20000" adds a [scheduler] section.
   if [ -n "${HERALD_SCHEDULER:-}" ]; then
     printf '[scheduler]\n%s\n' "$HERALD_SCHEDULER" >>"$dir/herald.toml"
   fi

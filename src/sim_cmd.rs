@@ -112,6 +112,21 @@ pub struct GenArgs {
     /// Share of members whose hosts offer STARTTLS.
     #[arg(long, default_value_t = 0.0)]
     starttls: f64,
+    /// Share of members whose hosts are tarpits (every reply one byte at a time).
+    #[arg(long, default_value_t = 0.0)]
+    tarpit: f64,
+    /// Delay of tarpit hosts before each byte of a reply.
+    #[arg(long, default_value_t = 100)]
+    tarpit_byte_delay_ms: u64,
+    /// Sessions a tarpit host serves at once (more get 421 4.3.2).
+    #[arg(long, default_value_t = 4)]
+    tarpit_max_sessions: u32,
+    /// Share of members whose domain's primary MX is hung, with a working secondary.
+    #[arg(long, default_value_t = 0.0)]
+    hung_primary: f64,
+    /// Share of members whose MX name has three addresses: refused, hung, working.
+    #[arg(long, default_value_t = 0.0)]
+    dead_addrs: f64,
     /// Delay of slow hosts before each reply.
     #[arg(long, default_value_t = 500)]
     slow_delay_ms: u64,
@@ -136,6 +151,9 @@ pub struct ReportArgs {
     /// Do not write curve.png / curve.svg.
     #[arg(long)]
     no_chart: bool,
+    /// Only the members whose domain's primary MX has this profile kind (e.g. `tarpit`).
+    #[arg(long)]
+    profile: Option<String>,
     /// Title of the chart (default: the run directory's name).
     #[arg(long)]
     title: Option<String>,
@@ -170,7 +188,12 @@ fn world_config(args: &RunArgs, world_file: Option<&Path>) -> Result<WorldConfig
                     rate_limited: g.rate_limited,
                     drop_first_attempt: g.drop_first_attempt,
                     starttls: g.starttls,
+                    tarpit: g.tarpit,
+                    hung_primary: g.hung_primary,
+                    dead_addrs: g.dead_addrs,
                 },
+                tarpit_byte_delay_ms: g.tarpit_byte_delay_ms,
+                tarpit_max_sessions: g.tarpit_max_sessions,
                 rate_limit_msgs_per_sec: g.rate_limit_per_sec,
                 rate_limit_max_msgs_per_conn: g.rate_limit_per_conn,
                 slow_delay_ms: g.slow_delay_ms,
@@ -280,7 +303,11 @@ fn report(args: ReportArgs) -> Result<()> {
             export::WORLD_FILE
         );
     }
-    let report = Report::from_run_dir(&args.run_dir, args.members.as_deref())?;
+    let report = Report::from_run_dir_for(
+        &args.run_dir,
+        args.members.as_deref(),
+        args.profile.as_deref(),
+    )?;
     if args.json {
         outln!("{}", serde_json::to_string(&report)?);
     } else {

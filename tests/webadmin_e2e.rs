@@ -13,7 +13,6 @@
 //! a POST without the CSRF token is refused → the moderator gets 403 on another list's pages
 //! and on their own list's members, and reaches the held posts → the audit log shows it all.
 
-#[allow(dead_code)] // the accounts tests' helpers; this test uses some
 mod accounts;
 mod support;
 

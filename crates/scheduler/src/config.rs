@@ -79,6 +79,14 @@ pub struct SchedulerConfig {
     pub throttle_cooldown_ms: u64,
     /// Shaping rules by MX host suffix; see herald.example.toml for the provider presets.
     pub shaping: Vec<ShapingRule>,
+    /// Connections a destination whose hosts are tarpits (replies trickling, recognised by the
+    /// first pass: `[delivery] tarpit_after_secs`) gets in the slow lane, within its budget:
+    /// each carries a pipelined session at the tarpit's byte rate, so a few in parallel divide
+    /// the time; more would only meet the host's own session limit.
+    pub tarpit_connections: usize,
+    /// A host recognised as a tarpit is served by the slow lane this long; then the first pass
+    /// tries it again (it may have stopped).
+    pub tarpit_remember_secs: u64,
 }
 
 impl Default for SchedulerConfig {
@@ -115,6 +123,8 @@ impl Default for SchedulerConfig {
             throttle_retry_secs: 30,
             throttle_cooldown_ms: 1000,
             shaping: Vec::new(),
+            tarpit_connections: 4,
+            tarpit_remember_secs: 3600,
         }
     }
 }
@@ -176,6 +186,9 @@ impl SchedulerConfig {
         if self.route_refresh_secs == 0 {
             return bad("route_refresh_secs", "must be at least 1");
         }
+        if self.tarpit_connections == 0 {
+            return bad("tarpit_connections", "must be at least 1");
+        }
         if self.greylist_first_retry_secs == 0 {
             return bad("greylist_first_retry_secs", "must be at least 1");
         }
@@ -190,7 +203,9 @@ impl SchedulerConfig {
         Ok(())
     }
 
-    /// The client settings of a slow-lane connection: `fast` with the slow-lane timeouts.
+    /// The client settings of a slow-lane connection: `fast` with the slow-lane timeouts, and
+    /// patient with replies that trickle (a tarpit's are read to their end, within those
+    /// timeouts and `reply_idle_timeout_secs` between bytes).
     pub fn slow_client(&self, fast: &ClientConfig) -> ClientConfig {
         let s = std::time::Duration::from_secs;
         ClientConfig {
@@ -198,6 +213,7 @@ impl SchedulerConfig {
             banner_timeout: s(self.slow_banner_timeout_secs).max(fast.banner_timeout),
             command_timeout: s(self.slow_command_timeout_secs).max(fast.command_timeout),
             data_timeout: s(self.slow_data_timeout_secs).max(fast.data_timeout),
+            tarpit_after: std::time::Duration::ZERO,
             ..fast.clone()
         }
     }

@@ -304,6 +304,16 @@ fn curve(delivered: &[u64], failed: &[u64], deferred: &[u64]) -> Vec<CurvePoint>
 impl Report {
     /// Reads a run directory (see [`crate::export`]). `members` overrides its `members.csv`.
     pub fn from_run_dir(dir: &Path, members: Option<&Path>) -> Result<Report, ReportError> {
+        Report::from_run_dir_for(dir, members, None)
+    }
+
+    /// [`Report::from_run_dir`] for the members whose domain's (primary MX) profile is of kind
+    /// `only` (e.g. `"tarpit"`), when given: how one kind of host fared. Needs a member list.
+    pub fn from_run_dir_for(
+        dir: &Path,
+        members: Option<&Path>,
+        only: Option<&str>,
+    ) -> Result<Report, ReportError> {
         let world_path = dir.join(export::WORLD_FILE);
         let world = WorldConfig::from_file(&world_path).map_err(|e| ReportError::World {
             path: world_path.display().to_string(),
@@ -318,7 +328,16 @@ impl Report {
         })?;
         let default_members = dir.join(export::MEMBERS_FILE);
         let members_path = members.or(default_members.exists().then_some(&*default_members));
-        let members = members_path.map(export::read_members).transpose()?;
+        let mut members = members_path.map(export::read_members).transpose()?;
+        if let Some(kind) = only {
+            let Some(list) = members.as_mut() else {
+                return Err(ReportError::World {
+                    path: dir.display().to_string(),
+                    message: format!("a report for {kind} hosts needs a member list"),
+                });
+            };
+            list.retain(|m| world.domain_of(m).is_some_and(|d| d.profile.kind() == kind));
+        }
         let origin = export::read_t0(dir)?.map(|t0| t0.saturating_sub(endpoint.started_unix_ms));
         let mut b = ReportBuilder::new(&world, members.as_deref(), origin);
         export::read_events(&dir.join(export::EVENTS_FILE), |e| b.add(e))?;

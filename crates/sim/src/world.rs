@@ -56,8 +56,13 @@ pub fn zone_of(config: &WorldConfig, cert: Option<ReceiverCert<'_>>) -> Zone {
     for d in &config.domains {
         zone.add_mx(&d.name, d.mx_preference, &d.mx_host);
         zone.add_a(&d.mx_host, d.mx_addr);
+        let mut named = vec![d.mx_host.as_str()];
         for x in &d.extra_mx {
-            zone.add_mx(&d.name, x.preference, &x.host);
+            // A name already used is one more address of that host, not another MX record.
+            if !named.iter().any(|n| n.eq_ignore_ascii_case(&x.host)) {
+                zone.add_mx(&d.name, x.preference, &x.host);
+                named.push(&x.host);
+            }
             zone.add_a(&x.host, x.addr);
         }
         publish_dane(&mut zone, config.smtp_port, d, cert);

@@ -503,3 +503,54 @@ async fn smtputf8_and_dsn_are_taken_only_where_offered() {
     );
     world.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_tarpit_writes_every_reply_one_byte_at_a_time_within_its_session_limit() {
+    use tokio::io::AsyncReadExt;
+    let addr = Ipv4Addr::new(127, 1, 9, 30);
+    let delay = Duration::from_millis(20);
+    let profile = Profile::Tarpit {
+        byte_delay: delay,
+        max_sessions: Some(1),
+    };
+    let world = start("tarpit.example", addr, profile, false).await;
+    let t0 = Instant::now();
+    let mut raw = tokio::net::TcpStream::connect(mx(&world, addr))
+        .await
+        .unwrap();
+    let mut banner = Vec::new();
+    let mut reads = 0;
+    let mut buf = [0u8; 512];
+    while !banner.ends_with(b"\r\n") {
+        let n = raw.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed after {banner:?}");
+        banner.extend_from_slice(&buf[..n]);
+        reads += 1;
+    }
+    let text = String::from_utf8_lossy(&banner).to_string();
+    assert!(text.starts_with("220 "), "{text}");
+    // One byte per write, a delay apart: a read never gets the line whole.
+    assert!(
+        reads * 2 >= banner.len(),
+        "{reads} reads for {} bytes",
+        banner.len()
+    );
+    assert!(
+        t0.elapsed() >= delay * banner.len() as u32,
+        "{:?}",
+        t0.elapsed()
+    );
+    // A second session is over the tarpit's own limit: turned away at once.
+    let mut second = Client::connect(mx(&world, addr)).await;
+    let (code, text) = second.reply().await;
+    assert_eq!(code, 421, "{text}");
+    // The first session works, slowly but correctly.
+    let mut c = Client::new(raw);
+    c.expect("EHLO c.example\r\n", 250).await;
+    let codes = c
+        .transaction(FROM, "a@tarpit.example", &message("<t1@x>", "hello"))
+        .await;
+    assert_eq!(codes, vec![250, 250, 354, 250]);
+    assert_eq!(world.recorder().snapshot().copies.len(), 1);
+    world.shutdown().await;
+}

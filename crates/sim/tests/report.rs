@@ -133,6 +133,17 @@ async fn report_counts_match_a_known_delivery() {
     assert_eq!((status.accepted, status.duplicates), (4, 1));
     assert_eq!(status.deliverable, Some(4));
 
+    // The same run for one kind of host: only ok.example's members (normal hosts).
+    let normal = Report::from_run_dir_for(dir.path(), None, Some("normal")).unwrap();
+    assert_eq!((normal.members, normal.deliverable), (Some(3), 3));
+    assert_eq!(
+        (normal.delivered, normal.strays),
+        (2, 1),
+        "d@users is a stray here"
+    );
+    let none = Report::from_run_dir_for(dir.path(), None, Some("tarpit")).unwrap();
+    assert_eq!((none.members, none.delivered), (Some(0), 0));
+
     let (png, svg) = (dir.path().join("curve.png"), dir.path().join("curve.svg"));
     herald_sim::chart::write_charts(&r, "test run", &png, &svg).unwrap();
     assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));

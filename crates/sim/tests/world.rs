@@ -575,3 +575,119 @@ fn smtp_extensions_default_to_smtputf8_without_dsn_and_round_trip() {
     assert_eq!(again, cfg);
     assert!(WorldConfig::from_toml(&text.replace("dsn = true", "dsn = \"yes\"")).is_err());
 }
+
+#[test]
+fn tarpit_profiles_parse_round_trip_and_refuse_hostile_values() {
+    let text = r#"
+[[domains]]
+name = "tarpit.example"
+mx_addr = "127.1.8.40"
+profile = { kind = "tarpit", byte_delay_ms = 250, max_sessions = 3 }
+"#;
+    let cfg = WorldConfig::from_toml(text).unwrap();
+    assert_eq!(
+        cfg.domains[0].profile,
+        Profile::Tarpit {
+            byte_delay: std::time::Duration::from_millis(250),
+            max_sessions: Some(3),
+        }
+    );
+    assert_eq!(
+        WorldConfig::from_toml(&cfg.to_toml().unwrap()).unwrap(),
+        cfg
+    );
+    assert_eq!(
+        cfg.expectation("a@tarpit.example"),
+        Expectation::Deliverable
+    );
+    for (bad, key) in [
+        ("{ kind = \"tarpit\" }", "byte_delay_ms"),
+        (
+            "{ kind = \"tarpit\", byte_delay_ms = 60001 }",
+            "byte_delay_ms",
+        ),
+        (
+            "{ kind = \"tarpit\", byte_delay_ms = 1, max_sessions = 0 }",
+            "max_sessions",
+        ),
+        (
+            "{ kind = \"tarpit\", byte_delay_ms = 1, delay_ms = 5 }",
+            "delay_ms",
+        ),
+        ("{ kind = \"tarpit\", byte_delay_ms = -1 }", "byte_delay_ms"),
+    ] {
+        let t = text.replace(
+            "{ kind = \"tarpit\", byte_delay_ms = 250, max_sessions = 3 }",
+            bad,
+        );
+        let err = WorldConfig::from_toml(&t).unwrap_err().to_string();
+        assert!(err.contains(key) || err.contains("profile"), "{bad}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn generated_tarpits_hung_primaries_and_dead_addresses_are_published() {
+    let spec = GenSpec {
+        domains: 200,
+        seed: 5,
+        fractions: ProfileFractions {
+            tarpit: 0.02,
+            hung_primary: 0.02,
+            dead_addrs: 0.02,
+            ..ProfileFractions::default()
+        },
+        tarpit_byte_delay_ms: 30,
+        tarpit_max_sessions: 2,
+        ..GenSpec::default()
+    };
+    let cfg = WorldConfig::generate(&spec).unwrap();
+    let tarpits = cfg
+        .domains
+        .iter()
+        .filter(|d| matches!(d.profile, Profile::Tarpit { .. }))
+        .count();
+    assert!(tarpits >= 1);
+    let hung_primary: Vec<_> = cfg
+        .domains
+        .iter()
+        .filter(|d| d.profile == Profile::Hung && !d.extra_mx.is_empty())
+        .collect();
+    assert!(!hung_primary.is_empty());
+    for d in &hung_primary {
+        assert_eq!(d.extra_mx.last().unwrap().profile, Some(Profile::Normal));
+        assert_eq!(
+            cfg.expectation(&format!("a@{}", d.name)),
+            Expectation::Deliverable
+        );
+    }
+    let dead = cfg
+        .domains
+        .iter()
+        .find(|d| d.profile == Profile::Refused && d.extra_mx.len() >= 2)
+        .expect("a domain with dead addresses");
+    assert!(dead.extra_mx.iter().all(|x| x.host == dead.mx_host));
+    assert_eq!(
+        cfg.expectation(&format!("a@{}", dead.name)),
+        Expectation::Deliverable
+    );
+    // Published: one MX record for the name, three A records behind it.
+    let world = World::start(cfg.clone()).await.unwrap();
+    let ask = |name: String, t: RecordType| {
+        let dns = world.dns_addr();
+        async move {
+            let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            let mut q = Message::new();
+            q.set_id(3).set_recursion_desired(true);
+            q.add_query(Query::query(Name::from_ascii(name).unwrap(), t));
+            sock.send_to(&q.to_vec().unwrap(), dns).await.unwrap();
+            let mut buf = [0u8; 1500];
+            let (n, _) = sock.recv_from(&mut buf).await.unwrap();
+            Message::from_vec(&buf[..n]).unwrap()
+        }
+    };
+    let mx = ask(format!("{}.", dead.name), RecordType::MX).await;
+    assert_eq!(mx.answers().len(), 1, "{:?}", mx.answers());
+    let a = ask(format!("{}.", dead.mx_host), RecordType::A).await;
+    assert_eq!(a.answers().len(), 3, "{:?}", a.answers());
+    world.shutdown().await;
+}

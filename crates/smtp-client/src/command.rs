@@ -11,7 +11,6 @@ use crate::error::{ProtocolError, SessionErrorKind, Stage};
 use crate::extensions::Extensions;
 use crate::reply_reader::{is_closed, ReadError, ReplyReader};
 use herald_types::Reply;
-use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
@@ -22,7 +21,7 @@ pub(crate) async fn hello<S: AsyncRead + AsyncWrite + Unpin>(
     cfg: &ClientConfig,
 ) -> Result<Extensions, (Stage, SessionErrorKind)> {
     let ehlo = format!("EHLO {}\r\n", cfg.helo_name);
-    let reply = exchange(stream, reader, ehlo.as_bytes(), cfg.command_timeout)
+    let reply = exchange(stream, reader, ehlo.as_bytes(), cfg)
         .await
         .map_err(|k| (Stage::Ehlo, k))?;
     match reply.code {
@@ -31,7 +30,7 @@ pub(crate) async fn hello<S: AsyncRead + AsyncWrite + Unpin>(
         _ => return Err((Stage::Ehlo, refusal(reply))),
     }
     let helo = format!("HELO {}\r\n", cfg.helo_name);
-    let reply = exchange(stream, reader, helo.as_bytes(), cfg.command_timeout)
+    let reply = exchange(stream, reader, helo.as_bytes(), cfg)
         .await
         .map_err(|k| (Stage::Helo, k))?;
     match reply.code {
@@ -49,17 +48,18 @@ fn refusal(reply: Reply) -> SessionErrorKind {
     }
 }
 
-/// Writes one command and reads its reply, both within `timeout`.
+/// Writes one command and reads its reply, both within the command timeout (the reply also
+/// within the config's patience with replies that trickle).
 pub(crate) async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     reader: &mut ReplyReader,
     command: &[u8],
-    timeout: Duration,
+    cfg: &ClientConfig,
 ) -> Result<Reply, SessionErrorKind> {
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now() + cfg.command_timeout;
     write_all(stream, command, deadline).await?;
     reader
-        .read_reply(stream, deadline)
+        .read_reply(stream, cfg.patience().deadline(deadline))
         .await
         .map_err(read_error)
 }
@@ -85,6 +85,7 @@ pub(crate) async fn write_all<S: AsyncWrite + Unpin>(
 pub(crate) fn read_error(e: ReadError) -> SessionErrorKind {
     match e {
         ReadError::Timeout => SessionErrorKind::Timeout,
+        ReadError::TooSlow => SessionErrorKind::TooSlow,
         ReadError::Closed => SessionErrorKind::ServerClosed,
         ReadError::Io(e) => SessionErrorKind::Io(e),
         ReadError::Protocol(p) => SessionErrorKind::Protocol(p),

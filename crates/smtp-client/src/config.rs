@@ -7,10 +7,12 @@
 //! them. The client reads only [`ClientConfig::tls_for`] of them.
 //!
 //! The timeouts are the short *first-pass* timeouts (seeds/000: a hung host must not hold a worker
-//! for minutes per SMTP step); a slow lane may run with a second, longer `ClientConfig`.
+//! for minutes per SMTP step); a slow lane may run with a second, longer `ClientConfig` (and
+//! `tarpit_after = 0`: patient with replies that trickle).
 //! Durations are written in seconds in TOML (`connect_timeout_secs = 10`, fractions allowed).
 
 use crate::error::ConfigError;
+use crate::reply_reader::Patience;
 use crate::tls::TlsCache;
 use herald_egress::{EgressConfig, EgressPoolConfig, EgressSource};
 use herald_routing::config::secs;
@@ -42,6 +44,16 @@ pub struct ClientConfig {
     /// The reply after the message body, and each 64 KiB of body written.
     #[serde(rename = "data_timeout_secs", deserialize_with = "secs")]
     pub data_timeout: Duration,
+    /// Longest silence inside a reply once its first byte has arrived: a host that stops
+    /// mid-line is cut off after this, not after the whole step's timeout.
+    #[serde(rename = "reply_idle_timeout_secs", deserialize_with = "secs")]
+    pub reply_idle_timeout: Duration,
+    /// A reply still arriving this long after its first byte is a tarpit's (slow but steady):
+    /// the first pass gives up on it at once and the scheduler moves the host to the slow lane,
+    /// without counting it down. 0: never (the slow lane, which reads such replies to the end
+    /// within its RFC 5321 timeouts).
+    #[serde(rename = "tarpit_after_secs", deserialize_with = "secs")]
+    pub tarpit_after: Duration,
     /// STARTTLS policy.
     pub tls: TlsMode,
     /// PEM file of trust anchors used to *record* whether a server certificate verifies. None:
@@ -77,6 +89,10 @@ impl Default for ClientConfig {
             banner_timeout: Duration::from_secs(15),
             command_timeout: Duration::from_secs(30),
             data_timeout: Duration::from_secs(60),
+            reply_idle_timeout: Duration::from_secs(60),
+            // Above Postfix postscreen's greet wait (6 s between "220-" and "220 "): a
+            // postscreen host is not a tarpit.
+            tarpit_after: Duration::from_secs(10),
             tls: TlsMode::Opportunistic,
             tls_ca_file: None,
             tls_policy: Vec::new(),
@@ -103,6 +119,14 @@ impl ClientConfig {
             sources: self.egress.clone(),
             pools: self.egress_pool.clone(),
             default_pool: self.default_egress_pool.clone(),
+        }
+    }
+
+    /// How patient this lane is with a reply that is arriving (see `reply_reader`).
+    pub fn patience(&self) -> Patience {
+        Patience {
+            idle: self.reply_idle_timeout,
+            trickle: (!self.tarpit_after.is_zero()).then_some(self.tarpit_after),
         }
     }
 
@@ -133,6 +157,7 @@ impl ClientConfig {
             ("client.banner_timeout_secs", self.banner_timeout),
             ("client.command_timeout_secs", self.command_timeout),
             ("client.data_timeout_secs", self.data_timeout),
+            ("client.reply_idle_timeout_secs", self.reply_idle_timeout),
         ];
         for (key, value) in timeouts {
             if value.is_zero() {

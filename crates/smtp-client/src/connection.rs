@@ -22,7 +22,7 @@ use crate::command::{hello, read_error, write_all};
 use crate::config::ClientConfig;
 use crate::error::{ProtocolError, SessionError, SessionErrorKind, Stage, TlsError};
 use crate::extensions::Extensions;
-use crate::reply_reader::ReplyReader;
+use crate::reply_reader::{Patience, ReplyReader};
 use crate::starttls::{secure, Policy, Secured};
 use crate::stream::Stream;
 use crate::tls::TlsInfo;
@@ -100,6 +100,8 @@ pub struct Connection {
     pub(crate) addr: SocketAddr,
     pub(crate) command_timeout: Duration,
     pub(crate) data_timeout: Duration,
+    /// How patient to be with a reply that trickles (the lane's; see `reply_reader`).
+    pub(crate) patience: Patience,
     greeting: Reply,
     pub(crate) ext: Extensions,
     tls: Option<TlsInfo>,
@@ -246,7 +248,10 @@ impl Connection {
         let mut reader = ReplyReader::new();
         let banner_start = Instant::now();
         let greeting = reader
-            .read_reply(&mut tcp, banner_start + cfg.banner_timeout)
+            .read_reply(
+                &mut tcp,
+                cfg.patience().deadline(banner_start + cfg.banner_timeout),
+            )
             .await
             .map_err(|e| fail(Stage::Banner, read_error(e)))?;
         check_greeting(&greeting).map_err(|k| fail(Stage::Banner, k))?;
@@ -276,6 +281,7 @@ impl Connection {
             addr,
             command_timeout: cfg.command_timeout,
             data_timeout: cfg.data_timeout,
+            patience: cfg.patience(),
             greeting,
             ext,
             tls,
@@ -345,13 +351,13 @@ impl Connection {
         SessionError::new(&self.host, self.addr, stage, kind)
     }
 
-    /// Reads the next reply, which must be complete within `timeout`.
+    /// Reads the next reply, which must be complete within `timeout` (and the lane's patience).
     pub(crate) async fn read(
         &mut self,
         stage: Stage,
         timeout: Duration,
     ) -> Result<Reply, SessionError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = self.patience.deadline(Instant::now() + timeout);
         match self.reader.read_reply(&mut self.stream, deadline).await {
             Ok(reply) => Ok(reply),
             Err(e) => Err(self.fail(stage, read_error(e))),

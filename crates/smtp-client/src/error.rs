@@ -125,9 +125,13 @@ pub enum SessionErrorKind {
     /// Connection refused, host or network unreachable, …
     #[error("{0}")]
     Connect(#[source] io::Error),
-    /// No complete reply (or write) within the stage's timeout.
+    /// No complete reply (or write) within the stage's timeout, or a reply that stalled.
     #[error("timed out")]
     Timeout,
+    /// The reply was arriving, slowly but steadily, past the first pass's patience: a tarpit.
+    /// The host answers; it belongs in the slow lane, not in host health's down list.
+    #[error("replies too slowly (tarpit)")]
+    TooSlow,
     #[error("protocol error: {0}")]
     Protocol(#[from] ProtocolError),
     #[error("{0}")]
@@ -232,9 +236,17 @@ impl SessionError {
                 self.stage(),
                 Stage::Banner | Stage::Ehlo | Stage::Helo | Stage::StartTls
             ),
-            SessionErrorKind::Unusable | SessionErrorKind::Bind { .. } => false,
+            SessionErrorKind::Unusable
+            | SessionErrorKind::Bind { .. }
+            | SessionErrorKind::TooSlow => false,
             _ => true,
         }
+    }
+
+    /// True when the host answered, but slower than the first pass waits (a tarpit): it should
+    /// be served by the slow lane, which reads its replies to the end.
+    pub fn is_tarpit(&self) -> bool {
+        matches!(self.kind(), SessionErrorKind::TooSlow)
     }
 
     /// The 4xx reply recorded for copies this error left undelivered. Always transient: one
@@ -250,6 +262,12 @@ impl SessionError {
             SessionErrorKind::Timeout => (
                 (4, 4, 2),
                 format!("conversation with {peer} timed out during {stage}"),
+            ),
+            SessionErrorKind::TooSlow => (
+                (4, 4, 2),
+                format!(
+                    "{peer} replies too slowly (tarpit) during {stage}: moved to the slow lane"
+                ),
             ),
             SessionErrorKind::ServerClosed => (
                 (4, 4, 2),
@@ -316,5 +334,9 @@ mod tests {
         assert!(!err(Stage::Rcpt, SessionErrorKind::Rejected(reply)).is_host_problem());
         assert!(err(Stage::Banner, SessionErrorKind::Timeout).is_host_problem());
         assert!(!err(Stage::Mail, SessionErrorKind::Unusable).is_host_problem());
+        let tarpit = err(Stage::Banner, SessionErrorKind::TooSlow);
+        assert!(!tarpit.is_host_problem(), "a tarpit answers: not down");
+        assert!(tarpit.is_tarpit());
+        assert!(tarpit.synthetic_reply().is_transient());
     }
 }

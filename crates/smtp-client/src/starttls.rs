@@ -130,7 +130,7 @@ async fn start_tls(
     dane: Option<Arc<TlsaSet>>,
 ) -> Result<StartTls, SessionError> {
     let fail = |stage, kind| SessionError::new(mx_name, addr, stage, kind);
-    let reply = exchange(&mut tcp, reader, b"STARTTLS\r\n", cfg.command_timeout)
+    let reply = exchange(&mut tcp, reader, b"STARTTLS\r\n", cfg)
         .await
         .map_err(|k| fail(Stage::StartTls, k))?;
     if reply.code == 421 {

@@ -6,6 +6,11 @@
 //!
 //! When the global budget is spent, destinations wait in a heap ordered by observed latency:
 //! fastest first (seeds/000: deliver to the hosts that answer fast first).
+//!
+//! Tarpits (issue 20 item 2): a destination whose every usable host is a tarpit is served by
+//! the slow lane alone — first attempts too — with up to `tarpit_connections` connections,
+//! each kept while copies are ready and given an even share of them; the first pass never
+//! plans a tarpit host (a destination with another host uses that one).
 
 use crate::actor::queue::Parked;
 use crate::actor::{Actor, Starved};
@@ -63,10 +68,17 @@ impl Actor {
     /// A batch of at most `max` copies (and `max_copies_per_batch`) from a destination within
     /// its budget's message rate.
     fn take_batch(&mut self, dest: &Arc<str>, lane: LaneKind, max: usize) -> Vec<Job> {
-        let (max, bytes) = (self.cfg.max_copies_per_batch.min(max), self.cfg.batch_bytes);
+        let (mut max, bytes) = (self.cfg.max_copies_per_batch.min(max), self.cfg.batch_bytes);
+        let now_ms = self.clock.now_ms();
         let Some(d) = self.dests.get_mut(dest) else {
             return Vec::new();
         };
+        if self.health.all_tarpits(&d.hosts, now_ms) {
+            // Each copy costs a tarpit seconds of trickled replies: an even share per connection,
+            // so they all finish together instead of one carrying a full batch at the end.
+            let share = d.ready_len().div_ceil(self.cfg.tarpit_connections.max(1));
+            max = max.min(share.max(1));
+        }
         let want = max.min(d.ready_len());
         if want == 0 {
             return Vec::new();
@@ -168,6 +180,13 @@ impl Actor {
             .health
             .next_probe_ms(&d.hosts)
             .is_some_and(|t| t <= now_ms);
+        if self.health.all_tarpits(&d.hosts, now_ms) {
+            // Tarpits: the slow lane only (patient timeouts, never holding first-pass capacity),
+            // first attempts included, with a few connections to divide the trickle.
+            let work = d.ready_len() + if probe_due { d.waiting.len().min(1) } else { 0 };
+            let want = work.min(self.cfg.tarpit_connections.max(1));
+            return (d.workers() < want).then_some(LaneKind::Slow);
+        }
         if d.fast.len().div_ceil(batch) > d.fast_workers {
             return Some(LaneKind::Fast);
         }
@@ -185,7 +204,9 @@ impl Actor {
         let Some(d) = self.dests.get_mut(key) else {
             return false;
         };
-        let targets = self.health.plan(&d.hosts, port, self.clock.now_ms());
+        let targets = self
+            .health
+            .plan_lane(&d.hosts, port, self.clock.now_ms(), lane);
         if targets.is_empty() {
             return false; // every host is down until its probe time
         }

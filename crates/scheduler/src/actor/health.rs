@@ -13,6 +13,10 @@
 //! not a SQLite table: the state is a cache (losing it costs a few probes), is written whole in
 //! one shot, and must not contend with the directory's database on the delivery path.
 //!
+//! Tarpits (issue 20): a host whose replies trickle past the first pass's patience is marked a
+//! tarpit for `tarpit_remember_secs` ([`HostHealth::record_tarpit`]): up, not failing, planned
+//! only for the slow lane and after any other host ([`HostHealth::plan_lane`]).
+//!
 //! Bounds: at most `max_hosts` records; beyond that the up hosts with the oldest activity are
 //! evicted (a tenth at a time, so eviction is amortized). Times are wall-clock ms so that a
 //! restart keeps down periods.
@@ -20,7 +24,7 @@
 use crate::messages::{ConnectTimings, HostKey, Target};
 use herald_routing::MxHost;
 use herald_telemetry::SchedulerEvent;
-use herald_types::HostStateKind;
+use herald_types::{HostStateKind, LaneKind};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -54,6 +58,10 @@ pub struct HostRecord {
     /// Down periods in a row (the backoff exponent).
     pub down_count: u32,
     pub last_error: Option<String>,
+    /// A tarpit (replies trickle, slow but steady) until this wall-clock time (ms): served by
+    /// the slow lane only, never counted down for its slowness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tarpit_until_ms: Option<u64>,
     /// A probe connection is out (not persisted: a restart forgets in-flight probes).
     #[serde(skip)]
     pub probing: bool,
@@ -64,6 +72,11 @@ pub struct HostRecord {
 impl HostRecord {
     pub fn is_down(&self) -> bool {
         self.down_until_ms.is_some()
+    }
+
+    /// True while the host is remembered as a tarpit.
+    pub fn is_tarpit(&self, now_ms: u64) -> bool {
+        self.tarpit_until_ms.is_some_and(|t| t > now_ms)
     }
 
     /// Estimated cost of a copy to this host (ms): set-up plus one reply. Unknown hosts get a
@@ -280,6 +293,58 @@ impl HostHealth {
         let down_for = crate::actor::backoff::retry_delay(r.down_count, initial, max, 0.0, 0.5);
         r.down_until_ms = Some(now_ms + down_for.as_millis() as u64);
         Some(event(key, r, HostStateKind::Down, error, now_ms))
+    }
+
+    /// The host answered, but its replies trickle (a tarpit): up (it answers, so not a failure
+    /// and not down), and remembered as a tarpit for `remember`. True when newly marked.
+    pub fn record_tarpit(&mut self, key: &HostKey, remember: Duration, now_ms: u64) -> bool {
+        let r = self.entry(key, now_ms);
+        let newly = !r.is_tarpit(now_ms);
+        r.tarpit_until_ms = Some(now_ms.saturating_add(remember.as_millis() as u64));
+        r.consecutive_failures = 0;
+        r.down_count = 0;
+        r.down_until_ms = None;
+        r.probing = false;
+        r.last_success_ms = Some(now_ms);
+        newly
+    }
+
+    /// True when every host of the set that may be tried (not down) is a tarpit: the set is
+    /// served by the slow lane alone.
+    pub fn all_tarpits(&self, hosts: &[MxHost], now_ms: u64) -> bool {
+        let mut any = false;
+        for k in keys(hosts) {
+            match self.hosts.get(&k) {
+                Some(r) if r.is_down() => {}
+                Some(r) if r.is_tarpit(now_ms) => any = true,
+                _ => return false,
+            }
+        }
+        any
+    }
+
+    /// [`HostHealth::plan`] for a lane: tarpits go last (any other host first), and the first
+    /// pass never gets them at all (their replies outlast its patience).
+    pub fn plan_lane(
+        &mut self,
+        hosts: &[MxHost],
+        port: u16,
+        now_ms: u64,
+        lane: LaneKind,
+    ) -> Vec<Target> {
+        let plan = self.plan(hosts, port, now_ms);
+        let (tarpits, mut rest): (Vec<Target>, Vec<Target>) = plan
+            .into_iter()
+            .partition(|t| self.hosts.get(&t.key).is_some_and(|r| r.is_tarpit(now_ms)));
+        match lane {
+            LaneKind::Slow => rest.extend(tarpits),
+            LaneKind::Fast => {
+                for t in tarpits.iter().filter(|t| t.probe) {
+                    self.release_probe(&t.key);
+                }
+            }
+        }
+        rest
     }
 
     /// A probe ended without a verdict (the worker tried another host first, or gave up).

@@ -14,6 +14,11 @@
 //! retried at once on a new connection (after [`DROP_RETRY_JITTER_MS`] of jitter); only a
 //! second drop of the same copy counts against the host and follows the retry schedule.
 //!
+//! Tarpits (issue 20 item 2): a host whose replies trickle past the first pass's patience
+//! (a connection attempt or a batch that ended `TooSlow`) is marked a tarpit in host health,
+//! never down for it; the destination's copies stay ready (no try charged) and `dispatch.rs`
+//! serves them from the slow lane.
+//!
 //! [`Pace`]: crate::actor::pace::Pace
 
 use crate::actor::backoff::retry_delay;
@@ -100,8 +105,19 @@ impl Actor {
                     self.health.release_probe(&f.key);
                     self.throttle(dest);
                 }
+                FailKind::Tarpit => self.mark_tarpit(dest, &f.key),
                 FailKind::Other => self.health.release_probe(&f.key),
             }
+        }
+    }
+
+    /// A host's replies trickle past the first pass's patience: it answers, so it is up, and
+    /// from now on (for `tarpit_remember_secs`) the slow lane serves it with patient timeouts.
+    fn mark_tarpit(&mut self, dest: &Arc<str>, key: &HostKey) {
+        let remember = Duration::from_secs(self.cfg.tarpit_remember_secs);
+        let now_ms = self.clock.now_ms();
+        if self.health.record_tarpit(key, remember, now_ms) {
+            tracing::info!(%dest, host = %key.name, addr = %key.addr, "host replies slowly but steadily (tarpit): served by the slow lane");
         }
     }
 
@@ -148,6 +164,11 @@ impl Actor {
         };
         d.connecting = d.connecting.saturating_sub(1);
         d.last_error = Some(error.text.clone());
+        if failed.iter().any(|f| f.kind == FailKind::Tarpit) {
+            // Nothing was tried: the copies stay ready, for the slow lane's patient connections
+            // (or the destination's other hosts). No try is charged, no deferral reported.
+            return;
+        }
         let connected = d.workers() - d.connecting;
         // The worker's own exit message follows (release_worker); here only the copies matter.
         // Others still connected serve the destination: leave its copies to them.
@@ -226,6 +247,15 @@ impl Actor {
                 self.emit(ev);
             }
             deferred.push(job);
+        }
+        if b.tarpit {
+            // A first-pass session the host's slowness broke: the host is a tarpit, and the
+            // copies it left without a reply go to the slow lane at once, not after a backoff.
+            self.mark_tarpit(&b.dest, &b.host);
+            for mut job in std::mem::take(&mut deferred) {
+                job.tries = job.tries.saturating_sub(1);
+                ready.push(job);
+            }
         }
         if throttled {
             self.throttle(&b.dest);

@@ -263,3 +263,60 @@ async fn a_small_post_is_not_stuck_behind_a_big_one() {
         "small post delivered after {position} big copies"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_tarpit_is_served_by_the_slow_lane_with_a_few_connections_never_marked_down() {
+    let mut rig = rig(cfg(), &[("t.test", "mx.t.test")]).await;
+    rig.net.answer("mx.t.test", Answer::Tarpit, 1000);
+    // Each copy takes a tarpit 10 s of trickled replies.
+    rig.net.reply_delay(Duration::from_secs(10));
+    let post = test_post_at(1, START_MS, u64::MAX);
+    let jobs: Vec<Job> = (0..12)
+        .map(|i| job(&post, i, &format!("u{i}@t.test")))
+        .collect();
+    rig.send(jobs).await;
+    for _ in 0..12 {
+        let o = rig.outcome().await;
+        // Never deferred: the first pass's give-up is not a try, the slow lane delivers.
+        assert!(
+            matches!(o.outcome, RcptOutcome::Delivered(_)),
+            "{:?}",
+            o.outcome
+        );
+        assert_eq!(o.tries, 1, "{}", o.rcpt);
+    }
+    // 12 copies of 10 s over 4 connections: 30 s, plus slow start's first second (and the
+    // paused clock may run ahead while a worker waits for the real journal thread); one
+    // connection would take 120 s.
+    let took = rig.started.elapsed();
+    assert!(took <= Duration::from_secs(45), "took {took:?}");
+    let connects = rig.net.connects_to("mx.t.test");
+    let answers: Vec<Answer> = connects.iter().map(|(_, a)| *a).collect();
+    assert_eq!(answers[0], Answer::Tarpit, "the first pass recognised it");
+    assert!(
+        answers[1..].iter().all(|a| *a == Answer::Accept) && (4..=5).contains(&answers.len()),
+        "then 3 or 4 patient connections: {answers:?}"
+    );
+    let snap = rig.snapshot().await;
+    assert_eq!(snap.hosts_down, 0, "a tarpit answers: never down");
+    // A second post goes to the slow lane at once: no first-pass attempt this time.
+    let post = test_post_at(2, START_MS, u64::MAX);
+    rig.send(vec![job(&post, 100, "v@t.test")]).await;
+    let o = rig.outcome().await;
+    assert!(
+        matches!(o.outcome, RcptOutcome::Delivered(_)),
+        "{:?}",
+        o.outcome
+    );
+    let answers: Vec<Answer> = rig
+        .net
+        .connects_to("mx.t.test")
+        .iter()
+        .map(|(_, a)| *a)
+        .collect();
+    assert_eq!(
+        answers.iter().filter(|a| **a == Answer::Tarpit).count(),
+        1,
+        "{answers:?}"
+    );
+}

@@ -58,6 +58,9 @@ pub enum FailKind {
     Host,
     /// The host answered with a "too busy" (421 at the greeting): cut the budget, not the host.
     Throttle,
+    /// The host answers, slowly but steadily (a tarpit): served by the slow lane from now on,
+    /// never counted down for it.
+    Tarpit,
     /// Neither (e.g. a local error).
     Other,
 }
@@ -103,6 +106,8 @@ pub struct BatchDone {
     pub conn_cap: Option<usize>,
     /// How long each delivered copy that had been greylisted waited since it first was.
     pub greylist_passed: Vec<std::time::Duration>,
+    /// The session broke because the host replied too slowly for the first pass (a tarpit).
+    pub tarpit: bool,
 }
 
 /// Which queued copies a command is about.

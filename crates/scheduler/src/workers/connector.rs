@@ -115,6 +115,8 @@ pub struct SessionBreak {
     pub throttled: bool,
     /// Where in the exchange it broke.
     pub stage: BreakStage,
+    /// The host replied too slowly for the first pass (a tarpit): not a failure of the host.
+    pub tarpit: bool,
 }
 
 /// Where a session broke, as far as the copies left without a reply are concerned.

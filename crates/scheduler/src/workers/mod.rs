@@ -354,6 +354,7 @@ impl Batch<'_> {
             dropped: Vec::new(),
             conn_cap: None,
             greylist_passed: Vec::new(),
+            tarpit: sent.broke.as_ref().is_some_and(|b| b.tarpit),
         };
         let mut results = sent.copies.into_iter();
         let (mut reports, mut journal) = (Vec::with_capacity(jobs.len()), Vec::new());

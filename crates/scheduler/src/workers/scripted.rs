@@ -1,5 +1,5 @@
 //! Scripted sessions for the scheduler's unit tests: a [`Connector`] whose hosts answer as a
-//! test says (accept, refuse, "421 too busy") and whose recipients get the replies a test queues
+//! test says (accept, refuse, "421 too busy", a tarpit too slow for the first pass) and whose recipients get the replies a test queues
 //! (250 when nothing is queued), recording every connection attempt and copy with tokio's time.
 //! With it and a paused clock the actor runs its real loop, dispatch, workers and journaling in
 //! milliseconds, with no socket. Test-only (`#[cfg(test)]`).
@@ -32,6 +32,9 @@ pub(crate) enum Answer {
     Refuse,
     /// `421 4.7.0 too many connections` at the greeting: a throttle.
     Busy,
+    /// A tarpit: its replies trickle, too slowly for the first pass (`TooSlow`); a slow-lane
+    /// connection reads them to the end (recorded as `Accept`).
+    Tarpit,
 }
 
 /// What the scripted Internet saw, in order.
@@ -119,6 +122,10 @@ impl Scripted {
                 .get_mut(&name)
                 .and_then(|q| q.pop_front())
                 .unwrap_or(Answer::Accept);
+            let answer = match (answer, plan.lane) {
+                (Answer::Tarpit, herald_types::LaneKind::Slow) => Answer::Accept,
+                (a, _) => a,
+            };
             s.seen
                 .push((Instant::now(), Seen::Connect(name.clone(), answer)));
             let kind = match answer {
@@ -145,6 +152,7 @@ impl Scripted {
                 }
                 Answer::Refuse => FailKind::Host,
                 Answer::Busy => FailKind::Throttle,
+                Answer::Tarpit => FailKind::Tarpit,
             };
             failed.push(HostFailure {
                 key: t.key.clone(),

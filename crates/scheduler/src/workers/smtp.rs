@@ -4,8 +4,9 @@
 //! one file's imports changed.
 //!
 //! Classification stays here because it reads the client's error kinds: a 421 or rate-limit
-//! reply before the first transaction is a throttle, a refused or silent host is a host failure
-//! ([`fail_kind`]); a session that breaks with a 421 or a dropped connection (not at QUIT) is a
+//! reply before the first transaction is a throttle, a reply that trickles past the first pass's
+//! patience is a tarpit (the slow lane's, not a failure), a refused or silent host is a host
+//! failure ([`fail_kind`]); a session that breaks with a 421 or a dropped connection (not at QUIT) is a
 //! throttling signal for the batch.
 //!
 //! SECURITY: everything read here comes from remote SMTP servers; the client crate bounds every
@@ -190,6 +191,7 @@ fn session_break(e: &SessionError) -> SessionBreak {
         reply: e.synthetic_reply(),
         throttled,
         stage,
+        tarpit: e.is_tarpit(),
     }
 }
 
@@ -393,7 +395,9 @@ fn fail_kind(e: &SessionError) -> FailKind {
             return FailKind::Throttle;
         }
     }
-    if e.is_host_problem() {
+    if e.is_tarpit() {
+        FailKind::Tarpit
+    } else if e.is_host_problem() {
         FailKind::Host
     } else {
         FailKind::Other

@@ -20,7 +20,11 @@
 //! `rate_limited` domains (taken in rank order, like `throttle`: the biggest are the large
 //! provider) are all hosted by one provider: [`PROVIDER_MX_HOSTS`] hosts `mx{k}.provider.example`
 //! at 127.255.1.k sharing one rate budget, each domain published with two of them (the pair
-//! rotating with the rank, as a provider's MX answers differ between its domains). Greylisting
+//! rotating with the rank, as a provider's MX answers differ between its domains). Domains
+//! picked for `hung_primary` have a hung primary and a working `mx3.` (preference 30) at
+//! 127.255.2.1 upwards; domains picked for `dead_addrs` have one MX name with three addresses
+//! (the primary's refuses connections, then a hung one, then a working one, from the same
+//! range). Greylisting
 //! domains say their interval in the reply text every other domain (in the order they were
 //! picked), as some real greylisting servers do and others not.
 //!
@@ -60,6 +64,13 @@ pub struct ProfileFractions {
     pub rate_limited: f64,
     /// Share of members whose hosts drop each recipient's first attempt mid-DATA.
     pub drop_first_attempt: f64,
+    /// Share of members whose hosts are tarpits (every reply byte by byte, see `Profile::Tarpit`).
+    pub tarpit: f64,
+    /// Share of members whose domain's primary MX is hung, with a working secondary behind it.
+    pub hung_primary: f64,
+    /// Share of members whose domain's one MX name has three addresses: the first refuses
+    /// connections, the second is hung, the third works.
+    pub dead_addrs: f64,
     /// Share of members whose hosts offer STARTTLS (independent of the profile).
     pub starttls: f64,
 }
@@ -92,6 +103,10 @@ pub struct GenSpec {
     pub rate_limit_msgs_per_sec: u32,
     /// Messages per connection the rate-limited provider accepts before `421 4.7.28`.
     pub rate_limit_max_msgs_per_conn: u32,
+    /// Delay of `tarpit` hosts before each byte of a reply.
+    pub tarpit_byte_delay_ms: u64,
+    /// Sessions a `tarpit` host serves at once.
+    pub tarpit_max_sessions: u32,
     /// Receiver settings of the world.
     pub receiver: ReceiverSettings,
 }
@@ -111,6 +126,8 @@ impl Default for GenSpec {
             drop_after_msgs: 10,
             rate_limit_msgs_per_sec: 300,
             rate_limit_max_msgs_per_conn: 100,
+            tarpit_byte_delay_ms: 100,
+            tarpit_max_sessions: 4,
             receiver: ReceiverSettings::default(),
         }
     }
@@ -169,6 +186,9 @@ fn check_spec(spec: &GenSpec) -> Result<(), ConfigError> {
         ("gen.fractions.drop_mid_data", f.drop_mid_data),
         ("gen.fractions.rate_limited", f.rate_limited),
         ("gen.fractions.drop_first_attempt", f.drop_first_attempt),
+        ("gen.fractions.tarpit", f.tarpit),
+        ("gen.fractions.hung_primary", f.hung_primary),
+        ("gen.fractions.dead_addrs", f.dead_addrs),
     ];
     for (key, v) in profiles {
         check_fraction(key, v)?;
@@ -183,6 +203,10 @@ fn check_spec(spec: &GenSpec) -> Result<(), ConfigError> {
     if !(0.0..=86_400.0).contains(&g) {
         let msg = format!("expected seconds between 0 and 86400, got {g}");
         return Err(ConfigError::key("gen.greylist_retry_after_secs", msg));
+    }
+    if spec.tarpit_max_sessions == 0 || spec.tarpit_byte_delay_ms > 60_000 {
+        let msg = "expected tarpit_max_sessions > 0 and tarpit_byte_delay_ms <= 60000";
+        return Err(ConfigError::key("gen.tarpit_byte_delay_ms", msg));
     }
     if spec.rate_limit_msgs_per_sec == 0 || spec.rate_limit_max_msgs_per_conn == 0 {
         let msg = "expected rate_limit_msgs_per_sec and rate_limit_max_msgs_per_conn > 0";
@@ -244,7 +268,8 @@ impl WorldConfig {
         let weights: Vec<f64> = (0..n)
             .map(|r| 1.0 / ((r + 1) as f64).powf(spec.zipf_exponent))
             .collect();
-        let profiles = assign_profiles(spec, &weights);
+        let (profiles, layouts) = assign_profiles(spec, &weights);
+        let mut extra_addrs = 0usize;
         let mut rng = SplitMix64(spec.seed ^ 0x0053_5441_5254_4c53);
         let mut random_order: Vec<usize> = (0..n).collect();
         rng.shuffle(&mut random_order);
@@ -256,7 +281,7 @@ impl WorldConfig {
             .map(|r| {
                 let name = format!("d{r:0width$}.example");
                 if matches!(profiles[r], Profile::RateLimited { .. }) {
-                    return provider_domain(name, weights[r], r, &profiles[r]);
+                    return Ok(provider_domain(name, weights[r], r, &profiles[r]));
                 }
                 let extra_mx = if r < BACKUP_MX_TOP && n > BACKUP_MX_TOP {
                     vec![ExtraMx {
@@ -268,7 +293,7 @@ impl WorldConfig {
                 } else {
                     Vec::new()
                 };
-                DomainConfig {
+                let mut d = DomainConfig {
                     mx_host: format!("mx.{name}"),
                     name,
                     weight: weights[r],
@@ -279,9 +304,11 @@ impl WorldConfig {
                     starttls: tls[r],
                     dane: DaneSpec::default(),
                     extensions: Default::default(),
-                }
+                };
+                lay_out(&mut d, layouts[r], &mut extra_addrs)?;
+                Ok(d)
             })
-            .collect();
+            .collect::<Result<Vec<_>, ConfigError>>()?;
         let cfg = WorldConfig {
             smtp_port: spec.smtp_port,
             receiver: spec.receiver.clone(),
@@ -366,8 +393,66 @@ fn provider_domain(name: String, weight: f64, rank: usize, profile: &Profile) ->
     }
 }
 
-/// The profile of every domain, by rank.
-fn assign_profiles(spec: &GenSpec, weights: &[f64]) -> Vec<Profile> {
+/// How a domain's MX hosts are laid out beyond its profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// The primary (and the top domains' backup) only.
+    Plain,
+    /// The primary is hung; `mx3.` behind it works.
+    HungPrimary,
+    /// The primary's name has three addresses: refused, hung, working.
+    DeadAddrs,
+}
+
+/// Addresses of the hosts [`Layout`] adds: 127.255.2.1 upwards (below the broadcast octet).
+const EXTRA_ADDRS: usize = 253 * 254;
+
+fn extra_addr(next: &mut usize) -> Result<Ipv4Addr, ConfigError> {
+    let i = *next;
+    if i >= EXTRA_ADDRS {
+        let msg =
+            format!("more than {EXTRA_ADDRS} extra hosts for hung primaries and dead addresses");
+        return Err(ConfigError::key("gen.fractions", msg));
+    }
+    *next += 1;
+    Ok(Ipv4Addr::new(
+        127,
+        255,
+        (2 + i / 254) as u8,
+        (i % 254 + 1) as u8,
+    ))
+}
+
+/// Applies a domain's [`Layout`]: the extra hosts get addresses from `next`.
+fn lay_out(d: &mut DomainConfig, layout: Layout, next: &mut usize) -> Result<(), ConfigError> {
+    match layout {
+        Layout::Plain => {}
+        Layout::HungPrimary => {
+            d.profile = Profile::Hung;
+            d.extra_mx.push(ExtraMx {
+                host: format!("mx3.{}", d.name),
+                addr: extra_addr(next)?,
+                preference: DEFAULT_MX_PREFERENCE + 20,
+                profile: Some(Profile::Normal),
+            });
+        }
+        Layout::DeadAddrs => {
+            d.profile = Profile::Refused;
+            for profile in [Profile::Hung, Profile::Normal] {
+                d.extra_mx.push(ExtraMx {
+                    host: d.mx_host.clone(),
+                    addr: extra_addr(next)?,
+                    preference: DEFAULT_MX_PREFERENCE,
+                    profile: Some(profile),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The profile and layout of every domain, by rank.
+fn assign_profiles(spec: &GenSpec, weights: &[f64]) -> (Vec<Profile>, Vec<Layout>) {
     let n = weights.len();
     let f = &spec.fractions;
     let mut taken = vec![false; n];
@@ -401,6 +486,13 @@ fn assign_profiles(spec: &GenSpec, weights: &[f64]) -> Vec<Profile> {
             },
         ),
         (f.drop_first_attempt, Profile::DropFirstAttempt),
+        (
+            f.tarpit,
+            Profile::Tarpit {
+                byte_delay: Duration::from_millis(spec.tarpit_byte_delay_ms),
+                max_sessions: Some(spec.tarpit_max_sessions),
+            },
+        ),
         (
             f.greylist,
             Profile::Greylist {
@@ -436,5 +528,14 @@ fn assign_profiles(spec: &GenSpec, weights: &[f64]) -> Vec<Profile> {
             };
         }
     }
-    profiles
+    let mut layouts = vec![Layout::Plain; n];
+    for (share, layout) in [
+        (f.hung_primary, Layout::HungPrimary),
+        (f.dead_addrs, Layout::DeadAddrs),
+    ] {
+        for i in pick(&order, weights, share, &mut taken) {
+            layouts[i] = layout;
+        }
+    }
+    (profiles, layouts)
 }

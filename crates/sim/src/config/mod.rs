@@ -33,7 +33,12 @@
 //! {`retry_after_secs`, `announce` (default false)}; `unknown_users` {`users` and/or
 //! `fraction`}; `throttle` {`max_msgs_per_conn` and/or `max_msgs_per_min`}; `hung`; `refused`;
 //! `drop_mid_data` {`after_msgs`, default 0}; `drop_first_attempt`; `rate_limited`
-//! {`budget`, `msgs_per_sec`, `max_msgs_per_conn`}.
+//! {`budget`, `msgs_per_sec`, `max_msgs_per_conn`}; `tarpit` {`byte_delay_ms`,
+//! `max_sessions`}.
+//!
+//! An `extra_mx` entry whose `host` is a name the domain already uses (the primary's or another
+//! entry's) is one more address (A record) of that host, not another MX record: a host name with
+//! several addresses of which some are dead (`refused`, `hung`) is written that way.
 //!
 //! Invariants (checked once, by [`WorldConfig::from_toml`] and [`WorldConfig::validate`]): every
 //! address is in 127.0.0.0/8 and no receiver uses 127.0.0.1 (reserved for Herald itself); domain
@@ -259,6 +264,33 @@ pub enum Profile {
         msgs_per_sec: u32,
         max_msgs_per_conn: Option<u32>,
     },
+    /// A tarpit: answers everything correctly, but writes every reply (the banner included) one
+    /// byte at a time, `byte_delay` before each byte — slow but steady, so a banner takes
+    /// seconds and a transaction tens of seconds. At most `max_sessions` sessions at once
+    /// (more get `421 4.3.2` at connect), when set.
+    Tarpit {
+        byte_delay: Duration,
+        max_sessions: Option<u32>,
+    },
+}
+
+impl Profile {
+    /// The profile's `kind` word, as world files write it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Profile::Normal => "normal",
+            Profile::Slow { .. } => "slow",
+            Profile::Greylist { .. } => "greylist",
+            Profile::UnknownUsers { .. } => "unknown_users",
+            Profile::Throttle { .. } => "throttle",
+            Profile::Hung => "hung",
+            Profile::Refused => "refused",
+            Profile::DropMidData { .. } => "drop_mid_data",
+            Profile::DropFirstAttempt => "drop_first_attempt",
+            Profile::RateLimited { .. } => "rate_limited",
+            Profile::Tarpit { .. } => "tarpit",
+        }
+    }
 }
 
 /// One receiver host: an address with a name and a behaviour. Several domains may share one.

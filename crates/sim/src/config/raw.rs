@@ -21,6 +21,8 @@ use crate::ConfigError;
 
 /// Longest greylisting interval accepted (a day): anything longer is a typo.
 const MAX_RETRY_AFTER_SECS: f64 = 86_400.0;
+/// Longest per-byte delay of a tarpit (a minute a byte: a banner takes half an hour).
+const MAX_TARPIT_BYTE_DELAY: Duration = Duration::from_secs(60);
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -139,6 +141,7 @@ enum Kind {
     DropMidData,
     DropFirstAttempt,
     RateLimited,
+    Tarpit,
 }
 
 #[derive(Serialize, Deserialize, Default)]
@@ -165,6 +168,10 @@ struct RawProfile {
     budget: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     msgs_per_sec: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    byte_delay_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_sessions: Option<u32>,
 }
 
 /// Parses TOML text into a checked [`WorldConfig`].
@@ -332,6 +339,7 @@ fn allowed_keys(kind: Kind) -> &'static [&'static str] {
         Kind::Throttle => &["max_msgs_per_conn", "max_msgs_per_min"],
         Kind::DropMidData => &["after_msgs"],
         Kind::RateLimited => &["budget", "msgs_per_sec", "max_msgs_per_conn"],
+        Kind::Tarpit => &["byte_delay_ms", "max_sessions"],
     }
 }
 
@@ -347,6 +355,8 @@ fn build_profile(key: &str, p: RawProfile) -> Result<Profile, ConfigError> {
         ("announce", p.announce.is_some()),
         ("budget", p.budget.is_some()),
         ("msgs_per_sec", p.msgs_per_sec.is_some()),
+        ("byte_delay_ms", p.byte_delay_ms.is_some()),
+        ("max_sessions", p.max_sessions.is_some()),
     ];
     let kind_name = kind_name(p.kind);
     for (name, set) in present {
@@ -402,6 +412,12 @@ fn build_profile(key: &str, p: RawProfile) -> Result<Profile, ConfigError> {
             msgs_per_sec: p.msgs_per_sec.ok_or_else(|| required("msgs_per_sec"))?,
             max_msgs_per_conn: p.max_msgs_per_conn,
         },
+        Kind::Tarpit => Profile::Tarpit {
+            byte_delay: Duration::from_millis(
+                p.byte_delay_ms.ok_or_else(|| required("byte_delay_ms"))?,
+            ),
+            max_sessions: p.max_sessions,
+        },
     })
 }
 
@@ -425,6 +441,7 @@ fn kind_name(kind: Kind) -> &'static str {
         Kind::DropMidData => "drop_mid_data",
         Kind::DropFirstAttempt => "drop_first_attempt",
         Kind::RateLimited => "rate_limited",
+        Kind::Tarpit => "tarpit",
     }
 }
 
@@ -583,6 +600,21 @@ fn check_profile(key: &str, p: &Profile) -> Result<(), ConfigError> {
             format!("{key}.msgs_per_sec"),
             "expected a number > 0",
         )),
+        Profile::Tarpit { byte_delay, .. } if *byte_delay > MAX_TARPIT_BYTE_DELAY => {
+            let msg = format!(
+                "expected at most {} ms, got {} ms",
+                MAX_TARPIT_BYTE_DELAY.as_millis(),
+                byte_delay.as_millis()
+            );
+            Err(ConfigError::key(format!("{key}.byte_delay_ms"), msg))
+        }
+        Profile::Tarpit {
+            max_sessions: Some(0),
+            ..
+        } => Err(ConfigError::key(
+            format!("{key}.max_sessions"),
+            "expected a number > 0",
+        )),
         Profile::RateLimited { budget, .. } if budget.is_empty() || budget.len() > 253 => {
             Err(ConfigError::key(
                 format!("{key}.budget"),
@@ -693,6 +725,14 @@ fn raw_profile(p: &Profile) -> RawProfile {
             r.budget = Some(budget.clone());
             r.msgs_per_sec = Some(*msgs_per_sec);
             r.max_msgs_per_conn = *max_msgs_per_conn;
+        }
+        Profile::Tarpit {
+            byte_delay,
+            max_sessions,
+        } => {
+            r.kind = Kind::Tarpit;
+            r.byte_delay_ms = Some(byte_delay.as_millis() as u64);
+            r.max_sessions = *max_sessions;
         }
     }
     r

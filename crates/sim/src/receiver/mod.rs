@@ -9,7 +9,8 @@
 //! `rate_limited` hosts with the same budget name share one [`RateBucket`], made here at start:
 //! the provider's limit holds over all its MX hosts and connections.
 //!
-//! Bounds: at most `max_sessions_per_host` sessions per host (more get `421 4.3.2` at once);
+//! Bounds: at most `max_sessions_per_host` sessions per host, or a `tarpit`'s own
+//! `max_sessions` when lower (more get `421 4.3.2` at once);
 //! sessions of a host live in a `JoinSet` owned by its listener task, so stopping the listener
 //! stops them all.
 //!
@@ -139,7 +140,7 @@ impl HostState {
             ehlo_plain: ehlo(tls.is_some()),
             ehlo_tls: ehlo(false),
             name: Arc::from(name.as_str()),
-            sessions: Arc::new(Semaphore::new(settings.max_sessions_per_host)),
+            sessions: Arc::new(Semaphore::new(max_sessions(&spec.profile, &settings))),
             spec,
             settings,
             recorder,
@@ -186,6 +187,17 @@ impl HostState {
         }
         m.1 += 1;
         true
+    }
+}
+
+/// Sessions a host serves at once: the world's limit, or a tarpit's own when lower.
+fn max_sessions(profile: &Profile, settings: &ReceiverSettings) -> usize {
+    match profile {
+        Profile::Tarpit {
+            max_sessions: Some(n),
+            ..
+        } => (*n as usize).clamp(1, settings.max_sessions_per_host.max(1)),
+        _ => settings.max_sessions_per_host,
     }
 }
 

@@ -7,7 +7,8 @@
 //! Pipelining: every complete command or message in the input buffer is handled before
 //! anything is written; the replies collect in one output buffer and go out in one write when
 //! the input runs dry (RFC 2920 batching). The `slow` profile instead writes each reply on its
-//! own after its delay, as a slow server would.
+//! own after its delay, as a slow server would; the `tarpit` profile writes every byte of its
+//! replies on its own, each after its delay.
 //!
 //! Bounds: command lines ≤ [`MAX_COMMAND_LINE`] octets; messages ≤ `max_message_bytes` (beyond
 //! that the rest is discarded as it arrives and the message refused with 552); at most
@@ -63,6 +64,15 @@ enum Step {
     Close,
     StartTls,
     Drop,
+}
+
+/// How a misbehaving host paces its writes.
+#[derive(Clone, Copy)]
+enum Pace {
+    /// `slow`: the whole reply after a delay.
+    Reply(Duration),
+    /// `tarpit`: one byte at a time, each after a delay.
+    Byte(Duration),
 }
 
 enum Mode {
@@ -238,7 +248,8 @@ impl Session {
     async fn serve<S: AsyncRead + AsyncWrite + Unpin>(&mut self, io: &mut S) -> io::Result<End> {
         let idle = self.host.idle_timeout();
         let slow = match self.host.spec.profile {
-            Profile::Slow { delay } => Some(delay),
+            Profile::Slow { delay } => Some(Pace::Reply(delay)),
+            Profile::Tarpit { byte_delay, .. } => Some(Pace::Byte(byte_delay)),
             _ => None,
         };
         loop {
@@ -275,7 +286,7 @@ impl Session {
     async fn flush<S: AsyncWrite + Unpin>(
         &mut self,
         io: &mut S,
-        delay: Option<Duration>,
+        pace: Option<Pace>,
     ) -> io::Result<()> {
         if !self.copies.is_empty() || !self.rejections.is_empty() {
             let copies = std::mem::take(&mut self.copies);
@@ -285,10 +296,22 @@ impl Session {
         if self.out.is_empty() {
             return Ok(());
         }
-        if let Some(d) = delay {
-            tokio::time::sleep(d).await;
+        match pace {
+            None => io.write_all(&self.out).await?,
+            Some(Pace::Reply(d)) => {
+                tokio::time::sleep(d).await;
+                io.write_all(&self.out).await?;
+            }
+            Some(Pace::Byte(d)) => {
+                // A tarpit: each byte its own write (and segment: the socket has no Nagle),
+                // so the client sees progress, never a whole line.
+                for i in 0..self.out.len() {
+                    tokio::time::sleep(d).await;
+                    io.write_all(&self.out[i..=i]).await?;
+                    io.flush().await?;
+                }
+            }
         }
-        io.write_all(&self.out).await?;
         self.out.clear();
         Ok(())
     }

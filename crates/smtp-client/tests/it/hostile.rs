@@ -52,16 +52,29 @@ async fn hung_server_times_out_at_the_banner_timeout() {
 #[tokio::test]
 async fn trickling_reply_is_cut_off_at_the_deadline_for_the_whole_reply() {
     // One byte every 50 ms: every read succeeds well within 300 ms, the reply never completes.
-    let addr = raw(|mut tcp| async move {
-        for b in b"220 mx.test ".iter().chain([b'x'; 1000].iter()) {
-            if tcp.write_all(&[*b]).await.is_err() {
-                return;
+    let trickle = || {
+        raw(|mut tcp| async move {
+            for b in b"220 mx.test ".iter().chain([b'x'; 1000].iter()) {
+                if tcp.write_all(&[*b]).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-    let (err, took) = connect_err(addr, &short()).await;
+        })
+    };
+    // The first pass: cut off at the total all the same, but as a tarpit (bytes kept coming),
+    // which is not a host problem (issue 20: the slow lane serves it).
+    let (err, took) = connect_err(trickle().await, &short()).await;
+    assert!(matches!(err.kind(), SessionErrorKind::TooSlow), "{err}");
+    assert!(err.is_tarpit() && !err.is_host_problem());
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    // A patient lane (tarpit_after = 0) reads on to its total, where endless slow bytes end as
+    // a timeout.
+    let patient = ClientConfig {
+        tarpit_after: Duration::ZERO,
+        ..short()
+    };
+    let (err, took) = connect_err(trickle().await, &patient).await;
     assert!(matches!(err.kind(), SessionErrorKind::Timeout), "{err}");
     assert!(took < Duration::from_secs(1), "{took:?}");
 }
