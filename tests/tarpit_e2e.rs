@@ -45,8 +45,11 @@ async fn setup_list(api: &str, csv: String) {
         json!({"posting_policy": "anyone", "personalize": true}),
     )
     .await;
-    let (status, report) =
-        http_bytes(&format!("{api}/api/v1/lists/{LIST}/import"), csv.into_bytes()).await;
+    let (status, report) = http_bytes(
+        &format!("{api}/api/v1/lists/{LIST}/import"),
+        csv.into_bytes(),
+    )
+    .await;
     assert_eq!(status, 200, "{report}");
 }
 
@@ -54,7 +57,11 @@ async fn post(api: &str, tag: &str) -> String {
     let msg = format!(
         "From: p@outside.test\r\nTo: {LIST}\r\nSubject: {tag}\r\nMessage-ID: <{tag}@outside.test>\r\n\r\nHello.\r\n"
     );
-    let (status, r) = http_bytes(&format!("{api}/api/v1/lists/{LIST}/posts"), msg.into_bytes()).await;
+    let (status, r) = http_bytes(
+        &format!("{api}/api/v1/lists/{LIST}/posts"),
+        msg.into_bytes(),
+    )
+    .await;
     assert!(status == 200 || status == 201 || status == 202, "{r}");
     view::<Injected>("inject", &r).post
 }

@@ -136,16 +136,7 @@ impl Connection {
         cfg: &ClientConfig,
         mta_sts_enforce: bool,
     ) -> Result<Connection, SessionError> {
-        let mut policy = cfg.tls_for(mx_name);
-        if mta_sts_enforce {
-            policy = policy.stricter(TlsPolicy::VERIFIED);
-        }
-        let policy = Policy {
-            tls: policy,
-            mta_sts: mta_sts_enforce,
-            dane: None,
-        };
-        Self::open_with_fallback(None, addr, mx_name, cfg, policy).await
+        Self::connect_from(None, addr, mx_name, cfg, mta_sts_enforce).await
     }
 
     /// Like [`Connection::connect_with`], from the local address `source` (an egress source,
