@@ -32,7 +32,8 @@ token="api-fuzz-token-$(date +%s%N)"
 "$target/debug/herald" demo --members 200 --domains 10 --size-kb 2 --data-dir "$work/data" \
     --serve --serve-secs 900 --admin-token "$token" > "$work/server.log" 2>&1 &
 server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -rf "$work"' EXIT
+# The server dies of the kill: its status must not become this script's (set -e).
+trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true; rm -rf "$work"' EXIT
 url=""
 for _ in $(seq 1 240); do
     url="$(grep -m1 -o 'dashboard: http://[^ ]*' "$work/server.log" | cut -d' ' -f2 || true)"
