@@ -57,6 +57,7 @@ mod schema;
 mod search;
 mod store;
 mod suppression;
+mod texts;
 
 pub use bans::{normalize_ban_pattern, Ban, MAX_BANS, MAX_BAN_PATTERN_CHARS, REGEX_SIZE_LIMIT};
 pub use bounces::{
@@ -88,6 +89,7 @@ pub use search::{FoundMember, SearchBy, MAX_SEARCH_PAGE, MAX_SEARCH_PREFIX_CHARS
 pub use suppression::{
     Refusal, Suppressed, Suppression, SuppressionSource, MAX_SUPPRESSION_LISTING,
 };
+pub use texts::ListText;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -199,6 +199,8 @@ impl Directory {
                 let members = tx
                     .execute("DELETE FROM members WHERE list_id = ?1", [id])
                     .map_err(storage("delete list members"))?;
+                tx.execute("DELETE FROM list_texts WHERE list_id = ?1", [id])
+                    .map_err(storage("delete list texts"))?;
                 tx.execute("DELETE FROM lists WHERE id = ?1", [id])
                     .map_err(storage("delete list"))?;
                 Ok(Some((id, members as u64)))

@@ -38,6 +38,9 @@ pub struct MembershipRecord {
     /// The member's posts are held for a moderator (see `moderation`).
     #[serde(default)]
     pub moderated: bool,
+    /// The member's preferred language (`None`: the list's; see `texts`).
+    #[serde(default)]
+    pub language: Option<String>,
     pub consent: Option<crate::Consent>,
 }
 
@@ -267,11 +270,12 @@ fn memberships(
         String,
         Option<i64>,
         bool,
+        Option<String>,
     );
     let rows: Vec<Row> = conn
         .prepare_cached(
             "SELECT l.address, m.id, m.address, m.display_name, m.fields, m.disabled_reason,
-                    m.delivery, p.skip_if_addressed, m.moderated
+                    m.delivery, p.skip_if_addressed, m.moderated, m.language
              FROM members m JOIN lists l ON l.id = m.list_id
              LEFT JOIN member_prefs p ON p.member_id = m.id
              WHERE m.address = ?1 ORDER BY l.address",
@@ -288,6 +292,7 @@ fn memberships(
                     r.get(6)?,
                     r.get(7)?,
                     r.get(8)?,
+                    r.get(9)?,
                 ))
             })?
             .collect::<Result<Vec<_>, _>>()
@@ -304,6 +309,7 @@ fn memberships(
         delivery,
         skip,
         moderated,
+        language,
     ) in rows
     {
         out.push(MembershipRecord {
@@ -317,6 +323,7 @@ fn memberships(
             delivery,
             skip_if_addressed: skip.unwrap_or(0) != 0,
             moderated,
+            language,
             consent: consent_of(conn, member_id)?,
         });
     }

@@ -136,6 +136,18 @@ const MIGRATIONS: &[&str] = &[
     // `search`): a prefix range on the name in NOCASE order, then id, so a page of a large list
     // is one index range scan. (Search by address uses the UNIQUE (list_id, address) index.)
     "CREATE INDEX members_by_name ON members(list_id, display_name COLLATE NOCASE, id);",
+    // 9 -> 10: languages and a list's own wording (issue 15 item 7, see `texts`): a member's
+    // preferred language (NULL: the list's), and the owner's override of a catalogue message
+    // per list and language.
+    "ALTER TABLE members ADD COLUMN language TEXT;
+    CREATE TABLE list_texts (
+        list_id       INTEGER NOT NULL REFERENCES lists(id) ON DELETE CASCADE,
+        message_id    TEXT NOT NULL,
+        language      TEXT NOT NULL,
+        text          TEXT NOT NULL,
+        updated_at_ms INTEGER NOT NULL,
+        PRIMARY KEY (list_id, message_id, language)
+    );",
 ];
 
 /// The schema version this build writes and understands.
@@ -234,7 +246,7 @@ mod tests {
         drop(d);
         let conn = Connection::open(&path).expect("reopen");
         assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 9);
+        assert_eq!(SCHEMA_VERSION, 10);
         // PostgreSQL mirrors every step with the same numbers (`pg/schema.rs`).
         assert_eq!(crate::pg::SCHEMA_SQL.len() as i64, SCHEMA_VERSION);
         // Migration 6: the erasure key exists, one of its own per database.

@@ -13,6 +13,10 @@
 //! plain text (Fluent never interprets a variable's value), and Unicode isolation marks are
 //! off because the output is plain-text mail, where they would show as stray characters.
 
+pub mod overrides;
+
+pub use overrides::{Override, Overrides, TextError, Words};
+
 use fluent_bundle::concurrent::FluentBundle;
 use fluent_bundle::{FluentArgs, FluentResource};
 use std::sync::OnceLock;
@@ -27,7 +31,7 @@ pub const CODES: &[&str] = &["en", "de"];
 /// The reference language, and the fallback for a message a catalogue lacks.
 pub const DEFAULT: &str = "en";
 
-const SOURCES: &[(&str, &str)] = &[
+pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("en", include_str!("../locales/en/herald.ftl")),
     ("de", include_str!("../locales/de/herald.ftl")),
 ];
@@ -37,11 +41,11 @@ pub fn is_shipped(code: &str) -> bool {
     LANGUAGES.iter().any(|(c, _)| *c == code)
 }
 
-struct Catalogue {
+pub(crate) struct Catalogue {
     bundles: Vec<(&'static str, FluentBundle<FluentResource>)>,
 }
 
-fn catalogue() -> &'static Catalogue {
+pub(crate) fn catalogue() -> &'static Catalogue {
     static CATALOGUE: OnceLock<Catalogue> = OnceLock::new();
     CATALOGUE.get_or_init(|| Catalogue {
         bundles: SOURCES
@@ -54,8 +58,16 @@ fn catalogue() -> &'static Catalogue {
 /// One language's bundle. A syntax error keeps the messages that did parse (Fluent's own
 /// recovery); `the_catalogues_parse_cleanly` fails the build's tests on any.
 fn bundle(code: &str, source: &str) -> FluentBundle<FluentResource> {
-    let resource =
-        FluentResource::try_new(source.to_string()).unwrap_or_else(|(partial, _)| partial);
+    plain_bundle(code, parse_resource(source.to_string()))
+}
+
+/// A resource with what parsed of `source` (Fluent's recovery keeps every valid entry).
+pub(crate) fn parse_resource(source: String) -> FluentResource {
+    FluentResource::try_new(source).unwrap_or_else(|(partial, _)| partial)
+}
+
+/// A bundle of one resource for plain-text output (no Unicode isolation marks).
+pub(crate) fn plain_bundle(code: &str, resource: FluentResource) -> FluentBundle<FluentResource> {
     let id: LanguageIdentifier = code.parse().unwrap_or_default();
     let mut bundle = FluentBundle::new_concurrent(vec![id]);
     bundle.set_use_isolating(false);

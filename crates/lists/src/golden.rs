@@ -7,6 +7,7 @@ use crate::mail::{compose, Stamp};
 use crate::notices::{self, HeldPost, Notice};
 use crate::requests;
 use bytes::Bytes;
+use herald_i18n::Words;
 use herald_types::token::{self, Action, Moderation};
 use herald_types::{Address, PostId};
 
@@ -34,19 +35,23 @@ fn confirmation() -> Bytes {
     let url = format!("https://lists.test/confirm/{t}");
     built(
         "bob@d0.test",
-        &notices::confirmation("en", Action::Subscribe, &bob, &l, &t, &url),
+        &notices::confirmation(&Words::shipped("en"), Action::Subscribe, &bob, &l, &t, &url),
     )
 }
 
 fn request_reply() -> Bytes {
-    let n = notices::request_reply("en", &list(), requests::help_text("en", &list()));
+    let n = notices::request_reply(
+        &Words::shipped("en"),
+        &list(),
+        requests::help_text(&Words::shipped("en"), &list()),
+    );
     built("bob@d0.test", &n)
 }
 
 fn held() -> Bytes {
     built(
         "stranger@d9.test",
-        &notices::held("en", &list(), "not a member", 14),
+        &notices::held(&Words::shipped("en"), &list(), "not a member", 14),
     )
 }
 
@@ -62,7 +67,7 @@ fn moderation(subject: &str) -> Bytes {
         expiry_days: 14,
     };
     let n = notices::moderation(
-        "en",
+        &Words::shipped("en"),
         &post,
         &sign(Moderation::Approve),
         &sign(Moderation::Reject),
@@ -71,12 +76,15 @@ fn moderation(subject: &str) -> Bytes {
 }
 
 fn rejected() -> Bytes {
-    built("stranger@d9.test", &notices::rejected("en", &list()))
+    built(
+        "stranger@d9.test",
+        &notices::rejected(&Words::shipped("en"), &list()),
+    )
 }
 
 fn disabled() -> Bytes {
     let n = notices::disabled(
-        "en",
+        &Words::shipped("en"),
         &list(),
         &a("bob@d0.test"),
         "5.1.1 user unknown (3 bounces)",
@@ -423,7 +431,7 @@ fn a_german_list_writes_its_notices_in_german() {
     let (l, bob) = (list(), a("bob@d0.test"));
     let t = token::confirmation_token(b"secret", Action::Subscribe, &l, &bob, 1000);
     let url = format!("https://lists.test/confirm/{t}");
-    let n = notices::confirmation("de", Action::Subscribe, &bob, &l, &t, &url);
+    let n = notices::confirmation(&Words::shipped("de"), Action::Subscribe, &bob, &l, &t, &url);
     assert_eq!(n.subject, format!("confirm {t}"));
     let raw = built("bob@d0.test", &n);
     let parsed = mail_parser::MessageParser::new()
@@ -439,7 +447,7 @@ fn a_german_list_writes_its_notices_in_german() {
         "{body}"
     );
     assert!(body.contains(&url), "{body}");
-    let held = notices::held("de", &l, "kein Mitglied", 14);
+    let held = notices::held(&Words::shipped("de"), &l, "kein Mitglied", 14);
     assert_eq!(held.subject, "Ihre Nachricht wartet auf Freigabe");
     assert!(held.text.ends_with("verfällt sie.\n"), "{}", held.text);
 }

@@ -17,6 +17,7 @@ use crate::error::ListsError;
 use crate::notices;
 use crate::stage::Lists;
 use herald_enqueue::{Origin, Submission};
+use herald_i18n::Words;
 use herald_spool::SpooledPost;
 use herald_types::token::{self, Moderation};
 use herald_types::{Address, List, ListAddressKind, NoticeKind, PostId};
@@ -43,8 +44,12 @@ impl Lists {
             return Ok(());
         }
         let reason = post.meta.hold_reason.as_deref().unwrap_or("moderation");
+        let (lang, texts) = self.words_for(&list, &to).await?;
         let notice = notices::held(
-            &list.settings.language,
+            &Words {
+                lang: &lang,
+                overrides: &texts,
+            },
             &list.address,
             reason,
             list.settings.held_expiry_days,
@@ -81,8 +86,13 @@ impl Lists {
             id: post.id,
             expiry_days: list.settings.held_expiry_days,
         };
-        let notice = notices::moderation(&list.settings.language, &held, &approve, &reject);
         for m in &list.settings.moderators {
+            let (lang, texts) = self.words_for(&list, m).await?;
+            let w = Words {
+                lang: &lang,
+                overrides: &texts,
+            };
+            let notice = notices::moderation(&w, &held, &approve, &reject);
             self.send(&list, m, &notice).await?;
         }
         Ok(())
@@ -194,9 +204,14 @@ impl Lists {
         // The rejection is done; a lost notice must not turn it into an error for the caller.
         let notice = async {
             let list = self.list(&meta.list_address).await?;
+            let (lang, texts) = self.words_for(&list, &to).await?;
+            let w = Words {
+                lang: &lang,
+                overrides: &texts,
+            };
             let notice = match reason.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
-                Some(why) => notices::rejected_because(&list.settings.language, &list.address, why),
-                None => notices::rejected(&list.settings.language, &list.address),
+                Some(why) => notices::rejected_because(&w, &list.address, why),
+                None => notices::rejected(&w, &list.address),
             };
             self.send_notice(&list, &to, &notice, NoticeKind::Rejected, None)
                 .await

@@ -3,14 +3,16 @@
 //! notice. Pure functions of their inputs (no clock, no randomness, no I/O), so the golden
 //! tests in `mail.rs` show the exact bytes of every kind; the runners supply tokens and dates.
 //!
-//! The words come from the message catalogue of the list's language (`herald_i18n`, issue 15
-//! item 7); the command words a reply must keep (`confirm`, `approve`, `reject`) are not
+//! The words come from the message catalogue of the recipient's language — the member's own,
+//! else the list's — or from the list's own wording of that message (`herald_i18n::Words`,
+//! issue 15 item 7); the command words a reply must keep (`confirm`, `approve`, `reject`) are not
 //! translated, because the request parser reads them.
 //!
 //! SECURITY: the subjects are fixed texts with addresses and tokens; the only text from a
 //! stranger is a held post's subject, quoted in the moderator's notice body after the caller
 //! dropped its control characters.
 
+use herald_i18n::Words;
 use herald_types::token::Action;
 use herald_types::{verp, Address, DeliveryMode, List, PostId};
 
@@ -21,20 +23,21 @@ pub struct Notice {
     pub text: String,
 }
 
-/// A catalogue message as a notice's text: Fluent trims the final line end, mail keeps one.
-fn text(lang: &str, id: &str, args: &[(&str, &str)]) -> String {
-    let mut t = herald_i18n::text(lang, id, args);
+/// A catalogue message (or the list's own wording of it) as a notice's text: Fluent trims the
+/// final line end, mail keeps one.
+fn text(w: &Words<'_>, id: &str, args: &[(&str, &str)]) -> String {
+    let mut t = w.text(id, args);
     t.push('\n');
     t
 }
 
 /// To the sender of a held post: it waits for a moderator.
-pub fn held(lang: &str, list: &Address, reason: &str, expiry_days: u32) -> Notice {
+pub fn held(w: &Words<'_>, list: &Address, reason: &str, expiry_days: u32) -> Notice {
     let (list, days) = (list.to_string(), expiry_days.to_string());
     Notice {
-        subject: herald_i18n::text(lang, "held-subject", &[]),
+        subject: w.text("held-subject", &[]),
         text: text(
-            lang,
+            w,
             "held-text",
             &[("list", &list), ("reason", reason), ("days", &days)],
         ),
@@ -55,7 +58,7 @@ pub struct HeldPost<'a> {
 
 /// To each moderator: the approve token in the subject (a reply approves), the reject token in
 /// the body.
-pub fn moderation(lang: &str, post: &HeldPost<'_>, approve: &str, reject: &str) -> Notice {
+pub fn moderation(w: &Words<'_>, post: &HeldPost<'_>, approve: &str, reject: &str) -> Notice {
     let request = verp::request_address(post.list).to_string();
     let (list, id, days) = (
         post.list.to_string(),
@@ -65,7 +68,7 @@ pub fn moderation(lang: &str, post: &HeldPost<'_>, approve: &str, reject: &str) 
     Notice {
         subject: format!("approve {approve}"),
         text: text(
-            lang,
+            w,
             "moderation-text",
             &[
                 ("list", &list),
@@ -82,11 +85,11 @@ pub fn moderation(lang: &str, post: &HeldPost<'_>, approve: &str, reject: &str) 
 }
 
 /// To the sender of a post a moderator rejected.
-pub fn rejected(lang: &str, list: &Address) -> Notice {
+pub fn rejected(w: &Words<'_>, list: &Address) -> Notice {
     let list = list.to_string();
     Notice {
-        subject: herald_i18n::text(lang, "rejected-subject", &[]),
-        text: text(lang, "rejected-text", &[("list", &list)]),
+        subject: w.text("rejected-subject", &[]),
+        text: text(w, "rejected-text", &[("list", &list)]),
     }
 }
 
@@ -95,21 +98,21 @@ pub const MAX_REJECT_REASON_CHARS: usize = 500;
 
 /// [`rejected`] with the moderator's reason: one paragraph, control characters (line breaks
 /// too) turned into spaces, at most [`MAX_REJECT_REASON_CHARS`] characters.
-pub fn rejected_because(lang: &str, list: &Address, reason: &str) -> Notice {
+pub fn rejected_because(w: &Words<'_>, list: &Address, reason: &str) -> Notice {
     let why: String = reason
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .take(MAX_REJECT_REASON_CHARS)
         .collect();
-    let mut n = rejected(lang, list);
-    let intro = herald_i18n::text(lang, "rejected-reason", &[]);
+    let mut n = rejected(w, list);
+    let intro = w.text("rejected-reason", &[]);
     n.text.push_str(&format!("\n{intro}\n\n  {}\n", why.trim()));
     n
 }
 
 /// The double opt-in confirmation: the token in the subject (a reply confirms) and the link.
 pub fn confirmation(
-    lang: &str,
+    w: &Words<'_>,
     action: Action,
     who: &Address,
     list: &Address,
@@ -130,7 +133,7 @@ pub fn confirmation(
     Notice {
         subject: format!("confirm {token}"),
         text: text(
-            lang,
+            w,
             "confirmation-text",
             &[
                 ("action", action),
@@ -145,8 +148,7 @@ pub fn confirmation(
 /// The welcome to a new member: the list's own text (placeholders filled; see
 /// `ListSettings::welcome_message`) or a greeting, then how to post, leave and manage the
 /// subscription (`base`: the public URL of Herald's web pages).
-pub fn welcome(list: &List, who: &Address, base: &str) -> Notice {
-    let lang = list.settings.language.as_str();
+pub fn welcome(w: &Words<'_>, list: &List, who: &Address, base: &str) -> Notice {
     let name = if list.settings.display_name.is_empty() {
         list.address.to_string()
     } else {
@@ -157,7 +159,7 @@ pub fn welcome(list: &List, who: &Address, base: &str) -> Notice {
             .replace("{{list_name}}", &name)
             .replace("{{list_address}}", &list.address.to_string())
             .replace("{{email}}", &who.to_string()),
-        None => herald_i18n::text(lang, "welcome-greeting", &[("name", &name)]),
+        None => w.text("welcome-greeting", &[("name", &name)]),
     };
     let request = verp::request_address(&list.address).to_string();
     let (address, who, manage) = (
@@ -166,7 +168,7 @@ pub fn welcome(list: &List, who: &Address, base: &str) -> Notice {
         format!("{base}/manage"),
     );
     let standard = text(
-        lang,
+        w,
         "welcome-text",
         &[
             ("who", &who),
@@ -176,18 +178,18 @@ pub fn welcome(list: &List, who: &Address, base: &str) -> Notice {
         ],
     );
     Notice {
-        subject: herald_i18n::text(lang, "welcome-subject", &[("name", &name)]),
+        subject: w.text("welcome-subject", &[("name", &name)]),
         text: format!("{own}\n\n{standard}"),
     }
 }
 
 /// The link to a member's own subscriptions page (`url`), asked for on the public page.
-pub fn manage_link(lang: &str, who: &Address, url: &str, hours: u64) -> Notice {
+pub fn manage_link(w: &Words<'_>, who: &Address, url: &str, hours: u64) -> Notice {
     let (who, hours) = (who.to_string(), hours.to_string());
     Notice {
-        subject: herald_i18n::text(lang, "manage-subject", &[]),
+        subject: w.text("manage-subject", &[]),
         text: text(
-            lang,
+            w,
             "manage-text",
             &[("who", &who), ("url", url), ("hours", &hours)],
         ),
@@ -195,22 +197,22 @@ pub fn manage_link(lang: &str, who: &Address, url: &str, hours: u64) -> Notice {
 }
 
 /// The answer to request mail (`text`: what was done, or the help).
-pub fn request_reply(lang: &str, list: &Address, text: String) -> Notice {
+pub fn request_reply(w: &Words<'_>, list: &Address, text: String) -> Notice {
     let list = list.to_string();
     Notice {
-        subject: herald_i18n::text(lang, "request-reply-subject", &[("list", &list)]),
+        subject: w.text("request-reply-subject", &[("list", &list)]),
         text,
     }
 }
 
 /// To a member bounce handling disabled: why, and how to come back.
-pub fn disabled(lang: &str, list: &Address, who: &Address, reason: &str) -> Notice {
+pub fn disabled(w: &Words<'_>, list: &Address, who: &Address, reason: &str) -> Notice {
     let request = verp::request_address(list).to_string();
     let (list, who) = (list.to_string(), who.to_string());
     Notice {
-        subject: herald_i18n::text(lang, "disabled-subject", &[("list", &list)]),
+        subject: w.text("disabled-subject", &[("list", &list)]),
         text: text(
-            lang,
+            w,
             "disabled-text",
             &[
                 ("list", &list),
@@ -230,14 +232,21 @@ mod reason_tests {
     #[test]
     fn a_reject_reason_is_one_bounded_paragraph() {
         let list = Address::parse("dev@lists.test").expect("address");
-        let n = rejected_because("en", &list, "off topic\r\nBcc: x@evil.test\u{0}");
+        let n = rejected_because(
+            &Words::shipped("en"),
+            &list,
+            "off topic\r\nBcc: x@evil.test\u{0}",
+        );
         assert!(
             n.text.ends_with("  off topic  Bcc: x@evil.test\n"),
             "{:?}",
             n.text
         );
-        assert_eq!(n.subject, rejected("en", &list).subject);
-        let long = rejected_because("en", &list, &"x".repeat(10_000));
-        assert!(long.text.len() < rejected("en", &list).text.len() + MAX_REJECT_REASON_CHARS + 40);
+        assert_eq!(n.subject, rejected(&Words::shipped("en"), &list).subject);
+        let long = rejected_because(&Words::shipped("en"), &list, &"x".repeat(10_000));
+        assert!(
+            long.text.len()
+                < rejected(&Words::shipped("en"), &list).text.len() + MAX_REJECT_REASON_CHARS + 40
+        );
     }
 }

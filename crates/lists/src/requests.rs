@@ -145,10 +145,10 @@ fn set_command<'a>(mut words: impl Iterator<Item = &'a str>) -> Option<DeliveryM
 }
 
 /// The help text sent for `help` and for mail with no command.
-pub fn help_text(lang: &str, list: &Address) -> String {
+pub fn help_text(w: &herald_i18n::Words<'_>, list: &Address) -> String {
     let request = herald_types::verp::request_address(list).to_string();
     let list = list.to_string();
-    let mut t = herald_i18n::text(lang, "help-text", &[("list", &list), ("request", &request)]);
+    let mut t = w.text("help-text", &[("list", &list), ("request", &request)]);
     t.push('\n');
     t
 }

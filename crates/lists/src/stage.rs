@@ -115,6 +115,21 @@ impl Lists {
             .ok_or_else(|| ListsError::NoSuchList(address.clone()))
     }
 
+    /// The language and wording to write to `to` about `list` (issue 15 item 7): the member's
+    /// own language, else the list's, and the list's own texts.
+    pub(crate) async fn words_for(
+        &self,
+        list: &List,
+        to: &Address,
+    ) -> Result<(String, herald_i18n::Overrides), ListsError> {
+        let d = self.enqueuer.directory.clone();
+        let (l, a) = (list.clone(), to.clone());
+        Ok(tokio::task::spawn_blocking(move || {
+            Ok::<_, herald_directory::DirectoryError>((d.language_for(&l, &a)?, d.overrides(l.id)?))
+        })
+        .await??)
+    }
+
     /// Sends `notice` to `to` as generated mail from the list's request address.
     pub(crate) async fn send(
         &self,

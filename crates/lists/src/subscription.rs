@@ -15,6 +15,7 @@ use crate::requests::{self, Command};
 use crate::stage::Lists;
 use herald_bounce::stage::DisabledMember;
 use herald_directory::{Consent, ConsentSource, DirectoryError, NewMember};
+use herald_i18n::Words;
 use herald_spool::SpooledPost;
 use herald_types::token::{self, Action, Confirmation, Moderation};
 use herald_types::{Address, List, MemberId, MemberStatus, NoticeKind, SubscriptionPolicy};
@@ -93,11 +94,21 @@ impl Lists {
                         .await?
                 }
                 Some(Command::Help) | None => {
-                    Some(requests::help_text(&list.settings.language, &list.address))
+                    let (lang, texts) = self.words_for(&list, &req.sender).await?;
+                    let w = Words {
+                        lang: &lang,
+                        overrides: &texts,
+                    };
+                    Some(requests::help_text(&w, &list.address))
                 }
             };
             if let Some(text) = reply {
-                let notice = notices::request_reply(&list.settings.language, &list.address, text);
+                let (lang, texts) = self.words_for(&list, &req.sender).await?;
+                let w = Words {
+                    lang: &lang,
+                    overrides: &texts,
+                };
+                let notice = notices::request_reply(&w, &list.address, text);
                 self.send_notice(
                     &list,
                     &req.sender,
@@ -156,7 +167,12 @@ impl Lists {
         let expires = herald_types::unix_ms_now() / 1000 + MANAGE_LINK_HOURS * 3600;
         let token = token::manage_token(&self.secret, who, expires);
         let url = format!("{}/manage/{token}", self.public_base_url);
-        let notice = notices::manage_link(&list.settings.language, who, &url, MANAGE_LINK_HOURS);
+        let (lang, texts) = self.words_for(&list, who).await?;
+        let w = Words {
+            lang: &lang,
+            overrides: &texts,
+        };
+        let notice = notices::manage_link(&w, who, &url, MANAGE_LINK_HOURS);
         self.send_notice(&list, who, &notice, NoticeKind::Confirmation, client)
             .await
     }
@@ -191,14 +207,12 @@ impl Lists {
         let expires = herald_types::unix_ms_now() / 1000 + self.cfg.confirm_ttl_secs;
         let token = token::confirmation_token(&self.secret, action, &list.address, who, expires);
         let url = format!("{}/confirm/{token}", self.public_base_url);
-        let notice = notices::confirmation(
-            &list.settings.language,
-            action,
-            who,
-            &list.address,
-            &token,
-            &url,
-        );
+        let (lang, texts) = self.words_for(list, who).await?;
+        let w = Words {
+            lang: &lang,
+            overrides: &texts,
+        };
+        let notice = notices::confirmation(&w, action, who, &list.address, &token, &url);
         self.send_notice(list, who, &notice, NoticeKind::Confirmation, client)
             .await?;
         Ok(None)
@@ -287,7 +301,12 @@ impl Lists {
         .await??;
         tracing::info!(list = %c.list, address = %c.address, action = c.action.verb(), "confirmed");
         if joined && list.settings.send_welcome {
-            let notice = notices::welcome(&list, &c.address, &self.public_base_url);
+            let (lang, texts) = self.words_for(&list, &c.address).await?;
+            let w = Words {
+                lang: &lang,
+                overrides: &texts,
+            };
+            let notice = notices::welcome(&w, &list, &c.address, &self.public_base_url);
             self.send_notice(&list, &c.address, &notice, NoticeKind::Welcome, None)
                 .await?;
         }
@@ -330,7 +349,12 @@ impl Lists {
             if suppressed {
                 batch.skipped += 1;
             } else {
-                let notice = notices::welcome(&list, &address, &self.public_base_url);
+                let (lang, texts) = self.words_for(&list, &address).await?;
+                let w = Words {
+                    lang: &lang,
+                    overrides: &texts,
+                };
+                let notice = notices::welcome(&w, &list, &address, &self.public_base_url);
                 self.send(&list, &address, &notice).await?;
                 batch.sent += 1;
             }
@@ -363,12 +387,12 @@ impl Lists {
         let MemberStatus::Disabled(reason) = &member.status else {
             return Ok(()); // re-enabled in the meantime
         };
-        let notice = notices::disabled(
-            &list.settings.language,
-            &list.address,
-            &member.address,
-            reason,
-        );
+        let (lang, texts) = self.words_for(&list, &member.address).await?;
+        let w = Words {
+            lang: &lang,
+            overrides: &texts,
+        };
+        let notice = notices::disabled(&w, &list.address, &member.address, reason);
         self.send_notice(&list, &member.address, &notice, NoticeKind::Disabled, None)
             .await
     }

@@ -38,6 +38,7 @@ mod person;
 mod policy;
 mod schema;
 mod search;
+mod texts;
 
 pub(crate) use members::MemberColumn;
 #[cfg(test)]

@@ -134,7 +134,8 @@ fn memberships<C: GenericClient>(
     let rows = db.all(
         "read memberships",
         "SELECT l.address, m.id, m.address, m.display_name, m.fields, m.disabled_reason, \
-                m.delivery, p.skip_if_addressed, c.at_ms, c.source, c.client, m.moderated \
+                m.delivery, p.skip_if_addressed, c.at_ms, c.source, c.client, m.moderated, \
+                m.language \
          FROM members m JOIN lists l ON l.id = m.list_id \
          LEFT JOIN member_prefs p ON p.member_id = m.id \
          LEFT JOIN member_consent c ON c.member_id = m.id \
@@ -159,6 +160,7 @@ fn memberships<C: GenericClient>(
                 delivery: col(r, 6)?,
                 skip_if_addressed: col::<Option<bool>>(r, 7)?.unwrap_or(false),
                 moderated: col(r, 11)?,
+                language: col(r, 12)?,
                 consent,
             })
         })

@@ -133,6 +133,17 @@ pub(crate) const SCHEMA_SQL: &[&str] = &[
     // database's locale, with ASCII folded by `lower()` as SQLite's NOCASE does.
     r#"CREATE INDEX members_by_address_prefix ON members(list_id, address_key COLLATE "C");
     CREATE INDEX members_by_name ON members(list_id, lower(display_name COLLATE "C"), id);"#,
+    // 9 -> 10: a member's language and a list's own wording (issue 15 item 7, see
+    // `crate::texts`).
+    r#"ALTER TABLE members ADD COLUMN language TEXT;
+    CREATE TABLE list_texts (
+        list_id       BIGINT NOT NULL REFERENCES lists(id) ON DELETE CASCADE,
+        message_id    TEXT NOT NULL,
+        language      TEXT NOT NULL,
+        text          TEXT NOT NULL,
+        updated_at_ms BIGINT NOT NULL,
+        PRIMARY KEY (list_id, message_id, language)
+    );"#,
 ];
 
 /// Brings the database up to [`SCHEMA_VERSION`] under [`MIGRATION_LOCK`], or refuses one
