@@ -151,3 +151,275 @@ async fn a_german_list_mails_its_subscribers_in_german() {
     server.stop().await;
     world.shutdown().await;
 }
+
+const TOKEN: &str = "admin-token-i18n-0123456789abcdef";
+
+/// (status, body) with the admin token, from the local client.
+async fn admin(
+    method: &str,
+    url: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let client = reqwest::Client::new();
+    let mut req = match method {
+        "GET" => client.get(url),
+        "POST" => client.post(url),
+        "PUT" => client.put(url),
+        "PATCH" => client.patch(url),
+        "DELETE" => client.delete(url),
+        other => panic!("method {other}"),
+    };
+    req = req.bearer_auth(TOKEN);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.expect("request");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    )
+}
+
+/// A subscriber's browser: a loopback source the server does not treat as local, asking for
+/// German pages.
+fn german_browser() -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::ACCEPT_LANGUAGE,
+        reqwest::header::HeaderValue::from_static("de-DE,de;q=0.9,en;q=0.5"),
+    );
+    reqwest::Client::builder()
+        .local_address(std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2)))
+        .default_headers(headers)
+        .build()
+        .expect("client")
+}
+
+/// The `/manage/` or `/confirm/` link in the newest mail to `rcpt` holding one.
+async fn link_in_mail(world: &World, rcpt: &str, path: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let snapshot = world.recorder().snapshot();
+        let found = snapshot.copies_for(rcpt).iter().rev().find_map(|c| {
+            let raw = c.message.clone()?;
+            let msg = mail_parser::MessageParser::default().parse(&raw[..])?;
+            let text = msg.body_text(0)?.to_string();
+            text.split_whitespace()
+                .find(|w| w.contains(path))
+                .map(str::to_string)
+        });
+        if let Some(l) = found {
+            return l;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no {path} link reached {rcpt}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Issue 15 item 7, the rest: a list owner rewords a message for their list (the API refuses a
+/// text with a field the message does not have, naming `text`), the next confirmation mail
+/// carries the list's own wording; the confirmation page a remote browser opens (admin token
+/// set) speaks the list's language; a member's own language wins over the list's for mail and
+/// for their subscriptions page, where they change it themselves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_language_and_the_lists_own_words_reach_mail_and_pages() {
+    let world = World::start(world_config(&[Profile::Normal], true))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = server_config(&world, dir.path().to_path_buf());
+    config.http.admin_token = TOKEN.into();
+    config.http.local_clients = vec!["127.0.0.1".into()];
+    let server = TestServer::start(config).await;
+    let api = server.api.clone();
+    let list = "de@lists.test";
+    let (st, body) = admin(
+        "POST",
+        &format!("{api}/api/v1/lists"),
+        Some(json!({"address": list, "settings": {"language": "de"}})),
+    )
+    .await;
+    assert_eq!(st, 201, "{body}");
+
+    // The owner's wording: refused with a field the message lacks, then stored.
+    let texts = format!("{api}/api/v1/lists/{list}/texts");
+    let (st, body) = admin(
+        "PUT",
+        &format!("{texts}/confirmation-text/de"),
+        Some(json!({"text": "Hallo { $who }, Ihr Passwort: { $password }"})),
+    )
+    .await;
+    assert_eq!(st, 400, "{body}");
+    assert_eq!(body["field"], "text", "{body}");
+    let (st, body) = admin(
+        "PUT",
+        &format!("{texts}/no-such-message/de"),
+        Some(json!({"text": "x"})),
+    )
+    .await;
+    assert_eq!(
+        (st, body["field"].as_str()),
+        (400, Some("message")),
+        "{body}"
+    );
+    let own = "Hallo { $who }! Willkommen bei { $list }.\nBitte bestätigen Sie hier:\n\n  { $url }";
+    let (st, body) = admin(
+        "PUT",
+        &format!("{texts}/confirmation-text/de"),
+        Some(json!({"text": own})),
+    )
+    .await;
+    assert_eq!(st, 204, "{body}");
+    let (st, body) = admin("GET", &texts, None).await;
+    assert_eq!(st, 200, "{body}");
+    let entry = body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["id"] == "confirmation-text")
+        .expect("listed");
+    assert_eq!(
+        entry["fields"],
+        json!(["action", "list", "url", "who"]),
+        "{entry}"
+    );
+    assert_eq!(entry["overrides"][0]["text"], own, "{entry}");
+    assert!(entry["shipped"].as_str().expect("shipped").contains("$url"));
+
+    // The next confirmation goes out in the list's own words.
+    let (st, body) = admin(
+        "POST",
+        &format!("{api}/api/v1/lists/{list}/subscribe"),
+        Some(json!({"address": "anna@d0.test"})),
+    )
+    .await;
+    assert_eq!(st, 202, "{body}");
+    let (subject, text) = mail_to(&world, "anna@d0.test").await;
+    assert!(subject.starts_with("confirm "), "{subject}");
+    assert!(
+        text.contains("Hallo anna@d0.test! Willkommen bei de@lists.test."),
+        "{text}"
+    );
+    let link = link_in_mail(&world, "anna@d0.test", "/confirm/").await;
+
+    // The page a remote browser opens is German; GET changes nothing, POST confirms.
+    let browser = german_browser();
+    let page = browser.get(&link).send().await.expect("get");
+    assert_eq!(page.status(), 200);
+    let page = page.text().await.expect("text");
+    assert!(page.contains("<html lang=\"de\">"), "{page}");
+    assert!(
+        page.contains("anna@d0.test in de@lists.test eintragen?"),
+        "{page}"
+    );
+    let done = browser.post(&link).send().await.expect("post");
+    assert_eq!(done.status(), 200);
+    let done = done.text().await.expect("text");
+    assert!(
+        done.contains("ist jetzt in de@lists.test eingetragen"),
+        "{done}"
+    );
+
+    // The member's own language: refused when not shipped, then English.
+    let member = format!("{api}/api/v1/lists/{list}/members/anna@d0.test");
+    let (st, body) = admin("PATCH", &member, Some(json!({"language": "xx"}))).await;
+    assert_eq!(
+        (st, body["field"].as_str()),
+        (400, Some("language")),
+        "{body}"
+    );
+    let (st, body) = admin("PATCH", &member, Some(json!({"language": "en"}))).await;
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(body["language"], "en", "{body}");
+    // Mail to them is English now (the list's German text is German only).
+    let before = world.recorder().snapshot().copies_for("anna@d0.test").len();
+    let (st, body) = admin(
+        "POST",
+        &format!("{api}/api/v1/lists/{list}/unsubscribe"),
+        Some(json!({"address": "anna@d0.test"})),
+    )
+    .await;
+    assert_eq!(st, 202, "{body}");
+    let start = Instant::now();
+    while world.recorder().snapshot().copies_for("anna@d0.test").len() == before {
+        assert!(start.elapsed() < Duration::from_secs(30), "no second mail");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, text) = mail_to(&world, "anna@d0.test").await;
+    assert!(
+        text.contains("asked to unsubscribe anna@d0.test from the list de@lists.test"),
+        "{text}"
+    );
+
+    // Their subscriptions page: the German browser's first page is German (no member known);
+    // the member's page follows the member's choice (English), and they switch it back.
+    let manage = format!("{api}/manage");
+    let ask = browser.get(&manage).send().await.expect("ask");
+    let ask = ask.text().await.expect("text");
+    assert!(
+        ask.contains("Ihre Abonnements") && ask.contains("Link zusenden"),
+        "{ask}"
+    );
+    let t = ask
+        .split("name=\"t\" value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .expect("form token")
+        .to_string();
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let sent = browser
+        .post(&manage)
+        .form(&[("email", "anna@d0.test"), ("t", &t)])
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(sent.status(), 200);
+    let link = link_in_mail(&world, "anna@d0.test", "/manage/").await;
+    let page = browser.get(&link).send().await.expect("page");
+    let page = page.text().await.expect("text");
+    assert!(page.contains("<html lang=\"en\">"), "{page}");
+    assert!(page.contains("Subscriptions of anna@d0.test"), "{page}");
+    assert!(
+        page.contains("<option value=\"en\" lang=\"en\" selected>"),
+        "{page}"
+    );
+    let saved = browser
+        .post(&link)
+        .form(&[("list", list), ("action", "save"), ("language", "de")])
+        .send()
+        .await
+        .expect("save");
+    assert_eq!(saved.status(), 200);
+    let saved = saved.text().await.expect("text");
+    assert!(saved.contains("<html lang=\"de\">"), "{saved}");
+    assert!(
+        saved.contains("Ihre Einstellungen für de@lists.test sind gespeichert."),
+        "{saved}"
+    );
+    let (_, detail) = admin("GET", &format!("{member}/detail"), None).await;
+    assert_eq!(detail["language"], "de", "{detail}");
+    // A language that is not shipped is refused there too, and nothing changes.
+    let bad = browser
+        .post(&link)
+        .form(&[("list", list), ("action", "save"), ("language", "xx")])
+        .send()
+        .await
+        .expect("save");
+    assert_eq!(bad.status(), 400);
+    let (_, detail) = admin("GET", &format!("{member}/detail"), None).await;
+    assert_eq!(detail["language"], "de", "{detail}");
+
+    // Back to the shipped text: the owner removes theirs.
+    let (st, _) = admin("DELETE", &format!("{texts}/confirmation-text/de"), None).await;
+    assert_eq!(st, 204);
+    let (st, _) = admin("DELETE", &format!("{texts}/confirmation-text/de"), None).await;
+    assert_eq!(st, 404);
+
+    server.stop().await;
+    world.shutdown().await;
+}

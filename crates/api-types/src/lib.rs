@@ -30,6 +30,7 @@ pub mod people;
 pub mod posts;
 pub mod queue;
 pub mod reports;
+pub mod texts;
 
 pub use bans::*;
 pub use housekeeping::*;
@@ -38,6 +39,7 @@ pub use live::*;
 pub use posts::*;
 pub use queue::*;
 pub use reports::*;
+pub use texts::*;
 
 use serde::{Deserialize, Serialize};
 

@@ -186,6 +186,8 @@ pub struct MemberDetail {
     /// The member's posts are held for a moderator, whatever the list's posting policy
     /// (Mailman's per-member moderation flag).
     pub moderated: bool,
+    /// The member's language for Herald's mail and pages; `None` (JSON `null`): the list's.
+    pub language: Option<String>,
 }
 
 /// `POST /api/v1/lists/<list>/digest/send-now`: the digest sent, if anything was archived since
@@ -255,6 +257,11 @@ pub struct MemberUpdate {
     /// Hold (true) or stop holding (false) the member's posts for a moderator.
     #[serde(default)]
     pub moderated: Option<bool>,
+    /// The member's language (a shipped code such as `en` or `de`); `""` clears it, so the
+    /// list's language is used.
+    #[serde(default)]
+    #[schema(max_length = 16)]
+    pub language: Option<String>,
 }
 
 /// A member's recorded consent (issue 15; GDPR article 7).

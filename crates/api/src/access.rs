@@ -171,6 +171,7 @@ pub fn classify(method: &Method, path: &str, query: Option<&str>) -> Route {
                 ("subscribe", []) => Some("member.subscribe_request"),
                 ("unsubscribe", []) => Some("member.unsubscribe_request"),
                 ("digest", ["send-now"]) => Some("digest.send_now"),
+                ("texts", _) => Some("list.texts"),
                 _ => Some("list.other"),
             };
             if matches!(*what, "subscribe" | "unsubscribe") {
@@ -324,7 +325,7 @@ fn admin_list_page(
                 "enable" => Some("member.enable"),
                 "disable" => Some("member.disable"),
                 "reset-bounces" => Some("member.reset_bounces"),
-                "delivery" => Some("member.update"),
+                "delivery" | "language" => Some("member.update"),
                 _ => Some("member.other"),
             };
         }
@@ -344,6 +345,7 @@ fn admin_list_page(
             r.action = match *what {
                 _ if !write => None,
                 "import" => Some("member.import"),
+                "texts" => Some("list.texts"),
                 _ => Some("list.other"),
             };
         }

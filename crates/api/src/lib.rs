@@ -39,6 +39,7 @@ mod schema;
 mod spool_metrics;
 mod stages;
 mod subscribe;
+mod texts;
 pub mod tls;
 mod unsubscribe;
 mod v1;

@@ -236,13 +236,14 @@ pub async fn member_update(
     Path((list, member)): Path<(String, String)>,
     Json(u): Json<herald_api_types::MemberUpdate>,
 ) -> Result<Json<MemberDetail>, ApiError> {
+    tracing::info!(%list, %member, delivery = ?u.delivery, moderated = ?u.moderated,
+        language = ?u.language, "member update by an administrator");
     let action = MemberAction::Update {
         delivery: u.delivery,
         moderated: u.moderated,
+        language: u.language,
     };
     let answer = detail(&s, &list, &member, action).await?;
-    tracing::info!(%list, %member, delivery = ?u.delivery, moderated = ?u.moderated,
-        "member updated by an administrator");
     Ok(answer)
 }
 
@@ -329,13 +330,14 @@ pub async fn tls_report_send(
 
 /// An administrator's action on one member before its details are read: bounce handling
 /// (issue 15), or the delivery mode (issue 14) and moderation flag (issue 16).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) enum MemberAction {
     None,
-    /// Set what is `Some`.
+    /// Set what is `Some` (`language`: `""` clears it).
     Update {
         delivery: Option<herald_types::DeliveryMode>,
         moderated: Option<bool>,
+        language: Option<String>,
     },
     /// Re-enable (whatever disabled the member) and clear the bounce score.
     Enable,
@@ -394,14 +396,21 @@ pub(crate) async fn detail(
     let list = crate::admin::find_list_pub(s, list).await?;
     let addr = crate::error::parse_address("member", member)?;
     let d = s.directory.clone();
-    let (m, score, history, consent, delivery, moderated) =
+    let (m, score, history, consent, delivery, moderated, language) =
         tokio::task::spawn_blocking(move || {
             match action {
                 MemberAction::None => {}
                 MemberAction::Update {
                     delivery,
                     moderated,
+                    language,
                 } => {
+                    // The language first: it is the one part a request can get wrong, and
+                    // a refused request changes nothing.
+                    if let Some(code) = language {
+                        let code = code.trim();
+                        d.set_member_language(list.id, &addr, (!code.is_empty()).then_some(code))?;
+                    }
                     if let Some(mode) = delivery {
                         d.set_delivery(list.id, &addr, mode)?;
                     }
@@ -427,6 +436,7 @@ pub(crate) async fn detail(
                 d.member_consent(list.id, &addr)?,
                 d.delivery(list.id, &addr)?,
                 d.moderated(list.id, &addr)?,
+                d.member_language(list.id, &addr)?.flatten(),
             ))
         })
         .await??;
@@ -438,6 +448,7 @@ pub(crate) async fn detail(
         consent: consent.as_ref().map(views::directory::consent),
         delivery: delivery.unwrap_or_default(),
         moderated: moderated.unwrap_or(false),
+        language,
     }))
 }
 
@@ -515,17 +526,25 @@ pub async fn unsubscribe_request(
 /// GET: shows what the token would do, with a button; changes nothing.
 pub async fn confirm_page(State(s): St, Path(token): Path<String>) -> Response {
     match s.lists.confirm(token, None).await {
-        Ok(v) => Html(crate::unsubscribe::page(
-            "Please confirm",
-            &format!(
-                "<p>Confirm: {} <b>{}</b> {} <b>{}</b>?</p><form method=\"post\"><button type=\"submit\">Confirm</button></form>",
-                crate::unsubscribe::escape(&v.action),
-                crate::unsubscribe::escape(&v.address),
-                if v.action == "subscribe" { "to" } else { "from" },
-                crate::unsubscribe::escape(&v.list)
-            ),
-        ))
-        .into_response(),
+        Ok(v) => {
+            let (lang, texts) = confirm_words(&s, &v).await;
+            let w = herald_i18n::Words {
+                lang: &lang,
+                overrides: &texts,
+            };
+            let args = confirm_args(&v);
+            let body = format!(
+                "<p>{}</p><form method=\"post\"><button type=\"submit\">{}</button></form>",
+                crate::unsubscribe::escape(&w.text("confirm-question", &args)),
+                crate::unsubscribe::escape(&w.text("confirm-button", &[])),
+            );
+            Html(crate::unsubscribe::words_page(
+                &w,
+                &w.text("confirm-title", &[]),
+                &body,
+            ))
+            .into_response()
+        }
         Err(_) => invalid(),
     }
 }
@@ -539,27 +558,87 @@ pub async fn confirm(
 ) -> Response {
     let client = peer.ip().to_canonical().to_string();
     match s.lists.confirm(token, Some(client)).await {
-        Ok(v) => Html(crate::unsubscribe::page(
-            "Confirmed",
-            &format!(
-                "<p>Done: {} <b>{}</b> ({}).</p>",
-                crate::unsubscribe::escape(&v.action),
-                crate::unsubscribe::escape(&v.address),
-                crate::unsubscribe::escape(&v.list)
-            ),
-        ))
-        .into_response(),
+        Ok(v) => {
+            let (lang, texts) = confirm_words(&s, &v).await;
+            let w = herald_i18n::Words {
+                lang: &lang,
+                overrides: &texts,
+            };
+            let body = format!(
+                "<p>{}</p>",
+                crate::unsubscribe::escape(&w.text("confirm-done", &confirm_args(&v)))
+            );
+            Html(crate::unsubscribe::words_page(
+                &w,
+                &w.text("confirm-done-title", &[]),
+                &body,
+            ))
+            .into_response()
+        }
         Err(ApiError::Internal(e)) => ApiError::Internal(e).into_response(),
         Err(_) => invalid(),
     }
 }
 
+/// The catalogue's word for a confirmation's action (the selector of `confirm-question`),
+/// from the verb phrase the view carries.
+fn action_key(verb: &str) -> &'static str {
+    use herald_types::token::Action;
+    use herald_types::DeliveryMode;
+    let all = [
+        (Action::Subscribe, "subscribe"),
+        (Action::Unsubscribe, "unsubscribe"),
+        (Action::Delivery(DeliveryMode::Regular), "regular"),
+        (Action::Delivery(DeliveryMode::DigestMime), "digest-mime"),
+        (Action::Delivery(DeliveryMode::DigestPlain), "digest-plain"),
+        (Action::Delivery(DeliveryMode::Nomail), "nomail"),
+    ];
+    all.iter()
+        .find(|(a, _)| a.verb() == verb)
+        .map_or("other", |(_, k)| k)
+}
+
+fn confirm_args(v: &herald_api_types::ConfirmView) -> [(&'static str, &str); 3] {
+    [
+        ("action", action_key(&v.action)),
+        ("who", &v.address),
+        ("list", &v.list),
+    ]
+}
+
+/// The words of a confirmation page: the language of the address it names, the list's texts.
+async fn confirm_words(
+    s: &ApiState,
+    v: &herald_api_types::ConfirmView,
+) -> (String, herald_i18n::Overrides) {
+    let list = match Address::parse(&v.list) {
+        Ok(a) => {
+            let d = s.directory.clone();
+            tokio::task::spawn_blocking(move || d.list_by_address(&a))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .flatten()
+        }
+        Err(_) => None,
+    };
+    match (list, Address::parse(&v.address)) {
+        (Some(l), Ok(who)) => crate::unsubscribe::page_words(s, &l, Some(&who)).await,
+        (Some(l), Err(_)) => crate::unsubscribe::page_words(s, &l, None).await,
+        _ => (
+            herald_i18n::DEFAULT.to_string(),
+            herald_i18n::Overrides::none(),
+        ),
+    }
+}
+
 fn invalid() -> Response {
+    let w = herald_i18n::Words::shipped(herald_i18n::DEFAULT);
     (
         StatusCode::FORBIDDEN,
         Html(crate::unsubscribe::page(
-            "Link not valid",
-            "This confirmation link is not valid or has expired.",
+            &w.text("link-invalid-title", &[]),
+            &crate::unsubscribe::escape(&w.text("confirm-invalid", &[])),
         )),
     )
         .into_response()

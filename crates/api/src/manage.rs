@@ -14,12 +14,13 @@
 //! is escaped; names are checked by the directory (no control characters, bounded).
 
 use crate::subscribe::{MAX_FORM_SECS, MIN_FORM_SECS};
-use crate::unsubscribe::{escape, page};
+use crate::unsubscribe::{escape, page_in};
 use crate::{ApiError, ApiState};
 use axum::extract::{ConnectInfo, Form, Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
+use herald_i18n::Words;
 use herald_types::{Address, DeliveryMode};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -38,7 +39,18 @@ fn page_list() -> Address {
     Address::parse(PAGE_LIST).unwrap_or_else(|_| unreachable!("PAGE_LIST is an address"))
 }
 
-fn ask_form(s: &ApiState, error: Option<&str>) -> String {
+/// The language a browser asks for (`Accept-Language`), among the shipped ones; English when
+/// it names none. The page before a member is known (and a member's page when they chose no
+/// language) is written in it.
+fn browser_words(headers: &HeaderMap) -> Words<'static> {
+    let asked = headers
+        .get(axum::http::header::ACCEPT_LANGUAGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(herald_i18n::negotiate);
+    Words::shipped(asked.unwrap_or(herald_i18n::DEFAULT))
+}
+
+fn ask_form(s: &ApiState, w: &Words<'_>, error: Option<&str>) -> String {
     let token = herald_types::token::form_token(&s.secret, &page_list(), now_secs());
     let error = error.map_or(String::new(), |e| {
         format!(
@@ -46,38 +58,46 @@ fn ask_form(s: &ApiState, error: Option<&str>) -> String {
             escape(e)
         )
     });
-    page(
-        "Your subscriptions",
+    let e = |id: &str| escape(&w.text(id, &[]));
+    page_in(
+        w.lang,
+        &w.text("manage-title", &[]),
         &format!(
             "<form method=\"post\" action=\"/manage\">\
-             <p><label for=\"email\">Your e-mail address</label><br>\
+             <p><label for=\"email\">{label}</label><br>\
              <input id=\"email\" name=\"email\" type=\"email\" required autocomplete=\"email\" size=\"40\"></p>{error}\
              <div style=\"position:absolute;left:-10000px\" aria-hidden=\"true\">\
-             <label for=\"website\">Leave this empty</label>\
+             <label for=\"website\">{honeypot}</label>\
              <input id=\"website\" name=\"website\" type=\"text\" tabindex=\"-1\" autocomplete=\"off\"></div>\
              <input type=\"hidden\" name=\"t\" value=\"{token}\">\
-             <p><button type=\"submit\">Send me a link</button></p></form>"
+             <p><button type=\"submit\">{button}</button></p></form>",
+            label = e("subscribe-email-label"),
+            honeypot = e("subscribe-honeypot-label"),
+            button = e("manage-send-button"),
         ),
     )
 }
 
 /// `GET /manage`.
-pub async fn ask(State(s): St) -> Html<String> {
-    Html(ask_form(&s, None))
+pub async fn ask(State(s): St, headers: HeaderMap) -> Html<String> {
+    Html(ask_form(&s, &browser_words(&headers), None))
 }
 
 /// `POST /manage`: mails the link (the answer never says whether the address is a member).
 pub async fn send_link(
     State(s): St,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
     Form(f): Form<crate::subscribe::SubscribeForm>,
 ) -> Response {
+    let w = browser_words(&headers);
     let Ok(address) = Address::parse(f.email.trim()) else {
         return (
             StatusCode::BAD_REQUEST,
             Html(ask_form(
                 &s,
-                Some("This is not an e-mail address we can write to."),
+                &w,
+                Some(&w.text("subscribe-bad-address", &[])),
             )),
         )
             .into_response();
@@ -87,10 +107,7 @@ pub async fn send_link(
     if age.is_none_or(|a| a > MAX_FORM_SECS) {
         return (
             StatusCode::BAD_REQUEST,
-            Html(ask_form(
-                &s,
-                Some("This form has expired. Please send it again."),
-            )),
+            Html(ask_form(&s, &w, Some(&w.text("subscribe-expired", &[])))),
         )
             .into_response();
     }
@@ -102,12 +119,13 @@ pub async fn send_link(
     } else {
         tracing::info!(%client, "subscriptions form: looks like a bot; nothing sent");
     }
-    Html(page(
-        "Check your mailbox",
+    let who = address.to_string();
+    Html(page_in(
+        w.lang,
+        &w.text("subscribe-sent-title", &[]),
         &format!(
-            "<p>If {} is subscribed to a list here, a message with a link to its subscriptions \
-             is on its way.</p>",
-            escape(&address.to_string())
+            "<p>{}</p>",
+            escape(&w.text("manage-sent", &[("who", &who)]))
         ),
     ))
     .into_response()
@@ -119,28 +137,36 @@ fn opened(s: &ApiState, token: &str) -> Option<Address> {
 }
 
 /// The page for a link that is not valid (forged, expired).
-fn invalid_link() -> Response {
+fn invalid_link(w: &Words<'_>) -> Response {
     (
         StatusCode::FORBIDDEN,
-        Html(page(
-            "Link not valid",
-            "<p>This link is not valid or has expired. <a href=\"/manage\">Ask for a new one.</a></p>",
+        Html(page_in(
+            w.lang,
+            &w.text("link-invalid-title", &[]),
+            &format!(
+                "<p>{} <a href=\"/manage\">{}</a></p>",
+                escape(&w.text("manage-link-invalid", &[])),
+                escape(&w.text("manage-ask-again", &[]))
+            ),
         )),
     )
         .into_response()
 }
 
-/// The subscriptions page of `who`, with `note` (what was just done) on top.
+/// The subscriptions page of `who`, with `note` (what was just done) on top. Written in the
+/// member's language (the first list where they chose one), else the browser's, else the
+/// first list's.
 async fn subscriptions(
     s: &ApiState,
+    headers: &HeaderMap,
     token: &str,
     who: &Address,
-    note: &str,
+    note: Note,
 ) -> Result<String, ApiError> {
     let dir = s.directory.clone();
     let w = who.clone();
     let web = s.archive.clone();
-    let (person, archives) = tokio::task::spawn_blocking(move || {
+    let (person, archives, list_langs) = tokio::task::spawn_blocking(move || {
         let person = dir.person(&w)?;
         // The archive of each list, as this member may open it: public (anyone), members
         // (with a key signed for this member), or nothing to link.
@@ -149,38 +175,68 @@ async fn subscriptions(
             .iter()
             .map(|m| web.as_ref().and_then(|a| a.privacy(&m.list).ok()))
             .collect();
-        Ok::<_, herald_directory::DirectoryError>((person, archives))
+        let list_langs: Vec<String> = person
+            .memberships
+            .iter()
+            .map(|m| {
+                Address::parse(&m.list)
+                    .ok()
+                    .and_then(|a| dir.list_by_address(&a).ok().flatten())
+                    .map_or_else(|| herald_i18n::DEFAULT.to_string(), |l| l.settings.language)
+            })
+            .collect();
+        Ok::<_, herald_directory::DirectoryError>((person, archives, list_langs))
     })
     .await??;
+    let chosen = person
+        .memberships
+        .iter()
+        .find_map(|m| m.language.clone())
+        .filter(|l| herald_i18n::is_shipped(l));
+    let asked = headers
+        .get(axum::http::header::ACCEPT_LANGUAGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(herald_i18n::negotiate);
+    let lang = chosen
+        .or(asked.map(str::to_string))
+        .or_else(|| list_langs.first().cloned())
+        .unwrap_or_else(|| herald_i18n::DEFAULT.to_string());
+    let w = Words::shipped(&lang);
+    let e = |id: &str, args: &[(&str, &str)]| escape(&w.text(id, args));
+    let who_text = who.to_string();
     let mut body = String::new();
-    if !note.is_empty() {
+    if let Some((id, list)) = note.0 {
         body.push_str(&format!(
             "<p role=\"status\"><strong>{}</strong></p>",
-            escape(note)
+            e(id, &[("list", &list)])
         ));
     }
     if person.memberships.is_empty() {
         body.push_str(&format!(
-            "<p>{} is not subscribed to any list here.</p>",
-            escape(&who.to_string())
+            "<p>{}</p>",
+            e("manage-none", &[("who", &who_text)])
         ));
     }
     let action = format!("/manage/{}", escape(token));
     let key_expires =
         herald_types::unix_ms_now() / 1000 + herald_archive::web::MEMBER_KEY_DAYS * 86_400;
-    for (m, archive) in person.memberships.iter().zip(archives) {
+    for ((m, archive), list_lang) in person.memberships.iter().zip(archives).zip(&list_langs) {
         let list = escape(&m.list);
         let archive_link = match (archive, Address::parse(&m.list)) {
             (Some(herald_archive::Privacy::Public), _) => format!(
-                "<p><a href=\"/archive/{}/\">The list's archive</a></p>",
-                herald_archive::stage::url_component(&m.list.to_lowercase())
+                "<p><a href=\"/archive/{}/\">{}</a></p>",
+                herald_archive::stage::url_component(&m.list.to_lowercase()),
+                e("manage-archive", &[])
             ),
             (Some(herald_archive::Privacy::Members), Ok(l)) => format!(
-                "<p><a href=\"/archive/{}/?key={}\">The list's archive</a> (for members: this \
-                 link is yours, valid {} days)</p>",
+                "<p><a href=\"/archive/{}/?key={}\">{}</a> {}</p>",
                 herald_archive::stage::url_component(&m.list.to_lowercase()),
                 herald_types::token::archive_token(&s.secret, &l, who, key_expires),
-                herald_archive::web::MEMBER_KEY_DAYS
+                e("manage-archive", &[]),
+                e(
+                    "manage-archive-members",
+                    &[("days", &herald_archive::web::MEMBER_KEY_DAYS.to_string())]
+                ),
             ),
             _ => String::new(),
         };
@@ -188,24 +244,57 @@ async fn subscriptions(
         let options: String = DeliveryMode::ALL
             .iter()
             .map(|d| {
-                let w = d.as_str();
-                let sel = if w == m.delivery { " selected" } else { "" };
-                format!("<option value=\"{w}\"{sel}>{}</option>", delivery_label(*d))
+                let word = d.as_str();
+                let sel = if word == m.delivery { " selected" } else { "" };
+                format!(
+                    "<option value=\"{word}\"{sel}>{}</option>",
+                    e(&format!("delivery-{word}"), &[])
+                )
             })
             .collect();
+        let list_lang_name = herald_i18n::LANGUAGES
+            .iter()
+            .find(|(c, _)| c == list_lang)
+            .map_or(list_lang.as_str(), |(_, n)| n);
+        let mut languages = format!(
+            "<option value=\"\"{}>{}</option>",
+            if m.language.is_none() {
+                " selected"
+            } else {
+                ""
+            },
+            e("manage-language-list", &[("name", list_lang_name)])
+        );
+        for (code, own_name) in herald_i18n::LANGUAGES {
+            let sel = if m.language.as_deref() == Some(*code) {
+                " selected"
+            } else {
+                ""
+            };
+            languages.push_str(&format!(
+                "<option value=\"{code}\" lang=\"{code}\"{sel}>{}</option>",
+                escape(own_name)
+            ));
+        }
         let state = match &m.disabled_reason {
-            None => "receiving mail".to_string(),
-            Some(r) => format!("disabled: {}", escape(r)),
+            None => e("manage-receiving", &[]),
+            Some(r) => e("manage-disabled", &[("reason", r)]),
         };
         body.push_str(&format!(
             "<section><h2>{list}</h2><p>{state}</p>{archive_link}\
              <form method=\"post\" action=\"{action}\"><input type=\"hidden\" name=\"list\" value=\"{list}\">\
-             <p><label for=\"name-{id}\">Your name</label> <input id=\"name-{id}\" name=\"name\" value=\"{name}\" size=\"30\"> \
-             <label for=\"delivery-{id}\">Delivery</label> <select id=\"delivery-{id}\" name=\"delivery\">{options}</select> \
-             <button type=\"submit\" name=\"action\" value=\"save\">Save</button></p></form>\
+             <p><label for=\"name-{id}\">{name_label}</label> <input id=\"name-{id}\" name=\"name\" value=\"{name}\" size=\"30\"> \
+             <label for=\"delivery-{id}\">{delivery_label}</label> <select id=\"delivery-{id}\" name=\"delivery\">{options}</select> \
+             <label for=\"language-{id}\">{language_label}</label> <select id=\"language-{id}\" name=\"language\">{languages}</select> \
+             <button type=\"submit\" name=\"action\" value=\"save\">{save}</button></p></form>\
              <form method=\"post\" action=\"{action}\"><input type=\"hidden\" name=\"list\" value=\"{list}\">\
-             <p><button type=\"submit\" name=\"action\" value=\"unsubscribe\">Unsubscribe from {list}</button></p></form></section>",
+             <p><button type=\"submit\" name=\"action\" value=\"unsubscribe\">{unsubscribe}</button></p></form></section>",
             id = m.member_id,
+            name_label = e("manage-name-label", &[]),
+            delivery_label = e("manage-delivery-label", &[]),
+            language_label = e("manage-language-label", &[]),
+            save = e("manage-save", &[]),
+            unsubscribe = e("manage-unsubscribe", &[("list", &m.list)]),
         ));
     }
     if !person.memberships.is_empty() {
@@ -213,32 +302,34 @@ async fn subscriptions(
         // password (derived, never stored; see `herald_types::token::imap_password`).
         let password = herald_types::token::imap_password(&s.secret, who);
         body.push_str(&format!(
-            "<p>Read the archives of your lists with a mail program (IMAP): user name \
-             <code>{}</code>, password <code id=\"imap-password\">{password}</code>.</p>",
-            escape(&who.to_string())
+            "<p>{} {} <code>{}</code>, {} <code id=\"imap-password\">{password}</code>.</p>",
+            e("manage-imap", &[]),
+            e("manage-imap-user", &[]),
+            escape(&who_text),
+            e("manage-imap-password", &[]),
         ));
     }
     body.push_str(&format!(
-        "<p><a href=\"{action}/data\">Download everything this server holds about you</a> (JSON).</p>"
+        "<p><a href=\"{action}/data\">{}</a> (JSON).</p>",
+        e("manage-download", &[])
     ));
-    Ok(page(&format!("Subscriptions of {who}"), &body))
+    Ok(page_in(
+        w.lang,
+        &w.text("manage-page-title", &[("who", &who_text)]),
+        &body,
+    ))
 }
 
-fn delivery_label(d: DeliveryMode) -> &'static str {
-    match d {
-        DeliveryMode::Regular => "each post",
-        DeliveryMode::DigestMime => "digest (MIME)",
-        DeliveryMode::DigestPlain => "digest (plain text)",
-        DeliveryMode::Nomail => "no mail",
-    }
-}
+/// What was just done, shown on top of the page: a catalogue message and the list it names.
+#[derive(Debug, Default)]
+struct Note(Option<(&'static str, String)>);
 
 /// `GET /manage/<token>`.
-pub async fn show(State(s): St, Path(token): Path<String>) -> Response {
+pub async fn show(State(s): St, headers: HeaderMap, Path(token): Path<String>) -> Response {
     let Some(who) = opened(&s, &token) else {
-        return invalid_link();
+        return invalid_link(&browser_words(&headers));
     };
-    match subscriptions(&s, &token, &who, "").await {
+    match subscriptions(&s, &headers, &token, &who, Note::default()).await {
         Ok(html) => Html(html).into_response(),
         Err(e) => e.into_response(),
     }
@@ -253,19 +344,23 @@ pub struct ManageForm {
     pub name: Option<String>,
     #[serde(default)]
     pub delivery: Option<String>,
+    /// A shipped language code, or empty for the list's.
+    #[serde(default)]
+    pub language: Option<String>,
 }
 
 /// `POST /manage/<token>`: save a name and delivery mode, or unsubscribe.
 pub async fn change(
     State(s): St,
+    headers: HeaderMap,
     Path(token): Path<String>,
     Form(f): Form<ManageForm>,
 ) -> Response {
     let Some(who) = opened(&s, &token) else {
-        return invalid_link();
+        return invalid_link(&browser_words(&headers));
     };
     match apply(&s, &who, f).await {
-        Ok(note) => match subscriptions(&s, &token, &who, &note).await {
+        Ok(note) => match subscriptions(&s, &headers, &token, &who, note).await {
             Ok(html) => Html(html).into_response(),
             Err(e) => e.into_response(),
         },
@@ -273,7 +368,7 @@ pub async fn change(
     }
 }
 
-async fn apply(s: &ApiState, who: &Address, f: ManageForm) -> Result<String, ApiError> {
+async fn apply(s: &ApiState, who: &Address, f: ManageForm) -> Result<Note, ApiError> {
     let list_address =
         Address::parse(&f.list).map_err(|e| ApiError::BadRequest(format!("list: {e}")))?;
     let dir = s.directory.clone();
@@ -288,11 +383,12 @@ async fn apply(s: &ApiState, who: &Address, f: ManageForm) -> Result<String, Api
             let removed =
                 tokio::task::spawn_blocking(move || dir.remove_member(list.id, &w)).await??;
             tracing::info!(list = %list.address, "member unsubscribed on the subscriptions page");
-            Ok(if removed {
-                format!("You are unsubscribed from {}.", list.address)
+            let id = if removed {
+                "manage-unsubscribed"
             } else {
-                format!("You were not on {}.", list.address)
-            })
+                "manage-not-on"
+            };
+            Ok(Note(Some((id, list.address.to_string()))))
         }
         "save" => {
             let mode = match f.delivery.as_deref() {
@@ -302,9 +398,16 @@ async fn apply(s: &ApiState, who: &Address, f: ManageForm) -> Result<String, Api
                 })?),
             };
             let name = f.name.map(|n| n.trim().to_string());
+            let language = f.language.map(|l| l.trim().to_string());
             let found = tokio::task::spawn_blocking(move || {
                 let name = name.as_deref().filter(|n| !n.is_empty());
-                let mut found = dir.set_display_name(list.id, &w, name)?;
+                // The language first: a code that is not shipped is refused before anything
+                // changes.
+                let mut found = true;
+                if let Some(l) = &language {
+                    found &= dir.set_member_language(list.id, &w, (!l.is_empty()).then_some(l))?;
+                }
+                found &= dir.set_display_name(list.id, &w, name)?;
                 if let Some(m) = mode {
                     found &= dir.set_delivery(list.id, &w, m)?;
                 }
@@ -314,16 +417,16 @@ async fn apply(s: &ApiState, who: &Address, f: ManageForm) -> Result<String, Api
             if !found {
                 return Err(ApiError::NotFound(format!("you are not on {list_address}")));
             }
-            Ok(format!("Saved your settings for {list_address}."))
+            Ok(Note(Some(("manage-saved", list_address.to_string()))))
         }
         other => Err(ApiError::BadRequest(format!("unknown action {other}"))),
     }
 }
 
 /// `GET /manage/<token>/data`: the self-service download (GDPR article 15).
-pub async fn data(State(s): St, Path(token): Path<String>) -> Response {
+pub async fn data(State(s): St, headers: HeaderMap, Path(token): Path<String>) -> Response {
     let Some(who) = opened(&s, &token) else {
-        return invalid_link();
+        return invalid_link(&browser_words(&headers));
     };
     let dir = s.directory.clone();
     match tokio::task::spawn_blocking(move || dir.person(&who)).await {

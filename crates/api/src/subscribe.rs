@@ -23,6 +23,7 @@ use crate::{ApiError, ApiState};
 use axum::extract::{ConnectInfo, Form, Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
+use herald_i18n::{Overrides, Words};
 use herald_types::{Address, SubscriptionPolicy};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -52,21 +53,21 @@ fn now_secs() -> u64 {
 }
 
 /// A catalogue text, escaped for HTML.
-fn t(lang: &str, id: &str, args: &[(&str, &str)]) -> String {
-    escape(&herald_i18n::text(lang, id, args))
+fn t(w: &Words<'_>, id: &str, args: &[(&str, &str)]) -> String {
+    escape(&w.text(id, args))
 }
 
 /// The list at `list` and its language, if it exists and takes subscriptions: `Err` is the
 /// page to answer.
-async fn open_list(s: &ApiState, list: &str) -> Result<(Address, String), Response> {
-    let en = herald_i18n::DEFAULT;
+async fn open_list(s: &ApiState, list: &str) -> Result<(Address, String, Overrides), Response> {
+    let en = Words::shipped(herald_i18n::DEFAULT);
     let not_found = || {
         (
             StatusCode::NOT_FOUND,
             Html(page_in(
-                en,
-                &herald_i18n::text(en, "page-no-list-title", &[]),
-                &format!("<p>{}</p>", t(en, "page-no-list", &[])),
+                en.lang,
+                &en.text("page-no-list-title", &[]),
+                &format!("<p>{}</p>", t(&en, "page-no-list", &[])),
             )),
         )
             .into_response()
@@ -80,25 +81,32 @@ async fn open_list(s: &ApiState, list: &str) -> Result<(Address, String), Respon
         .map_err(|e| ApiError::from(e).into_response())?;
     match found {
         None => Err(not_found()),
-        Some(l) if l.settings.subscription == SubscriptionPolicy::Closed => {
-            let lang = l.settings.language.as_str();
-            let list = l.address.to_string();
-            Err((
-                StatusCode::FORBIDDEN,
-                Html(page_in(
-                    lang,
-                    &herald_i18n::text(lang, "page-closed-title", &[]),
-                    &format!("<p>{}</p>", t(lang, "page-closed", &[("list", &list)])),
-                )),
-            )
-                .into_response())
+        Some(l) => {
+            // The visitor is not known yet: the list's language, with the list's texts.
+            let (lang, texts) = crate::unsubscribe::page_words(s, &l, None).await;
+            if l.settings.subscription == SubscriptionPolicy::Closed {
+                let w = Words {
+                    lang: &lang,
+                    overrides: &texts,
+                };
+                let list = l.address.to_string();
+                return Err((
+                    StatusCode::FORBIDDEN,
+                    Html(page_in(
+                        &lang,
+                        &w.text("page-closed-title", &[]),
+                        &format!("<p>{}</p>", t(&w, "page-closed", &[("list", &list)])),
+                    )),
+                )
+                    .into_response());
+            }
+            Ok((l.address, lang, texts))
         }
-        Some(l) => Ok((l.address, l.settings.language)),
     }
 }
 
 /// The form, with `error` shown next to the address field and `email` filled in again.
-fn form(s: &ApiState, list: &Address, lang: &str, email: &str, error: Option<&str>) -> String {
+fn form(s: &ApiState, list: &Address, w: &Words<'_>, email: &str, error: Option<&str>) -> String {
     let token = herald_types::token::form_token(&s.secret, list, now_secs());
     let list_text = escape(&list.to_string());
     let error = error.map_or(String::new(), |e| {
@@ -113,8 +121,8 @@ fn form(s: &ApiState, list: &Address, lang: &str, email: &str, error: Option<&st
         " aria-describedby=\"email-error\""
     };
     page_in(
-        lang,
-        &herald_i18n::text(lang, "subscribe-title", &[("list", &list.to_string())]),
+        w.lang,
+        &w.text("subscribe-title", &[("list", &list.to_string())]),
         &format!(
             "<form method=\"post\" action=\"/subscribe/{list_text}\">\
              <p><label for=\"email\">{label}</label><br>\
@@ -127,10 +135,10 @@ fn form(s: &ApiState, list: &Address, lang: &str, email: &str, error: Option<&st
              <p><button type=\"submit\">{button}</button></p>\
              <p>{note}</p></form>",
             email = escape(email),
-            label = t(lang, "subscribe-email-label", &[]),
-            honeypot = t(lang, "subscribe-honeypot-label", &[]),
-            button = t(lang, "subscribe-button", &[]),
-            note = t(lang, "subscribe-note", &[]),
+            label = t(w, "subscribe-email-label", &[]),
+            honeypot = t(w, "subscribe-honeypot-label", &[]),
+            button = t(w, "subscribe-button", &[]),
+            note = t(w, "subscribe-note", &[]),
         ),
     )
 }
@@ -138,7 +146,13 @@ fn form(s: &ApiState, list: &Address, lang: &str, email: &str, error: Option<&st
 /// `GET /subscribe/<list>`.
 pub async fn show(State(s): St, Path(list): Path<String>) -> Response {
     match open_list(&s, &list).await {
-        Ok((list, lang)) => Html(form(&s, &list, &lang, "", None)).into_response(),
+        Ok((list, lang, texts)) => {
+            let w = Words {
+                lang: &lang,
+                overrides: &texts,
+            };
+            Html(form(&s, &list, &w, "", None)).into_response()
+        }
         Err(page) => page,
     }
 }
@@ -150,13 +164,17 @@ pub async fn submit(
     Path(list): Path<String>,
     Form(f): Form<SubscribeForm>,
 ) -> Response {
-    let (list, lang) = match open_list(&s, &list).await {
+    let (list, lang, texts) = match open_list(&s, &list).await {
         Ok(found) => found,
         Err(page) => return page,
     };
+    let w = Words {
+        lang: &lang,
+        overrides: &texts,
+    };
     let again = |error: &str, status: StatusCode| {
-        let error = herald_i18n::text(&lang, error, &[]);
-        let form = form(&s, &list, &lang, f.email.trim(), Some(&error));
+        let error = w.text(error, &[]);
+        let form = form(&s, &list, &w, f.email.trim(), Some(&error));
         (status, Html(form)).into_response()
     };
     let Ok(address) = Address::parse(f.email.trim()) else {
@@ -167,10 +185,10 @@ pub async fn submit(
         let (who, to) = (address.to_string(), list.to_string());
         Html(page_in(
             &lang,
-            &herald_i18n::text(&lang, "subscribe-sent-title", &[]),
+            &w.text("subscribe-sent-title", &[]),
             &format!(
                 "<p>{}</p>",
-                t(&lang, "subscribe-sent", &[("who", &who), ("list", &to)])
+                t(&w, "subscribe-sent", &[("who", &who), ("list", &to)])
             ),
         ))
         .into_response()

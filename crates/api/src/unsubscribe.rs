@@ -14,10 +14,40 @@ use crate::{ApiError, ApiState};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
+use herald_i18n::{Overrides, Words};
 use herald_types::{Address, List};
 use std::sync::Arc;
 
 type St = State<Arc<ApiState>>;
+
+/// The language and the list's own texts a public page of `list` is written with for `who`:
+/// the member's language, else the list's (issue 15 item 7). A store error falls back to the
+/// list's language and the shipped texts: a page is still better than an error.
+pub(crate) async fn page_words(
+    s: &ApiState,
+    list: &List,
+    who: Option<&Address>,
+) -> (String, Overrides) {
+    let d = s.directory.clone();
+    let (l, w) = (list.clone(), who.cloned());
+    let found = tokio::task::spawn_blocking(move || {
+        let lang = match &w {
+            Some(a) => d.language_for(&l, a)?,
+            None => l.settings.language.clone(),
+        };
+        Ok::<_, herald_directory::DirectoryError>((lang, d.overrides(l.id)?))
+    })
+    .await;
+    match found {
+        Ok(Ok(v)) => v,
+        _ => (list.settings.language.clone(), Overrides::none()),
+    }
+}
+
+/// A page in words `w`: title and paragraphs are catalogue messages, escaped here.
+pub(crate) fn words_page(w: &Words<'_>, title: &str, body: &str) -> String {
+    page_in(w.lang, title, body)
+}
 
 async fn checked(
     s: &ApiState,
@@ -25,12 +55,14 @@ async fn checked(
     member: &str,
     token: &str,
 ) -> Result<(List, Address), Response> {
+    // Not knowing the list yet, the refusals are in the reference language.
+    let shipped = Words::shipped(herald_i18n::DEFAULT);
     let forbidden = || {
         (
             StatusCode::FORBIDDEN,
             Html(page(
-                "Link not valid",
-                "This unsubscribe link is not valid.",
+                &shipped.text("link-invalid-title", &[]),
+                &escape(&shipped.text("unsub-invalid", &[])),
             )),
         )
             .into_response()
@@ -47,7 +79,10 @@ async fn checked(
         Ok(Ok(Some(list))) => Ok((list, member_addr)),
         Ok(Ok(None)) => Err((
             StatusCode::NOT_FOUND,
-            Html(page("List not found", "This list no longer exists.")),
+            Html(page(
+                &shipped.text("page-list-gone-title", &[]),
+                &escape(&shipped.text("page-list-gone", &[])),
+            )),
         )
             .into_response()),
         Ok(Err(e)) => Err(ApiError::from(e).into_response()),
@@ -63,14 +98,20 @@ pub async fn confirm_page(
     match checked(&s, &list, &member, &token).await {
         Err(r) => r,
         Ok((list, member)) => {
+            let (lang, texts) = page_words(&s, &list, Some(&member)).await;
+            let w = Words {
+                lang: &lang,
+                overrides: &texts,
+            };
+            let (who, l) = (member.to_string(), list.address.to_string());
             let body = format!(
-                "<p>Unsubscribe <b>{}</b> from <b>{}</b>?</p>\
+                "<p>{}</p>\
                  <form method=\"post\"><input type=\"hidden\" name=\"List-Unsubscribe\" value=\"One-Click\">\
-                 <button type=\"submit\">Unsubscribe</button></form>",
-                escape(&member.to_string()),
-                escape(&list.address.to_string())
+                 <button type=\"submit\">{}</button></form>",
+                escape(&w.text("unsub-question", &[("who", &who), ("list", &l)])),
+                escape(&w.text("unsub-button", &[])),
             );
-            Html(page("Unsubscribe", &body)).into_response()
+            Html(words_page(&w, &w.text("unsub-title", &[]), &body)).into_response()
         }
     }
 }
@@ -85,18 +126,24 @@ pub async fn unsubscribe(
         Ok(v) => v,
         Err(r) => return r,
     };
+    // The member's language is read before the member is gone.
+    let (lang, texts) = page_words(&s, &list, Some(&member)).await;
     let d = s.directory.clone();
     let (id, who) = (list.id, member.clone());
     let removed = tokio::task::spawn_blocking(move || d.remove_member(id, &who)).await;
     match removed {
         Ok(Ok(_)) => {
             tracing::info!(list = %list.address, %member, "member unsubscribed (one-click)");
+            let w = Words {
+                lang: &lang,
+                overrides: &texts,
+            };
+            let (who, l) = (member.to_string(), list.address.to_string());
             let body = format!(
-                "<p><b>{}</b> will no longer receive mail from <b>{}</b>.</p>",
-                escape(&member.to_string()),
-                escape(&list.address.to_string())
+                "<p>{}</p>",
+                escape(&w.text("unsub-done", &[("who", &who), ("list", &l)]))
             );
-            Html(page("Unsubscribed", &body)).into_response()
+            Html(words_page(&w, &w.text("unsub-done-title", &[]), &body)).into_response()
         }
         Ok(Err(e)) => ApiError::from(e).into_response(),
         Err(e) => ApiError::from(e).into_response(),

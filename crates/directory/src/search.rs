@@ -37,6 +37,8 @@ pub enum SearchBy {
 pub struct FoundMember {
     pub member: Member,
     pub delivery: DeliveryMode,
+    /// The member's own language (`None`: the list's).
+    pub language: Option<String>,
 }
 
 /// The first character above every other: a prefix's range ends just below `prefix + MAX`.
@@ -62,7 +64,8 @@ pub(crate) fn prefix_range(prefix: &str) -> Result<(String, String), DirectoryEr
     Ok((low, high))
 }
 
-const FOUND_COLUMNS: &str = "id, list_id, address, display_name, disabled_reason, fields, delivery";
+const FOUND_COLUMNS: &str =
+    "id, list_id, address, display_name, disabled_reason, fields, delivery, language";
 
 impl Directory {
     /// Up to `limit` (≤ [`MAX_SEARCH_PAGE`]) members of `list` whose address (or display name,
@@ -99,7 +102,11 @@ impl Directory {
         let n = limit as i64;
         let mut rows = Vec::new();
         let mut push = |r: &rusqlite::Row<'_>| -> rusqlite::Result<()> {
-            rows.push((MemberRow::from_row(r)?, r.get::<_, String>(6)?));
+            rows.push((
+                MemberRow::from_row(r)?,
+                r.get::<_, String>(6)?,
+                r.get::<_, Option<String>>(7)?,
+            ));
             Ok(())
         };
         match (by, last) {
@@ -152,7 +159,7 @@ impl Directory {
             )?,
         }
         rows.into_iter()
-            .map(|(row, word)| found(row, &word))
+            .map(|(row, word, language)| found(row, &word, language))
             .collect()
     }
 }
@@ -173,9 +180,14 @@ fn run<P: rusqlite::Params>(
     Ok(())
 }
 
-/// A stored row and its delivery word, decoded (both backends).
-pub(crate) fn found(row: MemberRow, delivery: &str) -> Result<FoundMember, DirectoryError> {
+/// A stored row, its delivery word and language, decoded (both backends).
+pub(crate) fn found(
+    row: MemberRow,
+    delivery: &str,
+    language: Option<String>,
+) -> Result<FoundMember, DirectoryError> {
     Ok(FoundMember {
+        language,
         member: row.decode()?,
         delivery: DeliveryMode::parse(delivery).ok_or_else(|| DirectoryError::Corrupt {
             what: "members.delivery",

@@ -36,6 +36,20 @@ pub(crate) const SOURCES: &[(&str, &str)] = &[
     ("de", include_str!("../locales/de/herald.ftl")),
 ];
 
+/// The shipped language a browser's `Accept-Language` header prefers most (RFC 9110 §12.5.4,
+/// parsed and matched by fluent-langneg: `de-AT;q=0.9` matches `de`), or `None` when it names
+/// none of them (the caller's fallback decides).
+pub fn negotiate(accept_language: &str) -> Option<&'static str> {
+    use fluent_langneg::{negotiate_languages, NegotiationStrategy};
+    // A header is at most a few dozen tags; a hostile one is cut before parsing.
+    let header: String = accept_language.chars().take(512).collect();
+    let requested = fluent_langneg::accepted_languages::parse(&header);
+    let available: Vec<LanguageIdentifier> = CODES.iter().filter_map(|c| c.parse().ok()).collect();
+    let chosen = negotiate_languages(&requested, &available, None, NegotiationStrategy::Lookup);
+    let first = chosen.first()?.to_string();
+    CODES.iter().copied().find(|c| *c == first)
+}
+
 /// Whether `code` is a shipped language (the check a list setting is validated with).
 pub fn is_shipped(code: &str) -> bool {
     LANGUAGES.iter().any(|(c, _)| *c == code)
@@ -120,6 +134,8 @@ mod tests {
         ("name", "VAR-name"),
         ("manage", "https://VAR-manage.test/manage"),
         ("hours", "VAR-hours"),
+        ("volume", "VAR-volume"),
+        ("issue", "VAR-issue"),
     ];
 
     fn ids(source: &str) -> BTreeSet<String> {
@@ -187,6 +203,19 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_browsers_languages_pick_a_shipped_one() {
+        assert_eq!(negotiate("de-AT,de;q=0.9,en;q=0.5"), Some("de"));
+        assert_eq!(negotiate("fr-CH, en;q=0.8"), Some("en"));
+        assert_eq!(negotiate("fr"), None);
+        assert_eq!(negotiate(""), None);
+        assert_eq!(negotiate("*"), None);
+        // Hostile headers: garbage, huge, control characters — an answer, never a panic.
+        assert_eq!(negotiate(";;;q=,,,\u{0}"), None);
+        assert_eq!(negotiate(&"x-".repeat(100_000)), None);
+        assert_eq!(negotiate(&format!("{}de", "a,".repeat(10_000))), None);
     }
 
     #[test]

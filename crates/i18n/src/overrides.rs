@@ -252,10 +252,13 @@ impl<'a> Words<'a> {
     }
 }
 
-/// `text` as the FTL entry of message `id`: each line indented (blank lines stay blank).
+/// `text` as the FTL entry of message `id`: the first line inline after `=` (so it may start
+/// with `[`, as a line of the catalogue may), the others indented (blank lines stay blank).
 fn as_entry(id: &str, text: &str) -> String {
-    let mut s = format!("{id} =\n");
-    for line in text.replace("\r\n", "\n").lines() {
+    let text = text.replace("\r\n", "\n");
+    let mut lines = text.lines().skip_while(|l| l.trim().is_empty());
+    let mut s = format!("{id} = {}\n", lines.next().unwrap_or(""));
+    for line in lines {
         if line.trim().is_empty() {
             s.push('\n');
         } else {

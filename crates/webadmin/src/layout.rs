@@ -43,6 +43,9 @@ pub fn notice(code: &str) -> Option<&'static str> {
         "deleted" => "Deleted.",
         "retried" => "The copies were queued for another try.",
         "gave-up" => "The copies were given up.",
+        "language" => "The member's language was changed.",
+        "text-saved" => "The list's text was saved: its mail and pages use it from now on.",
+        "text-removed" => "The shipped text is used again.",
         _ => return None,
     })
 }
@@ -101,6 +104,7 @@ pub fn list_nav(list: &str, owner: bool) -> Markup {
             a href={ (base) "/held" } { "Held posts" }
             @if owner {
                 a href={ (base) "/bounces" } { "Bounces" }
+                a href={ (base) "/texts" } { "Texts" }
                 a href={ "/admin/audit?list=" (enc(list)) } { "Audit log" }
             }
         }

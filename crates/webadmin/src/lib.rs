@@ -26,6 +26,7 @@ pub mod members;
 pub mod message;
 pub mod reports;
 pub mod settings;
+pub mod texts;
 
 pub use layout::Ctx;
 

@@ -26,6 +26,8 @@ pub const MAX_IMPORT_BYTES: usize = 32 * 1024 * 1024;
 pub struct MemberLine {
     pub member: MemberView,
     pub delivery: DeliveryMode,
+    /// The member's own language; `None`: the list's.
+    pub language: Option<String>,
 }
 
 /// What the search asked for.
@@ -78,7 +80,7 @@ pub fn members_page(
                 caption.visually-hidden { "Members" }
                 thead { tr {
                     th scope="col" { "Address" } th scope="col" { "Name" } th scope="col" { "Status" }
-                    th scope="col" { "Delivery" } th scope="col" { "Actions" }
+                    th scope="col" { "Delivery" } th scope="col" { "Language" } th scope="col" { "Actions" }
                 } }
                 tbody {
                     @for r in rows { (row(ctx, list, r)) }
@@ -138,6 +140,7 @@ fn row(ctx: &Ctx, list: &str, r: &MemberLine) -> Markup {
         MemberStatus::Disabled(why) => (format!("disabled: {why}"), false),
     };
     let select_id = format!("delivery-{}", m.id);
+    let lang_id = format!("language-{}", m.id);
     html! {
         tr {
             th scope="row" { (m.address) }
@@ -150,6 +153,19 @@ fn row(ctx: &Ctx, list: &str, r: &MemberLine) -> Markup {
                     select id=(select_id) name="delivery" {
                         @for d in DeliveryMode::ALL {
                             option value=(d.as_str()) selected[d == r.delivery] { (d.as_str()) }
+                        }
+                    }
+                    " " button type="submit" { "Change" }
+                }
+            }
+            td {
+                form.inline method="post" action=(action("language")) {
+                    (csrf_field(ctx))
+                    label.visually-hidden for=(lang_id) { "Language of " (m.address) }
+                    select id=(lang_id) name="language" {
+                        option value="" selected[r.language.is_none()] { "the list's" }
+                        @for (code, name) in herald_i18n::LANGUAGES {
+                            option value=(code) selected[r.language.as_deref() == Some(*code)] { (name) }
                         }
                     }
                     " " button type="submit" { "Change" }
@@ -246,6 +262,7 @@ mod tests {
                 ..MemberView::default()
             },
             delivery: DeliveryMode::DigestMime,
+            language: Some("de".into()),
         }
     }
 

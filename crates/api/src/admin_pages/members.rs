@@ -82,6 +82,7 @@ async fn render(
         .map(|f| MemberLine {
             member: views::directory::member(&f.member),
             delivery: f.delivery,
+            language: f.language.clone(),
         })
         .collect();
     let status = if search.error.is_some() {
@@ -199,6 +200,8 @@ pub async fn add(
 #[derive(Debug, Default, serde::Deserialize)]
 pub struct ActFields {
     delivery: Option<String>,
+    /// `language`: a shipped code, or empty for the list's.
+    language: Option<String>,
     /// `bounces`: go back to the bounces page afterwards.
     back: Option<String>,
 }
@@ -223,6 +226,7 @@ pub async fn act(
                 MemberAction::Update {
                     delivery: Some(mode),
                     moderated: None,
+                    language: None,
                 },
                 "delivery",
             ),
@@ -231,6 +235,14 @@ pub async fn act(
                 return error_page(&caller, e);
             }
         },
+        "language" => (
+            MemberAction::Update {
+                delivery: None,
+                moderated: None,
+                language: Some(f.language.unwrap_or_default()),
+            },
+            "language",
+        ),
         "remove" => return remove(&s, &caller, &list, &key, &member).await,
         _ => return error_page(&caller, ApiError::NotFound(format!("no action {verb:?}"))),
     };

@@ -8,6 +8,8 @@
 //!   (multipart upload, a background job with progress), `…/export` (CSV, streamed).
 //! - `held`: `…/held`, `…/held/<post>` (read; approve, reject, discard — also in bulk).
 //! - `site`: `…/bounces`, `/admin/stragglers`, `/admin/postmaster`, `/admin/audit`.
+//! - `texts`: `…/texts` (every message with its fields), `…/texts/<message>/<language>` (the
+//!   list's own wording: save, back to the shipped text).
 //!
 //! Who may reach what is decided before any of this runs, by `auth::guard` from the one route
 //! table (`access.rs`): owners their lists, moderators their lists' held posts, the site
@@ -28,6 +30,7 @@ mod jobs;
 mod lists;
 mod members;
 mod site;
+mod texts;
 
 pub use jobs::ImportJobs;
 
@@ -77,6 +80,15 @@ pub fn routes() -> Router<Arc<ApiState>> {
             post(site::postmaster_delete),
         )
         .route("/admin/audit", get(site::audit))
+        .route("/admin/lists/{list}/texts", get(texts::index))
+        .route(
+            "/admin/lists/{list}/texts/{message}/{language}",
+            get(texts::show).post(texts::save),
+        )
+        .route(
+            "/admin/lists/{list}/texts/{message}/{language}/remove",
+            post(texts::remove),
+        )
 }
 
 /// `?done=<code>` after a POST-redirect-GET.

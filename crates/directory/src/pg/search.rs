@@ -38,7 +38,7 @@ impl PgStore {
                 Some(r) => Some((col(&r, 0)?, col(&r, 1)?)),
                 None => None,
             };
-            let cols = format!("{MEMBER_COLUMNS}, delivery");
+            let cols = format!("{MEMBER_COLUMNS}, delivery, language");
             let addr = "address_key COLLATE \"C\"";
             let name = "lower(display_name COLLATE \"C\")";
             let rows = match (by, last) {
@@ -84,7 +84,7 @@ impl PgStore {
                 }
             };
             rows.iter()
-                .map(|r| found(member_row(r)?, &col::<String>(r, 6)?))
+                .map(|r| found(member_row(r)?, &col::<String>(r, 6)?, col(r, 7)?))
                 .collect()
         })
     }

@@ -104,3 +104,70 @@ subscribe-bad-address = An diese E-Mail-Adresse können wir nicht schreiben.
 subscribe-expired = Dieses Formular ist abgelaufen. Bitte senden Sie es erneut.
 subscribe-sent-title = Sehen Sie in Ihr Postfach
 subscribe-sent = Wenn { $who } { $list } abonnieren kann, ist eine Bestätigungsnachricht unterwegs. Folgen Sie ihrem Link, um abzuschließen; bis dahin geschieht nichts.
+
+# Die Bestätigungsseite (/confirm/<token>).
+link-invalid-title = Link ungültig
+confirm-title = Bitte bestätigen
+confirm-question = { $action ->
+        [subscribe] { $who } in { $list } eintragen?
+        [unsubscribe] { $who } aus { $list } austragen?
+        [regular] Einzelne Beiträge von { $list } an { $who } senden?
+        [digest-mime] MIME-Sammelnachrichten von { $list } an { $who } senden?
+        [digest-plain] Text-Sammelnachrichten von { $list } an { $who } senden?
+       *[nomail] Listenmail von { $list } an { $who } aussetzen (nomail)?
+    }
+confirm-button = Bestätigen
+confirm-done-title = Bestätigt
+confirm-done = { $action ->
+        [subscribe] { $who } ist jetzt in { $list } eingetragen.
+        [unsubscribe] { $who } ist nicht mehr in { $list } eingetragen.
+       *[other] Die Zustellung von { $list } an { $who } ist geändert.
+    }
+confirm-invalid = Dieser Bestätigungslink ist ungültig oder abgelaufen.
+
+# Die Abmeldeseite mit einem Klick (RFC 8058).
+unsub-title = Abmelden
+unsub-question = { $who } von { $list } abmelden?
+unsub-button = Abmelden
+unsub-done-title = Abgemeldet
+unsub-done = { $who } erhält keine Mail mehr von { $list }.
+unsub-invalid = Dieser Abmeldelink ist ungültig.
+page-list-gone-title = Liste nicht gefunden
+page-list-gone = Diese Liste gibt es nicht mehr.
+
+# Die Seite der eigenen Abonnements (/manage).
+manage-title = Ihre Abonnements
+manage-send-button = Link zusenden
+manage-sent = Wenn { $who } hier eine Liste abonniert hat, ist eine Nachricht mit einem Link zu den Abonnements unterwegs.
+manage-link-invalid = Dieser Link ist ungültig oder abgelaufen.
+manage-ask-again = Einen neuen anfordern.
+manage-page-title = Abonnements von { $who }
+manage-none = { $who } hat hier keine Liste abonniert.
+manage-receiving = erhält Mail
+manage-disabled = ausgesetzt: { $reason }
+manage-archive = Das Archiv der Liste
+manage-archive-members = (für Mitglieder: dieser Link gehört Ihnen und gilt { $days } Tage)
+manage-name-label = Ihr Name
+manage-delivery-label = Zustellung
+manage-language-label = Sprache
+manage-language-list = die der Liste ({ $name })
+manage-save = Speichern
+manage-unsubscribe = Von { $list } abmelden
+manage-imap = Lesen Sie die Archive Ihrer Listen mit einem Mailprogramm (IMAP):
+manage-imap-user = Benutzername
+manage-imap-password = Passwort
+manage-download = Alles herunterladen, was dieser Server über Sie speichert
+manage-unsubscribed = Sie sind von { $list } abgemeldet.
+manage-not-on = Sie waren nicht in { $list } eingetragen.
+manage-saved = Ihre Einstellungen für { $list } sind gespeichert.
+delivery-regular = jeder Beitrag
+delivery-digest-mime = Sammelnachricht (MIME)
+delivery-digest-plain = Sammelnachricht (Text)
+delivery-nomail = keine Mail
+
+# Die Überschriften einer Sammelnachricht.
+digest-title = { $name } Sammelnachricht, Jahrgang { $volume }, Ausgabe { $issue }
+digest-topics = Themen dieser Ausgabe:
+digest-preamble = Dies ist eine MIME-Sammelnachricht: jede Nachricht ist vollständig angehängt.
+digest-end = Ende von { $name } Sammelnachricht, Jahrgang { $volume }, Ausgabe { $issue }
+digest-no-text = [Diese Nachricht hat keinen Textteil.]

@@ -109,3 +109,71 @@ subscribe-bad-address = This is not an e-mail address we can write to.
 subscribe-expired = This form has expired. Please send it again.
 subscribe-sent-title = Check your mailbox
 subscribe-sent = If { $who } can subscribe to { $list }, a confirmation message is on its way. Follow its link to finish; nothing happens until then.
+
+# The confirmation page (/confirm/<token>), in the language of the address it names, with the
+# list's own wording.
+link-invalid-title = Link not valid
+confirm-title = Please confirm
+confirm-question = { $action ->
+        [subscribe] Subscribe { $who } to { $list }?
+        [unsubscribe] Unsubscribe { $who } from { $list }?
+        [regular] Set regular delivery for { $who } on { $list }?
+        [digest-mime] Set MIME digest delivery for { $who } on { $list }?
+        [digest-plain] Set plain digest delivery for { $who } on { $list }?
+       *[nomail] Stop list mail (nomail) for { $who } on { $list }?
+    }
+confirm-button = Confirm
+confirm-done-title = Confirmed
+confirm-done = { $action ->
+        [subscribe] { $who } is now subscribed to { $list }.
+        [unsubscribe] { $who } is no longer subscribed to { $list }.
+       *[other] The delivery of { $list } to { $who } is changed.
+    }
+confirm-invalid = This confirmation link is not valid or has expired.
+
+# The one-click unsubscribe page (RFC 8058 link in every copy).
+unsub-title = Unsubscribe
+unsub-question = Unsubscribe { $who } from { $list }?
+unsub-button = Unsubscribe
+unsub-done-title = Unsubscribed
+unsub-done = { $who } will no longer receive mail from { $list }.
+unsub-invalid = This unsubscribe link is not valid.
+page-list-gone-title = List not found
+page-list-gone = This list no longer exists.
+
+# A member's subscriptions page (/manage), in the member's language.
+manage-title = Your subscriptions
+manage-send-button = Send me a link
+manage-sent = If { $who } is subscribed to a list here, a message with a link to its subscriptions is on its way.
+manage-link-invalid = This link is not valid or has expired.
+manage-ask-again = Ask for a new one.
+manage-page-title = Subscriptions of { $who }
+manage-none = { $who } is not subscribed to any list here.
+manage-receiving = receiving mail
+manage-disabled = disabled: { $reason }
+manage-archive = The list's archive
+manage-archive-members = (for members: this link is yours, valid { $days } days)
+manage-name-label = Your name
+manage-delivery-label = Delivery
+manage-language-label = Language
+manage-language-list = the list's ({ $name })
+manage-save = Save
+manage-unsubscribe = Unsubscribe from { $list }
+manage-imap = Read the archives of your lists with a mail program (IMAP):
+manage-imap-user = user name
+manage-imap-password = password
+manage-download = Download everything this server holds about you
+manage-unsubscribed = You are unsubscribed from { $list }.
+manage-not-on = You were not on { $list }.
+manage-saved = Saved your settings for { $list }.
+delivery-regular = each post
+delivery-digest-mime = digest (MIME)
+delivery-digest-plain = digest (plain text)
+delivery-nomail = no mail
+
+# A digest's headings (issue 14 item 6), in the list's language with the list's own wording.
+digest-title = { $name } Digest, Vol { $volume }, Issue { $issue }
+digest-topics = Today's Topics:
+digest-preamble = This is a MIME digest: each message is attached in full.
+digest-end = End of { $name } Digest, Vol { $volume }, Issue { $issue }
+digest-no-text = [This message has no text part.]
