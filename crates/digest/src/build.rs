@@ -38,6 +38,55 @@ impl Format {
     }
 }
 
+/// The words of a digest's own text (issue 15 item 7): from the list's language and the list's
+/// own wording (`herald_i18n::Words`), or English by default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DigestWords {
+    /// "Dev Digest, Vol 1, Issue 2": the subject and the first line.
+    pub title: String,
+    /// "Today's Topics:", above the table of contents.
+    pub topics: String,
+    /// The line before the MIME parts.
+    pub preamble: String,
+    /// "End of …", the plain digest's last line.
+    pub end: String,
+    /// What a post without a text part shows in a plain digest.
+    pub no_text: String,
+}
+
+impl DigestWords {
+    /// The words for issue `issue` of volume `volume` of the list called `name` ("" → the
+    /// address's local part), in `w`.
+    pub fn new(
+        w: &herald_i18n::Words<'_>,
+        list: &str,
+        name: &str,
+        volume: u32,
+        issue: u32,
+    ) -> Self {
+        let name = match name.trim() {
+            "" => list.split('@').next().unwrap_or(list),
+            n => n,
+        };
+        let name = clean(name);
+        let (volume, issue) = (volume.to_string(), issue.to_string());
+        let args = [
+            ("name", name.as_str()),
+            ("volume", volume.as_str()),
+            ("issue", issue.as_str()),
+        ];
+        // The words land in headers and single lines: no line breaks from a list's own text.
+        let line = |id: &str| clean(&w.text(id, &args));
+        DigestWords {
+            title: line("digest-title"),
+            topics: line("digest-topics"),
+            preamble: line("digest-preamble"),
+            end: line("digest-end"),
+            no_text: line("digest-no-text"),
+        }
+    }
+}
+
 /// What a digest is called and where it comes from.
 #[derive(Debug, Clone)]
 pub struct Masthead<'a> {
@@ -52,21 +101,14 @@ pub struct Masthead<'a> {
     /// The digest's Message-ID, without angle brackets (deterministic per list, volume, issue
     /// and format: see the stage).
     pub message_id: &'a str,
+    /// Its own text, in the list's language.
+    pub words: &'a DigestWords,
 }
 
 impl Masthead<'_> {
     /// "Dev Digest, Vol 1, Issue 2".
-    pub fn title(&self) -> String {
-        let name = match self.name.trim() {
-            "" => self.list.split('@').next().unwrap_or(self.list),
-            n => n,
-        };
-        format!(
-            "{} Digest, Vol {}, Issue {}",
-            clean(name),
-            self.volume,
-            self.issue
-        )
+    pub fn title(&self) -> &str {
+        &self.words.title
     }
 }
 
@@ -120,7 +162,11 @@ pub fn build(format: Format, head: &Masthead<'_>, posts: &[Vec<u8>]) -> Vec<u8> 
 }
 
 fn toc(head: &Masthead<'_>, entries: &[Entry]) -> String {
-    let mut t = format!("{}\r\n\r\nToday's Topics:\r\n\r\n", fit_line(&head.title()));
+    let mut t = format!(
+        "{}\r\n\r\n{}\r\n\r\n",
+        fit_line(head.title()),
+        fit_line(&head.words.topics)
+    );
     for (i, e) in entries.iter().enumerate() {
         let line = match e.from.as_str() {
             "" => format!("   {}. {}", i + 1, e.subject),
@@ -142,7 +188,7 @@ fn headers(head: &Masthead<'_>, content_type: &str, eight_bit: bool) -> String {
          Message-ID: <{mid}>\r\nMIME-Version: 1.0\r\nContent-Type: {content_type}\r\n\
          Content-Transfer-Encoding: {cte}\r\n\r\n",
         list = head.list,
-        subject = encode_word(&head.title()),
+        subject = encode_word(head.title()),
         date = head.date,
         mid = head.message_id,
         cte = if eight_bit { "8bit" } else { "7bit" },
@@ -160,10 +206,17 @@ fn mime(head: &Masthead<'_>, entries: &[Entry], posts: &[Vec<u8>]) -> Vec<u8> {
         eight_bit,
     )
     .into_bytes();
-    out.extend_from_slice(b"This is a MIME digest: each message is attached in full.\r\n");
+    out.extend_from_slice(fit_line(&head.words.preamble).as_bytes());
+    out.extend_from_slice(b"\r\n");
     out.extend_from_slice(format!("\r\n--{outer}\r\n").as_bytes());
     out.extend_from_slice(b"Content-Type: text/plain; charset=\"utf-8\"\r\n");
-    out.extend_from_slice(b"Content-Description: Today's Topics\r\n\r\n");
+    out.extend_from_slice(
+        format!(
+            "Content-Description: {}\r\n\r\n",
+            encode_word(head.words.topics.trim_end_matches(':'))
+        )
+        .as_bytes(),
+    );
     out.extend_from_slice(toc.as_bytes());
     out.extend_from_slice(format!("\r\n--{outer}\r\n").as_bytes());
     out.extend_from_slice(
@@ -215,7 +268,7 @@ fn plain(head: &Masthead<'_>, entries: &[Entry], posts: &[Vec<u8>]) -> Vec<u8> {
         let text = MessageParser::new()
             .parse(raw)
             .and_then(|m| m.body_text(0).map(|t| t.into_owned()))
-            .unwrap_or_else(|| "[This message has no text part.]".into());
+            .unwrap_or_else(|| head.words.no_text.clone());
         for line in text.lines() {
             let line = line.trim_end_matches('\r');
             // A line of exactly 30 hyphens would end the message early (RFC 1153).
@@ -231,7 +284,7 @@ fn plain(head: &Masthead<'_>, entries: &[Entry], posts: &[Vec<u8>]) -> Vec<u8> {
         body.push_str(SEPARATOR_30);
         body.push_str("\r\n\r\n");
     }
-    let end = format!("End of {}", head.title());
+    let end = head.words.end.clone();
     body.push_str(&fit_line(&end));
     body.push_str("\r\n");
     body.push_str(&"*".repeat(end.len().min(MAX_LINE_BYTES)));

@@ -15,7 +15,7 @@
 //! SECURITY: reads archived posts (hostile content, handled by `build`); everything it writes is
 //! ours. `send_now` is an admin route (the API's token guard).
 
-use crate::build::{self, Format, Masthead};
+use crate::build::{self, DigestWords, Format, Masthead};
 use crate::state::{Ledger, ListState, Taken};
 use crate::DigestError;
 use herald_archive::Archive;
@@ -131,7 +131,9 @@ impl Digests {
                 } else {
                     Format::Mime
                 };
-                let body = self.body(&list, format, t.volume, t.issue, &t.message_id, &posts);
+                let words = self.words(&list, t.volume, t.issue).await?;
+                let number = (t.volume, t.issue);
+                let body = self.body(&list, format, number, &words, &t.message_id, &posts);
                 self.enqueue(&list, format, body).await?;
                 resent += 1;
                 tracing::info!(list = %t.list, volume = t.volume, issue = t.issue,
@@ -235,8 +237,9 @@ impl Digests {
         if !took {
             return Ok(None);
         }
+        let words = self.words(list, volume, issue).await?;
         for (t, f) in taken.into_iter().zip(&formats) {
-            let body = self.body(list, *f, volume, issue, &t.message_id, &posts);
+            let body = self.body(list, *f, (volume, issue), &words, &t.message_id, &posts);
             self.enqueue(list, *f, body).await?;
             self.mark_enqueued(t).await?;
         }
@@ -281,12 +284,36 @@ impl Digests {
         Ok((counts, state, pending))
     }
 
+    /// The digest's own words: the list's language with the list's texts (issue 15 item 7).
+    /// One digest goes to every digest member of a format, so it is in the list's language,
+    /// not each member's.
+    async fn words(
+        &self,
+        list: &List,
+        volume: u32,
+        issue: u32,
+    ) -> Result<DigestWords, DigestError> {
+        let (d, id) = (self.directory.clone(), list.id);
+        let texts = blocking(move || Ok(d.overrides(id)?)).await?;
+        let w = herald_i18n::Words {
+            lang: &list.settings.language,
+            overrides: &texts,
+        };
+        Ok(DigestWords::new(
+            &w,
+            &list.address.to_string(),
+            &list.settings.display_name,
+            volume,
+            issue,
+        ))
+    }
+
     fn body(
         &self,
         list: &List,
         f: Format,
-        volume: u32,
-        issue: u32,
+        (volume, issue): (u32, u32),
+        words: &DigestWords,
         mid: &str,
         posts: &[(i64, Vec<u8>)],
     ) -> Vec<u8> {
@@ -299,6 +326,7 @@ impl Digests {
             issue,
             date: &date,
             message_id: mid,
+            words,
         };
         let raws: Vec<Vec<u8>> = posts.iter().map(|(_, r)| r.clone()).collect();
         build::build(f, &head, &raws)

@@ -4,7 +4,7 @@
 //! Hostile posts (a boundary inside a post, a 30-hyphen line, CR/LF in a subject, a 5,000-byte
 //! line, broken MIME) cannot break either structure.
 
-use herald_digest::build::{build, Format, Masthead, MAX_LINE_BYTES};
+use herald_digest::build::{build, DigestWords, Format, Masthead, MAX_LINE_BYTES};
 use mail_parser::{MessageParser, MimeHeaders, PartType};
 
 fn post(n: usize, subject: &str, body: &str) -> Vec<u8> {
@@ -15,6 +15,19 @@ fn post(n: usize, subject: &str, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+fn english() -> &'static DigestWords {
+    static WORDS: std::sync::OnceLock<DigestWords> = std::sync::OnceLock::new();
+    WORDS.get_or_init(|| {
+        DigestWords::new(
+            &herald_i18n::Words::shipped("en"),
+            "dev@lists.test",
+            "Dev",
+            3,
+            7,
+        )
+    })
+}
+
 fn head() -> Masthead<'static> {
     Masthead {
         list: "dev@lists.test",
@@ -23,6 +36,7 @@ fn head() -> Masthead<'static> {
         issue: 7,
         date: "Wed, 25 Nov 2026 01:00:00 +0000",
         message_id: "digest.3.7.mime.dev.lists.test@h.test",
+        words: english(),
     }
 }
 
@@ -158,7 +172,41 @@ fn hostile_headers_cannot_add_digest_headers() {
 
 #[test]
 fn an_empty_display_name_uses_the_local_part() {
+    let en = herald_i18n::Words::shipped("en");
+    let w = DigestWords::new(&en, "dev@lists.test", "", 3, 7);
+    assert_eq!(w.title, "dev Digest, Vol 3, Issue 7");
+    assert_eq!(head().title(), "Dev Digest, Vol 3, Issue 7");
+}
+
+/// A German list's digest speaks German, and a list's own wording of a heading is used —
+/// with its line breaks flattened, so an owner's text cannot add a header or a line.
+#[test]
+fn the_digest_is_written_in_the_lists_language_and_words() {
+    let de = herald_i18n::Words::shipped("de");
+    let w = DigestWords::new(&de, "dev@lists.test", "Dev", 3, 7);
+    assert_eq!(w.title, "Dev Sammelnachricht, Jahrgang 3, Ausgabe 7");
+    assert_eq!(w.topics, "Themen dieser Ausgabe:");
+    let texts = herald_i18n::Overrides::new([herald_i18n::Override {
+        id: "digest-title".into(),
+        language: "de".into(),
+        text: "Neues aus { $name }\nBcc: x@evil.test (Nr. { $issue })".into(),
+    }]);
+    let own = herald_i18n::Words {
+        lang: "de",
+        overrides: &texts,
+    };
+    let w = DigestWords::new(&own, "dev@lists.test", "Dev", 3, 7);
+    assert_eq!(w.title, "Neues aus Dev Bcc: x@evil.test (Nr. 7)");
     let mut h = head();
-    h.name = "";
-    assert_eq!(h.title(), "dev Digest, Vol 3, Issue 7");
+    h.words = Box::leak(Box::new(w));
+    for f in [Format::Mime, Format::Plain] {
+        let raw = String::from_utf8(build(f, &h, &posts())).expect("utf-8");
+        let head_block = raw.split("\r\n\r\n").next().expect("header block");
+        assert!(!head_block.contains("\r\nBcc:"), "{head_block}");
+        assert!(raw.contains("Themen dieser Ausgabe:"), "{f:?}");
+        if f == Format::Plain {
+            // (A MIME digest carries each post byte for byte, long lines included.)
+            lines_fit(raw.as_bytes());
+        }
+    }
 }
