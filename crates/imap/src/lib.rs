@@ -32,6 +32,7 @@ pub mod envelope;
 pub mod fetch;
 pub mod listener;
 pub mod mailbox;
+pub mod rev2;
 pub mod search;
 pub mod session;
 pub mod structure;

@@ -168,6 +168,18 @@ impl Selected {
     }
 }
 
+/// Sorted indexes as merged ranges (`[1, 2, 3, 7]` → `1..4, 7..8`).
+pub fn index_ranges(indexes: &[usize]) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for &i in indexes {
+        match out.last_mut() {
+            Some(last) if last.end == i => last.end = i + 1,
+            _ => out.push(i..i + 1),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,6 +215,8 @@ mod tests {
         assert!(s.contains(&set("*"), false, 4));
         assert_eq!(s.seq_of(9), Some(3));
         assert_eq!(s.uid_next(), 21);
+        assert_eq!(index_ranges(&[1, 2, 3, 7]), vec![1..4, 7..8]);
+        assert!(index_ranges(&[]).is_empty());
     }
 
     #[test]

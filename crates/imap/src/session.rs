@@ -22,6 +22,7 @@
 use crate::access::{Authenticator, Who};
 use crate::config::ImapSection;
 use crate::mailbox::Selected;
+use crate::rev2;
 use herald_archive::{Archive, ArchiveError, Privacy};
 use herald_directory::Directory;
 use herald_telemetry::imap::ImapMetrics;
@@ -29,6 +30,7 @@ use imap_codec::fragmentizer::{FragmentInfo, Fragmentizer, LiteralAnnouncement};
 use imap_codec::imap_types::auth::{AuthMechanism, AuthenticateData};
 use imap_codec::imap_types::command::{Command, CommandBody};
 use imap_codec::imap_types::core::{IString, LiteralMode, QuotedChar, Tag, Text, Vec1};
+use imap_codec::imap_types::extensions::enable::CapabilityEnable;
 use imap_codec::imap_types::extensions::namespace::Namespace;
 use imap_codec::imap_types::fetch::MacroOrMessageDataItemNames;
 use imap_codec::imap_types::response::{
@@ -38,8 +40,8 @@ use imap_codec::imap_types::response::{
 use imap_codec::imap_types::search::SearchKey;
 use imap_codec::imap_types::IntoStatic;
 use imap_codec::{
-    encode::Encoder, AuthenticateDataCodec, CommandCodec, GreetingCodec, IdleDoneCodec,
-    ResponseCodec,
+    decode::Decoder, encode::Encoder, AuthenticateDataCodec, CommandCodec, GreetingCodec,
+    IdleDoneCodec, ResponseCodec,
 };
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -119,6 +121,22 @@ pub struct Session {
     committed: watch::Receiver<u64>,
     /// The archive writer's notification ended (its sender was dropped).
     writer_gone: bool,
+    /// The client sent `ENABLE IMAP4rev2` (RFC 9051 Appendix E rules from then on: SEARCH
+    /// answered with ESEARCH, no RECENT, CLOSED and LIST at SELECT). Off, the session is
+    /// IMAP4rev1 exactly as before.
+    rev2: bool,
+    /// The SEARCHRES result (`SAVE`, used as `$`), as UIDs; empty until a SEARCH saves and
+    /// again after each SELECT/EXAMINE/CLOSE/UNSELECT (RFC 5182 §2.1).
+    saved: Vec<u32>,
+}
+
+/// What [`rev2::prepare`] took out of a command before the codec saw it.
+#[derive(Debug, Default, Clone, Copy)]
+struct Extras {
+    /// SEARCH `RETURN (…)`.
+    search_return: Option<rev2::SearchReturn>,
+    /// The FETCH's set was `$`: the saved result, not the decoded placeholder.
+    saved_set: bool,
 }
 
 /// What a handler decided about the session.
@@ -178,6 +196,8 @@ impl Session {
             stop,
             committed,
             writer_gone: false,
+            rev2: false,
+            saved: Vec::new(),
         }
     }
 
@@ -209,7 +229,17 @@ impl Session {
             Capability::Namespace,
             Capability::Unselect,
             Capability::Enable,
+            Capability::LiteralMinus,
+            Capability::Binary,
+            Capability::StatusSize,
         ]);
+        // Capabilities imap-types has no variant for (IMAP4rev2; ESEARCH and SEARCHRES are
+        // served by `rev2.rs`), after IMAP4rev1 so rev1 clients read the list as before.
+        for other in ["IMAP4rev2", "ESEARCH", "SEARCHRES"] {
+            if let Ok(c) = Capability::try_from(other) {
+                caps.insert(1, c);
+            }
+        }
         Vec1::try_from(caps).unwrap_or_else(|_| Vec1::from(Capability::Imap4Rev1))
     }
 
@@ -409,9 +439,24 @@ impl Session {
     }
 
     async fn on_command(&mut self, io: &mut (dyn Io + '_), frag: &Fragmentizer) -> Step<Next> {
-        let command: Command<'static> = match frag.decode_message(&CommandCodec::default()) {
-            Ok(c) => c.into_static(),
-            Err(_) => {
+        let decoded = match frag.is_message_poisoned() || frag.is_max_message_size_exceeded() {
+            true => Err(None),
+            false => self.decode(frag.message_bytes()),
+        };
+        let (command, ext) = match decoded {
+            Ok(c) => c,
+            Err(Some(rev2::Malformed(why))) => {
+                self.count("invalid");
+                match frag.decode_tag() {
+                    Some(tag) => {
+                        let tag = tag.into_static();
+                        self.bad(&tag, why).await?
+                    }
+                    None => self.bad_in_a_row += 1,
+                }
+                return Ok(Next::Continue);
+            }
+            Err(None) => {
                 self.count("invalid");
                 match frag.decode_tag() {
                     Some(tag) => {
@@ -429,7 +474,47 @@ impl Session {
         self.count(command.name());
         self.bad_in_a_row = 0;
         let tag = command.tag;
-        self.dispatch(io, tag, command.body).await
+        self.dispatch(io, tag, command.body, ext).await
+    }
+
+    /// One framed command through [`rev2::prepare`] (RETURN options and `$`, which the codec
+    /// lacks) and then the codec. `Err(None)`: the codec refused it.
+    #[allow(clippy::type_complexity)]
+    fn decode(&self, raw: &[u8]) -> Result<(Command<'static>, Extras), Option<rev2::Malformed>> {
+        let prepared = rev2::prepare(raw).map_err(Some)?;
+        let ext = Extras {
+            search_return: prepared.search_return,
+            saved_set: prepared.dollar_set,
+        };
+        let substituted;
+        let bytes: &[u8] = match prepared.dollar_keys.is_empty() {
+            true => &prepared.bytes,
+            false => {
+                substituted = prepared.substituted(&self.saved_key());
+                &substituted
+            }
+        };
+        match CommandCodec::default().decode(bytes) {
+            Ok((rest, c)) if rest.is_empty() => Ok((c.into_static(), ext)),
+            _ => Err(None),
+        }
+    }
+
+    /// The saved SEARCH result as a search key (`UID …`, or `NOT ALL` when empty or when
+    /// nothing is selected), for `$` in a SEARCH.
+    fn saved_key(&self) -> Vec<u8> {
+        match &self.selected {
+            Some(sel) => rev2::uid_key(&sel.uids, &self.saved_indexes(sel)),
+            None => b"NOT ALL".to_vec(),
+        }
+    }
+
+    /// Where the saved UIDs are in the selected mailbox now (those removed since are gone).
+    fn saved_indexes(&self, sel: &Selected) -> Vec<usize> {
+        self.saved
+            .iter()
+            .filter_map(|u| sel.uids.binary_search(u).ok())
+            .collect()
     }
 
     async fn dispatch(
@@ -437,6 +522,7 @@ impl Session {
         io: &mut (dyn Io + '_),
         tag: Tag<'static>,
         body: CommandBody<'static>,
+        ext: Extras,
     ) -> Step<Next> {
         use CommandBody as C;
         let ok = |s: &mut Self, tag: &Tag<'_>, msg: &str| {
@@ -492,11 +578,22 @@ impl Session {
                 self.bad(&tag, "log in first").await?;
                 Ok(Next::Continue)
             }
-            C::Enable { .. } => {
-                // Nothing to enable: IMAP4rev2 and UTF8=ACCEPT are not offered (the codec has
-                // no ESEARCH); RFC 5161 answers with an empty ENABLED.
+            C::Enable { capabilities } => {
+                // IMAP4rev2 is the one extension that can be enabled; RFC 5161 §3.2: ENABLED
+                // names only what this command enabled (unknown names are ignored).
+                let mut enabled = Vec::new();
+                let asked_rev2 = capabilities
+                    .as_ref()
+                    .iter()
+                    .any(|c| c.to_string().eq_ignore_ascii_case("IMAP4rev2"));
+                if asked_rev2 && !self.rev2 {
+                    self.rev2 = true;
+                    if let Ok(c) = CapabilityEnable::try_from("IMAP4rev2") {
+                        enabled.push(c);
+                    }
+                }
                 self.push(&Response::Data(Data::Enabled {
-                    capabilities: Vec::new(),
+                    capabilities: enabled,
                 }));
                 ok(self, &tag, "ENABLE done")
             }
@@ -556,6 +653,7 @@ impl Session {
             C::Close | C::Unselect => {
                 // Read-only: CLOSE expunges nothing.
                 self.selected = None;
+                self.saved.clear();
                 ok(self, &tag, "closed")
             }
             C::Fetch {
@@ -567,7 +665,11 @@ impl Session {
                     MacroOrMessageDataItemNames::Macro(m) => commands::macro_items(m),
                     MacroOrMessageDataItemNames::MessageDataItemNames(n) => n,
                 };
-                self.fetch(io, tag, sequence_set, names, uid).await
+                let target = match ext.saved_set {
+                    true => commands::Target::Saved,
+                    false => commands::Target::Set(sequence_set),
+                };
+                self.fetch(io, tag, target, names, uid).await
             }
             C::Search {
                 charset,
@@ -591,7 +693,7 @@ impl Session {
                     1 => criteria.as_ref()[0].clone(),
                     _ => SearchKey::And(criteria),
                 };
-                self.search(tag, key, uid).await
+                self.search(tag, key, uid, ext.search_return).await
             }
             C::Store { .. }
             | C::Copy { .. }
