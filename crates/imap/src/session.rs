@@ -235,9 +235,9 @@ impl Session {
         ]);
         // Capabilities imap-types has no variant for (IMAP4rev2; ESEARCH and SEARCHRES are
         // served by `rev2.rs`), after IMAP4rev1 so rev1 clients read the list as before.
-        for other in ["IMAP4rev2", "ESEARCH", "SEARCHRES"] {
-            if let Ok(c) = Capability::try_from(other) {
-                caps.insert(1, c);
+        for (at, other) in ["IMAP4rev2", "ESEARCH", "SEARCHRES"].iter().enumerate() {
+            if let Ok(c) = Capability::try_from(*other) {
+                caps.insert(1 + at, c);
             }
         }
         Vec1::try_from(caps).unwrap_or_else(|_| Vec1::from(Capability::Imap4Rev1))
@@ -479,7 +479,6 @@ impl Session {
 
     /// One framed command through [`rev2::prepare`] (RETURN options and `$`, which the codec
     /// lacks) and then the codec. `Err(None)`: the codec refused it.
-    #[allow(clippy::type_complexity)]
     fn decode(&self, raw: &[u8]) -> Result<(Command<'static>, Extras), Option<rev2::Malformed>> {
         let prepared = rev2::prepare(raw).map_err(Some)?;
         let ext = Extras {
@@ -495,7 +494,7 @@ impl Session {
             }
         };
         match CommandCodec::default().decode(bytes) {
-            Ok((rest, c)) if rest.is_empty() => Ok((c.into_static(), ext)),
+            Ok(([], c)) => Ok((c.into_static(), ext)),
             _ => Err(None),
         }
     }

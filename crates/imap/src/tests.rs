@@ -470,3 +470,5 @@ async fn authenticate_plain_checks_the_password() {
     assert!(last(&c.cmd("g", "STARTTLS").await).starts_with("g BAD"));
     h.stop().await;
 }
+
+mod rev2;
