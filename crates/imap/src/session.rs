@@ -15,6 +15,8 @@
 //! logged in).
 //!
 //! SECURITY: everything read here is untrusted. The codec parses; this file only dispatches.
+//! Before the codec, [`crate::rev2::prepare`] reads what the codec lacks (SEARCH RETURN
+//! options, `$`), bounded there; a `$` becomes the session's own saved UIDs, nothing more.
 //! LOGIN and AUTHENTICATE PLAIN are refused on a plaintext connection when TLS is available
 //! (`LOGINDISABLED`); AUTHENTICATE ANONYMOUS is allowed there (no secret crosses). Failed
 //! logins cost the client a second each, so guessing is slow.
