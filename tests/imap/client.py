@@ -186,7 +186,8 @@ def last_tag(M):
 
 
 def mode_rev2(M):
-    """IMAP4rev2 with ENABLE: ESEARCH, SEARCHRES, BINARY; then a rev1 session, unchanged."""
+    """IMAP4rev2 with ENABLE: ESEARCH, SEARCHRES, LIST-STATUS, BINARY; then a rev1 session,
+    unchanged."""
     public = ENV["PUBLIC_LIST"]
     uids = [int(u) for u in ENV["PUBLIC_UIDS"].split(",")]
     caps = M.capabilities
@@ -219,6 +220,12 @@ def mode_rev2(M):
     check(len(data) == 1 and ("UID %d " % release).encode() in data[0], "UID FETCH $ (FLAGS): %r" % (data,))
     ok(M.uid("SEARCH", "RETURN", "(COUNT)", "NOT", "$"), "UID SEARCH NOT $")
     check(esearch(M, last_tag(M))["COUNT"] == str(len(uids) - 1), "NOT $ counts the others")
+
+    # LIST-STATUS (rev2's LIST): a STATUS response for each mailbox listed.
+    listed = ok(M.list('""', "* RETURN (STATUS (MESSAGES))"), "LIST RETURN (STATUS)")
+    check(len(listed) == 1 and public.encode() in listed[0], "anonymous LIST: %r" % (listed,))
+    _, status = M.response("STATUS")
+    check(status == [("%s (MESSAGES %d)" % (public, len(uids))).encode()], "LIST-STATUS: %r" % (status,))
 
     # BINARY: the attachment's bytes with base64 undone, NUL and all; the QP part decoded.
     ok(M.uid("SEARCH", "RETURN", "(ALL)", "SUBJECT", "attachment"), "SEARCH SUBJECT attachment")

@@ -3,8 +3,8 @@
 //! advertised: a session is rev1 until the client sends `ENABLE IMAP4rev2`, and from then on
 //! follows rev2's rules (SEARCH answered with ESEARCH, no RECENT, `[CLOSED]` and a LIST
 //! response at SELECT). With it: ESEARCH, SEARCHRES, ENABLE, UNSELECT, NAMESPACE, LITERAL-,
-//! BINARY, STATUS=SIZE, SASL-IR, IDLE. Not served: LIST-EXTENDED/LIST-STATUS selection and
-//! return options (imap-codec does not parse them; `LIST ref pattern` works).
+//! BINARY, STATUS=SIZE, LIST-EXTENDED, LIST-STATUS, SPECIAL-USE (no mailbox has one), SASL-IR,
+//! IDLE. What imap-codec cannot parse of these is read by [`rev2`] first.
 //!
 //! Place in the flow: a stage of its own beside the HTTP API, reading what the archive writer
 //! (`herald_archive::stage`) stored. Its loop is [`listener::serve`] (one task per session,
@@ -14,7 +14,8 @@
 //! - [`access`]: who may read which list (anonymous, member, administrator) by archive privacy.
 //! - [`session`]: the protocol (imap-codec frames, decodes and encodes; this crate dispatches).
 //! - [`rev2`]: what imap-codec lacks for rev2 — SEARCH `RETURN (…)` options, `$` (the saved
-//!   result), the `* ESEARCH` line — read before the codec sees a command.
+//!   result), the `* ESEARCH` line, LIST's selection and return options — read before the
+//!   codec sees a command.
 //! - [`mailbox`]: the selected mailbox — UIDs (the archive's row ids), sequence numbers,
 //!   the session's `\Seen`.
 //! - [`envelope`]: header fields and ENVELOPE of an archived message (a leaf).

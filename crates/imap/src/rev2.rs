@@ -14,7 +14,11 @@
 //!   `NOT ALL` when the saved result is empty) before decoding — a `$` in an argument
 //!   position (`SUBJECT $`) is a string and is left alone;
 //! - `[UID] FETCH/STORE/COPY/MOVE $ …`: the `$` becomes `1` for the codec and the session
-//!   uses the saved result instead of the decoded set.
+//!   uses the saved result instead of the decoded set;
+//! - `LIST (selection options) ref (patterns) RETURN (return options)` (LIST-EXTENDED, RFC
+//!   5258, and LIST-STATUS, RFC 5819, both part of rev2's LIST): the options are read here, and
+//!   each pattern becomes a plain `LIST ref pattern` (and the STATUS items a `STATUS INBOX
+//!   (items)`) for the codec to decode, so mailbox names and literals stay the codec's.
 //!
 //! Everything else passes through untouched, and anything this scanner does not understand is
 //! left for the codec to judge (so its BADs stay the grammar's).
@@ -36,6 +40,25 @@ pub const MAX_RETURN_OPTIONS: usize = 16;
 pub const MAX_DEPTH: usize = 32;
 /// `$` search keys in one command.
 pub const MAX_DOLLARS: usize = 64;
+/// Patterns in one extended LIST.
+pub const MAX_PATTERNS: usize = 16;
+
+/// The options of an extended LIST (RFC 5258, RFC 5819, RFC 6154), with each of its pieces as
+/// a command the codec can decode.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListOptions {
+    /// `(SUBSCRIBED)`: every readable list counts as subscribed, so this selects them all
+    /// and marks them `\Subscribed`.
+    pub select_subscribed: bool,
+    /// `(SPECIAL-USE)`: only special-use mailboxes, of which the archive has none.
+    pub select_special_use: bool,
+    pub return_subscribed: bool,
+    pub return_children: bool,
+    /// `RETURN (STATUS (…))` as `tag STATUS INBOX (…)`.
+    pub status: Option<Vec<u8>>,
+    /// Each pattern as `tag LIST ref pattern` (the first is also `Prepared::bytes`).
+    pub patterns: Vec<Vec<u8>>,
+}
 
 /// The result options of an extended SEARCH (RFC 4731 §3.1, RFC 5182 §2.4).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -95,6 +118,8 @@ pub struct Prepared<'a> {
     pub dollar_keys: Vec<Range<usize>>,
     /// The FETCH/STORE/COPY/MOVE set was `$` (the codec was given `1`).
     pub dollar_set: bool,
+    /// An extended LIST's options (`None`: a plain LIST, or not a LIST).
+    pub list: Option<ListOptions>,
 }
 
 impl<'a> Prepared<'a> {
@@ -104,6 +129,7 @@ impl<'a> Prepared<'a> {
             search_return: None,
             dollar_keys: Vec::new(),
             dollar_set: false,
+            list: None,
         }
     }
 
@@ -241,9 +267,12 @@ impl<'b> Scanner<'b> {
 /// Reads `msg` (one complete command) for RETURN options and `$`; see the module header.
 pub fn prepare(msg: &[u8]) -> Result<Prepared<'_>, Malformed> {
     let mut s = Scanner { b: msg, at: 0 };
-    let (Some(_tag), Some(mut name)) = (s.next(), s.next()) else {
+    let (Some(tag), Some(mut name)) = (s.next(), s.next()) else {
         return Ok(Prepared::untouched(msg));
     };
+    if s.is(&name, "LIST") {
+        return prepare_list(msg, &msg[tag.span], s);
+    }
     if s.is(&name, "UID") {
         match s.next() {
             Some(t) => name = t,
@@ -266,6 +295,7 @@ pub fn prepare(msg: &[u8]) -> Result<Prepared<'_>, Malformed> {
                     search_return: None,
                     dollar_keys: Vec::new(),
                     dollar_set: true,
+                    list: None,
                 });
             }
         }
@@ -299,7 +329,190 @@ fn prepare_search<'a>(msg: &'a [u8], s: Scanner<'a>) -> Result<Prepared<'a>, Mal
         search_return,
         dollar_keys,
         dollar_set: false,
+        list: None,
     })
+}
+
+/// `LIST [SP "(" select-opts ")"] SP mailbox SP (pattern / "(" patterns ")")
+/// [SP "RETURN" SP "(" return-opts ")"]` (RFC 9051 §6.3.9). A LIST with none of the extended
+/// parts is left to the codec as it is.
+fn prepare_list<'a>(
+    msg: &'a [u8],
+    tag: &[u8],
+    mut s: Scanner<'a>,
+) -> Result<Prepared<'a>, Malformed> {
+    let mut opts = ListOptions::default();
+    let mut extended = false;
+    let Some(mut t) = s.next() else {
+        return Ok(Prepared::untouched(msg));
+    };
+    if t.kind == Kind::Open {
+        extended = true;
+        select_options(&mut s, &mut opts)?;
+        match s.next() {
+            Some(next) => t = next,
+            None => return Err(Malformed("LIST needs a reference and a pattern")),
+        }
+    }
+    let is_string = |t: &Token| matches!(t.kind, Kind::Atom | Kind::Quoted | Kind::Literal);
+    if !is_string(&t) {
+        if extended {
+            return Err(Malformed("LIST needs a reference and a pattern"));
+        }
+        return Ok(Prepared::untouched(msg));
+    }
+    let reference = t.span.clone();
+    let Some(p) = s.next() else {
+        return Ok(Prepared::untouched(msg));
+    };
+    let mut patterns = Vec::new();
+    if p.kind == Kind::Open {
+        extended = true;
+        loop {
+            match s.next() {
+                Some(t) if t.kind == Kind::Close => break,
+                Some(t) if is_string(&t) && patterns.len() < MAX_PATTERNS => patterns.push(t.span),
+                Some(t) if is_string(&t) => return Err(Malformed("too many LIST patterns")),
+                _ => return Err(Malformed("LIST patterns are mailbox names in parentheses")),
+            }
+        }
+        if patterns.is_empty() {
+            return Err(Malformed("LIST needs a pattern"));
+        }
+    } else if is_string(&p) {
+        patterns.push(p.span);
+    } else {
+        return Ok(Prepared::untouched(msg));
+    }
+    match s.next() {
+        None => {}
+        Some(t) if t.kind == Kind::End => {}
+        Some(t) if s.is(&t, "RETURN") => {
+            extended = true;
+            return_list_options(&mut s, tag, &mut opts)?;
+            if s.next().is_some_and(|t| t.kind != Kind::End) {
+                return Err(Malformed("nothing may follow LIST's RETURN options"));
+            }
+        }
+        // Anything else is the codec's to refuse.
+        Some(_) => return Ok(Prepared::untouched(msg)),
+    }
+    if !extended {
+        return Ok(Prepared::untouched(msg));
+    }
+    opts.patterns = patterns
+        .into_iter()
+        .map(|p| {
+            let mut c = tag.to_vec();
+            c.extend_from_slice(b" LIST ");
+            c.extend_from_slice(&msg[reference.clone()]);
+            c.push(b' ');
+            c.extend_from_slice(&msg[p]);
+            c.extend_from_slice(b"\r\n");
+            c
+        })
+        .collect();
+    Ok(Prepared {
+        bytes: Cow::Owned(opts.patterns[0].clone()),
+        search_return: None,
+        dollar_keys: Vec::new(),
+        dollar_set: false,
+        list: Some(opts),
+    })
+}
+
+/// LIST's selection options after the `(`.
+fn select_options(s: &mut Scanner<'_>, opts: &mut ListOptions) -> Result<(), Malformed> {
+    let mut recursive = false;
+    for _ in 0..=MAX_RETURN_OPTIONS {
+        let Some(t) = s.next() else {
+            return Err(Malformed("LIST selection options not closed"));
+        };
+        match t.kind {
+            Kind::Close => {
+                // RFC 5258 §3.1: RECURSIVEMATCH only modifies another option.
+                if recursive && !opts.select_subscribed && !opts.select_special_use {
+                    return Err(Malformed("RECURSIVEMATCH needs SUBSCRIBED or SPECIAL-USE"));
+                }
+                return Ok(());
+            }
+            Kind::Atom => {}
+            _ => {
+                return Err(Malformed(
+                    "LIST selection options are SUBSCRIBED REMOTE RECURSIVEMATCH SPECIAL-USE",
+                ))
+            }
+        }
+        match s.text(&t).to_ascii_uppercase().as_slice() {
+            b"SUBSCRIBED" => opts.select_subscribed = true,
+            // Every mailbox here is local.
+            b"REMOTE" => {}
+            b"RECURSIVEMATCH" => recursive = true,
+            b"SPECIAL-USE" => opts.select_special_use = true,
+            // RFC 5258 §3: an unknown selection option is an error.
+            _ => return Err(Malformed("unknown LIST selection option")),
+        }
+    }
+    Err(Malformed("too many LIST selection options"))
+}
+
+/// LIST's `RETURN (…)` after the RETURN.
+fn return_list_options(
+    s: &mut Scanner<'_>,
+    tag: &[u8],
+    opts: &mut ListOptions,
+) -> Result<(), Malformed> {
+    match s.next() {
+        Some(t) if t.kind == Kind::Open => {}
+        _ => return Err(Malformed("RETURN needs a parenthesized list of options")),
+    }
+    for _ in 0..=MAX_RETURN_OPTIONS {
+        let Some(t) = s.next() else {
+            return Err(Malformed("RETURN options not closed"));
+        };
+        match t.kind {
+            Kind::Close => return Ok(()),
+            Kind::Atom => {}
+            _ => {
+                return Err(Malformed(
+                    "LIST RETURN options are SUBSCRIBED CHILDREN SPECIAL-USE STATUS",
+                ))
+            }
+        }
+        match s.text(&t).to_ascii_uppercase().as_slice() {
+            b"SUBSCRIBED" => opts.return_subscribed = true,
+            b"CHILDREN" => opts.return_children = true,
+            // No mailbox here has a special use: nothing to add.
+            b"SPECIAL-USE" => {}
+            b"STATUS" if opts.status.is_none() => {
+                let open = s.next().filter(|t| t.kind == Kind::Open);
+                let Some(open) = open else {
+                    return Err(Malformed("STATUS needs a parenthesized list of items"));
+                };
+                let mut close = None;
+                for _ in 0..=MAX_RETURN_OPTIONS {
+                    match s.next() {
+                        Some(t) if t.kind == Kind::Close => {
+                            close = Some(t);
+                            break;
+                        }
+                        Some(t) if t.kind == Kind::Atom => {}
+                        _ => return Err(Malformed("STATUS items are atoms in parentheses")),
+                    }
+                }
+                let Some(close) = close else {
+                    return Err(Malformed("too many STATUS items"));
+                };
+                let mut c = tag.to_vec();
+                c.extend_from_slice(b" STATUS INBOX ");
+                c.extend_from_slice(&s.b[open.span.start..close.span.end]);
+                c.extend_from_slice(b"\r\n");
+                opts.status = Some(c);
+            }
+            _ => return Err(Malformed("unknown LIST RETURN option")),
+        }
+    }
+    Err(Malformed("too many LIST RETURN options"))
 }
 
 /// `"(" [option *(SP option)] ")"` after RETURN.
@@ -684,6 +897,51 @@ mod tests {
         let huge = format!("a UID SEARCH UID {}\r\n", "1:2,".repeat(10_000) + "3");
         let p = prepare(huge.as_bytes()).unwrap();
         assert!(p.dollar_keys.is_empty() && matches!(p.bytes, Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn extended_list_becomes_plain_lists_for_the_codec() {
+        // A plain LIST is the codec's alone.
+        let p = prep("a LIST \"\" *\r\n");
+        assert!(p.list.is_none() && matches!(p.bytes, Cow::Borrowed(_)));
+        let p = prep("a LIST (SUBSCRIBED RECURSIVEMATCH) \"\" (\"pub*\" {3}\r\nx%y) RETURN (CHILDREN STATUS (MESSAGES SIZE))\r\n");
+        let l = p.list.clone().unwrap();
+        assert!(l.select_subscribed && l.return_children && !l.return_subscribed);
+        assert_eq!(text(&p), "a LIST \"\" \"pub*\"\r\n");
+        assert_eq!(l.patterns[1], b"a LIST \"\" {3}\r\nx%y\r\n");
+        assert_eq!(l.status.unwrap(), b"a STATUS INBOX (MESSAGES SIZE)\r\n");
+        let p = prep("a LIST \"\" * RETURN ()\r\n");
+        assert_eq!(p.list.unwrap().patterns.len(), 1);
+        let p = prep("b LIST \"\" ({5}\r\npub@*) RETURN ()\r\n");
+        assert_eq!(text(&p), "b LIST \"\" {5}\r\npub@*\r\n");
+    }
+
+    #[test]
+    fn hostile_list_options_are_refused() {
+        for bad in [
+            "a LIST (BOGUS) \"\" *\r\n",
+            "a LIST (RECURSIVEMATCH) \"\" *\r\n",
+            "a LIST ((SUBSCRIBED)) \"\" *\r\n",
+            "a LIST (SUBSCRIBED \"\" *\r\n",
+            "a LIST (SUBSCRIBED)\r\n",
+            "a LIST \"\" ()\r\n",
+            "a LIST \"\" ((*))\r\n",
+            "a LIST \"\" * RETURN (BOGUS)\r\n",
+            "a LIST \"\" * RETURN (STATUS MESSAGES)\r\n",
+            "a LIST \"\" * RETURN (STATUS (MESSAGES (X)))\r\n",
+            "a LIST \"\" * RETURN (STATUS (MESSAGES) STATUS (SIZE))\r\n",
+            "a LIST \"\" * RETURN (CHILDREN) extra\r\n",
+            "a LIST \"\" * RETURN CHILDREN\r\n",
+        ] {
+            assert!(prepare(bad.as_bytes()).is_err(), "{bad:?}");
+        }
+        let many = format!("a LIST \"\" ({})\r\n", "* ".repeat(17));
+        assert_eq!(
+            prepare(many.as_bytes()).unwrap_err(),
+            Malformed("too many LIST patterns")
+        );
+        let opts = format!("a LIST ({}) \"\" *\r\n", "REMOTE ".repeat(40));
+        assert!(prepare(opts.as_bytes()).is_err());
     }
 
     #[test]

@@ -132,13 +132,45 @@ pub struct Session {
     saved: Vec<u32>,
 }
 
+/// An extended LIST's further patterns and STATUS items, each decoded by the codec from the
+/// plain command [`rev2::prepare`] made of it; `None` if the codec refuses one.
+fn list_extras(opts: &rev2::ListOptions) -> Option<commands::ListExtras> {
+    let decode = |bytes: &[u8]| match CommandCodec::default().decode(bytes) {
+        Ok(([], c)) => Some(c.into_static().body),
+        _ => None,
+    };
+    let mut more_patterns = Vec::new();
+    for p in opts.patterns.iter().skip(1) {
+        match decode(p)? {
+            CommandBody::List {
+                mailbox_wildcard, ..
+            } => more_patterns.push(mailbox_wildcard),
+            _ => return None,
+        }
+    }
+    let status = match &opts.status {
+        Some(c) => match decode(c)? {
+            CommandBody::Status { item_names, .. } => Some(item_names.into_owned()),
+            _ => return None,
+        },
+        None => None,
+    };
+    Some(commands::ListExtras {
+        opts: opts.clone(),
+        more_patterns,
+        status,
+    })
+}
+
 /// What [`rev2::prepare`] took out of a command before the codec saw it.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct Extras {
     /// SEARCH `RETURN (…)`.
     search_return: Option<rev2::SearchReturn>,
     /// The FETCH's set was `$`: the saved result, not the decoded placeholder.
     saved_set: bool,
+    /// An extended LIST's options, patterns and STATUS items.
+    list: Option<commands::ListExtras>,
 }
 
 /// What a handler decided about the session.
@@ -235,9 +267,19 @@ impl Session {
             Capability::Binary,
             Capability::StatusSize,
         ]);
-        // Capabilities imap-types has no variant for (IMAP4rev2; ESEARCH and SEARCHRES are
-        // served by `rev2.rs`), after IMAP4rev1 so rev1 clients read the list as before.
-        for (at, other) in ["IMAP4rev2", "ESEARCH", "SEARCHRES"].iter().enumerate() {
+        // IMAP4rev2 and the extensions it includes that imap-codec cannot parse (ESEARCH,
+        // SEARCHRES, LIST-EXTENDED, LIST-STATUS: `rev2.rs` reads them), after IMAP4rev1.
+        for (at, other) in [
+            "IMAP4rev2",
+            "ESEARCH",
+            "SEARCHRES",
+            "LIST-EXTENDED",
+            "LIST-STATUS",
+            "SPECIAL-USE",
+        ]
+        .iter()
+        .enumerate()
+        {
             if let Ok(c) = Capability::try_from(*other) {
                 caps.insert(1 + at, c);
             }
@@ -483,9 +525,14 @@ impl Session {
     /// lacks) and then the codec. `Err(None)`: the codec refused it.
     fn decode(&self, raw: &[u8]) -> Result<(Command<'static>, Extras), Option<rev2::Malformed>> {
         let prepared = rev2::prepare(raw).map_err(Some)?;
+        let list = match &prepared.list {
+            Some(opts) => Some(list_extras(opts).ok_or(None)?),
+            None => None,
+        };
         let ext = Extras {
             search_return: prepared.search_return,
             saved_set: prepared.dollar_set,
+            list,
         };
         let substituted;
         let bytes: &[u8] = match prepared.dollar_keys.is_empty() {
@@ -614,12 +661,18 @@ impl Session {
             C::List {
                 reference,
                 mailbox_wildcard,
-            } => self.list(tag, reference, mailbox_wildcard, false).await,
+            } => {
+                self.list(tag, reference, mailbox_wildcard, false, ext.list)
+                    .await
+            }
             // Every readable list counts as subscribed (nothing is stored per user).
             C::Lsub {
                 reference,
                 mailbox_wildcard,
-            } => self.list(tag, reference, mailbox_wildcard, true).await,
+            } => {
+                self.list(tag, reference, mailbox_wildcard, true, None)
+                    .await
+            }
             C::Status {
                 mailbox,
                 item_names,

@@ -12,7 +12,7 @@ use crate::fetch;
 use crate::mailbox::Selected;
 use crate::rev2::{self, SearchReturn};
 use herald_archive::ArchiveError;
-use imap_codec::imap_types::core::{QuotedChar, Tag};
+use imap_codec::imap_types::core::{Atom, QuotedChar, Tag};
 use imap_codec::imap_types::fetch::{Macro, MessageDataItemName};
 use imap_codec::imap_types::flag::{Flag, FlagNameAttribute, FlagPerm};
 use imap_codec::imap_types::mailbox::{ListMailbox, Mailbox};
@@ -102,19 +102,25 @@ impl Session {
             .find(|l| *l == name))
     }
 
+    /// LIST and LSUB; `ext` carries an extended LIST's options and further patterns (RFC
+    /// 5258, RFC 5819).
     pub(super) async fn list(
         &mut self,
         tag: Tag<'static>,
         reference: Mailbox<'static>,
         pattern: ListMailbox<'static>,
         lsub: bool,
+        ext: Option<ListExtras>,
     ) -> Step<Next> {
-        let pattern = match &pattern {
+        let ext = ext.unwrap_or_default();
+        let text = |p: &ListMailbox<'_>| match p {
             ListMailbox::Token(t) => String::from_utf8_lossy(t.as_ref()).into_owned(),
             ListMailbox::String(s) => String::from_utf8_lossy(s.as_ref()).into_owned(),
         };
+        let mut patterns = vec![text(&pattern)];
+        patterns.extend(ext.more_patterns.iter().map(text));
         let delimiter = QuotedChar::try_from('/').ok();
-        if pattern.is_empty() {
+        if patterns.len() == 1 && patterns[0].is_empty() {
             // RFC 9051 §6.3.9: the hierarchy delimiter and root.
             if let Ok(root) = Mailbox::try_from("") {
                 let items = vec![FlagNameAttribute::Noselect];
@@ -138,17 +144,31 @@ impl Session {
             Mailbox::Other(o) => String::from_utf8_lossy(o.inner().as_ref()).into_owned(),
             Mailbox::Inbox => "INBOX".into(),
         };
-        let full = format!("{prefix}{pattern}").to_lowercase();
+        let full: Vec<String> = patterns
+            .iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| format!("{prefix}{p}").to_lowercase())
+            .collect();
         let lists = match self.readable_lists().await {
             Ok(l) => l,
             Err(e) => return self.store_failed(&tag, e),
         };
-        for name in lists
-            .into_iter()
-            .filter(|n| wildcard(full.as_bytes(), n.as_bytes()))
-        {
-            if let Ok(mailbox) = Mailbox::try_from(name) {
-                let items = vec![FlagNameAttribute::Noinferiors];
+        let mut items = vec![FlagNameAttribute::Noinferiors];
+        // Every readable list counts as subscribed (nothing is stored per user), so
+        // `(SUBSCRIBED)` selects them all; no list has children or a special use.
+        if ext.opts.select_subscribed || ext.opts.return_subscribed {
+            items.extend(attribute("Subscribed"));
+        }
+        if ext.opts.return_children {
+            items.extend(attribute("HasNoChildren"));
+        }
+        let shown = lists.into_iter().filter(|n| {
+            !ext.opts.select_special_use
+                && full.iter().any(|p| wildcard(p.as_bytes(), n.as_bytes()))
+        });
+        for name in shown.collect::<Vec<_>>() {
+            if let Ok(mailbox) = Mailbox::try_from(name.clone()) {
+                let items = items.clone();
                 self.push(&Response::Data(match lsub {
                     true => Data::Lsub {
                         items,
@@ -161,6 +181,11 @@ impl Session {
                         mailbox,
                     },
                 }));
+            }
+            if let Some(names) = &ext.status {
+                if let Err(e) = self.push_status(name, names).await {
+                    return self.store_failed(&tag, e);
+                }
             }
         }
         self.push(&tagged(&tag, StatusKind::Ok, None, "LIST done"));
@@ -178,9 +203,22 @@ impl Session {
             Ok(None) => return self.no_mailbox(&tag),
             Err(e) => return self.store_failed(&tag, e),
         };
+        if let Err(e) = self.push_status(list, &names).await {
+            return self.store_failed(&tag, e);
+        }
+        self.push(&tagged(&tag, StatusKind::Ok, None, "STATUS done"));
+        Ok(Next::Continue)
+    }
+
+    /// The `* STATUS` response for `list` (STATUS, and LIST's `RETURN (STATUS …)`).
+    async fn push_status(
+        &mut self,
+        list: String,
+        names: &[StatusDataItemName],
+    ) -> Result<(), ArchiveError> {
         let l = list.clone();
         let size_asked = names.contains(&StatusDataItemName::Size);
-        let totals = self
+        let (n, max, validity, size) = self
             .with_db(move |db| {
                 let (n, max) = db.mailbox_totals(&l)?;
                 let v = db.uid_validity(&l, max, db.tombstone_count(&l)?)?;
@@ -192,11 +230,7 @@ impl Session {
                 }
                 Ok((n, max, v, size))
             })
-            .await;
-        let (n, max, validity, size) = match totals {
-            Ok(t) => t,
-            Err(e) => return self.store_failed(&tag, e),
-        };
+            .await?;
         let one = NonZeroU32::MIN;
         let items: Vec<StatusDataItem> = names
             .iter()
@@ -222,8 +256,7 @@ impl Session {
                 items: items.into(),
             }));
         }
-        self.push(&tagged(&tag, StatusKind::Ok, None, "STATUS done"));
-        Ok(Next::Continue)
+        Ok(())
     }
 
     pub(super) fn no_mailbox(&mut self, tag: &Tag<'_>) -> Step<Next> {
@@ -505,6 +538,23 @@ impl Session {
         self.push(&tagged(&tag, StatusKind::Ok, None, "SEARCH done"));
         Ok(Next::Continue)
     }
+}
+
+/// A mailbox attribute imap-types has no variant for (`\\Subscribed`, `\\HasNoChildren`).
+fn attribute(name: &str) -> Option<FlagNameAttribute<'static>> {
+    Atom::try_from(name.to_string())
+        .ok()
+        .map(FlagNameAttribute::from)
+}
+
+/// What an extended LIST adds to a plain one, decoded by the codec piece by piece.
+#[derive(Debug, Default, Clone)]
+pub(super) struct ListExtras {
+    pub opts: rev2::ListOptions,
+    /// Patterns after the first.
+    pub more_patterns: Vec<ListMailbox<'static>>,
+    /// `RETURN (STATUS (…))`.
+    pub status: Option<Vec<StatusDataItemName>>,
 }
 
 /// FAST, ALL and FULL as item lists (RFC 9051 §6.4.5).

@@ -1,8 +1,10 @@
 //! IMAP4rev2 over real sockets: ENABLE switches one session to rev2 rules while another stays
 //! rev1 as before; ESEARCH (`RETURN (MIN MAX COUNT ALL)`, empty RETURN, rev2's plain SEARCH);
 //! SEARCHRES (`SAVE`, `$` in FETCH, UID FETCH and SEARCH, `$` before any SAVE, reset at
-//! SELECT); BINARY of base64 and quoted-printable parts; STATUS SIZE; and hostile RETURN
-//! options and `$` storms, which must end in BAD with the session still answering.
+//! SELECT); BINARY of base64 and quoted-printable parts; STATUS SIZE; extended LIST
+//! (selection and return options, several patterns, STATUS per mailbox); and hostile RETURN
+//! options, LIST options and `$` storms, which must end in BAD with the session still
+//! answering.
 
 use super::*;
 
@@ -29,6 +31,9 @@ async fn enable_switches_one_session_to_rev2_and_another_stays_rev1() {
         "UNSELECT",
         "NAMESPACE",
         "IDLE",
+        "LIST-EXTENDED",
+        "LIST-STATUS",
+        "SPECIAL-USE",
     ] {
         let listed = caps[0].to_ascii_uppercase();
         assert!(
@@ -270,5 +275,54 @@ begin 644 x\r\n\
     // BINARY without PEEK reads the message: \Seen for this session.
     let seen = joined(c.cmd("g", "FETCH 1 (BINARY[1])").await);
     assert!(seen.contains("FLAGS (\\Seen)"), "{seen:?}");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn extended_list_selects_patterns_and_returns_status() {
+    let h = harness(4).await;
+    let mut c = anonymous(&h).await;
+    let size: usize = (0..4).map(|i| message(i).raw.len()).sum();
+    let l = c
+        .cmd(
+            "a",
+            "LIST (SUBSCRIBED) \"\" (\"nothing*\" pub%) RETURN (CHILDREN STATUS (MESSAGES SIZE))",
+        )
+        .await;
+    assert_eq!(
+        l,
+        [
+            "* LIST (\\Noinferiors \\Subscribed \\HasNoChildren) \"/\" pub@l.test\r\n".to_string(),
+            format!("* STATUS pub@l.test (MESSAGES 4 SIZE {size})\r\n"),
+            "a OK LIST done\r\n".to_string(),
+        ]
+    );
+    // A literal pattern, RETURN (): a plain answer.
+    c.send(b"b LIST \"\" ({5}\r\n").await;
+    assert!(c.line().await.starts_with('+'));
+    c.send(b"pub@*) RETURN ()\r\n").await;
+    let l = c.until("b").await;
+    assert_eq!(l[0], "* LIST (\\Noinferiors) \"/\" pub@l.test\r\n", "{l:?}");
+    // No mailbox has a special use.
+    assert_eq!(
+        c.cmd("c", "LIST (SPECIAL-USE) \"\" *").await,
+        ["c OK LIST done\r\n"]
+    );
+    for (i, bad) in [
+        "LIST (RECURSIVEMATCH) \"\" *",
+        "LIST (NOPE) \"\" *",
+        "LIST \"\" * RETURN (STATUS (NOPE))",
+        "LIST \"\" * RETURN (STATUS (MESSAGES) STATUS (SIZE))",
+        "LIST \"\" (* \"unterminated) RETURN ()",
+        "LIST \"\" () RETURN ()",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let tag = format!("h{i}");
+        let r = c.cmd(&tag, bad).await;
+        assert!(last(&r).starts_with(&format!("{tag} BAD")), "{bad}: {r:?}");
+        assert!(last(&c.cmd("n", "NOOP").await).starts_with("n OK"));
+    }
     h.stop().await;
 }
