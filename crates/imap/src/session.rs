@@ -30,7 +30,7 @@ use herald_directory::Directory;
 use herald_telemetry::imap::ImapMetrics;
 use imap_codec::fragmentizer::{FragmentInfo, Fragmentizer, LiteralAnnouncement};
 use imap_codec::imap_types::auth::{AuthMechanism, AuthenticateData};
-use imap_codec::imap_types::command::{Command, CommandBody};
+use imap_codec::imap_types::command::CommandBody;
 use imap_codec::imap_types::core::{IString, LiteralMode, QuotedChar, Tag, Text, Vec1};
 use imap_codec::imap_types::extensions::enable::CapabilityEnable;
 use imap_codec::imap_types::extensions::namespace::Namespace;
@@ -42,8 +42,7 @@ use imap_codec::imap_types::response::{
 use imap_codec::imap_types::search::SearchKey;
 use imap_codec::imap_types::IntoStatic;
 use imap_codec::{
-    decode::Decoder, encode::Encoder, AuthenticateDataCodec, CommandCodec, GreetingCodec,
-    IdleDoneCodec, ResponseCodec,
+    encode::Encoder, AuthenticateDataCodec, GreetingCodec, IdleDoneCodec, ResponseCodec,
 };
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -55,6 +54,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 mod commands;
+mod decode;
+
+use decode::Extras;
 
 /// A client that has not read its answers for this long is dropped.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -130,47 +132,6 @@ pub struct Session {
     /// The SEARCHRES result (`SAVE`, used as `$`), as UIDs; empty until a SEARCH saves and
     /// again after each SELECT/EXAMINE/CLOSE/UNSELECT (RFC 5182 §2.1).
     saved: Vec<u32>,
-}
-
-/// An extended LIST's further patterns and STATUS items, each decoded by the codec from the
-/// plain command [`rev2::prepare`] made of it; `None` if the codec refuses one.
-fn list_extras(opts: &rev2::ListOptions) -> Option<commands::ListExtras> {
-    let decode = |bytes: &[u8]| match CommandCodec::default().decode(bytes) {
-        Ok(([], c)) => Some(c.into_static().body),
-        _ => None,
-    };
-    let mut more_patterns = Vec::new();
-    for p in opts.patterns.iter().skip(1) {
-        match decode(p)? {
-            CommandBody::List {
-                mailbox_wildcard, ..
-            } => more_patterns.push(mailbox_wildcard),
-            _ => return None,
-        }
-    }
-    let status = match &opts.status {
-        Some(c) => match decode(c)? {
-            CommandBody::Status { item_names, .. } => Some(item_names.into_owned()),
-            _ => return None,
-        },
-        None => None,
-    };
-    Some(commands::ListExtras {
-        opts: opts.clone(),
-        more_patterns,
-        status,
-    })
-}
-
-/// What [`rev2::prepare`] took out of a command before the codec saw it.
-#[derive(Debug, Default, Clone)]
-struct Extras {
-    /// SEARCH `RETURN (…)`.
-    search_return: Option<rev2::SearchReturn>,
-    /// The FETCH's set was `$`: the saved result, not the decoded placeholder.
-    saved_set: bool,
-    /// An extended LIST's options, patterns and STATUS items.
-    list: Option<commands::ListExtras>,
 }
 
 /// What a handler decided about the session.
@@ -521,50 +482,6 @@ impl Session {
         self.dispatch(io, tag, command.body, ext).await
     }
 
-    /// One framed command through [`rev2::prepare`] (RETURN options and `$`, which the codec
-    /// lacks) and then the codec. `Err(None)`: the codec refused it.
-    fn decode(&self, raw: &[u8]) -> Result<(Command<'static>, Extras), Option<rev2::Malformed>> {
-        let prepared = rev2::prepare(raw).map_err(Some)?;
-        let list = match &prepared.list {
-            Some(opts) => Some(list_extras(opts).ok_or(None)?),
-            None => None,
-        };
-        let ext = Extras {
-            search_return: prepared.search_return,
-            saved_set: prepared.dollar_set,
-            list,
-        };
-        let substituted;
-        let bytes: &[u8] = match prepared.dollar_keys.is_empty() {
-            true => &prepared.bytes,
-            false => {
-                substituted = prepared.substituted(&self.saved_key());
-                &substituted
-            }
-        };
-        match CommandCodec::default().decode(bytes) {
-            Ok(([], c)) => Ok((c.into_static(), ext)),
-            _ => Err(None),
-        }
-    }
-
-    /// The saved SEARCH result as a search key (`UID …`, or `NOT ALL` when empty or when
-    /// nothing is selected), for `$` in a SEARCH.
-    fn saved_key(&self) -> Vec<u8> {
-        match &self.selected {
-            Some(sel) => rev2::uid_key(&sel.uids, &self.saved_indexes(sel)),
-            None => b"NOT ALL".to_vec(),
-        }
-    }
-
-    /// Where the saved UIDs are in the selected mailbox now (those removed since are gone).
-    fn saved_indexes(&self, sel: &Selected) -> Vec<usize> {
-        self.saved
-            .iter()
-            .filter_map(|u| sel.uids.binary_search(u).ok())
-            .collect()
-    }
-
     async fn dispatch(
         &mut self,
         io: &mut (dyn Io + '_),
@@ -732,6 +649,10 @@ impl Session {
             } => {
                 let charset = charset.map(|c| c.as_ref().to_ascii_uppercase());
                 if charset.is_some_and(|cs| cs != "UTF-8" && cs != "US-ASCII") {
+                    if ext.search_return.is_some_and(|r| r.save) {
+                        // RFC 5182 §2.1: a SEARCH SAVE that fails leaves `$` empty.
+                        self.saved.clear();
+                    }
                     let code = Code::BadCharset {
                         allowed: Vec::new(),
                     };

@@ -170,6 +170,15 @@ async fn searchres_saves_a_result_and_dollar_reads_it() {
         "* ESEARCH (TAG \"m\") ALL 6\r\n"
     );
     assert!(last(&c.cmd("n", "STORE $ +FLAGS (\\Seen)").await).starts_with("n NO"));
+    assert!(last(&c.cmd("n1", "UID EXPUNGE $").await).starts_with("n1 NO"));
+    // A SEARCH SAVE that fails leaves `$` empty (RFC 5182 §2.1).
+    let failed = c.cmd("n2", "SEARCH RETURN (SAVE) CHARSET KOI8-R ALL").await;
+    assert!(last(&failed).starts_with("n2 NO [BADCHARSET"), "{failed:?}");
+    assert_eq!(
+        c.cmd("n3", "UID FETCH $ (UID)").await,
+        ["n3 OK FETCH done\r\n"]
+    );
+    c.cmd("n4", "SEARCH RETURN (SAVE) 6").await;
     // UNSELECT forgets it.
     c.cmd("o", "UNSELECT").await;
     c.cmd("p", "EXAMINE pub@l.test").await;
