@@ -450,23 +450,16 @@ impl Session {
         };
         let (command, ext) = match decoded {
             Ok(c) => c,
-            Err(Some(rev2::Malformed(why))) => {
+            Err(refused) => {
+                let why = match refused {
+                    Some(rev2::Malformed(why)) => why,
+                    None => "unknown command or bad syntax",
+                };
                 self.count("invalid");
                 match frag.decode_tag() {
                     Some(tag) => {
                         let tag = tag.into_static();
                         self.bad(&tag, why).await?
-                    }
-                    None => self.bad_in_a_row += 1,
-                }
-                return Ok(Next::Continue);
-            }
-            Err(None) => {
-                self.count("invalid");
-                match frag.decode_tag() {
-                    Some(tag) => {
-                        let tag = tag.into_static();
-                        self.bad(&tag, "unknown command or bad syntax").await?
                     }
                     None => {
                         self.bad_in_a_row += 1;

@@ -540,7 +540,7 @@ impl Session {
     }
 }
 
-/// A mailbox attribute imap-types has no variant for (`\\Subscribed`, `\\HasNoChildren`).
+/// A mailbox attribute imap-types has no variant for (`\Subscribed`, `\HasNoChildren`).
 fn attribute(name: &str) -> Option<FlagNameAttribute<'static>> {
     Atom::try_from(name.to_string())
         .ok()
