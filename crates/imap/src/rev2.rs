@@ -103,7 +103,7 @@ pub struct Prepared<'a> {
     pub search_return: Option<SearchReturn>,
     /// Spans in `bytes` of `$` search keys (`$` or `UID $`), in order.
     pub dollar_keys: Vec<Range<usize>>,
-    /// The FETCH/STORE/COPY/MOVE set was `$` (the codec was given `1`).
+    /// The FETCH/STORE/COPY/MOVE/EXPUNGE set was `$` (the codec was given `1`).
     pub dollar_set: bool,
     /// An extended LIST's options (`None`: a plain LIST, or not a LIST).
     pub list: Option<ListOptions>,
