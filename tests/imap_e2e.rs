@@ -4,8 +4,9 @@
 //! the public list (EXAMINE, UID SEARCH, UID FETCH BODY.PEEK[] and ENVELOPE, SEARCH by
 //! subject, sender and text) and are refused the `members` list; a member reads it with the
 //! IMAP password from their `/manage` page; the administrator (the HTTP admin token) reads the
-//! private one; IDLE sees a post arrive; and the same over implicit TLS and STARTTLS with a
-//! certificate from the test CA.
+//! private one; IDLE sees a post arrive; the same over implicit TLS and STARTTLS with a
+//! certificate from the test CA; and IMAP4rev2 (`ENABLE IMAP4rev2`, ESEARCH, SEARCHRES's `$`,
+//! BINARY of a base64 attachment) beside a rev1 session that is unchanged.
 
 mod support;
 
@@ -256,7 +257,15 @@ impl Setup {
 
     /// Runs a mode to its end; returns its JSON line.
     async fn run(&self, mode: &str, tls: bool) -> Value {
-        let out = tokio::time::timeout(Duration::from_secs(120), self.python(mode, tls).output())
+        self.run_with(mode, tls, &[]).await
+    }
+
+    async fn run_with(&self, mode: &str, tls: bool, env: &[(&str, String)]) -> Value {
+        let mut cmd = self.python(mode, tls);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
             .await
             .expect("client finishes")
             .expect("python3 runs");
@@ -358,5 +367,46 @@ async fn imaplib_over_implicit_tls_and_starttls() {
         Some(1),
         "{starttls}"
     );
+    s.server.stop().await;
+}
+
+/// IMAP4rev2 through imaplib: `ENABLE IMAP4rev2` (imaplib's `enable()`), `UID SEARCH RETURN
+/// (MIN MAX COUNT)` read from the untagged ESEARCH, `RETURN (SAVE)` then `UID FETCH $`, and
+/// BINARY of a base64 attachment (bytes with NUL, so a literal8) and a quoted-printable part;
+/// then a session that does not ENABLE sees rev1 as before (RECENT, `* SEARCH`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imaplib_speaks_imap4rev2_after_enable() {
+    let s = setup(false).await;
+    let attachment: &[u8] = b"\x00\x01\x02hello\xff\r\nbinary";
+    let message = format!(
+        "From: Ann <ann@outside.test>\r\nTo: {PUBLIC}\r\nSubject: The attachment\r\n\
+         Message-ID: <att@outside.test>\r\nDate: Tue, 24 Nov 2026 11:00:00 +0000\r\n\
+         MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b\"\r\n\r\n\
+         --b\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Content-Transfer-Encoding: quoted-printable\r\n\r\ncaf=C3=A9 au lait\r\n\
+         --b\r\nContent-Type: application/octet-stream\r\nContent-Transfer-Encoding: base64\r\n\r\n\
+         {}\r\n--b--\r\n",
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, attachment)
+    );
+    send(&s.server, PUBLIC, message.as_bytes()).await;
+    wait_archived(&s.server.data_dir, PUBLIC, 3).await;
+    let uids = Archive::open(&s.server.data_dir.join("archive.db"))
+        .and_then(|a| a.uids(PUBLIC))
+        .expect("uids");
+    let hex: String = attachment.iter().map(|b| format!("{b:02x}")).collect();
+    let joined = uids
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let out = s
+        .run_with(
+            "rev2",
+            false,
+            &[("PUBLIC_UIDS", joined), ("ATTACHMENT_HEX", hex)],
+        )
+        .await;
+    assert_eq!(out["rev2"], json!(uids), "{out}");
+    assert_eq!(out["attachment"], json!(uids[2]), "{out}");
     s.server.stop().await;
 }

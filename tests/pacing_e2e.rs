@@ -9,10 +9,8 @@
 
 mod support;
 
-use herald_api_types::Injected;
 use herald_sim::config::{DomainConfig, ExtraMx};
 use herald_sim::{Profile, World};
-use serde_json::json;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,47 +23,6 @@ fn config(world: &World, dir: PathBuf) -> herald_server::Config {
     c.delivery.command_timeout = Duration::from_secs(3);
     c.delivery.data_timeout = Duration::from_secs(3);
     c
-}
-
-async fn setup_list(api: &str, csv: String) {
-    create_list(
-        api,
-        LIST,
-        json!({"posting_policy": "anyone", "personalize": true}),
-    )
-    .await;
-    let (status, report) = http_bytes(
-        &format!("{api}/api/v1/lists/{LIST}/import"),
-        csv.into_bytes(),
-    )
-    .await;
-    assert_eq!(status, 200, "{report}");
-}
-
-async fn post(api: &str, tag: &str) -> String {
-    let msg = format!(
-        "From: p@outside.test\r\nTo: {LIST}\r\nSubject: {tag}\r\nMessage-ID: <{tag}@outside.test>\r\n\r\nHello.\r\n"
-    );
-    let (status, r) = http_bytes(
-        &format!("{api}/api/v1/lists/{LIST}/posts"),
-        msg.into_bytes(),
-    )
-    .await;
-    assert!(status == 200 || status == 201 || status == 202, "{r}");
-    view::<Injected>("inject", &r).post
-}
-
-/// `n` members over `domains`, `u{i}@{domain}`.
-fn csv(n: usize, domains: &[&str]) -> String {
-    csv_range(0..n, domains)
-}
-
-fn csv_range(range: std::ops::Range<usize>, domains: &[&str]) -> String {
-    let mut out = String::from("email,name\n");
-    for i in range {
-        out.push_str(&format!("u{i}@{},U {i}\n", domains[i % domains.len()]));
-    }
-    out
 }
 
 /// A provider with two domains published with different MX pairs out of three hosts, all three
@@ -110,8 +67,13 @@ async fn a_rate_limited_provider_is_paced_to_what_it_accepts() {
         .expect("world");
     let dir = tempfile::tempdir().expect("tempdir");
     let server = TestServer::start(config(&world, dir.path().to_path_buf())).await;
-    setup_list(&server.api, csv(MEMBERS, &["p1.test", "p2.test"])).await;
-    let id = post(&server.api, "paced").await;
+    setup_personalized_list(
+        &server.api,
+        LIST,
+        spread_csv(MEMBERS, &["p1.test", "p2.test"]),
+    )
+    .await;
+    let id = inject_post(&server.api, LIST, "paced").await;
     let p = wait_complete(&server.api, &id, Duration::from_secs(90)).await;
     assert_eq!(p.delivered as usize, MEMBERS, "{p:?}");
     assert_eq!(p.failed, 0, "{p:?}");
@@ -178,8 +140,13 @@ async fn a_drop_mid_data_is_retried_at_once_on_a_new_connection() {
     cfg.scheduler.retry_initial_secs = 600;
     cfg.scheduler.retry_max_secs = 600;
     let server = TestServer::start(cfg).await;
-    setup_list(&server.api, csv(MEMBERS, &["d0.test", "d1.test"])).await;
-    let id = post(&server.api, "drops").await;
+    setup_personalized_list(
+        &server.api,
+        LIST,
+        spread_csv(MEMBERS, &["d0.test", "d1.test"]),
+    )
+    .await;
+    let id = inject_post(&server.api, LIST, "drops").await;
     let p = wait_complete(&server.api, &id, Duration::from_secs(60)).await;
     assert_eq!(p.delivered as usize, MEMBERS, "{p:?}");
     let snap = world.recorder().snapshot();
@@ -220,8 +187,8 @@ async fn a_greylisting_interval_is_learned_for_the_next_post() {
     cfg.scheduler.greylist_first_retry_secs = 1;
     cfg.scheduler.greylist_retry_secs = 60;
     let server = TestServer::start(cfg).await;
-    setup_list(&server.api, csv(MEMBERS, &["d0.test"])).await;
-    let first = post(&server.api, "grey-1").await;
+    setup_personalized_list(&server.api, LIST, spread_csv(MEMBERS, &["d0.test"])).await;
+    let first = inject_post(&server.api, LIST, "grey-1").await;
     let p = wait_complete(&server.api, &first, Duration::from_secs(60)).await;
     assert_eq!(p.delivered as usize, MEMBERS, "{p:?}");
     let after_first = world.recorder().snapshot().rejected_by_code["451 4.7.1"];
@@ -233,11 +200,11 @@ async fn a_greylisting_interval_is_learned_for_the_next_post() {
     // New members (their sender/recipient pairs are new to the greylist; the old ones pass).
     let (status, report) = http_bytes(
         &format!("{}/api/v1/lists/{LIST}/import", server.api),
-        csv_range(MEMBERS..2 * MEMBERS, &["d0.test"]).into_bytes(),
+        spread_csv_range(MEMBERS..2 * MEMBERS, &["d0.test"]).into_bytes(),
     )
     .await;
     assert_eq!(status, 200, "{report}");
-    let second = post(&server.api, "grey-2").await;
+    let second = inject_post(&server.api, LIST, "grey-2").await;
     let p = wait_complete(&server.api, &second, Duration::from_secs(60)).await;
     assert_eq!(p.delivered as usize, 2 * MEMBERS, "{p:?}");
     let second_only = world.recorder().snapshot().rejected_by_code["451 4.7.1"] - after_first;

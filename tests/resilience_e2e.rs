@@ -36,34 +36,6 @@ fn config(world: &World, dir: PathBuf) -> herald_server::Config {
     c
 }
 
-async fn setup_list(api: &str, members: usize, domains: usize) {
-    create_list(
-        api,
-        LIST,
-        json!({"posting_policy": "anyone", "personalize": true}),
-    )
-    .await;
-    let (status, report) = http_bytes(
-        &format!("{api}/api/v1/lists/{LIST}/import"),
-        members_csv(members, domains).into_bytes(),
-    )
-    .await;
-    assert_eq!(status, 200, "{report}");
-}
-
-async fn post(api: &str, tag: &str) -> String {
-    let msg = format!(
-        "From: p@outside.test\r\nTo: {LIST}\r\nSubject: {tag}\r\nMessage-ID: <{tag}@outside.test>\r\n\r\nHello.\r\n"
-    );
-    let (status, r) = http_bytes(
-        &format!("{api}/api/v1/lists/{LIST}/posts"),
-        msg.into_bytes(),
-    )
-    .await;
-    assert!(status == 200 || status == 201 || status == 202, "{r}");
-    view::<Injected>("inject", &r).post
-}
-
 /// The post's progress; all zeros while the server does not know the post yet.
 async fn progress(api: &str, post: &str) -> PostSummary {
     let (status, body) = http("GET", &format!("{api}/api/v1/posts/{post}"), None).await;
@@ -115,9 +87,9 @@ async fn hung_and_refused_hosts_do_not_hold_back_the_rest_and_are_marked_down() 
         .expect("world");
     let dir = tempfile::tempdir().expect("tempdir");
     let server = TestServer::start(config(&world, dir.path().to_path_buf())).await;
-    setup_list(&server.api, 400, 4).await;
+    setup_personalized_list(&server.api, LIST, members_csv(400, 4)).await;
     let started = Instant::now();
-    let id = post(&server.api, "hung-refused").await;
+    let id = inject_post(&server.api, LIST, "hung-refused").await;
     // The 200 members of the two normal domains are delivered while d2 hangs: well before
     // the hung host could have been waited on more than a couple of times.
     assert!(
@@ -191,8 +163,8 @@ async fn a_host_that_comes_back_gets_its_pending_copies_within_a_probe_interval(
     cfg.scheduler.destination_backoff_secs = 2;
     cfg.scheduler.host_down_after_failures = 1;
     let server = TestServer::start(cfg).await;
-    setup_list(&server.api, 100, 2).await;
-    let id = post(&server.api, "comeback").await;
+    setup_personalized_list(&server.api, LIST, members_csv(100, 2)).await;
+    let id = inject_post(&server.api, LIST, "comeback").await;
     assert!(world.recorder().wait_for(50, Duration::from_secs(20)).await);
     let api = server.api.clone();
     eventually(Duration::from_secs(20), "d1's host is down", || {
@@ -234,8 +206,8 @@ async fn greylisting_is_retried_after_its_interval_not_the_generic_schedule() {
         .expect("world");
     let dir = tempfile::tempdir().expect("tempdir");
     let server = TestServer::start(config(&world, dir.path().to_path_buf())).await;
-    setup_list(&server.api, 40, 1).await;
-    let id = post(&server.api, "grey").await;
+    setup_personalized_list(&server.api, LIST, members_csv(40, 1)).await;
+    let id = inject_post(&server.api, LIST, "grey").await;
     let p = wait_complete(&server.api, &id, Duration::from_secs(40)).await;
     assert_eq!(p.delivered, 40, "{p:?}");
     let grey = metric(&server.api, "herald_deferrals_total{reason=\"greylist\"}").await;
@@ -260,8 +232,8 @@ async fn a_per_connection_limit_is_learned_and_never_fails_anyone() {
     cfg.scheduler.max_connections_per_destination = 8;
     cfg.scheduler.throttle_cooldown_ms = 200;
     let server = TestServer::start(cfg).await;
-    setup_list(&server.api, 1200, 2).await;
-    let id = post(&server.api, "throttle").await;
+    setup_personalized_list(&server.api, LIST, members_csv(1200, 2)).await;
+    let id = inject_post(&server.api, LIST, "throttle").await;
     let p = wait_complete(&server.api, &id, Duration::from_secs(60)).await;
     assert_eq!(p.delivered, 1200, "{p:?}");
     assert_eq!(p.failed, 0, "throttling is never a bounce: {p:?}");
@@ -291,8 +263,8 @@ async fn host_health_survives_a_restart() {
     cfg.scheduler.destination_backoff_secs = 120;
     cfg.scheduler.host_down_after_failures = 1;
     let server = TestServer::start(cfg.clone()).await;
-    setup_list(&server.api, 20, 2).await;
-    post(&server.api, "restart").await;
+    setup_personalized_list(&server.api, LIST, members_csv(20, 2)).await;
+    inject_post(&server.api, LIST, "restart").await;
     let api = server.api.clone();
     eventually(Duration::from_secs(20), "refused host down", || {
         let api = api.clone();
@@ -365,9 +337,9 @@ async fn hostile_peers_never_hold_a_worker_past_its_timeout() {
     ];
     let dir = tempfile::tempdir().expect("tempdir");
     let server = TestServer::start(config(&world, dir.path().to_path_buf())).await;
-    setup_list(&server.api, 40, 4).await;
+    setup_personalized_list(&server.api, LIST, members_csv(40, 4)).await;
     let started = Instant::now();
-    let id = post(&server.api, "hostile").await;
+    let id = inject_post(&server.api, LIST, "hostile").await;
     // 30 hostile copies deferred: each within the 2 s banner timeout plus scheduling margin.
     let api = server.api.clone();
     eventually(Duration::from_secs(15), "hostile copies deferred", || {
@@ -398,8 +370,8 @@ async fn a_small_post_is_not_starved_by_a_big_fan_out_before_it() {
     cfg.scheduler.max_queued_copies_per_post = 400;
     cfg.scheduler.expansion_page = 200;
     let server = TestServer::start(cfg).await;
-    setup_list(&server.api, 6000, 2).await;
-    let big = post(&server.api, "big").await;
+    setup_personalized_list(&server.api, LIST, members_csv(6000, 2)).await;
+    let big = inject_post(&server.api, LIST, "big").await;
     // A second list of 50 members on the same destinations.
     let small_list = "small@lists.test";
     create_list(&server.api, small_list, json!({"posting_policy": "anyone"})).await;
@@ -473,8 +445,8 @@ async fn an_operators_give_up_does_not_count_against_the_member() {
     let server = TestServer::start(cfg).await;
     let api = server.api.clone();
     // m0@d0.test accepts, m1@d1.test is greylisted forever, m2@d2.test does not exist.
-    setup_list(&api, 3, 3).await;
-    let first = post(&api, "give-up-1").await;
+    setup_personalized_list(&api, LIST, members_csv(3, 3)).await;
+    let first = inject_post(&api, LIST, "give-up-1").await;
     eventually(Duration::from_secs(30), "m1's copy deferred", || async {
         let s: Stragglers = get_view(&format!("{api}/api/v1/stragglers")).await;
         s.total >= 1
@@ -495,7 +467,7 @@ async fn an_operators_give_up_does_not_count_against_the_member() {
 
     // A second post's 550 for m2 reaches the bounce stage after the give-up did (one channel,
     // in order): once it is recorded, the give-up has been processed too.
-    post(&api, "give-up-2").await;
+    inject_post(&api, LIST, "give-up-2").await;
     eventually(
         Duration::from_secs(30),
         "m2's second bounce recorded",

@@ -11,10 +11,8 @@
 
 mod support;
 
-use herald_api_types::Injected;
 use herald_sim::config::{DomainConfig, ExtraMx};
 use herald_sim::{Profile, World, WorldConfig};
-use serde_json::json;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,45 +34,6 @@ fn config(world: &World, dir: PathBuf) -> herald_server::Config {
     c.delivery.tarpit_after = Duration::from_secs(1);
     c.delivery.reply_idle_timeout = Duration::from_secs(5);
     c
-}
-
-async fn setup_list(api: &str, csv: String) {
-    create_list(
-        api,
-        LIST,
-        json!({"posting_policy": "anyone", "personalize": true}),
-    )
-    .await;
-    let (status, report) = http_bytes(
-        &format!("{api}/api/v1/lists/{LIST}/import"),
-        csv.into_bytes(),
-    )
-    .await;
-    assert_eq!(status, 200, "{report}");
-}
-
-async fn post(api: &str, tag: &str) -> String {
-    let msg = format!(
-        "From: p@outside.test\r\nTo: {LIST}\r\nSubject: {tag}\r\nMessage-ID: <{tag}@outside.test>\r\n\r\nHello.\r\n"
-    );
-    let (status, r) = http_bytes(
-        &format!("{api}/api/v1/lists/{LIST}/posts"),
-        msg.into_bytes(),
-    )
-    .await;
-    assert!(status == 200 || status == 201 || status == 202, "{r}");
-    view::<Injected>("inject", &r).post
-}
-
-/// `per_domain` members in each of `domains`, `u{i}@{domain}`.
-fn csv(per_domain: usize, domains: &[&str]) -> String {
-    let mut out = String::from("email,name\n");
-    for (k, d) in domains.iter().enumerate() {
-        for i in 0..per_domain {
-            out.push_str(&format!("u{}@{d},U\n", k * per_domain + i));
-        }
-    }
-    out
 }
 
 /// Every member got exactly one copy.
@@ -134,12 +93,14 @@ async fn tarpits_are_served_by_the_slow_lane_within_twice_the_pipelined_ideal() 
         ["d0.test", "d1.test"],
         ["d2.test", "d3.test", "d4.test", "d5.test"],
     );
-    let mut list = csv(PER_TARPIT, &tarpits);
-    list.push_str(csv(PER_NORMAL, &normal).trim_start_matches("email,name\n"));
-    setup_list(&server.api, list).await;
+    let mut list = spread_csv(PER_TARPIT * tarpits.len(), &tarpits);
+    list.push_str(
+        spread_csv(PER_NORMAL * normal.len(), &normal).trim_start_matches("email,name\n"),
+    );
+    setup_personalized_list(&server.api, LIST, list).await;
     let members = 2 * PER_TARPIT + 4 * PER_NORMAL;
     let t0 = world.recorder().elapsed_ms();
-    let id = post(&server.api, "tarpits").await;
+    let id = inject_post(&server.api, LIST, "tarpits").await;
     let p = wait_complete(&server.api, &id, Duration::from_secs(60)).await;
     assert_eq!(p.delivered as usize, members, "{p:?}");
     assert_each_once(&world, members);
@@ -232,9 +193,14 @@ async fn deliver_all(cfg: WorldConfig, domains: &[&str], per_domain: usize) -> (
     let world = World::start(cfg).await.expect("world");
     let dir = tempfile::tempdir().expect("tempdir");
     let server = TestServer::start(config(&world, dir.path().to_path_buf())).await;
-    setup_list(&server.api, csv(per_domain, domains)).await;
+    setup_personalized_list(
+        &server.api,
+        LIST,
+        spread_csv(per_domain * domains.len(), domains),
+    )
+    .await;
     let t0 = world.recorder().elapsed_ms();
-    let id = post(&server.api, "hosts").await;
+    let id = inject_post(&server.api, LIST, "hosts").await;
     let p = wait_complete(&server.api, &id, Duration::from_secs(45)).await;
     let members = per_domain * domains.len();
     assert_eq!(p.delivered as usize, members, "{p:?}");

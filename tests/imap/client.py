@@ -160,6 +160,92 @@ def mode_idle(M):
     return {"exists": seen}
 
 
+def esearch(M, tag):
+    """The ESEARCH answer to the command tagged `tag` (imaplib keeps untagged responses it has
+    no method for under their name): {"UID": bool, "MIN": .., "MAX": .., "COUNT": .., "ALL": ..}."""
+    _, lines = M.response("ESEARCH")
+    check(lines and lines[0] is not None, "an ESEARCH response for %r" % (tag,))
+    found = [l for l in lines if l.startswith(b'(TAG "' + tag + b'")')]
+    check(len(found) == 1, "one ESEARCH correlated with tag %r: %r" % (tag, lines))
+    words = found[0].split(b")", 1)[1].split()
+    out = {"UID": False}
+    i = 0
+    while i < len(words):
+        w = words[i].decode()
+        if w == "UID":
+            out["UID"] = True
+            i += 1
+        else:
+            out[w] = words[i + 1].decode()
+            i += 2
+    return out
+
+
+def last_tag(M):
+    return M.tagpre + str(M.tagnum - 1).encode()
+
+
+def mode_rev2(M):
+    """IMAP4rev2 with ENABLE: ESEARCH, SEARCHRES, LIST-STATUS, BINARY; then a rev1 session,
+    unchanged."""
+    public = ENV["PUBLIC_LIST"]
+    uids = [int(u) for u in ENV["PUBLIC_UIDS"].split(",")]
+    caps = M.capabilities
+    for cap in ("IMAP4REV1", "IMAP4REV2", "ESEARCH", "SEARCHRES", "ENABLE", "BINARY"):
+        check(cap in caps, "%s advertised: %r" % (cap, caps))
+    login_anonymous(M)
+    ok(M.enable("IMAP4rev2"), "ENABLE IMAP4rev2")
+    _, enabled = M.response("ENABLED")
+    check(enabled == [b"IMAP4rev2"], "* ENABLED IMAP4rev2: %r" % (enabled,))
+    data = ok(M.select(public, readonly=True), "EXAMINE (rev2)")
+    check(int(data[0]) == len(uids), "EXISTS %r, %d UIDs" % (data, len(uids)))
+    check("RECENT" not in M.untagged_responses, "rev2 SELECT sends no RECENT: %r" % (M.untagged_responses,))
+    _, listed = M.response("LIST")
+    check(listed and public.encode() in listed[0], "rev2 SELECT names the mailbox in LIST: %r" % (listed,))
+
+    ok(M.uid("SEARCH", "RETURN", "(MIN MAX COUNT)", "ALL"), "UID SEARCH RETURN (MIN MAX COUNT)")
+    r = esearch(M, last_tag(M))
+    check(r == {"UID": True, "MIN": str(uids[0]), "MAX": str(uids[-1]), "COUNT": str(len(uids))},
+          "UID SEARCH RETURN (MIN MAX COUNT) ALL: %r, UIDs %r" % (r, uids))
+    # A plain SEARCH in rev2 is answered with ESEARCH ALL (no `* SEARCH`).
+    typ, data = M.search(None, "ALL")
+    check(typ == "OK" and data == [None], "no * SEARCH in rev2: %r" % (data,))
+    r = esearch(M, last_tag(M))
+    check(r == {"UID": False, "ALL": "1:%d" % len(uids)}, "SEARCH ALL as ESEARCH: %r" % (r,))
+
+    # SEARCHRES: SAVE the release plan, then read it through `$`.
+    ok(M.uid("SEARCH", "RETURN", "(SAVE ALL)", "SUBJECT", '"Release plan"'), "SEARCH RETURN (SAVE)")
+    release = int(esearch(M, last_tag(M))["ALL"])
+    data = ok(M.uid("FETCH", "$", "(FLAGS)"), "UID FETCH $")
+    check(len(data) == 1 and ("UID %d " % release).encode() in data[0], "UID FETCH $ (FLAGS): %r" % (data,))
+    ok(M.uid("SEARCH", "RETURN", "(COUNT)", "NOT", "$"), "UID SEARCH NOT $")
+    check(esearch(M, last_tag(M))["COUNT"] == str(len(uids) - 1), "NOT $ counts the others")
+
+    # LIST-STATUS (rev2's LIST): a STATUS response for each mailbox listed.
+    listed = ok(M.list('""', "* RETURN (STATUS (MESSAGES))"), "LIST RETURN (STATUS)")
+    check(len(listed) == 1 and public.encode() in listed[0], "anonymous LIST: %r" % (listed,))
+    _, status = M.response("STATUS")
+    check(status == [("%s (MESSAGES %d)" % (public, len(uids))).encode()], "LIST-STATUS: %r" % (status,))
+
+    # BINARY: the attachment's bytes with base64 undone, NUL and all; the QP part decoded.
+    ok(M.uid("SEARCH", "RETURN", "(ALL)", "SUBJECT", "attachment"), "SEARCH SUBJECT attachment")
+    att = esearch(M, last_tag(M))["ALL"]
+    data = ok(M.uid("FETCH", att, "(BINARY.PEEK[2] BINARY.SIZE[2] BINARY.PEEK[1])"), "UID FETCH BINARY")
+    check(data[0][1] == bytes.fromhex(ENV["ATTACHMENT_HEX"]), "BINARY[2]: %r" % (data,))
+    check(("BINARY.SIZE[2] %d" % len(data[0][1])).encode() in data[1][0], "BINARY.SIZE[2]: %r" % (data,))
+    check(data[1][1].startswith("café au lait".encode()), "BINARY[1] (quoted-printable): %r" % (data,))
+    M.logout()
+
+    # Another session that does not ENABLE: IMAP4rev1 exactly as before.
+    M1 = connect()
+    login_anonymous(M1)
+    ok(M1.select(public, readonly=True), "EXAMINE (rev1)")
+    check("RECENT" in M1.untagged_responses, "rev1 SELECT still sends RECENT")
+    check(search(M1, "ALL") == list(range(1, len(uids) + 1)), "rev1 SEARCH answers * SEARCH")
+    M1.logout()
+    return {"rev2": uids, "release": release, "attachment": int(att)}
+
+
 def mode_tls(M):
     check(isinstance(M.sock, ssl.SSLSocket), "implicit TLS")
     return mode_member(M)

@@ -449,3 +449,48 @@ pub fn der_to_pem(der: &[u8]) -> String {
     pem.push_str("-----END CERTIFICATE-----\n");
     pem
 }
+
+/// Creates `list` (anyone may post, personalized copies) and imports the members in `csv`.
+pub async fn setup_personalized_list(api: &str, list: &str, csv: String) {
+    create_list(
+        api,
+        list,
+        serde_json::json!({"posting_policy": "anyone", "personalize": true}),
+    )
+    .await;
+    let (status, report) = http_bytes(
+        &format!("{api}/api/v1/lists/{list}/import"),
+        csv.into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+}
+
+/// Injects a short post into `list` through the API (`tag` is its subject and Message-ID);
+/// returns the post's id.
+pub async fn inject_post(api: &str, list: &str, tag: &str) -> String {
+    let msg = format!(
+        "From: p@outside.test\r\nTo: {list}\r\nSubject: {tag}\r\nMessage-ID: <{tag}@outside.test>\r\n\r\nHello.\r\n"
+    );
+    let (status, r) = http_bytes(
+        &format!("{api}/api/v1/lists/{list}/posts"),
+        msg.into_bytes(),
+    )
+    .await;
+    assert!(status == 200 || status == 201 || status == 202, "{r}");
+    view::<herald_api_types::Injected>("inject", &r).post
+}
+
+/// An import CSV of `n` members spread over `domains` in turn, `u{i}@{domain}`.
+pub fn spread_csv(n: usize, domains: &[&str]) -> String {
+    spread_csv_range(0..n, domains)
+}
+
+/// As [`spread_csv`], members numbered `range`.
+pub fn spread_csv_range(range: std::ops::Range<usize>, domains: &[&str]) -> String {
+    let mut out = String::from("email,name\n");
+    for i in range {
+        out.push_str(&format!("u{i}@{},U {i}\n", domains[i % domains.len()]));
+    }
+    out
+}

@@ -6,7 +6,11 @@
 //! messages; the MIME tree (part numbers and their byte offsets) is mail-parser's; header
 //! fields are read by [`crate::envelope`].
 //!
-//! BODYSTRUCTURE and BODY come from [`crate::structure`]. Not served: BINARY (answered `NO`).
+//! BODYSTRUCTURE and BODY come from [`crate::structure`]. BINARY[part]<partial>,
+//! BINARY.PEEK and BINARY.SIZE (RFC 3516, part of IMAP4rev2) give a part's content with its
+//! Content-Transfer-Encoding undone (base64 and quoted-printable by mail-parser's decoders,
+//! 7bit/8bit/binary as they are); another encoding, or one that does not decode, is
+//! `NO [UNKNOWN-CTE]` ([`UnknownCte`]). `BINARY[]` is the whole message as stored.
 //!
 //! SECURITY: messages are untrusted bytes from the archive (parsed by mail-parser, which
 //! bounds nothing itself, but the archive refused anything over `max_message_bytes`). A
@@ -17,10 +21,14 @@ use crate::envelope::{field_name, fields, header, literal, text};
 use chrono::{DateTime, FixedOffset};
 use herald_archive::MessageSummary;
 use imap_codec::imap_types::core::{AString, Vec1};
+use imap_codec::imap_types::core::{LiteralMode, NString8};
 use imap_codec::imap_types::datetime::DateTime as ImapDateTime;
+use imap_codec::imap_types::extensions::binary::Literal8;
 use imap_codec::imap_types::fetch::{MessageDataItem, MessageDataItemName, Part, Section};
 use imap_codec::imap_types::flag::{Flag, FlagFetch};
-use mail_parser::{MessageParser, PartType};
+use mail_parser::decoders::base64::base64_decode;
+use mail_parser::decoders::quoted_printable::quoted_printable_decode;
+use mail_parser::{Message as MailMessage, MessageParser, MessagePart, MimeHeaders, PartType};
 use std::num::NonZeroU32;
 
 /// What a list of item names needs from the store.
@@ -40,11 +48,7 @@ pub struct Message<'m> {
     pub raw: Option<&'m [u8]>,
 }
 
-/// An item a read-only archive does not serve.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Unsupported(pub &'static str);
-
-pub fn needs(items: &[MessageDataItemName<'_>]) -> Result<Needs, Unsupported> {
+pub fn needs(items: &[MessageDataItemName<'_>]) -> Needs {
     let mut n = Needs::default();
     for i in items {
         match i {
@@ -58,13 +62,13 @@ pub fn needs(items: &[MessageDataItemName<'_>]) -> Result<Needs, Unsupported> {
                 n.summary = true;
                 n.raw = true;
             }
-            MessageDataItemName::Body | MessageDataItemName::BodyStructure => n.raw = true,
-            MessageDataItemName::Binary { .. } | MessageDataItemName::BinarySize { .. } => {
-                return Err(Unsupported("BINARY"))
-            }
+            MessageDataItemName::Body
+            | MessageDataItemName::BodyStructure
+            | MessageDataItemName::Binary { .. }
+            | MessageDataItemName::BinarySize { .. } => n.raw = true,
         }
     }
-    Ok(n)
+    n
 }
 
 /// Whether fetching these items sets `\Seen` (RFC 9051 §6.4.5: BODY[...] without PEEK,
@@ -74,74 +78,155 @@ pub fn sets_seen(items: &[MessageDataItemName<'_>]) -> bool {
         matches!(
             i,
             MessageDataItemName::BodyExt { peek: false, .. }
+                | MessageDataItemName::Binary { peek: false, .. }
                 | MessageDataItemName::Rfc822
                 | MessageDataItemName::Rfc822Text
         )
     })
 }
 
+/// A part whose Content-Transfer-Encoding this server cannot undo (RFC 3516 §4.3: the FETCH
+/// is answered `NO [UNKNOWN-CTE]`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct UnknownCte;
+
 /// The data items for one message. `with_uid` adds UID (UID FETCH always returns it);
-/// `newly_seen` adds FLAGS when this fetch just set `\Seen`. `None` when the store had no
-/// row for an item that needed it (the message was removed meanwhile).
+/// `newly_seen` adds FLAGS when this fetch just set `\Seen`. `Ok(None)` when the store had
+/// no row for an item that needed it (the message was removed meanwhile).
 pub fn items(
     names: &[MessageDataItemName<'_>],
     m: &Message<'_>,
     with_uid: bool,
     newly_seen: bool,
-) -> Option<Vec1<MessageDataItem<'static>>> {
+) -> Result<Option<Vec1<MessageDataItem<'static>>>, UnknownCte> {
     let mut out = Vec::with_capacity(names.len() + 2);
-    let uid = NonZeroU32::new(m.uid)?;
+    let Some(uid) = NonZeroU32::new(m.uid) else {
+        return Ok(None);
+    };
     if with_uid && !names.contains(&MessageDataItemName::Uid) {
         out.push(MessageDataItem::Uid(uid));
     }
     for name in names {
-        out.push(match name {
-            MessageDataItemName::Uid => MessageDataItem::Uid(uid),
-            MessageDataItemName::Flags => MessageDataItem::Flags(flags(m.seen)),
-            MessageDataItemName::Rfc822Size => {
-                MessageDataItem::Rfc822Size(u32::try_from(m.summary?.size).unwrap_or(u32::MAX))
-            }
-            MessageDataItemName::InternalDate => {
-                MessageDataItem::InternalDate(internal_date(m.summary?.date_ms))
-            }
-            MessageDataItemName::Envelope => {
-                MessageDataItem::Envelope(crate::envelope::envelope(m.raw?))
-            }
-            MessageDataItemName::Rfc822 => MessageDataItem::Rfc822(literal(m.raw?.to_vec())),
-            MessageDataItemName::Rfc822Header => {
-                MessageDataItem::Rfc822Header(literal(header(m.raw?).to_vec()))
-            }
-            MessageDataItemName::Rfc822Text => {
-                MessageDataItem::Rfc822Text(literal(text(m.raw?).to_vec()))
-            }
-            MessageDataItemName::BodyExt {
+        let item = match name {
+            MessageDataItemName::Binary {
                 section, partial, ..
             } => {
-                let data = section_bytes(m.raw?, section.as_ref());
-                let (origin, data) = match partial {
-                    Some((start, len)) => (Some(*start), cut(data, *start, len.get())),
-                    None => (None, data),
+                let Some(raw) = m.raw else { return Ok(None) };
+                let data = binary(raw, section)?;
+                let data = match partial {
+                    Some((start, len)) => cut(data, *start, len.get()),
+                    None => data,
                 };
-                MessageDataItem::BodyExt {
-                    section: section.clone().map(owned_section),
-                    origin,
-                    data: literal(data),
+                MessageDataItem::Binary {
+                    section: section.clone(),
+                    value: binary_value(data),
                 }
             }
-            MessageDataItemName::Body => {
-                MessageDataItem::Body(crate::structure::body_structure(m.raw?, false))
+            MessageDataItemName::BinarySize { section } => {
+                let Some(raw) = m.raw else { return Ok(None) };
+                MessageDataItem::BinarySize {
+                    section: section.clone(),
+                    size: u32::try_from(binary(raw, section)?.len()).unwrap_or(u32::MAX),
+                }
             }
-            MessageDataItemName::BodyStructure => {
-                MessageDataItem::BodyStructure(crate::structure::body_structure(m.raw?, true))
-            }
-            // Refused by `needs` before any message is read.
-            MessageDataItemName::Binary { .. } | MessageDataItemName::BinarySize { .. } => continue,
-        });
+            other => match item(other, m, uid) {
+                Some(i) => i,
+                None => return Ok(None),
+            },
+        };
+        out.push(item);
     }
     if newly_seen && !names.contains(&MessageDataItemName::Flags) {
         out.push(MessageDataItem::Flags(flags(true)));
     }
-    Vec1::try_from(out).ok()
+    Ok(Vec1::try_from(out).ok())
+}
+
+/// One item other than BINARY; `None` when the store had no row for it.
+fn item(
+    name: &MessageDataItemName<'_>,
+    m: &Message<'_>,
+    uid: NonZeroU32,
+) -> Option<MessageDataItem<'static>> {
+    Some(match name {
+        MessageDataItemName::Uid => MessageDataItem::Uid(uid),
+        MessageDataItemName::Flags => MessageDataItem::Flags(flags(m.seen)),
+        MessageDataItemName::Rfc822Size => {
+            MessageDataItem::Rfc822Size(u32::try_from(m.summary?.size).unwrap_or(u32::MAX))
+        }
+        MessageDataItemName::InternalDate => {
+            MessageDataItem::InternalDate(internal_date(m.summary?.date_ms))
+        }
+        MessageDataItemName::Envelope => {
+            MessageDataItem::Envelope(crate::envelope::envelope(m.raw?))
+        }
+        MessageDataItemName::Rfc822 => MessageDataItem::Rfc822(literal(m.raw?.to_vec())),
+        MessageDataItemName::Rfc822Header => {
+            MessageDataItem::Rfc822Header(literal(header(m.raw?).to_vec()))
+        }
+        MessageDataItemName::Rfc822Text => {
+            MessageDataItem::Rfc822Text(literal(text(m.raw?).to_vec()))
+        }
+        MessageDataItemName::BodyExt {
+            section, partial, ..
+        } => {
+            let data = section_bytes(m.raw?, section.as_ref());
+            let (origin, data) = match partial {
+                Some((start, len)) => (Some(*start), cut(data, *start, len.get())),
+                None => (None, data),
+            };
+            MessageDataItem::BodyExt {
+                section: section.clone().map(owned_section),
+                origin,
+                data: literal(data),
+            }
+        }
+        MessageDataItemName::Body => {
+            MessageDataItem::Body(crate::structure::body_structure(m.raw?, false))
+        }
+        MessageDataItemName::BodyStructure => {
+            MessageDataItem::BodyStructure(crate::structure::body_structure(m.raw?, true))
+        }
+        // Answered by `items`.
+        MessageDataItemName::Binary { .. } | MessageDataItemName::BinarySize { .. } => return None,
+    })
+}
+
+/// The content of the part `section` names with its transfer encoding undone; `[]` is the
+/// whole message. A part number that does not exist is empty (as for BODY[]).
+fn binary(raw: &[u8], section: &[NonZeroU32]) -> Result<Vec<u8>, UnknownCte> {
+    if section.is_empty() {
+        return Ok(raw.to_vec());
+    }
+    let Some(message) = MessageParser::default().parse(raw) else {
+        return Ok(Vec::new());
+    };
+    let Some(this) = locate(&message, section) else {
+        return Ok(Vec::new());
+    };
+    let body = raw
+        .get(this.offset_body as usize..this.offset_end as usize)
+        .unwrap_or_default();
+    let cte = this
+        .content_transfer_encoding()
+        .map(|c| c.trim().to_ascii_lowercase());
+    match cte.as_deref() {
+        None | Some("7bit" | "8bit" | "binary") => Ok(body.to_vec()),
+        Some("base64") => base64_decode(body).ok_or(UnknownCte),
+        Some("quoted-printable") => quoted_printable_decode(body).ok_or(UnknownCte),
+        Some(_) => Err(UnknownCte),
+    }
+}
+
+/// Decoded content as a string (`literal8` when it holds NUL, which a plain literal cannot).
+fn binary_value(data: Vec<u8>) -> NString8<'static> {
+    if data.contains(&0) {
+        return NString8::Literal8(Literal8 {
+            data: data.into(),
+            mode: LiteralMode::Sync,
+        });
+    }
+    NString8::NString(literal(data))
 }
 
 fn owned_section(s: Section<'_>) -> Section<'static> {
@@ -227,24 +312,7 @@ fn part(raw: &[u8], p: &Part, piece: PartPiece) -> Vec<u8> {
     let Some(message) = MessageParser::default().parse(raw) else {
         return Vec::new();
     };
-    let mut current = 0usize;
-    for (depth, n) in p.0.as_ref().iter().enumerate() {
-        let Some(this) = message.parts.get(current) else {
-            return Vec::new();
-        };
-        match &this.body {
-            PartType::Multipart(children) => {
-                let Some(child) = children.get(n.get() as usize - 1) else {
-                    return Vec::new();
-                };
-                current = *child as usize;
-            }
-            // Part 1 of a single-part message (or of a leaf) is the leaf itself.
-            _ if n.get() == 1 && depth == 0 => {}
-            _ => return Vec::new(),
-        }
-    }
-    let Some(this) = message.parts.get(current) else {
+    let Some(this) = locate(&message, p.0.as_ref()) else {
         return Vec::new();
     };
     let (from, to) = match piece {
@@ -254,6 +322,23 @@ fn part(raw: &[u8], p: &Part, piece: PartPiece) -> Vec<u8> {
     raw.get(from as usize..to as usize)
         .map(<[u8]>::to_vec)
         .unwrap_or_default()
+}
+
+/// The MIME part a part number names, if there is one.
+fn locate<'m>(message: &'m MailMessage<'m>, p: &[NonZeroU32]) -> Option<&'m MessagePart<'m>> {
+    let mut current = 0usize;
+    for (depth, n) in p.iter().enumerate() {
+        let this = message.parts.get(current)?;
+        match &this.body {
+            PartType::Multipart(children) => {
+                current = *children.get(n.get() as usize - 1)? as usize;
+            }
+            // Part 1 of a single-part message (or of a leaf) is the leaf itself.
+            _ if n.get() == 1 && depth == 0 => {}
+            _ => return None,
+        }
+    }
+    message.parts.get(current)
 }
 
 /// Applies `f` to an embedded message (`message/rfc822` part) named by `p`.

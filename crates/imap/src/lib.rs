@@ -1,7 +1,10 @@
 //! The list archive over IMAP, read-only (issue 14 item 5): each list's archive is a mailbox
-//! named by the list address, for IMAP4rev1 clients (RFC 3501; the IMAP4rev2 (RFC 9051)
-//! rules are followed where they agree, but `IMAP4rev2` is not advertised: imap-codec has no
-//! ESEARCH, which rev2 requires).
+//! named by the list address. Both `IMAP4rev1` (RFC 3501) and `IMAP4rev2` (RFC 9051) are
+//! advertised: a session is rev1 until the client sends `ENABLE IMAP4rev2`, and from then on
+//! follows rev2's rules (SEARCH answered with ESEARCH, no RECENT, `[CLOSED]` and a LIST
+//! response at SELECT). With it: ESEARCH, SEARCHRES, ENABLE, UNSELECT, NAMESPACE, LITERAL-,
+//! BINARY, STATUS=SIZE, LIST-EXTENDED, LIST-STATUS, SPECIAL-USE (no mailbox has one), SASL-IR,
+//! IDLE. What imap-codec cannot parse of these is read by [`rev2`] first.
 //!
 //! Place in the flow: a stage of its own beside the HTTP API, reading what the archive writer
 //! (`herald_archive::stage`) stored. Its loop is [`listener::serve`] (one task per session,
@@ -10,6 +13,9 @@
 //! - [`config`]: the `[imap]` section.
 //! - [`access`]: who may read which list (anonymous, member, administrator) by archive privacy.
 //! - [`session`]: the protocol (imap-codec frames, decodes and encodes; this crate dispatches).
+//! - [`rev2`]: what imap-codec lacks for rev2 — SEARCH `RETURN (…)` options, `$` (the saved
+//!   result), the `* ESEARCH` line, LIST's selection and return options — read before the
+//!   codec sees a command.
 //! - [`mailbox`]: the selected mailbox — UIDs (the archive's row ids), sequence numbers,
 //!   the session's `\Seen`.
 //! - [`envelope`]: header fields and ENVELOPE of an archived message (a leaf).
@@ -32,6 +38,7 @@ pub mod envelope;
 pub mod fetch;
 pub mod listener;
 pub mod mailbox;
+pub mod rev2;
 pub mod search;
 pub mod session;
 pub mod structure;

@@ -73,17 +73,57 @@ impl Selected {
                 out.push(r);
             }
         }
-        out.sort_by_key(|r| r.start);
-        let mut merged: Vec<Range<usize>> = Vec::with_capacity(out.len());
-        for r in out {
-            match merged.last_mut() {
-                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
-                _ => merged.push(r),
-            }
-        }
-        Ok(merged)
+        Ok(merge(out))
     }
 
+    /// As [`Selected::ranges`] for SEARCH, where a number beyond the mailbox names nothing
+    /// rather than being an error. Membership is then a binary search, so a set of thousands
+    /// of numbers (a written-out `$`) costs a logarithm per message, not its length.
+    pub fn search_ranges(&self, set: &SequenceSet, uid: bool) -> Vec<Range<usize>> {
+        let n = self.uids.len();
+        let out = set
+            .0
+            .as_ref()
+            .iter()
+            .map(|seq| {
+                let (a, b) = match seq {
+                    Sequence::Single(x) => (x, x),
+                    Sequence::Range(a, b) => (a, b),
+                };
+                if uid {
+                    return self.uid_range(a, b);
+                }
+                let value = |x: &SeqOrUid| match x {
+                    SeqOrUid::Value(v) => v.get() as usize,
+                    SeqOrUid::Asterisk => n,
+                };
+                let (a, b) = (value(a), value(b));
+                let (lo, hi) = (a.min(b).max(1), a.max(b).min(n));
+                match lo <= hi {
+                    true => lo - 1..hi,
+                    false => 0..0,
+                }
+            })
+            .filter(|r| !r.is_empty())
+            .collect();
+        merge(out)
+    }
+}
+
+/// Index ranges sorted and merged where they touch or overlap.
+fn merge(mut out: Vec<Range<usize>>) -> Vec<Range<usize>> {
+    out.sort_by_key(|r| r.start);
+    let mut merged: Vec<Range<usize>> = Vec::with_capacity(out.len());
+    for r in out {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
+impl Selected {
     fn seq_range(&self, a: &SeqOrUid, b: &SeqOrUid) -> Result<Range<usize>, OutOfRange> {
         let n = self.uids.len();
         let value = |x: &SeqOrUid| match x {
@@ -168,6 +208,18 @@ impl Selected {
     }
 }
 
+/// Sorted indexes as merged ranges (`[1, 2, 3, 7]` → `1..4, 7..8`).
+pub fn index_ranges(indexes: &[usize]) -> Vec<Range<usize>> {
+    let mut out: Vec<Range<usize>> = Vec::new();
+    for &i in indexes {
+        match out.last_mut() {
+            Some(last) if last.end == i => last.end = i + 1,
+            _ => out.push(i..i + 1),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,6 +255,12 @@ mod tests {
         assert!(s.contains(&set("*"), false, 4));
         assert_eq!(s.seq_of(9), Some(3));
         assert_eq!(s.uid_next(), 21);
+        assert_eq!(index_ranges(&[1, 2, 3, 7]), vec![1..4, 7..8]);
+        // SEARCH: beyond the mailbox is nothing, not an error.
+        assert_eq!(s.search_ranges(&set("4:9,1,2"), false), vec![0..2, 3..5]);
+        assert!(s.search_ranges(&set("7:9"), false).is_empty());
+        assert_eq!(s.search_ranges(&set("10,3,20:*"), true), vec![0..1, 3..5]);
+        assert!(index_ranges(&[]).is_empty());
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //!   candidate's stored header (the slow path, only when asked).
 //!
 //! Memory: one overview row at a time (the store streams them); the result is the list of
-//! matching numbers.
+//! matching numbers. Sequence-set keys become sorted index ranges once per SEARCH, so a set
+//! of thousands of numbers (a written-out `$`) costs a binary search per message.
 //!
 //! SECURITY: search strings come from clients; they reach SQLite only as parameters and FTS5
 //! only as quoted words ([`herald_archive::store`]).
@@ -23,6 +24,7 @@ use crate::envelope;
 use crate::mailbox::Selected;
 use herald_archive::{Archive, ArchiveError, MessageSummary};
 use imap_codec::imap_types::search::SearchKey;
+use imap_codec::imap_types::sequence::SequenceSet;
 use std::collections::HashMap;
 
 /// What a key needs beyond the session.
@@ -74,6 +76,51 @@ struct Context<'c> {
     sel: &'c Selected,
     /// UIDs matching each BODY/TEXT string (sorted).
     texts: HashMap<String, Vec<u32>>,
+    /// The index ranges of each sequence-set key, by the key's address in the tree being run
+    /// (it lives as long as the run; identity spares hashing sets of thousands of numbers).
+    sets: HashMap<(usize, bool), Vec<std::ops::Range<usize>>>,
+}
+
+impl Context<'_> {
+    /// Whether message `index` is in `set` (by UID or sequence number).
+    fn in_set(&self, set: &SequenceSet, uid: bool, index: usize) -> bool {
+        match self.sets.get(&(std::ptr::from_ref(set) as usize, uid)) {
+            Some(ranges) => {
+                let after = ranges.partition_point(|r| r.end <= index);
+                ranges.get(after).is_some_and(|r| r.contains(&index))
+            }
+            None => self.sel.contains(set, uid, index),
+        }
+    }
+}
+
+/// Every sequence-set key of `key` with its index ranges, for [`Context::in_set`].
+fn sets(
+    key: &SearchKey<'_>,
+    sel: &Selected,
+    out: &mut HashMap<(usize, bool), Vec<std::ops::Range<usize>>>,
+) {
+    match key {
+        SearchKey::And(keys) => keys.as_ref().iter().for_each(|k| sets(k, sel, out)),
+        SearchKey::Or(a, b) => {
+            sets(a, sel, out);
+            sets(b, sel, out);
+        }
+        SearchKey::Not(k) => sets(k, sel, out),
+        SearchKey::SequenceSet(set) => {
+            out.insert(
+                (std::ptr::from_ref(set) as usize, false),
+                sel.search_ranges(set, false),
+            );
+        }
+        SearchKey::Uid(set) => {
+            out.insert(
+                (std::ptr::from_ref(set) as usize, true),
+                sel.search_ranges(set, true),
+            );
+        }
+        _ => {}
+    }
 }
 
 /// The indexes (0-based, ascending) of the messages of `sel` matching `key`.
@@ -94,7 +141,13 @@ pub fn run(
         };
         texts.insert(t, ids);
     }
-    let cx = Context { sel, texts };
+    let mut set_ranges = HashMap::new();
+    sets(key, sel, &mut set_ranges);
+    let cx = Context {
+        sel,
+        texts,
+        sets: set_ranges,
+    };
     let mut out = Vec::new();
     if !n.summary {
         for index in 0..sel.uids.len() {
@@ -181,8 +234,8 @@ fn matches(key: &SearchKey<'_>, cx: &Context<'_>, c: &Candidate<'_>) -> bool {
         | SearchKey::Recent => false,
         SearchKey::Seen => cx.sel.seen.contains(&c.uid),
         SearchKey::Unseen => !cx.sel.seen.contains(&c.uid),
-        SearchKey::SequenceSet(set) => cx.sel.contains(set, false, c.index),
-        SearchKey::Uid(set) => cx.sel.contains(set, true, c.index),
+        SearchKey::SequenceSet(set) => cx.in_set(set, false, c.index),
+        SearchKey::Uid(set) => cx.in_set(set, true, c.index),
         SearchKey::From(v) => s.is_some_and(|s| contains_ci(&s.from, v.as_ref())),
         SearchKey::Subject(v) => s.is_some_and(|s| contains_ci(&s.subject, v.as_ref())),
         SearchKey::Since(d) | SearchKey::SentSince(d) => date().is_some_and(|x| x >= *d.as_ref()),

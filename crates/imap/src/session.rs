@@ -15,6 +15,8 @@
 //! logged in).
 //!
 //! SECURITY: everything read here is untrusted. The codec parses; this file only dispatches.
+//! Before the codec, [`crate::rev2::prepare`] reads what the codec lacks (SEARCH RETURN
+//! options, `$`), bounded there; a `$` becomes the session's own saved UIDs, nothing more.
 //! LOGIN and AUTHENTICATE PLAIN are refused on a plaintext connection when TLS is available
 //! (`LOGINDISABLED`); AUTHENTICATE ANONYMOUS is allowed there (no secret crosses). Failed
 //! logins cost the client a second each, so guessing is slow.
@@ -22,13 +24,15 @@
 use crate::access::{Authenticator, Who};
 use crate::config::ImapSection;
 use crate::mailbox::Selected;
+use crate::rev2;
 use herald_archive::{Archive, ArchiveError, Privacy};
 use herald_directory::Directory;
 use herald_telemetry::imap::ImapMetrics;
 use imap_codec::fragmentizer::{FragmentInfo, Fragmentizer, LiteralAnnouncement};
 use imap_codec::imap_types::auth::{AuthMechanism, AuthenticateData};
-use imap_codec::imap_types::command::{Command, CommandBody};
+use imap_codec::imap_types::command::CommandBody;
 use imap_codec::imap_types::core::{IString, LiteralMode, QuotedChar, Tag, Text, Vec1};
+use imap_codec::imap_types::extensions::enable::CapabilityEnable;
 use imap_codec::imap_types::extensions::namespace::Namespace;
 use imap_codec::imap_types::fetch::MacroOrMessageDataItemNames;
 use imap_codec::imap_types::response::{
@@ -38,8 +42,7 @@ use imap_codec::imap_types::response::{
 use imap_codec::imap_types::search::SearchKey;
 use imap_codec::imap_types::IntoStatic;
 use imap_codec::{
-    encode::Encoder, AuthenticateDataCodec, CommandCodec, GreetingCodec, IdleDoneCodec,
-    ResponseCodec,
+    encode::Encoder, AuthenticateDataCodec, GreetingCodec, IdleDoneCodec, ResponseCodec,
 };
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -51,6 +54,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 mod commands;
+mod decode;
+
+use decode::Extras;
 
 /// A client that has not read its answers for this long is dropped.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -119,6 +125,13 @@ pub struct Session {
     committed: watch::Receiver<u64>,
     /// The archive writer's notification ended (its sender was dropped).
     writer_gone: bool,
+    /// The client sent `ENABLE IMAP4rev2` (RFC 9051 Appendix E rules from then on: SEARCH
+    /// answered with ESEARCH, no RECENT, CLOSED and LIST at SELECT). Off, the session is
+    /// IMAP4rev1 exactly as before.
+    rev2: bool,
+    /// The SEARCHRES result (`SAVE`, used as `$`), as UIDs; empty until a SEARCH saves and
+    /// again after each SELECT/EXAMINE/CLOSE/UNSELECT (RFC 5182 §2.1).
+    saved: Vec<u32>,
 }
 
 /// What a handler decided about the session.
@@ -178,6 +191,8 @@ impl Session {
             stop,
             committed,
             writer_gone: false,
+            rev2: false,
+            saved: Vec::new(),
         }
     }
 
@@ -209,7 +224,27 @@ impl Session {
             Capability::Namespace,
             Capability::Unselect,
             Capability::Enable,
+            Capability::LiteralMinus,
+            Capability::Binary,
+            Capability::StatusSize,
         ]);
+        // IMAP4rev2 and the extensions it includes that imap-codec cannot parse (ESEARCH,
+        // SEARCHRES, LIST-EXTENDED, LIST-STATUS: `rev2.rs` reads them), after IMAP4rev1.
+        for (at, other) in [
+            "IMAP4rev2",
+            "ESEARCH",
+            "SEARCHRES",
+            "LIST-EXTENDED",
+            "LIST-STATUS",
+            "SPECIAL-USE",
+        ]
+        .iter()
+        .enumerate()
+        {
+            if let Ok(c) = Capability::try_from(*other) {
+                caps.insert(1 + at, c);
+            }
+        }
         Vec1::try_from(caps).unwrap_or_else(|_| Vec1::from(Capability::Imap4Rev1))
     }
 
@@ -409,14 +444,22 @@ impl Session {
     }
 
     async fn on_command(&mut self, io: &mut (dyn Io + '_), frag: &Fragmentizer) -> Step<Next> {
-        let command: Command<'static> = match frag.decode_message(&CommandCodec::default()) {
-            Ok(c) => c.into_static(),
-            Err(_) => {
+        let decoded = match frag.is_message_poisoned() || frag.is_max_message_size_exceeded() {
+            true => Err(None),
+            false => self.decode(frag.message_bytes()),
+        };
+        let (command, ext) = match decoded {
+            Ok(c) => c,
+            Err(refused) => {
+                let why = match refused {
+                    Some(rev2::Malformed(why)) => why,
+                    None => "unknown command or bad syntax",
+                };
                 self.count("invalid");
                 match frag.decode_tag() {
                     Some(tag) => {
                         let tag = tag.into_static();
-                        self.bad(&tag, "unknown command or bad syntax").await?
+                        self.bad(&tag, why).await?
                     }
                     None => {
                         self.bad_in_a_row += 1;
@@ -429,7 +472,7 @@ impl Session {
         self.count(command.name());
         self.bad_in_a_row = 0;
         let tag = command.tag;
-        self.dispatch(io, tag, command.body).await
+        self.dispatch(io, tag, command.body, ext).await
     }
 
     async fn dispatch(
@@ -437,6 +480,7 @@ impl Session {
         io: &mut (dyn Io + '_),
         tag: Tag<'static>,
         body: CommandBody<'static>,
+        ext: Extras,
     ) -> Step<Next> {
         use CommandBody as C;
         let ok = |s: &mut Self, tag: &Tag<'_>, msg: &str| {
@@ -492,11 +536,22 @@ impl Session {
                 self.bad(&tag, "log in first").await?;
                 Ok(Next::Continue)
             }
-            C::Enable { .. } => {
-                // Nothing to enable: IMAP4rev2 and UTF8=ACCEPT are not offered (the codec has
-                // no ESEARCH); RFC 5161 answers with an empty ENABLED.
+            C::Enable { capabilities } => {
+                // IMAP4rev2 is the one extension that can be enabled; RFC 5161 §3.2: ENABLED
+                // names only what this command enabled (unknown names are ignored).
+                let mut enabled = Vec::new();
+                let asked_rev2 = capabilities
+                    .as_ref()
+                    .iter()
+                    .any(|c| c.to_string().eq_ignore_ascii_case("IMAP4rev2"));
+                if asked_rev2 && !self.rev2 {
+                    self.rev2 = true;
+                    if let Ok(c) = CapabilityEnable::try_from("IMAP4rev2") {
+                        enabled.push(c);
+                    }
+                }
                 self.push(&Response::Data(Data::Enabled {
-                    capabilities: Vec::new(),
+                    capabilities: enabled,
                 }));
                 ok(self, &tag, "ENABLE done")
             }
@@ -516,12 +571,18 @@ impl Session {
             C::List {
                 reference,
                 mailbox_wildcard,
-            } => self.list(tag, reference, mailbox_wildcard, false).await,
+            } => {
+                self.list(tag, reference, mailbox_wildcard, false, ext.list)
+                    .await
+            }
             // Every readable list counts as subscribed (nothing is stored per user).
             C::Lsub {
                 reference,
                 mailbox_wildcard,
-            } => self.list(tag, reference, mailbox_wildcard, true).await,
+            } => {
+                self.list(tag, reference, mailbox_wildcard, true, None)
+                    .await
+            }
             C::Status {
                 mailbox,
                 item_names,
@@ -556,6 +617,7 @@ impl Session {
             C::Close | C::Unselect => {
                 // Read-only: CLOSE expunges nothing.
                 self.selected = None;
+                self.saved.clear();
                 ok(self, &tag, "closed")
             }
             C::Fetch {
@@ -567,7 +629,11 @@ impl Session {
                     MacroOrMessageDataItemNames::Macro(m) => commands::macro_items(m),
                     MacroOrMessageDataItemNames::MessageDataItemNames(n) => n,
                 };
-                self.fetch(io, tag, sequence_set, names, uid).await
+                let target = match ext.saved_set {
+                    true => commands::Target::Saved,
+                    false => commands::Target::Set(sequence_set),
+                };
+                self.fetch(io, tag, target, names, uid).await
             }
             C::Search {
                 charset,
@@ -576,6 +642,10 @@ impl Session {
             } => {
                 let charset = charset.map(|c| c.as_ref().to_ascii_uppercase());
                 if charset.is_some_and(|cs| cs != "UTF-8" && cs != "US-ASCII") {
+                    if ext.search_return.is_some_and(|r| r.save) {
+                        // RFC 5182 §2.1: a SEARCH SAVE that fails leaves `$` empty.
+                        self.saved.clear();
+                    }
                     let code = Code::BadCharset {
                         allowed: Vec::new(),
                     };
@@ -591,7 +661,7 @@ impl Session {
                     1 => criteria.as_ref()[0].clone(),
                     _ => SearchKey::And(criteria),
                 };
-                self.search(tag, key, uid).await
+                self.search(tag, key, uid, ext.search_return).await
             }
             C::Store { .. }
             | C::Copy { .. }

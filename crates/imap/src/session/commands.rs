@@ -10,8 +10,9 @@
 use super::{other_code, tagged, untagged, Io, Next, Session, Step};
 use crate::fetch;
 use crate::mailbox::Selected;
+use crate::rev2::{self, SearchReturn};
 use herald_archive::ArchiveError;
-use imap_codec::imap_types::core::{QuotedChar, Tag};
+use imap_codec::imap_types::core::{Atom, QuotedChar, Tag};
 use imap_codec::imap_types::fetch::{Macro, MessageDataItemName};
 use imap_codec::imap_types::flag::{Flag, FlagNameAttribute, FlagPerm};
 use imap_codec::imap_types::mailbox::{ListMailbox, Mailbox};
@@ -27,6 +28,12 @@ const FETCH_CHUNK: usize = 64;
 /// Message bytes read per blocking call at most (past the first message): with
 /// `max_message_bytes` messages a chunk of 64 could hold gigabytes.
 const FETCH_CHUNK_BYTES: usize = 1 << 20;
+
+/// What a FETCH reads: a sequence set, or the saved SEARCH result (`$`, RFC 5182).
+pub(super) enum Target {
+    Set(imap_codec::imap_types::sequence::SequenceSet),
+    Saved,
+}
 
 /// One message's overview row and (when asked) bytes; `None`: removed meanwhile.
 type Row = Option<(herald_archive::MessageSummary, Option<Vec<u8>>)>;
@@ -95,19 +102,25 @@ impl Session {
             .find(|l| *l == name))
     }
 
+    /// LIST and LSUB; `ext` carries an extended LIST's options and further patterns (RFC
+    /// 5258, RFC 5819).
     pub(super) async fn list(
         &mut self,
         tag: Tag<'static>,
         reference: Mailbox<'static>,
         pattern: ListMailbox<'static>,
         lsub: bool,
+        ext: Option<ListExtras>,
     ) -> Step<Next> {
-        let pattern = match &pattern {
+        let ext = ext.unwrap_or_default();
+        let text = |p: &ListMailbox<'_>| match p {
             ListMailbox::Token(t) => String::from_utf8_lossy(t.as_ref()).into_owned(),
             ListMailbox::String(s) => String::from_utf8_lossy(s.as_ref()).into_owned(),
         };
+        let mut patterns = vec![text(&pattern)];
+        patterns.extend(ext.more_patterns.iter().map(text));
         let delimiter = QuotedChar::try_from('/').ok();
-        if pattern.is_empty() {
+        if patterns.len() == 1 && patterns[0].is_empty() {
             // RFC 9051 §6.3.9: the hierarchy delimiter and root.
             if let Ok(root) = Mailbox::try_from("") {
                 let items = vec![FlagNameAttribute::Noselect];
@@ -131,17 +144,31 @@ impl Session {
             Mailbox::Other(o) => String::from_utf8_lossy(o.inner().as_ref()).into_owned(),
             Mailbox::Inbox => "INBOX".into(),
         };
-        let full = format!("{prefix}{pattern}").to_lowercase();
+        let full: Vec<String> = patterns
+            .iter()
+            .filter(|p| !p.is_empty())
+            .map(|p| format!("{prefix}{p}").to_lowercase())
+            .collect();
         let lists = match self.readable_lists().await {
             Ok(l) => l,
             Err(e) => return self.store_failed(&tag, e),
         };
-        for name in lists
-            .into_iter()
-            .filter(|n| wildcard(full.as_bytes(), n.as_bytes()))
-        {
-            if let Ok(mailbox) = Mailbox::try_from(name) {
-                let items = vec![FlagNameAttribute::Noinferiors];
+        let mut items = vec![FlagNameAttribute::Noinferiors];
+        // Every readable list counts as subscribed (nothing is stored per user), so
+        // `(SUBSCRIBED)` selects them all; no list has children or a special use.
+        if ext.opts.select_subscribed || ext.opts.return_subscribed {
+            items.extend(attribute("Subscribed"));
+        }
+        if ext.opts.return_children {
+            items.extend(attribute("HasNoChildren"));
+        }
+        let shown = lists.into_iter().filter(|n| {
+            !ext.opts.select_special_use
+                && full.iter().any(|p| wildcard(p.as_bytes(), n.as_bytes()))
+        });
+        for name in shown.collect::<Vec<_>>() {
+            if let Ok(mailbox) = Mailbox::try_from(name.clone()) {
+                let items = items.clone();
                 self.push(&Response::Data(match lsub {
                     true => Data::Lsub {
                         items,
@@ -154,6 +181,11 @@ impl Session {
                         mailbox,
                     },
                 }));
+            }
+            if let Some(names) = &ext.status {
+                if let Err(e) = self.push_status(name, names).await {
+                    return self.store_failed(&tag, e);
+                }
             }
         }
         self.push(&tagged(&tag, StatusKind::Ok, None, "LIST done"));
@@ -171,18 +203,34 @@ impl Session {
             Ok(None) => return self.no_mailbox(&tag),
             Err(e) => return self.store_failed(&tag, e),
         };
+        if let Err(e) = self.push_status(list, &names).await {
+            return self.store_failed(&tag, e);
+        }
+        self.push(&tagged(&tag, StatusKind::Ok, None, "STATUS done"));
+        Ok(Next::Continue)
+    }
+
+    /// The `* STATUS` response for `list` (STATUS, and LIST's `RETURN (STATUS …)`).
+    async fn push_status(
+        &mut self,
+        list: String,
+        names: &[StatusDataItemName],
+    ) -> Result<(), ArchiveError> {
         let l = list.clone();
-        let totals = self
+        let size_asked = names.contains(&StatusDataItemName::Size);
+        let (n, max, validity, size) = self
             .with_db(move |db| {
                 let (n, max) = db.mailbox_totals(&l)?;
                 let v = db.uid_validity(&l, max, db.tombstone_count(&l)?)?;
-                Ok((n, max, v))
+                // STATUS SIZE (RFC 8438, part of rev2): the stored sizes summed, read only when
+                // asked (it walks the list's overview rows).
+                let mut size = 0u64;
+                if size_asked {
+                    db.scan_summaries(&l, |s| size += u64::try_from(s.size).unwrap_or(0))?;
+                }
+                Ok((n, max, v, size))
             })
-            .await;
-        let (n, max, validity) = match totals {
-            Ok(t) => t,
-            Err(e) => return self.store_failed(&tag, e),
-        };
+            .await?;
         let one = NonZeroU32::MIN;
         let items: Vec<StatusDataItem> = names
             .iter()
@@ -198,6 +246,7 @@ impl Session {
                 // Nothing is \Seen outside a session.
                 StatusDataItemName::Unseen => Some(StatusDataItem::Unseen(n)),
                 StatusDataItemName::Deleted => Some(StatusDataItem::Deleted(0)),
+                StatusDataItemName::Size => Some(StatusDataItem::Size(size)),
                 _ => None,
             })
             .collect();
@@ -207,8 +256,7 @@ impl Session {
                 items: items.into(),
             }));
         }
-        self.push(&tagged(&tag, StatusKind::Ok, None, "STATUS done"));
-        Ok(Next::Continue)
+        Ok(())
     }
 
     pub(super) fn no_mailbox(&mut self, tag: &Tag<'_>) -> Step<Next> {
@@ -228,8 +276,17 @@ impl Session {
         tag: Tag<'static>,
         mailbox: Mailbox<'static>,
     ) -> Step<Next> {
-        // RFC 9051 §6.3.2: a failed SELECT leaves no mailbox selected.
-        self.selected = None;
+        // RFC 9051 §6.3.2: a failed SELECT leaves no mailbox selected, and a rev2 client is
+        // told the previous one closed ([CLOSED]) before anything about the new one.
+        let was_selected = self.selected.take().is_some();
+        self.saved.clear();
+        if was_selected && self.rev2 {
+            self.push(&untagged(
+                StatusKind::Ok,
+                Some(other_code("CLOSED")),
+                "previous mailbox closed",
+            ));
+        }
         let list = match self.resolve(&mailbox).await {
             Ok(Some(l)) => l,
             Ok(None) => return self.no_mailbox(&tag),
@@ -259,7 +316,18 @@ impl Session {
         let one = NonZeroU32::MIN;
         self.push(&Response::Data(Data::Flags(vec![Flag::Seen])));
         self.push(&Response::Data(Data::Exists(sel.exists())));
-        self.push(&Response::Data(Data::Recent(0)));
+        if self.rev2 {
+            // RFC 9051 §6.3.2: rev2 has no RECENT, and names the mailbox in a LIST response.
+            if let Ok(mailbox) = Mailbox::try_from(sel.list.clone()) {
+                self.push(&Response::Data(Data::List {
+                    items: vec![FlagNameAttribute::Noinferiors],
+                    delimiter: QuotedChar::try_from('/').ok(),
+                    mailbox,
+                }));
+            }
+        } else {
+            self.push(&Response::Data(Data::Recent(0)));
+        }
         self.push(&untagged(
             StatusKind::Ok,
             Some(Code::UidValidity(
@@ -332,32 +400,26 @@ impl Session {
         &mut self,
         io: &mut (dyn Io + '_),
         tag: Tag<'static>,
-        set: imap_codec::imap_types::sequence::SequenceSet,
+        target: Target,
         names: Vec<MessageDataItemName<'static>>,
         uid: bool,
     ) -> Step<Next> {
         let Some(sel) = &self.selected else {
             return Ok(Next::Continue);
         };
-        let ranges = match sel.ranges(&set, uid) {
+        let ranges = match target {
+            Target::Set(set) => sel.ranges(&set, uid),
+            // `$` names what is left of the saved messages, by sequence number or UID alike.
+            Target::Saved => Ok(crate::mailbox::index_ranges(&self.saved_indexes(sel))),
+        };
+        let ranges = match ranges {
             Ok(r) => r,
             Err(_) => {
                 self.bad(&tag, "no such message sequence number").await?;
                 return Ok(Next::Continue);
             }
         };
-        let needs = match fetch::needs(&names) {
-            Ok(n) => n,
-            Err(fetch::Unsupported(what)) => {
-                self.push(&tagged(
-                    &tag,
-                    StatusKind::No,
-                    None,
-                    &format!("{what} is not served by this archive"),
-                ));
-                return Ok(Next::Continue);
-            }
-        };
+        let needs = fetch::needs(&names);
         let marks_seen = fetch::sets_seen(&names);
         let (list, uids) = (sel.list.clone(), sel.uids.clone());
         for range in ranges {
@@ -394,8 +456,18 @@ impl Session {
                     };
                     // A message removed since the session's last look has no row: skipped
                     // (its EXPUNGE comes with the next NOOP).
-                    let Some(items) = fetch::items(&names, &m, uid, newly_seen) else {
-                        continue;
+                    let items = match fetch::items(&names, &m, uid, newly_seen) {
+                        Ok(Some(items)) => items,
+                        Ok(None) => continue,
+                        Err(fetch::UnknownCte) => {
+                            self.push(&tagged(
+                                &tag,
+                                StatusKind::No,
+                                Some(Code::UnknownCte),
+                                "a part's transfer encoding cannot be decoded",
+                            ));
+                            return Ok(Next::Continue);
+                        }
                     };
                     let seq = u32::try_from(start + i + 1).unwrap_or(u32::MAX);
                     if let Some(seq) = NonZeroU32::new(seq) {
@@ -415,29 +487,74 @@ impl Session {
         tag: Tag<'static>,
         key: SearchKey<'static>,
         uid: bool,
+        ret: Option<SearchReturn>,
     ) -> Step<Next> {
         let Some(sel) = self.selected.clone() else {
             return Ok(Next::Continue);
         };
+        // RFC 9051 §6.4.4: a rev2 SEARCH without RETURN is RETURN (ALL), answered by ESEARCH;
+        // a rev1 one keeps `* SEARCH` (RETURN is ESEARCH's, which rev1 sessions may use too).
+        let ret = ret.or(self.rev2.then(SearchReturn::all));
         let s = sel.clone();
         let found = self
             .with_db(move |db| crate::search::run(db, &s, &key))
             .await;
         let found = match found {
             Ok(f) => f,
-            Err(e) => return self.store_failed(&tag, e),
+            Err(e) => {
+                if ret.is_some_and(|r| r.save) {
+                    // RFC 5182 §2.1: a failed SEARCH SAVE leaves `$` empty.
+                    self.saved.clear();
+                }
+                return self.store_failed(&tag, e);
+            }
         };
-        let numbers: Vec<NonZeroU32> = found
-            .into_iter()
-            .filter_map(|i| match uid {
-                true => sel.uids.get(i).copied().and_then(NonZeroU32::new),
-                false => u32::try_from(i + 1).ok().and_then(NonZeroU32::new),
+        let numbers: Vec<u32> = found
+            .iter()
+            .filter_map(|&i| match uid {
+                true => sel.uids.get(i).copied(),
+                false => u32::try_from(i + 1).ok(),
             })
             .collect();
-        self.push(&Response::Data(Data::Search(numbers)));
+        match ret {
+            None => {
+                let numbers = numbers.into_iter().filter_map(NonZeroU32::new).collect();
+                self.push(&Response::Data(Data::Search(numbers)));
+            }
+            Some(r) => {
+                if r.save {
+                    let uids: Vec<u32> = found
+                        .iter()
+                        .filter_map(|&i| sel.uids.get(i).copied())
+                        .collect();
+                    self.saved = r.saved(&uids);
+                }
+                if r.answers() {
+                    let line = rev2::esearch_line(tag.as_ref(), uid, &r, &numbers);
+                    self.out.extend_from_slice(&line);
+                }
+            }
+        }
         self.push(&tagged(&tag, StatusKind::Ok, None, "SEARCH done"));
         Ok(Next::Continue)
     }
+}
+
+/// A mailbox attribute imap-types has no variant for (`\Subscribed`, `\HasNoChildren`).
+fn attribute(name: &str) -> Option<FlagNameAttribute<'static>> {
+    Atom::try_from(name.to_string())
+        .ok()
+        .map(FlagNameAttribute::from)
+}
+
+/// What an extended LIST adds to a plain one, decoded by the codec piece by piece.
+#[derive(Debug, Default, Clone)]
+pub(super) struct ListExtras {
+    pub opts: rev2::ListOptions,
+    /// Patterns after the first.
+    pub more_patterns: Vec<ListMailbox<'static>>,
+    /// `RETURN (STATUS (…))`.
+    pub status: Option<Vec<StatusDataItemName>>,
 }
 
 /// FAST, ALL and FULL as item lists (RFC 9051 §6.4.5).
