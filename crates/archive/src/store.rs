@@ -206,6 +206,9 @@ pub struct Archive {
     default_privacy: Privacy,
 }
 
+/// How many of the most recently archived matches a search ranks (see [`Archive::search`]).
+pub const RANK_WINDOW: usize = 2_000;
+
 impl Archive {
     /// Opens (creating) the archive at `path`.
     pub fn open(path: &Path) -> Result<Archive, ArchiveError> {
@@ -571,7 +574,9 @@ impl Archive {
     }
 
     /// Full-text search over subject, sender and body; best matches first, paged. Every word
-    /// of `query` must occur (each is a quoted phrase, so FTS5 operators are plain text).
+    /// of `query` must occur (each is a quoted phrase, so FTS5 operators are plain text). The
+    /// best are chosen among the [`RANK_WINDOW`] most recently archived matches, so a search
+    /// costs the same at any archive size; dates and sender narrow it to older mail.
     pub fn search(
         &self,
         list: &str,
@@ -629,11 +634,20 @@ impl Archive {
                 // up by row id. With the date and sender filters, SQLite otherwise prefers to
                 // walk the list's rows by date and probe the index per row (a rare word took
                 // 360 ms at 3,000 messages instead of well under one).
-                "SELECT {cols} FROM fts CROSS JOIN messages m ON m.id = fts.rowid
-                 WHERE fts MATCH ?1 AND m.list = ?2
-                 AND m.date_ms >= ?5 AND m.date_ms < ?6
-                 AND (?7 = '' OR instr(lower(m.sender), ?7) > 0)
-                 ORDER BY fts.rank LIMIT ?3 OFFSET ?4"
+                //
+                // Ranked within a window: the newest RANK_WINDOW matches (FTS5 walks its
+                // doclists backwards for `ORDER BY rowid DESC` and stops at the LIMIT), then
+                // ordered by bm25. Ranking every match of a word in every message read the
+                // whole index: 1.6 s at 1,000,000 messages. A rare word has fewer matches
+                // than the window and is ranked whole.
+                "SELECT {SUMMARY_COLS} FROM (
+                     SELECT {cols}, bm25(fts) AS score
+                     FROM fts CROSS JOIN messages m ON m.id = fts.rowid
+                     WHERE fts MATCH ?1 AND m.list = ?2
+                     AND m.date_ms >= ?5 AND m.date_ms < ?6
+                     AND (?7 = '' OR instr(lower(m.sender), ?7) > 0)
+                     ORDER BY fts.rowid DESC LIMIT {RANK_WINDOW})
+                 ORDER BY score, id DESC LIMIT ?3 OFFSET ?4"
             ),
             params![q, list, limit as i64, offset as i64, since, until, from],
         )

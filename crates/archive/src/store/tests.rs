@@ -247,3 +247,45 @@ fn month_and_thread_pages_follow_the_last_row_shown() {
         assert_eq!(sorted.len(), 250, "no row twice, none missed: {scope:?}");
     }
 }
+
+/// A word in more messages than the rank window: a full page of the newest matches, ranked;
+/// paging stops at the window; a rare word in the oldest message is still found (its matches
+/// are fewer than the window), and a date filter reaches old matches of the common word.
+#[test]
+fn a_common_word_is_ranked_within_the_newest_window_and_rare_ones_whole() {
+    let (_d, mut a) = open();
+    let n = RANK_WINDOW + 300;
+    let batch: Vec<NewMessage> = (0..n)
+        .map(|i| {
+            let body = if i == 0 {
+                "common and zebrafinch".to_string()
+            } else {
+                format!("common word {i}")
+            };
+            NewMessage {
+                list: "l".into(),
+                raw: format!(
+                    "From: a@x.test\r\nSubject: s{i}\r\nMessage-ID: <{i}@x>\r\n\r\n{body}\r\n"
+                )
+                .into_bytes(),
+                // One message a minute, oldest first.
+                received_ms: 1_700_000_000_000 + i as i64 * 60_000,
+            }
+        })
+        .collect();
+    a.insert_batch(&batch).unwrap();
+    let page = a.search("l", "common", 20, 0).unwrap();
+    assert_eq!(page.len(), 20);
+    let last_window = a.search("l", "common", 20, RANK_WINDOW - 10).unwrap();
+    assert_eq!(last_window.len(), 10, "the window ends the paging");
+    assert!(a.search("l", "common", 20, RANK_WINDOW).unwrap().is_empty());
+    let rare = a.search("l", "zebrafinch", 20, 0).unwrap();
+    assert_eq!(rare.len(), 1);
+    assert_eq!(rare[0].message_id, "0@x");
+    let old = Filters {
+        until_ms: Some(1_700_000_000_000 + 60_000 * 5),
+        ..Filters::default()
+    };
+    let found = a.search_filtered("l", "common", &old, 20, 0).unwrap();
+    assert_eq!(found.len(), 5, "the oldest five, reached by the date filter");
+}
