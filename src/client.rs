@@ -377,15 +377,17 @@ pub enum MemberCommand {
 }
 
 /// One `name=value` of `herald member set`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MemberSetting {
     Delivery(herald_types::DeliveryMode),
     /// Hold the member's posts for a moderator.
     Moderated(bool),
+    /// The member's language (a shipped code); empty: the list's.
+    Language(String),
 }
 
-/// Parses `delivery=<mode>` or `moderated=<yes|no>`; anything else is a clear error naming what
-/// is accepted.
+/// Parses `delivery=<mode>`, `moderated=<yes|no>` or `language=<code>` (empty: the list's);
+/// anything else is a clear error naming what is accepted.
 pub fn parse_member_setting(s: &str) -> Result<MemberSetting, String> {
     let words = || {
         herald_types::DeliveryMode::ALL
@@ -403,11 +405,19 @@ pub fn parse_member_setting(s: &str) -> Result<MemberSetting, String> {
             "false" | "no" | "off" | "0" => Ok(MemberSetting::Moderated(false)),
             _ => Err(format!("moderated must be true or false, not {v:?}")),
         },
+        // Checked here for a clear message before any request; the server checks again.
+        Some(("language", v)) if v.is_empty() || herald_i18n::is_shipped(v) => {
+            Ok(MemberSetting::Language(v.to_string()))
+        }
+        Some(("language", v)) => Err(format!(
+            "language must be one of {} (or empty for the list's), not {v:?}",
+            herald_i18n::CODES.join(", ")
+        )),
         Some((k, _)) => Err(format!(
-            "unknown member setting {k:?} (known: delivery, moderated)"
+            "unknown member setting {k:?} (known: delivery, moderated, language)"
         )),
         None => Err(format!(
-            "expected delivery=<mode> or moderated=<true|false>, got {s:?}"
+            "expected delivery=<mode>, moderated=<true|false> or language=<code>, got {s:?}"
         )),
     }
 }

@@ -291,6 +291,7 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
                 match s {
                     MemberSetting::Delivery(m) => update.delivery = Some(m),
                     MemberSetting::Moderated(on) => update.moderated = Some(on),
+                    MemberSetting::Language(l) => update.language = Some(l),
                 }
             }
             let d: MemberDetail = api
@@ -300,14 +301,15 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
                 )
                 .await?;
             outln!(
-                "{} on {list}: delivery {}, posts {}",
+                "{} on {list}: delivery {}, posts {}, language {}",
                 d.member.address,
                 d.delivery,
                 if d.moderated {
                     "moderated"
                 } else {
                     "not moderated"
-                }
+                },
+                d.language.as_deref().unwrap_or("the list's")
             );
         }
     }
@@ -473,7 +475,18 @@ mod tests {
             parse_member_setting("moderated=False"),
             Ok(MemberSetting::Moderated(false))
         );
+        assert_eq!(
+            parse_member_setting("language=de"),
+            Ok(MemberSetting::Language("de".into()))
+        );
+        assert_eq!(
+            parse_member_setting("language="),
+            Ok(MemberSetting::Language(String::new()))
+        );
         for bad in [
+            "language=xx",
+            "language=DE",
+            "language=de\n",
             "moderated=",
             "moderated=maybe",
             "moderated=true\n",

@@ -156,8 +156,28 @@ async function main() {
   check((await page.textContent("main")).includes("No post is waiting"), "the post is still held");
   const held = await api(url, "GET", `/api/v1/held?list=${list}`);
   check(held.length === 0, "still held: " + JSON.stringify(held));
+
+  // The list's own words: a message's fields listed beside it; a field it lacks refused next
+  // to the text area; a good text saved and used by the API's view.
+  await Promise.all([page.waitForNavigation(), page.click("nav.list-nav >> text=Texts")]);
+  const welcomeRow = `tr:has(code:text-is("welcome-subject"))`;
+  check((await page.textContent(welcomeRow)).includes("{ $name }"), "the fields of welcome-subject");
+  await Promise.all([page.waitForNavigation(), page.click(`${welcomeRow} a:text-is("en")`)]);
+  check((await page.textContent("pre.shipped")).includes("Welcome to { $name }"), "the shipped text");
+  await page.fill("#text", "Hello { $nobody }");
+  await Promise.all([page.waitForNavigation(), page.click("text=Save")]);
+  const textError = await page.textContent("#text-error");
+  check(textError.includes("$nobody"), "the error next to the text: " + textError);
+  check(await page.getAttribute("#text", "aria-invalid") === "true", "the text is not marked invalid");
+  await page.fill("#text", "Glad to have you on { $name }");
+  await Promise.all([page.waitForNavigation(), page.click("text=Save")]);
+  check((await page.textContent("[role=status]")).includes("saved"), "no saved notice for the text");
+  const texts = await api(url, "GET", `/api/v1/lists/${list}/texts`);
+  const welcome = texts.messages.find((m) => m.id === "welcome-subject");
+  check(welcome.overrides.length === 1 && welcome.overrides[0].text === "Glad to have you on { $name }",
+    "the text was not stored: " + JSON.stringify(welcome));
   check(errors.length === 0, "page errors: " + errors.join("; "));
-  console.log("web administration: sign-in, settings error, member disable/enable, approval: ok");
+  console.log("web administration: sign-in, settings error, member disable/enable, approval, list texts: ok");
 }
 
 main().then(async () => { await cleanup(); console.log("web administration test passed"); process.exit(0); },

@@ -135,6 +135,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         fields: f.member.fields.clone(),
                     },
                     delivery: f.delivery,
+                    language: f.language.clone(),
                 })
                 .collect();
             let next_after = (found.len() > PAGE_SIZE).then(|| found[PAGE_SIZE - 1].member.id.0);

@@ -487,6 +487,7 @@ mod tests {
                 fields: Default::default(),
             },
             delivery: DeliveryMode::Regular,
+            language: None,
         };
         let out = String::from_utf8(csv_rows(&[m], true)).expect("utf8");
         assert_eq!(out, "email,name\na@x.test,\"O\"\"Neil, \"\"Bob\"\"\"\n");

@@ -287,5 +287,9 @@ fn a_common_word_is_ranked_within_the_newest_window_and_rare_ones_whole() {
         ..Filters::default()
     };
     let found = a.search_filtered("l", "common", &old, 20, 0).unwrap();
-    assert_eq!(found.len(), 5, "the oldest five, reached by the date filter");
+    assert_eq!(
+        found.len(),
+        5,
+        "the oldest five, reached by the date filter"
+    );
 }
