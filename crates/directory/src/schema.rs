@@ -136,6 +136,13 @@ const MIGRATIONS: &[&str] = &[
     // `search`): a prefix range on the name in NOCASE order, then id, so a page of a large list
     // is one index range scan. (Search by address uses the UNIQUE (list_id, address) index.)
     "CREATE INDEX members_by_name ON members(list_id, display_name COLLATE NOCASE, id);",
+    // 9 -> 10: RESERVED for another branch's step (a member language column); this no-op only
+    // holds its place so the shared fan-out step below is the 11th. Replace it at the merge.
+    "-- reserved: migration 10",
+    // 10 -> 11: shared fan-out (issue 17 item 3, see `shards`) is PostgreSQL only: its tables
+    // exist only in a store several nodes share (`pg/schema.rs`). The step is here so both
+    // backends count the same versions.
+    "-- shared fan-out tables: PostgreSQL only",
 ];
 
 /// The schema version this build writes and understands.
@@ -234,7 +241,7 @@ mod tests {
         drop(d);
         let conn = Connection::open(&path).expect("reopen");
         assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 9);
+        assert_eq!(SCHEMA_VERSION, 11);
         // PostgreSQL mirrors every step with the same numbers (`pg/schema.rs`).
         assert_eq!(crate::pg::SCHEMA_SQL.len() as i64, SCHEMA_VERSION);
         // Migration 6: the erasure key exists, one of its own per database.

@@ -456,6 +456,7 @@ impl Enqueuer {
             null_sender: draft.null_sender,
             audience: draft.audience,
             dsn: draft.dsn.map(Box::new),
+            member_range: None,
         };
         let body = draft.body;
         let id = self.spool.accept(meta.clone(), body.clone()).await?;

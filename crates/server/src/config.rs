@@ -216,6 +216,13 @@ impl Config {
             }
             other => other.to_string(),
         })?;
+        // Shared fan-out (issue 17 item 3) shares posts through the store: SQLite is one node's.
+        if self.cluster.shared_fanout && self.store.url.is_none() {
+            return Err(
+                "cluster.shared_fanout: needs a PostgreSQL store shared by the nodes ([store] url)"
+                    .into(),
+            );
+        }
         self.http.check()
     }
 

@@ -1,0 +1,122 @@
+//! Publishing: a list post this node accepted goes to the shared store, once, with its shards;
+//! then its local copy in the spool is completed. Every post waiting when the publisher wakes
+//! goes into the same transaction (group commit: one commit for concurrent posts).
+//!
+//! A post that cannot be published (the store is down) stays in the local spool and is tried
+//! again with backoff; if the node stops first, its next start republishes it from the
+//! recovered spool — idempotent by (origin node, spool id). Nothing accepted is lost.
+
+use crate::node::Shards;
+use herald_directory::NewClusterPost;
+use herald_spool::{PostKind, RecoveredPost, SpooledPost};
+use herald_telemetry::Event;
+use herald_types::PostId;
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Posts published in one transaction at most.
+pub(crate) const MAX_BATCH: usize = 64;
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// What a restarted node does with the posts its spool recovered, in shared mode:
+/// `(for the scheduler, to publish, stale shards)`. A list post without a range is this node's
+/// own and may never have been published; a shard's local post is dropped (its lease was
+/// handed back at start, and whoever claims it resumes from the reported position).
+pub fn split_recovered(
+    recovered: Vec<RecoveredPost>,
+) -> (Vec<RecoveredPost>, Vec<SpooledPost>, Vec<PostId>) {
+    let (mut keep, mut publish, mut stale) = (Vec::new(), Vec::new(), Vec::new());
+    for p in recovered {
+        match (p.meta.kind, p.meta.member_range.is_some()) {
+            (PostKind::ListPost, true) => stale.push(p.id),
+            (PostKind::ListPost, false) => publish.push(SpooledPost {
+                id: p.id,
+                meta: p.meta,
+                body: p.body,
+            }),
+            _ => keep.push(p),
+        }
+    }
+    (keep, publish, stale)
+}
+
+impl Shards {
+    /// The publisher's loop: until `stop`, batches of waiting posts into the shared store.
+    pub(crate) async fn publish_loop(
+        &self,
+        mut rx: mpsc::Receiver<SpooledPost>,
+        stop: CancellationToken,
+    ) {
+        loop {
+            let first = tokio::select! {
+                _ = stop.cancelled() => return,
+                p = rx.recv() => match p { Some(p) => p, None => return },
+            };
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(p) => batch.push(p),
+                    Err(_) => break,
+                }
+            }
+            self.publish(batch, &stop).await;
+        }
+    }
+
+    /// Publishes `batch` (retrying while the store is down), then completes the local posts.
+    pub(crate) async fn publish(&self, batch: Vec<SpooledPost>, stop: &CancellationToken) {
+        let mut rows = Vec::with_capacity(batch.len());
+        let mut posts = Vec::with_capacity(batch.len());
+        for p in batch {
+            match serde_json::to_string(&p.meta) {
+                Ok(meta_json) => {
+                    rows.push(NewClusterPost {
+                        origin_node: self.node.clone(),
+                        origin_post: p.id.0,
+                        list_id: p.meta.list_id,
+                        max_member_id: p.meta.max_member_id,
+                        meta_json,
+                        body_sha256: Sha256::digest(&p.body).to_vec(),
+                        body: p.body.to_vec(),
+                    });
+                    posts.push(p.id);
+                }
+                Err(e) => {
+                    // Cannot happen for our own struct; if it did, the post still goes out.
+                    tracing::error!(post = %p.id, error = %e, "post not shareable; fanned out here");
+                    self.scheduler.submit(p);
+                }
+            }
+        }
+        if rows.is_empty() {
+            return;
+        }
+        let mut backoff = Duration::from_millis(100);
+        let published = loop {
+            let (d, r, n) = (self.directory.clone(), rows.clone(), self.shard_members);
+            match tokio::task::spawn_blocking(move || d.publish_posts(&r, n)).await {
+                Ok(Ok(ids)) => break ids,
+                Ok(Err(e)) => {
+                    tracing::warn!(posts = rows.len(), error = %e, "cannot publish posts to the shared store; retrying")
+                }
+                Err(e) => tracing::warn!(error = %e, "publish task failed; retrying"),
+            }
+            if stop.is_cancelled() {
+                // Still in the local spool: the next start republishes them.
+                return;
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        };
+        self.counters.published.add(posts.len() as u64);
+        for (post, (cluster_post, shards)) in posts.into_iter().zip(published) {
+            tracing::info!(%post, cluster_post, shards, "post shared with the cluster");
+            if let Err(e) = self.spool.complete(post).await {
+                tracing::error!(%post, error = %e, "cannot complete a published post in the spool");
+            }
+            self.telemetry.emit(Event::PostCompleted { post });
+        }
+    }
+}
