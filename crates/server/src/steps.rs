@@ -681,6 +681,7 @@ pub(crate) fn serve(
         public_base_url: config.http.public_base_url(config.listen.http),
         cluster: Some(stages.cluster.clone()),
         webadmin: Default::default(),
+        shards: stages.shards.clone(),
     });
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");

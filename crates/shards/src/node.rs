@@ -359,7 +359,8 @@ impl Shards {
                     b.len()
                 )))
             }
-            Some(b) => DoneSet::from_bytes(b).map_err(bad)?,
+            Some(b) => DoneSet::from_bytes(b)
+                .map_err(|e| bad(format!("done bitmap does not decode: {e}")))?,
         };
         if done.iter().any(|m| m < c.lo || m > c.hi) {
             return Err(bad("done bitmap names members outside the range".into()));
