@@ -549,3 +549,99 @@ async fn damaged_shard_rows_are_set_aside_and_the_node_keeps_serving() {
     assert_eq!(world.recorder().snapshot().duplicates, 0);
     world.shutdown().await;
 }
+
+/// The shared store's counters now: (transactions committed, rows inserted, rows updated, WAL
+/// position in bytes).
+async fn pg_counters(url: &str) -> (i64, i64, i64, i64) {
+    tokio::time::sleep(Duration::from_millis(1500)).await; // backends flush their statistics
+    let r = pg_rows(
+        url,
+        "SELECT pg_stat_force_next_flush()::TEXT, '' ; SELECT pg_stat_clear_snapshot()::TEXT;
+         SELECT xact_commit::TEXT, tup_inserted::TEXT, tup_updated::TEXT,
+                pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::BIGINT::TEXT
+         FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .await;
+    let last = r.last().expect("row");
+    let n = |i: usize| {
+        last[i]
+            .as_deref()
+            .unwrap_or("0")
+            .parse::<i64>()
+            .expect("number")
+    };
+    (n(0), n(1), n(2), n(3))
+}
+
+/// Measurements for BENCHMARKS.md (not a check; run by hand):
+/// `cargo test --test shards_e2e -- --ignored --nocapture measure`. One node fans a post of
+/// 10,000 members out with shared fan-out off, then on with shards of 250 and 2,500 members
+/// (same store, same world, one after the other); for each: seconds, copies/s, SMTP
+/// connections opened, and with sharing on the shared store's transactions, row writes and WAL
+/// bytes per 1,000 copies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure_shared_fanout_cost_and_rate() {
+    const MEMBERS: usize = 10_000;
+    let url = pg_url().await;
+    let world = World::start(slow_world(0)).await.expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut setup = cluster(dir.path(), &url, &world, MEMBERS, &["127.0.0.2"]).await;
+    setup[0].kill9();
+    let runs = [
+        ("off", None),
+        ("on, shards of 250", Some(250)),
+        ("on, shards of 2500", Some(2500)),
+    ];
+    for (i, (name, shard)) in runs.into_iter().enumerate() {
+        let mut n = Node::configure(dir.path(), "127.0.0.3", &format!("bench-{i}"), &url, &world);
+        let text = std::fs::read_to_string(&n.config).expect("config");
+        let text = text
+            .replace(
+                "max_connections_per_destination = 2\nmax_copies_per_batch = 8\n",
+                "",
+            )
+            .replace("max_shards_per_node = 2", "max_shards_per_node = 8");
+        let text = match shard {
+            None => text.replace("shared_fanout = true", "shared_fanout = false"),
+            Some(s) => text.replace("shard_members = 250", &format!("shard_members = {s}")),
+        };
+        std::fs::write(&n.config, text).expect("config");
+        n.start().await;
+        let conns0: u64 = world
+            .recorder()
+            .snapshot()
+            .hosts
+            .values()
+            .map(|h| h.connections)
+            .sum();
+        let before = pg_counters(&url).await;
+        let t = Instant::now();
+        post(&n, name).await;
+        let want = (MEMBERS * (i + 1)) as u64;
+        assert!(
+            world
+                .recorder()
+                .wait_for(want, Duration::from_secs(300))
+                .await
+        );
+        let secs = t.elapsed().as_secs_f64();
+        let after = pg_counters(&url).await;
+        let snap = world.recorder().snapshot();
+        let conns: u64 = snap.hosts.values().map(|h| h.connections).sum::<u64>() - conns0;
+        let k = MEMBERS as f64 / 1000.0;
+        eprintln!(
+            "shared fan-out {name}: {MEMBERS} copies in {secs:.2} s ({:.0}/s), {conns} connections, \
+             duplicates {}; store per 1,000 copies: {:.1} commits, {:.1} rows inserted, {:.1} rows updated, \
+             {:.0} WAL bytes (heartbeats and /metrics included)",
+            MEMBERS as f64 / secs,
+            snap.duplicates,
+            (after.0 - before.0) as f64 / k,
+            (after.1 - before.1) as f64 / k,
+            (after.2 - before.2) as f64 / k,
+            (after.3 - before.3) as f64 / k,
+        );
+        n.kill9();
+    }
+    world.shutdown().await;
+}
