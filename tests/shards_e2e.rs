@@ -645,3 +645,74 @@ async fn measure_shared_fanout_cost_and_rate() {
     }
     world.shutdown().await;
 }
+
+/// `kill -9` of the accepting node while it fans out shards, then a restart (well within the
+/// lease): the shards its previous life held are handed back at start — claimed again as
+/// open shards, none counted as reclaimed after a lease ran out —, the post stays published
+/// once, and every member gets it; copies twice only where the killed node had sent but not
+/// reported them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_hands_back_its_old_shards_at_once() {
+    const MEMBERS: usize = 1000;
+    let url = pg_url().await;
+    let world = World::start(slow_world(15)).await.expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut nodes = cluster(
+        dir.path(),
+        &url,
+        &world,
+        MEMBERS,
+        &["127.0.0.2", "127.0.0.3"],
+    )
+    .await;
+    let id = nodes[0].id.clone();
+    let ip = nodes[0].ip;
+    let started = Instant::now();
+    post(&nodes[0], "accepted, then killed").await;
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "node-0 never held a shard"
+        );
+        let (leased, _) = leases(&url).await;
+        if leased.get(&id).is_some_and(|&n| n > 0) && world.recorder().accepted() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    nodes[0].kill9();
+    let (_, reported) = leases(&url).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let sent = copies_by_peer(&world).get(&ip).copied().unwrap_or(0);
+    let unreported = sent.saturating_sub(reported.get(&id).copied().unwrap_or(0));
+    nodes[0].start().await;
+    assert!(
+        world
+            .recorder()
+            .wait_for(MEMBERS as u64, Duration::from_secs(120))
+            .await,
+        "members lost: {}",
+        world.recorder().unique_recipients()
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let snap = world.recorder().snapshot();
+    assert_eq!(snap.unique_recipients, MEMBERS as u64);
+    assert!(
+        snap.duplicates <= unreported,
+        "{} duplicates, {unreported} unreported",
+        snap.duplicates
+    );
+    let rows = pg_rows(
+        &url,
+        "SELECT (SELECT COUNT(*) FROM cluster_posts)::TEXT,
+                (SELECT SUM(reclaimed_count) FROM shards)::TEXT",
+    )
+    .await;
+    assert_eq!(rows[0][0].as_deref(), Some("1"), "published once");
+    assert_eq!(
+        rows[0][1].as_deref(),
+        Some("0"),
+        "a shard waited for its lease"
+    );
+    world.shutdown().await;
+}

@@ -97,6 +97,9 @@ pub struct Shards {
     interval: Duration,
     max_held: usize,
     draining: AtomicBool,
+    /// One report at a time (the node's loop and a drain both report): a report written twice
+    /// at once would find its own shard already moved and call it lost.
+    reporting: tokio::sync::Mutex<()>,
     pub(crate) counters: Counters,
     publish_tx: mpsc::Sender<SpooledPost>,
     publish_rx: Mutex<Option<mpsc::Receiver<SpooledPost>>>,
@@ -131,6 +134,7 @@ impl Shards {
             interval: deps.cfg.shard_report_interval(),
             max_held: deps.cfg.max_shards_per_node,
             draining: AtomicBool::new(false),
+            reporting: tokio::sync::Mutex::new(()),
             counters: Counters::default(),
             publish_tx,
             publish_rx: Mutex::new(Some(rx)),
@@ -255,6 +259,7 @@ impl Shards {
     /// One batched report of every shard with news, and the renewal of every lease held.
     /// Shards another node took over (this node's lease ran out) are given up here.
     pub(crate) async fn report(&self) {
+        let _one = self.reporting.lock().await;
         let reports = self.tracker.reports();
         let batch: Vec<_> = reports.iter().map(|(_, r)| r.clone()).collect();
         let (d, node, lease) = (self.directory.clone(), self.node.clone(), self.lease_ms);

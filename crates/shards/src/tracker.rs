@@ -28,14 +28,14 @@ pub(crate) struct Held {
     /// A drain asked for it back: the local copies are being given up; when the local post
     /// completes, the shard goes back open with what really finished.
     pub handing_back: bool,
-    /// Copies given up here (a drain or the operator): not finished, another node sends them.
+    /// Copies a drain gave up here: not finished, the next owner sends them.
     pub gave_up: u64,
 }
 
 impl Held {
     /// Where this shard goes with the report being written.
     fn next(&self) -> ShardNext {
-        match (self.completed, self.handing_back || self.gave_up > 0) {
+        match (self.completed, self.handing_back) {
             (false, _) => ShardNext::Keep,
             (true, false) => ShardNext::Done,
             (true, true) => ShardNext::HandBack,
@@ -140,7 +140,9 @@ impl FinalSink for Tracker {
     fn finished(&self, post: PostId, member: MemberId, gave_up: bool) {
         let mut held = lock(&self.held);
         let Some(h) = held.get_mut(&post) else { return };
-        if gave_up {
+        // A drain's give-up lets the copy go to the next owner; an operator's give-up (herald
+        // stragglers) is a verdict on the copy, final for the whole cluster.
+        if gave_up && h.handing_back {
             h.gave_up += 1;
         } else if member >= h.lo && member <= h.hi && h.done.insert(member) {
             h.dirty = true;
@@ -193,10 +195,13 @@ mod tests {
         assert!(set.contains(MemberId(10)) && set.contains(MemberId(11)));
         t.written(&r);
         assert!(t.reports().is_empty(), "nothing new");
+        // The operator's give-up is final; a drain's is not.
         t.finished(p, MemberId(12), true);
+        assert_eq!(t.hand_back_all(), vec![p]);
+        t.finished(p, MemberId(13), true);
         t.completed(p);
         let r = t.reports();
-        assert_eq!((r[0].1.copies_done, r[0].1.next), (2, ShardNext::HandBack));
+        assert_eq!((r[0].1.copies_done, r[0].1.next), (3, ShardNext::HandBack));
         t.written(&r);
         assert_eq!(t.len(), 0);
 
