@@ -120,3 +120,52 @@ impl Shards {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use herald_spool::{DoneSet, PostMeta};
+    use herald_types::{Address, ListId, MemberId};
+
+    fn recovered(id: u64, kind: PostKind, range: Option<(i64, i64)>) -> RecoveredPost {
+        RecoveredPost {
+            id: PostId(id),
+            meta: PostMeta {
+                kind,
+                list_id: ListId(1),
+                list_address: Address::parse("l@l.test").expect("address"),
+                envelope_from: None,
+                received_at_ms: 0,
+                max_member_id: MemberId(10),
+                message_id: None,
+                recipients: Vec::new(),
+                hold_reason: None,
+                null_sender: false,
+                audience: Default::default(),
+                dsn: None,
+                member_range: range.map(|(lo, hi)| Box::new((MemberId(lo), MemberId(hi)))),
+            },
+            body: bytes::Bytes::from_static(b"x"),
+            done: DoneSet::new(),
+            delivered: 0,
+            failed: 0,
+        }
+    }
+
+    /// After a restart in shared mode: the node's own list posts are published (they may never
+    /// have been), shard posts are dropped (their shards were handed back), and everything
+    /// else stays with the local stages.
+    #[test]
+    fn recovered_posts_are_split_by_what_they_are() {
+        let (keep, publish, stale) = split_recovered(vec![
+            recovered(1, PostKind::ListPost, None),
+            recovered(2, PostKind::ListPost, Some((1, 5))),
+            recovered(3, PostKind::Generated, None),
+            recovered(4, PostKind::Held, None),
+        ]);
+        let ids = |v: Vec<PostId>| v.into_iter().map(|p| p.0).collect::<Vec<_>>();
+        assert_eq!(ids(keep.iter().map(|p| p.id).collect()), vec![3, 4]);
+        assert_eq!(ids(publish.iter().map(|p| p.id).collect()), vec![1]);
+        assert_eq!(ids(stale), vec![2]);
+    }
+}

@@ -242,6 +242,29 @@ pub struct SpoolStats {
 mod tests {
     use super::*;
 
+    /// The bytes a shard's finished members travel in through the shared store (issue 17):
+    /// a round trip keeps the set; hostile bytes (garbage, truncated, trailing) are errors.
+    #[test]
+    fn done_set_bytes_round_trip_and_refuse_hostile_input() {
+        let mut d = DoneSet::new();
+        for m in [3, 7, 1_000_000] {
+            d.insert(MemberId(m));
+        }
+        let bytes = d.to_bytes();
+        assert_eq!(DoneSet::from_bytes(&bytes).expect("decodes"), d);
+        assert!(DoneSet::from_bytes(b"\xde\xad\xbe\xef").is_err());
+        assert!(DoneSet::from_bytes(&bytes[..bytes.len() - 1]).is_err());
+        let mut long = bytes.clone();
+        long.push(0);
+        assert!(DoneSet::from_bytes(&long).is_err());
+        assert_eq!(
+            DoneSet::from_bytes(&DoneSet::new().to_bytes())
+                .expect("empty")
+                .len(),
+            0
+        );
+    }
+
     #[test]
     fn done_set_basics_and_round_trip() {
         let mut d = DoneSet::new();
