@@ -239,6 +239,13 @@ async fn three_nodes_fan_one_post_out_every_member_exactly_once() {
     let ips = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
     let nodes = cluster(dir.path(), &url, &world, MEMBERS, &ips).await;
     post(&nodes[1], "one post, three nodes").await;
+    // Durable in the shared store before the 250 (group commit on the accepting node).
+    let stored = pg_rows(&url, "SELECT COUNT(*)::TEXT FROM cluster_posts").await;
+    assert_eq!(
+        stored[0][0].as_deref(),
+        Some("1"),
+        "not in the store at 250"
+    );
     assert!(
         world
             .recorder()

@@ -304,6 +304,9 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         handoff,
         post_rate: Default::default(),
         content_filter: content_filter(config)?,
+        shared: shards
+            .clone()
+            .map(|s| s as Arc<dyn herald_enqueue::SharedIntake>),
     });
     let lists = Arc::new(Lists {
         enqueuer: enqueuer.clone(),

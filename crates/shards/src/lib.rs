@@ -2,11 +2,12 @@
 //! `[cluster] shared_fanout = true` with a PostgreSQL store.
 //!
 //! ```text
-//! enqueue ─► local spool (durable before 250) ─► FanOut::submit
+//! enqueue ─► local spool ─► SharedIntake::share (waited for before the 250)
 //!     list post ─► publisher: one transaction per batch of waiting posts: the post (meta, body,
 //!                  SHA-256) and its shards (member-id ranges of `shard_members`) ─► local post
 //!                  completed (the shared store has it now)
-//!     other posts (generated mail) ─► the local scheduler, as without a cluster
+//!     then the hand-over as usual (archive) ─► Shards::submit: shared posts skipped, other
+//!     posts (generated mail) ─► the local scheduler, as without a cluster
 //! every node's loop (`node.rs`), every `shard_report_ms`:
 //!     report: finished members of each held shard (one batched UPDATE) + lease renewal
 //!     claim (`FOR UPDATE SKIP LOCKED`): open shards, or leased ones whose lease ran out
@@ -32,9 +33,11 @@
 //! - **Duplicates after `kill -9`** are bounded by what the dead node finished since its last
 //!   report: at most `shard_report_ms` worth of its copies plus what was in flight.
 //! - **Durability**: a post is durable before `250` in the accepting node's spool (as without
-//!   a cluster); it is published right after, and a node restarted after a crash republishes
-//!   what its spool recovered (idempotent by origin node and spool id). Group commit: every
-//!   post waiting for the publisher goes into one transaction.
+//!   a cluster) *and* in the shared store: enqueue waits for the publisher's commit
+//!   (`herald_enqueue::SharedIntake`; group commit: every post waiting for the publisher goes
+//!   into one transaction). If the store does not answer within 5 s the post is acknowledged
+//!   from the spool alone and published when the store is back; a node restarted after a
+//!   crash republishes what its spool recovered (idempotent by origin node and spool id).
 //!
 //! SECURITY: rows in the shared store come from other nodes; a shard whose range, bitmap,
 //! metadata or body does not check out is set aside as `bad` with the reason (never claimed

@@ -5,6 +5,7 @@
 //! statement each per interval, whatever the number of copies.
 
 use crate::error::{store, ShardError};
+use crate::publisher::Share;
 use crate::tracker::{Held, Tracker};
 use bytes::Bytes;
 use herald_directory::{ClaimedShard, Directory, ShardKey, MAX_DONE_BYTES};
@@ -101,8 +102,12 @@ pub struct Shards {
     /// at once would find its own shard already moved and call it lost.
     reporting: tokio::sync::Mutex<()>,
     pub(crate) counters: Counters,
-    publish_tx: mpsc::Sender<SpooledPost>,
-    publish_rx: Mutex<Option<mpsc::Receiver<SpooledPost>>>,
+    pub(crate) publish_tx: mpsc::Sender<Share>,
+    /// Posts enqueue already handed to the publisher ([`herald_enqueue::SharedIntake`]); the
+    /// fan-out hand-over that follows skips them. Bounded by the posts between the two (an
+    /// entry is removed when its post comes by).
+    shared: Mutex<std::collections::HashSet<PostId>>,
+    publish_rx: Mutex<Option<mpsc::Receiver<Share>>>,
 }
 
 impl std::fmt::Debug for Shards {
@@ -137,6 +142,7 @@ impl Shards {
             reporting: tokio::sync::Mutex::new(()),
             counters: Counters::default(),
             publish_tx,
+            shared: Mutex::default(),
             publish_rx: Mutex::new(Some(rx)),
         })
     }
@@ -165,7 +171,14 @@ impl Shards {
             tasks.push(tokio::spawn(async move {
                 if !to_publish.is_empty() {
                     tracing::info!(posts = to_publish.len(), "republishing recovered posts");
-                    me.publish(to_publish, &s).await;
+                    let batch = to_publish
+                        .into_iter()
+                        .map(|post| Share {
+                            post,
+                            committed: None,
+                        })
+                        .collect();
+                    me.publish(batch, &s).await;
                 }
                 me.publish_loop(rx, s).await;
             }));
@@ -182,20 +195,41 @@ impl Shards {
         tasks
     }
 
+    /// Marks `post` as handed to the publisher by enqueue.
+    pub(crate) fn taken(&self, post: PostId) {
+        self.shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(post);
+    }
+
     /// Where enqueue's fan-out hand-over goes in shared mode: a list post of this node's to
-    /// the publisher, anything else (generated mail) to the local scheduler. A full publisher
-    /// queue (the store far behind) fans the post out here: never lost, only not shared.
+    /// the publisher (unless enqueue already gave it), anything else (generated mail) to the
+    /// local scheduler. A full publisher queue (the store far behind) fans the post out here:
+    /// never lost, only not shared.
     pub fn submit(&self, post: SpooledPost) {
         if post.meta.kind != PostKind::ListPost || post.meta.member_range.is_some() {
             self.scheduler.submit(post);
             return;
         }
-        if let Err(e) = self.publish_tx.try_send(post) {
-            let post = match e {
-                mpsc::error::TrySendError::Full(p) | mpsc::error::TrySendError::Closed(p) => p,
+        let already = self
+            .shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&post.id);
+        if already {
+            return;
+        }
+        let share = Share {
+            post,
+            committed: None,
+        };
+        if let Err(e) = self.publish_tx.try_send(share) {
+            let share = match e {
+                mpsc::error::TrySendError::Full(s) | mpsc::error::TrySendError::Closed(s) => s,
             };
-            tracing::warn!(post = %post.id, "publisher queue full; post fanned out here only");
-            self.scheduler.submit(post);
+            tracing::warn!(post = %share.post.id, "publisher queue full; post fanned out here only");
+            self.scheduler.submit(share.post);
         }
     }
 

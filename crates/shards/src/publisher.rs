@@ -1,6 +1,9 @@
 //! Publishing: a list post this node accepted goes to the shared store, once, with its shards;
 //! then its local copy in the spool is completed. Every post waiting when the publisher wakes
-//! goes into the same transaction (group commit: one commit for concurrent posts).
+//! goes into the same transaction (group commit: one commit for concurrent posts). Enqueue
+//! waits for that commit before its `250` ([`SharedIntake`]): a post is durable in the shared
+//! store when acknowledged, unless the store did not answer within [`SHARE_WAIT`] (then it is
+//! durable in the spool and published when the store is back).
 //!
 //! A post that cannot be published (the store is down) stays in the local spool and is tried
 //! again with backoff; if the node stops first, its next start republishes it from the
@@ -8,12 +11,13 @@
 
 use crate::node::Shards;
 use herald_directory::NewClusterPost;
+use herald_enqueue::{ShareFuture, SharedIntake};
 use herald_spool::{PostKind, RecoveredPost, SpooledPost};
 use herald_telemetry::Event;
 use herald_types::PostId;
 use sha2::{Digest, Sha256};
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// Posts published in one transaction at most.
@@ -42,11 +46,42 @@ pub fn split_recovered(
     (keep, publish, stale)
 }
 
+/// A post for the publisher, and who waits for its commit (enqueue, before its `250`).
+pub(crate) struct Share {
+    pub post: SpooledPost,
+    pub committed: Option<oneshot::Sender<()>>,
+}
+
+/// How long enqueue waits for the shared store's commit before it acknowledges a post anyway
+/// (it is durable in the spool and published when the store answers).
+const SHARE_WAIT: Duration = Duration::from_secs(5);
+
+impl SharedIntake for Shards {
+    fn share<'a>(&'a self, post: &'a SpooledPost) -> ShareFuture<'a> {
+        Box::pin(async move {
+            let (tx, rx) = oneshot::channel();
+            let share = Share {
+                post: post.clone(),
+                committed: Some(tx),
+            };
+            if self.publish_tx.try_send(share).is_err() {
+                tracing::warn!(post = %post.id, "publisher queue full; post fanned out here only");
+                return false;
+            }
+            self.taken(post.id);
+            if !matches!(tokio::time::timeout(SHARE_WAIT, rx).await, Ok(Ok(()))) {
+                tracing::warn!(post = %post.id, "the shared store did not commit a post in time; it is durable in the spool and published when the store answers");
+            }
+            true
+        })
+    }
+}
+
 impl Shards {
     /// The publisher's loop: until `stop`, batches of waiting posts into the shared store.
     pub(crate) async fn publish_loop(
         &self,
-        mut rx: mpsc::Receiver<SpooledPost>,
+        mut rx: mpsc::Receiver<Share>,
         stop: CancellationToken,
     ) {
         loop {
@@ -65,11 +100,12 @@ impl Shards {
         }
     }
 
-    /// Publishes `batch` (retrying while the store is down), then completes the local posts.
-    pub(crate) async fn publish(&self, batch: Vec<SpooledPost>, stop: &CancellationToken) {
+    /// Publishes `batch` (retrying while the store is down), then completes the local posts
+    /// and tells whoever waits for the commit.
+    pub(crate) async fn publish(&self, batch: Vec<Share>, stop: &CancellationToken) {
         let mut rows = Vec::with_capacity(batch.len());
         let mut posts = Vec::with_capacity(batch.len());
-        for p in batch {
+        for Share { post: p, committed } in batch {
             match serde_json::to_string(&p.meta) {
                 Ok(meta_json) => {
                     rows.push(NewClusterPost {
@@ -81,7 +117,7 @@ impl Shards {
                         body_sha256: Sha256::digest(&p.body).to_vec(),
                         body: p.body.to_vec(),
                     });
-                    posts.push(p.id);
+                    posts.push((p.id, committed));
                 }
                 Err(e) => {
                     // Cannot happen for our own struct; if it did, the post still goes out.
@@ -111,7 +147,10 @@ impl Shards {
             backoff = (backoff * 2).min(MAX_BACKOFF);
         };
         self.counters.published.add(posts.len() as u64);
-        for (post, (cluster_post, shards)) in posts.into_iter().zip(published) {
+        for ((post, committed), (cluster_post, shards)) in posts.into_iter().zip(published) {
+            if let Some(tx) = committed {
+                let _ = tx.send(());
+            }
             tracing::info!(%post, cluster_post, shards, "post shared with the cluster");
             if let Err(e) = self.spool.complete(post).await {
                 tracing::error!(%post, error = %e, "cannot complete a published post in the spool");
