@@ -47,6 +47,7 @@ mod error;
 pub mod metrics;
 mod node;
 mod publisher;
+mod share;
 mod tracker;
 
 pub use error::ShardError;

@@ -5,7 +5,7 @@
 //! statement each per interval, whatever the number of copies.
 
 use crate::error::{store, ShardError};
-use crate::publisher::Share;
+use crate::share::Share;
 use crate::tracker::{Held, Tracker};
 use bytes::Bytes;
 use herald_directory::{ClaimedShard, Directory, ShardKey, MAX_DONE_BYTES};

@@ -10,6 +10,7 @@
 //! recovered spool — idempotent by (origin node, spool id). Nothing accepted is lost.
 
 use crate::node::Shards;
+use crate::share::Share;
 use herald_directory::NewClusterPost;
 use herald_enqueue::{ShareFuture, SharedIntake};
 use herald_spool::{PostKind, RecoveredPost, SpooledPost};
@@ -44,12 +45,6 @@ pub fn split_recovered(
         }
     }
     (keep, publish, stale)
-}
-
-/// A post for the publisher, and who waits for its commit (enqueue, before its `250`).
-pub(crate) struct Share {
-    pub post: SpooledPost,
-    pub committed: Option<oneshot::Sender<()>>,
 }
 
 /// How long enqueue waits for the shared store's commit before it acknowledges a post anyway
