@@ -16,6 +16,7 @@ mod dkim_cmd;
 mod doctor_cmd;
 mod import_cmd;
 mod lists_cmd;
+mod node_cmd;
 mod report;
 mod sim_cmd;
 mod stragglers;
@@ -104,6 +105,10 @@ enum Command {
     /// SMTP TLS reports (RFC 8460): `tls-report send [--day YYYY-MM-DD]`.
     #[command(subcommand)]
     TlsReport(lists_cmd::TlsReportCommand),
+    /// This node in a cluster (issue 17): `node drain [--wait-secs N]` hands its shards of
+    /// shared posts back and stops claiming.
+    #[command(subcommand)]
+    Node(node_cmd::NodeCommand),
     /// Copy a running server (lists, members, pending deliveries, archive, secret, keys) into
     /// a new directory, without stopping delivery.
     Backup(DirArg),
@@ -239,6 +244,7 @@ async fn dispatch(
         Command::Doctor(a) => doctor_cmd::run(&config, api(), a).await,
         Command::Digest(cmd) => lists_cmd::digest(&api()?, cmd).await,
         Command::TlsReport(cmd) => lists_cmd::tls_report(&api()?, cmd).await,
+        Command::Node(cmd) => node_cmd::run(&api()?, cmd).await,
         Command::Import(cmd) => import_cmd::import(cmd, &config, api().ok()).await,
         // Synchronous (the directory's API); off the runtime, as the PostgreSQL client needs.
         Command::Export(cmd) => tokio::task::block_in_place(|| import_cmd::export(cmd, &config)),

@@ -48,6 +48,7 @@ const FLOW: &[&str] = &[
     "herald-imap",
     "herald-accounts",
     "herald-cluster",
+    "herald-shards",
     "herald-webadmin",
     "herald-api",
     "herald-server",

@@ -105,3 +105,20 @@ pub struct NodeView {
     /// The node that answered this request.
     pub this_node: bool,
 }
+
+/// `POST /api/v1/node/drain`: what draining this node did (issue 17 item 3). The node claims no
+/// more shards of shared posts; the ones it held and had not finished went back to the cluster
+/// with their position.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(default)]
+pub struct NodeDrained {
+    pub node_id: String,
+    /// Shards the node held when the drain began.
+    pub held: u64,
+    /// Handed back unfinished (their queued copies given up here, another node sends them).
+    pub handed_back: u64,
+    /// Finished here during the drain.
+    pub finished: u64,
+    /// Still held when the wait ran out (drain again to go on); 0 means drained.
+    pub remaining: u64,
+}

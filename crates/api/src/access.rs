@@ -254,6 +254,7 @@ pub fn classify(method: &Method, path: &str, query: Option<&str>) -> Route {
             r.action = write.then_some("postmaster.delete");
         }
         ["api", "tls-report", "send"] if write => r.action = Some("tls_report.send"),
+        ["api", "node", "drain"] if write => r.action = Some("node.drain"),
         ["admin", "lists", rest @ ..] => admin_list_page(&mut r, rest, write, &on_list),
         ["admin", "stragglers", verb] if write => {
             r.action = Some(match *verb {

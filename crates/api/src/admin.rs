@@ -494,6 +494,15 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
     if let (Some(c), Ok(nodes)) = (s.cluster.as_ref(), cluster_status(&s).await) {
         herald_cluster::metrics::register(c, &nodes, &mut scrape);
     }
+    // Shared fan-out (issue 17 item 3): the cluster's shards and this node's counts.
+    if let Some(shards) = s.shards.clone() {
+        let d = s.directory.clone();
+        let counts = match tokio::task::spawn_blocking(move || d.shard_counts()).await {
+            Ok(Ok(c)) => Some(c),
+            _ => None,
+        };
+        herald_shards::metrics::register(&shards, counts.as_ref(), &mut scrape);
+    }
     let mut out = String::with_capacity(16 * 1024);
     s.telemetry.encode_metrics(&scrape, &mut out);
     (

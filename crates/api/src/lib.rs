@@ -32,6 +32,7 @@ mod lists_ops;
 mod live;
 mod login;
 mod manage;
+mod node;
 mod people;
 mod postmaster;
 mod reports;
@@ -130,6 +131,8 @@ pub struct ApiState {
     pub cluster: Option<Arc<herald_cluster::Cluster>>,
     /// The web administration's CSV imports under way (issue 15 item 2).
     pub webadmin: admin_pages::ImportJobs,
+    /// The shared fan-out (issue 17 item 3); `None` unless `[cluster] shared_fanout`.
+    pub shards: Option<Arc<herald_shards::Shards>>,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.

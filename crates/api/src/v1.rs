@@ -17,7 +17,7 @@
 //! public: it describes the API, holds no data, and a client needs it before it has a token.
 
 use crate::ApiState;
-use crate::{accounts_api, admin, bans, lists_ops, live, people, postmaster, reports, texts};
+use crate::{accounts_api, admin, bans, lists_ops, live, node, people, postmaster, reports, texts};
 use axum::Router;
 use herald_api_types::Problem;
 use std::sync::Arc;
@@ -124,7 +124,8 @@ pub fn router() -> (Router<Arc<ApiState>>, utoipa::openapi::OpenApi) {
         .routes(routes!(lists_ops::tls_report_send))
         .routes(routes!(admin::backup))
         .routes(routes!(texts::list_texts))
-        .routes(routes!(texts::set_list_text, texts::remove_list_text));
+        .routes(routes!(texts::set_list_text, texts::remove_list_text))
+        .routes(routes!(node::drain));
     OpenApiRouter::with_openapi(Doc::openapi())
         .nest(PREFIX, routes)
         .split_for_parts()

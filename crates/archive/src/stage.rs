@@ -283,6 +283,7 @@ mod tests {
                 null_sender: false,
                 audience: Default::default(),
                 dsn: None,
+                member_range: None,
             },
             body: bytes::Bytes::from(format!(
                 "From: a@x\r\nSubject: s\r\nMessage-ID: <{mid}>\r\n\r\nbody\r\n"

@@ -25,6 +25,7 @@ fn meta(n: u64) -> PostMeta {
         null_sender: false,
         audience: Default::default(),
         dsn: None,
+        member_range: None,
     }
 }
 

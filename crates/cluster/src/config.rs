@@ -10,6 +10,12 @@ use std::time::Duration;
 pub const MAX_HEARTBEAT_INTERVAL_SECS: u64 = 300;
 /// Most missed intervals before a node counts as dead.
 pub const MAX_DEAD_AFTER_INTERVALS: u32 = 100;
+/// Largest shard: beyond it one node's lease covers too much of a post to hand over quickly.
+pub const MAX_SHARD_MEMBERS: u32 = 1_000_000;
+/// Longest lease: a dead node's shards wait at most this long.
+pub const MAX_LEASE_SECS: u64 = 3600;
+/// Most shards a node fans out at once (each is a post in its scheduler).
+pub const MAX_SHARDS_PER_NODE: usize = 1024;
 
 /// The `[cluster]` section.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -25,6 +31,20 @@ pub struct ClusterConfig {
     pub heartbeat_interval_secs: u64,
     /// A node whose last heartbeat is older than this many intervals is reported dead.
     pub dead_after_intervals: u32,
+    /// Share each list post's fan-out between the nodes (issue 17 item 3, `herald-shards`):
+    /// the post is stored once in the shared store, cut into shards that every node claims.
+    /// Needs a PostgreSQL `[store] url`. Off: each node fans out what it accepted.
+    pub shared_fanout: bool,
+    /// Members per shard (by member id, within the post's snapshot).
+    pub shard_members: u32,
+    /// A shard's lease: a node that has not reported or renewed for this long loses the
+    /// shard to another node, which resumes from the last reported position.
+    pub lease_secs: u64,
+    /// How often a node reports its shards' finished members (one batched statement) and
+    /// renews its leases; also how often it looks for shards to claim.
+    pub shard_report_ms: u64,
+    /// Shards one node fans out at once.
+    pub max_shards_per_node: usize,
 }
 
 impl Default for ClusterConfig {
@@ -34,6 +54,11 @@ impl Default for ClusterConfig {
             address: None,
             heartbeat_interval_secs: 5,
             dead_after_intervals: 3,
+            shared_fanout: false,
+            shard_members: 1000,
+            lease_secs: 30,
+            shard_report_ms: 1000,
+            max_shards_per_node: 8,
         }
     }
 }
@@ -54,6 +79,28 @@ impl ClusterConfig {
                 "cluster.dead_after_intervals: must be 2 to {MAX_DEAD_AFTER_INTERVALS}"
             ));
         }
+        if self.shard_members == 0 || self.shard_members > MAX_SHARD_MEMBERS {
+            return Err(format!(
+                "cluster.shard_members: must be 1 to {MAX_SHARD_MEMBERS}"
+            ));
+        }
+        if self.lease_secs < 2 || self.lease_secs > MAX_LEASE_SECS {
+            return Err(format!("cluster.lease_secs: must be 2 to {MAX_LEASE_SECS}"));
+        }
+        // A lease must survive a few missed reports, or a busy node loses its shards.
+        if self.shard_report_ms < 50
+            || self.shard_report_ms.saturating_mul(2) > self.lease_secs * 1000
+        {
+            return Err(
+                "cluster.shard_report_ms: must be at least 50 and at most half of lease_secs"
+                    .into(),
+            );
+        }
+        if self.max_shards_per_node == 0 || self.max_shards_per_node > MAX_SHARDS_PER_NODE {
+            return Err(format!(
+                "cluster.max_shards_per_node: must be 1 to {MAX_SHARDS_PER_NODE}"
+            ));
+        }
         let address = self.address.as_deref().unwrap_or("x");
         if let Some(id) = &self.node_id {
             herald_directory::check_node(id, address)
@@ -67,6 +114,14 @@ impl ClusterConfig {
     }
 
     /// Heartbeat age beyond which a node is dead.
+    pub fn lease(&self) -> Duration {
+        Duration::from_secs(self.lease_secs)
+    }
+
+    pub fn shard_report_interval(&self) -> Duration {
+        Duration::from_millis(self.shard_report_ms)
+    }
+
     pub fn dead_after(&self) -> Duration {
         self.heartbeat_interval() * self.dead_after_intervals
     }
@@ -120,6 +175,35 @@ mod tests {
                     ..Default::default()
                 },
                 "cluster.heartbeat_interval_secs",
+            ),
+            (
+                ClusterConfig {
+                    shard_members: 0,
+                    ..Default::default()
+                },
+                "cluster.shard_members",
+            ),
+            (
+                ClusterConfig {
+                    lease_secs: 1,
+                    ..Default::default()
+                },
+                "cluster.lease_secs",
+            ),
+            (
+                ClusterConfig {
+                    lease_secs: 2,
+                    shard_report_ms: 1500,
+                    ..Default::default()
+                },
+                "cluster.shard_report_ms",
+            ),
+            (
+                ClusterConfig {
+                    max_shards_per_node: 0,
+                    ..Default::default()
+                },
+                "cluster.max_shards_per_node",
             ),
             (
                 ClusterConfig {

@@ -55,6 +55,7 @@ mod pg;
 mod refusal;
 mod schema;
 mod search;
+mod shards;
 mod store;
 mod suppression;
 mod texts;
@@ -86,6 +87,10 @@ pub use nodes::{
 pub use person::{BounceRecord, Erased, MembershipRecord, PersonRecord, ScoreRecord};
 pub use schema::SCHEMA_VERSION;
 pub use search::{FoundMember, SearchBy, MAX_SEARCH_PAGE, MAX_SEARCH_PREFIX_CHARS};
+pub use shards::{
+    ClaimedShard, ClusterPostRow, NewClusterPost, ShardCounts, ShardKey, ShardNext, ShardReport,
+    MAX_DONE_BYTES, MAX_SHARDS_PER_POST,
+};
 pub use suppression::{
     Refusal, Suppressed, Suppression, SuppressionSource, MAX_SUPPRESSION_LISTING,
 };

@@ -168,6 +168,9 @@ pub struct Enqueuer {
     pub post_rate: herald_guard::PostRate,
     /// `[content_filter]`: rspamd asked about each list post from SMTP/LMTP (`None`: off).
     pub content_filter: Option<herald_content_filter::ContentFilter>,
+    /// Shared fan-out (issue 17 item 3): list posts are committed to the shared store before
+    /// they are acknowledged (`None`: off, they go to this node's fan-out).
+    pub shared: Option<std::sync::Arc<dyn crate::SharedIntake>>,
 }
 
 /// A post about to be accepted: everything [`Enqueuer::accept`] needs to build its `PostMeta`.
@@ -456,6 +459,7 @@ impl Enqueuer {
             null_sender: draft.null_sender,
             audience: draft.audience,
             dsn: draft.dsn.map(Box::new),
+            member_range: None,
         };
         let body = draft.body;
         let id = self.spool.accept(meta.clone(), body.clone()).await?;
@@ -470,8 +474,23 @@ impl Enqueuer {
             };
             d.record(mid, seen);
         }
-        self.dispatch(SpooledPost { id, meta, body }).await;
+        let post = SpooledPost { id, meta, body };
+        if let (Some(shared), PostKind::ListPost) = (&self.shared, post.meta.kind) {
+            // Committed to the shared store before the 250 (group commit with concurrent posts).
+            shared.share(&post).await;
+        }
+        self.dispatch(post).await;
         Ok(id)
+    }
+
+    fn emit_accepted(&self, post: &SpooledPost) {
+        self.telemetry.emit(Event::PostAccepted {
+            post: post.id,
+            list: post.meta.list_address.clone(),
+            size: post.body.len(),
+            received_at_ms: post.meta.received_at_ms,
+            recovered: false,
+        });
     }
 
     /// Hands a freshly spooled post to the stage that owns its kind.
@@ -479,13 +498,7 @@ impl Enqueuer {
         let (id, kind) = (post.id, post.meta.kind);
         let to = match kind {
             PostKind::ListPost => {
-                self.telemetry.emit(Event::PostAccepted {
-                    post: id,
-                    list: post.meta.list_address.clone(),
-                    size: post.body.len(),
-                    received_at_ms: post.meta.received_at_ms,
-                    recovered: false,
-                });
+                self.emit_accepted(&post);
                 &self.handoff.fanout
             }
             PostKind::Generated => &self.handoff.fanout,

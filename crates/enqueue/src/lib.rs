@@ -26,6 +26,7 @@ mod enqueue;
 mod error;
 mod inbound;
 mod policy;
+mod shared;
 
 pub use arrival::{ArrivalCheck, LmtpClients, Source};
 pub use config::{ArrivalSetupError, AuthSection, ComplaintsSection};
@@ -36,3 +37,4 @@ pub use enqueue::{
 pub use error::EnqueueError;
 pub use inbound::{ListHandler, PostmasterPolicy, Target};
 pub use policy::MAX_PARTS;
+pub use shared::{ShareFuture, SharedIntake};

@@ -69,6 +69,7 @@ fn world() -> World {
         handoff,
         post_rate: Default::default(),
         content_filter: None,
+        shared: None,
     });
     World {
         _dir: dir,

@@ -340,6 +340,7 @@ mod tests {
                 null_sender: false,
                 audience: Default::default(),
                 dsn: None,
+                member_range: None,
             },
             body: Bytes::from(body.replace('\n', "\r\n")),
         }

@@ -50,7 +50,7 @@ pub use config::{ConfigError, SchedulerConfig, ShapingRule};
 pub use messages::{
     Action, DestinationView, HostView, QueueSnapshot, Selector, SnapshotRequest, StragglerView,
 };
-pub use outcomes::FAILED_COPY_CAPACITY;
+pub use outcomes::{FinalSink, FAILED_COPY_CAPACITY};
 
 use herald_directory::Directory;
 use herald_fanout::ListContext;
@@ -87,6 +87,9 @@ pub struct SchedulerDeps {
     /// Its warm-up ledger is written about once a second while it changes, and when the
     /// scheduler stops.
     pub egress: Option<herald_egress::Egress>,
+    /// Told of every final outcome and completed post (the shared fan-out's reporter, issue 17
+    /// item 3; `None`: nobody).
+    pub finals: Option<Arc<dyn outcomes::FinalSink>>,
 }
 
 /// Why new shaping rules were not taken.
@@ -202,6 +205,7 @@ impl Scheduler {
             deps.spool,
             deps.telemetry,
             deps.failures,
+            deps.finals,
             actor_done.clone(),
         ));
         let actor_task = tokio::spawn(actor.run(jobs_rx, ctrl_rx, shutdown));
@@ -255,6 +259,13 @@ impl Scheduler {
             return;
         }
         self.spawn_expand(post.id, post.meta, post.body, None);
+    }
+
+    /// Fans out one shard of a post shared between nodes (issue 17 item 3): `post` was
+    /// spooled here with its `member_range`; `done` holds the members other nodes (or this
+    /// node's previous lease) already finished.
+    pub fn submit_shard(&self, post: SpooledPost, done: herald_spool::DoneSet) {
+        self.spawn_expand(post.id, post.meta, post.body, Some(done));
     }
 
     fn resume(&self, post: RecoveredPost) {

@@ -216,6 +216,13 @@ impl Config {
             }
             other => other.to_string(),
         })?;
+        // Shared fan-out (issue 17 item 3) shares posts through the store: SQLite is one node's.
+        if self.cluster.shared_fanout && self.store.url.is_none() {
+            return Err(
+                "cluster.shared_fanout: needs a PostgreSQL store shared by the nodes ([store] url)"
+                    .into(),
+            );
+        }
         self.http.check()
     }
 
@@ -665,6 +672,35 @@ mod tests {
                 "imap:",
             ),
             ("[imap]\nlisten = \"127.0.0.1:1143\"\nbogus = 1\n", "bogus"),
+        ] {
+            let err = Config::parse(toml).expect_err(toml);
+            assert!(err.contains(key), "{toml}: {err}");
+        }
+    }
+
+    /// Shared fan-out (issue 17 item 3) is off in the example and needs a shared store: on
+    /// with the SQLite default it is refused by its key; bad shard keys name theirs.
+    #[test]
+    fn shared_fanout_needs_postgresql_and_checks_its_keys() {
+        let text = include_str!("../../../herald.example.toml");
+        let c = Config::parse(text).expect("herald.example.toml must parse");
+        assert!(!c.cluster.shared_fanout);
+        let on =
+            "[store]\nurl = \"postgres://h@127.0.0.1:5432/d\"\n[cluster]\nshared_fanout = true\n";
+        assert!(
+            Config::parse(on)
+                .expect("on with postgresql")
+                .cluster
+                .shared_fanout
+        );
+        for (toml, key) in [
+            ("[cluster]\nshared_fanout = true\n", "cluster.shared_fanout"),
+            ("[cluster]\nlease_secs = 0\n", "cluster.lease_secs"),
+            ("[cluster]\nshard_members = 0\n", "cluster.shard_members"),
+            (
+                "[cluster]\nlease_secs = 2\nshard_report_ms = 1500\n",
+                "cluster.shard_report_ms",
+            ),
         ] {
             let err = Config::parse(toml).expect_err(toml);
             assert!(err.contains(key), "{toml}: {err}");

@@ -74,6 +74,8 @@ pub(crate) struct Stages {
     cluster: Arc<herald_cluster::Cluster>,
     /// The heartbeat task (it marks the node left when stopped) and its stop.
     heartbeat: (JoinHandle<()>, CancellationToken),
+    /// The shared fan-out (`[cluster] shared_fanout`, issue 17 item 3).
+    shards: Option<Arc<herald_shards::Shards>>,
 }
 
 /// The listeners and the HTTP API (step 3).
@@ -247,7 +249,9 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         mta_sts_path: Some(config.data_dir.join("mta-sts.json")),
         tls_sessions,
         egress: open_egress(config)?,
+        finals: None,
     };
+
     let archive = start_archive(config, &s.recovered)?;
     // Digests the spool holds (recovery delivers them): the digest stage must not send again.
     let live_digests: std::collections::HashSet<String> = s
@@ -262,12 +266,34 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
                 .to_string()
         })
         .collect();
+    // Shared fan-out: the scheduler tells the tracker every final outcome; the node's own
+    // list posts (recovered ones too) go to the shared store instead of its scheduler.
+    let shared = config.cluster.shared_fanout;
+    let tracker = Arc::new(herald_shards::Tracker::default());
+    let mut deps = deps;
+    let mut recovered = s.recovered;
+    let (mut to_publish, mut stale_shards) = (Vec::new(), Vec::new());
+    if shared {
+        deps.finals = Some(tracker.clone());
+        (recovered, to_publish, stale_shards) = herald_shards::split_recovered(recovered);
+    }
     let (scheduler, scheduler_task) = Scheduler::start(
         config.scheduler.clone(),
         deps,
-        s.recovered,
+        recovered,
         scheduler_stop.clone(),
     );
+    let shards = shared.then(|| {
+        herald_shards::Shards::new(herald_shards::ShardsDeps {
+            directory: s.directory.clone(),
+            spool: s.spool.clone(),
+            telemetry: s.telemetry.clone(),
+            scheduler: scheduler.clone(),
+            tracker,
+            node: s.cluster.node_id().to_string(),
+            cfg: config.cluster.clone(),
+        })
+    });
     let enqueuer = Arc::new(Enqueuer {
         directory: s.directory.clone(),
         spool: s.spool.clone(),
@@ -278,6 +304,9 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         handoff,
         post_rate: Default::default(),
         content_filter: content_filter(config)?,
+        shared: shards
+            .clone()
+            .map(|s| s as Arc<dyn herald_enqueue::SharedIntake>),
     });
     let lists = Arc::new(Lists {
         enqueuer: enqueuer.clone(),
@@ -363,23 +392,38 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
                 }
             }));
             let fan_out = scheduler.clone();
+            let shared_out = shards.clone();
             tasks.push(tokio::spawn(herald_archive::stage::intake(
                 handed.fanout,
-                move |post| fan_out.submit(post),
+                move |post| match &shared_out {
+                    Some(shards) => shards.submit(post),
+                    None => fan_out.submit(post),
+                },
                 sender,
                 scheduler_stop.clone(),
             )));
             Some(writer)
         }
         None => {
-            tasks.push(tokio::spawn(
-                scheduler
-                    .clone()
-                    .take_posts(handed.fanout, scheduler_stop.clone()),
-            ));
+            tasks.push(match &shards {
+                Some(shards) => tokio::spawn(
+                    shards
+                        .clone()
+                        .take_posts(handed.fanout, scheduler_stop.clone()),
+                ),
+                None => tokio::spawn(
+                    scheduler
+                        .clone()
+                        .take_posts(handed.fanout, scheduler_stop.clone()),
+                ),
+            });
             None
         }
     };
+    if let Some(shards) = &shards {
+        // Stopped with the scheduler; `drain` reports and hands back after it.
+        tasks.extend(shards.start(to_publish, stale_shards, scheduler_stop.clone()));
+    }
     let digests = start_digests(
         config,
         &s.directory,
@@ -400,6 +444,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
     Ok(Stages {
         heartbeat: (heartbeat, heartbeat_stop),
         cluster: s.cluster,
+        shards,
         accounts: s.accounts,
         directory: s.directory,
         spool: s.spool,
@@ -639,6 +684,7 @@ pub(crate) fn serve(
         public_base_url: config.http.public_base_url(config.listen.http),
         cluster: Some(stages.cluster.clone()),
         webadmin: Default::default(),
+        shards: stages.shards.clone(),
     });
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");
@@ -776,6 +822,10 @@ pub(crate) async fn drain(stages: Stages, served: Served) -> Result<(), ServerEr
     }
     stages.scheduler_stop.cancel();
     let _ = stages.scheduler_task.await;
+    if let Some(shards) = &stages.shards {
+        // Every outcome is in: report it, and hand back what is unfinished.
+        shards.finish().await;
+    }
     // After the scheduler: its report loop has handed every failure to the bounce stage.
     stages.stages_stop.cancel();
     for task in stages.tasks {

@@ -27,6 +27,7 @@ fn meta() -> PostMeta {
         null_sender: false,
         audience: Default::default(),
         dsn: None,
+        member_range: None,
     }
 }
 

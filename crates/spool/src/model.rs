@@ -68,6 +68,12 @@ pub struct PostMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// Boxed: rare, and it would double the size of every record in memory.
     pub dsn: Option<Box<herald_types::Dsn>>,
+    /// `ListPost`: a shard of a post shared between nodes (issue 17 item 3, `herald-shards`):
+    /// only members with `lo <= id <= hi` get it here; other nodes fan out the rest. Left out
+    /// of the record when absent, so journals written before it read back the same. Boxed:
+    /// rare, and every record in memory would grow by its size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member_range: Option<Box<(MemberId, MemberId)>>,
 }
 
 /// What inbound hands to fan-out once `accept` has returned.
@@ -130,6 +136,24 @@ impl DoneSet {
     /// Adds a member; false if it was already there.
     pub fn insert(&mut self, member: MemberId) -> bool {
         self.0.insert(member.0 as u64)
+    }
+
+    /// The set in roaring's portable serialization: how a shard's finished members travel
+    /// through the shared store (issue 17 item 3).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Parses [`DoneSet::to_bytes`] output from an untrusted source: a clear error for bytes
+    /// that do not decode, and nothing left over.
+    pub fn from_bytes(bytes: &[u8]) -> Result<DoneSet, String> {
+        let set = DoneSet::decode(bytes)?;
+        if set.0.serialized_size() != bytes.len() {
+            return Err("bad done-set encoding: trailing bytes".into());
+        }
+        Ok(set)
     }
 
     /// Roaring's portable serialization (used by checkpoint records).
@@ -217,6 +241,29 @@ pub struct SpoolStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bytes a shard's finished members travel in through the shared store (issue 17):
+    /// a round trip keeps the set; hostile bytes (garbage, truncated, trailing) are errors.
+    #[test]
+    fn done_set_bytes_round_trip_and_refuse_hostile_input() {
+        let mut d = DoneSet::new();
+        for m in [3, 7, 1_000_000] {
+            d.insert(MemberId(m));
+        }
+        let bytes = d.to_bytes();
+        assert_eq!(DoneSet::from_bytes(&bytes).expect("decodes"), d);
+        assert!(DoneSet::from_bytes(b"\xde\xad\xbe\xef").is_err());
+        assert!(DoneSet::from_bytes(&bytes[..bytes.len() - 1]).is_err());
+        let mut long = bytes.clone();
+        long.push(0);
+        assert!(DoneSet::from_bytes(&long).is_err());
+        assert_eq!(
+            DoneSet::from_bytes(&DoneSet::new().to_bytes())
+                .expect("empty")
+                .len(),
+            0
+        );
+    }
 
     #[test]
     fn done_set_basics_and_round_trip() {

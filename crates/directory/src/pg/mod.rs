@@ -38,6 +38,7 @@ mod person;
 mod policy;
 mod schema;
 mod search;
+mod shards;
 mod texts;
 
 pub(crate) use members::MemberColumn;
@@ -228,6 +229,27 @@ impl PgStore {
             )?;
             f(&mut db)?
         };
+        tx.commit().map_err(pg("commit"))?;
+        Ok(out)
+    }
+
+    /// Runs `f` in one transaction *without* the directory write lock: for tables no
+    /// check-then-insert of the directory touches (the shared fan-out's, `shards`), whose
+    /// writers must not queue behind a member import.
+    pub(crate) fn unlocked_write<T>(
+        &self,
+        f: impl FnOnce(&mut Db<'_, Transaction<'_>>) -> Result<T, DirectoryError>,
+    ) -> Result<T, DirectoryError> {
+        let mut checked = self.checkout()?;
+        let conn = checked
+            .conn
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("checked out"));
+        let mut tx = conn.client.transaction().map_err(pg("begin write"))?;
+        let out = f(&mut Db {
+            c: &mut tx,
+            stmts: &mut conn.stmts,
+        })?;
         tx.commit().map_err(pg("commit"))?;
         Ok(out)
     }

@@ -144,6 +144,41 @@ pub(crate) const SCHEMA_SQL: &[&str] = &[
         updated_at_ms BIGINT NOT NULL,
         PRIMARY KEY (list_id, message_id, language)
     );"#,
+    // 10 -> 11: shared fan-out (issue 17 item 3, see `crate::shards`): a post stored once with
+    // its body, and its fan-out cut into shards of member-id ranges that nodes lease.
+    // `origin_node`/`origin_post` make publishing idempotent (a node republishes what its spool
+    // recovered). `done` is the shard's finished members as a roaring bitmap; `bad` shards are
+    // set aside with the reason (never claimed again).
+    r#"CREATE TABLE cluster_posts (
+        post_id        BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        origin_node    TEXT NOT NULL,
+        origin_post    BIGINT NOT NULL,
+        list_id        BIGINT NOT NULL,
+        meta           TEXT NOT NULL,
+        body           BYTEA NOT NULL,
+        body_sha256    BYTEA NOT NULL,
+        accepted_at_ms BIGINT NOT NULL,
+        UNIQUE (origin_node, origin_post)
+    );
+    CREATE TABLE shards (
+        post_id         BIGINT NOT NULL REFERENCES cluster_posts(post_id) ON DELETE CASCADE,
+        shard_no        INTEGER NOT NULL,
+        lo_member_id    BIGINT NOT NULL,
+        hi_member_id    BIGINT NOT NULL,
+        state           TEXT NOT NULL DEFAULT 'open'
+                        CHECK (state IN ('open', 'leased', 'done', 'bad')),
+        owner_node      TEXT,
+        lease_until_ms  BIGINT,
+        leased_at_ms    BIGINT,
+        done            BYTEA,
+        copies_done     BIGINT NOT NULL DEFAULT 0,
+        claims          INTEGER NOT NULL DEFAULT 0,
+        reclaimed_count INTEGER NOT NULL DEFAULT 0,
+        error           TEXT,
+        PRIMARY KEY (post_id, shard_no)
+    );
+    CREATE INDEX shards_claimable ON shards(post_id, shard_no) WHERE state IN ('open', 'leased');
+    CREATE INDEX shards_by_owner ON shards(owner_node) WHERE state = 'leased';"#,
 ];
 
 /// Brings the database up to [`SCHEMA_VERSION`] under [`MIGRATION_LOCK`], or refuses one

@@ -21,6 +21,7 @@ impl Selector {
         match self {
             Selector::Recipient(a) => job.member.address.to_string().eq_ignore_ascii_case(a),
             Selector::Domain(d) => job.domain().eq_ignore_ascii_case(d),
+            Selector::Post(p) => job.post.id == *p,
         }
     }
 }

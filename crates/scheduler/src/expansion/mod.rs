@@ -82,11 +82,21 @@ pub async fn expand(
     });
     let already_done = done.as_ref().map_or(0, |d| d.len());
     let suppress = Arc::new(Suppress::load(&ctx, id, &meta, &body).await?);
-    let mut after = MemberId(0);
+    // A shard of a shared post (issue 17 item 3) covers only its member-id range.
+    let (mut after, up_to) = match meta.member_range.as_deref().copied() {
+        Some((lo, hi)) => (
+            MemberId(lo.0.saturating_sub(1).max(0)),
+            MemberId(hi.0.min(meta.max_member_id.0)),
+        ),
+        None => (MemberId(0), meta.max_member_id),
+    };
     let mut queued = 0u64;
     loop {
         let dir = ctx.directory.clone();
-        let (page, up_to) = (ctx.page_size.min(ctx.post_window), meta.max_member_id);
+        let page = ctx.page_size.min(ctx.post_window);
+        if after >= up_to {
+            break;
+        }
         let audience = meta.audience;
         let members = blocking(move || dir.delivery_page(list_id, after, up_to, page, audience))
             .await?

@@ -129,6 +129,7 @@ fn meta(list: &List, max_member: MemberId) -> PostMeta {
         null_sender: false,
         audience: Default::default(),
         dsn: None,
+        member_range: None,
     }
 }
 

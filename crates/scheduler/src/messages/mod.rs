@@ -117,6 +117,8 @@ pub enum Selector {
     Recipient(String),
     /// Every copy to this recipient domain.
     Domain(String),
+    /// Every copy of this post (a shard handed back by a drain, issue 17 item 3).
+    Post(herald_types::PostId),
 }
 
 /// What to do with them.

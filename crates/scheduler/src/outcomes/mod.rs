@@ -13,8 +13,9 @@
 use crate::messages::{OutcomeReport, Report};
 use herald_spool::{FinalState, Spool};
 use herald_telemetry::{Attempt, Event, StageId, Telemetry};
-use herald_types::{FailedCopy, PostId, RcptOutcome};
+use herald_types::{FailedCopy, FailureCause, MemberId, PostId, RcptOutcome};
 use std::collections::HashMap;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +25,17 @@ pub const FAILED_COPY_CAPACITY: usize = 4096;
 
 /// How long shutdown waits for the last outcomes to be journaled.
 const FINAL_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Who else learns of final outcomes: the shared fan-out (issue 17 item 3, `herald-shards`)
+/// reports a shard's finished members to the shared store. Called from the report loop, so an
+/// implementation must not block (a short std `Mutex` at most).
+pub trait FinalSink: Send + Sync {
+    /// `member` of `post` is final here. `gave_up`: by the operator's (or a drain's) give-up,
+    /// which is this node letting go of the copy, not the copy's end.
+    fn finished(&self, post: PostId, member: MemberId, gave_up: bool);
+    /// Every recipient of `post` is final here (after its outcomes).
+    fn completed(&self, post: PostId);
+}
 
 #[derive(Default)]
 struct Track {
@@ -38,6 +50,7 @@ pub async fn run(
     spool: Spool,
     telemetry: Telemetry,
     failures: Option<mpsc::Sender<FailedCopy>>,
+    finals: Option<Arc<dyn FinalSink>>,
     actor_done: CancellationToken,
 ) {
     let mut book = Book {
@@ -45,6 +58,7 @@ pub async fn run(
         spool,
         telemetry,
         failures,
+        finals,
     };
     loop {
         tokio::select! {
@@ -75,6 +89,7 @@ struct Book {
     spool: Spool,
     telemetry: Telemetry,
     failures: Option<mpsc::Sender<FailedCopy>>,
+    finals: Option<Arc<dyn FinalSink>>,
 }
 
 impl Book {
@@ -107,6 +122,9 @@ impl Book {
                 tracing::error!(%post, error = %e, "cannot complete a post in the spool");
             }
             self.telemetry.emit(Event::PostCompleted { post });
+            if let Some(f) = &self.finals {
+                f.completed(post);
+            }
         }
     }
 
@@ -130,6 +148,10 @@ impl Book {
                 }
             }
             self.tracks.entry(post).or_default().finished += 1;
+            if let Some(f) = &self.finals {
+                let gave_up = matches!(o.cause, Some(FailureCause::OperatorGaveUp));
+                f.finished(post, o.member, gave_up);
+            }
         }
         if let (Some(cause), Some(tx)) = (o.cause.take(), &self.failures) {
             let failed = FailedCopy {

@@ -30,6 +30,7 @@ fn meta() -> PostMeta {
         null_sender: false,
         audience: Default::default(),
         dsn: None,
+        member_range: None,
     }
 }
 
@@ -99,6 +100,7 @@ impl Loop {
             spool.clone(),
             Telemetry::disabled_log(),
             Some(fail_tx),
+            None,
             done.clone(),
         ));
         Loop {

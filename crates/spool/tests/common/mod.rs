@@ -22,6 +22,7 @@ pub fn meta(n: u64) -> PostMeta {
         null_sender: false,
         audience: Default::default(),
         dsn: None,
+        member_range: None,
     }
 }
 

@@ -1,0 +1,725 @@
+//! Shared fan-out (issue 17 item 3), with the real binary as an operator runs it: three
+//! `herald serve` processes on 127.0.0.2/3/4 share one PostgreSQL (`herald-pg-harness`) with
+//! `[cluster] shared_fanout = true`. Each node sends from its own address (an egress source),
+//! so the simulated world's receivers tell which node delivered each copy.
+//!
+//! - a post accepted by one node reaches every member exactly once, and the copies came from
+//!   at least two nodes (the shards were spread);
+//! - `kill -9` of a node in the middle of a fan-out: nobody is lost, its shards are reclaimed
+//!   within the lease (plus slack), and the duplicates are at most what the killed node had
+//!   delivered but not yet reported;
+//! - hostile rows in the shared store (a truncated body, a range with lo > hi, metadata that is
+//!   not JSON) are set aside as `bad` with the reason; the node keeps serving.
+
+mod support;
+
+use herald_pg_harness::PgServer;
+use herald_sim::{Profile, World};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use support::binary::herald_bin;
+use support::*;
+
+const LIST: &str = "big@lists.test";
+const DOMAINS: usize = 4;
+const LEASE_SECS: u64 = 3;
+const REPORT_MS: u64 = 300;
+/// Per node: connections per destination × destinations × copies per batch — the copies a node
+/// can have sent but not yet seen the replies of.
+const CONNS_PER_DEST: usize = 2;
+const BATCH: usize = 8;
+
+fn free_port_on(ip: &str) -> u16 {
+    std::net::TcpListener::bind(format!("{ip}:0"))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// One node: its config, addresses, the child process.
+struct Node {
+    id: String,
+    ip: IpAddr,
+    config: std::path::PathBuf,
+    http: SocketAddr,
+    smtp: SocketAddr,
+    child: Option<Child>,
+}
+
+impl Node {
+    fn configure(dir: &Path, ip: &str, id: &str, url: &str, world: &World) -> Node {
+        let http: SocketAddr = format!("{ip}:{}", free_port_on(ip)).parse().expect("addr");
+        let smtp: SocketAddr = format!("{ip}:{}", free_port_on(ip)).parse().expect("addr");
+        let toml = format!(
+            r#"data_dir = "{data}"
+hostname = "herald.test"
+secret = "{SECRET}"
+[server]
+allow_root = true
+[listen]
+smtp = "{smtp}"
+lmtp = "{ip}:{lmtp}"
+http = "{http}"
+[dns]
+nameservers = ["{dns}"]
+timeout_ms = 1000
+[delivery]
+port = {port}
+connect_timeout_secs = 2
+banner_timeout_secs = 2
+default_egress_pool = "own"
+[[delivery.egress]]
+name = "self"
+source = "{ip}"
+[[delivery.egress_pool]]
+name = "own"
+sources = ["self"]
+[scheduler]
+max_connections_per_destination = {CONNS_PER_DEST}
+max_copies_per_batch = {BATCH}
+[store]
+url = "{url}"
+[cluster]
+node_id = "{id}"
+heartbeat_interval_secs = 1
+dead_after_intervals = 2
+shared_fanout = true
+shard_members = 250
+lease_secs = {LEASE_SECS}
+shard_report_ms = {REPORT_MS}
+max_shards_per_node = 2
+"#,
+            data = dir.join(id).display(),
+            lmtp = free_port_on(ip),
+            dns = world.dns_addr(),
+            port = world.smtp_port(),
+        );
+        let config = dir.join(format!("{id}.toml"));
+        std::fs::write(&config, toml).expect("write config");
+        Node {
+            id: id.into(),
+            ip: ip.parse().expect("ip"),
+            config,
+            http,
+            smtp,
+            child: None,
+        }
+    }
+
+    fn api(&self) -> String {
+        format!("http://{}", self.http)
+    }
+
+    async fn start(&mut self) {
+        let child = Command::new(herald_bin())
+            .args(["serve", "--config"])
+            .arg(&self.config)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn herald serve");
+        self.child = Some(child);
+        wait_healthy(&self.api()).await;
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().expect("SIGKILL");
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+async fn pg_url() -> String {
+    tokio::task::spawn_blocking(|| PgServer::shared().fresh_database())
+        .await
+        .expect("task")
+        .expect("database")
+}
+
+/// Runs `sql` on the shared store and returns the rows as text columns.
+async fn pg_rows(url: &str, sql: &'static str) -> Vec<Vec<Option<String>>> {
+    let url = url.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+        c.simple_query(sql)
+            .expect("query")
+            .into_iter()
+            .filter_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(r) => {
+                    Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+                }
+                _ => None,
+            })
+            .collect()
+    })
+    .await
+    .expect("task")
+}
+
+async fn pg_exec(url: &str, sql: String) {
+    let url = url.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+        c.batch_execute(&sql).expect("statement");
+    })
+    .await
+    .expect("task")
+}
+
+/// Three nodes on one store, a list of `members` members made through the first node.
+async fn cluster(dir: &Path, url: &str, world: &World, members: usize, ips: &[&str]) -> Vec<Node> {
+    let mut nodes = Vec::new();
+    for (i, ip) in ips.iter().enumerate() {
+        let mut n = Node::configure(dir, ip, &format!("node-{i}"), url, world);
+        n.start().await;
+        nodes.push(n);
+    }
+    let api = nodes[0].api();
+    create_list(&api, LIST, json!({"posting_policy": "anyone"})).await;
+    let (status, report) = http_bytes(
+        &format!("{api}/api/v1/lists/{LIST}/import"),
+        members_csv(members, DOMAINS).into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    assert_eq!(
+        view::<herald_api_types::ImportReport>("import", &report).added,
+        members as u64
+    );
+    nodes
+}
+
+async fn post(node: &Node, subject: &str) {
+    let (mut c, _) = Smtp::connect(node.smtp).await;
+    c.cmd("EHLO client.test").await;
+    let body =
+        format!("From: alice@client.test\r\nTo: {LIST}\r\nSubject: {subject}\r\n\r\nhello all\r\n");
+    let reply = c
+        .send_mail("alice@client.test", &[LIST], body.as_bytes())
+        .await;
+    assert!(reply.starts_with("250"), "{reply}");
+}
+
+fn slow_world(delay_ms: u64) -> herald_sim::WorldConfig {
+    let profile = Profile::Slow {
+        delay: Duration::from_millis(delay_ms),
+    };
+    world_config(&vec![profile; DOMAINS], false)
+}
+
+/// Copies per sending node address.
+fn copies_by_peer(world: &World) -> BTreeMap<IpAddr, u64> {
+    let mut out = BTreeMap::new();
+    for c in world.recorder().snapshot().copies {
+        if let Some(p) = c.peer {
+            *out.entry(p).or_default() += 1;
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_fan_one_post_out_every_member_exactly_once() {
+    const MEMBERS: usize = 3000;
+    let url = pg_url().await;
+    let world = World::start(slow_world(2)).await.expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ips = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
+    let nodes = cluster(dir.path(), &url, &world, MEMBERS, &ips).await;
+    post(&nodes[1], "one post, three nodes").await;
+    // Durable in the shared store before the 250 (group commit on the accepting node).
+    let stored = pg_rows(&url, "SELECT COUNT(*)::TEXT FROM cluster_posts").await;
+    assert_eq!(
+        stored[0][0].as_deref(),
+        Some("1"),
+        "not in the store at 250"
+    );
+    assert!(
+        world
+            .recorder()
+            .wait_for(MEMBERS as u64, Duration::from_secs(120))
+            .await,
+        "not every member got the post: {}",
+        world.recorder().unique_recipients()
+    );
+    // Let any straggling duplicate arrive before counting.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let snap = world.recorder().snapshot();
+    assert_eq!(snap.unique_recipients, MEMBERS as u64);
+    assert_eq!(snap.duplicates, 0, "a member got two copies");
+    assert_eq!(snap.accepted, MEMBERS as u64);
+    let by_node = copies_by_peer(&world);
+    let senders: BTreeSet<IpAddr> = by_node.keys().copied().collect();
+    assert!(
+        senders.len() >= 2,
+        "the fan-out was not spread over the nodes: {by_node:?}"
+    );
+    assert!(
+        senders.iter().all(|ip| nodes.iter().any(|n| n.ip == *ip)),
+        "{by_node:?}"
+    );
+    // The store agrees: every shard done, by at least two owners, nothing reclaimed.
+    let rows = pg_rows(
+        &url,
+        "SELECT state, owner_node, reclaimed_count::TEXT, copies_done::TEXT FROM shards",
+    )
+    .await;
+    assert_eq!(rows.len(), MEMBERS / 250, "{rows:?}");
+    assert!(
+        rows.iter().all(|r| r[0].as_deref() == Some("done")),
+        "{rows:?}"
+    );
+    let owners: BTreeSet<_> = rows.iter().map(|r| r[1].clone()).collect();
+    assert!(owners.len() >= 2, "{rows:?}");
+    let reported: u64 = rows
+        .iter()
+        .map(|r| r[3].as_deref().unwrap_or("0").parse::<u64>().expect("n"))
+        .sum();
+    assert_eq!(reported, MEMBERS as u64, "every copy reported once");
+    // /metrics of a node shows the cluster's shards.
+    let done = metric(&nodes[0].api(), "herald_cluster_shards{state=\"done\"}").await;
+    assert_eq!(done, (MEMBERS / 250) as u64);
+    drop(nodes);
+    world.shutdown().await;
+}
+
+/// Shards held (leased) per node id, and the copies reported done for each owner.
+async fn leases(url: &str) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+    let rows = pg_rows(
+        url,
+        "SELECT owner_node, state, copies_done::TEXT FROM shards WHERE owner_node IS NOT NULL",
+    )
+    .await;
+    let (mut leased, mut reported) = (BTreeMap::new(), BTreeMap::new());
+    for r in rows {
+        let owner = r[0].clone().expect("owner");
+        if r[1].as_deref() == Some("leased") {
+            *leased.entry(owner.clone()).or_default() += 1;
+        }
+        *reported.entry(owner).or_default() +=
+            r[2].as_deref().unwrap_or("0").parse::<u64>().expect("n");
+    }
+    (leased, reported)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_killed_mid_fan_out_loses_nobody_and_its_shards_are_reclaimed() {
+    const MEMBERS: usize = 3000;
+    let url = pg_url().await;
+    let world = World::start(slow_world(15)).await.expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ips = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
+    let mut nodes = cluster(dir.path(), &url, &world, MEMBERS, &ips).await;
+    let started = Instant::now();
+    post(&nodes[0], "a node dies").await;
+    // Mid fan-out: copies are arriving and another node than the first holds unfinished shards.
+    let victim = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "fan-out never got going"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if world.recorder().accepted() < 300 {
+            continue;
+        }
+        let (leased, _) = leases(&url).await;
+        if let Some(i) =
+            (1..nodes.len()).find(|&i| leased.get(&nodes[i].id).is_some_and(|&n| n > 0))
+        {
+            break i;
+        }
+    };
+    let victim_id = nodes[victim].id.clone();
+    let victim_ip = nodes[victim].ip;
+    nodes[victim].kill9();
+    let killed_at = Instant::now();
+    // What the killed node had reported (the store as it left it) against what it delivered.
+    let (leased, reported) = leases(&url).await;
+    let held_at_kill = leased.get(&victim_id).copied().unwrap_or(0);
+    assert!(
+        held_at_kill > 0,
+        "the killed node held no shard: {leased:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let sent_by_victim = copies_by_peer(&world).get(&victim_ip).copied().unwrap_or(0);
+    let reported_by_victim = reported.get(&victim_id).copied().unwrap_or(0);
+    let unreported = sent_by_victim.saturating_sub(reported_by_victim);
+
+    // Its shards are taken over within the lease (plus a few report intervals of slack).
+    loop {
+        let (leased, _) = leases(&url).await;
+        if leased.get(&victim_id).copied().unwrap_or(0) == 0 {
+            break;
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(LEASE_SECS + 3),
+            "the killed node's shards were not reclaimed within the lease: {leased:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let reclaim = killed_at.elapsed();
+
+    // Nobody is lost.
+    assert!(
+        world
+            .recorder()
+            .wait_for(MEMBERS as u64, Duration::from_secs(120))
+            .await,
+        "members lost after kill -9: {} of {MEMBERS}",
+        world.recorder().unique_recipients()
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let snap = world.recorder().snapshot();
+    assert_eq!(snap.unique_recipients, MEMBERS as u64);
+    // Duplicates: only copies the killed node delivered but had not reported.
+    let dups = snap.duplicate_copies();
+    for d in &dups {
+        let first = snap
+            .copies_for(&d.recipient)
+            .first()
+            .and_then(|c| c.peer)
+            .expect("first copy");
+        assert_eq!(
+            first, victim_ip,
+            "a duplicate not caused by the kill: {}",
+            d.recipient
+        );
+    }
+    // The window: what one node can have in flight (connections × batch) plus what it
+    // delivers in two report intervals at the rate it went.
+    let rate_per_ms = sent_by_victim as f64 / (killed_at - started).as_millis().max(1) as f64;
+    let window = (CONNS_PER_DEST * DOMAINS * BATCH) as f64 + rate_per_ms * 2.0 * REPORT_MS as f64;
+    eprintln!(
+        "kill -9: held {held_at_kill} shards, sent {sent_by_victim}, reported {reported_by_victim}, \
+         unreported {unreported}, duplicates {}, window {window:.0}, reclaimed after {reclaim:?}",
+        dups.len()
+    );
+    assert!(
+        dups.len() as u64 <= unreported,
+        "duplicates beyond the unreported copies"
+    );
+    assert!(
+        (unreported as f64) <= window,
+        "more unreported than the window"
+    );
+    let api = nodes[0].api();
+    assert!(metric(&api, "herald_cluster_shards_reclaimed").await >= held_at_kill);
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_node_hands_its_shards_back_without_loss_or_duplicates() {
+    const MEMBERS: usize = 2000;
+    let url = pg_url().await;
+    let world = World::start(slow_world(15)).await.expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nodes = cluster(
+        dir.path(),
+        &url,
+        &world,
+        MEMBERS,
+        &["127.0.0.2", "127.0.0.3"],
+    )
+    .await;
+    let started = Instant::now();
+    post(&nodes[0], "maintenance").await;
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "fan-out never got going"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (leased, _) = leases(&url).await;
+        if world.recorder().accepted() >= 200 && leased.get(&nodes[1].id).is_some_and(|&n| n > 0) {
+            break;
+        }
+    }
+    let api = nodes[1].api();
+    let out = tokio::task::spawn_blocking(move || {
+        herald_cli(&api, None, &["node", "drain", "--wait-secs", "60"])
+    })
+    .await
+    .expect("task");
+    assert!(out.contains("drained"), "{out}");
+    assert!(!out.contains("0 handed back"), "nothing handed back: {out}");
+    let (leased, _) = leases(&url).await;
+    assert_eq!(leased.get(&nodes[1].id), None, "still held: {leased:?}");
+    let claimed = metric(&nodes[1].api(), "herald_shards_claimed_total").await;
+    assert_eq!(metric(&nodes[1].api(), "herald_shards_draining").await, 1);
+    assert!(
+        world
+            .recorder()
+            .wait_for(MEMBERS as u64, Duration::from_secs(120))
+            .await,
+        "members lost after a drain: {}",
+        world.recorder().unique_recipients()
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let snap = world.recorder().snapshot();
+    assert_eq!(snap.unique_recipients, MEMBERS as u64);
+    assert_eq!(snap.duplicates, 0, "a drain sent copies twice");
+    assert_eq!(
+        metric(&nodes[1].api(), "herald_shards_claimed_total").await,
+        claimed,
+        "a drained node claimed again"
+    );
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn damaged_shard_rows_are_set_aside_and_the_node_keeps_serving() {
+    const MEMBERS: usize = 20;
+    let url = pg_url().await;
+    let world = World::start(slow_world(0)).await.expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nodes = cluster(dir.path(), &url, &world, MEMBERS, &["127.0.0.2"]).await;
+    post(&nodes[0], "first").await;
+    assert!(
+        world
+            .recorder()
+            .wait_for(MEMBERS as u64, Duration::from_secs(60))
+            .await
+    );
+    // Rows another (broken) node might leave: a truncated body, metadata that is not JSON, a
+    // range with lo > hi, a finished-members bitmap that does not decode.
+    pg_exec(
+        &url,
+        "INSERT INTO cluster_posts (origin_node, origin_post, list_id, meta, body, body_sha256,
+                                    accepted_at_ms)
+            SELECT 'evil', n, list_id,
+                   CASE WHEN n = 2 THEN '{not json' ELSE meta END,
+                   CASE WHEN n = 1 THEN substring(body FROM 1 FOR 20) ELSE body END,
+                   body_sha256, accepted_at_ms
+            FROM cluster_posts, generate_series(1, 3) AS n WHERE origin_node = 'node-0';
+         INSERT INTO shards (post_id, shard_no, lo_member_id, hi_member_id, done)
+            SELECT post_id, 0,
+                   CASE WHEN origin_post = 3 THEN 50 ELSE 1 END,
+                   CASE WHEN origin_post = 3 THEN 10 ELSE 1000 END, NULL
+            FROM cluster_posts WHERE origin_node = 'evil';
+         INSERT INTO shards (post_id, shard_no, lo_member_id, hi_member_id, done)
+            SELECT post_id, 1, 1, 1000, '\\xdeadbeef'::BYTEA
+            FROM cluster_posts WHERE origin_node = 'evil' AND origin_post = 3;"
+            .to_string(),
+    )
+    .await;
+    let started = Instant::now();
+    let bad = loop {
+        let rows = pg_rows(
+            &url,
+            "SELECT error FROM shards WHERE state = 'bad' ORDER BY post_id, shard_no",
+        )
+        .await;
+        if rows.len() == 4 {
+            break rows;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "not set aside: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let reasons: Vec<String> = bad
+        .into_iter()
+        .map(|r| r[0].clone().unwrap_or_default())
+        .collect();
+    assert!(reasons[0].contains("SHA-256"), "{reasons:?}");
+    assert!(reasons[1].contains("metadata"), "{reasons:?}");
+    assert!(reasons[2].contains("range"), "{reasons:?}");
+    assert!(reasons[3].contains("bitmap"), "{reasons:?}");
+    let api = nodes[0].api();
+    assert_eq!(
+        metric(&api, "herald_cluster_shards{state=\"bad\"}").await,
+        4
+    );
+    assert_eq!(metric(&api, "herald_shards_bad_total").await, 4);
+    // No crash loop, nothing held: the next post goes to everyone, once.
+    post(&nodes[0], "second").await;
+    assert!(
+        world
+            .recorder()
+            .wait_for(2 * MEMBERS as u64, Duration::from_secs(60))
+            .await,
+        "the node stopped serving after damaged rows"
+    );
+    assert_eq!(world.recorder().snapshot().duplicates, 0);
+    world.shutdown().await;
+}
+
+/// The shared store's counters now: (transactions committed, rows inserted, rows updated, WAL
+/// position in bytes).
+async fn pg_counters(url: &str) -> (i64, i64, i64, i64) {
+    tokio::time::sleep(Duration::from_millis(1500)).await; // backends flush their statistics
+    let r = pg_rows(
+        url,
+        "SELECT pg_stat_force_next_flush()::TEXT, '' ; SELECT pg_stat_clear_snapshot()::TEXT;
+         SELECT xact_commit::TEXT, tup_inserted::TEXT, tup_updated::TEXT,
+                pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::BIGINT::TEXT
+         FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .await;
+    let last = r.last().expect("row");
+    let n = |i: usize| {
+        last[i]
+            .as_deref()
+            .unwrap_or("0")
+            .parse::<i64>()
+            .expect("number")
+    };
+    (n(0), n(1), n(2), n(3))
+}
+
+/// Measurements for BENCHMARKS.md (not a check; run by hand):
+/// `cargo test --test shards_e2e -- --ignored --nocapture measure`. One node fans a post of
+/// 10,000 members out with shared fan-out off, then on with shards of 250 and 2,500 members
+/// (same store, same world, one after the other); for each: seconds, copies/s, SMTP
+/// connections opened, and with sharing on the shared store's transactions, row writes and WAL
+/// bytes per 1,000 copies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure_shared_fanout_cost_and_rate() {
+    const MEMBERS: usize = 10_000;
+    let url = pg_url().await;
+    let world = World::start(slow_world(0)).await.expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut setup = cluster(dir.path(), &url, &world, MEMBERS, &["127.0.0.2"]).await;
+    setup[0].kill9();
+    let runs = [
+        ("off", None),
+        ("on, shards of 250", Some(250)),
+        ("on, shards of 2500", Some(2500)),
+    ];
+    for (i, (name, shard)) in runs.into_iter().enumerate() {
+        let mut n = Node::configure(dir.path(), "127.0.0.3", &format!("bench-{i}"), &url, &world);
+        let text = std::fs::read_to_string(&n.config).expect("config");
+        let text = text
+            .replace(
+                "max_connections_per_destination = 2\nmax_copies_per_batch = 8\n",
+                "",
+            )
+            .replace("max_shards_per_node = 2", "max_shards_per_node = 8");
+        let text = match shard {
+            None => text.replace("shared_fanout = true", "shared_fanout = false"),
+            Some(s) => text.replace("shard_members = 250", &format!("shard_members = {s}")),
+        };
+        std::fs::write(&n.config, text).expect("config");
+        n.start().await;
+        let conns0: u64 = world
+            .recorder()
+            .snapshot()
+            .hosts
+            .values()
+            .map(|h| h.connections)
+            .sum();
+        let before = pg_counters(&url).await;
+        let t = Instant::now();
+        post(&n, name).await;
+        let want = (MEMBERS * (i + 1)) as u64;
+        assert!(
+            world
+                .recorder()
+                .wait_for(want, Duration::from_secs(300))
+                .await
+        );
+        let secs = t.elapsed().as_secs_f64();
+        let after = pg_counters(&url).await;
+        let snap = world.recorder().snapshot();
+        let conns: u64 = snap.hosts.values().map(|h| h.connections).sum::<u64>() - conns0;
+        let k = MEMBERS as f64 / 1000.0;
+        eprintln!(
+            "shared fan-out {name}: {MEMBERS} copies in {secs:.2} s ({:.0}/s), {conns} connections, \
+             duplicates {}; store per 1,000 copies: {:.1} commits, {:.1} rows inserted, {:.1} rows updated, \
+             {:.0} WAL bytes (heartbeats and /metrics included)",
+            MEMBERS as f64 / secs,
+            snap.duplicates,
+            (after.0 - before.0) as f64 / k,
+            (after.1 - before.1) as f64 / k,
+            (after.2 - before.2) as f64 / k,
+            (after.3 - before.3) as f64 / k,
+        );
+        n.kill9();
+    }
+    world.shutdown().await;
+}
+
+/// `kill -9` of the accepting node while it fans out shards, then a restart (well within the
+/// lease): the shards its previous life held are handed back at start — claimed again as
+/// open shards, none counted as reclaimed after a lease ran out —, the post stays published
+/// once, and every member gets it; copies twice only where the killed node had sent but not
+/// reported them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_hands_back_its_old_shards_at_once() {
+    const MEMBERS: usize = 1000;
+    let url = pg_url().await;
+    let world = World::start(slow_world(15)).await.expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut nodes = cluster(
+        dir.path(),
+        &url,
+        &world,
+        MEMBERS,
+        &["127.0.0.2", "127.0.0.3"],
+    )
+    .await;
+    let id = nodes[0].id.clone();
+    let ip = nodes[0].ip;
+    let started = Instant::now();
+    post(&nodes[0], "accepted, then killed").await;
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "node-0 never held a shard"
+        );
+        let (leased, _) = leases(&url).await;
+        if leased.get(&id).is_some_and(|&n| n > 0) && world.recorder().accepted() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    nodes[0].kill9();
+    let (_, reported) = leases(&url).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let sent = copies_by_peer(&world).get(&ip).copied().unwrap_or(0);
+    let unreported = sent.saturating_sub(reported.get(&id).copied().unwrap_or(0));
+    nodes[0].start().await;
+    assert!(
+        world
+            .recorder()
+            .wait_for(MEMBERS as u64, Duration::from_secs(120))
+            .await,
+        "members lost: {}",
+        world.recorder().unique_recipients()
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let snap = world.recorder().snapshot();
+    assert_eq!(snap.unique_recipients, MEMBERS as u64);
+    assert!(
+        snap.duplicates <= unreported,
+        "{} duplicates, {unreported} unreported",
+        snap.duplicates
+    );
+    let rows = pg_rows(
+        &url,
+        "SELECT (SELECT COUNT(*) FROM cluster_posts)::TEXT,
+                (SELECT SUM(reclaimed_count) FROM shards)::TEXT",
+    )
+    .await;
+    assert_eq!(rows[0][0].as_deref(), Some("1"), "published once");
+    assert_eq!(
+        rows[0][1].as_deref(),
+        Some("0"),
+        "a shard waited for its lease"
+    );
+    world.shutdown().await;
+}
