@@ -140,7 +140,7 @@ async fn a_copy_larger_than_the_whole_budget_still_goes_alone() {
         .iter()
         .map(|c| c.size)
         .max()
-        .unwrap_or(0) as usize;
+        .unwrap_or(0);
     assert!(
         copy > BUDGET,
         "the copies ({copy} bytes) are over the budget"
