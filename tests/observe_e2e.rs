@@ -372,7 +372,10 @@ async fn admin_routes_need_the_token_and_live_views_have_every_stage() {
         .iter()
         .map(|s| s.stage.as_str())
         .collect();
-    assert_eq!(stages, ["jobs_send", "report_queue", "spool_record"]);
+    assert_eq!(
+        stages,
+        ["jobs_send", "report_queue", "spool_record", "copy_bytes"]
+    );
     assert!(top.internals.stages.get(1).is_some_and(|s| s.count >= 300));
     assert!(top.slowest.iter().any(|c| c.class == "d0.test"));
 

@@ -20,6 +20,11 @@ pub struct SchedulerConfig {
     /// `max_connections` bounds that memory: 64 KiB x 1000 = 64 MB. 512 KiB made a 1,000-domain
     /// fan-out peak at ~460 MB with no gain in copies/s (BENCHMARKS.md).
     pub batch_bytes: usize,
+    /// Bytes of spliced copies in memory at once, over every connection (issue 20 item 7): a
+    /// worker takes its batch's bytes before it splices and gives them back once the batch is
+    /// sent, waiting (first come, first served) while they are not free. A copy larger than
+    /// this still goes, alone. At least `batch_bytes`, at most 4 GiB - 1 (`workers/budget.rs`).
+    pub max_copy_bytes: usize,
     /// After this many copies a connection is closed and a fresh one opened.
     pub max_messages_per_connection: usize,
     /// How long an idle connection waits for more copies before it quits.
@@ -96,6 +101,10 @@ impl Default for SchedulerConfig {
             max_connections_per_destination: 20,
             max_copies_per_batch: 16,
             batch_bytes: 64 * 1024,
+            // 48 MiB: a 1 MB post to 8,000 members over 50 domains peaked at 134 MB of Herald's
+            // memory (389 MB unbounded) at 340 copies/s against 375 (BENCHMARKS.md, issue 20
+            // item 7); 32 MiB peaked at 109 MB at 311 copies/s, 64 MiB at 169 MB.
+            max_copy_bytes: 48 << 20,
             max_messages_per_connection: 1000,
             idle_connection_ms: 2000,
             retry_initial_secs: 60,
@@ -180,6 +189,16 @@ impl SchedulerConfig {
                 "must be between 1 and max_queued_copies",
             );
         }
+        if self.max_copy_bytes < self.batch_bytes.max(1)
+            || self.max_copy_bytes > crate::workers::budget::MAX_BUDGET
+        {
+            // Below batch_bytes a batch of several copies could be larger than the whole budget;
+            // only a single copy may be (it then goes alone).
+            return bad(
+                "max_copy_bytes",
+                "must be at least batch_bytes and below 4 GiB",
+            );
+        }
         if self.host_down_after_failures == 0 {
             return bad("host_down_after_failures", "must be at least 1");
         }
@@ -247,5 +266,46 @@ impl ShapingRule {
                 .to_ascii_lowercase();
             !s.is_empty() && (mx == s || mx.ends_with(&format!(".{s}")))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_copy_budget_must_hold_a_batch_and_fit_a_semaphore() {
+        let ok = SchedulerConfig::default();
+        assert!(ok.validate().is_ok());
+        for bad in [
+            0,
+            1,
+            ok.batch_bytes - 1,
+            usize::MAX,
+            (u32::MAX as usize) + 1,
+        ] {
+            let cfg = SchedulerConfig {
+                max_copy_bytes: bad,
+                ..SchedulerConfig::default()
+            };
+            let e = cfg.validate().expect_err("refused");
+            assert_eq!(e.key, "max_copy_bytes", "{bad}");
+        }
+        let exact = SchedulerConfig {
+            max_copy_bytes: ok.batch_bytes,
+            ..SchedulerConfig::default()
+        };
+        assert!(exact.validate().is_ok());
+    }
+
+    #[test]
+    fn a_copy_budget_from_toml_is_read_and_checked() {
+        let cfg: SchedulerConfig = toml::from_str("max_copy_bytes = 1048576").expect("parses");
+        assert_eq!(cfg.max_copy_bytes, 1 << 20);
+        assert!(toml::from_str::<SchedulerConfig>("max_copy_bytes = -1").is_err());
+        assert!(toml::from_str::<SchedulerConfig>("max_copy_bytes = \"64MB\"").is_err());
+        let small: SchedulerConfig =
+            toml::from_str("max_copy_bytes = 1000\nbatch_bytes = 4096").expect("parses");
+        assert!(small.validate().is_err());
     }
 }

@@ -162,6 +162,10 @@ impl Scheduler {
             shutdown: shutdown.clone(),
             tls_sessions: deps.tls_sessions,
             egress: deps.egress.clone(),
+            copy_budget: workers::budget::CopyBudget::new(
+                cfg.max_copy_bytes,
+                deps.telemetry.clone(),
+            ),
         });
         let resolvers = actor::routes::Resolvers {
             resolver: deps.resolver,

@@ -44,7 +44,10 @@
 //! Bodies up to [`INLINE_BODY_MAX`] are copied into the connection's reused write buffer so that
 //! body, dot and the next command group leave in one write (one memcpy of ~10 KB is far cheaper
 //! than an extra segment and round of wakeups); larger bodies are written in place, in
-//! [`BODY_CHUNK`] pieces, each of which must be accepted within the data timeout.
+//! [`BODY_CHUNK`] pieces, each of which must be accepted within the data timeout. The write
+//! buffer lives as long as the connection, so the inline limit is also what each open
+//! connection keeps beyond the copies it is sending (16 KiB; it was 256 KiB, which kept a
+//! second copy of every mid-sized post per connection — 220 KB × hundreds of connections).
 
 use crate::command::write_all;
 use crate::connection::{Connection, OutgoingCopy};
@@ -53,8 +56,9 @@ use herald_types::{EnhancedStatus, RcptOutcome, Reply};
 use std::io::Write;
 use tokio::time::Instant;
 
-/// Bodies up to this size are copied into the command buffer (one write per group).
-pub const INLINE_BODY_MAX: usize = 256 * 1024;
+/// Bodies up to this size are copied into the command buffer (one write per group); the
+/// buffer is kept for the connection's life (see the module docs).
+pub const INLINE_BODY_MAX: usize = 16 * 1024;
 /// Larger bodies are written in chunks of this size, each within the data timeout.
 pub const BODY_CHUNK: usize = 64 * 1024;
 /// RFC 5321 §4.5.3.1.3: longest reverse-path or forward-path, brackets included.

@@ -60,19 +60,23 @@ pub enum StageId {
     ReportQueue,
     /// The report loop waiting for room in the spool's journal writer queue.
     SpoolRecord,
+    /// A worker waiting for the copy byte budget before it splices a batch.
+    CopyBytes,
 }
 
 impl StageId {
-    pub const ALL: [StageId; 3] = [
+    pub const ALL: [StageId; 4] = [
         StageId::JobsSend,
         StageId::ReportQueue,
         StageId::SpoolRecord,
+        StageId::CopyBytes,
     ];
     pub fn name(self) -> &'static str {
         match self {
             StageId::JobsSend => "jobs_send",
             StageId::ReportQueue => "report_queue",
             StageId::SpoolRecord => "spool_record",
+            StageId::CopyBytes => "copy_bytes",
         }
     }
 }
@@ -113,7 +117,7 @@ pub struct StageView {
 pub struct Contention {
     locks: [LockStats; 4],
     /// Each stage's series of `herald_stage_wait_seconds` and its longest wait (µs).
-    stages: [(Timing, AtomicU64); 3],
+    stages: [(Timing, AtomicU64); 4],
     stage_family: HistogramFamily<[(&'static str, &'static str); 1]>,
 }
 

@@ -94,6 +94,13 @@ pub struct Gauges {
     pub unjournaled_copies_bound: Gauge,
     /// Inbound SMTP listeners in stress mode (0 = none; SMTP and submissions each count).
     pub inbound_stress: Gauge,
+    /// Bytes of spliced copies in memory now (taken from the scheduler's copy budget before a
+    /// batch is spliced, given back when it is sent).
+    pub copy_bytes_in_flight: Gauge,
+    /// The most `copy_bytes_in_flight` has been since start.
+    pub copy_bytes_in_flight_peak: Gauge,
+    /// The copy budget (`scheduler.max_copy_bytes`).
+    pub copy_bytes_budget: Gauge,
 }
 
 impl Gauges {
@@ -111,6 +118,9 @@ impl Gauges {
             unjournaled_copies: Gauge::default(),
             unjournaled_copies_bound: Gauge::default(),
             inbound_stress: Gauge::default(),
+            copy_bytes_in_flight: Gauge::default(),
+            copy_bytes_in_flight_peak: Gauge::default(),
+            copy_bytes_budget: Gauge::default(),
         };
         for (name, help, gauge) in [
             (
@@ -137,6 +147,21 @@ impl Gauges {
                 "herald_unjournaled_copies_bound",
                 "Most copies ever unjournaled at once: max_connections x max_copies_per_batch.",
                 &g.unjournaled_copies_bound,
+            ),
+            (
+                "herald_copy_bytes_in_flight",
+                "Bytes of spliced copies in memory (within scheduler.max_copy_bytes).",
+                &g.copy_bytes_in_flight,
+            ),
+            (
+                "herald_copy_bytes_in_flight_peak",
+                "Most bytes of spliced copies ever in memory at once.",
+                &g.copy_bytes_in_flight_peak,
+            ),
+            (
+                "herald_copy_bytes_budget",
+                "Bytes of spliced copies allowed in memory at once (scheduler.max_copy_bytes).",
+                &g.copy_bytes_budget,
             ),
             (
                 "herald_destinations_active",

@@ -2,7 +2,9 @@
 //! actor planned from host health (a due probe first, then healthy hosts, then failing ones;
 //! down hosts are not in the plan), then asks the actor for batches and sends them, splicing
 //! each member's copy just before it goes to the socket, until the actor has no more work for it
-//! or the connection's message limit is reached.
+//! or the connection's message limit is reached. A batch is spliced only once its bytes are
+//! taken from the global copy budget (`budget.rs`, `max_copy_bytes`), and they go back when the
+//! batch is sent: the memory of every copy in flight stays under one number.
 //!
 //! A fast-lane worker uses the short first-pass timeouts, a slow-lane worker the RFC 5321 ones:
 //! no call holds a worker past its lane's timeout (herald-smtp-client bounds every step of a
@@ -46,6 +48,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+pub mod budget;
 pub mod connector;
 #[cfg(test)]
 pub(crate) mod scripted;
@@ -78,6 +81,9 @@ pub struct WorkerCtx {
     /// The egress pools (issue 17; `None`: not configured): the actor puts a copy's pool in
     /// its destination key, the connector leases a source address per connection.
     pub egress: Option<herald_egress::Egress>,
+    /// Bytes of spliced copies in memory at once, over every worker (`max_copy_bytes`): a batch
+    /// takes its bytes before it is spliced and gives them back once sent (`budget.rs`).
+    pub copy_budget: budget::CopyBudget,
 }
 
 impl WorkerCtx {
@@ -144,7 +150,6 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
     let _ = ctx.ctrl.send(connected).await;
     let gauges = ctx.telemetry.gauges();
     gauges.connections_open.inc();
-    let mut bufs: Vec<Vec<u8>> = Vec::new();
     let mut sent = 0usize;
     // Accepted on this connection so far: what a `421` at MAIL says the host allows.
     let mut delivered_here = 0usize;
@@ -212,7 +217,7 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
             dest: &dest,
             delivered_here: &mut delivered_here,
         };
-        let (healthy, journaled, untried) = batch.send(jobs, &mut bufs, &ctx).await;
+        let (healthy, journaled, untried) = batch.send(jobs, &ctx).await;
         session.unreserve(untried);
         // Commits complete in order: the older batch is durable first.
         if let Some(p) = pending.take() {
@@ -266,15 +271,18 @@ impl Batch<'_> {
     /// Sends the copies, journals the final outcomes (see the module docs), reports every
     /// outcome and the batch. Returns false when the connection must not be used again, and the
     /// batch's copies still waiting to be durable.
-    async fn send(
-        mut self,
-        jobs: Vec<Job>,
-        bufs: &mut Vec<Vec<u8>>,
-        ctx: &WorkerCtx,
-    ) -> (bool, Option<Unjournaled>, usize) {
-        if bufs.len() < jobs.len() {
-            bufs.resize_with(jobs.len(), Vec::new);
-        }
+    ///
+    /// The copies are spliced only once their bytes are taken from the copy budget, into
+    /// buffers that live as long as the exchange: bytes and buffers go back before the batch
+    /// is journaled and reported, so a worker never holds copy bytes while it waits on the
+    /// journal, the report loop or the actor (see `budget.rs`).
+    async fn send(mut self, jobs: Vec<Job>, ctx: &WorkerCtx) -> (bool, Option<Unjournaled>, usize) {
+        let estimate: usize = jobs.iter().map(|j| j.post.template.size_hint()).sum();
+        let mut bytes = ctx.copy_budget.acquire(estimate).await;
+        let mut bufs: Vec<Vec<u8>> = jobs
+            .iter()
+            .map(|j| Vec::with_capacity(j.post.template.size_hint()))
+            .collect();
         let return_paths: Vec<String> = jobs
             .iter()
             .map(|j| j.post.template.return_path(&j.member))
@@ -285,6 +293,7 @@ impl Batch<'_> {
             let auth = job.post.template.splice(&job.member, buf);
             metrics.count_copy_auth(stamp(auth.dkim), stamp(auth.arc));
         }
+        bytes.settle(bufs.iter().map(Vec::capacity).sum());
         let copies: Vec<connector::OutCopy<'_>> = (0..jobs.len())
             .map(|i| connector::OutCopy {
                 return_path: &return_paths[i],
@@ -314,6 +323,10 @@ impl Batch<'_> {
         let sent = self.session.send(&copies, &mut journal_now).await;
         let elapsed = started.elapsed();
         gauges.inflight_copies.dec_by(handed);
+        // Written and answered: the copies' memory goes back to the budget.
+        drop(copies);
+        drop(bufs);
+        drop(bytes);
         let broke = sent.broke.is_some();
         let settled = self.settle(jobs, rcpts, sent, &streamed, elapsed);
         // After a refusal for rate the connection ends: the RCPT and DATA pipelined after a

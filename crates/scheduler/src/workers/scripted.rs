@@ -245,6 +245,7 @@ pub(crate) fn test_ctx_with(
     ctrl: mpsc::Sender<Ctrl>,
     reports: mpsc::Sender<Report>,
 ) -> Arc<WorkerCtx> {
+    let telemetry = Telemetry::disabled_log();
     Arc::new(WorkerCtx {
         connector,
         port: 25,
@@ -252,7 +253,8 @@ pub(crate) fn test_ctx_with(
         reports,
         spool: test_spool(),
         window: 16,
-        telemetry: Telemetry::disabled_log(),
+        copy_budget: super::budget::CopyBudget::new(1 << 20, telemetry.clone()),
+        telemetry,
         shutdown: CancellationToken::new(),
         tls_sessions: None,
         egress: None,

@@ -108,3 +108,40 @@ async fn a_refused_connection_is_a_host_failure_for_the_actor() {
     assert_eq!(failed[0].kind, crate::messages::FailKind::Host);
     assert!(matches!(ctrl.recv().await, Some(Ctrl::WorkerExit { .. })));
 }
+
+#[tokio::test]
+async fn a_batch_waits_for_copy_bytes_and_gives_them_back_once_sent() {
+    let (ctrl_tx, mut ctrl) = mpsc::channel(16);
+    let (reports_tx, _reports) = mpsc::channel(16);
+    let ctx = test_ctx_with(Arc::new(Scripted::default()), ctrl_tx, reports_tx);
+    // Another worker holds the whole budget.
+    let total = ctx.copy_budget.total();
+    let held = ctx.copy_budget.acquire(total).await;
+    let worker = tokio::spawn(run(plan("mx.w.test"), ctx.clone()));
+    assert!(matches!(ctrl.recv().await, Some(Ctrl::Connected { .. })));
+    let Some(Ctrl::NeedWork { reply, .. }) = ctrl.recv().await else {
+        panic!("the worker asks for work");
+    };
+    assert!(reply
+        .send(vec![job(1, "a@w.test"), job(2, "b@w.test")])
+        .is_ok());
+    let early = tokio::time::timeout(std::time::Duration::from_millis(100), ctrl.recv()).await;
+    assert!(early.is_err(), "nothing is sent before the bytes are free");
+    drop(held);
+    let Some(Ctrl::BatchDone(done)) = ctrl.recv().await else {
+        panic!("the batch goes once the bytes are free");
+    };
+    assert_eq!(done.delivered, 2);
+    // The batch's bytes went back with it, before the worker asked for more work.
+    let Some(Ctrl::NeedWork { reply, .. }) = ctrl.recv().await else {
+        panic!("the worker asks again");
+    };
+    assert_eq!(ctx.copy_budget.held(), 0);
+    assert!(
+        ctx.copy_budget.peak() >= total,
+        "the other worker's whole budget"
+    );
+    assert!(reply.send(Vec::new()).is_ok());
+    assert!(matches!(ctrl.recv().await, Some(Ctrl::WorkerExit { .. })));
+    worker.await.expect("worker");
+}
