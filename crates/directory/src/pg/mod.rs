@@ -211,31 +211,20 @@ impl PgStore {
         &self,
         f: impl FnOnce(&mut Db<'_, Transaction<'_>>) -> Result<T, DirectoryError>,
     ) -> Result<T, DirectoryError> {
-        let mut checked = self.checkout()?;
-        let conn = checked
-            .conn
-            .as_mut()
-            .unwrap_or_else(|| unreachable!("checked out"));
-        let mut tx = conn.client.transaction().map_err(pg("begin write"))?;
-        let out = {
-            let mut db = Db {
-                c: &mut tx,
-                stmts: &mut conn.stmts,
-            };
+        self.unlocked_write(|db| {
             db.exec(
                 "take the directory write lock",
                 "SELECT pg_advisory_xact_lock($1)",
                 &[&WRITE_LOCK],
             )?;
-            f(&mut db)?
-        };
-        tx.commit().map_err(pg("commit"))?;
-        Ok(out)
+            f(db)
+        })
     }
 
     /// Runs `f` in one transaction *without* the directory write lock: for tables no
     /// check-then-insert of the directory touches (the shared fan-out's, `shards`), whose
-    /// writers must not queue behind a member import.
+    /// writers must not queue behind a member import. ([`PgStore::write`] is this with the
+    /// lock taken first.)
     pub(crate) fn unlocked_write<T>(
         &self,
         f: impl FnOnce(&mut Db<'_, Transaction<'_>>) -> Result<T, DirectoryError>,
