@@ -35,7 +35,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_http(port, path, headers, timeout=120):
+def wait_http(port, path, headers, timeout=300, log=None):
     deadline = time.time() + timeout
     while time.time() < deadline:
         try:
@@ -48,7 +48,11 @@ def wait_http(port, path, headers, timeout=120):
         except OSError:
             pass
         time.sleep(0.3)
-    sys.exit(f"nothing answered on port {port}")
+    tail = ""
+    if log and os.path.exists(log):
+        with open(log, errors="replace") as f:
+            tail = "".join(f.readlines()[-20:])
+    sys.exit(f"nothing answered on port {port}\n{tail}")
 
 
 def hammer(port, path_for, body_for, headers, n, clients):
@@ -148,7 +152,7 @@ def mailman_run(binary, n, clients, work):
         basic = base64.b64encode(b"restadmin:restpass").decode()
         auth = {"Authorization": f"Basic {basic}",
                 "Content-Type": "application/x-www-form-urlencoded"}
-        wait_http(port, "/3.1/system/versions", auth)
+        wait_http(port, "/3.1/system/versions", auth, log=os.path.join(var, "logs", "mailman.log"))
         c = http.client.HTTPConnection("127.0.0.1", port)
         c.request("POST", "/3.1/domains", body="mail_host=lists.test", headers=auth)
         c.getresponse().read()
