@@ -44,7 +44,11 @@ fn dir_size(p: &Path) -> u64 {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let n: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(20_000);
+    let n: usize = args
+        .get(1)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(20_000);
     let text = corpus::prose(args.get(2).map_or("/work/shared/seeds", String::as_str))?;
     let words: Vec<&str> = text.split_whitespace().collect();
     let work = Path::new(args.get(3).map_or("/tmp/fts-compare", String::as_str)).to_path_buf();
@@ -68,8 +72,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for (c, chunk) in docs.chunks(500).enumerate() {
             let tx = conn.transaction()?;
             {
-                let mut st =
-                    tx.prepare("INSERT INTO fts (rowid, subject, sender, body) VALUES (?1, ?2, ?3, ?4)")?;
+                let mut st = tx.prepare(
+                    "INSERT INTO fts (rowid, subject, sender, body) VALUES (?1, ?2, ?3, ?4)",
+                )?;
                 for (k, d) in chunk.iter().enumerate() {
                     let (s, f, b) = fields(d);
                     st.execute(rusqlite::params![(c * 500 + k + 1) as i64, s, f, b])?;
@@ -135,7 +140,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(|w| format!("\"{w}\""))
             .collect::<Vec<_>>()
             .join(" ");
-        let mut st = conn.prepare("SELECT rowid FROM fts WHERE fts MATCH ?1 ORDER BY rank LIMIT 20")?;
+        let mut st =
+            conn.prepare("SELECT rowid FROM fts WHERE fts MATCH ?1 ORDER BY rank LIMIT 20")?;
         // What the archive runs: the newest 2,000 matches (store::RANK_WINDOW) ranked.
         let mut window = conn.prepare(
             "SELECT id FROM (SELECT rowid AS id, bm25(fts) AS score FROM fts WHERE fts MATCH ?1 \

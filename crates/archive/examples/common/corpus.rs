@@ -85,4 +85,3 @@ pub fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
     let v = f();
     (v, t.elapsed().as_secs_f64() * 1e3)
 }
-
