@@ -420,6 +420,45 @@ async fn a_members_language_and_the_lists_own_words_reach_mail_and_pages() {
     let (st, _) = admin("DELETE", &format!("{texts}/confirmation-text/de"), None).await;
     assert_eq!(st, 404);
 
+    // The goodbye (`send_goodbye`): after a confirmed unsubscribe, in the member's language
+    // (German again); a link scanner's GET of the confirmation sends nothing.
+    let (st, body) = admin(
+        "PATCH",
+        &format!("{api}/api/v1/lists/{list}"),
+        Some(json!({"send_goodbye": true})),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    let before = world.recorder().snapshot().copies_for("anna@d0.test").len();
+    let (st, body) = admin(
+        "POST",
+        &format!("{api}/api/v1/lists/{list}/unsubscribe"),
+        Some(json!({"address": "anna@d0.test"})),
+    )
+    .await;
+    assert_eq!(st, 202, "{body}");
+    let start = Instant::now();
+    while world.recorder().snapshot().copies_for("anna@d0.test").len() == before {
+        assert!(start.elapsed() < Duration::from_secs(30), "no confirmation");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let link = link_in_mail(&world, "anna@d0.test", "/confirm/").await;
+    let scanned = browser.get(&link).send().await.expect("scanner");
+    assert_eq!(scanned.status(), 200);
+    let after_request = world.recorder().snapshot().copies_for("anna@d0.test").len();
+    let done = browser.post(&link).send().await.expect("confirm");
+    assert_eq!(done.status(), 200);
+    let start = Instant::now();
+    while world.recorder().snapshot().copies_for("anna@d0.test").len() == after_request {
+        assert!(start.elapsed() < Duration::from_secs(30), "no goodbye");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (subject, text) = mail_to(&world, "anna@d0.test").await;
+    assert_eq!(subject, "Sie haben de@lists.test verlassen", "{text}");
+    assert!(text.contains("anna@d0.test ist nicht mehr Mitglied"), "{text}");
+    let (st, _) = admin("GET", &member, None).await;
+    assert_eq!(st, 404, "anna is no longer a member");
+
     server.stop().await;
     world.shutdown().await;
 }

@@ -93,7 +93,9 @@ impl NoticeLimits {
             NoticeKind::Rejected => (self.rejected_notices_per_address_per_hour, HOUR_MS),
             NoticeKind::Disabled => (self.disabled_notices_per_address_per_day, DAY_MS),
             // A welcome follows a confirmation, so it can never be sent more often than one.
-            NoticeKind::Welcome => (self.confirmations_per_address_per_day, DAY_MS),
+            NoticeKind::Welcome | NoticeKind::Goodbye => {
+                (self.confirmations_per_address_per_day, DAY_MS)
+            }
         }
     }
 }

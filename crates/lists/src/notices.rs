@@ -183,6 +183,20 @@ pub fn welcome(w: &Words<'_>, list: &List, who: &Address, base: &str) -> Notice 
     }
 }
 
+/// To a member who left by a confirmed unsubscribe: they are off the list, and how to come back.
+pub fn goodbye(w: &Words<'_>, list: &Address, who: &Address) -> Notice {
+    let request = verp::request_address(list).to_string();
+    let (list, who) = (list.to_string(), who.to_string());
+    Notice {
+        subject: w.text("goodbye-subject", &[("list", &list)]),
+        text: text(
+            w,
+            "goodbye-text",
+            &[("who", &who), ("list", &list), ("request", &request)],
+        ),
+    }
+}
+
 /// The link to a member's own subscriptions page (`url`), asked for on the public page.
 pub fn manage_link(w: &Words<'_>, who: &Address, url: &str, hours: u64) -> Notice {
     let (who, hours) = (who.to_string(), hours.to_string());

@@ -265,8 +265,16 @@ impl Lists {
         if action == Action::Subscribe && list.settings.subscription == SubscriptionPolicy::Closed {
             return Err(ListsError::ClosedList);
         }
-        // True when the confirmation made a new member (the welcome goes to them only).
-        let joined = tokio::task::spawn_blocking(move || match action {
+        // A leaving member's goodbye is written in their language, read while they are still
+        // on the list.
+        let goodbye_words = if action == Action::Unsubscribe && list.settings.send_goodbye {
+            Some(self.words_for(&list, &c.address).await?)
+        } else {
+            None
+        };
+        // Whether the confirmation made a new member (the welcome goes to them only) and
+        // whether it took one off the list (the goodbye goes to them only).
+        let (joined, left) = tokio::task::spawn_blocking(move || match action {
             Action::Subscribe => {
                 let m = NewMember {
                     address: who,
@@ -274,7 +282,7 @@ impl Lists {
                     fields: Default::default(),
                 };
                 match d.add_member_consented(id, &m, &consent) {
-                    Ok(_) => Ok(true),
+                    Ok(_) => Ok((true, false)),
                     Err(DirectoryError::AlreadyMember(_)) => {
                         // A member that bounce handling disabled comes back by confirming: the
                         // round trip proves the mailbox works again. An administrator's own
@@ -286,14 +294,14 @@ impl Lists {
                             d.reset_bounces(id, &m.address)?;
                         }
                         d.record_consent(id, &m.address, &consent)?;
-                        Ok(false)
+                        Ok((false, false))
                     }
                     Err(e) => Err(e.into()),
                 }
             }
-            Action::Unsubscribe => Ok(d.remove_member(id, &who).map(|_| false)?),
+            Action::Unsubscribe => Ok((false, d.remove_member(id, &who)?)),
             Action::Delivery(mode) => match d.set_delivery(id, &who, mode)? {
-                true => Ok(false),
+                true => Ok((false, false)),
                 // Left the list between the request and the confirmation.
                 false => Err(ListsError::NotMember(who)),
             },
@@ -308,6 +316,15 @@ impl Lists {
             };
             let notice = notices::welcome(&w, &list, &c.address, &self.public_base_url);
             self.send_notice(&list, &c.address, &notice, NoticeKind::Welcome, None)
+                .await?;
+        }
+        if let (true, Some((lang, texts))) = (left, goodbye_words) {
+            let w = Words {
+                lang: &lang,
+                overrides: &texts,
+            };
+            let notice = notices::goodbye(&w, &list.address, &c.address);
+            self.send_notice(&list, &c.address, &notice, NoticeKind::Goodbye, None)
                 .await?;
         }
         Ok(c)

@@ -156,6 +156,11 @@ pub struct ListSettings {
     /// subscription); `None`: a one-line greeting. Placeholders: `{{list_name}}`,
     /// `{{list_address}}`, `{{email}}`.
     pub welcome_message: Option<String>,
+    /// Mail a goodbye to a member who leaves by a confirmed unsubscribe (by mail, by the
+    /// confirmation link; Mailman's `send_goodbye_message`). Off by default. Never after a
+    /// one-click unsubscribe (RFC 8058: a mailbox provider acting for the member; a mail back
+    /// would be unwanted) nor after an administrator's removal.
+    pub send_goodbye: bool,
     /// The language of the mail Herald writes for this list (confirmations, welcome, held and
     /// bounce notices, request replies): a code `herald_i18n::LANGUAGES` ships (`en`, `de`).
     pub language: String,
@@ -252,6 +257,7 @@ impl Default for ListSettings {
             complaint_action: ComplaintAction::default(),
             send_welcome: false,
             welcome_message: None,
+            send_goodbye: false,
             language: "en".into(),
             egress_pool: None,
         }

@@ -18,17 +18,20 @@ pub enum NoticeKind {
     Disabled,
     /// To a new member: the list's welcome (`send_welcome`, or an import's `--send-welcome`).
     Welcome,
+    /// To a member who left by a confirmed unsubscribe: the list's goodbye (`send_goodbye`).
+    Goodbye,
 }
 
 impl NoticeKind {
     /// Every kind, in [`NoticeKind::index`] order.
-    pub const ALL: [NoticeKind; 6] = [
+    pub const ALL: [NoticeKind; 7] = [
         NoticeKind::Confirmation,
         NoticeKind::Held,
         NoticeKind::RequestReply,
         NoticeKind::Rejected,
         NoticeKind::Disabled,
         NoticeKind::Welcome,
+        NoticeKind::Goodbye,
     ];
 
     /// Position in [`NoticeKind::ALL`].
@@ -40,6 +43,7 @@ impl NoticeKind {
             NoticeKind::Rejected => 3,
             NoticeKind::Disabled => 4,
             NoticeKind::Welcome => 5,
+            NoticeKind::Goodbye => 6,
         }
     }
 
@@ -52,6 +56,7 @@ impl NoticeKind {
             NoticeKind::Rejected => "rejected",
             NoticeKind::Disabled => "disabled",
             NoticeKind::Welcome => "welcome",
+            NoticeKind::Goodbye => "goodbye",
         }
     }
 }

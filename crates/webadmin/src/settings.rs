@@ -82,6 +82,7 @@ pub const FIELDS: &[Field] = &[
     Field { name: "digest_volume_frequency", label: "New digest volume", help: "", kind: Kind::Choice(&["yearly", "monthly", "never"]) },
     Field { name: "complaint_action", label: "A spam complaint", help: "unsubscribes or disables the member.", kind: Kind::Choice(&["unsubscribe", "disable"]) },
     Field { name: "send_welcome", label: "Welcome new members", help: "", kind: Kind::Bool },
+    Field { name: "send_goodbye", label: "Say goodbye to members who unsubscribe", help: "After a confirmed unsubscribe; never after one-click unsubscribe or an administrator's removal.", kind: Kind::Bool },
     Field { name: "welcome_message", label: "Welcome text", help: "Placeholders: {{list_name}}, {{list_address}}, {{email}}.", kind: Kind::OptArea },
     Field { name: "language", label: "Language of the list's mail and pages", help: "Confirmations, welcome, notices and the subscribe page.", kind: Kind::Choice(herald_i18n::CODES) },
     Field { name: "egress_pool", label: "Egress pool", help: "A [[delivery.egress_pool]] name; empty: chosen by destination.", kind: Kind::OptText },

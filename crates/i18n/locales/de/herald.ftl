@@ -55,6 +55,12 @@ welcome-text =
 
       { $manage }
 
+goodbye-subject = Sie haben { $list } verlassen
+goodbye-text =
+    { $who } ist nicht mehr Mitglied von { $list } und erhält keine Mail der Liste mehr.
+    Um wieder beizutreten, senden Sie eine Mail an { $request } mit dem Betreff 'subscribe' und
+    bestätigen die Antwort.
+
 manage-subject = Ihre Abonnements
 manage-text =
     Jemand (wahrscheinlich Sie) hat einen Link angefordert, um die Abonnements von { $who } zu verwalten.

@@ -60,6 +60,12 @@ welcome-text =
 
       { $manage }
 
+goodbye-subject = You have left { $list }
+goodbye-text =
+    { $who } is no longer a member of { $list }, and will receive no more of its mail.
+    To join again, send a mail to { $request } with the subject 'subscribe' and confirm the
+    answer.
+
 manage-subject = your subscriptions
 manage-text =
     Somebody (probably you) asked for a link to manage the subscriptions of { $who }.
