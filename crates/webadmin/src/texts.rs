@@ -157,7 +157,8 @@ mod tests {
         let html = text_page(&ctx, "dev@l.test", &message(), "de", None, None);
         assert!(!html.contains("<script>alert"), "{html}");
         assert!(html.contains("&lt;script&gt;"));
-        assert_eq!(html.matches("name=\"csrf\" value=\"tok123\"").count(), 2);
+        // The save and remove forms, and the frame's sign-out form.
+        assert_eq!(html.matches("name=\"csrf\" value=\"tok123\"").count(), 3);
         assert!(html.contains("Use the shipped text again"));
         // A refused draft is shown with its error next to the field.
         let html = text_page(
