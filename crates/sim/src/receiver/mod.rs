@@ -362,9 +362,8 @@ async fn accept_loop(listener: TcpListener, host: Arc<HostState>) {
             Ok(permit) => {
                 let host = host.clone();
                 sessions.spawn(async move {
-                    session::run(host, stream).await;
+                    session::run(host, stream, open).await;
                     drop(permit);
-                    drop(open);
                 });
             }
             Err(_) => {

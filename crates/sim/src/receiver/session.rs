@@ -18,6 +18,7 @@
 //! SECURITY: input is untrusted; after STARTTLS anything the client pipelined in plaintext is
 //! discarded (the STARTTLS command-injection attack, CVE-2011-0411).
 
+use crate::recorder::PeerGuard;
 use bytes::{Buf, Bytes, BytesMut};
 use std::io;
 use std::sync::atomic::Ordering;
@@ -95,6 +96,11 @@ struct Session {
     tls: bool,
     /// The client's address, recorded with each copy (issue 17: egress source checks).
     peer: Option<std::net::IpAddr>,
+    /// Counts this connection as open from its client until the session answers QUIT (then
+    /// it is over for the client, which may open its next connection as soon as it reads
+    /// the 221), or ends otherwise. Counting until the socket's linger ends instead showed a
+    /// client keeping `max_connections = 1` two connections open, under load.
+    open: Option<PeerGuard>,
     mail_from: Option<Box<str>>,
     /// MAIL carried SMTPUTF8.
     smtputf8: bool,
@@ -111,8 +117,9 @@ struct Session {
 }
 
 /// Serves one accepted connection to the end, including a STARTTLS upgrade.
-pub(crate) async fn run(host: Arc<HostState>, mut stream: TcpStream) {
+pub(crate) async fn run(host: Arc<HostState>, mut stream: TcpStream, open: PeerGuard) {
     let mut s = Session::new(host.clone());
+    s.open = Some(open);
     s.peer = stream.peer_addr().ok().map(|a| a.ip());
     s.push(host.banner.as_bytes());
     match s.serve(&mut stream).await {
@@ -172,6 +179,7 @@ impl Session {
             greeted: false,
             tls: false,
             peer: None,
+            open: None,
             mail_from: None,
             smtputf8: false,
             mail_dsn: String::new(),
@@ -260,7 +268,11 @@ impl Session {
                 match self.step() {
                     Step::Continue => {}
                     Step::NeedMore => break,
-                    Step::Close => return self.flush(io, slow).await.map(|_| End::Closed),
+                    Step::Close => {
+                        // Closed before the 221 is written: the client cannot act on it sooner.
+                        self.open = None;
+                        return self.flush(io, slow).await.map(|_| End::Closed);
+                    }
                     Step::StartTls => return self.flush(io, slow).await.map(|_| End::StartTls),
                     Step::Drop => return self.flush(io, slow).await.map(|_| End::Dropped),
                 }
