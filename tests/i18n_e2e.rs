@@ -13,27 +13,34 @@ use serde_json::json;
 use std::time::{Duration, Instant};
 use support::*;
 
-/// The text of the last message `rcpt` received, waiting for it.
-async fn mail_to(world: &World, rcpt: &str) -> (String, String) {
+/// The first of `rcpt`'s messages, newest first, that `pick` takes (subject and text
+/// parsed), waiting up to 30 s for one.
+async fn newest<T>(world: &World, rcpt: &str, pick: impl Fn(&str, &str) -> Option<T>) -> T {
     let start = Instant::now();
     loop {
         let snapshot = world.recorder().snapshot();
-        let copies = snapshot.copies_for(rcpt);
-        if let Some(raw) = copies.iter().rev().find_map(|c| c.message.clone()) {
-            let msg = mail_parser::MessageParser::default()
-                .parse(&raw[..])
-                .expect("parses");
-            return (
-                msg.subject().unwrap_or_default().to_string(),
-                msg.body_text(0).expect("text").to_string(),
-            );
+        let found = snapshot.copies_for(rcpt).iter().rev().find_map(|c| {
+            let raw = c.message.clone()?;
+            let msg = mail_parser::MessageParser::default().parse(&raw[..])?;
+            pick(msg.subject().unwrap_or_default(), &msg.body_text(0)?)
+        });
+        if let Some(v) = found {
+            return v;
         }
         assert!(
             start.elapsed() < Duration::from_secs(30),
-            "no mail reached {rcpt}"
+            "no such mail reached {rcpt}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Subject and text of the last message `rcpt` received, waiting for it.
+async fn mail_to(world: &World, rcpt: &str) -> (String, String) {
+    newest(world, rcpt, |subject, text| {
+        Some((subject.to_string(), text.to_string()))
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -199,23 +206,21 @@ fn german_browser() -> reqwest::Client {
 
 /// The `/manage/` or `/confirm/` link in the newest mail to `rcpt` holding one.
 async fn link_in_mail(world: &World, rcpt: &str, path: &str) -> String {
+    newest(world, rcpt, |_, text| {
+        text.split_whitespace()
+            .find(|w| w.contains(path))
+            .map(str::to_string)
+    })
+    .await
+}
+
+/// Waits until `rcpt` has received more than `before` messages.
+async fn more_mail(world: &World, rcpt: &str, before: usize) {
     let start = Instant::now();
-    loop {
-        let snapshot = world.recorder().snapshot();
-        let found = snapshot.copies_for(rcpt).iter().rev().find_map(|c| {
-            let raw = c.message.clone()?;
-            let msg = mail_parser::MessageParser::default().parse(&raw[..])?;
-            let text = msg.body_text(0)?.to_string();
-            text.split_whitespace()
-                .find(|w| w.contains(path))
-                .map(str::to_string)
-        });
-        if let Some(l) = found {
-            return l;
-        }
+    while world.recorder().snapshot().copies_for(rcpt).len() <= before {
         assert!(
             start.elapsed() < Duration::from_secs(30),
-            "no {path} link reached {rcpt}"
+            "no new mail reached {rcpt}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -348,11 +353,7 @@ async fn a_members_language_and_the_lists_own_words_reach_mail_and_pages() {
     )
     .await;
     assert_eq!(st, 202, "{body}");
-    let start = Instant::now();
-    while world.recorder().snapshot().copies_for("anna@d0.test").len() == before {
-        assert!(start.elapsed() < Duration::from_secs(30), "no second mail");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    more_mail(&world, "anna@d0.test", before).await;
     let (_, text) = mail_to(&world, "anna@d0.test").await;
     assert!(
         text.contains("asked to unsubscribe anna@d0.test from the list de@lists.test"),
@@ -440,22 +441,14 @@ async fn a_members_language_and_the_lists_own_words_reach_mail_and_pages() {
     )
     .await;
     assert_eq!(st, 202, "{body}");
-    let start = Instant::now();
-    while world.recorder().snapshot().copies_for("anna@d0.test").len() == before {
-        assert!(start.elapsed() < Duration::from_secs(30), "no confirmation");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    more_mail(&world, "anna@d0.test", before).await;
     let link = link_in_mail(&world, "anna@d0.test", "/confirm/").await;
     let scanned = browser.get(&link).send().await.expect("scanner");
     assert_eq!(scanned.status(), 200);
     let after_request = world.recorder().snapshot().copies_for("anna@d0.test").len();
     let done = browser.post(&link).send().await.expect("confirm");
     assert_eq!(done.status(), 200);
-    let start = Instant::now();
-    while world.recorder().snapshot().copies_for("anna@d0.test").len() == after_request {
-        assert!(start.elapsed() < Duration::from_secs(30), "no goodbye");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    more_mail(&world, "anna@d0.test", after_request).await;
     let (subject, text) = mail_to(&world, "anna@d0.test").await;
     assert_eq!(subject, "Sie haben de@lists.test verlassen", "{text}");
     assert!(
