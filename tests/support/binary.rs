@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use super::{wait_healthy, SECRET};
+use super::SECRET;
 
 /// The binary to run: `HERALD_BIN` when set (a benchmark comparing two builds on the same
 /// harness, e.g. a release build before and after a change), else the one cargo built.
@@ -95,9 +95,41 @@ banner_timeout_secs = 2
         }
     }
 
-    /// Starts `herald serve` and waits until its API answers.
+    /// Starts `herald serve` and waits until its API answers. `free_port` only finds a port
+    /// free a moment before the child binds it, and with tests running in parallel another
+    /// test can take it in between: when the child exits because an address is in use, this
+    /// picks new ports, rewrites the config and starts again (up to three times).
     pub async fn start(&mut self) {
         assert!(self.child.is_none(), "already running");
+        for attempt in 1..=3 {
+            let (mut child, stderr_tail) = self.spawn();
+            let started = std::time::Instant::now();
+            loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    let tail = stderr_tail.lock().map(|t| t.clone()).unwrap_or_default();
+                    assert!(
+                        tail.contains("Address already in use") && attempt < 3,
+                        "herald serve exited before answering ({status}): {tail}"
+                    );
+                    self.move_to_new_ports();
+                    break;
+                }
+                if super::healthy(&self.api).await {
+                    self.child = Some(child);
+                    return;
+                }
+                assert!(
+                    started.elapsed() < std::time::Duration::from_secs(30),
+                    "server did not come up"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+
+    /// Spawns the child with its stderr passed through to ours, keeping the last lines so a
+    /// failed start can say why.
+    fn spawn(&self) -> (Child, std::sync::Arc<std::sync::Mutex<String>>) {
         let mut cmd = if self.nice > 0 {
             let mut c = Command::new("nice");
             c.args(["-n", &self.nice.to_string()]).arg(herald_bin());
@@ -105,16 +137,61 @@ banner_timeout_secs = 2
         } else {
             Command::new(herald_bin())
         };
-        let child = cmd
+        let mut child = cmd
             .args(["serve", "--config"])
             .arg(&self.config)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn herald serve");
-        self.child = Some(child);
-        wait_healthy(&self.api).await;
+        let tail = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        if let Some(stderr) = child.stderr.take() {
+            let tail = tail.clone();
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(stderr)
+                    .lines()
+                    .map_while(Result::ok)
+                {
+                    eprintln!("{line}");
+                    if let Ok(mut t) = tail.lock() {
+                        if t.len() > 8192 {
+                            t.clear();
+                        }
+                        t.push_str(&line);
+                        t.push('\n');
+                    }
+                }
+            });
+        }
+        (child, tail)
+    }
+
+    /// New free ports for SMTP, LMTP and HTTP, written into the config file.
+    fn move_to_new_ports(&mut self) {
+        let mut toml = std::fs::read_to_string(&self.config).expect("read config");
+        let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let smtp: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        toml = toml
+            .replacen(
+                &format!("http = \"{}\"", self.http),
+                &format!("http = \"{http}\""),
+                1,
+            )
+            .replacen(
+                &format!("smtp = \"{}\"", self.smtp),
+                &format!("smtp = \"{smtp}\""),
+                1,
+            );
+        if let Some(start) = toml.find("lmtp = \"127.0.0.1:") {
+            let end = start + toml[start..].find('\n').unwrap_or(toml.len() - start);
+            toml.replace_range(start..end, &format!("lmtp = \"127.0.0.1:{}\"", free_port()));
+        }
+        std::fs::write(&self.config, toml).expect("write config");
+        self.http = http;
+        self.smtp = smtp;
+        self.api = format!("http://{http}");
     }
 
     /// The running child's process id.

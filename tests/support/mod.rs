@@ -151,19 +151,26 @@ impl TestServer {
     }
 }
 
+/// Whether the server at `api` answers its health check now.
+/// Bounded in time: a port taken by something that accepts and never answers must not hang
+/// the caller.
+pub async fn healthy(api: &str) -> bool {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .expect("http client");
+    client.get(format!("{api}/healthz")).send().await.is_ok()
+}
+
 pub async fn wait_healthy(api: &str) {
     let started = Instant::now();
-    while get(&format!("{api}/healthz")).await.is_none() {
+    while !healthy(api).await {
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "server did not come up"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-async fn get(url: &str) -> Option<reqwest::Response> {
-    reqwest::get(url).await.ok()
 }
 
 /// Sends a request and returns (status, JSON or text body).
