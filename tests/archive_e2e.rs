@@ -280,7 +280,7 @@ async fn public_archive_pages_are_served_safely_and_a_private_one_is_refused() {
     assert_eq!(status, 200);
     assert!(index.contains(PUB) && !index.contains(PRIV), "{index}");
     let (_, _, months) = fetch(&format!("{base}/{pub_enc}/")).await;
-    assert!(months.contains("2026-11</a> (1 messages)"), "{months}");
+    assert!(months.contains("2026-11</a> (one message)"), "{months}");
 
     let (status, ctype, msg) = fetch(&format!("{base}/{pub_enc}/msg/{mid_enc}")).await;
     assert_eq!(status, 200, "{msg}");
@@ -350,7 +350,7 @@ async fn public_archive_pages_are_served_safely_and_a_private_one_is_refused() {
     let (status, _, hits) = fetch(&format!("{base}/{pub_enc}/search?q=quokka")).await;
     assert_eq!(status, 200);
     assert!(
-        hits.contains("1 results") && hits.contains("welcome"),
+        hits.contains("One result for “quokka”") && hits.contains("welcome"),
         "{hits}"
     );
     let (status, _, _) = fetch(&format!("{base}/{pub_enc}/search?q=%22NEAR(%2A")).await;

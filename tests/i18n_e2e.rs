@@ -461,3 +461,199 @@ async fn a_members_language_and_the_lists_own_words_reach_mail_and_pages() {
     server.stop().await;
     world.shutdown().await;
 }
+
+/// A browser on a remote address (127.0.0.3: not a configured local client) that prefers
+/// `accept_language`.
+fn remote_browser(accept_language: &'static str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::ACCEPT_LANGUAGE,
+        reqwest::header::HeaderValue::from_static(accept_language),
+    );
+    reqwest::Client::builder()
+        .local_address(std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 3)))
+        .default_headers(headers)
+        .build()
+        .expect("client")
+}
+
+/// (status, body) of a GET from `client`.
+async fn page_from(client: &reqwest::Client, url: &str) -> (u16, String) {
+    let r = client.get(url).send().await.expect("GET");
+    (r.status().as_u16(), r.text().await.expect("body"))
+}
+
+/// Issue 15 item 7, the archive's pages: a German list's public archive, read from a remote
+/// browser that prefers English (admin token set), is written in the list's language with the
+/// list's own wording of a page message — listing, message, search, its errors and "no
+/// results" — while an English list's archive on the same server stays English and pages that
+/// name no list (the index, a private list's "not found") follow the browser's language.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_archive_speaks_the_lists_language_with_its_own_words() {
+    let world = World::start(world_config(&[Profile::Normal], true))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = server_config(&world, dir.path().to_path_buf());
+    config.http.admin_token = TOKEN.into();
+    config.http.local_clients = vec!["127.0.0.1".into()];
+    let server = TestServer::start(config).await;
+    let api = server.api.clone();
+    let (de, en, private) = ("de@lists.test", "en@lists.test", "geheim@lists.test");
+    for (list, language) in [(de, "de"), (en, "en"), (private, "de")] {
+        let (st, body) = admin(
+            "POST",
+            &format!("{api}/api/v1/lists"),
+            Some(json!({"address": list, "settings": {"language": language}})),
+        )
+        .await;
+        assert_eq!(st, 201, "{body}");
+        let (st, body) = admin(
+            "POST",
+            &format!("{api}/api/v1/lists/{list}/members"),
+            Some(json!({"address": "reader@d0.test"})),
+        )
+        .await;
+        assert_eq!(st, 201, "{body}");
+    }
+    let (st, body) = admin(
+        "PUT",
+        &format!("{api}/api/v1/lists/{de}/texts/archive-feed/de"),
+        Some(json!({"text": "Neues von { $list } als Feed"})),
+    )
+    .await;
+    assert_eq!(st, 400, "a field the message lacks: {body}");
+    assert_eq!(body["field"], "text", "{body}");
+    let (st, body) = admin(
+        "PUT",
+        &format!("{api}/api/v1/lists/{de}/texts/archive-feed/de"),
+        Some(json!({"text": "Unser Feed zum Abonnieren"})),
+    )
+    .await;
+    assert_eq!(st, 204, "{body}");
+    {
+        // As `herald archive privacy <list> public` does, on the shared store.
+        let archive =
+            herald_archive::Archive::open(&dir.path().join("archive.db")).expect("archive");
+        for list in [de, en] {
+            archive
+                .set_privacy(list, herald_archive::Privacy::Public)
+                .expect("privacy");
+        }
+    }
+    for list in [de, en, private] {
+        let tag = format!("hallo-{}", list.split('@').next().unwrap_or("x"));
+        let raw = format!(
+            "From: p@outside.test\r\nTo: {list}\r\nSubject: {tag}\r\nMessage-ID: <{tag}@outside.test>\r\n\r\nHallo.\r\n"
+        );
+        let r = reqwest::Client::new()
+            .post(format!("{api}/api/v1/lists/{list}/posts"))
+            .bearer_auth(TOKEN)
+            .body(raw)
+            .send()
+            .await
+            .expect("post");
+        assert!(r.status().is_success(), "{}", r.status());
+        let injected: herald_api_types::Injected = r.json().await.expect("injected");
+        let started = Instant::now();
+        loop {
+            let (_, p) = admin(
+                "GET",
+                &format!("{api}/api/v1/posts/{}", injected.post),
+                None,
+            )
+            .await;
+            if p["complete"] == true {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(60), "{p}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    let browser = remote_browser("en-US,en;q=0.9");
+    let base = format!("{api}/archive");
+    // The writer runs beside fan-out: wait (bounded) for the post to be listed.
+    let started = Instant::now();
+    let months = loop {
+        let (st, body) = page_from(&browser, &format!("{base}/{de}/")).await;
+        if st == 200 && body.contains("eine Nachricht") {
+            break body;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{st} {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(months.contains("<html lang=\"de\">"), "{months}");
+    assert!(months.contains("Unser Feed zum Abonnieren"), "{months}");
+    assert!(months.contains("Wörter <input name=\"q\""), "{months}");
+    assert!(months.contains(">Suchen</button>"), "{months}");
+    let month_href = months
+        .split("href=\"")
+        .filter_map(|s| s.split('"').next())
+        .find(|h| h.ends_with("/") && h.len() == 8)
+        .unwrap_or_else(|| panic!("no month link: {months}"))
+        .to_string();
+    let (st, month) = page_from(&browser, &format!("{base}/{de}/{month_href}")).await;
+    assert_eq!(st, 200, "{month}");
+    for words in [
+        "Diesen Monat herunterladen (mbox)",
+        "<th>Datum</th><th>Von</th><th>Betreff</th>",
+        ">Thread</a>",
+    ] {
+        assert!(month.contains(words), "{words}: {month}");
+    }
+    let (st, message) =
+        page_from(&browser, &format!("{base}/{de}/msg/hallo-de@outside.test")).await;
+    assert_eq!(st, 200, "{message}");
+    assert!(message.contains("Von: p at outside.test"), "{message}");
+    assert!(message.contains(">Rohfassung</a>"), "{message}");
+    let (st, none) = page_from(&browser, &format!("{base}/{de}/search?q=nirgends")).await;
+    assert_eq!(st, 200, "{none}");
+    assert!(none.contains("Keine Treffer für „nirgends“"), "{none}");
+    let (st, bad) = page_from(&browser, &format!("{base}/{de}/search?q=x&since=gestern")).await;
+    assert_eq!(st, 400, "{bad}");
+    assert!(
+        bad.contains("Seit: „gestern“ ist kein Datum wie 2026-11-24"),
+        "{bad}"
+    );
+    assert!(
+        bad.contains("<title>de@lists.test durchsuchen</title>"),
+        "{bad}"
+    );
+    let (st, missing) = page_from(&browser, &format!("{base}/{de}/msg/nie@outside.test")).await;
+    assert_eq!(st, 404);
+    assert!(
+        missing.contains("Nicht gefunden"),
+        "the list's language: {missing}"
+    );
+
+    // The English list beside it keeps English, and the German list's text is its own.
+    let (st, english) = page_from(&browser, &format!("{base}/{en}/")).await;
+    assert_eq!(st, 200, "{english}");
+    assert!(english.contains("<html lang=\"en\">"), "{english}");
+    assert!(english.contains(">Atom feed</a>"), "{english}");
+    assert!(english.contains("one message"), "{english}");
+    assert!(!english.contains("Unser Feed"), "{english}");
+
+    // No list named, or one the reader may not see: the browser's language, and a private
+    // list's answer is the same as for no list at all (it does not show its German).
+    let german = remote_browser("de-AT,de;q=0.9");
+    for (client, expect) in [(&browser, "Not found"), (&german, "Nicht gefunden")] {
+        for list in [private, "nosuch@lists.test"] {
+            let (st, body) = page_from(client, &format!("{base}/{list}/")).await;
+            assert_eq!(st, 404, "{body}");
+            assert!(body.contains(expect), "{list}: {body}");
+        }
+    }
+    let (st, index) = page_from(&german, &format!("{base}/")).await;
+    assert_eq!(st, 200, "{index}");
+    assert!(index.contains("<title>Archive</title>"), "{index}");
+    assert!(
+        index.contains("de@lists.test</a> (eine Nachricht)"),
+        "{index}"
+    );
+    assert!(!index.contains(private), "{index}");
+
+    server.stop().await;
+    world.shutdown().await;
+}

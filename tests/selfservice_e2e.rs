@@ -760,6 +760,30 @@ async fn a_members_archive_opens_for_a_member_from_their_subscriptions_page_only
     };
     let (st, months) = with_cookie(month.clone()).await;
     assert_eq!(st, 200, "{months}");
+    assert!(
+        months.contains("<html lang=\"en\">"),
+        "the list's language: {months}"
+    );
+    // A member who reads in German sees the members' archive in German (issue 15 item 7);
+    // anonymous readers keep the list's English.
+    let (st, body) = call(
+        &admin,
+        "PATCH",
+        &format!("{}/api/v1/lists/{LIST}/members/{NEWBIE}", server.api),
+        Some(TOKEN),
+        Some(json!({"language": "de"})),
+    )
+    .await;
+    assert_eq!(st, 200, "{body}");
+    let (st, months) = with_cookie(month.clone()).await;
+    assert_eq!(st, 200, "{months}");
+    assert!(
+        months.contains("<html lang=\"de\">") && months.contains(">Atom-Feed</a>"),
+        "the member's language: {months}"
+    );
+    let (st, page) = call(&browser, "GET", &month, None, None).await;
+    assert_eq!(st, 403);
+    assert!(page.contains("Members only"), "{page}");
     let (st, raw) = with_cookie(format!(
         "{}/archive/{LIST}/msg/members-only@d1.test/raw",
         server.api

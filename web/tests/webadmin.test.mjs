@@ -4,15 +4,16 @@
 // the admin API, then as that owner: signs in with the form, sends a setting with an invalid
 // value and finds the message next to the field (and the field marked invalid), finds a member
 // by prefix, disables and re-enables them with the row's buttons, and approves the held post
-// with its checkbox and a reason. Saves a screenshot of the settings error
+// with its checkbox and a reason; rewords a message of the list and reads the list's public
+// archive in German with it, from a browser that prefers English. Saves a screenshot of the settings error
 // (target/webadmin.png).
 //
 // Env: HERALD_BIN (default ../../target/debug/herald), CHROMIUM (default /usr/bin/chromium),
 // SCREENSHOT (default ../../target/webadmin.png). Exits non-zero on any failure; always stops
 // the browser and the server it started.
 import { chromium } from "playwright-core";
-import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync, mkdirSync } from "node:fs";
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -176,8 +177,29 @@ async function main() {
   const welcome = texts.messages.find((m) => m.id === "welcome-subject");
   check(welcome.overrides.length === 1 && welcome.overrides[0].text === "Glad to have you on { $name }",
     "the text was not stored: " + JSON.stringify(welcome));
+
+  // The list's public archive in the list's language with its own words (issue 15 item 7),
+  // read by a visitor whose browser prefers English: published as the operator does it
+  // (`herald archive privacy`), the list set to German and one page message reworded.
+  const cfg = join(dataDir, "archive-cli.toml");
+  writeFileSync(cfg, `data_dir = ${JSON.stringify(join(dataDir, "demo"))}\n`);
+  execFileSync(bin, ["--config", cfg, "archive", "privacy", list, "public"]);
+  await api(url, "PATCH", `/api/v1/lists/${list}`, { language: "de" });
+  await api(url, "PUT", `/api/v1/lists/${list}/texts/archive-feed/de`, { text: "Unser Feed zum Abonnieren" });
+  const visitor = await browser.newContext({ javaScriptEnabled: false, locale: "en-US" });
+  const reader = await visitor.newPage();
+  reader.on("response", (r) => { if (r.status() >= 400) errors.push(r.status() + " " + r.url()); });
+  await reader.goto(url + `archive/${list}/`);
+  check(await reader.getAttribute("html", "lang") === "de", "the archive is not in the list's language");
+  check((await reader.textContent("body")).includes("Unser Feed zum Abonnieren"), "the list's own words are missing");
+  check((await reader.textContent("form button")).trim() === "Suchen", "the search button is not German");
+  await Promise.all([reader.waitForNavigation(), reader.click("ul a >> nth=0")]);
+  check((await reader.textContent("table tr th >> nth=2")).trim() === "Betreff", "the listing's headings are not German");
+  await Promise.all([reader.waitForNavigation(), reader.click("table td a >> nth=0")]);
+  check((await reader.textContent("body")).includes("Rohfassung"), "the message page is not German");
+  await visitor.close();
   check(errors.length === 0, "page errors: " + errors.join("; "));
-  console.log("web administration: sign-in, settings error, member disable/enable, approval, list texts: ok");
+  console.log("web administration: sign-in, settings error, member disable/enable, approval, list texts, the archive's words: ok");
 }
 
 main().then(async () => { await cleanup(); console.log("web administration test passed"); process.exit(0); },

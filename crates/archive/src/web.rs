@@ -15,6 +15,12 @@
 //! archive addresses <list> show`); raw messages and mbox downloads stay as archived.
 //! Attachments are listed on the message page and served only as downloads.
 //!
+//! Words (issue 15 item 7): a list's pages are written in the list's language with the list's
+//! own texts (catalogue messages `archive-*`, overridable per list like every message), a
+//! member who opened a `members` archive with their key reads it in their own language; pages
+//! that name no list (the index, "not found") follow the browser's `Accept-Language`. The
+//! directory answers through [`ListWords`], given by the server (this crate does not read it).
+//!
 //! SECURITY: everything shown comes from untrusted mail. Text is HTML-escaped by [`esc`]; HTML
 //! parts are never rendered — the page shows mail-parser's text of the message (HTML converted
 //! to plain text), so no markup, script or remote image from a post reaches the browser. `raw`
@@ -29,6 +35,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use herald_i18n::{Overrides, Words};
 use mail_parser::MimeHeaders;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
@@ -43,6 +50,40 @@ pub struct WebArchive {
     writer: Option<Arc<crate::metrics::WriterStats>>,
     /// How `members` archives let members in; `None`: nobody reads them on the web.
     members: Option<MemberKeys>,
+    /// The language and texts of a list's pages; `None`: the browser's language, shipped texts.
+    words: Option<ListWords>,
+}
+
+/// `(list, reader)`: the language a page of the list's archive is written in for the reader
+/// (a member's own when known, else the list's) and the list's own texts; `None` for a list
+/// the directory does not know (an imported archive): the browser's language then. Blocking.
+pub type ListWords = Arc<
+    dyn Fn(&herald_types::Address, Option<&herald_types::Address>) -> Option<(String, Overrides)>
+        + Send
+        + Sync,
+>;
+
+/// What one page is written with: a language and the list's texts.
+pub struct PageWords {
+    lang: String,
+    overrides: Overrides,
+}
+
+impl PageWords {
+    /// A page about no particular list: the browser's language (or English), shipped texts.
+    fn browser(accept: Option<&'static str>) -> Self {
+        PageWords {
+            lang: accept.unwrap_or(herald_i18n::DEFAULT).to_string(),
+            overrides: Overrides::none(),
+        }
+    }
+
+    fn words(&self) -> Words<'_> {
+        Words {
+            lang: &self.lang,
+            overrides: &self.overrides,
+        }
+    }
 }
 
 /// `(list, address)`: is the address an enabled member of the list? (Blocking.)
@@ -64,6 +105,31 @@ impl WebArchive {
             db: Mutex::new(archive),
             writer: None,
             members: None,
+            words: None,
+        }
+    }
+
+    /// Pages of a list the directory knows are written in its language with its own texts.
+    pub fn with_words(mut self, words: ListWords) -> Self {
+        self.words = Some(words);
+        self
+    }
+
+    /// The words of a page of `list` for `who` (a member who presented their key), falling
+    /// back to the browser's language for a list the directory does not know. Blocking.
+    fn page_words(
+        &self,
+        list: &str,
+        who: Option<&herald_types::Address>,
+        accept: Option<&'static str>,
+    ) -> PageWords {
+        let found = match (&self.words, herald_types::Address::parse(list)) {
+            (Some(f), Ok(list)) => f(&list, who),
+            _ => None,
+        };
+        match found {
+            Some((lang, overrides)) => PageWords { lang, overrides },
+            None => PageWords::browser(accept),
         }
     }
 
@@ -80,19 +146,16 @@ impl WebArchive {
             .privacy(&list.to_lowercase())
     }
 
-    /// Does `key` let its holder read `list`'s members archive now? Blocking.
-    fn member_may_read(&self, list: &str, key: &ReaderKey) -> bool {
-        let (Some(m), Some(key)) = (&self.members, &key.0) else {
-            return false;
+    /// The member whose key lets its holder read `list`'s members archive now, if any.
+    /// Blocking.
+    fn member_reading(&self, list: &str, reader: &Reader) -> Option<herald_types::Address> {
+        let (Some(m), Some(key)) = (&self.members, &reader.key) else {
+            return None;
         };
-        let Ok(list) = herald_types::Address::parse(list) else {
-            return false;
-        };
+        let list = herald_types::Address::parse(list).ok()?;
         let now = herald_types::unix_ms_now() / 1000;
-        match herald_types::token::verify_archive(&m.secret, &list, key, now) {
-            Some(who) => (m.is_member)(&list, &who),
-            None => false,
-        }
+        let who = herald_types::token::verify_archive(&m.secret, &list, key, now)?;
+        (m.is_member)(&list, &who).then_some(who)
     }
 
     pub fn with_writer_stats(mut self, stats: Arc<crate::metrics::WriterStats>) -> Self {
@@ -159,63 +222,109 @@ impl PageQuery {
     }
 
     /// The filters, or the first bad date as the reader's error.
-    fn filters(&self) -> Result<Filters, String> {
-        let day = |s: &str, what: &str, next: bool| -> Result<Option<i64>, String> {
+    fn filters(&self) -> Result<Filters, BadDate> {
+        let day = |s: &str, field: DateField, next: bool| -> Result<Option<i64>, BadDate> {
             let s = s.trim();
             if s.is_empty() {
                 return Ok(None);
             }
-            let d: jiff::civil::Date = s
-                .parse()
-                .map_err(|_| format!("{what}: {s:?} is not a date like 2026-11-24"))?;
+            let bad = || BadDate {
+                field,
+                value: s.chars().take(40).collect(),
+            };
+            let d: jiff::civil::Date = s.parse().map_err(|_| bad())?;
             let d = if next {
-                d.tomorrow().map_err(|e| e.to_string())?
+                d.tomorrow().map_err(|_| bad())?
             } else {
                 d
             };
             let ts = jiff::tz::Offset::UTC
                 .to_timestamp(d.at(0, 0, 0, 0))
-                .map_err(|e| e.to_string())?;
+                .map_err(|_| bad())?;
             Ok(Some(ts.as_millisecond()))
         };
         Ok(Filters {
             from: Some(self.from.trim().to_string()).filter(|f| !f.is_empty()),
-            since_ms: day(&self.since, "since", false)?,
+            since_ms: day(&self.since, DateField::Since, false)?,
             // `until` names the last day shown: the bound is the next midnight.
-            until_ms: day(&self.until, "until", true)?,
+            until_ms: day(&self.until, DateField::Until, true)?,
         })
     }
 }
 
-/// Runs `f` on the store off the async threads. With a list: only when the reader may see
-/// its archive — anyone for `public`; for `members`, a reader holding a valid member key
-/// ([`ReaderKey`]) of an address that is still an enabled member; nobody for the rest.
+/// Which date filter a reader got wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DateField {
+    Since,
+    Until,
+}
+
+/// A search date that is not one (shown above the form, in the page's words, with the field's
+/// label and the first 40 characters of what was typed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct BadDate {
+    field: DateField,
+    value: String,
+}
+
+impl BadDate {
+    fn say(&self, w: &Words<'_>) -> String {
+        let label = w.text(
+            match self.field {
+                DateField::Since => "archive-since-label",
+                DateField::Until => "archive-until-label",
+            },
+            &[],
+        );
+        w.text(
+            "archive-bad-date",
+            &[("field", &label), ("value", &self.value)],
+        )
+    }
+}
+
+/// Runs `f` on the store off the async threads, with the words of the page. With a list:
+/// only when the reader may see its archive — anyone for `public`; for `members`, a reader
+/// holding a valid member key ([`Reader`]) of an address that is still an enabled member; nobody
+/// for the rest.
 async fn with_db<T: Send + 'static>(
     web: Arc<WebArchive>,
-    list: Option<(String, ReaderKey)>,
+    reader: &Reader,
+    list: Option<String>,
     f: impl FnOnce(&Archive) -> Result<T, crate::ArchiveError> + Send + 'static,
-) -> Result<T, Response> {
+) -> Result<(T, PageWords), Response> {
+    let (reader, accept) = (reader.clone(), reader.accept);
     let r = tokio::task::spawn_blocking(move || {
-        if let Some((list, key)) = &list {
+        let mut who = None;
+        if let Some(list) = &list {
             let privacy = {
                 let db = web.db.lock().unwrap_or_else(|p| p.into_inner());
                 db.privacy(list)?
             };
             match privacy {
                 Privacy::Public => {}
-                Privacy::Members if web.member_may_read(list, key) => {}
-                Privacy::Members => return Ok(Err(Denied::MembersOnly)),
+                Privacy::Members => match web.member_reading(list, &reader) {
+                    Some(member) => who = Some(member),
+                    None => {
+                        let words = web.page_words(list, None, accept);
+                        return Ok(Err(Denied::MembersOnly(words)));
+                    }
+                },
                 Privacy::Private | Privacy::None => return Ok(Err(Denied::NotFound)),
             }
         }
+        let words = match &list {
+            Some(l) => web.page_words(l, who.as_ref(), accept),
+            None => PageWords::browser(accept),
+        };
         let db = web.db.lock().unwrap_or_else(|p| p.into_inner());
-        f(&db).map(Ok)
+        f(&db).map(|v| Ok((v, words)))
     })
     .await;
     match r {
         Ok(Ok(Ok(v))) => Ok(v),
-        Ok(Ok(Err(Denied::NotFound))) => Err(not_found()),
-        Ok(Ok(Err(Denied::MembersOnly))) => Err(members_only()),
+        Ok(Ok(Err(Denied::NotFound))) => Err(not_found(&PageWords::browser(accept))),
+        Ok(Ok(Err(Denied::MembersOnly(words)))) => Err(members_only(&words)),
         Ok(Err(e)) => {
             tracing::error!(error = %e, "archive page");
             Err((StatusCode::INTERNAL_SERVER_ERROR, "archive unavailable\n").into_response())
@@ -227,40 +336,57 @@ async fn with_db<T: Send + 'static>(
 /// Why a reader does not see a list's archive.
 enum Denied {
     /// Private or no archive, or no such list: the same answer for each, so a private list's
-    /// existence does not show.
+    /// existence does not show (in the browser's language, not the list's, for the same reason).
     NotFound,
-    /// A members' archive without a valid member key.
-    MembersOnly,
+    /// A members' archive without a valid member key, in the list's words.
+    MembersOnly(PageWords),
 }
 
-fn members_only() -> Response {
+fn members_only(pw: &PageWords) -> Response {
+    let w = pw.words();
     (
         StatusCode::FORBIDDEN,
         page(
-            "Members only",
-            "<p>This list's archive is for its members. Members open it from the link on their \
-             subscriptions page (<a href=\"/manage\">ask for a link to it by mail</a>).</p>",
+            &w,
+            &w.text("archive-members-only-title", &[]),
+            &format!(
+                "<p>{} <a href=\"/manage\">{}</a></p>",
+                esc(&w.text("archive-members-only", &[])),
+                esc(&w.text("archive-members-only-ask", &[]))
+            ),
         ),
     )
         .into_response()
 }
 
-/// The archive key a reader presents: `?key=` (the link on a member's subscriptions page)
-/// or, after that first visit, the `herald_archive_key` cookie scoped to the list's archive.
+/// Who is reading: the archive key they present — `?key=` (the link on a member's
+/// subscriptions page) or, after that first visit, the `herald_archive_key` cookie scoped to
+/// the list's archive — and the shipped language their browser prefers (`Accept-Language`).
 #[derive(Debug, Clone, Default)]
-pub struct ReaderKey(Option<String>);
+pub struct Reader {
+    key: Option<String>,
+    accept: Option<&'static str>,
+}
 
 /// The cookie holding a member's archive key.
 const KEY_COOKIE: &str = "herald_archive_key";
 
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for ReaderKey {
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Reader {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
         _state: &S,
     ) -> Result<Self, Self::Rejection> {
-        Ok(ReaderKey(query_key(parts).or_else(|| cookie_key(parts))))
+        let accept = parts
+            .headers
+            .get(header::ACCEPT_LANGUAGE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(herald_i18n::negotiate);
+        Ok(Reader {
+            key: query_key(parts).or_else(|| cookie_key(parts)),
+            accept,
+        })
     }
 }
 
@@ -328,67 +454,87 @@ async fn keep_key(req: axum::extract::Request, next: axum::middleware::Next) -> 
 /// How long a member's archive key (and its cookie) is valid.
 pub const MEMBER_KEY_DAYS: u64 = 30;
 
-fn not_found() -> Response {
+fn not_found(pw: &PageWords) -> Response {
+    let w = pw.words();
     (
         StatusCode::NOT_FOUND,
-        page("Not found", "<p>No such public archive or message.</p>"),
+        page(
+            &w,
+            &w.text("archive-not-found-title", &[]),
+            &format!("<p>{}</p>", esc(&w.text("archive-not-found", &[]))),
+        ),
     )
         .into_response()
 }
 
-async fn index(State(web): State<Arc<WebArchive>>) -> Response {
-    let lists = match with_db(web, None, |db| db.lists()).await {
+/// "one message", "12 messages" in the page's words.
+fn count(w: &Words<'_>, n: impl ToString) -> String {
+    w.text("archive-count", &[("count", &n.to_string())])
+}
+
+async fn index(State(web): State<Arc<WebArchive>>, reader: Reader) -> Response {
+    let (lists, pw) = match with_db(web, &reader, None, |db| db.lists()).await {
         Ok(l) => l,
         Err(r) => return r,
     };
+    let w = pw.words();
     let mut body = String::from("<ul>");
     for l in lists.iter().filter(|l| l.privacy == Privacy::Public) {
         let _ = write!(
             body,
-            "<li><a href=\"/archive/{}/\">{}</a> ({} messages)</li>",
+            "<li><a href=\"/archive/{}/\">{}</a> ({})</li>",
             url_component(&l.list),
             esc(&l.list),
-            l.messages
+            esc(&count(&w, l.messages))
         );
     }
     body.push_str("</ul>");
-    page("Archives", &body).into_response()
+    page(&w, &w.text("archive-index-title", &[]), &body).into_response()
 }
 
 async fn months(
     State(web): State<Arc<WebArchive>>,
-    key: ReaderKey,
+    reader: Reader,
     Path(list): Path<String>,
 ) -> Response {
     let l = list.to_lowercase();
-    let ms = match with_db(web, Some((l.clone(), key.clone())), move |db| db.months(&l)).await {
+    let (ms, pw) = match with_db(web, &reader, Some(l.clone()), move |db| db.months(&l)).await {
         Ok(m) => m,
         Err(r) => return r,
     };
-    let mut body = search_form(&list, &PageQuery::default());
-    let _ = write!(body, "<p><a href=\"atom.xml\">Atom feed</a></p>");
+    let w = pw.words();
+    let mut body = search_form(&w, &list, &PageQuery::default());
+    let _ = write!(
+        body,
+        "<p><a href=\"atom.xml\">{}</a></p>",
+        esc(&w.text("archive-feed", &[]))
+    );
     body.push_str("<ul>");
     for m in ms {
         let _ = write!(
             body,
-            "<li><a href=\"{:04}/{:02}/\">{:04}-{:02}</a> ({} messages)</li>",
-            m.year, m.month, m.year, m.month, m.count
+            "<li><a href=\"{:04}/{:02}/\">{:04}-{:02}</a> ({})</li>",
+            m.year,
+            m.month,
+            m.year,
+            m.month,
+            esc(&count(&w, m.count))
         );
     }
     body.push_str("</ul>");
-    page(&list, &body).into_response()
+    page(&w, &list, &body).into_response()
 }
 
 async fn month(
     State(web): State<Arc<WebArchive>>,
-    key: ReaderKey,
+    reader: Reader,
     Path((list, year, mon)): Path<(String, i32, u8)>,
     Query(q): Query<PageQuery>,
 ) -> Response {
     let l = list.to_lowercase();
     let after = q.after_key();
     let scope = Scope::Month { year, month: mon };
-    let (rows, show) = match with_db(web, Some((l.clone(), key.clone())), move |db| {
+    let ((rows, show), pw) = match with_db(web, &reader, Some(l.clone()), move |db| {
         Ok((
             db.scope_summaries(&l, scope, after, PAGE_ROWS)?,
             db.shows_addresses(&l)?,
@@ -399,21 +545,25 @@ async fn month(
         Ok(r) => r,
         Err(r) => return r,
     };
-    let mut body = String::from("<p><a href=\"mbox\" download>Download this month (mbox)</a></p>");
-    body.push_str(&listing(&list, &rows, Next::After, show));
-    page(&format!("{list} {year:04}-{mon:02}"), &body).into_response()
+    let w = pw.words();
+    let mut body = format!(
+        "<p><a href=\"mbox\" download>{}</a></p>",
+        esc(&w.text("archive-month-mbox", &[]))
+    );
+    body.push_str(&listing(&w, &list, &rows, Next::After, show));
+    page(&w, &format!("{list} {year:04}-{mon:02}"), &body).into_response()
 }
 
 async fn thread(
     State(web): State<Arc<WebArchive>>,
-    key: ReaderKey,
+    reader: Reader,
     Path((list, id)): Path<(String, i64)>,
     Query(q): Query<PageQuery>,
 ) -> Response {
     let l = list.to_lowercase();
     let after = q.after_key();
     let first_page = q.after.is_empty();
-    let (rows, show) = match with_db(web, Some((l.clone(), key.clone())), move |db| {
+    let ((rows, show), pw) = match with_db(web, &reader, Some(l.clone()), move |db| {
         Ok((
             db.scope_summaries(&l, Scope::Thread(id), after, PAGE_ROWS)?,
             db.shows_addresses(&l)?,
@@ -421,56 +571,66 @@ async fn thread(
     })
     .await
     {
-        Ok((r, show)) if !r.is_empty() || !first_page => (r, show),
-        Ok(_) => return not_found(),
+        Ok(((r, show), pw)) if !r.is_empty() || !first_page => ((r, show), pw),
+        Ok((_, pw)) => return not_found(&pw),
         Err(r) => return r,
     };
+    let w = pw.words();
     let title = rows.first().map(|m| m.subject.clone()).unwrap_or_default();
-    let mut body = format!("<p><a href=\"{id}/mbox\" download>Download this thread (mbox)</a></p>");
-    body.push_str(&listing(&list, &rows, Next::After, show));
-    page(&title, &body).into_response()
+    let mut body = format!(
+        "<p><a href=\"{id}/mbox\" download>{}</a></p>",
+        esc(&w.text("archive-thread-mbox", &[]))
+    );
+    body.push_str(&listing(&w, &list, &rows, Next::After, show));
+    page(&w, &title, &body).into_response()
 }
 
 async fn search(
     State(web): State<Arc<WebArchive>>,
-    key: ReaderKey,
+    reader: Reader,
     Path(list): Path<String>,
     Query(q): Query<PageQuery>,
 ) -> Response {
-    let filters = match q.filters() {
-        Ok(f) => f,
-        Err(why) => {
-            let body = format!(
-                "{}<p role=\"alert\">{}</p>",
-                search_form(&list, &q),
-                esc(&why)
-            );
-            return (
-                StatusCode::BAD_REQUEST,
-                page(&format!("Search {list}"), &body),
-            )
-                .into_response();
-        }
-    };
+    // The filters are checked first, but a bad one is answered only once the reader may see
+    // the list (and in its words): a private list's search answers 404 like its other pages.
+    let filters = q.filters();
+    let wanted = filters.as_ref().ok().cloned();
     let l = list.to_lowercase();
     let (p, text) = (q.page, q.q.clone());
-    let (rows, show) = match with_db(web, Some((l.clone(), key.clone())), move |db| {
-        Ok((
-            db.search_filtered(&l, &text, &filters, PAGE_ROWS, p * PAGE_ROWS)?,
+    let (found, pw) = match with_db(web, &reader, Some(l.clone()), move |db| match wanted {
+        Some(f) => Ok(Some((
+            db.search_filtered(&l, &text, &f, PAGE_ROWS, p * PAGE_ROWS)?,
             db.shows_addresses(&l)?,
-        ))
+        ))),
+        None => Ok(None),
     })
     .await
     {
         Ok(r) => r,
         Err(r) => return r,
     };
-    let mut body = search_form(&list, &q);
+    let w = pw.words();
+    let title = w.text("archive-search-title", &[("list", &list)]);
+    let (Ok(_), Some((rows, show))) = (&filters, found) else {
+        let why = match &filters {
+            Err(bad) => bad.say(&w),
+            Ok(_) => String::new(),
+        };
+        let body = format!(
+            "{}<p role=\"alert\">{}</p>",
+            search_form(&w, &list, &q),
+            esc(&why)
+        );
+        return (StatusCode::BAD_REQUEST, page(&w, &title, &body)).into_response();
+    };
+    let mut body = search_form(&w, &list, &q);
     let _ = write!(
         body,
-        "<p>{} results for <q>{}</q></p>",
-        rows.len(),
-        esc(&q.q)
+        "<p>{}</p>",
+        esc(&w.text(
+            "archive-results",
+            &[("count", &rows.len().to_string()), ("query", &q.q)]
+        ))
     );
     let extra = format!(
         "&q={}&from={}&since={}&until={}",
@@ -479,37 +639,39 @@ async fn search(
         url_component(&q.since),
         url_component(&q.until)
     );
-    body.push_str(&listing(&list, &rows, Next::Page(p, &extra), show));
-    page(&format!("Search {list}"), &body).into_response()
+    body.push_str(&listing(&w, &list, &rows, Next::Page(p, &extra), show));
+    page(&w, &title, &body).into_response()
 }
 
 async fn message(
     State(web): State<Arc<WebArchive>>,
-    key: ReaderKey,
+    reader: Reader,
     Path((list, mid)): Path<(String, String)>,
 ) -> Response {
     let l = list.to_lowercase();
-    let (m, show) = match with_db(web, Some((l.clone(), key.clone())), move |db| {
+    let ((m, show), pw) = match with_db(web, &reader, Some(l.clone()), move |db| {
         Ok((db.message(&l, &mid)?, db.shows_addresses(&l)?))
     })
     .await
     {
-        Ok((Some(m), show)) => (m, show),
-        Ok((None, _)) => return not_found(),
+        Ok(((Some(m), show), pw)) => ((m, show), pw),
+        Ok(((None, _), pw)) => return not_found(&pw),
         Err(r) => return r,
     };
+    let w = pw.words();
     let parsed = mail_parser::MessageParser::default().parse(&m.raw);
     let text = parsed
         .as_ref()
         .and_then(|p| p.body_text(0).map(|t| t.into_owned()))
         .unwrap_or_default();
+    let unnamed = w.text("archive-unnamed", &[]);
     let attachments: Vec<(String, usize)> = parsed
         .as_ref()
         .map(|p| {
             p.attachments()
                 .map(|a| {
                     (
-                        a.attachment_name().unwrap_or("(unnamed)").to_string(),
+                        a.attachment_name().unwrap_or(&unnamed).to_string(),
                         a.contents().len(),
                     )
                 })
@@ -519,39 +681,52 @@ async fn message(
     let s = &m.summary;
     let mid_enc = url_component(&s.message_id);
     let mut body = format!(
-        "<p>From: {}<br>Date: {}<br><a href=\"../thread/{}\">thread</a> · <a href=\"{}/raw\">raw</a></p><pre>{}</pre>",
+        "<p>{}: {}<br>{}: {}<br><a href=\"../thread/{}\">{}</a> · <a href=\"{}/raw\">{}</a></p><pre>{}</pre>",
+        esc(&w.text("archive-from", &[])),
         esc(&shown(&s.from, show)),
+        esc(&w.text("archive-date", &[])),
         esc(&date(s.date_ms)),
         s.thread_id,
+        esc(&w.text("archive-thread", &[])),
         mid_enc,
+        esc(&w.text("archive-raw", &[])),
         esc(&shown(&text, show))
     );
     if !attachments.is_empty() {
-        body.push_str("<h2>Attachments</h2><ul>");
+        let _ = write!(
+            body,
+            "<h2>{}</h2><ul>",
+            esc(&w.text("archive-attachments", &[]))
+        );
         for (n, (name, size)) in attachments.iter().enumerate() {
             let _ = write!(
                 body,
-                "<li><a href=\"{mid_enc}/attachment/{n}\" download>{}</a> ({size} bytes)</li>",
-                esc(name)
+                "<li><a href=\"{mid_enc}/attachment/{n}\" download>{}</a> ({})</li>",
+                esc(name),
+                esc(&w.text("archive-bytes", &[("count", &size.to_string())]))
             );
         }
         body.push_str("</ul>");
     }
-    page(&s.subject, &body).into_response()
+    let title = match s.subject.as_str() {
+        "" => w.text("archive-no-subject", &[]),
+        subject => subject.to_string(),
+    };
+    page(&w, &title, &body).into_response()
 }
 
 async fn raw(
     State(web): State<Arc<WebArchive>>,
-    key: ReaderKey,
+    reader: Reader,
     Path((list, mid)): Path<(String, String)>,
 ) -> Response {
     let l = list.to_lowercase();
-    match with_db(web, Some((l.clone(), key.clone())), move |db| {
+    match with_db(web, &reader, Some(l.clone()), move |db| {
         db.message(&l, &mid)
     })
     .await
     {
-        Ok(Some(m)) => (
+        Ok((Some(m), _)) => (
             [
                 (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
                 (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
@@ -559,7 +734,7 @@ async fn raw(
             m.raw,
         )
             .into_response(),
-        Ok(None) => not_found(),
+        Ok((None, pw)) => not_found(&pw),
         Err(r) => r,
     }
 }
@@ -569,24 +744,24 @@ async fn raw(
 /// CSP in case a browser renders it anyway), so nothing from a post runs on this origin.
 async fn attachment(
     State(web): State<Arc<WebArchive>>,
-    key: ReaderKey,
+    reader: Reader,
     Path((list, mid, n)): Path<(String, String, usize)>,
 ) -> Response {
     let l = list.to_lowercase();
-    let m = match with_db(web, Some((l.clone(), key.clone())), move |db| {
+    let (m, pw) = match with_db(web, &reader, Some(l.clone()), move |db| {
         db.message(&l, &mid)
     })
     .await
     {
-        Ok(Some(m)) => m,
-        Ok(None) => return not_found(),
+        Ok((Some(m), pw)) => (m, pw),
+        Ok((None, pw)) => return not_found(&pw),
         Err(r) => return r,
     };
     let Some(parsed) = mail_parser::MessageParser::default().parse(&m.raw) else {
-        return not_found();
+        return not_found(&pw);
     };
     let Some(a) = parsed.attachments().nth(n) else {
-        return not_found();
+        return not_found(&pw);
     };
     // The name goes into a header: only a conservative set of characters survives.
     let name: String = a
@@ -624,26 +799,26 @@ const MBOX_PAGE: usize = 50;
 
 async fn month_mbox(
     State(web): State<Arc<WebArchive>>,
-    key: ReaderKey,
+    reader: Reader,
     Path((list, year, month)): Path<(String, i32, u8)>,
 ) -> Response {
     let name = format!("{}-{year:04}-{month:02}.mbox", list.to_lowercase());
-    mbox(web, key, list, Scope::Month { year, month }, name).await
+    mbox(web, reader, list, Scope::Month { year, month }, name).await
 }
 
 async fn thread_mbox(
     State(web): State<Arc<WebArchive>>,
-    key: ReaderKey,
+    reader: Reader,
     Path((list, id)): Path<(String, i64)>,
 ) -> Response {
     let name = format!("{}-thread-{id}.mbox", list.to_lowercase());
-    mbox(web, key, list, Scope::Thread(id), name).await
+    mbox(web, reader, list, Scope::Thread(id), name).await
 }
 
 /// Streams a month or a thread as mboxrd (the format `herald archive import` reads back).
 async fn mbox(
     web: Arc<WebArchive>,
-    key: ReaderKey,
+    reader: Reader,
     list: String,
     scope: Scope,
     file: String,
@@ -653,13 +828,13 @@ async fn mbox(
     // headers go out; later pages stream.
     let first = {
         let l = l.clone();
-        match with_db(web.clone(), Some((l.clone(), key.clone())), move |db| {
+        match with_db(web.clone(), &reader, Some(l.clone()), move |db| {
             db.scope_page(&l, scope, (i64::MIN, 0), MBOX_PAGE)
         })
         .await
         {
-            Ok(r) if !r.is_empty() => r,
-            Ok(_) => return not_found(),
+            Ok((r, _)) if !r.is_empty() => r,
+            Ok((_, pw)) => return not_found(&pw),
             Err(r) => return r,
         }
     };
@@ -728,12 +903,12 @@ const FEED_ENTRIES: usize = 30;
 /// pages show them) and a link to its page.
 async fn atom(
     State(web): State<Arc<WebArchive>>,
-    key: ReaderKey,
+    reader: Reader,
     Path(list): Path<String>,
     headers: axum::http::HeaderMap,
 ) -> Response {
     let l = list.to_lowercase();
-    let (rows, show) = match with_db(web, Some((l.clone(), key.clone())), move |db| {
+    let ((rows, show), pw) = match with_db(web, &reader, Some(l.clone()), move |db| {
         Ok((db.latest(&l, FEED_ENTRIES)?, db.shows_addresses(&l)?))
     })
     .await
@@ -751,7 +926,7 @@ async fn atom(
         "http://{host}/archive/{}/",
         url_component(&list.to_lowercase())
     );
-    match feed_xml(&list, &base, &rows, show) {
+    match feed_xml(&pw.words(), &list, &base, &rows, show) {
         Ok(xml) => (
             [(header::CONTENT_TYPE, "application/atom+xml; charset=utf-8")],
             xml,
@@ -765,6 +940,7 @@ async fn atom(
 }
 
 fn feed_xml(
+    w: &Words<'_>,
     list: &str,
     base: &str,
     rows: &[crate::StoredMessage],
@@ -789,10 +965,9 @@ fn feed_xml(
             .unwrap_or_default();
         let mut e = Entry::default();
         e.set_id(page.clone());
-        e.set_title(Text::plain(xml_text(if s.subject.is_empty() {
-            "(no subject)"
-        } else {
-            &s.subject
+        e.set_title(Text::plain(xml_text(&match s.subject.as_str() {
+            "" => w.text("archive-no-subject", &[]),
+            subject => subject.to_string(),
         })));
         e.set_updated(when(s.date_ms)?);
         e.set_authors(vec![Person {
@@ -830,20 +1005,35 @@ enum Next<'a> {
     Page(usize, &'a str),
 }
 
-fn listing(list: &str, rows: &[MessageSummary], next: Next<'_>, show: bool) -> String {
-    let mut out =
-        String::from("<table><tr><th>Date</th><th>From</th><th>Subject</th><th></th></tr>");
+fn listing(
+    w: &Words<'_>,
+    list: &str,
+    rows: &[MessageSummary],
+    next: Next<'_>,
+    show: bool,
+) -> String {
+    let mut out = format!(
+        "<table><tr><th>{}</th><th>{}</th><th>{}</th><th></th></tr>",
+        esc(&w.text("archive-date", &[])),
+        esc(&w.text("archive-from", &[])),
+        esc(&w.text("archive-subject", &[]))
+    );
+    let (no_subject, thread) = (
+        w.text("archive-no-subject", &[]),
+        w.text("archive-thread", &[]),
+    );
     for m in rows {
         let _ = write!(
             out,
-            "<tr><td>{}</td><td>{}</td><td><a href=\"/archive/{}/msg/{}\">{}</a></td><td><a href=\"/archive/{}/thread/{}\">thread</a></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td><a href=\"/archive/{}/msg/{}\">{}</a></td><td><a href=\"/archive/{}/thread/{}\">{}</a></td></tr>",
             esc(&date(m.date_ms)),
             esc(&shown(&m.from, show)),
             url_component(list),
             url_component(&m.message_id),
-            esc(if m.subject.is_empty() { "(no subject)" } else { &m.subject }),
+            esc(if m.subject.is_empty() { &no_subject } else { &m.subject }),
             url_component(list),
-            m.thread_id
+            m.thread_id,
+            esc(&thread)
         );
     }
     out.push_str("</table>");
@@ -853,7 +1043,11 @@ fn listing(list: &str, rows: &[MessageSummary], next: Next<'_>, show: bool) -> S
             (Next::Page(p, extra), _) => format!("?page={}{extra}", p + 1),
             (Next::After, None) => String::new(),
         };
-        let _ = write!(out, "<p><a href=\"{href}\">next page</a></p>");
+        let _ = write!(
+            out,
+            "<p><a href=\"{href}\">{}</a></p>",
+            esc(&w.text("archive-next-page", &[]))
+        );
     }
     out
 }
@@ -875,19 +1069,24 @@ pub fn shown(text: &str, show_addresses: bool) -> String {
     }
 }
 
-fn search_form(list: &str, q: &PageQuery) -> String {
+fn search_form(w: &Words<'_>, list: &str, q: &PageQuery) -> String {
     format!(
         "<form action=\"/archive/{}/search\" method=\"get\">\
-         <label>Words <input name=\"q\" value=\"{}\"></label> \
-         <label>From <input name=\"from\" value=\"{}\"></label> \
-         <label>Since <input name=\"since\" type=\"date\" value=\"{}\"></label> \
-         <label>Until <input name=\"until\" type=\"date\" value=\"{}\"></label> \
-         <button>Search</button></form>",
+         <label>{} <input name=\"q\" value=\"{}\"></label> \
+         <label>{} <input name=\"from\" value=\"{}\"></label> \
+         <label>{} <input name=\"since\" type=\"date\" value=\"{}\"></label> \
+         <label>{} <input name=\"until\" type=\"date\" value=\"{}\"></label> \
+         <button>{}</button></form>",
         url_component(list),
+        esc(&w.text("archive-words-label", &[])),
         esc(&q.q),
+        esc(&w.text("archive-from-label", &[])),
         esc(&q.from),
+        esc(&w.text("archive-since-label", &[])),
         esc(&q.since),
-        esc(&q.until)
+        esc(&w.text("archive-until-label", &[])),
+        esc(&q.until),
+        esc(&w.text("archive-search-button", &[]))
     )
 }
 
@@ -898,9 +1097,16 @@ fn date(ms: i64) -> String {
         .to_string()
 }
 
-fn page(title: &str, body: &str) -> Html<String> {
+/// A page in the language of `w` (a shipped code, so it is safe in the attribute: screen
+/// readers and browsers' translation offers read it).
+fn page(w: &Words<'_>, title: &str, body: &str) -> Html<String> {
+    let lang = if herald_i18n::is_shipped(w.lang) {
+        w.lang
+    } else {
+        herald_i18n::DEFAULT
+    };
     Html(format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{t}</title></head><body><h1>{t}</h1>{body}</body></html>",
+        "<!doctype html><html lang=\"{lang}\"><head><meta charset=\"utf-8\"><title>{t}</title></head><body><h1>{t}</h1>{body}</body></html>",
         t = esc(title)
     ))
 }
@@ -955,7 +1161,14 @@ mod tests {
             },
             raw,
         };
-        let xml = feed_xml("l@x.test", "http://h/archive/l@x.test/", &[m], false).unwrap();
+        let xml = feed_xml(
+            &Words::shipped("en"),
+            "l@x.test",
+            "http://h/archive/l@x.test/",
+            &[m],
+            false,
+        )
+        .unwrap();
         let feed: atom_syndication::Feed = xml.parse().expect("parses");
         assert_eq!(feed.entries()[0].title().as_str(), "<script>&amp; ]]> ");
         assert_eq!(feed.entries()[0].authors()[0].name(), "E <e at x.test>");

@@ -90,6 +90,25 @@ pub(crate) fn plain_bundle(code: &str, resource: FluentResource) -> FluentBundle
     bundle
 }
 
+/// The arguments of a message. A value written as a plain whole number (no sign, no leading
+/// zero, at most 15 digits, so exact as a Fluent number) is passed as a number, so a message
+/// may choose by it (`{ $count -> [one] … *[other] … }`, the language's plural rules) and
+/// still prints it as given; everything else is text.
+pub(crate) fn fluent_args<'a>(args: &[(&'a str, &'a str)]) -> FluentArgs<'a> {
+    let mut out = FluentArgs::new();
+    for (name, value) in args {
+        let whole = !value.is_empty()
+            && value.len() <= 15
+            && value.bytes().all(|b| b.is_ascii_digit())
+            && (*value == "0" || !value.starts_with('0'));
+        match value.parse::<i64>() {
+            Ok(n) if whole => out.set(*name, n),
+            _ => out.set(*name, *value),
+        }
+    }
+    out
+}
+
 /// The text of message `id` in `lang` (English when `lang` is not shipped or lacks the
 /// message), with `args` filled in. Never fails: a variable not given shows as `{$name}`, which
 /// the tests rule out for every message Herald sends.
@@ -104,10 +123,7 @@ pub fn text(lang: &str, id: &str, args: &[(&str, &str)]) -> String {
     let Some((bundle, pattern)) = find(lang).or_else(|| find(DEFAULT)) else {
         return format!("[{id}]");
     };
-    let mut fluent_args = FluentArgs::new();
-    for (name, value) in args {
-        fluent_args.set(*name, *value);
-    }
+    let fluent_args = fluent_args(args);
     let mut errors = Vec::new();
     bundle
         .format_pattern(pattern, Some(&fluent_args), &mut errors)
@@ -136,6 +152,10 @@ mod tests {
         ("hours", "VAR-hours"),
         ("volume", "VAR-volume"),
         ("issue", "VAR-issue"),
+        ("count", "VAR-count"),
+        ("query", "VAR-query"),
+        ("field", "VAR-field"),
+        ("value", "VAR-value"),
     ];
 
     fn ids(source: &str) -> BTreeSet<String> {
@@ -147,6 +167,24 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn whole_numbers_choose_plural_forms_and_print_as_given() {
+        let n = |lang: &str, count: &str| text(lang, "archive-count", &[("count", count)]);
+        assert_eq!(n("en", "1"), "one message");
+        assert_eq!(n("en", "0"), "0 messages");
+        assert_eq!(n("en", "123456789012345"), "123456789012345 messages");
+        assert_eq!(n("de", "1"), "eine Nachricht");
+        assert_eq!(n("de", "2"), "2 Nachrichten");
+        // Not a plain whole number: passed as text, printed exactly, the other branch.
+        for odd in ["007", "-1", "1.5", "1234567890123456", "", "1e3"] {
+            assert_eq!(n("en", odd), format!("{odd} messages"), "{odd:?}");
+        }
+        let r = |count: &str| text("en", "archive-results", &[("count", count), ("query", "x")]);
+        assert_eq!(r("0"), "No results for “x”");
+        assert_eq!(r("1"), "One result for “x”");
+        assert_eq!(r("100"), "100 results for “x”");
     }
 
     #[test]

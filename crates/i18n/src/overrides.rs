@@ -240,10 +240,7 @@ impl<'a> Words<'a> {
     /// [`crate::text`]).
     pub fn text(&self, id: &str, args: &[(&str, &str)]) -> String {
         if !self.overrides.is_empty() {
-            let mut fluent_args = FluentArgs::new();
-            for (name, value) in args {
-                fluent_args.set(*name, *value);
-            }
+            let fluent_args = crate::fluent_args(args);
             if let Some(t) = self.overrides.text(self.lang, id, &fluent_args) {
                 return t;
             }

@@ -374,6 +374,21 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
                     _ => false,
                 }),
             });
+            // A list's pages in its language (a member reading with their key: their own)
+            // with the list's own texts; a store error falls back to the list's language and
+            // the shipped texts, an unknown list to the browser's language.
+            let dir = s.directory.clone();
+            let web = web.with_words(Arc::new(move |list, who| {
+                let l = dir.list_by_address(list).ok()??;
+                let lang = match who {
+                    Some(who) => dir
+                        .language_for(&l, who)
+                        .unwrap_or_else(|_| l.settings.language.clone()),
+                    None => l.settings.language.clone(),
+                };
+                let overrides = dir.overrides(l.id).unwrap_or_default();
+                Some((lang, overrides))
+            }));
             Some(Arc::new(match writer_stats {
                 Some(stats) => web.with_writer_stats(stats),
                 None => web,

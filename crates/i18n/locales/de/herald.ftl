@@ -177,3 +177,43 @@ digest-topics = Themen dieser Ausgabe:
 digest-preamble = Dies ist eine MIME-Sammelnachricht: jede Nachricht ist vollständig angehängt.
 digest-end = Ende von { $name } Sammelnachricht, Jahrgang { $volume }, Ausgabe { $issue }
 digest-no-text = [Diese Nachricht hat keinen Textteil.]
+
+# Das Webarchiv (/archive/…).
+archive-index-title = Archive
+archive-count = { $count ->
+        [one] eine Nachricht
+       *[other] { $count } Nachrichten
+    }
+archive-feed = Atom-Feed
+archive-members-only-title = Nur für Mitglieder
+archive-members-only = Das Archiv dieser Liste ist für ihre Mitglieder. Mitglieder öffnen es über den Link auf der Seite ihrer Abonnements.
+archive-members-only-ask = Einen Link per Mail anfordern
+archive-not-found-title = Nicht gefunden
+archive-not-found = Dieses öffentliche Archiv oder diese Nachricht gibt es nicht.
+archive-month-mbox = Diesen Monat herunterladen (mbox)
+archive-thread-mbox = Diesen Thread herunterladen (mbox)
+archive-search-title = { $list } durchsuchen
+archive-results = { $count ->
+        [0] Keine Treffer für „{ $query }“
+        [one] Ein Treffer für „{ $query }“
+       *[other] { $count } Treffer für „{ $query }“
+    }
+archive-bad-date = { $field }: „{ $value }“ ist kein Datum wie 2026-11-24
+archive-words-label = Wörter
+archive-from-label = Von
+archive-since-label = Seit
+archive-until-label = Bis
+archive-search-button = Suchen
+archive-date = Datum
+archive-from = Von
+archive-subject = Betreff
+archive-thread = Thread
+archive-raw = Rohfassung
+archive-no-subject = (kein Betreff)
+archive-next-page = nächste Seite
+archive-attachments = Anhänge
+archive-unnamed = (ohne Namen)
+archive-bytes = { $count ->
+        [one] ein Byte
+       *[other] { $count } Bytes
+    }

@@ -183,3 +183,45 @@ digest-topics = Today's Topics:
 digest-preamble = This is a MIME digest: each message is attached in full.
 digest-end = End of { $name } Digest, Vol { $volume }, Issue { $issue }
 digest-no-text = [This message has no text part.]
+
+# The web archive (/archive/…), in the list's language — a member who opened it with their key
+# reads it in their own — with the list's own wording. Plain text: the pages escape it. Pages
+# that name no list (the index, "not found") follow the browser's Accept-Language.
+archive-index-title = Archives
+archive-count = { $count ->
+        [one] one message
+       *[other] { $count } messages
+    }
+archive-feed = Atom feed
+archive-members-only-title = Members only
+archive-members-only = This list's archive is for its members. Members open it from the link on their subscriptions page.
+archive-members-only-ask = Ask for a link to it by mail
+archive-not-found-title = Not found
+archive-not-found = No such public archive or message.
+archive-month-mbox = Download this month (mbox)
+archive-thread-mbox = Download this thread (mbox)
+archive-search-title = Search { $list }
+archive-results = { $count ->
+        [0] No results for “{ $query }”
+        [one] One result for “{ $query }”
+       *[other] { $count } results for “{ $query }”
+    }
+archive-bad-date = { $field }: “{ $value }” is not a date like 2026-11-24
+archive-words-label = Words
+archive-from-label = From
+archive-since-label = Since
+archive-until-label = Until
+archive-search-button = Search
+archive-date = Date
+archive-from = From
+archive-subject = Subject
+archive-thread = thread
+archive-raw = raw
+archive-no-subject = (no subject)
+archive-next-page = next page
+archive-attachments = Attachments
+archive-unnamed = (unnamed)
+archive-bytes = { $count ->
+        [one] one byte
+       *[other] { $count } bytes
+    }
