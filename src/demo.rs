@@ -60,6 +60,11 @@ pub struct DemoArgs {
     /// STARTTLS): a clean world for throughput benchmarks.
     #[arg(long)]
     plain: bool,
+    /// With --serve: write the mail the simulated Internet receives for this address (e.g. a
+    /// confirmation after subscribing on the public form) to `<data-dir>/mailbox/<address>/`,
+    /// one `.eml` file per message, so the demo can be tried as a subscriber. Repeatable.
+    #[arg(long, value_name = "ADDRESS")]
+    mailbox: Vec<String>,
 }
 
 const LIST: &str = "demo@lists.herald.test";
@@ -95,6 +100,8 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         throttle_max_msgs_per_conn: 50,
         receiver: ReceiverSettings {
             check_mime_every: 1,
+            // The mailboxes are read from what the receivers keep.
+            keep_messages: !args.mailbox.is_empty(),
             ..ReceiverSettings::default()
         },
         ..GenSpec::default()
@@ -202,7 +209,7 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         snap.mime_checked
     );
     if args.serve {
-        serve_on(&api, &args).await;
+        serve_on(&api, &args, &world).await;
     }
     shutdown.cancel();
     server.await.context("server task")??;
@@ -214,8 +221,9 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     Ok(())
 }
 
-/// Keeps the demo server up for the dashboard, posting again every `repost_secs`.
-async fn serve_on(api: &Api, args: &DemoArgs) {
+/// Keeps the demo server up for the dashboard, posting again every `repost_secs` and writing
+/// the `--mailbox` addresses' mail.
+async fn serve_on(api: &Api, args: &DemoArgs, world: &World) {
     use std::io::Write as _;
     outln!("dashboard: {}/", api.base());
     match &args.admin_token {
@@ -227,9 +235,27 @@ async fn serve_on(api: &Api, args: &DemoArgs) {
     let limit = (args.serve_secs > 0).then(|| Duration::from_secs(args.serve_secs));
     let started = Instant::now();
     let mut next_post = Instant::now() + Duration::from_secs(args.repost_secs.max(1));
+    let mut mailboxes: Vec<Mailbox> = args
+        .mailbox
+        .iter()
+        .map(|a| Mailbox::new(a, &args.data_dir))
+        .collect();
+    for m in &mailboxes {
+        outln!("mail to {}: {}", m.address, m.dir.display());
+    }
+    let mut next_mail = Instant::now();
     loop {
         if limit.is_some_and(|l| started.elapsed() >= l) {
             return;
+        }
+        if !mailboxes.is_empty() && Instant::now() >= next_mail {
+            next_mail = Instant::now() + Duration::from_millis(500);
+            let snap = world.recorder().snapshot();
+            for m in &mut mailboxes {
+                if let Err(e) = m.write_new(&snap) {
+                    outln!("mailbox {}: {e:#}", m.address);
+                }
+            }
         }
         tokio::select! {
             _ = tokio::signal::ctrl_c() => return,
@@ -251,6 +277,55 @@ async fn serve_on(api: &Api, args: &DemoArgs) {
             }
             let _ = std::io::stdout().flush();
         }
+    }
+}
+
+/// One `--mailbox`: where its mail goes and how many messages are written.
+struct Mailbox {
+    address: String,
+    dir: PathBuf,
+    written: usize,
+}
+
+impl Mailbox {
+    fn new(address: &str, data_dir: &std::path::Path) -> Self {
+        // The address names a directory: only characters that cannot leave it.
+        let safe: String = address
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "@.-_+".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        Mailbox {
+            address: address.to_ascii_lowercase(),
+            dir: data_dir.join("mailbox").join(safe.trim_start_matches('.')),
+            written: 0,
+        }
+    }
+
+    /// Writes the messages the receivers accepted for the address since the last call.
+    fn write_new(&mut self, snap: &herald_sim::Snapshot) -> Result<()> {
+        let copies: Vec<_> = snap
+            .copies
+            .iter()
+            .filter(|c| c.recipient.eq_ignore_ascii_case(&self.address))
+            .collect();
+        if copies.len() <= self.written {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&self.dir)
+            .with_context(|| format!("creating {}", self.dir.display()))?;
+        for c in &copies[self.written..] {
+            self.written += 1;
+            let path = self.dir.join(format!("{}.eml", self.written));
+            let bytes = c.message.as_deref().unwrap_or_default();
+            std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
     }
 }
 

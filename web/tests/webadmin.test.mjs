@@ -4,8 +4,14 @@
 // the admin API, then as that owner: signs in with the form, sends a setting with an invalid
 // value and finds the message next to the field (and the field marked invalid), finds a member
 // by prefix, disables and re-enables them with the row's buttons, and approves the held post
-// with its checkbox and a reason; rewords a message of the list and reads the list's public
-// archive in German with it, from a browser that prefers English. Saves a screenshot of the settings error
+// with its checkbox and a reason, and finds it delivered in a member's mailbox (`herald demo
+// --mailbox`); rewords a message of the list. As the site administrator: creates a list,
+// imports 100,000 members with the CSV form (progress page, the rejected row listed), finds one
+// and exports them all. A moderator reaches the demo list's held posts and none of the other
+// list's pages. A newcomer subscribes on the public form, confirms with the mailed link (the
+// admin token is set), changes delivery on their subscriptions page and unsubscribes. Last, the
+// list's public archive is read in German with its own words from a browser that prefers
+// English. Saves a screenshot of the settings error
 // (target/webadmin.png).
 //
 // Env: HERALD_BIN (default ../../target/debug/herald), CHROMIUM (default /usr/bin/chromium),
@@ -13,7 +19,7 @@
 // the browser and the server it started.
 import { chromium } from "playwright-core";
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, mkdirSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, mkdirSync, writeFileSync, readFileSync, readdirSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,7 +33,15 @@ const dataDir = mkdtempSync(join(tmpdir(), "herald-webadmin-"));
 const list = "demo@lists.herald.test";
 const owner = "owner@d1.demo.test";
 const password = "the owner's own long password";
-const deadline = setTimeout(() => fail("the web administration test took longer than 150 s"), 150_000);
+const siteAdmin = "admin@d1.demo.test";
+const moderator = "moderator@d1.demo.test";
+// Addresses whose mail the demo writes to files (`herald demo --mailbox`): a member who should
+// receive the approved post, and a newcomer who subscribes through the public form.
+const reader = "reader@d0000.example";
+const newcomer = "newcomer@d0001.example";
+const big = "big@lists.herald.test";
+const bigMembers = 100_000;
+const deadline = setTimeout(() => fail("the web administration test took longer than 280 s"), 280_000);
 
 let server, browser;
 function fail(msg) {
@@ -49,8 +63,8 @@ function startServer() {
   return new Promise((resolveUrl, reject) => {
     server = spawn(bin, [
       "demo", "--members", "500", "--domains", "20", "--size-kb", "2",
-      "--data-dir", join(dataDir, "demo"), "--serve", "--serve-secs", "140",
-      "--admin-token", token,
+      "--data-dir", join(dataDir, "demo"), "--serve", "--serve-secs", "270",
+      "--admin-token", token, "--mailbox", reader, "--mailbox", newcomer,
     ], { stdio: ["ignore", "pipe", "inherit"] });
     let out = "";
     server.stdout.on("data", (d) => {
@@ -74,10 +88,51 @@ async function api(url, method, path, body, type = "application/json") {
   return text ? (type === "application/json" || text.startsWith("[") || text.startsWith("{") ? JSON.parse(text) : text) : null;
 }
 
+// The newest message in `address`'s demo mailbox containing `needle` (quoted-printable soft
+// line breaks undone), waiting up to a minute for it.
+async function mailContaining(address, needle) {
+  const dir = join(dataDir, "demo", "mailbox", address);
+  const until = Date.now() + 60_000;
+  while (Date.now() < until) {
+    const files = existsSync(dir) ? readdirSync(dir).sort((a, b) => parseInt(b) - parseInt(a)) : [];
+    for (const f of files) {
+      const text = readFileSync(join(dir, f), "utf8").replace(/=\r?\n/g, "").replace(/=3D/g, "=");
+      if (text.includes(needle)) return text;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`no mail to ${address} containing ${JSON.stringify(needle)}`);
+}
+
+// A link to `path` in `text`.
+function linkIn(text, path) {
+  const m = text.match(new RegExp("https?://[^\\s<>\"]*" + path + "[^\\s<>\"]*"));
+  check(m, "no " + path + " link in: " + text.slice(0, 600));
+  return m[0];
+}
+
+// Signs `address` in on a fresh browser context (JavaScript off) and returns its page.
+async function signedIn(address, onError) {
+  const ctx = await browser.newContext({ javaScriptEnabled: false });
+  const p = await ctx.newPage();
+  p.on("response", onError);
+  await p.goto(url + "login");
+  await p.fill("#address", address);
+  await p.fill("#password", password);
+  await Promise.all([p.waitForNavigation(), p.click("form[action='/login'] button[type=submit]")]);
+  check(p.url().endsWith("/admin/"), address + " after sign-in: " + p.url());
+  return p;
+}
+
+let url;
 async function main() {
-  const url = await startServer();
+  url = await startServer();
   console.log("server at " + url);
   await api(url, "POST", "/api/v1/accounts", { address: owner, password });
+  await api(url, "POST", "/api/v1/accounts", { address: siteAdmin, password, site_admin: true });
+  await api(url, "POST", "/api/v1/accounts", { address: moderator, password });
+  await api(url, "PUT", `/api/v1/accounts/${moderator}/roles/${list}`, { role: "moderator" });
+  await api(url, "POST", `/api/v1/lists/${list}/members`, { address: reader });
   await api(url, "PUT", `/api/v1/accounts/${owner}/roles/${list}`, { role: "owner" });
   const subject = "A post for the moderators <b>bold?</b>";
   await api(url, "POST", `/api/v1/lists/${list}/held?reason=not%20a%20member`,
@@ -157,6 +212,9 @@ async function main() {
   check((await page.textContent("main")).includes("No post is waiting"), "the post is still held");
   const held = await api(url, "GET", `/api/v1/held?list=${list}`);
   check(held.length === 0, "still held: " + JSON.stringify(held));
+  // Approved means delivered: the post reaches a member's mailbox in the simulated world.
+  const delivered = await mailContaining(reader, "Please approve me.");
+  check(delivered.includes("held-browser@d2.demo.test"), "the approved post is not the held one");
 
   // The list's own words: a message's fields listed beside it; a field it lacks refused next
   // to the text area; a good text saved and used by the API's view.
@@ -178,6 +236,84 @@ async function main() {
   check(welcome.overrides.length === 1 && welcome.overrides[0].text === "Glad to have you on { $name }",
     "the text was not stored: " + JSON.stringify(welcome));
 
+  // The site administrator: creates a list, imports 100,000 members with the CSV form (a
+  // progress page that refreshes itself), finds one among them and exports them all.
+  const asAdmin = await signedIn(siteAdmin, (r) => { if (r.status() >= 400) errors.push("admin: " + r.status() + " " + r.url()); });
+  await asAdmin.goto(url + "admin/lists");
+  await asAdmin.fill("#address", big);
+  await asAdmin.fill("#display_name", "Big list");
+  await Promise.all([asAdmin.waitForNavigation(), asAdmin.click("text=Create the list")]);
+  const created = await api(url, "GET", `/api/v1/lists/${big}`);
+  check(created.address === big, "the list was not created: " + JSON.stringify(created));
+  await asAdmin.goto(url + `admin/lists/${encodeURIComponent(big)}/members`);
+  let csv = "email,name\n";
+  for (let i = 0; i < bigMembers; i++) csv += `m${i}@d${i % 20}.demo.test,Member ${i}\n`;
+  csv += "not an address,Bad Row\n";
+  await asAdmin.setInputFiles("#csv", { name: "members.csv", mimeType: "text/csv", buffer: Buffer.from(csv) });
+  await Promise.all([asAdmin.waitForNavigation(), asAdmin.click("form[enctype='multipart/form-data'] button")]);
+  await asAdmin.waitForSelector("p[role=status]", { timeout: 120_000 });
+  const report = await asAdmin.textContent("p[role=status]");
+  check(report.includes(`${bigMembers} added`) && report.includes("1 rejected"), "the import's report: " + report);
+  check((await asAdmin.textContent("table")).includes(String(bigMembers + 2)), "the rejected row (its line) is not listed: " + await asAdmin.textContent("table"));
+  await asAdmin.goto(url + `admin/lists/${encodeURIComponent(big)}/members`);
+  await asAdmin.fill("#q", "m77777@");
+  await Promise.all([asAdmin.waitForNavigation(), asAdmin.click("form[role=search] button")]);
+  check(await asAdmin.$(`tr:has(th:text-is("m77777@d17.demo.test"))`) !== null, "m77777 not found among 100,000");
+  const [download] = await Promise.all([asAdmin.waitForEvent("download"), asAdmin.click("text=Export the members as CSV")]);
+  const exported = readFileSync(await download.path(), "utf8").trim().split("\n");
+  check(exported.length === bigMembers + 1, "exported rows: " + exported.length);
+  check(exported.some((l) => l.startsWith("m99999@d19.demo.test")), "the last member is not exported");
+  await asAdmin.context().close();
+
+  // A moderator of the demo list sees its held posts and nothing of another list.
+  const refused = [];
+  const asModerator = await signedIn(moderator, (r) => { if (r.status() >= 400) refused.push(r.status() + " " + r.url()); });
+  await asModerator.goto(url + `admin/lists/${encodeURIComponent(list)}/held`);
+  check(refused.length === 0, "the moderator's own held posts: " + refused.join("; "));
+  for (const path of [`admin/lists/${encodeURIComponent(big)}`, `admin/lists/${encodeURIComponent(big)}/members`,
+    `admin/lists/${encodeURIComponent(big)}/held`, `admin/lists/${encodeURIComponent(list)}/members`]) {
+    const r = await asModerator.goto(url + path);
+    check(r.status() === 403 || r.status() === 404, `the moderator reached ${path}: ${r.status()}`);
+    check(!(await asModerator.textContent("body")).includes("m77777"), "the moderator saw members of " + path);
+  }
+  await asModerator.context().close();
+
+  // A newcomer subscribes on the public form, confirms with the link mailed to them (the
+  // admin token is set), then on their subscriptions page changes delivery and unsubscribes.
+  const visitor = await browser.newContext({ javaScriptEnabled: false });
+  const pub = await visitor.newPage();
+  pub.on("response", (r) => { if (r.status() >= 400) errors.push("visitor: " + r.status() + " " + r.url()); });
+  await pub.goto(url + `subscribe/${list}`);
+  await pub.waitForTimeout(2500);
+  await pub.fill("#email", newcomer);
+  await Promise.all([pub.waitForNavigation(), pub.click("button[type=submit]")]);
+  check((await pub.textContent("h1")).includes("Check your mailbox"), "the subscribe form's answer");
+  const confirmation = await mailContaining(newcomer, "/confirm/");
+  await pub.goto(linkIn(confirmation, "/confirm/"));
+  const early = await fetch(url + `api/v1/lists/${list}/members/${newcomer}`, { headers: { authorization: "Bearer " + token } });
+  check(early.status === 404, "opening the link (a GET, as a link scanner does) subscribed already: " + early.status);
+  await Promise.all([pub.waitForNavigation(), pub.click("button[type=submit]")]);
+  check((await pub.textContent("h1")).includes("Confirmed"), "the confirmation page: " + await pub.textContent("body"));
+  const joined = await api(url, "GET", `/api/v1/lists/${list}/members/${newcomer}`);
+  check(joined.address === newcomer, "not a member after confirming: " + JSON.stringify(joined));
+  await pub.goto(url + "manage");
+  await pub.waitForTimeout(2500);
+  await pub.fill("#email", newcomer);
+  await Promise.all([pub.waitForNavigation(), pub.click("button[type=submit]")]);
+  const manageMail = await mailContaining(newcomer, "/manage/");
+  await pub.goto(linkIn(manageMail, "/manage/"));
+  await pub.selectOption("select[name=delivery]", "digest-mime");
+  await Promise.all([pub.waitForNavigation(), pub.click("button[name=action][value=save]")]);
+  check((await pub.textContent("body")).includes("Saved your settings"), "no saved notice on /manage");
+  const changed = await api(url, "GET", `/api/v1/lists/${list}/members/${newcomer}/detail`);
+  check(changed.delivery === "digest-mime", "the delivery mode did not change: " + JSON.stringify(changed));
+  check(JSON.stringify(changed.consent || {}).includes("web"), "no consent recorded from the web: " + JSON.stringify(changed.consent));
+  await Promise.all([pub.waitForNavigation(), pub.click("button[name=action][value=unsubscribe]")]);
+  check((await pub.textContent("body")).includes("You are unsubscribed"), "no unsubscribed notice");
+  const gone = await fetch(url + `api/v1/lists/${list}/members/${newcomer}`, { headers: { authorization: "Bearer " + token } });
+  check(gone.status === 404, "still a member after unsubscribing: " + gone.status);
+  await visitor.close();
+
   // The list's public archive in the list's language with its own words (issue 15 item 7),
   // read by a visitor whose browser prefers English: published as the operator does it
   // (`herald archive privacy`), the list set to German and one page message reworded.
@@ -186,20 +322,21 @@ async function main() {
   execFileSync(bin, ["--config", cfg, "archive", "privacy", list, "public"]);
   await api(url, "PATCH", `/api/v1/lists/${list}`, { language: "de" });
   await api(url, "PUT", `/api/v1/lists/${list}/texts/archive-feed/de`, { text: "Unser Feed zum Abonnieren" });
-  const visitor = await browser.newContext({ javaScriptEnabled: false, locale: "en-US" });
-  const reader = await visitor.newPage();
-  reader.on("response", (r) => { if (r.status() >= 400) errors.push(r.status() + " " + r.url()); });
-  await reader.goto(url + `archive/${list}/`);
-  check(await reader.getAttribute("html", "lang") === "de", "the archive is not in the list's language");
-  check((await reader.textContent("body")).includes("Unser Feed zum Abonnieren"), "the list's own words are missing");
-  check((await reader.textContent("form button")).trim() === "Suchen", "the search button is not German");
-  await Promise.all([reader.waitForNavigation(), reader.click("ul a >> nth=0")]);
-  check((await reader.textContent("table tr th >> nth=2")).trim() === "Betreff", "the listing's headings are not German");
-  await Promise.all([reader.waitForNavigation(), reader.click("table td a >> nth=0")]);
-  check((await reader.textContent("body")).includes("Rohfassung"), "the message page is not German");
-  await visitor.close();
+  const englishBrowser = await browser.newContext({ javaScriptEnabled: false, locale: "en-US" });
+  const archiveReader = await englishBrowser.newPage();
+  archiveReader.on("response", (r) => { if (r.status() >= 400) errors.push(r.status() + " " + r.url()); });
+  await archiveReader.goto(url + `archive/${list}/`);
+  check(await archiveReader.getAttribute("html", "lang") === "de", "the archive is not in the list's language");
+  check((await archiveReader.textContent("body")).includes("Unser Feed zum Abonnieren"), "the list's own words are missing");
+  check((await archiveReader.textContent("form button")).trim() === "Suchen", "the search button is not German");
+  await Promise.all([archiveReader.waitForNavigation(), archiveReader.click("ul a >> nth=0")]);
+  check((await archiveReader.textContent("table tr th >> nth=2")).trim() === "Betreff", "the listing's headings are not German");
+  await Promise.all([archiveReader.waitForNavigation(), archiveReader.click("table td a >> nth=0")]);
+  check((await archiveReader.textContent("body")).includes("Rohfassung"), "the message page is not German");
+  await englishBrowser.close();
   check(errors.length === 0, "page errors: " + errors.join("; "));
-  console.log("web administration: sign-in, settings error, member disable/enable, approval, list texts, the archive's words: ok");
+  console.log("web administration: sign-in, settings error, member disable/enable, approval delivered, list texts, " +
+    "list created with 100,000 members imported, found and exported, moderator confined, subscribe-confirm-manage-unsubscribe, the archive's words: ok");
 }
 
 main().then(async () => { await cleanup(); console.log("web administration test passed"); process.exit(0); },
