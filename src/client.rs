@@ -198,6 +198,12 @@ impl Api {
     pub async fn get_bytes(&self, path: &str) -> Result<Vec<u8>> {
         self.send(self.http.get(self.url(path))).await
     }
+    /// A PUT answered `204 No Content`.
+    pub async fn put_json_unit<B: Serialize + ?Sized>(&self, path: &str, body: &B) -> Result<()> {
+        self.send(self.http.put(self.url(path)).json(body))
+            .await
+            .map(drop)
+    }
     /// A DELETE (answered `204 No Content`).
     pub async fn delete(&self, path: &str) -> Result<()> {
         self.send(self.http.delete(self.url(path))).await.map(drop)

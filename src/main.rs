@@ -20,6 +20,7 @@ mod node_cmd;
 mod report;
 mod sim_cmd;
 mod stragglers;
+mod texts_cmd;
 mod top;
 
 use anyhow::{Context, Result};
@@ -81,6 +82,10 @@ enum Command {
     /// The suppression list: addresses never mailed or added again, global or with --list.
     #[command(subcommand)]
     Suppress(bans_cmd::SuppressCommand),
+    /// A list's own wording of the mail and pages Herald writes for it (per message and
+    /// language; the web page /admin/lists/<list>/texts edits the same).
+    #[command(subcommand)]
+    Texts(texts_cmd::TextsCommand),
     /// DKIM keys for list domains.
     #[command(subcommand)]
     Dkim(dkim_cmd::DkimCommand),
@@ -233,6 +238,7 @@ async fn dispatch(
         Command::Subscribe(a) => lists_cmd::subscribe(&api()?, a).await,
         Command::Ban(cmd) => bans_cmd::ban(&api()?, cmd).await,
         Command::Suppress(cmd) => bans_cmd::suppress(&api()?, cmd).await,
+        Command::Texts(cmd) => texts_cmd::texts(&api()?, cmd).await,
         Command::Dkim(cmd) => dkim_cmd::run(cmd),
         Command::Report(cmd) => report::run(&api()?, cmd).await,
         Command::Top(a) => top::run(api()?, a).await,

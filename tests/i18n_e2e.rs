@@ -524,13 +524,53 @@ async fn the_archive_speaks_the_lists_language_with_its_own_words() {
     .await;
     assert_eq!(st, 400, "a field the message lacks: {body}");
     assert_eq!(body["field"], "text", "{body}");
-    let (st, body) = admin(
-        "PUT",
-        &format!("{api}/api/v1/lists/{de}/texts/archive-feed/de"),
-        Some(json!({"text": "Unser Feed zum Abonnieren"})),
-    )
-    .await;
-    assert_eq!(st, 204, "{body}");
+    // The operator's shell does the same as the web page: a refused text is the error, a good
+    // one is stored and shown beside the shipped one.
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .args([
+            "texts",
+            "set",
+            de,
+            "archive-feed",
+            "de",
+            "--text",
+            "{ $nobody }",
+        ])
+        .env("HERALD_SERVER", &api)
+        .env("HERALD_ADMIN_TOKEN", TOKEN)
+        .output()
+        .expect("run herald");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("$nobody"),
+        "{stderr}"
+    );
+    let out = herald_cli(
+        &api,
+        Some(TOKEN),
+        &[
+            "texts",
+            "set",
+            de,
+            "archive-feed",
+            "de",
+            "--text",
+            "Unser Feed zum Abonnieren",
+        ],
+    );
+    assert!(out.contains("stored"), "{out}");
+    let shown = herald_cli(&api, Some(TOKEN), &["texts", "show", de, "archive-feed"]);
+    assert!(
+        shown.contains("shipped (de):\n  Atom-Feed")
+            && shown.contains("own (de):\n  Unser Feed zum Abonnieren"),
+        "{shown}"
+    );
+    let ls = herald_cli(&api, Some(TOKEN), &["texts", "ls", de]);
+    assert!(
+        ls.lines()
+            .any(|l| l.starts_with("archive-feed") && l.trim_end().ends_with("de")),
+        "{ls}"
+    );
     {
         // As `herald archive privacy <list> public` does, on the shared store.
         let archive =
@@ -627,13 +667,24 @@ async fn the_archive_speaks_the_lists_language_with_its_own_words() {
         "the list's language: {missing}"
     );
 
+    // Back to the shipped text from the shell: the page follows at once.
+    herald_cli(
+        &api,
+        Some(TOKEN),
+        &["texts", "reset", de, "archive-feed", "de"],
+    );
+    let (_, months) = page_from(&browser, &format!("{base}/{de}/")).await;
+    assert!(
+        months.contains(">Atom-Feed</a>") && !months.contains("Unser Feed"),
+        "{months}"
+    );
+
     // The English list beside it keeps English, and the German list's text is its own.
     let (st, english) = page_from(&browser, &format!("{base}/{en}/")).await;
     assert_eq!(st, 200, "{english}");
     assert!(english.contains("<html lang=\"en\">"), "{english}");
     assert!(english.contains(">Atom feed</a>"), "{english}");
     assert!(english.contains("one message"), "{english}");
-    assert!(!english.contains("Unser Feed"), "{english}");
 
     // No list named, or one the reader may not see: the browser's language, and a private
     // list's answer is the same as for no list at all (it does not show its German).
