@@ -2,7 +2,7 @@
 # bench/run.sh <scenario>: one scenario against Herald and, on a fresh instance of the same
 # simulated world, against Postfix; prints the comparison table (results/<scenario>-<time>/).
 #
-#   bench/run.sh mailman-8k | internet-100k | big-post | million | herald-100k | hostile
+#   bench/run.sh mailman-8k | internet-100k | big-post | million | ten-million | herald-100k | hostile
 #   DKIM=rsa|ed25519 [ARC=no] POSTFIX=no bench/run.sh mailman-8k   # Herald signing every copy
 #   ARCHIVE=off POSTFIX=no bench/run.sh mailman-8k                 # Herald without the archive
 #
@@ -164,7 +164,10 @@ EOF
   wait_for "herald serve" 60 curl -sf "http://$HTTP/healthz"
   "$SERVE" --server "http://$HTTP" list create "$LIST" --name Bench --policy anyone \
     --prefix "$PREFIX" --footer="$FOOTER" >/dev/null
+  local import_t0; import_t0=$(now_ms)
   "$SERVE" --server "http://$HTTP" member import "$LIST" "$dir/world/members.csv" >/dev/null
+  echo "scale=3; ($(now_ms) - $import_t0) / 1000" | bc >"$dir/import_secs"
+  log "  imported $MEMBERS members through the API in $(cat "$dir/import_secs") s"
   "$BENCH" watch --pid "$hpid" --stop-file "$dir/stop" --out "$dir/resources.json" \
     --max-secs $(( TIMEOUT_SECS + 120 )) &
   local wpid=$!
