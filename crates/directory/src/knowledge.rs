@@ -9,7 +9,9 @@
 //! - `provider_senders`: which nodes sent to which provider lately, each with its pace (their
 //!   heartbeat in the node registry says whether they are alive): a provider's rate is divided
 //!   among them, and the sum of their paces is the cluster's rate now;
-//! - `down_hosts`: hosts (MX name + address) a node marked down, until when.
+//! - `down_hosts`: hosts (MX name + address) a node marked down, until when;
+//! - `cluster_dedup`: the Message-IDs list posts carried, per list, at any node (enqueue asks
+//!   before it spools a list post, and records what it spooled).
 //!
 //! PostgreSQL only: a SQLite directory is one node's, so there is nothing to share; every call
 //! on it is refused with [`DirectoryError::InvalidInput`] naming `store`.
@@ -24,6 +26,7 @@
 
 use crate::error::DirectoryError;
 use crate::{Backend, Directory};
+use herald_types::ListId;
 
 /// Most rows of each kind written or read in one exchange.
 pub const MAX_KNOWLEDGE_ROWS: usize = 1000;
@@ -127,7 +130,45 @@ pub(crate) fn bounded(s: &str) -> String {
     s.chars().take(MAX_KNOWLEDGE_TEXT).collect()
 }
 
+/// A list post another node (or this one) accepted with a Message-ID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeenPost {
+    pub node: String,
+    /// Its spool id at that node.
+    pub post: u64,
+}
+
 impl Directory {
+    /// The post that carried `message_id` to `list` at any node within the last `window_ms`
+    /// (store clock), if any (issue 17 item 4: cluster-wide duplicate suppression).
+    pub fn dedup_seen(
+        &self,
+        list: ListId,
+        message_id: &str,
+        window_ms: u64,
+    ) -> Result<Option<SeenPost>, DirectoryError> {
+        match self.backend() {
+            Backend::Postgres(pg) => pg.dedup_seen(list, message_id, window_ms),
+            Backend::Sqlite(_) => Err(pg_only()),
+        }
+    }
+
+    /// Records that `node` accepted `message_id` for `list` as its post `post`; an older
+    /// record of the same Message-ID (beyond `window_ms`) is replaced, a newer one kept (the
+    /// first post within the window stays the one retries are acknowledged with).
+    pub fn dedup_record(
+        &self,
+        list: ListId,
+        message_id: &str,
+        seen: &SeenPost,
+        window_ms: u64,
+    ) -> Result<(), DirectoryError> {
+        match self.backend() {
+            Backend::Postgres(pg) => pg.dedup_record(list, message_id, seen, window_ms),
+            Backend::Sqlite(_) => Err(pg_only()),
+        }
+    }
+
     /// One exchange (issue 17 item 4): writes what `out` says (the providers the node sends
     /// to, the rates it lowered, the hosts it marked down), then reads, for the providers it
     /// sends to, the cluster-wide rate and the number of alive senders, and the hosts other
@@ -247,6 +288,52 @@ mod tests {
         assert!((r - 56.0).abs() < 1e-9, "{r}");
         assert_eq!(got.providers[0].senders, 1, "a left: b alone");
         assert!(got.statements >= 3, "{}", got.statements);
+    }
+
+    /// A Message-ID recorded by one node is seen by another within the window, not after;
+    /// the first post within the window stays the recorded one.
+    #[test]
+    fn message_ids_are_seen_across_nodes_within_the_window() {
+        let url = herald_pg_harness::PgServer::shared()
+            .fresh_database()
+            .expect("database");
+        let d = Directory::open_postgres(&url, 2).expect("open");
+        let list = ListId(7);
+        let a = SeenPost {
+            node: "a".into(),
+            post: 41,
+        };
+        assert_eq!(d.dedup_seen(list, "<x@y>", 60_000).expect("seen"), None);
+        d.dedup_record(list, "<x@y>", &a, 60_000).expect("record");
+        let b = SeenPost {
+            node: "b".into(),
+            post: 9,
+        };
+        d.dedup_record(list, "<x@y>", &b, 60_000).expect("record b");
+        assert_eq!(d.dedup_seen(list, "<x@y>", 60_000).expect("seen"), Some(a));
+        assert_eq!(
+            d.dedup_seen(ListId(8), "<x@y>", 60_000).expect("seen"),
+            None
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(
+            d.dedup_seen(list, "<x@y>", 10).expect("seen"),
+            None,
+            "window"
+        );
+        d.dedup_record(list, "<x@y>", &b, 10).expect("replace old");
+        assert_eq!(d.dedup_seen(list, "<x@y>", 60_000).expect("seen"), Some(b));
+        let long = "<".to_string() + &"x".repeat(5000) + ">";
+        d.dedup_record(
+            list,
+            &long,
+            &SeenPost {
+                node: "a".into(),
+                post: 1,
+            },
+            60_000,
+        )
+        .expect("a hostile Message-ID is bounded");
     }
 
     #[test]

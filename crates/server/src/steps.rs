@@ -182,6 +182,20 @@ async fn join_cluster(
     Ok(Arc::new(cluster))
 }
 
+/// Message-IDs shared by the nodes (issue 17 item 4): with shared knowledge, on PostgreSQL.
+fn cluster_dedup(
+    config: &Config,
+    directory: &Directory,
+    cluster: &herald_cluster::Cluster,
+) -> Option<herald_enqueue::ClusterDedup> {
+    let shared = directory.store_kind() == herald_directory::StoreKind::Postgres;
+    (shared && config.cluster.shared_knowledge).then(|| herald_enqueue::ClusterDedup {
+        directory: directory.clone(),
+        node: cluster.node_id().to_string(),
+        window_ms: config.lists.dedup_window_secs.saturating_mul(1000),
+    })
+}
+
 /// Shared knowledge between nodes (issue 17 item 4): only on a PostgreSQL store (a SQLite
 /// node has nobody to tell) with `[cluster] shared_knowledge` on.
 fn start_knowledge(
@@ -329,6 +343,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         shared: shards
             .clone()
             .map(|s| s as Arc<dyn herald_enqueue::SharedIntake>),
+        cluster_dedup: cluster_dedup(config, &s.directory, &s.cluster),
     });
     let lists = Arc::new(Lists {
         enqueuer: enqueuer.clone(),

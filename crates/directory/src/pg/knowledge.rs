@@ -5,16 +5,25 @@
 //! Statements per exchange: one upsert of the providers the node sends to with its pace and
 //! what each accepted lately (all of them in one `unnest`), one upsert of the rates it lowered and one of the hosts it marked down (each only
 //! when there are any), one read of its providers with their alive senders, one read of the
-//! down hosts, one read of the store's clock, and now and then two pruning deletes. The measured rate is in BENCHMARKS.md.
+//! down hosts, one read of the store's clock, and now and then three pruning deletes.
+//! Cluster-wide dedup is per post, not per exchange: one lookup before a list post is spooled
+//! and one upsert after, each an autocommit statement. The measured rate is in BENCHMARKS.md.
 
 use super::{col, ms, unms, PgStore};
 use crate::error::DirectoryError;
 use crate::knowledge::{
-    bounded, DownHost, KnowledgeIn, KnowledgeOut, KnowledgeWindows, ProviderRow, MAX_KNOWLEDGE_ROWS,
+    bounded, DownHost, KnowledgeIn, KnowledgeOut, KnowledgeWindows, ProviderRow, SeenPost,
+    MAX_KNOWLEDGE_ROWS,
 };
 
 /// The server's clock in Unix milliseconds.
 const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT";
+
+/// Longest Message-ID stored (RFC 5322 lines are at most 998 octets; enqueue cuts there too).
+const MAX_MESSAGE_ID_CHARS: usize = 998;
+
+/// Message-IDs are kept this long at most (a dedup window beyond it is cut to it).
+const KEEP_DEDUP_MS: i64 = 7 * 24 * 3_600_000;
 
 /// Down-host rows are kept this long after they came up again, sender rows this long after
 /// their node last said so (then pruned).
@@ -108,7 +117,12 @@ impl PgStore {
                 )?;
             }
             if out.prune {
-                statements += 2;
+                statements += 3;
+                db.exec(
+                    "prune Message-IDs",
+                    &format!("DELETE FROM cluster_dedup WHERE at_ms < {NOW_MS} - $1"),
+                    &[&KEEP_DEDUP_MS],
+                )?;
                 db.exec(
                     "prune down hosts",
                     &format!("DELETE FROM down_hosts WHERE down_until_ms < {NOW_MS} - $1"),
@@ -174,6 +188,58 @@ impl PgStore {
                 down,
                 statements,
             })
+        })
+    }
+
+    pub(crate) fn dedup_seen(
+        &self,
+        list: herald_types::ListId,
+        message_id: &str,
+        window_ms: u64,
+    ) -> Result<Option<SeenPost>, DirectoryError> {
+        let id: String = message_id.chars().take(MAX_MESSAGE_ID_CHARS).collect();
+        self.read(|db| {
+            let row = db.opt(
+                "look up a Message-ID",
+                &format!(
+                    "SELECT origin_node, origin_post FROM cluster_dedup
+                     WHERE list_id = $1 AND message_id = $2 AND at_ms >= {NOW_MS} - $3::BIGINT"
+                ),
+                &[&list.0, &id, &ms(window_ms)],
+            )?;
+            row.map(|r| {
+                Ok(SeenPost {
+                    node: col(&r, 0)?,
+                    post: unms(col(&r, 1)?),
+                })
+            })
+            .transpose()
+        })
+    }
+
+    pub(crate) fn dedup_record(
+        &self,
+        list: herald_types::ListId,
+        message_id: &str,
+        seen: &SeenPost,
+        window_ms: u64,
+    ) -> Result<(), DirectoryError> {
+        let id: String = message_id.chars().take(MAX_MESSAGE_ID_CHARS).collect();
+        let node = bounded(&seen.node);
+        self.read(|db| {
+            db.exec(
+                "record a Message-ID",
+                &format!(
+                    "INSERT INTO cluster_dedup (list_id, message_id, origin_node, origin_post, at_ms)
+                     VALUES ($1, $2, $3, $4, {NOW_MS})
+                     ON CONFLICT (list_id, message_id) DO UPDATE SET
+                        origin_node = excluded.origin_node, origin_post = excluded.origin_post,
+                        at_ms = excluded.at_ms
+                     WHERE cluster_dedup.at_ms < {NOW_MS} - $5::BIGINT"
+                ),
+                &[&list.0, &id, &node, &ms(seen.post), &ms(window_ms)],
+            )?;
+            Ok(())
         })
     }
 }
