@@ -22,7 +22,15 @@
 //! `herald_knowledge_statements_total`; measured in BENCHMARKS.md).
 //!
 //! A failed exchange (store down) is logged and counted; the node keeps its own knowledge and
-//! writes what it could not at the next one. The loop ends with the scheduler.
+//! writes what it could not at the next one. The loop ends with the scheduler. What the
+//! cluster says reaches the actor at the exchange after it was read: within two intervals.
+//!
+//! Message-IDs are shared too, but per post rather than per interval: enqueue's
+//! `ClusterDedup` reads and writes the store's `cluster_dedup` table itself (this loop only
+//! prunes it).
+//!
+//! SECURITY: the store's rows come from other nodes or an operator's hand; `judge.rs` decides
+//! what of them is usable, and the actor never sees a raw row.
 
 mod judge;
 pub mod metrics;
