@@ -49,6 +49,7 @@ const FLOW: &[&str] = &[
     "herald-accounts",
     "herald-cluster",
     "herald-shards",
+    "herald-knowledge",
     "herald-webadmin",
     "herald-api",
     "herald-server",

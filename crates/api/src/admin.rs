@@ -503,6 +503,10 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
         };
         herald_shards::metrics::register(&shards, counts.as_ref(), &mut scrape);
     }
+    // Shared knowledge (issue 17 item 4): this node's exchanges with the store.
+    if let Some(k) = &s.knowledge {
+        herald_knowledge::metrics::register(k, &mut scrape);
+    }
     let mut out = String::with_capacity(16 * 1024);
     s.telemetry.encode_metrics(&scrape, &mut out);
     (

@@ -133,6 +133,9 @@ pub struct ApiState {
     pub webadmin: admin_pages::ImportJobs,
     /// The shared fan-out (issue 17 item 3); `None` unless `[cluster] shared_fanout`.
     pub shards: Option<Arc<herald_shards::Shards>>,
+    /// Shared knowledge between nodes (issue 17 item 4); `None` unless the store is
+    /// PostgreSQL with `[cluster] shared_knowledge`.
+    pub knowledge: Option<Arc<herald_knowledge::Knowledge>>,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.

@@ -45,7 +45,16 @@ pub struct ClusterConfig {
     pub shard_report_ms: u64,
     /// Shards one node fans out at once.
     pub max_shards_per_node: usize,
+    /// Share what nodes learn of the outside world (issue 17 item 4, `herald-knowledge`):
+    /// providers' rates (each node takes its share), the nodes sending to each provider, hosts
+    /// found down. Only with a PostgreSQL `[store] url`; a SQLite node has nobody to tell.
+    pub shared_knowledge: bool,
+    /// How often a node exchanges its knowledge with the store (one transaction).
+    pub knowledge_interval_ms: u64,
 }
+
+/// Shortest and longest knowledge exchange interval.
+pub const KNOWLEDGE_INTERVAL_MS: std::ops::RangeInclusive<u64> = 100..=60_000;
 
 impl Default for ClusterConfig {
     fn default() -> Self {
@@ -59,6 +68,8 @@ impl Default for ClusterConfig {
             lease_secs: 30,
             shard_report_ms: 1000,
             max_shards_per_node: 8,
+            shared_knowledge: true,
+            knowledge_interval_ms: 1000,
         }
     }
 }
@@ -101,6 +112,13 @@ impl ClusterConfig {
                 "cluster.max_shards_per_node: must be 1 to {MAX_SHARDS_PER_NODE}"
             ));
         }
+        if !KNOWLEDGE_INTERVAL_MS.contains(&self.knowledge_interval_ms) {
+            return Err(format!(
+                "cluster.knowledge_interval_ms: must be {} to {}",
+                KNOWLEDGE_INTERVAL_MS.start(),
+                KNOWLEDGE_INTERVAL_MS.end()
+            ));
+        }
         let address = self.address.as_deref().unwrap_or("x");
         if let Some(id) = &self.node_id {
             herald_directory::check_node(id, address)
@@ -120,6 +138,10 @@ impl ClusterConfig {
 
     pub fn shard_report_interval(&self) -> Duration {
         Duration::from_millis(self.shard_report_ms)
+    }
+
+    pub fn knowledge_interval(&self) -> Duration {
+        Duration::from_millis(self.knowledge_interval_ms)
     }
 
     pub fn dead_after(&self) -> Duration {
@@ -204,6 +226,20 @@ mod tests {
                     ..Default::default()
                 },
                 "cluster.max_shards_per_node",
+            ),
+            (
+                ClusterConfig {
+                    knowledge_interval_ms: 0,
+                    ..Default::default()
+                },
+                "cluster.knowledge_interval_ms",
+            ),
+            (
+                ClusterConfig {
+                    knowledge_interval_ms: u64::MAX,
+                    ..Default::default()
+                },
+                "cluster.knowledge_interval_ms",
             ),
             (
                 ClusterConfig {

@@ -152,6 +152,9 @@ const MIGRATIONS: &[&str] = &[
     // exist only in a store several nodes share (`pg/schema.rs`). The step is here so both
     // backends count the same versions.
     "-- shared fan-out tables: PostgreSQL only",
+    // 11 -> 12: shared knowledge between nodes (issue 17 item 4, see `knowledge`) is
+    // PostgreSQL only too: provider budgets, who sends to them, hosts marked down.
+    "-- shared knowledge tables: PostgreSQL only",
 ];
 
 /// The schema version this build writes and understands.
@@ -250,7 +253,7 @@ mod tests {
         drop(d);
         let conn = Connection::open(&path).expect("reopen");
         assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 11);
+        assert_eq!(SCHEMA_VERSION, 12);
         // PostgreSQL mirrors every step with the same numbers (`pg/schema.rs`).
         assert_eq!(crate::pg::SCHEMA_SQL.len() as i64, SCHEMA_VERSION);
         // Migration 6: the erasure key exists, one of its own per database.

@@ -130,7 +130,7 @@ fn clean_ref(id: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// The stored form of a Message-ID: no whitespace or control characters, bounded.
-fn clean_id(id: &str) -> Box<str> {
+pub(crate) fn clean_id(id: &str) -> Box<str> {
     let mut out: String = id
         .chars()
         .filter(|c| !c.is_whitespace() && !c.is_control())

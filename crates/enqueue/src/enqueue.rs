@@ -171,6 +171,9 @@ pub struct Enqueuer {
     /// Shared fan-out (issue 17 item 3): list posts are committed to the shared store before
     /// they are acknowledged (`None`: off, they go to this node's fan-out).
     pub shared: Option<std::sync::Arc<dyn crate::SharedIntake>>,
+    /// Duplicate suppression across the cluster's nodes (issue 17 item 4; `None`: this node's
+    /// log only).
+    pub cluster_dedup: Option<crate::ClusterDedup>,
 }
 
 /// A post about to be accepted: everything [`Enqueuer::accept`] needs to build its `PostMeta`.
@@ -366,6 +369,11 @@ impl Enqueuer {
             if let Some(first) = self.duplicate_of(list, &body, now) {
                 return Ok(Err(first));
             }
+            if let (Some(c), Some(mid)) = (&self.cluster_dedup, message_id(&body)) {
+                if let Some(first) = c.seen(list.id, &mid).await {
+                    return Ok(Err(first));
+                }
+            }
         }
         let (kind, hold_reason) = match role {
             ListAddressKind::Bounces { .. } => (PostKind::Bounce, None),
@@ -473,6 +481,11 @@ impl Enqueuer {
                 at_ms: meta.received_at_ms,
             };
             d.record(mid, seen);
+        }
+        if let (Some(c), Some(mid), PostKind::ListPost | PostKind::Held) =
+            (&self.cluster_dedup, &meta.message_id, meta.kind)
+        {
+            c.record(meta.list_id, mid, id);
         }
         let post = SpooledPost { id, meta, body };
         if let (Some(shared), PostKind::ListPost) = (&self.shared, post.meta.kind) {

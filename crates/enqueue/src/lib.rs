@@ -9,7 +9,8 @@
 //! Modules: `enqueue` (classify, dedup, build `PostMeta`, accept, hand over), `inbound` (the
 //! RCPT check and DATA hand-over: never an open relay), `arrival` (SPF/DKIM/ARC/DMARC once on
 //! arrival), `policy` (per-list content rules), `dedup` (the Message-ID store, which fan-out's
-//! expansion also reads for cross-posts), `error` (the boundary's error type).
+//! expansion also reads for cross-posts), `cluster_dedup` (the same Message-IDs in the shared
+//! store of a cluster, issue 17 item 4), `error` (the boundary's error type).
 //!
 //! One-way arrows: this crate depends on the stores (directory, spool), telemetry, auth and
 //! the SMTP vocabulary (inbound, smtp) only. The stages downstream of it (scheduler, lists,
@@ -19,6 +20,7 @@
 //! and `policy.rs` for what is checked where.
 
 mod arrival;
+mod cluster_dedup;
 pub mod complete;
 pub mod config;
 pub mod dedup;
@@ -29,6 +31,7 @@ mod policy;
 mod shared;
 
 pub use arrival::{ArrivalCheck, LmtpClients, Source};
+pub use cluster_dedup::ClusterDedup;
 pub use config::{ArrivalSetupError, AuthSection, ComplaintsSection};
 pub use dedup::{DedupConfig, DedupError, DedupStore, Seen};
 pub use enqueue::{

@@ -70,6 +70,7 @@ fn world() -> World {
         post_rate: Default::default(),
         content_filter: None,
         shared: None,
+        cluster_dedup: None,
     });
     World {
         _dir: dir,

@@ -374,6 +374,20 @@ impl Scheduler {
             .map_err(|_| ReshapeError::Stopped)
     }
 
+    /// Applies the cluster's shared knowledge (issue 17 item 4: provider shares, hosts down at
+    /// other nodes) and returns what this node learned since the last exchange.
+    pub async fn exchange_knowledge(
+        &self,
+        knowledge: messages::knowledge::ClusterKnowledge,
+    ) -> Result<messages::knowledge::LocalKnowledge, SchedulerError> {
+        let (reply, rx) = oneshot::channel();
+        self.ctrl
+            .send(Ctrl::Knowledge(knowledge, reply))
+            .await
+            .map_err(|_| SchedulerError::Stopped)?;
+        rx.await.map_err(|_| SchedulerError::Stopped)
+    }
+
     /// Retries now, or gives up, every queued copy the selector matches; returns how many.
     pub async fn operate(&self, selector: Selector, action: Action) -> Result<u64, SchedulerError> {
         let (reply, rx) = oneshot::channel();

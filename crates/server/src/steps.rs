@@ -76,6 +76,9 @@ pub(crate) struct Stages {
     heartbeat: (JoinHandle<()>, CancellationToken),
     /// The shared fan-out (`[cluster] shared_fanout`, issue 17 item 3).
     shards: Option<Arc<herald_shards::Shards>>,
+    /// Shared knowledge (issue 17 item 4): on a PostgreSQL store with `[cluster]
+    /// shared_knowledge`.
+    knowledge: Option<Arc<herald_knowledge::Knowledge>>,
 }
 
 /// The listeners and the HTTP API (step 3).
@@ -177,6 +180,39 @@ async fn join_cluster(
             message: e.to_string(),
         })??;
     Ok(Arc::new(cluster))
+}
+
+/// Message-IDs shared by the nodes (issue 17 item 4): with shared knowledge, on PostgreSQL.
+fn cluster_dedup(
+    config: &Config,
+    directory: &Directory,
+    cluster: &herald_cluster::Cluster,
+) -> Option<herald_enqueue::ClusterDedup> {
+    let shared = directory.store_kind() == herald_directory::StoreKind::Postgres;
+    (shared && config.cluster.shared_knowledge).then(|| herald_enqueue::ClusterDedup {
+        directory: directory.clone(),
+        node: cluster.node_id().to_string(),
+        window_ms: config.lists.dedup_window_secs.saturating_mul(1000),
+    })
+}
+
+/// Shared knowledge between nodes (issue 17 item 4): only on a PostgreSQL store (a SQLite
+/// node has nobody to tell) with `[cluster] shared_knowledge` on.
+fn start_knowledge(
+    config: &Config,
+    directory: &Directory,
+    scheduler: &Scheduler,
+    cluster: &herald_cluster::Cluster,
+) -> Option<Arc<herald_knowledge::Knowledge>> {
+    let shared = directory.store_kind() == herald_directory::StoreKind::Postgres;
+    (shared && config.cluster.shared_knowledge).then(|| {
+        herald_knowledge::Knowledge::new(herald_knowledge::KnowledgeDeps {
+            directory: directory.clone(),
+            scheduler: scheduler.clone(),
+            node: cluster.node_id().to_string(),
+            cfg: config.cluster.clone(),
+        })
+    })
 }
 
 /// The egress pools (`[[delivery.egress]]`, issue 17), with their warm-up ledger in the data
@@ -307,6 +343,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         shared: shards
             .clone()
             .map(|s| s as Arc<dyn herald_enqueue::SharedIntake>),
+        cluster_dedup: cluster_dedup(config, &s.directory, &s.cluster),
     });
     let lists = Arc::new(Lists {
         enqueuer: enqueuer.clone(),
@@ -451,6 +488,14 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         Some(rx) => Some(start_tls_reports(config, &enqueuer, rx, &mut tasks, stop)?),
         None => None,
     };
+    let knowledge = start_knowledge(config, &s.directory, &scheduler, &s.cluster);
+    if let Some(k) = &knowledge {
+        // Ends with the scheduler (its exchanges go through the actor's inbox).
+        tasks.push(tokio::spawn(herald_knowledge::run(
+            k.clone(),
+            scheduler_stop.clone(),
+        )));
+    }
     let heartbeat_stop = CancellationToken::new();
     let heartbeat = tokio::spawn(herald_cluster::heartbeat::run(
         s.cluster.clone(),
@@ -460,6 +505,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         heartbeat: (heartbeat, heartbeat_stop),
         cluster: s.cluster,
         shards,
+        knowledge,
         accounts: s.accounts,
         directory: s.directory,
         spool: s.spool,
@@ -700,6 +746,7 @@ pub(crate) fn serve(
         cluster: Some(stages.cluster.clone()),
         webadmin: Default::default(),
         shards: stages.shards.clone(),
+        knowledge: stages.knowledge.clone(),
     });
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");

@@ -31,6 +31,7 @@
 //! TLS to PostgreSQL is not offered yet (use loopback, a Unix socket or a private network).
 
 mod bounces;
+mod knowledge;
 mod lists;
 mod members;
 mod nodes;

@@ -179,6 +179,46 @@ pub(crate) const SCHEMA_SQL: &[&str] = &[
     );
     CREATE INDEX shards_claimable ON shards(post_id, shard_no) WHERE state IN ('open', 'leased');
     CREATE INDEX shards_by_owner ON shards(owner_node) WHERE state = 'leased';"#,
+    // 11 -> 12: shared knowledge (issue 17 item 4, see `crate::knowledge`): a provider's
+    // cluster-wide rate as last lowered (no CHECK on the rate: readers judge every value, a
+    // row written by a broken node is ignored by name, not an error for every writer), the
+    // nodes sending to each provider now with their pace (their share is the rate divided
+    // among them; the sum of their paces is what the cluster sends now), and
+    // hosts a node marked down (until when, on the store's clock) so the others skip them,
+    // and the Message-IDs list posts carried at any node (a retry sent to another node is
+    // acknowledged, not fanned out again).
+    r#"CREATE TABLE provider_budgets (
+        provider      TEXT PRIMARY KEY,
+        rate_per_sec  DOUBLE PRECISION NOT NULL,
+        lowered_at_ms BIGINT NOT NULL,
+        lowered_by    TEXT NOT NULL
+    );
+    CREATE TABLE provider_senders (
+        provider     TEXT NOT NULL,
+        node_id      TEXT NOT NULL,
+        seen_at_ms   BIGINT NOT NULL,
+        rate_per_sec DOUBLE PRECISION,
+        accepted_per_sec DOUBLE PRECISION NOT NULL DEFAULT 0,
+        PRIMARY KEY (provider, node_id)
+    );
+    CREATE TABLE down_hosts (
+        mx_host       TEXT NOT NULL,
+        address       TEXT NOT NULL,
+        down_until_ms BIGINT NOT NULL,
+        reason        TEXT NOT NULL,
+        marked_by     TEXT NOT NULL,
+        PRIMARY KEY (mx_host, address)
+    );
+    CREATE INDEX down_hosts_by_time ON down_hosts(down_until_ms);
+    CREATE TABLE cluster_dedup (
+        list_id     BIGINT NOT NULL,
+        message_id  TEXT NOT NULL,
+        origin_node TEXT NOT NULL,
+        origin_post BIGINT NOT NULL,
+        at_ms       BIGINT NOT NULL,
+        PRIMARY KEY (list_id, message_id)
+    );
+    CREATE INDEX cluster_dedup_by_time ON cluster_dedup(at_ms);"#,
 ];
 
 /// Brings the database up to [`SCHEMA_VERSION`] under [`MIGRATION_LOCK`], or refuses one

@@ -295,6 +295,31 @@ impl HostHealth {
         Some(event(key, r, HostStateKind::Down, error, now_ms))
     }
 
+    /// Another node of the cluster marked this host down for `remaining` (issue 17 item 4):
+    /// down here too, with its probe due then — unless this node already has it down for
+    /// longer or is probing it. A host this node never met is taken only while the table has
+    /// room: another node's news never evicts this node's own knowledge. True when adopted.
+    pub fn adopt_down(
+        &mut self,
+        key: &HostKey,
+        remaining: Duration,
+        reason: &str,
+        now_ms: u64,
+    ) -> bool {
+        if !self.hosts.contains_key(key) && self.hosts.len() >= self.cfg.max_hosts {
+            return false;
+        }
+        let until = now_ms.saturating_add(u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX));
+        let r = self.entry(key, now_ms);
+        if r.probing || r.down_until_ms.is_some_and(|t| t >= until) {
+            return false;
+        }
+        r.down_until_ms = Some(until);
+        r.down_count = r.down_count.max(1);
+        r.last_error = Some(reason.chars().take(300).collect());
+        true
+    }
+
     /// The host answered, but its replies trickle (a tarpit): up (it answers, so not a failure
     /// and not down), and remembered as a tarpit for `remember`. True when newly marked.
     pub fn record_tarpit(&mut self, key: &HostKey, remember: Duration, now_ms: u64) -> bool {
@@ -464,6 +489,47 @@ mod tests {
             preference: 10,
             addrs: addrs.iter().map(|a| a.parse().expect("ip")).collect(),
         }
+    }
+
+    /// A host another node marked down is skipped here until its time, then probed once; a
+    /// shorter report than what this node knows changes nothing.
+    #[test]
+    fn a_host_down_at_another_node_is_skipped_here_then_probed() {
+        let mut h = HostHealth::open(cfg(), None);
+        let hosts = vec![mx("mx.a", &["127.1.0.1"]), mx("mx.b", &["127.1.0.2"])];
+        let a = HostKey {
+            name: "mx.a".into(),
+            addr: "127.1.0.1".parse().expect("ip"),
+        };
+        assert!(h.adopt_down(&a, Duration::from_secs(30), "refused (node-1)", 1000));
+        let plan = h.plan(&hosts, 25, 1000);
+        assert_eq!(plan.len(), 1, "{plan:?}");
+        assert_eq!(plan[0].key.name.as_ref(), "mx.b");
+        assert!(!h.adopt_down(&a, Duration::from_secs(5), "older news", 2000));
+        assert_eq!(h.get(&a).and_then(|r| r.down_until_ms), Some(31_000));
+        let plan = h.plan(&hosts, 25, 31_000);
+        assert!(plan[0].probe && plan[0].key == a, "{plan:?}");
+        assert!(
+            !h.adopt_down(&a, Duration::from_secs(60), "x", 31_000),
+            "probing"
+        );
+        let mut full = HostHealth::open(
+            HealthConfig {
+                max_hosts: 1,
+                ..cfg()
+            },
+            None,
+        );
+        assert!(full.adopt_down(&a, Duration::from_secs(30), "x", 0));
+        let b = HostKey {
+            name: "mx.b".into(),
+            addr: "127.1.0.2".parse().expect("ip"),
+        };
+        assert!(
+            !full.adopt_down(&b, Duration::from_secs(30), "x", 0),
+            "no room: news of a stranger is dropped"
+        );
+        assert!(full.get(&b).is_none());
     }
 
     #[test]

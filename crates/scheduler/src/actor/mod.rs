@@ -9,7 +9,8 @@
 //! connections), `outcome.rs` (what worker reports change), `snapshot.rs` (the queue view),
 //! `operator.rs` (retry-now, give-up); and the state it owns: `queue.rs` (destination queues and
 //! lanes), `health.rs` (host health), `shaping.rs` (AIMD budgets), `stragglers.rs`,
-//! `backoff.rs` (the retry schedule). Its inbox is [`crate::messages::Ctrl`]; resolver tasks it
+//! `backoff.rs` (the retry schedule); `knowledge.rs` (what the cluster's nodes tell each
+//! other, issue 17 item 4). Its inbox is [`crate::messages::Ctrl`]; resolver tasks it
 //! spawns answer on a private channel. It starts workers (`crate::workers`) and never imports
 //! anything a worker defines but the worker's context and plan.
 //!
@@ -52,6 +53,7 @@ mod egress;
 #[cfg(test)]
 mod hand_rig;
 pub mod health;
+mod knowledge;
 pub mod operator;
 mod outcome;
 #[cfg(test)]
@@ -132,6 +134,9 @@ pub struct Actor {
     pub(crate) clock: Clock,
     pub(crate) shutting_down: bool,
     last_persist: Instant,
+    /// Hosts marked down here since the last exchange of shared knowledge (issue 17 item 4;
+    /// bounded, see `knowledge.rs`).
+    pub(crate) shared_down: Vec<crate::messages::knowledge::SharedDownHost>,
 }
 
 impl Actor {
@@ -176,6 +181,7 @@ impl Actor {
             clock,
             shutting_down: false,
             last_persist: Instant::now(),
+            shared_down: Vec::new(),
         }
     }
 
@@ -276,6 +282,11 @@ impl Actor {
             }
             Ctrl::Operator(cmd) => self.on_operator(cmd).await,
             Ctrl::Reshape(rules) => self.reshape(rules),
+            Ctrl::Knowledge(k, reply) => {
+                let local = self.on_knowledge(k);
+                let _ = reply.send(local);
+                self.pump_starved();
+            }
         }
     }
 

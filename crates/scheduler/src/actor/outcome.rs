@@ -98,6 +98,7 @@ impl Actor {
                     if let Some(ev) = self.health.record_failure(&f.key, &f.reason, now_ms) {
                         tracing::warn!(host = %f.key.name, addr = %f.key.addr, reason = %f.reason, "host marked down");
                         self.emit(ev);
+                        self.tell_down(&f.key, &f.reason);
                     }
                 }
                 FailKind::Throttle => {
@@ -297,7 +298,14 @@ impl Actor {
             return;
         }
         bud.end_slow_start();
+        let was_paced = bud.pace.rate().is_some();
         if let Some(rate) = bud.pace.refused(now) {
+            // News for the other nodes sending to this provider (issue 17 item 4): the share
+            // of what they accept together that the provider takes now.
+            bud.cut = Some(match was_paced {
+                true => crate::actor::pace::CUT,
+                false => crate::actor::pace::START_FRACTION,
+            });
             let connections = bud.connection_limit() as u32;
             let per_minute = Some((rate * 60.0).round() as u32);
             tracing::info!(budget = %bud.name, copies_per_sec = rate, connections, "provider refused for rate: paced");

@@ -80,6 +80,43 @@ impl Pace {
         self.rate
     }
 
+    /// The cluster's share of the provider's rate (issue 17 item 4: another node was refused
+    /// and lowered it): taken when lower than this pace, or while unpaced. A refusal here from
+    /// the same overshoot within the cooldown counts as this cut. True when the pace changed.
+    pub fn adopt(&mut self, rate: f64, now: Instant) -> bool {
+        if !rate.is_finite() {
+            return false;
+        }
+        let rate = rate.clamp(MIN_RATE, MAX_RATE);
+        if self.rate.is_some_and(|r| r <= rate) {
+            return false;
+        }
+        if let Some(old) = self.rate {
+            self.refill(old, now);
+        } else {
+            self.refilled = now;
+        }
+        self.rate = Some(rate);
+        self.tokens = self.tokens.min(cap(rate));
+        self.last_cut = Some(now);
+        true
+    }
+
+    /// Sets the rate to this node's new share of the provider's rate (the nodes sending to it
+    /// changed, issue 17 item 4), higher or lower.
+    pub fn rebalance(&mut self, rate: f64, now: Instant) {
+        if !rate.is_finite() {
+            return;
+        }
+        let rate = rate.clamp(MIN_RATE, MAX_RATE);
+        match self.rate {
+            Some(old) => self.refill(old, now),
+            None => self.refilled = now,
+        }
+        self.rate = Some(rate);
+        self.tokens = self.tokens.min(cap(rate));
+    }
+
     /// `n` copies were accepted at `now`.
     pub fn delivered(&mut self, n: usize, now: Instant) {
         if n == 0 {
@@ -276,6 +313,34 @@ mod tests {
         p.give_back(3);
         assert_eq!(p.take(10, t), 3);
         assert!(p.wait(t) > Duration::ZERO);
+    }
+
+    #[test]
+    fn a_cluster_share_is_adopted_only_when_lower_and_rebalanced_as_is() {
+        let t0 = Instant::now();
+        let mut p = Pace::new(t0, COOL);
+        assert!(p.adopt(30.0, t0), "unpaced: the share paces it");
+        assert_eq!(p.rate(), Some(30.0));
+        assert_eq!(p.take(100, t0), 0, "no burst at adoption");
+        assert!(!p.adopt(40.0, t0 + ms(100)), "a higher share is not taken");
+        assert!(p.adopt(20.0, t0 + ms(200)));
+        assert_eq!(
+            p.refused(t0 + ms(300)),
+            None,
+            "the same overshoot counts once"
+        );
+        for hostile in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert!(!p.adopt(hostile, t0), "{hostile}");
+        }
+        assert!(p.adopt(-5.0, t0 + ms(400)), "clamped, not taken as is");
+        assert_eq!(p.rate(), Some(MIN_RATE));
+        let mut q = Pace::new(t0, COOL);
+        q.rebalance(45.0, t0);
+        assert_eq!(q.rate(), Some(45.0), "a node left: a larger share");
+        q.rebalance(f64::NAN, t0);
+        assert_eq!(q.rate(), Some(45.0));
+        q.rebalance(1e12, t0);
+        assert_eq!(q.rate(), Some(MAX_RATE));
     }
 
     #[test]

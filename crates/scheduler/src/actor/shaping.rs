@@ -53,6 +53,14 @@ pub struct Budget {
     pub active: usize,
     /// The learned copies-per-second rate of the provider.
     pub pace: Pace,
+    /// Alive nodes of the cluster sending to this provider (issue 17 item 4; 1 alone): the
+    /// configured per-minute rate is divided among them, and the learned pace is this node's
+    /// share.
+    senders: u32,
+    /// A cut of the pace on a rate refusal not yet told to the cluster: the fraction of what
+    /// was accepted the provider takes now (`pace::START_FRACTION` at the first refusal,
+    /// `pace::CUT` after).
+    pub cut: Option<f64>,
 }
 
 /// Connections a budget starts with (slow start; see `Budget::ramp`).
@@ -100,6 +108,8 @@ impl Budget {
             cooldown,
             active: 0,
             pace: Pace::new(Instant::now(), cooldown),
+            senders: 1,
+            cut: None,
         }
     }
 
@@ -132,9 +142,27 @@ impl Budget {
         self.messages_per_connection != before
     }
 
-    /// Copies per minute allowed now, when the budget has a rate.
+    /// Copies per minute allowed now (this node's share), when the budget has a rate.
     pub fn per_minute(&self) -> Option<u32> {
-        self.rate.map(|r| r.round() as u32)
+        self.rate
+            .map(|r| (r / f64::from(self.senders)).round() as u32)
+    }
+
+    /// The alive nodes sending to this provider changed (issue 17 item 4): the configured rate
+    /// is shared among `n` now (the learned pace is rebalanced by the caller, from the
+    /// cluster's rate). True when it changed.
+    pub fn set_senders(&mut self, n: u32) -> bool {
+        let n = n.max(1);
+        if n == self.senders {
+            return false;
+        }
+        self.senders = n;
+        true
+    }
+
+    /// Alive nodes sending to this provider, this one included.
+    pub fn senders(&self) -> u32 {
+        self.senders
     }
 
     /// How many of `want` copies may go now (within the learned pace and the configured rate);
@@ -149,6 +177,8 @@ impl Budget {
     /// The configured rate's (per-minute) share of `take`.
     fn take_configured(&mut self, want: usize, now: Instant) -> usize {
         let Some(rate) = self.rate else { return want };
+        // This node's share of the cluster's configured rate (issue 17 item 4).
+        let rate = rate / f64::from(self.senders);
         let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
         self.refilled = now;
         // Burst: ten seconds' worth, at least one copy.
@@ -343,5 +373,25 @@ mod tests {
         assert_eq!(b.take(100, t0 + Duration::from_secs(3)), 3, "one a second");
         let mut free = Budget::new("f".into(), 4, 100, None, Duration::from_secs(1));
         assert_eq!(free.take(100, t0), 100);
+    }
+
+    #[test]
+    fn a_configured_rate_and_a_learned_pace_are_shared_among_the_senders() {
+        let t0 = Instant::now();
+        let mut b = Budget::new("r".into(), 4, 100, Some(120), Duration::from_secs(1));
+        assert!(b.set_senders(3));
+        assert!(!b.set_senders(3));
+        assert_eq!(b.per_minute(), Some(40));
+        assert_eq!(b.take(100, t0), 6, "ten seconds of this node's share");
+        assert_eq!(
+            b.take(100, t0 + Duration::from_millis(4600)),
+            3,
+            "40 a minute here"
+        );
+        assert!(b.set_senders(2), "a node left");
+        assert_eq!(b.per_minute(), Some(60));
+        assert!(b.set_senders(0), "never fewer than this node");
+        assert_eq!(b.senders(), 1);
+        assert_eq!(b.per_minute(), Some(120));
     }
 }

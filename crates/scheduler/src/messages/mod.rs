@@ -6,11 +6,13 @@
 //! - [`Ctrl`]: workers and the API → the actor (connection attempts, batches, exits, snapshots,
 //!   operator commands), with [`BatchDone`], [`HostFailure`] and the hosts they name;
 //! - [`report`]: workers, the actor and expansion → the report loop ([`Report`]);
-//! - [`views`]: the queue as the actor shows it to the API.
+//! - [`views`]: the queue as the actor shows it to the API;
+//! - [`knowledge`]: the cluster's shared knowledge ↔ the actor (issue 17 item 4).
 //!
 //! Invariant: this module imports nothing from the rest of the crate but its own children.
 
 pub mod job;
+pub mod knowledge;
 pub mod report;
 pub mod views;
 
@@ -176,4 +178,10 @@ pub enum Ctrl {
     Operator(Command),
     /// New shaping rules (SIGHUP; see `operator::reshape`).
     Reshape(Vec<crate::ShapingRule>),
+    /// The cluster's shared knowledge to apply; the reply is this node's (issue 17 item 4,
+    /// see `actor::knowledge`).
+    Knowledge(
+        knowledge::ClusterKnowledge,
+        oneshot::Sender<knowledge::LocalKnowledge>,
+    ),
 }
