@@ -179,6 +179,16 @@ impl Directory {
         }
     }
 
+    /// Connects and statements that failed because the store was unreachable
+    /// ([`DirectoryError::is_unavailable`]) since it was opened: `herald_store_errors_total`.
+    /// Always 0 on SQLite (a local file is never unreachable; its errors are storage errors).
+    pub fn store_errors(&self) -> u64 {
+        match self.backend() {
+            Backend::Sqlite(_) => 0,
+            Backend::Postgres(pg) => pg.errors(),
+        }
+    }
+
     pub(crate) fn backend(&self) -> &Backend {
         &self.backend
     }
