@@ -9,6 +9,12 @@
 //!   during the outage is refused with a 4xx or accepted, and delivered after either way, the
 //!   API answers 503 with a problem body (not a hang), `/metrics` counts the store errors, and
 //!   heartbeats and shard reports resume.
+//! - A node of a newer Herald (this binary) started against a store at the previous schema
+//!   version that live nodes of that version still use refuses to migrate it, naming them; once
+//!   they have left or died it migrates and starts. The older nodes are simulated: the store is
+//!   created only up to `SCHEMA_VERSION - 1` (`herald_directory::migrate_postgres_up_to`, as an
+//!   older Herald leaves it) and their rows are written and heartbeaten by the test itself, as
+//!   an older binary's heartbeat task would.
 
 mod support;
 
@@ -21,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::binary::herald_bin;
+use support::binary::{herald_bin, herald_with_config};
 use support::*;
 
 const LIST: &str = "big@lists.test";
@@ -459,5 +465,125 @@ async fn postgres_down_for_seconds_mid_fan_out_pauses_the_nodes_and_loses_nothin
         assert!(!log.contains("panicked"), "{} panicked:\n{log}", n.id);
     }
     drop(nodes);
+    world.shutdown().await;
+}
+
+/// Writes a node row as an older Herald's `Cluster::join` would (running, heartbeat now).
+fn old_node(c: &mut postgres::Client, id: &str, schema: i64, state: &str, age_ms: i64) {
+    c.execute(
+        "INSERT INTO nodes (node_id, address, version, schema_version, started_at_ms,
+                            heartbeat_at_ms, state)
+         VALUES ($1, $2, '0.0.9', $3, (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT - $4,
+                 (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT - $4, $5)",
+        &[
+            &id,
+            &format!("127.0.0.9:{}", 8000 + id.len()),
+            &schema,
+            &age_ms,
+            &state,
+        ],
+    )
+    .expect("node row");
+}
+
+fn store_version(url: &str) -> i64 {
+    let mut c = postgres::Client::connect(url, postgres::NoTls).expect("connect");
+    c.query_one("SELECT version FROM directory_schema", &[])
+        .expect("version")
+        .get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_node_does_not_migrate_the_store_under_live_older_nodes() {
+    let older = herald_directory::SCHEMA_VERSION - 1;
+    let url = tokio::task::spawn_blocking(|| PgServer::shared().fresh_database())
+        .await
+        .expect("task")
+        .expect("database");
+    // The store as the older Herald left it, used by two live nodes of that version; one
+    // dead and one left node of that version too, which must not hold anything up.
+    let stop_beating = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let beating = {
+        let (url, stop) = (url.clone(), stop_beating.clone());
+        tokio::task::spawn_blocking(move || {
+            herald_directory::migrate_postgres_up_to(&url, older).expect("older schema");
+            let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+            old_node(&mut c, "old-a", older, "running", 0);
+            old_node(&mut c, "old-b", older, "running", 0);
+            old_node(&mut c, "old-dead", older, "running", 3_600_000);
+            old_node(&mut c, "old-left", older, "left", 0);
+            // Their heartbeat tasks: old-a until told to stop (it dies), old-b until it leaves.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                c.execute(
+                    "UPDATE nodes SET heartbeat_at_ms =
+                        (extract(epoch FROM clock_timestamp()) * 1000)::BIGINT
+                     WHERE node_id IN ('old-a', 'old-b') AND state = 'running'",
+                    &[],
+                )
+                .expect("heartbeat");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            c.execute(
+                "UPDATE nodes SET state = 'left' WHERE node_id = 'old-b'",
+                &[],
+            )
+            .expect("leave");
+        })
+    };
+    let world = World::start(world_config(&[Profile::Normal], false))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut new = Node::configure(dir.path(), "127.0.0.2", "new", &url, &world);
+    tokio::time::sleep(Duration::from_millis(500)).await; // the rows are written
+    let config = new.config.clone();
+    let (ok, out) = tokio::task::spawn_blocking(move || herald_with_config(&config, &["serve"]))
+        .await
+        .expect("task");
+    assert!(!ok, "migrated under live older nodes: {out}");
+    eprintln!("the newer node says: {}", out.trim());
+    assert!(out.contains("refusing to migrate"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "from schema {older} to schema {}",
+            herald_directory::SCHEMA_VERSION
+        )),
+        "{out}"
+    );
+    for live in ["old-a (Herald 0.0.9", "old-b (Herald 0.0.9"] {
+        assert!(out.contains(live), "{live} not named: {out}");
+    }
+    assert!(
+        out.contains(&format!("schema {older}, at 127.0.0.9:")),
+        "{out}"
+    );
+    assert!(
+        !out.contains("old-dead") && !out.contains("old-left"),
+        "{out}"
+    );
+    let u = url.clone();
+    let version = tokio::task::spawn_blocking(move || store_version(&u))
+        .await
+        .expect("task");
+    assert_eq!(version, older, "the store was migrated anyway");
+
+    // old-b leaves (a graceful stop), old-a dies (its heartbeat stops): after old-a's dead
+    // window (the new node's: 1 s heartbeats, dead after 2) the new node migrates and starts.
+    stop_beating.store(true, std::sync::atomic::Ordering::Relaxed);
+    beating.await.expect("heartbeat task");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    new.start().await;
+    let u = url.clone();
+    let version = tokio::task::spawn_blocking(move || store_version(&u))
+        .await
+        .expect("task");
+    assert_eq!(version, herald_directory::SCHEMA_VERSION);
+    let rows = node_rows(&url).await;
+    assert_eq!(
+        rows.get("new").map(|r| r.0.as_str()),
+        Some("running"),
+        "{rows:?}"
+    );
+    assert_eq!(new.exited(), None);
     world.shutdown().await;
 }

@@ -36,6 +36,21 @@ pub enum DirectoryError {
     )]
     SchemaTooNew { found: i64, supported: i64 },
 
+    /// The shared store is at an older schema than this binary's, and nodes that use it at
+    /// that version are alive: migrating it under them could break them (issue 17).
+    #[error(
+        "refusing to migrate the shared store from schema {store} to schema {binary} while \
+         nodes at another version use it: {nodes}; stop or drain those nodes first (a node \
+         counts as gone once it has left, or its heartbeat is older than {window_secs} s), then \
+         start this one again"
+    )]
+    LiveNodesAtOtherSchema {
+        store: i64,
+        binary: i64,
+        nodes: String,
+        window_secs: f64,
+    },
+
     /// The database file could not be opened or configured.
     #[error("cannot open directory database {path}: {source}")]
     Open {

@@ -85,6 +85,7 @@ pub use nodes::{
     MAX_NODE_ID_CHARS,
 };
 pub use person::{BounceRecord, Erased, MembershipRecord, PersonRecord, ScoreRecord};
+pub use pg::{migrate_postgres_up_to, MigrationGuard};
 pub use schema::SCHEMA_VERSION;
 pub use search::{FoundMember, SearchBy, MAX_SEARCH_PAGE, MAX_SEARCH_PREFIX_CHARS};
 pub use shards::{
@@ -158,7 +159,18 @@ impl Directory {
     /// [`DirectoryError::PgOpen`] when the server cannot be reached, and
     /// [`DirectoryError::SchemaTooNew`] as [`Directory::open`] does.
     pub fn open_postgres(url: &str, max_connections: usize) -> Result<Directory, DirectoryError> {
-        let store = pg::PgStore::open(url, max_connections)?;
+        Directory::open_postgres_guarded(url, max_connections, &MigrationGuard::default())
+    }
+
+    /// [`Directory::open_postgres`] for a node of a cluster: a migration the store needs is
+    /// refused with [`DirectoryError::LiveNodesAtOtherSchema`] while nodes at another schema
+    /// version are alive by `guard`'s window (other than `guard.node_id` itself).
+    pub fn open_postgres_guarded(
+        url: &str,
+        max_connections: usize,
+        guard: &MigrationGuard,
+    ) -> Result<Directory, DirectoryError> {
+        let store = pg::PgStore::open(url, max_connections, guard)?;
         tracing::debug!("directory opened on postgresql");
         Ok(Directory {
             backend: Arc::new(Backend::Postgres(store)),

@@ -50,6 +50,7 @@ mod texts;
 pub(crate) use members::MemberColumn;
 #[cfg(test)]
 pub(crate) use schema::SCHEMA_SQL;
+pub use schema::{migrate_postgres_up_to, MigrationGuard};
 
 use crate::error::DirectoryError;
 use postgres::types::{FromSql, ToSql};
@@ -167,7 +168,11 @@ impl Drop for Checked<'_> {
 impl PgStore {
     /// Parses `url`, connects once and migrates the schema (under an advisory lock, see
     /// `schema`).
-    pub(crate) fn open(url: &str, max: usize) -> Result<PgStore, DirectoryError> {
+    pub(crate) fn open(
+        url: &str,
+        max: usize,
+        guard: &MigrationGuard,
+    ) -> Result<PgStore, DirectoryError> {
         let config = parse_url(url)?;
         let store = PgStore {
             config,
@@ -187,7 +192,7 @@ impl PgStore {
                 .conn
                 .as_mut()
                 .unwrap_or_else(|| unreachable!("checked out"));
-            schema::migrate(&mut conn.client)?;
+            schema::migrate(&mut conn.client, guard)?;
         }
         Ok(store)
     }
