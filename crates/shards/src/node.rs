@@ -3,6 +3,11 @@
 //!
 //! A node never waits on another: claims skip locked rows, reports and renewals are one
 //! statement each per interval, whatever the number of copies.
+//!
+//! A store outage ends nothing here: a failed report or claim is tried again at the next
+//! interval, and for a lease after the last failure the node claims only open shards
+//! ([`ReclaimGate`]), so the leases that lapsed during the outage go back to their owners'
+//! renewals rather than to a second sender.
 
 use crate::error::{store, ShardError};
 use crate::share::Share;
