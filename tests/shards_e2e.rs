@@ -723,3 +723,158 @@ async fn a_restarted_node_hands_back_its_old_shards_at_once() {
     );
     world.shutdown().await;
 }
+
+/// Measurement for BENCHMARKS.md ("Issue 17: nodes under faults and scaling"; run by hand):
+/// `cargo test --test shards_e2e -- --ignored --nocapture measure_scaling`. A receiver-bound
+/// world: every receiver waits `HERALD_SCALING_DELAY_MS` (default 10) before each reply, and
+/// each node leaves from its own egress source capped at 4 connections (one per destination,
+/// 4 destinations), as an egress IP's connection budget is in reality. The same post to
+/// `HERALD_SCALING_MEMBERS` members (default 4,000), shared fan-out on, shards of 100, with 1,
+/// 2 and 3 nodes in the same run against the same store and world, `HERALD_SCALING_RUNS`
+/// rounds (default 3); copies/s from the `250` to the last copy, median per node count, and
+/// the ratio to one node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement for BENCHMARKS.md: 3 rounds × (1 + 2 + 3 nodes) of a 4,000-member fan-out, about 5 minutes"]
+async fn measure_scaling_one_two_three_nodes() {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let members = env("HERALD_SCALING_MEMBERS", 4000) as usize;
+    let rounds = env("HERALD_SCALING_RUNS", 3);
+    let delay = env("HERALD_SCALING_DELAY_MS", 10);
+    let url = pg_url().await;
+    let world = World::start(slow_world(delay)).await.expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut setup = cluster(dir.path(), &url, &world, members, &["127.0.0.2"]).await;
+    setup[0].kill9();
+    let ips = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
+    let mut rates: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
+    for round in 0..rounds {
+        for n in 1..=ips.len() {
+            let mut nodes = Vec::new();
+            for (i, ip) in ips.iter().take(n).enumerate() {
+                let mut node =
+                    Node::configure(dir.path(), ip, &format!("r{round}-n{n}-{i}"), &url, &world);
+                let text = std::fs::read_to_string(&node.config).expect("config");
+                let text = text
+                    .replace(
+                        &format!("source = \"{ip}\"\n"),
+                        &format!("source = \"{ip}\"\nmax_connections = 4\n"),
+                    )
+                    .replace(
+                        "max_connections_per_destination = 2\nmax_copies_per_batch = 8\n",
+                        "max_connections_per_destination = 1\n",
+                    )
+                    .replace("shard_members = 250", "shard_members = 100");
+                std::fs::write(&node.config, text).expect("config");
+                node.start().await;
+                nodes.push(node);
+            }
+            let before = copies_by_peer(&world);
+            let dups_before = world.recorder().duplicates();
+            let t = Instant::now();
+            let t_ms = world.recorder().elapsed_ms();
+            let mid = format!("<scaling-{round}-{n}@client.test>");
+            let (mut c, _) = Smtp::connect(nodes[0].smtp).await;
+            c.cmd("EHLO client.test").await;
+            let body = format!(
+                "From: alice@client.test\r\nTo: {LIST}\r\nSubject: round {round}, {n} nodes\r\n\
+                 Message-ID: {mid}\r\n\r\nhello all\r\n"
+            );
+            let reply = c
+                .send_mail("alice@client.test", &[LIST], body.as_bytes())
+                .await;
+            assert!(reply.starts_with("250"), "{reply}");
+            // Until every member has this post (a duplicate does not count).
+            loop {
+                let snap = world.recorder().snapshot();
+                let got: BTreeSet<&str> = snap
+                    .copies
+                    .iter()
+                    .filter(|c| c.message_id.as_deref() == Some(mid.as_str()))
+                    .map(|c| &*c.recipient)
+                    .collect();
+                if got.len() >= members {
+                    break;
+                }
+                assert!(t.elapsed() < Duration::from_secs(900), "not delivered");
+                let n = world.recorder().accepted();
+                world
+                    .recorder()
+                    .wait_for(n + 1, Duration::from_millis(200))
+                    .await;
+            }
+            let secs = t.elapsed().as_secs_f64();
+            // Every shard reported done before the nodes go (a kill -9 before the last report
+            // would leave copies to be sent again by the next round's nodes).
+            loop {
+                let open = pg_rows(
+                    &url,
+                    "SELECT COUNT(*)::TEXT FROM shards WHERE state <> 'done'",
+                )
+                .await;
+                if open[0][0].as_deref() == Some("0") {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let after = copies_by_peer(&world);
+            let spread: Vec<u64> = nodes
+                .iter()
+                .map(|nd| {
+                    after.get(&nd.ip).copied().unwrap_or(0)
+                        - before.get(&nd.ip).copied().unwrap_or(0)
+                })
+                .collect();
+            let rate = members as f64 / secs;
+            // When each node sent its first and last copy of this post (s after the post): a
+            // late start or an early end is a node idle while others work (the tail).
+            let snap = world.recorder().snapshot();
+            let span: Vec<String> = nodes
+                .iter()
+                .map(|nd| {
+                    let at: Vec<u64> = snap
+                        .copies
+                        .iter()
+                        .filter(|c| {
+                            c.peer == Some(nd.ip) && c.message_id.as_deref() == Some(mid.as_str())
+                        })
+                        .map(|c| c.at_ms.saturating_sub(t_ms))
+                        .collect();
+                    let (lo, hi) = (at.iter().min(), at.iter().max());
+                    format!(
+                        "{:.1}–{:.1} s",
+                        lo.copied().unwrap_or(0) as f64 / 1000.0,
+                        hi.copied().unwrap_or(0) as f64 / 1000.0
+                    )
+                })
+                .collect();
+            eprintln!(
+                "scaling round {round}: {n} node(s): {members} copies in {secs:.2} s = {rate:.0}/s, \
+                 copies per node {spread:?} sent over {span:?}, duplicates {}",
+                world.recorder().duplicates() - dups_before
+            );
+            rates.entry(n).or_default().push(rate);
+            for mut nd in nodes {
+                nd.kill9();
+            }
+        }
+    }
+    let median = |v: &Vec<f64>| {
+        let mut v = v.clone();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let one = median(&rates[&1]);
+    for (n, v) in &rates {
+        let m = median(v);
+        eprintln!(
+            "scaling: {n} node(s): median {m:.0} copies/s of {v:.0?}, {:.2}× one node",
+            m / one
+        );
+    }
+    world.shutdown().await;
+}

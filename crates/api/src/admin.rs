@@ -406,7 +406,11 @@ async fn cluster_status(s: &ApiState) -> Result<Vec<herald_cluster::NodeStatus>,
     tokio::task::spawn_blocking(move || c.status())
         .await
         .map_err(|e| ApiError::Internal(format!("cluster status task: {e}")))?
-        .map_err(|e| ApiError::Internal(e.to_string()))
+        .map_err(|e| match e {
+            // The store unreachable is a 503, as for every directory read.
+            herald_cluster::ClusterError::Store { source, .. } => ApiError::from(source),
+            e => ApiError::Internal(e.to_string()),
+        })
 }
 
 /// `GET /api/v1/backup`: a consistent copy of this running server as a tar stream (see
@@ -490,10 +494,19 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
     );
     // Egress sources (issue 17): connections, copies sent today, today's warm-up cap.
     crate::spool_metrics::register_egress(&s.scheduler.egress_sources(), &mut scrape);
-    // Cluster gauges (issue 17): nodes alive/dead/left, each node's heartbeat age.
-    if let (Some(c), Ok(nodes)) = (s.cluster.as_ref(), cluster_status(&s).await) {
-        herald_cluster::metrics::register(c, &nodes, &mut scrape);
+    // Cluster gauges (issue 17): nodes alive/dead/left, each node's heartbeat age (left out
+    // while the store cannot be read), and this node's heartbeat counts (always: they are how
+    // an outage shows).
+    if let Some(c) = s.cluster.as_ref() {
+        let nodes = cluster_status(&s).await.ok();
+        herald_cluster::metrics::register(c, nodes.as_deref(), &mut scrape);
     }
+    herald_telemetry::exposition::counter_at(
+        &mut scrape,
+        "herald_store_errors_total",
+        "Connects and statements that failed because the shared store (PostgreSQL) could not be reached; 0 on SQLite.",
+        s.directory.store_errors(),
+    );
     // Shared fan-out (issue 17 item 3): the cluster's shards and this node's counts.
     if let Some(shards) = s.shards.clone() {
         let d = s.directory.clone();

@@ -83,8 +83,17 @@ pub(crate) fn problem(status: StatusCode, detail: String, field: Option<String>)
         .into_response()
 }
 
+/// What a client is told while the store cannot be reached (the detail goes to the log).
+pub(crate) const STORE_UNAVAILABLE: &str =
+    "the list store cannot be reached right now; try again shortly";
+
 impl From<DirectoryError> for ApiError {
     fn from(e: DirectoryError) -> ApiError {
+        if e.is_unavailable() {
+            // PostgreSQL down or restarting (issue 17): a 503 at once, never a hang or a 500.
+            tracing::warn!(error = %e, "API request failed: the store is unreachable");
+            return ApiError::Unavailable(STORE_UNAVAILABLE.into());
+        }
         match e {
             DirectoryError::NoSuchList(_) => ApiError::NotFound(e.to_string()),
             DirectoryError::AlreadyExists(_) | DirectoryError::AlreadyMember(_) => {

@@ -5,28 +5,32 @@
 use crate::{Cluster, NodeLiveness, NodeStatus};
 use herald_telemetry::exposition::{counter_at, gauge_at, gauge_rows, Registry};
 
-/// Registers the series from `nodes` (as `Cluster::status` returned them) and `cluster`'s
-/// counters.
-pub fn register(cluster: &Cluster, nodes: &[NodeStatus], out: &mut Registry) {
-    let count = |l: NodeLiveness| nodes.iter().filter(|n| n.liveness == l).count() as i64;
-    gauge_rows(
-        out,
-        "herald_cluster_nodes",
-        "Nodes in the shared store's node table, by state: alive (fresh heartbeat), dead (stale heartbeat), left (stopped gracefully).",
-        [NodeLiveness::Alive, NodeLiveness::Dead, NodeLiveness::Left]
-            .map(|l| ([("state", l.as_str().to_string())], count(l))),
-    );
-    gauge_rows(
-        out,
-        "herald_cluster_heartbeat_age_milliseconds",
-        "Age of each node's last heartbeat on the store's clock.",
-        nodes.iter().map(|n| {
-            (
-                [("node", n.node_id.clone())],
-                i64::try_from(n.heartbeat_age_ms).unwrap_or(i64::MAX),
-            )
-        }),
-    );
+/// Registers the series from `nodes` (as `Cluster::status` returned them; None when the store
+/// could not be read: the node table's series are left out rather than shown as zero) and
+/// `cluster`'s counters, which are registered always — a store outage is when the failed
+/// heartbeats must show.
+pub fn register(cluster: &Cluster, nodes: Option<&[NodeStatus]>, out: &mut Registry) {
+    if let Some(nodes) = nodes {
+        let count = |l: NodeLiveness| nodes.iter().filter(|n| n.liveness == l).count() as i64;
+        gauge_rows(
+            out,
+            "herald_cluster_nodes",
+            "Nodes in the shared store's node table, by state: alive (fresh heartbeat), dead (stale heartbeat), left (stopped gracefully).",
+            [NodeLiveness::Alive, NodeLiveness::Dead, NodeLiveness::Left]
+                .map(|l| ([("state", l.as_str().to_string())], count(l))),
+        );
+        gauge_rows(
+            out,
+            "herald_cluster_heartbeat_age_milliseconds",
+            "Age of each node's last heartbeat on the store's clock.",
+            nodes.iter().map(|n| {
+                (
+                    [("node", n.node_id.clone())],
+                    i64::try_from(n.heartbeat_age_ms).unwrap_or(i64::MAX),
+                )
+            }),
+        );
+    }
     let (beats, failed, store_schema) = cluster.counters();
     counter_at(
         out,

@@ -67,9 +67,21 @@ impl StoreConfig {
 
     /// Opens the directory where it lives (creating and migrating it as needed).
     pub fn open(&self, data_dir: &Path) -> Result<Directory, DirectoryError> {
+        self.open_guarded(data_dir, &crate::MigrationGuard::default())
+    }
+
+    /// [`StoreConfig::open`] for a cluster node: a shared store is not migrated while nodes
+    /// at another schema version are alive by `guard` (a SQLite file is never shared).
+    pub fn open_guarded(
+        &self,
+        data_dir: &Path,
+        guard: &crate::MigrationGuard,
+    ) -> Result<Directory, DirectoryError> {
         match self.location(data_dir)? {
             StoreLocation::Sqlite(path) => Directory::open(&path),
-            StoreLocation::Postgres(url) => Directory::open_postgres(&url, self.max_connections),
+            StoreLocation::Postgres(url) => {
+                Directory::open_postgres_guarded(&url, self.max_connections, guard)
+            }
         }
     }
 

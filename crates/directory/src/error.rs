@@ -36,6 +36,21 @@ pub enum DirectoryError {
     )]
     SchemaTooNew { found: i64, supported: i64 },
 
+    /// The shared store is at an older schema than this binary's, and nodes that use it at
+    /// that version are alive: migrating it under them could break them (issue 17).
+    #[error(
+        "refusing to migrate the shared store from schema {store} to schema {binary} while \
+         nodes at another version use it: {nodes}; stop or drain those nodes first (a node \
+         counts as gone once it has left, or its heartbeat is older than {window_secs} s), then \
+         start this one again"
+    )]
+    LiveNodesAtOtherSchema {
+        store: i64,
+        binary: i64,
+        nodes: String,
+        window_secs: f64,
+    },
+
     /// The database file could not be opened or configured.
     #[error("cannot open directory database {path}: {source}")]
     Open {
@@ -107,6 +122,20 @@ impl DirectoryError {
         )
     }
 
+    /// True when the store could not be reached or dropped the connection (PostgreSQL down,
+    /// restarting or unreachable): the request was not wrong and may succeed later. Callers
+    /// retry with backoff (fan-out, shard loops) or answer "unavailable" (HTTP 503, SMTP 4xx);
+    /// the pool discards the connection it happened on.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            DirectoryError::PgOpen { source, .. } => {
+                pg_unreachable(source) || source.as_db_error().is_none()
+            }
+            DirectoryError::PgStorage { source, .. } => pg_unreachable(source),
+            _ => false,
+        }
+    }
+
     /// True when the error means "the list does not exist".
     pub fn is_not_found(&self) -> bool {
         matches!(self, DirectoryError::NoSuchList(_))
@@ -130,6 +159,23 @@ impl DirectoryError {
             reason: reason.into(),
         }
     }
+}
+
+/// Whether a PostgreSQL error means the server or the connection is gone, rather than a
+/// statement that failed: the connection closed or broke (I/O), or the server said it is
+/// shutting down, crashed, or not accepting connections yet (SQLSTATE class 08, and 57P01–03).
+pub(crate) fn pg_unreachable(e: &postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(db) = e.as_db_error() {
+        let code = db.code().code();
+        return code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03");
+    }
+    // Neither a server's answer nor a closed connection: an I/O error or a timeout on the
+    // socket (the driver's other kinds — a bad parameter, a decoding error — carry no I/O
+    // source).
+    std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
 }
 
 /// `map_err` adapter: `.map_err(storage("insert member"))`.

@@ -90,6 +90,7 @@ pub use nodes::{
     MAX_NODE_ID_CHARS,
 };
 pub use person::{BounceRecord, Erased, MembershipRecord, PersonRecord, ScoreRecord};
+pub use pg::{migrate_postgres_up_to, MigrationGuard};
 pub use schema::SCHEMA_VERSION;
 pub use search::{FoundMember, SearchBy, MAX_SEARCH_PAGE, MAX_SEARCH_PREFIX_CHARS};
 pub use shards::{
@@ -163,7 +164,18 @@ impl Directory {
     /// [`DirectoryError::PgOpen`] when the server cannot be reached, and
     /// [`DirectoryError::SchemaTooNew`] as [`Directory::open`] does.
     pub fn open_postgres(url: &str, max_connections: usize) -> Result<Directory, DirectoryError> {
-        let store = pg::PgStore::open(url, max_connections)?;
+        Directory::open_postgres_guarded(url, max_connections, &MigrationGuard::default())
+    }
+
+    /// [`Directory::open_postgres`] for a node of a cluster: a migration the store needs is
+    /// refused with [`DirectoryError::LiveNodesAtOtherSchema`] while nodes at another schema
+    /// version are alive by `guard`'s window (other than `guard.node_id` itself).
+    pub fn open_postgres_guarded(
+        url: &str,
+        max_connections: usize,
+        guard: &MigrationGuard,
+    ) -> Result<Directory, DirectoryError> {
+        let store = pg::PgStore::open(url, max_connections, guard)?;
         tracing::debug!("directory opened on postgresql");
         Ok(Directory {
             backend: Arc::new(Backend::Postgres(store)),
@@ -181,6 +193,16 @@ impl Directory {
         match self.backend() {
             Backend::Sqlite(_) => StoreKind::Sqlite,
             Backend::Postgres(_) => StoreKind::Postgres,
+        }
+    }
+
+    /// Connects and statements that failed because the store was unreachable
+    /// ([`DirectoryError::is_unavailable`]) since it was opened: `herald_store_errors_total`.
+    /// Always 0 on SQLite (a local file is never unreachable; its errors are storage errors).
+    pub fn store_errors(&self) -> u64 {
+        match self.backend() {
+            Backend::Sqlite(_) => 0,
+            Backend::Postgres(pg) => pg.errors(),
         }
     }
 

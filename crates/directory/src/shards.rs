@@ -166,7 +166,18 @@ impl Directory {
         node: &str,
         lease_ms: u64,
     ) -> Result<Option<ClaimedShard>, DirectoryError> {
-        pg_only!(self, pg => pg.claim_shard(node, lease_ms))
+        pg_only!(self, pg => pg.claim_shard(node, lease_ms, true))
+    }
+
+    /// As [`Directory::claim_shard`], but only an open shard, never one whose lease ran out: what
+    /// a node claims just after the store was unreachable (issue 17), when a lease that ran
+    /// out during the outage most likely belongs to a live node that could not renew it.
+    pub fn claim_open_shard(
+        &self,
+        node: &str,
+        lease_ms: u64,
+    ) -> Result<Option<ClaimedShard>, DirectoryError> {
+        pg_only!(self, pg => pg.claim_shard(node, lease_ms, false))
     }
 
     /// The stored post a shard belongs to.
@@ -319,6 +330,14 @@ mod tests {
         // b's lease runs out (a tiny lease renewed by nothing); a takes b's shard over.
         let b2 = d.claim_shard("b", 1).expect("claim").expect("shard");
         std::thread::sleep(std::time::Duration::from_millis(20));
+        // Open shards only (a node just back from a store outage): b's lapsed lease is left
+        // to b, the open shard is taken and handed back.
+        let open = d
+            .claim_open_shard("a", 60_000)
+            .expect("claim")
+            .expect("shard");
+        assert!(open.key != b2.key && open.reclaimed_from.is_none());
+        d.release_shard("a", open.key).expect("release");
         let taken = d.claim_shard("a", 60_000).expect("claim").expect("shard");
         assert_eq!(taken.key, b2.key);
         assert_eq!(taken.reclaimed_from.as_deref(), Some("b"));

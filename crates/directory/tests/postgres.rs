@@ -136,7 +136,56 @@ fn hostile_and_unreachable_urls_are_clear_errors() {
     match Directory::open_postgres(&url, 2) {
         Err(e @ DirectoryError::PgOpen { .. }) => {
             assert!(!e.to_string().contains("secret"), "{e}");
+            assert!(
+                e.is_unavailable(),
+                "a refused connection is the store unreachable"
+            );
         }
         other => panic!("expected PgOpen, got {other:?}"),
     }
+}
+
+/// The server ends every connection of the pool (as a restart does; here
+/// `pg_terminate_backend`, SQLSTATE 57P01): the next call fails as "unavailable" and is
+/// counted, the connection it ran on is discarded, and the call after works on a new one —
+/// the pool never hands a dead connection out forever. A statement that is merely wrong is
+/// not "unavailable".
+#[test]
+fn the_pool_discards_connections_the_server_ended_and_reconnects() {
+    let url = PgServer::shared().fresh_database().expect("database");
+    let d = Directory::open_postgres(&url, 1).expect("open");
+    let list = d
+        .create_list(&a("l@lists.test"), &ListSettings::default())
+        .expect("list");
+    assert_eq!(d.store_errors(), 0);
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+    let ended: i64 = admin
+        .query_one(
+            "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()) t",
+            &[],
+        )
+        .expect("terminate")
+        .get(0);
+    assert_eq!(ended, 1, "the pool's one connection");
+    let mut failures = 0;
+    // The driver may notice the end only when it next reads: one call fails at most.
+    for _ in 0..3 {
+        match d.list_by_id(list.id) {
+            Ok(found) => {
+                assert!(found.is_some());
+                break;
+            }
+            Err(e) => {
+                assert!(e.is_unavailable(), "{e:?}");
+                failures += 1;
+            }
+        }
+    }
+    assert!(failures <= 1, "{failures} failures after one restart");
+    assert_eq!(d.store_errors(), failures);
+    assert!(d.list_by_id(list.id).expect("works again").is_some());
+    // A wrong statement (here: a duplicate) is the caller's problem, not an outage.
+    let dup = d.create_list(&a("l@lists.test"), &ListSettings::default());
+    assert!(matches!(&dup, Err(e) if !e.is_unavailable()), "{dup:?}");
 }

@@ -11,6 +11,12 @@
 //! stops PostgreSQL (fast shutdown) and removes the directory. Statics are never dropped in
 //! Rust, so tying the server's life to a pipe is what makes "stopped at the end" hold.
 //!
+//! Fault tests (issue 17: "PostgreSQL down for a few seconds") start a server of their own
+//! ([`PgServer::start_crash_safe`], never the shared one) and stop it as a crash would
+//! ([`PgServer::stop_immediate`]: `pg_ctl stop -m immediate`), then start it again on the same
+//! port and data ([`PgServer::restart`]: `pg_ctl start`, a daemon the lifeline's shell also
+//! stops at the end, by its data directory rather than by the first postmaster's pid).
+//!
 //! `initdb` refuses to run as root. When the tests run as root (containers, CI), the server runs
 //! as the `postgres` system user through `runuser`, as Debian's own packaging runs it; the
 //! temporary directory is handed to that user first.
@@ -61,10 +67,28 @@ pub enum HarnessError {
     },
 }
 
+/// The server's options, the same at the first start and at a restart: nothing waits for the
+/// disk (test data).
+const SERVER_OPTIONS: &str =
+    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300";
+
+/// The options of a server a fault test stops as a crash would ([`PgServer::start_crash_safe`]):
+/// a commit returns after its WAL is written to the kernel (not fsync'd), so it survives the
+/// server process dying — as it would on a production server — though not the machine.
+const CRASH_SAFE_OPTIONS: &str =
+    "-c fsync=off -c synchronous_commit=on -c full_page_writes=off -c max_connections=300";
+
 /// A running throw-away server.
 pub struct PgServer {
     port: u16,
     root: PathBuf,
+    /// The PostgreSQL binaries (for `pg_ctl` in [`PgServer::stop_immediate`] and
+    /// [`PgServer::restart`]).
+    bin: PathBuf,
+    /// Whether the server runs as the `postgres` user (the tests run as root).
+    as_postgres: bool,
+    /// Its `-c` options (kept for a restart).
+    options: &'static str,
     /// The write end of the shell's stdin: closing it (at process exit) stops the server.
     _lifeline: Mutex<ChildStdin>,
     _child: Mutex<Child>,
@@ -92,6 +116,16 @@ impl PgServer {
 
     /// Starts a new server (most tests want [`PgServer::shared`]).
     pub fn start() -> Result<PgServer, HarnessError> {
+        PgServer::start_with(SERVER_OPTIONS)
+    }
+
+    /// Starts a new server whose commits survive [`PgServer::stop_immediate`] (written to the
+    /// kernel before they return): for tests that stop the server mid-run.
+    pub fn start_crash_safe() -> Result<PgServer, HarnessError> {
+        PgServer::start_with(CRASH_SAFE_OPTIONS)
+    }
+
+    fn start_with(options: &'static str) -> Result<PgServer, HarnessError> {
         let bin = find_bin_dir()?;
         let as_postgres = nix::unistd::geteuid().is_root();
         let tmp = tempfile::Builder::new()
@@ -119,10 +153,11 @@ impl PgServer {
         ]);
         run(initdb, "initdb")?;
         let port = free_port()?;
-        let script = "\"$1\" -D \"$2\" -k \"$3\" -p \"$4\" -h 127.0.0.1 \
-             -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
-             -c max_connections=300 2>\"$5\" & pid=$!; \
-             read _; kill -INT $pid; wait $pid; rm -rf \"$3\"";
+        // At the end: the first postmaster by its pid, then (after a restart, which runs it as
+        // a daemon) whatever postmaster runs on the data directory, by `pg_ctl`.
+        let script = "\"$1\" -D \"$2\" -k \"$3\" -p \"$4\" -h 127.0.0.1 $7 2>\"$5\" & pid=$!; \
+             read _; kill -INT $pid 2>/dev/null; wait $pid; \
+             \"$6\" -D \"$2\" stop -m fast -w >/dev/null 2>&1; rm -rf \"$3\"";
         let mut sh = wrap(as_postgres, Path::new("/bin/sh"));
         sh.arg("-c")
             .arg(script)
@@ -132,6 +167,8 @@ impl PgServer {
             .arg(&root)
             .arg(port.to_string())
             .arg(&log)
+            .arg(bin.join("pg_ctl"))
+            .arg(options)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -146,6 +183,9 @@ impl PgServer {
         let server = PgServer {
             port,
             root,
+            bin,
+            as_postgres,
+            options,
             _lifeline: Mutex::new(lifeline),
             _child: Mutex::new(child),
             next_db: AtomicU32::new(1),
@@ -212,6 +252,41 @@ impl PgServer {
     /// The directory holding the data, the socket and the log (removed when the server stops).
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Stops the server as a crash would: `pg_ctl stop -m immediate` (every backend killed, no
+    /// checkpoint; the next start runs crash recovery). Clients see their connections drop
+    /// and new ones refused. Only for a server of a test's own
+    /// ([`PgServer::start_crash_safe`], whose commits survive it): the shared one serves the
+    /// binary's other tests.
+    pub fn stop_immediate(&self) -> Result<(), HarnessError> {
+        let mut c = wrap(self.as_postgres, &self.bin.join("pg_ctl"));
+        c.arg("-D")
+            .arg(self.root.join("data"))
+            .args(["stop", "-m", "immediate", "-w", "-t", "30"]);
+        run(c, "pg_ctl stop -m immediate")
+    }
+
+    /// Starts the server again after [`PgServer::stop_immediate`], on the same port with the
+    /// same data and options, and waits until it accepts connections.
+    pub fn restart(&self) -> Result<(), HarnessError> {
+        let log = self.root.join("postgres-restart.log");
+        let options = format!(
+            "-k {} -p {} -h 127.0.0.1 {}",
+            self.root.display(),
+            self.port,
+            self.options
+        );
+        let mut c = wrap(self.as_postgres, &self.bin.join("pg_ctl"));
+        c.arg("-D")
+            .arg(self.root.join("data"))
+            .arg("-l")
+            .arg(&log)
+            .arg("-o")
+            .arg(options)
+            .args(["start", "-w", "-t", "30"]);
+        run(c, "pg_ctl start")?;
+        self.wait_ready(&log)
     }
 }
 
@@ -310,5 +385,29 @@ mod tests {
             .expect("show")
             .get(0);
         assert_eq!(listen, "127.0.0.1");
+    }
+
+    /// A server of a test's own stops as a crash would and starts again on the same port with
+    /// its data: connections are refused in between, and a committed row survives.
+    #[test]
+    fn a_private_server_stops_and_starts_again_on_the_same_port() {
+        let s = PgServer::start_crash_safe().expect("start");
+        let url = s.fresh_database().expect("db");
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
+        c.batch_execute("CREATE TABLE t (x INT); INSERT INTO t VALUES (7)")
+            .expect("write");
+        s.stop_immediate().expect("stop");
+        assert!(
+            c.query_one("SELECT 1", &[]).is_err(),
+            "old connection works"
+        );
+        assert!(
+            postgres::Client::connect(&url, postgres::NoTls).is_err(),
+            "connected while stopped"
+        );
+        s.restart().expect("restart");
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("reconnect");
+        let x: i32 = c.query_one("SELECT x FROM t", &[]).expect("read").get(0);
+        assert_eq!(x, 7);
     }
 }

@@ -104,7 +104,13 @@ pub(crate) async fn open_stores(
     // Blocking, off the runtime's threads: the PostgreSQL client runs its own runtime and
     // must not be driven from a tokio worker (SQLite only touches the disk).
     let (store, data_dir) = (config.store.clone(), config.data_dir.clone());
-    let directory = tokio::task::spawn_blocking(move || store.open(&data_dir))
+    // A shared store is not migrated under live nodes of another version (issue 17): alive
+    // means what `herald status` means, by this node's `[cluster]` settings.
+    let guard = herald_directory::MigrationGuard {
+        node_id: Some(config.cluster.resolve_node_id(&config.hostname)),
+        live_window: config.cluster.dead_after(),
+    };
+    let directory = tokio::task::spawn_blocking(move || store.open_guarded(&data_dir, &guard))
         .await
         .map_err(|e| ServerError::Task {
             what: "open the directory",

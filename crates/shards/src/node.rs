@@ -3,6 +3,11 @@
 //!
 //! A node never waits on another: claims skip locked rows, reports and renewals are one
 //! statement each per interval, whatever the number of copies.
+//!
+//! A store outage ends nothing here: a failed report or claim is tried again at the next
+//! interval, and for a lease after the last failure the node claims only open shards
+//! ([`ReclaimGate`]), so the leases that lapsed during the outage go back to their owners'
+//! renewals rather than to a second sender.
 
 use crate::error::{store, ShardError};
 use crate::share::Share;
@@ -269,15 +274,18 @@ impl Shards {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut cache = PostCache::default();
         let mut pruned = Instant::now();
+        let mut gate = ReclaimGate::new(Duration::from_millis(self.lease_ms));
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            self.report().await;
+            if !self.report().await {
+                gate.store_failed(Instant::now());
+            }
             self.give_up_handed_back().await;
             if !self.draining.load(Ordering::Relaxed) {
-                self.claim(&mut cache).await;
+                self.claim(&mut cache, gate.is_open(Instant::now())).await;
             }
             if pruned.elapsed() >= PRUNE_EVERY {
                 pruned = Instant::now();
@@ -291,8 +299,9 @@ impl Shards {
     }
 
     /// One batched report of every shard with news, and the renewal of every lease held.
-    /// Shards another node took over (this node's lease ran out) are given up here.
-    pub(crate) async fn report(&self) {
+    /// Shards another node took over (this node's lease ran out) are given up here. False when
+    /// the store did not take it (retried at the next interval).
+    pub(crate) async fn report(&self) -> bool {
         let _one = self.reporting.lock().await;
         let reports = self.tracker.reports();
         let batch: Vec<_> = reports.iter().map(|(_, r)| r.clone()).collect();
@@ -302,12 +311,12 @@ impl Shards {
             Ok(Err(e)) => {
                 self.counters.report_failures.add(1);
                 tracing::warn!(error = %e, "cannot report shards; retrying next interval");
-                return;
+                return false;
             }
             Err(e) => {
                 self.counters.report_failures.add(1);
                 tracing::warn!(error = %e, "report task failed");
-                return;
+                return false;
             }
         };
         self.counters.reports.add(1);
@@ -335,13 +344,23 @@ impl Shards {
                     .await;
             }
         }
+        true
     }
 
-    /// Claims shards until this node holds `max_shards_per_node` or none is claimable.
-    async fn claim(&self, cache: &mut PostCache) {
+    /// Claims shards until this node holds `max_shards_per_node` or none is claimable: open
+    /// ones, and with `reclaim` ones whose lease ran out.
+    async fn claim(&self, cache: &mut PostCache, reclaim: bool) {
         while self.tracker.len() < self.max_held {
             let (d, node, lease) = (self.directory.clone(), self.node.clone(), self.lease_ms);
-            let claimed = match blocking(move || d.claim_shard(&node, lease)).await {
+            let claimed = match blocking(move || {
+                if reclaim {
+                    d.claim_shard(&node, lease)
+                } else {
+                    d.claim_open_shard(&node, lease)
+                }
+            })
+            .await
+            {
                 Ok(Ok(Some(c))) => c,
                 Ok(Ok(None)) => return,
                 Ok(Err(e)) => {
@@ -505,6 +524,36 @@ impl Shards {
     }
 }
 
+/// Whether this node may reclaim shards whose lease ran out (issue 17, "PostgreSQL down for a
+/// few seconds"). Not while its store calls fail, nor for a lease after the last failure: a
+/// store outage is seen by every node, so the leases that lapsed during it are most likely
+/// those of live nodes that could not renew them. Each renews its own on its first report
+/// after the outage; reclaiming one before that would send its copies twice. A node that
+/// really died is reclaimed a lease later than usual. Open shards are claimed all along.
+#[derive(Debug)]
+struct ReclaimGate {
+    lease: Duration,
+    closed_until: Option<Instant>,
+}
+
+impl ReclaimGate {
+    fn new(lease: Duration) -> ReclaimGate {
+        ReclaimGate {
+            lease,
+            closed_until: None,
+        }
+    }
+
+    /// A store call failed at `now`: closed until a lease after it.
+    fn store_failed(&mut self, now: Instant) {
+        self.closed_until = Some(now + self.lease);
+    }
+
+    fn is_open(&self, now: Instant) -> bool {
+        self.closed_until.is_none_or(|until| now >= until)
+    }
+}
+
 /// Stored posts this node fetched, by cluster post id (bounded; oldest out).
 #[derive(Default)]
 struct PostCache {
@@ -549,5 +598,25 @@ impl PostCache {
         self.order.push(key.post);
         self.posts.insert(key.post, entry.clone());
         Ok(entry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reclaims are allowed at start, held while the store fails and for a lease after the
+    /// last failure, then allowed again.
+    #[test]
+    fn reclaims_wait_a_lease_after_the_last_store_failure() {
+        let lease = Duration::from_secs(3);
+        let t0 = Instant::now();
+        let mut gate = ReclaimGate::new(lease);
+        assert!(gate.is_open(t0));
+        gate.store_failed(t0);
+        gate.store_failed(t0 + Duration::from_secs(5)); // the outage goes on
+        assert!(!gate.is_open(t0 + Duration::from_secs(6)));
+        assert!(!gate.is_open(t0 + Duration::from_millis(7999)));
+        assert!(gate.is_open(t0 + Duration::from_secs(8)));
     }
 }

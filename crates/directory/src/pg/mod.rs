@@ -15,6 +15,12 @@
 //! and the wait for a free one is the same bounded wait. Each connection keeps its prepared
 //! statements (`Db::stmt`), so a hot statement is parsed once per connection.
 //!
+//! A connection on which the store proved unreachable (the server stopped, restarted or the
+//! network broke: [`DirectoryError::is_unavailable`]) is discarded, never handed out again; the
+//! next checkout opens a new one. So the pool heals by itself once the server is back, and
+//! nothing in it waits: a refused connect fails at once (`connect_timeout` bounds a silent
+//! network). Those errors are counted ([`PgStore::errors`], `herald_store_errors_total`).
+//!
 //! Writes: one transaction each, which first takes a transaction-level advisory lock
 //! ([`WRITE_LOCK`]). That is SQLite's one-writer rule (`BEGIN IMMEDIATE`) across nodes: a
 //! check-then-insert is atomic, and member ids are handed out in commit order, so "members with
@@ -45,11 +51,13 @@ mod texts;
 pub(crate) use members::MemberColumn;
 #[cfg(test)]
 pub(crate) use schema::SCHEMA_SQL;
+pub use schema::{migrate_postgres_up_to, MigrationGuard};
 
 use crate::error::DirectoryError;
 use postgres::types::{FromSql, ToSql};
 use postgres::{Client, GenericClient, IsolationLevel, NoTls, Row, Statement, Transaction};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -94,6 +102,8 @@ pub(crate) struct PgStore {
     pub(crate) bans: crate::patterns::BanCache,
     /// The erasure key (migration 6), read on first use: it never changes.
     pub(crate) erasure_key: OnceLock<Vec<u8>>,
+    /// Connects and statements that failed because the store was unreachable, since open.
+    errors: AtomicU64,
 }
 
 /// A poisoned lock only means another thread panicked holding it; the pool's `Vec` is intact.
@@ -125,13 +135,30 @@ impl Drop for PgStore {
 struct Checked<'a> {
     conn: Option<PgConn>,
     store: &'a PgStore,
+    /// Set when a statement on it showed the store unreachable: the driver may not have
+    /// noticed the socket is dead yet (`is_closed` is false until it reads the end), and a
+    /// connection to a server that restarted is useless.
+    broken: bool,
+}
+
+impl Checked<'_> {
+    /// Marks the connection broken when `out` says the store is unreachable.
+    fn judge<T>(&mut self, out: Result<T, DirectoryError>) -> Result<T, DirectoryError> {
+        if let Err(e) = &out {
+            if e.is_unavailable() {
+                self.broken = true;
+                self.store.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        out
+    }
 }
 
 impl Drop for Checked<'_> {
     fn drop(&mut self) {
         let mut pool = lock(&self.store.pool);
         match self.conn.take() {
-            Some(c) if !c.client.is_closed() => pool.idle.push(c),
+            Some(c) if !self.broken && !c.client.is_closed() => pool.idle.push(c),
             // A broken connection is dropped; its slot frees for a new one.
             _ => pool.open -= 1,
         }
@@ -142,7 +169,11 @@ impl Drop for Checked<'_> {
 impl PgStore {
     /// Parses `url`, connects once and migrates the schema (under an advisory lock, see
     /// `schema`).
-    pub(crate) fn open(url: &str, max: usize) -> Result<PgStore, DirectoryError> {
+    pub(crate) fn open(
+        url: &str,
+        max: usize,
+        guard: &MigrationGuard,
+    ) -> Result<PgStore, DirectoryError> {
         let config = parse_url(url)?;
         let store = PgStore {
             config,
@@ -154,6 +185,7 @@ impl PgStore {
             returned: Condvar::new(),
             bans: Default::default(),
             erasure_key: OnceLock::new(),
+            errors: AtomicU64::new(0),
         };
         {
             let mut c = store.checkout()?;
@@ -161,7 +193,7 @@ impl PgStore {
                 .conn
                 .as_mut()
                 .unwrap_or_else(|| unreachable!("checked out"));
-            schema::migrate(&mut conn.client)?;
+            schema::migrate(&mut conn.client, guard)?;
         }
         Ok(store)
     }
@@ -175,6 +207,7 @@ impl PgStore {
                 return Ok(Checked {
                     conn: Some(conn),
                     store: self,
+                    broken: false,
                 });
             }
             if pool.open < self.max {
@@ -188,9 +221,11 @@ impl PgStore {
                             stmts: HashMap::new(),
                         }),
                         store: self,
+                        broken: false,
                     }),
                     Err(source) => {
                         lock(&self.pool).open -= 1;
+                        self.errors.fetch_add(1, Ordering::Relaxed);
                         self.returned.notify_one();
                         Err(DirectoryError::PgOpen {
                             what: "connect",
@@ -235,13 +270,16 @@ impl PgStore {
             .conn
             .as_mut()
             .unwrap_or_else(|| unreachable!("checked out"));
-        let mut tx = conn.client.transaction().map_err(pg("begin write"))?;
-        let out = f(&mut Db {
-            c: &mut tx,
-            stmts: &mut conn.stmts,
-        })?;
-        tx.commit().map_err(pg("commit"))?;
-        Ok(out)
+        let out = (|| {
+            let mut tx = conn.client.transaction().map_err(pg("begin write"))?;
+            let out = f(&mut Db {
+                c: &mut tx,
+                stmts: &mut conn.stmts,
+            })?;
+            tx.commit().map_err(pg("commit"))?;
+            Ok(out)
+        })();
+        checked.judge(out)
     }
 
     /// Runs `f` on a connection outside any transaction: each statement its own snapshot (the
@@ -259,7 +297,8 @@ impl PgStore {
             c: &mut conn.client,
             stmts: &mut conn.stmts,
         };
-        f(&mut db)
+        let out = f(&mut db);
+        checked.judge(out)
     }
 
     /// Runs `f` in one read-only REPEATABLE READ transaction: several statements, one snapshot
@@ -273,19 +312,27 @@ impl PgStore {
             .conn
             .as_mut()
             .unwrap_or_else(|| unreachable!("checked out"));
-        let mut tx = conn
-            .client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .map_err(pg("begin snapshot"))?;
-        let out = f(&mut Db {
-            c: &mut tx,
-            stmts: &mut conn.stmts,
-        })?;
-        tx.commit().map_err(pg("end snapshot"))?;
-        Ok(out)
+        let out = (|| {
+            let mut tx = conn
+                .client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .map_err(pg("begin snapshot"))?;
+            let out = f(&mut Db {
+                c: &mut tx,
+                stmts: &mut conn.stmts,
+            })?;
+            tx.commit().map_err(pg("end snapshot"))?;
+            Ok(out)
+        })();
+        checked.judge(out)
+    }
+
+    /// Connects and statements that failed because the store was unreachable, since open.
+    pub(crate) fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
     }
 }
 

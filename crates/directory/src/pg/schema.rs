@@ -222,12 +222,21 @@ pub(crate) const SCHEMA_SQL: &[&str] = &[
 ];
 
 /// Brings the database up to [`SCHEMA_VERSION`] under [`MIGRATION_LOCK`], or refuses one
-/// written by a newer Herald.
-pub(crate) fn migrate(client: &mut Client) -> Result<(), DirectoryError> {
+/// written by a newer Herald, or (per `guard`) one that nodes of another version still use.
+pub(crate) fn migrate(client: &mut Client, guard: &MigrationGuard) -> Result<(), DirectoryError> {
+    migrate_up_to(client, guard, SCHEMA_VERSION)
+}
+
+/// [`migrate`], stopping at schema `target` (at most [`SCHEMA_VERSION`]).
+fn migrate_up_to(
+    client: &mut Client,
+    guard: &MigrationGuard,
+    target: i64,
+) -> Result<(), DirectoryError> {
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
         .map_err(pg("take the migration lock"))?;
-    let out = migrate_locked(client);
+    let out = migrate_locked(client, guard, target);
     // Released explicitly: the connection goes back to the pool and lives on. (If this fails
     // the connection is broken, and the server drops the session lock with it.)
     let unlock = client
@@ -236,7 +245,11 @@ pub(crate) fn migrate(client: &mut Client) -> Result<(), DirectoryError> {
     out.and(unlock.map(|_| ()))
 }
 
-fn migrate_locked(client: &mut Client) -> Result<(), DirectoryError> {
+fn migrate_locked(
+    client: &mut Client,
+    guard: &MigrationGuard,
+    target: i64,
+) -> Result<(), DirectoryError> {
     client
         .batch_execute("CREATE TABLE IF NOT EXISTS directory_schema (version BIGINT NOT NULL)")
         .map_err(pg("create the schema version table"))?;
@@ -256,7 +269,11 @@ fn migrate_locked(client: &mut Client) -> Result<(), DirectoryError> {
         what: "schema version",
         reason: format!("negative version {found}"),
     })?;
-    for (from, sql) in SCHEMA_SQL.iter().enumerate().skip(start) {
+    if found > 0 && found < target {
+        refuse_under_live_nodes(client, guard, found, target)?;
+    }
+    let steps = usize::try_from(target).unwrap_or(0);
+    for (from, sql) in SCHEMA_SQL.iter().enumerate().take(steps).skip(start) {
         let to = from as i64 + 1;
         let mut tx = client.transaction().map_err(pg("begin migration"))?;
         tx.batch_execute(sql).map_err(pg("apply migration"))?;
@@ -268,4 +285,107 @@ fn migrate_locked(client: &mut Client) -> Result<(), DirectoryError> {
         tracing::info!(from, to, "directory schema migrated (postgresql)");
     }
     Ok(())
+}
+
+/// What a node must not do when it opens a shared store (issue 17): migrate the schema under
+/// nodes that are alive at another schema version. Those nodes run an older Herald (a newer
+/// one would have migrated the store already); the new schema could break the SQL they run,
+/// so the migration waits until they have left (a graceful stop) or died (no heartbeat for
+/// `live_window`).
+#[derive(Debug, Clone)]
+pub struct MigrationGuard {
+    /// This node's id: its own row (a previous life, killed moments ago) is not a reason to
+    /// wait. None: every row counts (`herald import`, tools).
+    pub node_id: Option<String>,
+    /// A running node's row whose heartbeat is younger than this is alive (`[cluster]
+    /// heartbeat_interval_secs × dead_after_intervals`, the same rule as `herald status`).
+    pub live_window: std::time::Duration,
+}
+
+impl Default for MigrationGuard {
+    /// The default cluster settings' window: 5 s heartbeats, dead after 3 missed.
+    fn default() -> Self {
+        MigrationGuard {
+            node_id: None,
+            live_window: std::time::Duration::from_secs(15),
+        }
+    }
+}
+
+/// Names listed in a refusal at most (the node table holds up to `MAX_NODES`).
+const MAX_NAMED: i64 = 20;
+
+/// Refuses to migrate from `found` to `target` while nodes at another version than `target`
+/// are alive (store clock), naming them. The node table exists from migration 8 on; before,
+/// no node can be running.
+fn refuse_under_live_nodes(
+    client: &mut Client,
+    guard: &MigrationGuard,
+    found: i64,
+    target: i64,
+) -> Result<(), DirectoryError> {
+    let has_nodes: bool = super::col(
+        &client
+            .query_one("SELECT to_regclass('nodes') IS NOT NULL", &[])
+            .map_err(pg("look for the node table"))?,
+        0,
+    )?;
+    if !has_nodes {
+        return Ok(());
+    }
+    let window = i64::try_from(guard.live_window.as_millis()).unwrap_or(i64::MAX);
+    let me = guard.node_id.clone().unwrap_or_default();
+    let now = "(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT";
+    let rows = client
+        .query(
+            &format!(
+                "SELECT node_id, version, schema_version, address, {now} - heartbeat_at_ms
+                 FROM nodes
+                 WHERE state = 'running' AND schema_version <> $1 AND node_id <> $2
+                   AND heartbeat_at_ms >= {now} - $3
+                 ORDER BY node_id LIMIT $4"
+            ),
+            &[&target, &me, &window, &MAX_NAMED],
+        )
+        .map_err(pg("read the live nodes"))?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut nodes = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let (id, version, schema, address, age): (String, String, i64, String, i64) = (
+            super::col(r, 0)?,
+            super::col(r, 1)?,
+            super::col(r, 2)?,
+            super::col(r, 3)?,
+            super::col(r, 4)?,
+        );
+        nodes.push(format!(
+            "{id} (Herald {version}, schema {schema}, at {address}, heartbeat {:.1} s ago)",
+            age.max(0) as f64 / 1000.0
+        ));
+    }
+    Err(DirectoryError::LiveNodesAtOtherSchema {
+        store: found,
+        binary: target,
+        nodes: nodes.join(", "),
+        window_secs: guard.live_window.as_secs_f64(),
+    })
+}
+
+/// Test support: creates the directory schema in the PostgreSQL database at `url` only up to
+/// version `target` (below [`SCHEMA_VERSION`]), as an older Herald would have left it — so a
+/// test can start this binary against a store of the previous version. Not for production.
+#[doc(hidden)]
+pub fn migrate_postgres_up_to(url: &str, target: i64) -> Result<(), DirectoryError> {
+    let mut client =
+        super::connect(&super::parse_url(url)?).map_err(|source| DirectoryError::PgOpen {
+            what: "connect",
+            source,
+        })?;
+    migrate_up_to(
+        &mut client,
+        &MigrationGuard::default(),
+        target.min(SCHEMA_VERSION),
+    )
 }

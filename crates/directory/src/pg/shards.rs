@@ -91,10 +91,12 @@ impl PgStore {
         })
     }
 
+    /// Claims an open shard, or (with `reclaim`) one whose lease ran out.
     pub(crate) fn claim_shard(
         &self,
         node: &str,
         lease_ms: u64,
+        reclaim: bool,
     ) -> Result<Option<ClaimedShard>, DirectoryError> {
         self.read(|db| {
             let row = db.opt(
@@ -102,7 +104,8 @@ impl PgStore {
                 &format!(
                     "WITH pick AS (
                         SELECT post_id, shard_no, state AS was, owner_node AS prev FROM shards
-                        WHERE state = 'open' OR (state = 'leased' AND lease_until_ms < {NOW_MS})
+                        WHERE state = 'open'
+                           OR ($3 AND state = 'leased' AND lease_until_ms < {NOW_MS})
                         ORDER BY post_id, shard_no LIMIT 1
                         FOR UPDATE SKIP LOCKED)
                      UPDATE shards s SET state = 'leased', owner_node = $1,
@@ -114,7 +117,7 @@ impl PgStore {
                      RETURNING s.post_id, s.shard_no, s.lo_member_id, s.hi_member_id, s.done,
                                s.copies_done, pick.was, pick.prev"
                 ),
-                &[&node, &ms(lease_ms)],
+                &[&node, &ms(lease_ms), &reclaim],
             )?;
             let Some(r) = row else { return Ok(None) };
             let was: String = col(&r, 6)?;

@@ -61,9 +61,8 @@ pub async fn expand(
 ) -> Result<u64, ExpandError> {
     let dir = ctx.directory.clone();
     let list_id = meta.list_id;
-    let list = blocking(move || dir.list_by_id(list_id))
+    let list = store_call(id, move || dir.list_by_id(list_id))
         .await?
-        .map_err(|source| ExpandError::Directory { post: id, source })?
         .ok_or_else(|| ExpandError::ListGone {
             post: id,
             list: meta.list_address.to_string(),
@@ -98,18 +97,17 @@ pub async fn expand(
             break;
         }
         let audience = meta.audience;
-        let members = blocking(move || dir.delivery_page(list_id, after, up_to, page, audience))
-            .await?
-            .map_err(|source| ExpandError::Directory { post: id, source })?;
+        let members = store_call(id, move || {
+            dir.delivery_page(list_id, after, up_to, page, audience)
+        })
+        .await?;
         let Some(last) = members.last() else { break };
         after = last.id;
         let members = if suppress.is_empty() {
             members
         } else {
             let (dir, s) = (ctx.directory.clone(), suppress.clone());
-            blocking(move || s.keep(&dir, members))
-                .await?
-                .map_err(|source| ExpandError::Directory { post: id, source })?
+            store_call(id, move || s.keep(&dir, members.clone())).await?
         };
         let jobs: Vec<Job> = members
             .into_iter()
@@ -194,9 +192,7 @@ impl Suppress {
             HashSet::new()
         } else {
             let (dir, list) = (ctx.directory.clone(), meta.list_id);
-            blocking(move || dir.skip_if_addressed_among(list, &named))
-                .await?
-                .map_err(|source| ExpandError::Directory { post: id, source })?
+            store_call(id, move || dir.skip_if_addressed_among(list, &named)).await?
         };
         Ok(Suppress { addressed, earlier })
     }
@@ -301,6 +297,47 @@ pub async fn expand_generated(
 
 /// Generated mail (confirmations, notices) is given up after two days.
 const GENERATED_MAX_AGE_MS: u64 = 2 * 24 * 3600 * 1000;
+
+/// Longest pause between two tries of a directory call while the store is unreachable.
+const STORE_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs a directory call off the async runtime, again and again while the store cannot be
+/// reached (PostgreSQL down or restarting, issue 17: [`DirectoryError::is_unavailable`]), with
+/// backoff from 100 ms to [`STORE_RETRY_MAX`]: the fan-out pauses where it is and resumes when
+/// the store answers, rather than ending and leaving the post in the spool until a restart.
+/// Any other error ends the expansion. The expansion's task is dropped at shutdown, which
+/// ends the wait.
+///
+/// [`DirectoryError::is_unavailable`]: herald_directory::DirectoryError::is_unavailable
+async fn store_call<T, F>(post: PostId, f: F) -> Result<T, ExpandError>
+where
+    F: Fn() -> Result<T, herald_directory::DirectoryError> + Send + Sync + 'static,
+    T: Send + 'static,
+{
+    let f = Arc::new(f);
+    let mut backoff = std::time::Duration::from_millis(100);
+    let mut failed = 0u32;
+    loop {
+        let g = f.clone();
+        match blocking(move || g()).await? {
+            Ok(v) => {
+                if failed > 0 {
+                    tracing::info!(%post, tries = failed + 1, "the store answers again; fan-out resumes");
+                }
+                return Ok(v);
+            }
+            Err(e) if e.is_unavailable() => {
+                if failed == 0 {
+                    tracing::warn!(%post, error = %e, "the store cannot be reached; fan-out paused, retrying");
+                }
+                failed = failed.saturating_add(1);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(STORE_RETRY_MAX);
+            }
+            Err(source) => return Err(ExpandError::Directory { post, source }),
+        }
+    }
+}
 
 /// Runs a directory call off the async runtime (rusqlite blocks).
 async fn blocking<T, F>(f: F) -> Result<T, tokio::task::JoinError>
