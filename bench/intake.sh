@@ -5,6 +5,7 @@
 #
 #   sudo bench/intake.sh                                   # 100 senders x 100 posts, 3 rounds
 #   SENDERS=100 POSTS_PER_SENDER=200 KB=2 ROUNDS=3 POSTFIX=no bench/intake.sh
+#   ARCHIVE=off POSTFIX=no bench/intake.sh                 # Herald without the list archive
 #
 # One accepted post = `250` after DATA, and both systems answer it only once the post is on disk
 # and fsync'd: Herald's spool group commit, Postfix's cleanup(8) queue file.
@@ -114,6 +115,10 @@ nameservers = ["$(jq -r .dns_addr "$dir/world/endpoint.json")"]
 port = $(jq -r .smtp_port "$dir/world/endpoint.json")
 helo_name = "herald.bench.test"
 EOF
+  # ARCHIVE=off: Herald without the list archive (what the archive costs the intake).
+  if [ "${ARCHIVE:-on}" = off ]; then
+    printf '[archive]\nenabled = false\n' >>"$dir/herald.toml"
+  fi
   "$SERVE" serve --config "$dir/herald.toml" >"$dir/herald.log" 2>&1 &
   hpid=$!
   PIDS+=("$hpid")
