@@ -487,7 +487,8 @@ async fn tls_sessions_resume_across_connections_to_a_host() {
         resumed >= 1,
         "later connections resume: full {full}, resumed {resumed}"
     );
-    assert_eq!(full + resumed, snap.hosts["mx.d0.test"].connections);
+    // Every connection's handshake is one or the other (a handshake cut short counts as neither).
+    assert!(full + resumed <= snap.hosts["mx.d0.test"].connections);
     let log = delivery_log(&data_dir);
     let attempts: Vec<&str> = log.lines().filter(|l| l.contains(" to=<")).collect();
     assert_eq!(attempts.len(), COPIES, "{log}");
