@@ -5,6 +5,8 @@
 #   bench/run.sh mailman-8k | internet-100k | big-post | million | ten-million | herald-100k | hostile
 #   DKIM=rsa|ed25519 [ARC=no] POSTFIX=no bench/run.sh mailman-8k   # Herald signing every copy
 #   ARCHIVE=off POSTFIX=no bench/run.sh mailman-8k                 # Herald without the archive
+#   TLS=yes bench/run.sh mailman-8k     # every receiver offers STARTTLS with a certificate for its
+#                                       # name from the world's CA (bench/tls.sh: plain vs TLS)
 #
 # Needs root (receivers on port 25 and the world's DNS on 127.0.0.53:53, because Postfix only
 # uses the system resolver; a private mount namespace gives Postfix its own /etc/resolv.conf, so
@@ -28,6 +30,13 @@ SPEC="$HERE/scenarios/$SCENARIO.sh"
 [ -f "$SPEC" ] || { echo "no scenario $SPEC" >&2; exit 2; }
 # shellcheck source=/dev/null
 source "$SPEC"
+# TLS=yes (issue 20 item 6): every receiver offers STARTTLS, each with a certificate for its own
+# name issued by the world's CA (<world>/ca.pem), resuming sessions by tickets. Herald is told to
+# trust that CA (so every certificate is verified, as on today's Internet); Postfix uses `may`.
+TLS=${TLS:-no}
+if [ "$TLS" = yes ]; then
+  WORLD_ARGS="$WORLD_ARGS --starttls 1 --tls-ca"
+fi
 
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 HERALD=$TARGET/release/herald
@@ -141,6 +150,9 @@ port = 25
 helo_name = "herald.bench.test"
 ${HERALD_DELIVERY:-}
 EOF
+  if [ "$TLS" = yes ]; then
+    sed -i "/^helo_name = /a tls_ca_file = \"$dir/world/ca.pem\"" "$dir/herald.toml"
+  fi
   # DKIM=rsa|ed25519 signs every copy with a fresh key for the list domain (ARC=no: DKIM only).
   # The world does not verify; the cost is what this measures (BENCHMARKS.md, issue 7).
   if [ -n "${DKIM:-}" ]; then
@@ -180,7 +192,7 @@ EOF
 }
 
 # The tuning a competent administrator gives a Postfix that fans out list mail.
-write_postfix_config() { # <pfdir> <world port>
+write_postfix_config() { # <pfdir> <run dir (its world/ca.pem with TLS=yes)>
   local pf=$1
   mkdir -p "$pf/etc" "$pf/queue" "$pf/data"
   chown postfix "$pf/data"
@@ -225,11 +237,23 @@ minimal_backoff_time = 60s
 maximal_backoff_time = 300s
 # Timeouts stay at Postfix's defaults (smtp_connect_timeout 30s, smtp_helo_timeout 300s).
 EOF
+  if [ "$TLS" = yes ]; then
+    # What an administrator sending to TLS receivers sets: a client session cache (resumption
+    # through tlsmgr) and reuse of TLS connections through tlsproxy (off by default: without
+    # it Postfix's connection cache skips TLS sessions).
+    cat >>"$pf/etc/main.cf" <<EOF
+smtp_tls_session_cache_database = btree:\${data_directory}/smtp_scache
+smtp_tls_connection_reuse = yes
+smtp_tls_CAfile = $2/world/ca.pem
+EOF
+  fi
   # master.cf: no chroot (resolv.conf comes from the mount namespace), smtpd on $PF_SMTPD.
   sed -e 's/^smtp\( *inet.*\)$/#&/' /etc/postfix/master.cf |
     awk '$1 !~ /^#/ && NF >= 8 && $5 == "y" { $5 = "n" } { print }' >"$pf/etc/master.cf"
   printf "%s inet n - n - - smtpd\n" "$PF_SMTPD" \
     >>"$pf/etc/master.cf"
+  # TLS=yes: smtp_tls_connection_reuse needs the tlsproxy service, commented out in Debian's.
+  if [ "$TLS" = yes ]; then echo "tlsproxy unix - - n - 0 tlsproxy" >>"$pf/etc/master.cf"; fi
   echo "nameserver ${DNS%:*}" >"$pf/resolv.conf"
 }
 
@@ -238,7 +262,7 @@ run_postfix() { # <dir> <post> <xverp yes|no>
   [ -f "$pf/etc/main.cf" ] && postfix -c "$pf/etc" stop >/dev/null 2>&1 || true
   rm -rf "$pf"
   start_world "$dir"
-  write_postfix_config "$pf"
+  write_postfix_config "$pf" "$dir"
   postfix -c "$pf/etc" check
   unshare --mount --propagation private -- sh -c \
     "mount --bind '$pf/resolv.conf' /etc/resolv.conf && postfix -c '$pf/etc' start" >/dev/null 2>&1
@@ -264,11 +288,13 @@ run_postfix() { # <dir> <post> <xverp yes|no>
 }
 
 mkdir -p "$RESULTS" "$WORK"
+RESULTS=$(cd "$RESULTS" && pwd) # absolute: Postfix reads world/ca.pem (TLS=yes) from its own cwd
 {
   echo "scenario: $SCENARIO  date: $(date -u +%FT%TZ)  commit: $(git -C "$ROOT" rev-parse --short HEAD)"
   echo "machine: nproc=$(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem/{print $2}') GB"
   echo "postfix: $(postconf -h mail_version 2>/dev/null || echo none)"
   echo "herald signing: ${DKIM:-none}${DKIM:+ (arc: ${ARC:-yes})}"
+  echo "receivers on TLS: $TLS"
   echo "herald under test: $SERVE"
 } >"$RESULTS/machine.txt"
 for spec in $POSTS; do

@@ -60,6 +60,10 @@ pub struct RunArgs {
     /// Fully MIME-check 1 in N messages (the rest are line-checked); 0 = no checks.
     #[arg(long)]
     check_mime_every: Option<u32>,
+    /// STARTTLS hosts present a certificate for their own name issued by the world's CA
+    /// (written to <run-dir>/ca.pem) instead of one self-signed certificate.
+    #[arg(long)]
+    tls_ca: bool,
     #[command(flatten)]
     gen: GenArgs,
 }
@@ -215,6 +219,9 @@ fn world_config(args: &RunArgs, world_file: Option<&Path>) -> Result<WorldConfig
     if let Some(n) = args.check_mime_every {
         cfg.receiver.check_mime_every = n;
     }
+    if args.tls_ca {
+        cfg.receiver.tls_ca = true;
+    }
     cfg.validate()?;
     Ok(cfg)
 }
@@ -223,7 +230,12 @@ async fn run_world(args: RunArgs, world_file: Option<PathBuf>) -> Result<()> {
     let cfg = world_config(&args, world_file.as_deref())?;
     let dir = &args.run_dir;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    for stale in [export::T0_FILE, export::MEMBERS_FILE, export::STATUS_FILE] {
+    for stale in [
+        export::T0_FILE,
+        export::MEMBERS_FILE,
+        export::STATUS_FILE,
+        export::CA_FILE,
+    ] {
         let _ = std::fs::remove_file(dir.join(stale));
     }
     let members = args.members.map(|n| cfg.member_addresses(n));
@@ -269,7 +281,7 @@ async fn run_world(args: RunArgs, world_file: Option<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-/// world.toml, members.csv, then endpoint.json last: scripts wait for it as the "ready" sign.
+/// world.toml, members.csv, ca.pem, then endpoint.json last: scripts wait for it as the "ready" sign.
 fn write_run_files(
     world: &World,
     dir: &Path,
@@ -284,6 +296,10 @@ fn write_run_files(
         if let Some(out) = members_out {
             export::write_members(out, ms)?;
         }
+    }
+    if let Some(pem) = world.tls_ca_pem() {
+        let ca_path = dir.join(export::CA_FILE);
+        std::fs::write(&ca_path, pem).with_context(|| format!("writing {}", ca_path.display()))?;
     }
     let endpoint = Endpoint {
         dns_addr: world.dns_addr().to_string(),

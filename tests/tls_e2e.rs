@@ -430,3 +430,73 @@ async fn required_verified_tls_delivers_when_the_certificate_verifies() {
     }
     world.shutdown().await;
 }
+
+/// Issue 20 item 6: with every receiver on TLS under the world's CA, Herald verifies the
+/// certificates against the exported CA and resumes sessions on later connections to the same
+/// host (the world counts full and resumed handshakes); every copy arrives once, over TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_sessions_resume_across_connections_to_a_host() {
+    const COPIES: usize = 8;
+    let mut wc = world_config(&[Profile::Normal], false);
+    wc.domains[0].starttls = true;
+    wc.receiver.tls_ca = true;
+    let world = World::start(wc).await.expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, world.tls_ca_pem().expect("the world's CA")).expect("write ca");
+    let data_dir = dir.path().join("data");
+    let mut config = server_config(&world, data_dir.clone());
+    config.delivery.tls_ca_file = Some(ca);
+    // One connection at a time and two copies on each: four connections to the one host, one
+    // after the other, so the second and later can resume the first's session.
+    config.scheduler.max_connections_per_destination = 1;
+    config.scheduler.max_messages_per_connection = 2;
+    let server = TestServer::start(config).await;
+    create_list(&server.api, LIST, json!({"posting_policy": "anyone"})).await;
+    let (status, report) = http_bytes(
+        &format!("{}/api/v1/lists/{LIST}/import", server.api),
+        members_csv(COPIES, 1).into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    let (mut smtp, _) = Smtp::connect(server.smtp).await;
+    smtp.cmd("EHLO client.outside.test").await;
+    let reply = smtp
+        .send_mail(
+            "poster@outside.test",
+            &[LIST],
+            b"From: <poster@outside.test>\r\nSubject: resume\r\n\r\nhello\r\n",
+        )
+        .await;
+    let post = queued_id(&reply);
+    let p = wait_complete(&server.api, &post, Duration::from_secs(60)).await;
+    assert_eq!(p.delivered, COPIES as u64, "{p:?}");
+    server.stop().await;
+
+    let snap = world.recorder().snapshot();
+    assert_eq!(snap.accepted, COPIES as u64, "every copy once");
+    assert_eq!(snap.duplicates, 0);
+    for i in 0..COPIES {
+        let copies = snap.copies_for(&format!("m{i}@d0.test"));
+        assert_eq!(copies.len(), 1, "m{i}: {copies:?}");
+        assert!(copies[0].tls, "m{i} over TLS");
+    }
+    let (full, resumed) = world.recorder().tls_handshakes();
+    assert!(full >= 1, "the first connection's handshake is full");
+    assert!(
+        resumed >= 1,
+        "later connections resume: full {full}, resumed {resumed}"
+    );
+    // Every connection's handshake is one or the other (a handshake cut short counts as neither).
+    assert!(full + resumed <= snap.hosts["mx.d0.test"].connections);
+    let log = delivery_log(&data_dir);
+    let attempts: Vec<&str> = log.lines().filter(|l| l.contains(" to=<")).collect();
+    assert_eq!(attempts.len(), COPIES, "{log}");
+    for line in attempts {
+        assert!(
+            line.contains("/verified"),
+            "CA-issued certificate verifies: {line}"
+        );
+    }
+    world.shutdown().await;
+}

@@ -3,6 +3,8 @@
 //! - `feed`: plays the list manager in front of another MTA — renders the post once with Herald's
 //!   own fan-out crate and submits one personalized copy per member over SMTP (same bytes as
 //!   Herald sends, each with its VERP return path), or Postfix's XVERP best case.
+//! - `intake`: many concurrent SMTP senders posting small posts to one address; durable
+//!   posts/s and the latency from the end of DATA to `250` (issue 20 item 9).
 //! - `post`: writes the scenario posts (text of N KB, a multipart/related with an inline image).
 //! - `watch`: samples a process tree's CPU time and RSS until told to stop.
 //! - `table`: prints the comparison table from each system's report and resources.
@@ -10,6 +12,7 @@
 //! Benchmarks are not tests: nothing here runs under `cargo test` beyond its unit tests.
 
 mod feed;
+mod intake;
 mod posts;
 mod table;
 mod watch;
@@ -28,6 +31,8 @@ struct Cli {
 enum Command {
     /// Submit one personalized copy per member to an SMTP server (a list manager in front of an MTA).
     Feed(feed::FeedArgs),
+    /// Post small messages from many concurrent SMTP senders (durable intake).
+    Intake(intake::IntakeArgs),
     /// Write a scenario post.
     Post(posts::PostArgs),
     /// Sample a process tree's CPU and RSS until a stop file appears.
@@ -44,6 +49,13 @@ fn main() -> Result<()> {
                 .enable_all()
                 .build()?;
             rt.block_on(feed::run(a))
+        }
+        Command::Intake(a) => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()?;
+            rt.block_on(intake::run(a))
         }
         Command::Post(a) => posts::run(a),
         Command::Watch(a) => watch::run(a),

@@ -7,6 +7,7 @@
 //! - `members.csv` (optional): the member list (`email,name`), for "missing" and percentiles;
 //! - `events.jsonl`: one [`Event`] per line — every accepted copy and every rejection/deferral;
 //! - `status.json`: live counters ([`Status`]), rewritten atomically every interval;
+//! - `ca.pem` (with `[receiver] tls_ca`): the CA that issued the receivers' certificates;
 //! - `t0` (optional, written by whoever starts the work): the Unix ms that times count from.
 //!
 //! Invariant: the receivers never wait on the disk. [`Exporter`] runs on its own OS thread and
@@ -44,6 +45,8 @@ pub const MEMBERS_FILE: &str = "members.csv";
 pub const STATUS_FILE: &str = "status.json";
 /// Unix ms the report's times count from (optional).
 pub const T0_FILE: &str = "t0";
+/// The world's CA certificate (PEM), when it issued the receivers' certificates.
+pub const CA_FILE: &str = "ca.pem";
 
 /// Errors writing or reading a run directory.
 #[derive(Debug, thiserror::Error)]
@@ -171,6 +174,11 @@ pub struct Status {
     pub rejections: u64,
     /// Deliverable members, when the member list is known.
     pub deliverable: Option<u64>,
+    /// STARTTLS handshakes the receivers completed in full, and by resuming a session.
+    #[serde(default)]
+    pub tls_full_handshakes: u64,
+    #[serde(default)]
+    pub tls_resumed_handshakes: u64,
 }
 
 /// What an exporter wrote.
@@ -301,7 +309,10 @@ impl Writer {
         self.events.flush().map_err(io)?;
         self.stats.copies += copies.len() as u64;
         self.stats.rejections += rejections.len() as u64;
+        let (tls_full_handshakes, tls_resumed_handshakes) = self.recorder.tls_handshakes();
         let status = Status {
+            tls_full_handshakes,
+            tls_resumed_handshakes,
             elapsed_ms: self.recorder.elapsed_ms(),
             accepted: self.recorder.accepted(),
             unique_recipients: self.recorder.unique_recipients(),

@@ -56,14 +56,26 @@ impl TestCa {
 
     /// Signs a leaf certificate for `names` (DNS names).
     pub fn issue(&self, names: &[String]) -> Result<Issued, SimError> {
-        let params = CertificateParams::new(names.to_vec()).map_err(tls_err)?;
         let key = KeyPair::generate().map_err(tls_err)?;
+        self.issue_with_key(names, &key)
+    }
+
+    /// Signs a leaf certificate for `names` whose key is `key`: the world's receivers each get
+    /// their own certificate over one key pair, so a TLSA record naming the key (selector 1)
+    /// holds for all of them.
+    pub fn issue_with_key(&self, names: &[String], key: &KeyPair) -> Result<Issued, SimError> {
+        let params = CertificateParams::new(names.to_vec()).map_err(tls_err)?;
         let leaf = params
-            .signed_by(&key, &self.cert, &self.key)
+            .signed_by(key, &self.cert, &self.key)
             .map_err(tls_err)?;
         Ok(Issued {
             chain: vec![leaf.der().clone(), self.cert.der().clone()],
             key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
         })
+    }
+
+    /// The CA certificate in DER.
+    pub fn der(&self) -> &[u8] {
+        self.cert.der()
     }
 }

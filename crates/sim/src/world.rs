@@ -206,9 +206,16 @@ impl World {
         }
     }
 
-    /// The DER of the self-signed certificate STARTTLS hosts present, if any offers STARTTLS.
+    /// The DER of the self-signed certificate STARTTLS hosts present, if any offers STARTTLS
+    /// (with `[receiver] tls_ca`: the CA's certificate).
     pub fn tls_certificate_der(&self) -> Option<&[u8]> {
         self.receivers.certificate_der.as_deref()
+    }
+
+    /// The world's CA certificate (PEM) when `[receiver] tls_ca` has it issue the STARTTLS
+    /// hosts' certificates: what a verifying sender is told to trust.
+    pub fn tls_ca_pem(&self) -> Option<&str> {
+        self.receivers.ca_pem.as_deref()
     }
 
     /// The DER SubjectPublicKeyInfo of that certificate (what a TLSA `3 1 x` record names).

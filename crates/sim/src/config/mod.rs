@@ -8,6 +8,7 @@
 //! [receiver]
 //! check_mime_every = 1             # fully MIME-check 1 in N messages, line-check the rest
 //! keep_messages = false            # keep the bytes of accepted messages in the recorder
+//! tls_ca = false                   # STARTTLS certificates issued by the world's CA, per host
 //!
 //! [[domains]]
 //! name = "bigmail.example"
@@ -26,7 +27,7 @@
 //! hosts): `signed` answers carry the AD bit when DNSSEC is asked for, `bogus` answers are
 //! SERVFAIL. `tlsa` records are published at `_<smtp_port>._tcp.<mx host>` for every MX host
 //! of the domain; `data` is hex, or omitted to publish the receivers' own certificate
-//! (selector 0) or key (selector 1) in the given matching type. `tlsa_bogus` (needs
+//! (selector 0; with `tls_ca`, the CA's) or key (selector 1) in the given matching type. `tlsa_bogus` (needs
 //! `dnssec = "signed"`) makes only those TLSA names answer SERVFAIL.
 //!
 //! Profiles (`kind` plus its keys): `normal`; `slow` {`delay_ms`}; `greylist`
@@ -97,6 +98,9 @@ pub struct ReceiverSettings {
     pub max_sessions_per_host: usize,
     /// A session idle for this long is closed with 421 4.4.2.
     pub idle_timeout_secs: u64,
+    /// STARTTLS hosts present a certificate for their own name issued by the world's CA
+    /// (exported as `ca.pem`) instead of one self-signed certificate naming them all.
+    pub tls_ca: bool,
 }
 
 impl Default for ReceiverSettings {
@@ -108,6 +112,7 @@ impl Default for ReceiverSettings {
             max_recipients: 1000,
             max_sessions_per_host: 1000,
             idle_timeout_secs: 300,
+            tls_ca: false,
         }
     }
 }

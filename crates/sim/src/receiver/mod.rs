@@ -89,7 +89,8 @@ pub(crate) struct HostState {
     name: Arc<str>,
     settings: ReceiverSettings,
     recorder: Recorder,
-    tls: Option<TlsSetup>,
+    /// The host's STARTTLS acceptor, when it offers STARTTLS.
+    tls: Option<tokio_rustls::TlsAcceptor>,
     banner: String,
     helo: String,
     ehlo_plain: String,
@@ -113,7 +114,7 @@ impl HostState {
         spec: HostSpec,
         settings: ReceiverSettings,
         recorder: Recorder,
-        tls: Option<TlsSetup>,
+        tls: Option<tokio_rustls::TlsAcceptor>,
         rate: Option<Arc<RateBucket>>,
     ) -> HostState {
         let name = spec.name.clone();
@@ -207,6 +208,8 @@ pub(crate) struct Receivers {
     pub certificate_der: Option<Vec<u8>>,
     /// The certificate's SubjectPublicKeyInfo, for TLSA records computed at start.
     pub spki_der: Option<Vec<u8>>,
+    /// The CA certificate (PEM) when the world's CA issued the receivers' certificates.
+    pub ca_pem: Option<String>,
     tasks: JoinSet<()>,
 }
 
@@ -229,13 +232,16 @@ impl Receivers {
             .collect();
         let tls = match tls_names.is_empty() {
             true => None,
-            false => Some(TlsSetup::new(tls_names)?),
+            false => Some(TlsSetup::new(tls_names, settings.tls_ca)?),
         };
         let (port, listeners) = bind_all(hosts, port).await?;
         let mut tasks = JoinSet::new();
         let mut buckets: HashMap<String, Arc<RateBucket>> = HashMap::new();
         for (spec, listener) in listeners {
-            let host_tls = if spec.starttls { tls.clone() } else { None };
+            let host_tls = match (&tls, spec.starttls) {
+                (Some(t), true) => t.acceptor(&spec.name),
+                _ => None,
+            };
             let hung = spec.profile == Profile::Hung;
             let rate = match &spec.profile {
                 Profile::RateLimited {
@@ -258,14 +264,15 @@ impl Receivers {
                 tasks.spawn(accept_loop(listener, state));
             }
         }
-        let (certificate_der, spki_der) = match tls {
-            Some(t) => (Some(t.certificate_der), Some(t.spki_der)),
-            None => (None, None),
+        let (certificate_der, spki_der, ca_pem) = match tls {
+            Some(t) => (Some(t.certificate_der), Some(t.spki_der), t.ca_pem),
+            None => (None, None, None),
         };
         Ok(Receivers {
             port,
             certificate_der,
             spki_der,
+            ca_pem,
             tasks,
         })
     }

@@ -137,9 +137,14 @@ pub(crate) async fn run(host: Arc<HostState>, mut stream: TcpStream, open: PeerG
     // SECURITY: nothing sent before the handshake may be taken as a command after it.
     s.inbuf.clear();
     let idle = host.idle_timeout();
-    let Ok(Ok(mut stream)) = tokio::time::timeout(idle, tls.acceptor.accept(stream)).await else {
+    let Ok(Ok(mut stream)) = tokio::time::timeout(idle, tls.accept(stream)).await else {
         return;
     };
+    let resumed = stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+    host.recorder.count(&host.name, |c| match resumed {
+        true => c.tls_resumed += 1,
+        false => c.tls_full += 1,
+    });
     s.tls = true;
     s.greeted = false;
     s.reset_transaction();

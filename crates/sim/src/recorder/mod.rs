@@ -139,6 +139,10 @@ pub struct HostCounters {
     pub dropped_mid_data: u64,
     /// Connections turned away because the host had too many sessions.
     pub busy: u64,
+    /// STARTTLS handshakes that were full (certificate, signature, key exchange).
+    pub tls_full: u64,
+    /// STARTTLS handshakes that resumed a session (a ticket or session id from before).
+    pub tls_resumed: u64,
 }
 
 /// A copy of everything recorded so far, with totals.
@@ -410,6 +414,12 @@ impl Recorder {
             self.shared.accepted.fetch_add(n, Ordering::AcqRel);
         }
         self.shared.changed.notify_waiters();
+    }
+
+    /// STARTTLS handshakes over every host: (full, resumed).
+    pub fn tls_handshakes(&self) -> (u64, u64) {
+        let st = self.lock();
+        (st.hosts.values()).fold((0, 0), |(f, r), c| (f + c.tls_full, r + c.tls_resumed))
     }
 
     /// Updates one host's connection counters.
