@@ -136,7 +136,7 @@ async function main() {
   });
   check(trap.offscreen && trap.hidden, "the honeypot field is visible to people: " + JSON.stringify(trap));
   await pub.waitForTimeout(2500);
-  await pub.fill("#email", "newcomer@d1.demo.test");
+  await pub.fill("#email", "newcomer@d0002.example");
   await Promise.all([pub.waitForNavigation(), pub.click("button[type=submit]")]);
   const answer = await pub.textContent("h1");
   check(answer.includes("Check your mailbox"), "the subscribe form answered: " + answer);
