@@ -514,6 +514,97 @@ async fn a_digest_recorded_but_not_spooled_at_a_crash_is_sent_once_at_restart() 
     world.shutdown().await;
 }
 
+/// The narrowest crash window: the spool took the digest, its fan-out finished and completed,
+/// and the process died before the ledger's phase 3 (`enqueued`) committed. The ledger still
+/// says `enqueuing` and the spool holds no live digest; the spool's journal shows it completed,
+/// so the next start settles it and no member gets it twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_digest_delivered_before_the_ledger_recorded_it_is_not_sent_again() {
+    let world = World::start(world_config(&[Profile::Normal], true))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let mut server = BinaryServer::configure(dir.path(), &data, &world, "");
+    let api = server.api.clone();
+    server.start().await;
+    create_list(
+        &api,
+        LIST,
+        json!({"posting_policy": "anyone", "digest_size_threshold_kb": 0, "digest_schedule": "none"}),
+    )
+    .await;
+    let members = ["a@d0.test", "b@d0.test"];
+    for m in members {
+        let (st, b) = http(
+            "POST",
+            &format!("{api}/api/v1/lists/{LIST}/members"),
+            Some(json!({"address": m})),
+        )
+        .await;
+        assert_eq!(st, 201, "{b}");
+        let url = format!("{api}/api/v1/lists/{LIST}/members/{m}");
+        assert_eq!(
+            http("PATCH", &url, Some(json!({"delivery": "digest-plain"})))
+                .await
+                .0,
+            200
+        );
+    }
+    let (st, r) = http_bytes(
+        &format!("{api}/api/v1/lists/{LIST}/posts"),
+        post(1, "quick news"),
+    )
+    .await;
+    assert_eq!(st, 202, "{r}");
+    wait_settled(&api, Duration::from_secs(60)).await;
+    let (st, b) = http(
+        "POST",
+        &format!("{api}/api/v1/lists/{LIST}/digest/send-now"),
+        None,
+    )
+    .await;
+    assert_eq!((st, &b["sent"]), (200, &json!(true)), "{b}");
+    let rec = world.recorder();
+    wait_for(Duration::from_secs(30), "the digest", || {
+        members
+            .iter()
+            .all(|m| !rec.snapshot().copies_for(m).is_empty())
+            .then_some(())
+    })
+    .await;
+    wait_settled(&api, Duration::from_secs(60)).await;
+    server.kill9();
+    // What the crash leaves if it comes before phase 3 commits.
+    let db = rusqlite::Connection::open(data.join("digest.db")).expect("ledger");
+    let changed = db
+        .execute("UPDATE digests SET state = 'enqueuing'", [])
+        .expect("rewind the ledger");
+    assert_eq!(changed, 1, "one digest recorded");
+    drop(db);
+
+    server.start().await;
+    let (st, b) = http(
+        "POST",
+        &format!("{api}/api/v1/lists/{LIST}/digest/send-now"),
+        None,
+    )
+    .await;
+    assert_eq!((st, &b["sent"]), (200, &json!(false)), "{b}");
+    wait_settled(&api, Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for m in members {
+        assert_eq!(messages_for(&world, m).len(), 1, "{m}: the digest once");
+    }
+    let db = rusqlite::Connection::open(data.join("digest.db")).expect("ledger");
+    let state: String = db
+        .query_row("SELECT state FROM digests", [], |r| r.get(0))
+        .expect("state");
+    assert_eq!(state, "enqueued", "the restart settled the ledger");
+    server.stop().await;
+    world.shutdown().await;
+}
+
 async fn wait_for_async<T, F, Fut>(limit: Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,

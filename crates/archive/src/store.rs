@@ -188,6 +188,11 @@ CREATE TABLE IF NOT EXISTS tombstones (
     removed_ms INTEGER NOT NULL,
     PRIMARY KEY (list, message_id)
 );
+-- The largest message id ever removed. SQLite hands out max(id) + 1, so removing the newest
+-- message would let the next one take its id again: an IMAP client would see a UID come back
+-- with another message, and a digest whose cursor covered that id would skip the new post.
+-- New ids start above this floor (`insert_one`), so an id is never handed out twice.
+CREATE TABLE IF NOT EXISTS id_floor (one INTEGER PRIMARY KEY CHECK (one = 1), id INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS privacy (list TEXT PRIMARY KEY, privacy TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS display (list TEXT PRIMARY KEY, show_addresses INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
@@ -335,6 +340,11 @@ impl Archive {
         if let Some(id) = id {
             tx.execute("DELETE FROM fts WHERE rowid = ?1", [id])?;
             tx.execute("DELETE FROM messages WHERE id = ?1", [id])?;
+            tx.execute(
+                "INSERT INTO id_floor (one, id) VALUES (1, ?1)
+                 ON CONFLICT (one) DO UPDATE SET id = max(id, excluded.id)",
+                [id],
+            )?;
         }
         tx.execute(
             "INSERT OR IGNORE INTO tombstones (list, message_id, removed_ms) VALUES (?1, ?2, ?3)",
@@ -809,8 +819,13 @@ fn insert_one(
     let body = deflate(&m.raw);
     let n = tx
         .prepare_cached(
-            "INSERT OR IGNORE INTO messages (list, message_id, date_ms, month, thread_id, parent,
-             base_subject, subject, sender, size, body) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+            // The id: above every id in the table and every id ever removed (`id_floor`);
+            // both lookups are one b-tree step.
+            "INSERT OR IGNORE INTO messages (id, list, message_id, date_ms, month, thread_id,
+             parent, base_subject, subject, sender, size, body) VALUES (
+             max(coalesce((SELECT max(id) FROM messages), 0),
+                 coalesce((SELECT id FROM id_floor WHERE one = 1), 0)) + 1,
+             ?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
         )?
         .execute(params![
             m.list,

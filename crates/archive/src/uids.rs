@@ -6,10 +6,11 @@
 //! message keeps its id for as long as it is archived. Ids beyond `u32::MAX` (four billion
 //! archived messages) cannot be UIDs and are not served.
 //!
-//! The one way an id can come back is SQLite reusing the largest id of the table after that
-//! row was removed. [`Archive::uid_validity`] keeps, per list, the largest UID it has handed
-//! out and the list's tombstone count: when a removal (a tombstone) took away the newest
-//! message, UIDVALIDITY changes, so clients drop what they cached. A rebuilt `archive.db`
+//! Removing the newest message does not give its id back: new ids start above the largest id
+//! ever removed (the store's `id_floor`). Archives written before that floor existed may have
+//! reused one, so [`Archive::uid_validity`] still keeps, per list, the largest UID it has
+//! handed out and the list's tombstone count: when a removal (a tombstone) took away the
+//! newest message, UIDVALIDITY changes, so clients drop what they cached. A rebuilt `archive.db`
 //! (restore into a fresh store, re-import) starts the table again and so a new UIDVALIDITY.
 //!
 //! Cost: listing a list's ids reads its entries of a covering index (no bodies), sorted here;

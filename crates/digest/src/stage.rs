@@ -109,7 +109,9 @@ impl Digests {
     }
 
     /// Settles digests recorded but not known to be enqueued when the server stopped:
-    /// `live` holds the Message-IDs of the list posts the spool recovered.
+    /// `live` holds the Message-IDs of the digests the spool took — recovered live, or found
+    /// completed in its journal (a digest fanned out between the spool's commit and the
+    /// ledger's, then a crash).
     pub async fn recover(&self, live: &HashSet<String>) -> Result<usize, DigestError> {
         let _one = self.sending.lock().await;
         let ledger = self.ledger.clone();
@@ -118,7 +120,7 @@ impl Digests {
         for t in unfinished {
             if live.contains(&t.message_id) {
                 tracing::info!(list = %t.list, volume = t.volume, issue = t.issue,
-                    "digest was in the spool at the crash; recovery delivers it");
+                    "digest was in the spool at the crash (live or already delivered); not sent again");
             } else {
                 let Some(list) = self.list_by_key(&t.list).await? else {
                     tracing::warn!(list = %t.list, "digest's list is gone; not sent");

@@ -12,9 +12,11 @@
 //! between 1 and 3 leaves an `enqueuing` row: at the next start the stage looks for its
 //! Message-ID among the posts the spool recovered — found, it was accepted (mark it enqueued,
 //! recovery delivers it); not found, it was not accepted, and the same bytes (rebuilt from the
-//! same archive rows, same Message-ID) are enqueued again. The one case this cannot tell apart is
-//! a digest accepted *and fully delivered and completed* between the spool's fsync and the
-//! ledger's next commit, which needs the whole fan-out to finish inside that window.
+//! same archive rows, same Message-ID) are enqueued again. A digest accepted *and fully
+//! delivered and completed* between the spool's fsync and the ledger's next commit is found
+//! too: the spool lists the digests whose PostDone its journal holds
+//! (`Spool::completed_digests_at_open`). What remains is a compaction that removed that
+//! journal segment inside the same milliseconds, before the crash.
 //!
 //! SECURITY: holds only numbers and our own Message-IDs; nothing from the network.
 

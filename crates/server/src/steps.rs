@@ -295,12 +295,19 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
     };
 
     let archive = start_archive(config, &s.recovered)?;
-    // Digests the spool holds (recovery delivers them): the digest stage must not send again.
+    // Digests the spool holds (recovery delivers them) or completed before the stop: the
+    // digest stage must not send them again.
     let live_digests: std::collections::HashSet<String> = s
         .recovered
         .iter()
         .filter(|p| p.meta.kind == PostKind::ListPost && p.meta.audience.is_digest())
         .filter_map(|p| p.meta.message_id.as_deref())
+        .chain(
+            s.spool
+                .completed_digests_at_open()
+                .iter()
+                .map(String::as_str),
+        )
         .map(|m| {
             m.trim()
                 .trim_start_matches('<')

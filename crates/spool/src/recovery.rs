@@ -18,6 +18,7 @@
 
 use crate::error::SpoolError;
 use crate::live::LiveTable;
+use crate::model::PostKind;
 use crate::record::Record;
 use crate::scan::{self, FrameLoc, ScanEnd};
 use crate::segment::{self, SEGMENT_HEADER_LEN};
@@ -41,6 +42,8 @@ pub(crate) struct Recovered {
     pub id_floor: u64,
     pub quarantined: u64,
     pub torn_bytes: u64,
+    /// Message-IDs of digests whose PostDone is in the journal (see [`Replay::completed_digests`]).
+    pub completed_digests: Vec<String>,
 }
 
 #[derive(Default)]
@@ -48,6 +51,11 @@ struct Replay {
     live: LiveTable,
     bodies: HashMap<PostId, Bytes>,
     max_id: Option<u64>,
+    /// Digests completed in the journal still on disk. The digest ledger marks a digest sent
+    /// only after the spool took it; a digest fanned out and completed in the moment between
+    /// the two, then a crash, is found here so it is not sent a second time. Only digests are
+    /// kept: they are few (one per list per period), list posts are many.
+    completed_digests: Vec<String>,
 }
 
 impl Replay {
@@ -68,7 +76,12 @@ impl Replay {
                 self.live.apply_outcome(post, member, state);
             }
             Record::PostDone { post } => {
-                self.live.remove(post);
+                if let Some(done) = self.live.remove(post) {
+                    let meta = done.meta;
+                    if meta.kind == PostKind::ListPost && meta.audience.is_digest() {
+                        self.completed_digests.extend(meta.message_id);
+                    }
+                }
                 self.bodies.remove(&post);
             }
             Record::Checkpoint {
@@ -96,6 +109,7 @@ pub(crate) fn recover(journal: &Path) -> Result<Recovered, SpoolError> {
         id_floor: 0,
         quarantined: 0,
         torn_bytes: 0,
+        completed_digests: Vec::new(),
     };
     let max_seq = listing.segments.last().map(|(seq, _)| *seq);
     out.next_seq = max_seq.max(listing.max_quarantined).map_or(1, |s| s + 1);
@@ -137,6 +151,7 @@ pub(crate) fn recover(journal: &Path) -> Result<Recovered, SpoolError> {
         .max(replay.max_id.map_or(0, |m| m.saturating_add(1)));
     out.live = replay.live;
     out.bodies = replay.bodies;
+    out.completed_digests = replay.completed_digests;
     Ok(out)
 }
 

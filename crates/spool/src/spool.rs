@@ -51,6 +51,8 @@ struct Inner {
     // the writer to commit and exit, then `_writer` joins it (held only for its Drop).
     tx: mpsc::Sender<Request>,
     shared: Arc<Shared>,
+    /// Message-IDs of digests found completed in the journal at `open`.
+    completed_digests: Vec<String>,
     _writer: WriterThread,
 }
 
@@ -130,6 +132,7 @@ impl Spool {
         let inner = Inner {
             tx,
             shared,
+            completed_digests: rec.completed_digests,
             _writer: WriterThread(Some(handle)),
         };
         Ok((
@@ -138,6 +141,14 @@ impl Spool {
             },
             posts,
         ))
+    }
+
+    /// Message-IDs (as stored, with their angle brackets) of the digests whose fan-out had
+    /// completed in the journal found at `open`. With the live posts, this is every digest the
+    /// spool took that is still on disk: the digest stage must not send those again. A
+    /// completed digest whose segment was compacted away before the crash is not listed.
+    pub fn completed_digests_at_open(&self) -> &[String] {
+        &self.inner.completed_digests
     }
 
     /// Stores a post. Returns only after its Post record is fsync'd (shared with concurrent

@@ -237,3 +237,33 @@ async fn randomly_damaged_journals_never_panic() {
         assert_eq!(ids(&first), ids(&second), "round {round}");
     }
 }
+
+/// A digest fanned out and completed just before a crash is still known at the next open, so
+/// the digest stage (whose ledger may not have recorded it yet) does not send it again; a
+/// completed ordinary post and a live digest are not listed.
+#[tokio::test]
+async fn digests_completed_in_the_journal_are_listed_at_open() {
+    use herald_types::DeliveryMode;
+    let dir = tempfile::tempdir().unwrap();
+    let (spool, _) = open(&cfg(dir.path()));
+    assert!(spool.completed_digests_at_open().is_empty());
+    let digest = |n: u64| {
+        let mut m = meta(n);
+        m.audience = DeliveryMode::DigestMime;
+        m.message_id = Some(format!("<digest-{n}@example.org>"));
+        m
+    };
+    let done_digest = spool.accept(digest(1), body(1, 300)).await.unwrap();
+    let _live_digest = spool.accept(digest(2), body(2, 300)).await.unwrap();
+    let done_post = spool.accept(meta(3), body(3, 300)).await.unwrap();
+    spool.complete(done_digest).await.unwrap();
+    spool.complete(done_post).await.unwrap();
+    drop(spool); // as a crash leaves it: no close
+
+    let (spool, recovered) = open(&cfg(dir.path()));
+    assert_eq!(
+        spool.completed_digests_at_open(),
+        ["<digest-1@example.org>".to_string()]
+    );
+    assert_eq!(recovered.len(), 1, "the live digest is recovered as live");
+}

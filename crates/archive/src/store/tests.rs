@@ -106,6 +106,35 @@ fn a_removed_message_stays_removed() {
     );
 }
 
+/// Removing the newest message must not give its id to the next one: ids are IMAP UIDs and
+/// the digest's cursor, and both need an id to mean one message for ever (also across a
+/// reopen, where SQLite would otherwise pick max(id) + 1 again).
+#[test]
+fn the_newest_message_removed_never_gives_its_id_to_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("archive.db");
+    let mut a = Archive::open(&path).unwrap();
+    let id_of = |r: &Stored| match r {
+        Stored::Added { id, .. } => *id,
+        other => panic!("not added: {other:?}"),
+    };
+    let first = id_of(&a.insert_batch(&[msg("l", "1@x", "", "One", "a")]).unwrap()[0]);
+    let newest = id_of(&a.insert_batch(&[msg("l", "2@x", "", "Two", "b")]).unwrap()[0]);
+    assert!(newest > first);
+    assert!(a.remove("l", "<2@x>", 1).unwrap());
+    drop(a);
+    let mut a = Archive::open(&path).unwrap();
+    let next = id_of(
+        &a.insert_batch(&[msg("l", "3@x", "", "Three", "c")])
+            .unwrap()[0],
+    );
+    assert!(next > newest, "{next} must be above the removed {newest}");
+    // Removing an older one does not lower the floor.
+    assert!(a.remove("l", "<1@x>", 2).unwrap());
+    let last = id_of(&a.insert_batch(&[msg("l", "4@x", "", "Four", "d")]).unwrap()[0]);
+    assert_eq!(last, next + 1);
+}
+
 #[test]
 fn search_finds_words_and_treats_query_syntax_as_text() {
     let (_d, mut a) = open();
