@@ -20,14 +20,13 @@ mod support;
 
 use herald_pg_harness::PgServer;
 use herald_sim::{Profile, World};
-use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::binary::{herald_bin, herald_with_config};
+use support::binary::herald_with_config;
+use support::cluster::{list_with_members, pg_rows, start_nodes, Node, NodeOptions};
 use support::*;
 
 const LIST: &str = "big@lists.test";
@@ -43,160 +42,26 @@ const BATCH: usize = 8;
 /// as its copies go out, so the fan-out reads the store all along (and during the outage).
 const PAGE: usize = 50;
 
-fn free_port_on(ip: &str) -> u16 {
-    std::net::TcpListener::bind(format!("{ip}:0"))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// One node: its config, addresses, the child process and where its log goes.
-struct Node {
-    id: String,
-    config: PathBuf,
-    log: PathBuf,
-    http: SocketAddr,
-    smtp: SocketAddr,
-    child: Option<Child>,
-}
-
-impl Node {
-    fn configure(dir: &Path, ip: &str, id: &str, url: &str, world: &World) -> Node {
-        let http: SocketAddr = format!("{ip}:{}", free_port_on(ip)).parse().expect("addr");
-        let smtp: SocketAddr = format!("{ip}:{}", free_port_on(ip)).parse().expect("addr");
-        let toml = format!(
-            r#"data_dir = "{data}"
-hostname = "herald.test"
-secret = "{SECRET}"
-[server]
-allow_root = true
-[listen]
-smtp = "{smtp}"
-lmtp = "{ip}:{lmtp}"
-http = "{http}"
-[dns]
-nameservers = ["{dns}"]
-timeout_ms = 1000
-[delivery]
-port = {port}
-connect_timeout_secs = 2
-banner_timeout_secs = 2
-default_egress_pool = "own"
-[[delivery.egress]]
-name = "self"
-source = "{ip}"
-[[delivery.egress_pool]]
-name = "own"
-sources = ["self"]
-[scheduler]
-max_connections_per_destination = {CONNS_PER_DEST}
-max_copies_per_batch = {BATCH}
-max_queued_copies_per_post = {PAGE}
-expansion_page = {PAGE}
-[store]
-url = "{url}"
-[cluster]
-node_id = "{id}"
-heartbeat_interval_secs = 1
-dead_after_intervals = 2
-shared_fanout = true
-shard_members = {SHARD}
-lease_secs = {LEASE_SECS}
-shard_report_ms = {REPORT_MS}
-max_shards_per_node = 2
-"#,
-            data = dir.join(id).display(),
-            lmtp = free_port_on(ip),
-            dns = world.dns_addr(),
-            port = world.smtp_port(),
-        );
-        let config = dir.join(format!("{id}.toml"));
-        std::fs::write(&config, toml).expect("write config");
-        Node {
-            id: id.into(),
-            config,
-            log: dir.join(format!("{id}.log")),
-            http,
-            smtp,
-            child: None,
-        }
+/// The nodes of this file: each from its own address, shared fan-out in shards of `SHARD`,
+/// members read in pages of `PAGE`, a short lease and report interval.
+fn options() -> NodeOptions {
+    NodeOptions {
+        scheduler: format!(
+            "max_connections_per_destination = {CONNS_PER_DEST}\nmax_copies_per_batch = {BATCH}\n\
+             max_queued_copies_per_post = {PAGE}\nexpansion_page = {PAGE}"
+        ),
+        cluster: format!(
+            "dead_after_intervals = 2\nshared_fanout = true\nshard_members = {SHARD}\n\
+             lease_secs = {LEASE_SECS}\nshard_report_ms = {REPORT_MS}\nmax_shards_per_node = 2"
+        ),
+        ..NodeOptions::default()
     }
-
-    fn api(&self) -> String {
-        format!("http://{}", self.http)
-    }
-
-    async fn start(&mut self) {
-        let log = std::fs::File::create(&self.log).expect("log file");
-        let child = Command::new(herald_bin())
-            .args(["serve", "--config"])
-            .arg(&self.config)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn herald serve");
-        self.child = Some(child);
-        wait_healthy(&self.api()).await;
-    }
-
-    /// The process's exit status if it has exited (a crash, a refusal), None while it runs.
-    fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child
-            .as_mut()
-            .and_then(|c| c.try_wait().ok().flatten())
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Runs `sql` on the shared store and returns the rows as text columns.
-async fn pg_rows(url: &str, sql: &'static str) -> Vec<Vec<Option<String>>> {
-    let url = url.to_string();
-    tokio::task::spawn_blocking(move || {
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
-        c.simple_query(sql)
-            .expect("query")
-            .into_iter()
-            .filter_map(|m| match m {
-                postgres::SimpleQueryMessage::Row(r) => {
-                    Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
-                }
-                _ => None,
-            })
-            .collect()
-    })
-    .await
-    .expect("task")
 }
 
 /// Nodes on one store, a list of `members` members made through the first node.
 async fn cluster(dir: &Path, url: &str, world: &World, members: usize, ips: &[&str]) -> Vec<Node> {
-    let mut nodes = Vec::new();
-    for (i, ip) in ips.iter().enumerate() {
-        let mut n = Node::configure(dir, ip, &format!("node-{i}"), url, world);
-        n.start().await;
-        nodes.push(n);
-    }
-    let api = nodes[0].api();
-    create_list(&api, LIST, json!({"posting_policy": "anyone"})).await;
-    let (status, report) = http_bytes(
-        &format!("{api}/api/v1/lists/{LIST}/import"),
-        members_csv(members, DOMAINS).into_bytes(),
-    )
-    .await;
-    assert_eq!(status, 200, "{report}");
+    let nodes = start_nodes(dir, url, world, ips, &options()).await;
+    list_with_members(&nodes[0].api(), LIST, members, DOMAINS).await;
     nodes
 }
 
@@ -534,7 +399,7 @@ async fn a_newer_node_does_not_migrate_the_store_under_live_older_nodes() {
         .await
         .expect("world");
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut new = Node::configure(dir.path(), "127.0.0.2", "new", &url, &world);
+    let mut new = Node::configure(dir.path(), "127.0.0.2", "new", &url, &world, &options());
     tokio::time::sleep(Duration::from_millis(500)).await; // the rows are written
     let config = new.config.clone();
     let (ok, out) = tokio::task::spawn_blocking(move || herald_with_config(&config, &["serve"]))
