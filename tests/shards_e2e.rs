@@ -403,6 +403,26 @@ async fn pg_counters(url: &str) -> (i64, i64, i64, i64) {
     (n(0), n(1), n(2), n(3))
 }
 
+/// The fixed cost a fan-out's timeline shows, whatever the machine's load: ms from `t_ms` (the
+/// post sent, world clock) to the first copy after it, and the ms spent in gaps of 100 ms or
+/// more between two consecutive copies (a node waiting for its next claim, not sending).
+fn idle(snap: &herald_sim::Snapshot, t_ms: u64) -> (u64, u64) {
+    let mut at: Vec<u64> = snap
+        .copies
+        .iter()
+        .map(|c| c.at_ms)
+        .filter(|&a| a >= t_ms)
+        .collect();
+    at.sort_unstable();
+    let first = at.first().map_or(0, |a| a - t_ms);
+    let gaps = at
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|&g| g >= 100)
+        .sum();
+    (first, gaps)
+}
+
 /// Measurements for BENCHMARKS.md (not a check; run by hand):
 /// `cargo test --test shards_e2e -- --ignored --nocapture measure_shared`. One node fans a post
 /// of `HERALD_SHARDS_MEMBERS` members (default 10,000) out on its own SQLite directory, then on
@@ -466,6 +486,7 @@ async fn measure_shared_fanout_cost_and_rate() {
                 .sum();
             let before = pg_counters(&url).await;
             let t = Instant::now();
+            let t_ms = world.recorder().elapsed_ms();
             post(&n, name).await;
             delivered += members as u64;
             assert!(
@@ -481,9 +502,11 @@ async fn measure_shared_fanout_cost_and_rate() {
             let k = members as f64 / 1000.0;
             let rate = members as f64 / secs;
             rates.entry(name).or_default().push(rate);
+            let (first_ms, idle_ms) = idle(&snap, t_ms);
             eprintln!(
-                "round {round}, {name}: {members} copies in {secs:.2} s ({rate:.0}/s), \
-                 {conns} connections, duplicates {}; store per 1,000 copies: {:.1} commits, \
+                "round {round}, {name}: {members} copies in {secs:.2} s ({rate:.0}/s), first \
+                 copy {first_ms} ms after the post, {idle_ms} ms in gaps of 100 ms or more \
+                 without a copy, {conns} connections, duplicates {}; store per 1,000 copies: {:.1} commits, \
                  {:.1} rows inserted, {:.1} rows updated, {:.0} WAL bytes (heartbeats and \
                  /metrics included)",
                 snap.duplicates,
