@@ -7,8 +7,9 @@
 //!   a fan-out, then started again on the same port and data: no node exits, every member gets
 //!   the post once (duplicates bounded by the nodes' in-flight window), a post sent over SMTP
 //!   during the outage is refused with a 4xx or accepted, and delivered after either way, the
-//!   API answers 503 with a problem body (not a hang), `/metrics` counts the store errors, and
-//!   heartbeats and shard reports resume.
+//!   API answers 503 with a problem body (not a hang) but `/api/v1/status` answers 200 with
+//!   the store marked down and the node's own queue and spool (and `herald status` says so),
+//!   `/metrics` counts the store errors, and heartbeats and shard reports resume.
 //! - `kill -9` in several rounds at random moments (issue 17): three nodes, a post to 3,000
 //!   members a round; a random node is killed at a random moment of the fan-out and restarted
 //!   (same node id and data directory, as a service manager restarts it) once its shards have
@@ -224,6 +225,30 @@ async fn postgres_down_for_seconds_mid_fan_out_pauses_the_nodes_and_loses_nothin
         api_wait < Duration::from_secs(5),
         "the API took {api_wait:?}"
     );
+    // `/api/v1/status` answers 200 at once with the store marked down and this node's own
+    // state (the queue, the spool, the posts): what an operator looks at during the outage.
+    let t = Instant::now();
+    let (code, body) = http("GET", &format!("{}/api/v1/status", nodes[2].api()), None).await;
+    let status_wait = t.elapsed();
+    assert_eq!(code, 200, "status during the outage: {body}");
+    let status: herald_api_types::Status = view("status", &body);
+    let why = status.store_error.clone().expect("the store marked down");
+    assert!(why.contains("store cannot be reached"), "{why}");
+    assert!(status.nodes.is_empty() && status.lists == 0, "{status:?}");
+    assert!(
+        status.spool.writable,
+        "the spool is this node's own: {status:?}"
+    );
+    assert!(
+        status_wait < Duration::from_secs(5),
+        "status took {status_wait:?}"
+    );
+    let api = nodes[2].api();
+    let out = tokio::task::spawn_blocking(move || herald_cli(&api, None, &["status"]))
+        .await
+        .expect("task");
+    assert!(out.contains("store: DOWN ("), "{out}");
+    assert!(out.contains("queue: "), "{out}");
     // /metrics answers and counts the failures.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     for n in &nodes {
@@ -281,6 +306,12 @@ async fn postgres_down_for_seconds_mid_fan_out_pauses_the_nodes_and_loses_nothin
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
+    // The store is marked up again, the nodes listed.
+    let (code, body) = http("GET", &format!("{}/api/v1/status", nodes[2].api()), None).await;
+    assert_eq!(code, 200, "{body}");
+    let status: herald_api_types::Status = view("status", &body);
+    assert_eq!(status.store_error, None, "{status:?}");
+    assert_eq!(status.nodes.len(), nodes.len(), "{status:?}");
     // Nothing lost: both posts reach every member.
     let (first, first_copies) = wait_delivered(
         &world,
