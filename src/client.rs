@@ -792,7 +792,12 @@ pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> 
 pub async fn status(api: &Api) -> Result<()> {
     let s: Status = api.get("/api/v1/status").await?;
     outln!("herald {}  up {} s", s.version, s.uptime_secs);
-    outln!("lists {}  members {}", s.lists, s.members);
+    match &s.store_error {
+        None => outln!("lists {}  members {}", s.lists, s.members),
+        Some(why) => {
+            outln!("store: DOWN ({why}); lists, members and nodes unknown until it answers")
+        }
+    }
     outln!(
         "queue: {} copies queued, {} connections, {} destinations with work",
         s.queued,

@@ -8,118 +8,21 @@
 
 mod support;
 
-use herald_pg_harness::PgServer;
 use herald_sim::{Profile, World};
 use serde_json::json;
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::binary::{herald_bin, herald_with_config};
+use support::binary::herald_with_config;
+use support::cluster::{pg_url, Node, NodeOptions};
 use support::*;
 
 const TOKEN: &str = "cluster-admin-token-0123456789";
 
-/// A free port on `ip` (the child binds it a moment later).
-fn free_port_on(ip: &str) -> u16 {
-    std::net::TcpListener::bind(format!("{ip}:0"))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// One node: its config file, its HTTP and SMTP addresses, the child process.
-struct Node {
-    config: std::path::PathBuf,
-    http: SocketAddr,
-    smtp: SocketAddr,
-    child: Option<Child>,
-}
-
-impl Node {
-    fn configure(dir: &Path, ip: &str, id: &str, url: &str, world: &World) -> Node {
-        let http: SocketAddr = format!("{ip}:{}", free_port_on(ip)).parse().expect("addr");
-        let smtp: SocketAddr = format!("{ip}:{}", free_port_on(ip)).parse().expect("addr");
-        let data = dir.join(id);
-        let toml = format!(
-            r#"data_dir = "{data}"
-hostname = "herald.test"
-secret = "{SECRET}"
-[server]
-allow_root = true
-[listen]
-smtp = "{smtp}"
-lmtp = "{ip}:{lmtp}"
-http = "{http}"
-[http]
-admin_token = "{TOKEN}"
-[dns]
-nameservers = ["{dns}"]
-timeout_ms = 1000
-[delivery]
-port = {port}
-connect_timeout_secs = 2
-banner_timeout_secs = 2
-[store]
-url = "{url}"
-[cluster]
-node_id = "{id}"
-heartbeat_interval_secs = 1
-dead_after_intervals = 2
-"#,
-            data = data.display(),
-            lmtp = free_port_on(ip),
-            dns = world.dns_addr(),
-            port = world.smtp_port(),
-        );
-        let config = dir.join(format!("{id}.toml"));
-        std::fs::write(&config, toml).expect("write config");
-        Node {
-            config,
-            http,
-            smtp,
-            child: None,
-        }
-    }
-
-    fn api(&self) -> String {
-        format!("http://{}", self.http)
-    }
-
-    async fn start(&mut self) {
-        let child = Command::new(herald_bin())
-            .args(["serve", "--config"])
-            .arg(&self.config)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn herald serve");
-        self.child = Some(child);
-        wait_healthy(&self.api()).await;
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            c.kill().expect("SIGKILL");
-            let _ = c.wait();
-        }
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &c.id().to_string()])
-                .status();
-            let status = c.wait().expect("wait");
-            assert!(status.success(), "graceful stop: {status:?}");
-        }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill9();
+/// Two nodes of this file: an admin token, no egress source of their own.
+fn options() -> NodeOptions {
+    NodeOptions {
+        admin_token: Some(TOKEN.into()),
+        own_egress: false,
+        ..NodeOptions::default()
     }
 }
 
@@ -141,13 +44,6 @@ fn line_of<'a>(lines: &'a [String], id: &str) -> &'a str {
         .unwrap_or_else(|| panic!("{id} not in status: {lines:?}"))
 }
 
-async fn pg_url() -> String {
-    tokio::task::spawn_blocking(|| PgServer::shared().fresh_database())
-        .await
-        .expect("task")
-        .expect("database")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_share_a_store_see_each_other_and_a_killed_one_goes_dead() {
     let url = pg_url().await;
@@ -155,8 +51,8 @@ async fn two_nodes_share_a_store_see_each_other_and_a_killed_one_goes_dead() {
         .await
         .expect("world");
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut a = Node::configure(dir.path(), "127.0.0.2", "node-a", &url, &world);
-    let mut b = Node::configure(dir.path(), "127.0.0.3", "node-b", &url, &world);
+    let mut a = Node::configure(dir.path(), "127.0.0.2", "node-a", &url, &world, &options());
+    let mut b = Node::configure(dir.path(), "127.0.0.3", "node-b", &url, &world, &options());
     a.start().await;
     b.start().await;
 
@@ -273,7 +169,7 @@ async fn a_node_with_another_schema_version_refuses_to_join() {
         .await
         .expect("world");
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut a = Node::configure(dir.path(), "127.0.0.2", "node-a", &url, &world);
+    let mut a = Node::configure(dir.path(), "127.0.0.2", "node-a", &url, &world, &options());
     a.start().await;
     a.stop();
     let newer = herald_directory::SCHEMA_VERSION + 1;
@@ -286,7 +182,7 @@ async fn a_node_with_another_schema_version_refuses_to_join() {
     })
     .await
     .expect("task");
-    let b = Node::configure(dir.path(), "127.0.0.3", "node-b", &url, &world);
+    let b = Node::configure(dir.path(), "127.0.0.3", "node-b", &url, &world, &options());
     let (ok, out) = tokio::task::spawn_blocking(move || herald_with_config(&b.config, &["serve"]))
         .await
         .expect("task");

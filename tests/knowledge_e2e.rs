@@ -20,177 +20,26 @@
 
 mod support;
 
-use herald_pg_harness::PgServer;
 use herald_sim::config::{DomainConfig, ExtraMx};
 use herald_sim::{Profile, World};
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::binary::herald_bin;
+use support::cluster::{self, pg_exec, pg_rows, pg_url, start_nodes, Node, NodeOptions};
 use support::*;
 
 const LIST: &str = "big@lists.test";
 
-fn free_port_on(ip: &str) -> u16 {
-    std::net::TcpListener::bind(format!("{ip}:0"))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// One `herald serve` node: config, addresses, the child process (its log in `<id>.log`).
-struct Node {
-    ip: IpAddr,
-    config: std::path::PathBuf,
-    log: std::path::PathBuf,
-    http: SocketAddr,
-    smtp: SocketAddr,
-    child: Option<Child>,
-}
-
-impl Node {
-    /// `cluster` is appended to `[cluster]`, `scheduler` to `[scheduler]`.
-    fn configure(
-        dir: &Path,
-        ip: &str,
-        id: &str,
-        url: &str,
-        world: &World,
-        cluster: &str,
-        scheduler: &str,
-    ) -> Node {
-        let http: SocketAddr = format!("{ip}:{}", free_port_on(ip)).parse().expect("addr");
-        let smtp: SocketAddr = format!("{ip}:{}", free_port_on(ip)).parse().expect("addr");
-        let toml = format!(
-            r#"data_dir = "{data}"
-hostname = "herald.test"
-secret = "{SECRET}"
-[server]
-allow_root = true
-[listen]
-smtp = "{smtp}"
-lmtp = "{ip}:{lmtp}"
-http = "{http}"
-[dns]
-nameservers = ["{dns}"]
-timeout_ms = 1000
-[delivery]
-port = {port}
-connect_timeout_secs = 2
-banner_timeout_secs = 2
-default_egress_pool = "own"
-[[delivery.egress]]
-name = "self"
-source = "{ip}"
-[[delivery.egress_pool]]
-name = "own"
-sources = ["self"]
-[scheduler]
-{scheduler}
-[store]
-url = "{url}"
-[cluster]
-node_id = "{id}"
-heartbeat_interval_secs = 1
-dead_after_intervals = 3
-knowledge_interval_ms = 500
-{cluster}
-"#,
-            data = dir.join(id).display(),
-            lmtp = free_port_on(ip),
-            dns = world.dns_addr(),
-            port = world.smtp_port(),
-        );
-        let config = dir.join(format!("{id}.toml"));
-        std::fs::write(&config, toml).expect("write config");
-        Node {
-            ip: ip.parse().expect("ip"),
-            config,
-            log: dir.join(format!("{id}.log")),
-            http,
-            smtp,
-            child: None,
-        }
+/// The nodes of this file: each from its own address, knowledge exchanged every 500 ms;
+/// `cluster` and `scheduler` are more keys of those sections.
+fn options(cluster: &str, scheduler: &str) -> NodeOptions {
+    NodeOptions {
+        scheduler: scheduler.into(),
+        cluster: format!("dead_after_intervals = 3\nknowledge_interval_ms = 500\n{cluster}"),
+        rust_log: "warn,herald_scheduler=info,herald_knowledge=info".into(),
+        ..NodeOptions::default()
     }
-
-    fn api(&self) -> String {
-        format!("http://{}", self.http)
-    }
-
-    async fn start(&mut self) {
-        let log = std::fs::File::create(&self.log).expect("log file");
-        let child = Command::new(herald_bin())
-            .args(["serve", "--config"])
-            .arg(&self.config)
-            .env(
-                "RUST_LOG",
-                "warn,herald_scheduler=info,herald_knowledge=info",
-            )
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn herald serve");
-        self.child = Some(child);
-        wait_healthy(&self.api()).await;
-    }
-
-    /// Lines of its log that contain `needle`.
-    fn log_lines(&self, needle: &str) -> Vec<String> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| l.contains(needle))
-            .map(str::to_string)
-            .collect()
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-async fn pg_url() -> String {
-    tokio::task::spawn_blocking(|| PgServer::shared().fresh_database())
-        .await
-        .expect("task")
-        .expect("database")
-}
-
-/// Runs `sql` on the shared store and returns the rows as text columns.
-async fn pg_rows(url: &str, sql: &'static str) -> Vec<Vec<Option<String>>> {
-    let url = url.to_string();
-    tokio::task::spawn_blocking(move || {
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
-        c.simple_query(sql)
-            .expect("query")
-            .into_iter()
-            .filter_map(|m| match m {
-                postgres::SimpleQueryMessage::Row(r) => {
-                    Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
-                }
-                _ => None,
-            })
-            .collect()
-    })
-    .await
-    .expect("task")
-}
-
-async fn pg_exec(url: &str, sql: &'static str) {
-    let url = url.to_string();
-    tokio::task::spawn_blocking(move || {
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
-        c.batch_execute(sql).expect("statement");
-    })
-    .await
-    .expect("task")
 }
 
 /// A provider (budget `provider.test`: `per_sec` messages a second over its three MX hosts,
@@ -236,28 +85,15 @@ async fn cluster(
     scheduler: &str,
     csv: String,
 ) -> Vec<Node> {
-    let mut nodes = Vec::new();
-    for (i, ip) in ips.iter().enumerate() {
-        let id = format!("node-{i}");
-        let mut n = Node::configure(dir, ip, &id, url, world, cluster, scheduler);
-        n.start().await;
-        nodes.push(n);
-    }
+    let nodes = start_nodes(dir, url, world, ips, &options(cluster, scheduler)).await;
     setup_personalized_list(&nodes[0].api(), LIST, csv).await;
     nodes
 }
 
+/// A post whose Message-ID is made from its subject (a retry of it is the same post).
 async fn post(node: &Node, subject: &str) {
-    let (mut c, _) = Smtp::connect(node.smtp).await;
-    c.cmd("EHLO client.test").await;
-    let tag = subject.replace(' ', "-");
-    let body = format!(
-        "From: alice@client.test\r\nTo: {LIST}\r\nSubject: {subject}\r\nMessage-ID: <{tag}@client.test>\r\n\r\nhello all\r\n"
-    );
-    let reply = c
-        .send_mail("alice@client.test", &[LIST], body.as_bytes())
-        .await;
-    assert!(reply.starts_with("250"), "{reply}");
+    let id = format!("{}@client.test", subject.replace(' ', "-"));
+    cluster::post(node, LIST, subject, Some(&id)).await;
 }
 
 /// What the provider saw of one fan-out.

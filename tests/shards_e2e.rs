@@ -13,15 +13,15 @@
 
 mod support;
 
-use herald_pg_harness::PgServer;
 use herald_sim::{Profile, World};
-use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::binary::herald_bin;
+use support::cluster::{
+    self, copies_by_peer, leases, list_with_members, pg_exec, pg_rows, pg_url, start_nodes, Node,
+    NodeOptions,
+};
 use support::*;
 
 const LIST: &str = "big@lists.test";
@@ -33,183 +33,35 @@ const REPORT_MS: u64 = 300;
 const CONNS_PER_DEST: usize = 2;
 const BATCH: usize = 8;
 
-fn free_port_on(ip: &str) -> u16 {
-    std::net::TcpListener::bind(format!("{ip}:0"))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// One node: its config, addresses, the child process.
-struct Node {
-    id: String,
-    ip: IpAddr,
-    config: std::path::PathBuf,
-    http: SocketAddr,
-    smtp: SocketAddr,
-    child: Option<Child>,
-}
-
-impl Node {
-    fn configure(dir: &Path, ip: &str, id: &str, url: &str, world: &World) -> Node {
-        let http: SocketAddr = format!("{ip}:{}", free_port_on(ip)).parse().expect("addr");
-        let smtp: SocketAddr = format!("{ip}:{}", free_port_on(ip)).parse().expect("addr");
-        let toml = format!(
-            r#"data_dir = "{data}"
-hostname = "herald.test"
-secret = "{SECRET}"
-[server]
-allow_root = true
-[listen]
-smtp = "{smtp}"
-lmtp = "{ip}:{lmtp}"
-http = "{http}"
-[dns]
-nameservers = ["{dns}"]
-timeout_ms = 1000
-[delivery]
-port = {port}
-connect_timeout_secs = 2
-banner_timeout_secs = 2
-default_egress_pool = "own"
-[[delivery.egress]]
-name = "self"
-source = "{ip}"
-[[delivery.egress_pool]]
-name = "own"
-sources = ["self"]
-[scheduler]
-max_connections_per_destination = {CONNS_PER_DEST}
-max_copies_per_batch = {BATCH}
-[store]
-url = "{url}"
-[cluster]
-node_id = "{id}"
-heartbeat_interval_secs = 1
-dead_after_intervals = 2
-shared_fanout = true
-shard_members = 250
-lease_secs = {LEASE_SECS}
-shard_report_ms = {REPORT_MS}
-max_shards_per_node = 2
-"#,
-            data = dir.join(id).display(),
-            lmtp = free_port_on(ip),
-            dns = world.dns_addr(),
-            port = world.smtp_port(),
-        );
-        let config = dir.join(format!("{id}.toml"));
-        std::fs::write(&config, toml).expect("write config");
-        Node {
-            id: id.into(),
-            ip: ip.parse().expect("ip"),
-            config,
-            http,
-            smtp,
-            child: None,
-        }
-    }
-
-    fn api(&self) -> String {
-        format!("http://{}", self.http)
-    }
-
-    async fn start(&mut self) {
-        let child = Command::new(herald_bin())
-            .args(["serve", "--config"])
-            .arg(&self.config)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn herald serve");
-        self.child = Some(child);
-        wait_healthy(&self.api()).await;
-    }
-
-    fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            c.kill().expect("SIGKILL");
-            let _ = c.wait();
-        }
+/// The nodes of this file: each from its own address, shared fan-out in shards of 250, a short
+/// lease and report interval so a kill shows within seconds.
+fn options() -> NodeOptions {
+    NodeOptions {
+        scheduler: format!(
+            "max_connections_per_destination = {CONNS_PER_DEST}\nmax_copies_per_batch = {BATCH}"
+        ),
+        cluster: shards_keys(250, 2),
+        ..NodeOptions::default()
     }
 }
 
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
-
-async fn pg_url() -> String {
-    tokio::task::spawn_blocking(|| PgServer::shared().fresh_database())
-        .await
-        .expect("task")
-        .expect("database")
-}
-
-/// Runs `sql` on the shared store and returns the rows as text columns.
-async fn pg_rows(url: &str, sql: &'static str) -> Vec<Vec<Option<String>>> {
-    let url = url.to_string();
-    tokio::task::spawn_blocking(move || {
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
-        c.simple_query(sql)
-            .expect("query")
-            .into_iter()
-            .filter_map(|m| match m {
-                postgres::SimpleQueryMessage::Row(r) => {
-                    Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
-                }
-                _ => None,
-            })
-            .collect()
-    })
-    .await
-    .expect("task")
-}
-
-async fn pg_exec(url: &str, sql: String) {
-    let url = url.to_string();
-    tokio::task::spawn_blocking(move || {
-        let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
-        c.batch_execute(&sql).expect("statement");
-    })
-    .await
-    .expect("task")
-}
-
-/// Three nodes on one store, a list of `members` members made through the first node.
-async fn cluster(dir: &Path, url: &str, world: &World, members: usize, ips: &[&str]) -> Vec<Node> {
-    let mut nodes = Vec::new();
-    for (i, ip) in ips.iter().enumerate() {
-        let mut n = Node::configure(dir, ip, &format!("node-{i}"), url, world);
-        n.start().await;
-        nodes.push(n);
-    }
-    let api = nodes[0].api();
-    create_list(&api, LIST, json!({"posting_policy": "anyone"})).await;
-    let (status, report) = http_bytes(
-        &format!("{api}/api/v1/lists/{LIST}/import"),
-        members_csv(members, DOMAINS).into_bytes(),
+/// `[cluster]` keys for shared fan-out in shards of `shard` members, `max` shards per node.
+fn shards_keys(shard: usize, max: usize) -> String {
+    format!(
+        "dead_after_intervals = 2\nshared_fanout = true\nshard_members = {shard}\n\
+         lease_secs = {LEASE_SECS}\nshard_report_ms = {REPORT_MS}\nmax_shards_per_node = {max}"
     )
-    .await;
-    assert_eq!(status, 200, "{report}");
-    assert_eq!(
-        view::<herald_api_types::ImportReport>("import", &report).added,
-        members as u64
-    );
+}
+
+/// Nodes on one store, a list of `members` members made through the first node.
+async fn cluster(dir: &Path, url: &str, world: &World, members: usize, ips: &[&str]) -> Vec<Node> {
+    let nodes = start_nodes(dir, url, world, ips, &options()).await;
+    list_with_members(&nodes[0].api(), LIST, members, DOMAINS).await;
     nodes
 }
 
 async fn post(node: &Node, subject: &str) {
-    let (mut c, _) = Smtp::connect(node.smtp).await;
-    c.cmd("EHLO client.test").await;
-    let body =
-        format!("From: alice@client.test\r\nTo: {LIST}\r\nSubject: {subject}\r\n\r\nhello all\r\n");
-    let reply = c
-        .send_mail("alice@client.test", &[LIST], body.as_bytes())
-        .await;
-    assert!(reply.starts_with("250"), "{reply}");
+    cluster::post(node, LIST, subject, None).await;
 }
 
 fn slow_world(delay_ms: u64) -> herald_sim::WorldConfig {
@@ -217,17 +69,6 @@ fn slow_world(delay_ms: u64) -> herald_sim::WorldConfig {
         delay: Duration::from_millis(delay_ms),
     };
     world_config(&vec![profile; DOMAINS], false)
-}
-
-/// Copies per sending node address.
-fn copies_by_peer(world: &World) -> BTreeMap<IpAddr, u64> {
-    let mut out = BTreeMap::new();
-    for c in world.recorder().snapshot().copies {
-        if let Some(p) = c.peer {
-            *out.entry(p).or_default() += 1;
-        }
-    }
-    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -295,25 +136,6 @@ async fn three_nodes_fan_one_post_out_every_member_exactly_once() {
     assert_eq!(done, (MEMBERS / 250) as u64);
     drop(nodes);
     world.shutdown().await;
-}
-
-/// Shards held (leased) per node id, and the copies reported done for each owner.
-async fn leases(url: &str) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
-    let rows = pg_rows(
-        url,
-        "SELECT owner_node, state, copies_done::TEXT FROM shards WHERE owner_node IS NOT NULL",
-    )
-    .await;
-    let (mut leased, mut reported) = (BTreeMap::new(), BTreeMap::new());
-    for r in rows {
-        let owner = r[0].clone().expect("owner");
-        if r[1].as_deref() == Some("leased") {
-            *leased.entry(owner.clone()).or_default() += 1;
-        }
-        *reported.entry(owner).or_default() +=
-            r[2].as_deref().unwrap_or("0").parse::<u64>().expect("n");
-    }
-    (leased, reported)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -512,8 +334,7 @@ async fn damaged_shard_rows_are_set_aside_and_the_node_keeps_serving() {
             FROM cluster_posts WHERE origin_node = 'evil';
          INSERT INTO shards (post_id, shard_no, lo_member_id, hi_member_id, done)
             SELECT post_id, 1, 1, 1000, '\\xdeadbeef'::BYTEA
-            FROM cluster_posts WHERE origin_node = 'evil' AND origin_post = 3;"
-            .to_string(),
+            FROM cluster_posts WHERE origin_node = 'evil' AND origin_post = 3;",
     )
     .await;
     let started = Instant::now();
@@ -582,22 +403,46 @@ async fn pg_counters(url: &str) -> (i64, i64, i64, i64) {
     (n(0), n(1), n(2), n(3))
 }
 
+/// The fixed cost a fan-out's timeline shows, whatever the machine's load: ms from `t_ms` (the
+/// post sent, world clock) to the first copy after it, and the ms spent in gaps of 100 ms or
+/// more between two consecutive copies (a node waiting for its next claim, not sending).
+fn idle(snap: &herald_sim::Snapshot, t_ms: u64) -> (u64, u64) {
+    let mut at: Vec<u64> = snap
+        .copies
+        .iter()
+        .map(|c| c.at_ms)
+        .filter(|&a| a >= t_ms)
+        .collect();
+    at.sort_unstable();
+    let first = at.first().map_or(0, |a| a - t_ms);
+    let gaps = at
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .filter(|&g| g >= 100)
+        .sum();
+    (first, gaps)
+}
+
 /// Measurements for BENCHMARKS.md (not a check; run by hand):
-/// `cargo test --test shards_e2e -- --ignored --nocapture measure`. One node fans a post of
-/// 10,000 members out from one node on its own SQLite directory, then on PostgreSQL with shared
-/// fan-out off, then on with shards of 250 and 2,500 members (same world, one after the other);
-/// for each: seconds, copies/s, SMTP
-/// connections opened, and with sharing on the shared store's transactions, row writes and WAL
-/// bytes per 1,000 copies.
+/// `cargo test --test shards_e2e -- --ignored --nocapture measure_shared`. One node fans a post
+/// of `HERALD_SHARDS_MEMBERS` members (default 10,000) out on its own SQLite directory, then on
+/// PostgreSQL with shared fan-out off, then on with shards of the default size, of 250 and of
+/// 2,500 members (same world, one after the other), `HERALD_SHARDS_RUNS` rounds (default 3);
+/// for each: seconds, copies/s, SMTP connections opened, and with sharing on the shared
+/// store's transactions, row writes and WAL bytes per 1,000 copies; at the end the median
+/// copies/s of each and its cost against SQLite.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "measurement for BENCHMARKS.md: 4 × 10,000 copies, about two minutes; CI covers the same paths in the tests above"]
+#[ignore = "measurement for BENCHMARKS.md: 3 rounds × 5 × 10,000 copies, about eight minutes; CI covers the same paths in the tests above"]
 async fn measure_shared_fanout_cost_and_rate() {
-    // HERALD_SHARDS_members: a bigger post, to see the fixed costs (claims, report intervals)
-    // shrink against the fan-out.
-    let members: usize = std::env::var("HERALD_SHARDS_MEMBERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+    let env = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    // A bigger post shows the fixed costs (claims, report intervals) shrink against the fan-out.
+    let members = env("HERALD_SHARDS_MEMBERS", 10_000);
+    let rounds = env("HERALD_SHARDS_RUNS", 3);
     let url = pg_url().await;
     let world = World::start(slow_world(0)).await.expect("world");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -605,97 +450,87 @@ async fn measure_shared_fanout_cost_and_rate() {
     setup[0].kill9();
     // First the embedded default: the same node with its own SQLite directory and no cluster
     // (its own list and members, the same world), so the cost of PostgreSQL and of sharing is
-    // measured against it in the same run.
-    let runs = [
+    // measured against it in the same run. `None` shard size: the default.
+    let runs: [(&str, Option<Option<usize>>); 5] = [
         ("sqlite", None),
         ("off", None),
-        ("on, shards of 250", Some(250)),
-        ("on, shards of 2500", Some(2500)),
+        ("on, default shards", Some(None)),
+        ("on, shards of 250", Some(Some(250))),
+        ("on, shards of 2500", Some(Some(2500))),
     ];
-    for (i, (name, shard)) in runs.into_iter().enumerate() {
-        let mut n = Node::configure(dir.path(), "127.0.0.3", &format!("bench-{i}"), &url, &world);
-        if name == "sqlite" {
-            let text = std::fs::read_to_string(&n.config).expect("config");
-            let store = format!("[store]\nurl = \"{url}\"\n");
-            let cluster_at = text.find("[cluster]").expect("cluster section");
-            let text = text[..cluster_at].replace(&store, "");
-            let text = text.replace(
-                "max_connections_per_destination = 2\nmax_copies_per_batch = 8\n",
-                "",
-            );
-            std::fs::write(&n.config, text).expect("config");
+    let mut rates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut delivered = 0u64;
+    for round in 0..rounds {
+        for (i, (name, shard)) in runs.into_iter().enumerate() {
+            let mut opts = NodeOptions {
+                embedded: name == "sqlite",
+                ..NodeOptions::default()
+            };
+            opts.cluster = match shard {
+                None => "shared_fanout = false".into(),
+                Some(None) => "shared_fanout = true".into(),
+                Some(Some(s)) => shards_keys(s, 8),
+            };
+            let id = format!("bench-{round}-{i}");
+            let mut n = Node::configure(dir.path(), "127.0.0.3", &id, &url, &world, &opts);
             n.start().await;
-            let api = n.api();
-            create_list(&api, LIST, json!({"posting_policy": "anyone"})).await;
-            let (status, report) = http_bytes(
-                &format!("{api}/api/v1/lists/{LIST}/import"),
-                members_csv(members, DOMAINS).into_bytes(),
-            )
-            .await;
-            assert_eq!(status, 200, "{report}");
+            if opts.embedded {
+                list_with_members(&n.api(), LIST, members, DOMAINS).await;
+            }
+            let conns0: u64 = world
+                .recorder()
+                .snapshot()
+                .hosts
+                .values()
+                .map(|h| h.connections)
+                .sum();
+            let before = pg_counters(&url).await;
             let t = Instant::now();
+            let t_ms = world.recorder().elapsed_ms();
             post(&n, name).await;
+            delivered += members as u64;
             assert!(
                 world
                     .recorder()
-                    .wait_for(members as u64, Duration::from_secs(300))
+                    .wait_for(delivered, Duration::from_secs(300))
                     .await
             );
             let secs = t.elapsed().as_secs_f64();
+            let after = pg_counters(&url).await;
+            let snap = world.recorder().snapshot();
+            let conns: u64 = snap.hosts.values().map(|h| h.connections).sum::<u64>() - conns0;
+            let k = members as f64 / 1000.0;
+            let rate = members as f64 / secs;
+            rates.entry(name).or_default().push(rate);
+            let (first_ms, idle_ms) = idle(&snap, t_ms);
             eprintln!(
-                "one node on SQLite (no cluster): {members} copies in {secs:.2} s ({:.0}/s)",
-                members as f64 / secs
+                "round {round}, {name}: {members} copies in {secs:.2} s ({rate:.0}/s), first \
+                 copy {first_ms} ms after the post, {idle_ms} ms in gaps of 100 ms or more \
+                 without a copy, {conns} connections, duplicates {}; store per 1,000 copies: {:.1} commits, \
+                 {:.1} rows inserted, {:.1} rows updated, {:.0} WAL bytes (heartbeats and \
+                 /metrics included)",
+                snap.duplicates,
+                (after.0 - before.0) as f64 / k,
+                (after.1 - before.1) as f64 / k,
+                (after.2 - before.2) as f64 / k,
+                (after.3 - before.3) as f64 / k,
             );
             n.kill9();
-            continue;
         }
-        let text = std::fs::read_to_string(&n.config).expect("config");
-        let text = text
-            .replace(
-                "max_connections_per_destination = 2\nmax_copies_per_batch = 8\n",
-                "",
-            )
-            .replace("max_shards_per_node = 2", "max_shards_per_node = 8");
-        let text = match shard {
-            None => text.replace("shared_fanout = true", "shared_fanout = false"),
-            Some(s) => text.replace("shard_members = 250", &format!("shard_members = {s}")),
-        };
-        std::fs::write(&n.config, text).expect("config");
-        n.start().await;
-        let conns0: u64 = world
-            .recorder()
-            .snapshot()
-            .hosts
-            .values()
-            .map(|h| h.connections)
-            .sum();
-        let before = pg_counters(&url).await;
-        let t = Instant::now();
-        post(&n, name).await;
-        let want = (members * (i + 1)) as u64;
-        assert!(
-            world
-                .recorder()
-                .wait_for(want, Duration::from_secs(300))
-                .await
-        );
-        let secs = t.elapsed().as_secs_f64();
-        let after = pg_counters(&url).await;
-        let snap = world.recorder().snapshot();
-        let conns: u64 = snap.hosts.values().map(|h| h.connections).sum::<u64>() - conns0;
-        let k = members as f64 / 1000.0;
+    }
+    let median = |v: &Vec<f64>| {
+        let mut v = v.clone();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let sqlite = median(&rates["sqlite"]);
+    for (name, _) in runs {
+        let m = median(&rates[name]);
         eprintln!(
-            "shared fan-out {name}: {members} copies in {secs:.2} s ({:.0}/s), {conns} connections, \
-             duplicates {}; store per 1,000 copies: {:.1} commits, {:.1} rows inserted, {:.1} rows updated, \
-             {:.0} WAL bytes (heartbeats and /metrics included)",
-            members as f64 / secs,
-            snap.duplicates,
-            (after.0 - before.0) as f64 / k,
-            (after.1 - before.1) as f64 / k,
-            (after.2 - before.2) as f64 / k,
-            (after.3 - before.3) as f64 / k,
+            "{name}: median {m:.0} copies/s of {:.0?}, {:+.1} % against SQLite",
+            rates[name],
+            100.0 * (m - sqlite) / sqlite
         );
-        n.kill9();
     }
     world.shutdown().await;
 }
@@ -803,20 +638,14 @@ async fn measure_scaling_one_two_three_nodes() {
         for n in 1..=ips.len() {
             let mut nodes = Vec::new();
             for (i, ip) in ips.iter().take(n).enumerate() {
-                let mut node =
-                    Node::configure(dir.path(), ip, &format!("r{round}-n{n}-{i}"), &url, &world);
-                let text = std::fs::read_to_string(&node.config).expect("config");
-                let text = text
-                    .replace(
-                        &format!("source = \"{ip}\"\n"),
-                        &format!("source = \"{ip}\"\nmax_connections = 4\n"),
-                    )
-                    .replace(
-                        "max_connections_per_destination = 2\nmax_copies_per_batch = 8\n",
-                        "max_connections_per_destination = 1\n",
-                    )
-                    .replace("shard_members = 250", "shard_members = 100");
-                std::fs::write(&node.config, text).expect("config");
+                let opts = NodeOptions {
+                    egress_max_connections: Some(4),
+                    scheduler: "max_connections_per_destination = 1".into(),
+                    cluster: shards_keys(100, 2),
+                    ..NodeOptions::default()
+                };
+                let id = format!("r{round}-n{n}-{i}");
+                let mut node = Node::configure(dir.path(), ip, &id, &url, &world, &opts);
                 node.start().await;
                 nodes.push(node);
             }

@@ -36,10 +36,49 @@ pub fn herald_with_config(config: &Path, args: &[&str]) -> (bool, String) {
 
 /// A port free right now on 127.0.0.1 (the child binds it a moment later).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
+    free_port_on("127.0.0.1")
+}
+
+/// A port free right now on `ip` (the child binds it a moment later).
+pub fn free_port_on(ip: &str) -> u16 {
+    std::net::TcpListener::bind(format!("{ip}:0"))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("free port")
+}
+
+/// The config every test's `herald serve` starts from: `data` as its data directory, SMTP,
+/// LMTP (a free port) and HTTP on `ip`, DNS and delivery pointed at `world`.
+pub fn base_config(
+    data: &Path,
+    ip: &str,
+    smtp: SocketAddr,
+    http: SocketAddr,
+    world: &World,
+) -> String {
+    format!(
+        r#"data_dir = "{data}"
+hostname = "herald.test"
+secret = "{SECRET}"
+[server]
+allow_root = true
+[listen]
+smtp = "{smtp}"
+lmtp = "{ip}:{lmtp}"
+http = "{http}"
+[dns]
+nameservers = ["{dns}"]
+timeout_ms = 1000
+[delivery]
+port = {port}
+connect_timeout_secs = 2
+banner_timeout_secs = 2
+"#,
+        data = data.display(),
+        lmtp = free_port_on(ip),
+        dns = world.dns_addr(),
+        port = world.smtp_port(),
+    )
 }
 
 /// A `herald serve` child process and where to reach it.
@@ -60,28 +99,8 @@ impl BinaryServer {
         let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let smtp: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let toml = format!(
-            r#"data_dir = "{data}"
-hostname = "herald.test"
-secret = "{SECRET}"
-[server]
-allow_root = true
-[listen]
-smtp = "{smtp}"
-lmtp = "127.0.0.1:{lmtp}"
-http = "{http}"
-[dns]
-nameservers = ["{dns}"]
-timeout_ms = 1000
-[delivery]
-port = {port}
-connect_timeout_secs = 2
-banner_timeout_secs = 2
-{extra}
-"#,
-            data = data.display(),
-            lmtp = free_port(),
-            dns = world.dns_addr(),
-            port = world.smtp_port(),
+            "{}{extra}\n",
+            base_config(data, "127.0.0.1", smtp, http, world)
         );
         let config = dir.join("herald.toml");
         std::fs::write(&config, toml).expect("write config");

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod binary;
+pub mod cluster;
 
 use herald_api_types::PostSummary;
 use herald_server::{config::ListenConfig, Config, Listeners, ServerError};

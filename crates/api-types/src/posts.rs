@@ -86,6 +86,11 @@ pub struct Status {
     /// Every node of the cluster sharing this store (issue 17), this one included; empty from
     /// a server older than clusters.
     pub nodes: Vec<NodeView>,
+    /// Set while the list store does not answer (issue 17: PostgreSQL down or restarting):
+    /// what an operator is told. `lists`, `members` and `nodes` are then unknown (0 and
+    /// empty); the rest — queue, spool, posts — is this node's own and current, which is what
+    /// tells whether mail is at risk during the outage. Null while the store answers.
+    pub store_error: Option<String>,
 }
 
 /// One cluster node in `GET /api/v1/status`, as the answering node judges it.

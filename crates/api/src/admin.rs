@@ -368,10 +368,13 @@ pub async fn queue(
     get,
     path = "/status",
     tag = "status",
-    responses((status = 200, description = "The server at a glance", body = Status), crate::schema::Problems)
+    responses((status = 200, description = "The server at a glance; during a store outage too, with `store_error` set", body = Status), crate::schema::Problems)
 )]
 pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
-    let (lists, members) = dir(&s, |d| {
+    // The store down (PostgreSQL restarting) is when an operator looks here most: answer 200
+    // with what this node knows and the store marked down, not a 503 that hides the queue and
+    // the spool. Only the store's unavailability is answered so; other errors stay errors.
+    let counts = dir(&s, |d| {
         let lists = d.lists()?;
         let mut members = 0;
         for l in &lists {
@@ -379,11 +382,27 @@ pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
         }
         Ok((lists.len(), members))
     })
-    .await?;
+    .await;
+    let (mut store_error, (lists, members)) = match counts {
+        Ok(c) => (None, c),
+        Err(ApiError::Unavailable(why)) => (Some(why), (0, 0)),
+        Err(e) => return Err(e),
+    };
     let q = s.scheduler.queue_snapshot().await.unwrap_or_default();
     let mut posts = s.telemetry.all_progress();
     posts.truncate(20);
-    let nodes = cluster_status(&s).await?;
+    // One store call is enough to know it is down (each would wait for its connect timeout).
+    let nodes = match store_error {
+        Some(_) => Vec::new(),
+        None => match cluster_status(&s).await {
+            Ok(n) => n,
+            Err(ApiError::Unavailable(why)) => {
+                store_error = Some(why);
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        },
+    };
     Ok(Json(Status {
         version: env!("CARGO_PKG_VERSION").to_string(),
         uptime_secs: s.started.elapsed().as_secs(),
@@ -395,6 +414,7 @@ pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
         spool: views::spool::stats(&s.spool.stats()),
         posts: views::telemetry::posts(&posts),
         nodes: nodes.iter().map(views::cluster::node).collect(),
+        store_error,
     }))
 }
 

@@ -1,5 +1,6 @@
 //! This node's side of the shared fan-out: the handle ([`Shards`]) the server and the API hold,
-//! and the node's loop (`run`): report and renew, then claim, every `shard_report_ms`.
+//! and the node's loop (`run`): report and renew, then claim, every `shard_report_ms` and
+//! whenever a held shard completes here or this node publishes a post.
 //!
 //! A node never waits on another: claims skip locked rows, reports and renewals are one
 //! statement each per interval, whatever the number of copies.
@@ -276,9 +277,12 @@ impl Shards {
         let mut pruned = Instant::now();
         let mut gate = ReclaimGate::new(Duration::from_millis(self.lease_ms));
         loop {
+            // Every interval (renewals, reclaims, other nodes' posts), and at once when a shard
+            // completed here or this node published a post (the tracker's wake).
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tick.tick() => {}
+                _ = self.tracker.woken() => {}
             }
             if !self.report().await {
                 gate.store_failed(Instant::now());

@@ -142,6 +142,8 @@ impl Shards {
             backoff = (backoff * 2).min(MAX_BACKOFF);
         };
         self.counters.published.add(posts.len() as u64);
+        // Its shards are claimable now: this node claims them without waiting an interval.
+        self.tracker.wake();
         for ((post, committed), (cluster_post, shards)) in posts.into_iter().zip(published) {
             if let Some(tx) = committed {
                 let _ = tx.send(());

@@ -5,6 +5,10 @@
 //! Why a std `Mutex`: the report loop calls in once per final copy and never awaits under the
 //! lock; the reporter holds it only to copy out the dirty shards' bitmaps. No `.await` happens
 //! under it anywhere.
+//!
+//! It also wakes the node's loop ([`Tracker::wake`]) when a held shard completes here or this
+//! node published a post: the loop reports and claims at once instead of at its next interval,
+//! so a node does not sit idle between two shards (the fixed cost of sharing on short posts).
 
 use herald_directory::{ShardKey, ShardNext, ShardReport};
 use herald_scheduler::FinalSink;
@@ -12,6 +16,7 @@ use herald_spool::DoneSet;
 use herald_types::{MemberId, PostId};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use tokio::sync::Notify;
 
 /// One shard held here: the local post that fans it out, and its finished members.
 #[derive(Debug)]
@@ -47,6 +52,9 @@ impl Held {
 #[derive(Debug, Default)]
 pub struct Tracker {
     held: Mutex<HashMap<PostId, Held>>,
+    /// Something for the node's loop to do before its next interval. A `Notify` keeps one
+    /// permit: wakes while the loop is busy collapse into one more pass, never a backlog.
+    wake: Notify,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -54,6 +62,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Tracker {
+    /// Asks the node's loop for a report-and-claim pass now.
+    pub(crate) fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Until [`Tracker::wake`] is called (at once if it was since the last wait).
+    pub(crate) async fn woken(&self) {
+        self.wake.notified().await;
+    }
+
     pub(crate) fn insert(&self, post: PostId, held: Held) {
         lock(&self.held).insert(post, held);
     }
@@ -150,8 +168,15 @@ impl FinalSink for Tracker {
     }
 
     fn completed(&self, post: PostId) {
-        if let Some(h) = lock(&self.held).get_mut(&post) {
-            h.completed = true;
+        let held = match lock(&self.held).get_mut(&post) {
+            Some(h) => {
+                h.completed = true;
+                true
+            }
+            None => false,
+        };
+        if held {
+            self.wake();
         }
     }
 }
@@ -210,5 +235,26 @@ mod tests {
         t.finished(p, MemberId(2), false);
         t.completed(p);
         assert_eq!(t.reports()[0].1.next, ShardNext::Done);
+    }
+
+    /// A held shard completing wakes the node's loop (once, however many wakes came while it
+    /// was busy); a post that is not a held shard does not.
+    #[tokio::test]
+    async fn a_completed_shard_wakes_the_loop_at_once() {
+        let short = std::time::Duration::from_millis(50);
+        let t = Tracker::default();
+        t.completed(PostId(77));
+        assert!(tokio::time::timeout(short, t.woken()).await.is_err());
+        t.insert(PostId(1), held(1, 2));
+        t.insert(PostId(2), held(3, 4));
+        t.completed(PostId(1));
+        t.completed(PostId(2));
+        tokio::time::timeout(short, t.woken())
+            .await
+            .expect("woken by a completed shard");
+        assert!(
+            tokio::time::timeout(short, t.woken()).await.is_err(),
+            "two wakes while busy are one pass"
+        );
     }
 }
