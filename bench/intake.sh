@@ -125,7 +125,14 @@ EOF
   wait_for "herald serve" 60 curl -sf "http://$HTTP/healthz"
   "$SERVE" --server "http://$HTTP" list create "$LIST" --name Bench --policy anyone >/dev/null
   intake "$HSMTP" "$dir/intake.json"
+  # The stop with the backlog the intake left (posts still to archive and fan out): SIGTERM to
+  # exit, in seconds (issue 20 item 9: bounded; the rest is resumed from the spool).
+  local t0=$(date +%s.%N)
   stop "$hpid"
+  local took=$(echo "$(date +%s.%N) - $t0" | bc)
+  log "  herald stopped in ${took} s"
+  jq --argjson s "$took" '. + {stop_secs: $s}' "$dir/intake.json" >"$dir/intake.json.tmp" &&
+    mv "$dir/intake.json.tmp" "$dir/intake.json"
   stop "$wpid"
   rm -rf "$dir/data" "$dir/world/events.jsonl"
 }
@@ -195,8 +202,8 @@ done
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 {
   cat "$RESULTS/machine.txt"
-  printf '| system | posts/s (median) | p50 ms | p99 ms | accepted / refused (per round) | posts/s per round |\n'
-  printf '|---|---:|---:|---:|---|---|\n'
+  printf '| system | posts/s (median) | p50 ms | p99 ms | accepted / refused (per round) | posts/s per round | stop s (per round) |\n'
+  printf '|---|---:|---:|---:|---|---|---|\n'
   for sys in herald postfix; do
     ls "$RESULTS"/"$sys"-*.json >/dev/null 2>&1 || continue
     files=("$RESULTS"/"$sys"-*.json)
@@ -205,7 +212,8 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
     p99=$(jq -r .p99_ms "${files[@]}" | median)
     counts=$(jq -r '"\(.accepted)/\(.refused)"' "${files[@]}" | paste -sd' ')
     rates=$(jq -r '.posts_per_sec | floor' "${files[@]}" | paste -sd' ')
-    printf '| %s | %.0f | %.1f | %.1f | %s | %s |\n' "$sys" "$rate" "$p50" "$p99" "$counts" "$rates"
+    stops=$(jq -r '.stop_secs // "-"' "${files[@]}" | paste -sd' ')
+    printf '| %s | %.0f | %.1f | %.1f | %s | %s | %s |\n' "$sys" "$rate" "$p50" "$p99" "$counts" "$rates" "$stops"
   done
 } | tee "$RESULTS/table.md"
 rm -rf "$WORK"

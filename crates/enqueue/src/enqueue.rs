@@ -6,19 +6,24 @@
 //! `arrival.rs`) and the posting policy (may the sender post, content rules: `policy.rs`),
 //! retried duplicates are suppressed (same Message-ID on the same list within the dedup window:
 //! acknowledged with the first post's id, not spooled again), then [`Enqueuer::accept`] — the one
-//! place that builds a `PostMeta` — makes the post durable and hands it over by its kind:
-//! list posts and generated mail to fan-out, bounces to the bounce stage, requests, held posts
-//! and postmaster mail to the lists stage ([`Handoff`]).
+//! place that builds a `PostMeta` — makes the post durable and puts it in the hand-off backlog
+//! (`backlog.rs`), whose task hands it over by its kind: list posts and generated mail to
+//! fan-out, bounces to the bounce stage, requests, held posts and postmaster mail to the lists
+//! stage ([`Handoff`]).
 //!
 //! One-way arrows: this crate is upstream of the scheduler, the lists stage and the bounce
 //! stage. It never imports them; it hands posts over bounded channels that the composition root
-//! connects. A full channel makes the sender wait (backpressure reaches the SMTP client, whose
-//! 250 is already earned: the post is durable before the hand-over).
+//! connects. The caller's answer (the `250`) waits for the spool only; a full backlog makes it
+//! wait before the post is written (backpressure once a stage downstream has stayed slower
+//! than the intake for `[intake] backlog_max_posts` posts).
 //!
-//! Invariants: durable before the id is returned; a post that cannot be handed over (the stage
-//! is stopping) stays in the spool and is picked up at the next start.
+//! Invariants: durable before the id is returned; the spool write and the hand-off run in a
+//! task of their own, so a caller that goes away cannot leave a durable post without its
+//! hand-off; a post that cannot be handed over (the stage is stopping) stays in the spool and
+//! is picked up at the next start.
 
 use crate::arrival::{ArrivalCheck, Source};
+use crate::backlog::{Backlog, Reservation};
 use crate::complete::{self, complete_header};
 use crate::dedup::{DedupStore, Seen};
 use crate::error::EnqueueError;
@@ -131,6 +136,27 @@ pub struct HandoffReceivers {
 }
 
 impl Handoff {
+    /// Hands a spooled post to the stage that owns its kind, waiting for room in its channel.
+    /// False when that stage is not running (the server is stopping): the post is durable in
+    /// the spool and the stage picks it up at the next start.
+    pub async fn send(&self, post: SpooledPost) -> bool {
+        let (id, kind) = (post.id, post.meta.kind);
+        let to = match kind {
+            PostKind::ListPost | PostKind::Generated => &self.fanout,
+            PostKind::Bounce => &self.bounces,
+            PostKind::Held | PostKind::Request | PostKind::Postmaster => {
+                tracing::info!(post = %id, list = %post.meta.list_address, kind = ?kind,
+                    reason = ?post.meta.hold_reason, "kept for the lists stage");
+                &self.lists
+            }
+        };
+        if to.send(post).await.is_err() {
+            tracing::warn!(post = %id, kind = ?kind, "the next stage is not running");
+            return false;
+        }
+        true
+    }
+
     /// Three bounded channels of `capacity` each.
     pub fn channels(capacity: usize) -> (Handoff, HandoffReceivers) {
         let (fanout, fanout_rx) = mpsc::channel(capacity);
@@ -162,8 +188,9 @@ pub struct Enqueuer {
     pub dedup: Option<DedupStore>,
     /// Authentication results of list posts, taken once on arrival.
     pub arrival: ArrivalCheck,
-    /// Where spooled posts go next.
-    pub handoff: Handoff,
+    /// Where spooled posts wait for their hand-off to the next stage ([`crate::backlog::run`]
+    /// hands them over): the `250` waits for the spool, not for the stages downstream.
+    pub backlog: Backlog,
     /// Posts per sender per list in the current hour (`max_posts_per_hour`).
     pub post_rate: herald_guard::PostRate,
     /// `[content_filter]`: rspamd asked about each list post from SMTP/LMTP (`None`: off).
@@ -190,6 +217,8 @@ struct Draft {
     /// `ListPost`: the delivery mode whose members get it (a digest's; regular otherwise).
     audience: DeliveryMode,
     dsn: Option<herald_types::Dsn>,
+    /// The Message-ID header (without angle brackets), for duplicate suppression.
+    message_id: Option<String>,
     body: Bytes,
 }
 
@@ -208,6 +237,7 @@ impl Draft {
             null_sender: false,
             audience: DeliveryMode::Regular,
             dsn: None,
+            message_id: message_id(&body),
             body,
         }
     }
@@ -365,49 +395,63 @@ impl Enqueuer {
             ),
             _ => body,
         };
+        // The header fields decided on below, parsed once. Later changes to the body only
+        // append fields the content filter asks for, at the end of the header.
+        let heads = Heads::parse(&body);
         if let (ListAddressKind::Post, false) = (role, approved) {
-            if let Some(first) = self.duplicate_of(list, &body, now) {
+            if let Some(first) = self.duplicate_of(list, heads.message_id.as_deref(), now) {
                 return Ok(Err(first));
             }
-            if let (Some(c), Some(mid)) = (&self.cluster_dedup, message_id(&body)) {
-                if let Some(first) = c.seen(list.id, &mid).await {
+            if let (Some(c), Some(mid)) = (&self.cluster_dedup, &heads.message_id) {
+                if let Some(first) = c.seen(list.id, mid).await {
                     return Ok(Err(first));
                 }
             }
         }
-        let (kind, hold_reason) = match role {
-            ListAddressKind::Bounces { .. } => (PostKind::Bounce, None),
-            ListAddressKind::Request => (PostKind::Request, None),
-            ListAddressKind::Post => match origin {
-                Origin::Admin | Origin::Approved { .. } => (PostKind::ListPost, None),
-                Origin::Imported { reason, .. } => (PostKind::Held, Some(reason)),
-                Origin::Smtp { .. } => {
-                    self.posting_kind(list, envelope_from.clone(), &origin, &mut body)
-                        .await?
+        let posting = match (role, origin) {
+            (ListAddressKind::Post, origin @ Origin::Smtp { .. }) => {
+                let from = heads.from.clone();
+                self.posting_kind(list, envelope_from.clone(), &origin, &mut body, from)
+                    .await?
+            }
+            (role, origin) => {
+                let (kind, hold_reason) = match (role, origin) {
+                    (ListAddressKind::Bounces { .. }, _) => (PostKind::Bounce, None),
+                    (ListAddressKind::Request, _) => (PostKind::Request, None),
+                    (ListAddressKind::Post, Origin::Imported { reason, .. }) => {
+                        (PostKind::Held, Some(reason))
+                    }
+                    (ListAddressKind::Post, _) => (PostKind::ListPost, None),
+                };
+                let dir = self.directory.clone();
+                let list_id = list.id;
+                let max_member_id =
+                    tokio::task::spawn_blocking(move || dir.max_member_id(list_id)).await??;
+                Posting {
+                    kind,
+                    hold_reason,
+                    max_member_id,
                 }
-            },
+            }
         };
         let recipients = match role {
             ListAddressKind::Bounces { member: Some(m) } => vec![m.clone()],
             _ => Vec::new(),
         };
-        let dir = self.directory.clone();
-        let list_id = list.id;
-        let max_member_id =
-            tokio::task::spawn_blocking(move || dir.max_member_id(list_id)).await??;
         Ok(Ok(Draft {
-            kind,
+            kind: posting.kind,
             list_id: list.id,
             list_address: list.address.clone(),
             envelope_from,
             received_at_ms: now,
-            max_member_id,
+            max_member_id: posting.max_member_id,
             recipients,
-            hold_reason,
+            hold_reason: posting.hold_reason,
             null_sender: false,
             audience: DeliveryMode::Regular,
             // A list post: the list is the new originator (see `inbound::relayed_dsn`).
             dsn: None,
+            message_id: heads.message_id,
             body,
         }))
     }
@@ -443,9 +487,9 @@ impl Enqueuer {
     }
 
     /// The first post of a retried list post (same Message-ID within the dedup window).
-    fn duplicate_of(&self, list: &List, body: &[u8], now: u64) -> Option<PostId> {
-        let (d, mid) = (self.dedup.as_ref()?, message_id(body)?);
-        let first = d.seen_on_list(list.id, &mid, now)?;
+    fn duplicate_of(&self, list: &List, message_id: Option<&str>, now: u64) -> Option<PostId> {
+        let (d, mid) = (self.dedup.as_ref()?, message_id?);
+        let first = d.seen_on_list(list.id, mid, now)?;
         tracing::info!(list = %list.address, first = %first, message_id = %mid,
             "duplicate Message-ID within the dedup window: acknowledged, not fanned out again");
         Some(first)
@@ -461,7 +505,7 @@ impl Enqueuer {
             envelope_from: draft.envelope_from,
             received_at_ms: draft.received_at_ms,
             max_member_id: draft.max_member_id,
-            message_id: message_id(&draft.body),
+            message_id: draft.message_id,
             recipients: draft.recipients,
             hold_reason: draft.hold_reason,
             null_sender: draft.null_sender,
@@ -470,6 +514,39 @@ impl Enqueuer {
             member_range: None,
         };
         let body = draft.body;
+        // Room in the backlog first: when it is full (a stage downstream slower than the intake
+        // for a long while) the sender waits here, before anything is written.
+        let reservation = self.backlog.reserve(body.len()).await;
+        let commit = Commit {
+            spool: self.spool.clone(),
+            telemetry: self.telemetry.clone(),
+            dedup: self.dedup.clone(),
+            cluster_dedup: self.cluster_dedup.clone(),
+            shared: self.shared.clone(),
+            reservation,
+        };
+        // A task of its own: once the spool has the post, its hand-off must happen even if our
+        // caller goes away meanwhile (an HTTP client that hung up, a stage stopping), or the
+        // durable post would wait for the next start.
+        tokio::spawn(commit.run(meta, body)).await?
+    }
+}
+
+/// What makes a post durable and puts it in the backlog, moved into a task of its own.
+struct Commit {
+    spool: Spool,
+    telemetry: Telemetry,
+    dedup: Option<DedupStore>,
+    cluster_dedup: Option<crate::ClusterDedup>,
+    shared: Option<std::sync::Arc<dyn crate::SharedIntake>>,
+    /// `None`: the hand-off task has stopped (shutdown); the post is resumed from the spool.
+    reservation: Option<Reservation>,
+}
+
+impl Commit {
+    /// Spools the post (durable on return), records list posts' Message-IDs for duplicate
+    /// suppression, and puts the post in the backlog.
+    async fn run(self, meta: PostMeta, body: Bytes) -> Result<PostId, EnqueueError> {
         let id = self.spool.accept(meta.clone(), body.clone()).await?;
         if let (Some(d), Some(mid), PostKind::ListPost | PostKind::Held) =
             (&self.dedup, &meta.message_id, meta.kind)
@@ -492,144 +569,213 @@ impl Enqueuer {
             // Committed to the shared store before the 250 (group commit with concurrent posts).
             shared.share(&post).await;
         }
-        self.dispatch(post).await;
+        if post.meta.kind == PostKind::ListPost {
+            self.telemetry.emit(Event::PostAccepted {
+                post: post.id,
+                list: post.meta.list_address.clone(),
+                size: post.body.len(),
+                received_at_ms: post.meta.received_at_ms,
+                recovered: false,
+            });
+        }
+        match self.reservation {
+            Some(r) => r.hand(post),
+            None => tracing::info!(post = %id, kind = ?post.meta.kind,
+                "accepted while stopping: handed over from the spool at the next start"),
+        }
         Ok(id)
     }
+}
 
-    fn emit_accepted(&self, post: &SpooledPost) {
-        self.telemetry.emit(Event::PostAccepted {
-            post: post.id,
-            list: post.meta.list_address.clone(),
-            size: post.body.len(),
-            received_at_ms: post.meta.received_at_ms,
-            recovered: false,
-        });
-    }
-
-    /// Hands a freshly spooled post to the stage that owns its kind.
-    async fn dispatch(&self, post: SpooledPost) {
-        let (id, kind) = (post.id, post.meta.kind);
-        let to = match kind {
-            PostKind::ListPost => {
-                self.emit_accepted(&post);
-                &self.handoff.fanout
-            }
-            PostKind::Generated => &self.handoff.fanout,
-            PostKind::Bounce => &self.handoff.bounces,
-            PostKind::Held | PostKind::Request | PostKind::Postmaster => {
-                tracing::info!(post = %id, list = %post.meta.list_address, kind = ?kind,
-                    reason = ?post.meta.hold_reason, "kept for the lists stage");
-                &self.handoff.lists
-            }
-        };
-        if to.send(post).await.is_err() {
-            // It is durable in the spool; the stage picks it up at the next start.
-            tracing::warn!(post = %id, kind = ?kind, "the next stage is not running");
-        }
-    }
-
+impl Enqueuer {
     /// A list post if the sender may post (by the From header or the envelope sender), otherwise
-    /// held for moderation. The content filter may add header fields to `body`.
+    /// held for moderation. The content filter may add header fields to `body`. What the
+    /// directory knows (ban, posting right, member-id snapshot) and the content rules are asked
+    /// in one blocking task ([`Enqueuer::post_facts`]); the decisions are taken in the same
+    /// order as ever: ban, guards, content filter, posting right, aligned `From:`, content rules.
     async fn posting_kind(
         &self,
         list: &List,
         envelope_from: Option<Address>,
         origin: &Origin,
         body: &mut Bytes,
-    ) -> Result<(PostKind, Option<String>), EnqueueError> {
-        let from = from_header(body);
-        if let Some(f) = &from {
-            self.refuse_banned(list, f).await?;
+        from: Option<Address>,
+    ) -> Result<Posting, EnqueueError> {
+        // With require_aligned_from only the From: counts, and only if authentic (below): the
+        // envelope sender and an unauthenticated From: are whatever the client typed.
+        let aligned_only = list.settings.requires_aligned_from();
+        let mut senders: Vec<Address> = from.iter().cloned().collect();
+        if !aligned_only {
+            senders.extend(envelope_from.iter().cloned());
         }
+        let facts = self
+            .post_facts(list, from.clone(), senders, body.clone())
+            .await?;
+        if let (Some(f), Some(ban)) = (&from, &facts.ban) {
+            self.telemetry.metrics().count_list_guard(GuardTrip::Banned);
+            tracing::info!(list = %list.address, from = %f, ban = ban.id,
+                "post refused: the From: address is banned");
+            return Err(EnqueueError::Banned {
+                sender: f.clone(),
+                list: list.address.clone(),
+                ban: describe_ban(ban),
+            });
+        }
+        let held = |reason: String| Posting {
+            kind: PostKind::Held,
+            hold_reason: Some(reason),
+            max_member_id: facts.max_member_id,
+        };
         if let Some(trip) = self.guard_trip(list, from.as_ref().or(envelope_from.as_ref()), body) {
             self.telemetry.metrics().count_list_guard(trip);
             tracing::info!(list = %list.address, guard = trip.word(),
                 action = ?list.settings.guard_action, "list post stopped by a guard");
             return match list.settings.guard_action {
-                GuardAction::Hold => Ok((PostKind::Held, Some(trip.reason().to_string()))),
+                GuardAction::Hold => Ok(held(trip.reason().to_string())),
                 GuardAction::Reject => Err(EnqueueError::Guarded(trip)),
             };
         }
         // Before the posting authorization: spam from a non-member is refused outright rather
         // than filling the moderators' queue.
-        if let Some(held) = self.content_check(list, origin, body).await? {
-            return Ok(held);
+        if let Some(reason) = self.content_check(list, origin, body).await? {
+            return Ok(held(reason));
         }
-        let body = &*body;
-        // With require_aligned_from only the From: counts, and only if authentic (below): the
-        // envelope sender and an unauthenticated From: are whatever the client typed.
-        let aligned_only = list.settings.requires_aligned_from();
         let authentic = aligned_only
             && from
                 .as_ref()
                 .is_some_and(|f| from_is_authentic(body, f, self.arrival.authserv_id()));
-        let mut senders: Vec<Address> = from.into_iter().collect();
-        if !aligned_only {
-            senders.extend(envelope_from);
-        }
-        let dir = self.directory.clone();
-        let settings = list.settings.clone();
-        let (list_address, guard_action) = (list.address.clone(), list.settings.guard_action);
-        let list = list.clone();
-        // The most permissive answer over the candidate senders wins: a post whose From: is an
-        // allowed member goes through even if the envelope sender is moderated, and vice versa.
-        let right = tokio::task::spawn_blocking(move || {
-            let mut best = PostingRight::NotAllowed;
-            for s in &senders {
-                match dir.may_post(&list, s)? {
-                    PostingRight::Allowed => return Ok::<_, DirectoryError>(PostingRight::Allowed),
-                    PostingRight::Moderated => best = PostingRight::Moderated,
-                    PostingRight::NotAllowed => {}
-                }
-            }
-            Ok(best)
-        })
-        .await??;
-        match right {
+        match facts.right {
             PostingRight::Allowed => {}
-            PostingRight::Moderated => {
-                return Ok((
-                    PostKind::Held,
-                    Some("the member's posts are moderated".into()),
-                ))
-            }
+            PostingRight::Moderated => return Ok(held("the member's posts are moderated".into())),
             PostingRight::NotAllowed => {
-                return Ok((
-                    PostKind::Held,
-                    Some("the sender may not post to this list".into()),
-                ))
+                return Ok(held("the sender may not post to this list".into()))
             }
         }
         if aligned_only && !authentic {
             let trip = GuardTrip::Unauthenticated;
             self.telemetry.metrics().count_list_guard(trip);
-            tracing::info!(list = %list_address, "member From: without a DMARC pass: unauthenticated sender");
-            return match guard_action {
-                GuardAction::Hold => Ok((PostKind::Held, Some(trip.reason().to_string()))),
+            tracing::info!(list = %list.address, "member From: without a DMARC pass: unauthenticated sender");
+            return match list.settings.guard_action {
+                GuardAction::Hold => Ok(held(trip.reason().to_string())),
                 GuardAction::Reject => Err(EnqueueError::Guarded(trip)),
             };
         }
-        let b = body.clone();
-        let reason =
-            tokio::task::spawn_blocking(move || crate::policy::hold_reason(&settings, &b)).await?;
-        Ok(match reason {
-            Some(r) => (PostKind::Held, Some(r)),
-            None => (PostKind::ListPost, None),
+        Ok(match facts.hold_reason.clone() {
+            Some(r) => held(r),
+            None => Posting {
+                kind: PostKind::ListPost,
+                hold_reason: None,
+                max_member_id: facts.max_member_id,
+            },
         })
+    }
+
+    /// Everything the directory and the content rules say about a list post from SMTP, in one
+    /// blocking task (each `spawn_blocking` is a round trip through the blocking pool: a
+    /// thread wake-up each way): the ban on its `From:` (the envelope sender's was checked at
+    /// RCPT), the most permissive posting right over `senders`, the member-id snapshot, and
+    /// the content rules' hold reason (a MIME parse of the whole post). A banned post skips
+    /// the rest.
+    async fn post_facts(
+        &self,
+        list: &List,
+        from: Option<Address>,
+        senders: Vec<Address>,
+        body: Bytes,
+    ) -> Result<PostFacts, EnqueueError> {
+        let (dir, list) = (self.directory.clone(), list.clone());
+        let facts = tokio::task::spawn_blocking(move || {
+            let ban = match &from {
+                Some(f) => dir.ban_for(Some(list.id), f)?,
+                None => None,
+            };
+            if ban.is_some() {
+                return Ok::<_, DirectoryError>(PostFacts {
+                    ban,
+                    right: PostingRight::NotAllowed,
+                    max_member_id: MemberId(0),
+                    hold_reason: None,
+                });
+            }
+            // The most permissive answer over the candidate senders wins: a post whose From:
+            // is an allowed member goes through even if the envelope sender is moderated, and
+            // vice versa.
+            let mut right = PostingRight::NotAllowed;
+            for s in &senders {
+                match dir.may_post(&list, s)? {
+                    PostingRight::Allowed => {
+                        right = PostingRight::Allowed;
+                        break;
+                    }
+                    PostingRight::Moderated => right = PostingRight::Moderated,
+                    PostingRight::NotAllowed => {}
+                }
+            }
+            Ok(PostFacts {
+                ban: None,
+                right,
+                max_member_id: dir.max_member_id(list.id)?,
+                hold_reason: crate::policy::hold_reason(&list.settings, &body),
+            })
+        })
+        .await??;
+        Ok(facts)
+    }
+}
+
+/// What [`Enqueuer::post_facts`] found.
+struct PostFacts {
+    ban: Option<herald_directory::Ban>,
+    right: PostingRight,
+    max_member_id: MemberId,
+    hold_reason: Option<String>,
+}
+
+/// How a list's mail is spooled: its kind, why it is held, and its member-id snapshot.
+struct Posting {
+    kind: PostKind,
+    hold_reason: Option<String>,
+    max_member_id: MemberId,
+}
+
+/// The header fields the enqueue path decides on, parsed once per post.
+struct Heads {
+    /// The first address of `From:`, if it parses as an address Herald accepts.
+    from: Option<Address>,
+    /// `Message-ID:` without angle brackets (at most 998 characters).
+    message_id: Option<String>,
+}
+
+impl Heads {
+    fn parse(body: &[u8]) -> Heads {
+        let Some(msg) = mail_parser::MessageParser::new().parse_headers(body) else {
+            return Heads {
+                from: None,
+                message_id: None,
+            };
+        };
+        Heads {
+            from: msg
+                .from()
+                .and_then(|f| f.first())
+                .and_then(|a| a.address())
+                .and_then(|a| Address::parse(a).ok()),
+            message_id: msg.message_id().map(|s| s.chars().take(998).collect()),
+        }
     }
 }
 
 impl Enqueuer {
     /// The content filter's verdict on a list post from SMTP/LMTP (issue 18 item 6): `None`
-    /// to go on (with rspamd's `X-Spam` fields added when configured), a hold with rspamd's
-    /// reason, or [`EnqueueError::ContentRejected`] (`550 5.7.1` at the end of DATA). A filter
+    /// to go on (with rspamd's `X-Spam` fields added when configured), rspamd's reason to
+    /// hold it, or [`EnqueueError::ContentRejected`] (`550 5.7.1` at the end of DATA). A filter
     /// that cannot answer holds the post: never lost, never waved through.
     async fn content_check(
         &self,
         list: &List,
         origin: &Origin,
         body: &mut Bytes,
-    ) -> Result<Option<(PostKind, Option<String>)>, EnqueueError> {
+    ) -> Result<Option<String>, EnqueueError> {
         let (
             Some(filter),
             Origin::Smtp {
@@ -666,27 +812,9 @@ impl Enqueuer {
                 }
                 Ok(None)
             }
-            FilterVerdict::Hold | FilterVerdict::Failed => {
-                Ok(Some((PostKind::Held, Some(d.reason))))
-            }
+            FilterVerdict::Hold | FilterVerdict::Failed => Ok(Some(d.reason)),
             FilterVerdict::Reject => Err(EnqueueError::ContentRejected { reason: d.reason }),
         }
-    }
-
-    /// Refuses a post whose `From:` is banned from `list` (the envelope sender was checked at
-    /// RCPT; only the header tells here).
-    async fn refuse_banned(&self, list: &List, from: &Address) -> Result<(), EnqueueError> {
-        let (dir, id, who) = (self.directory.clone(), list.id, from.clone());
-        let ban = tokio::task::spawn_blocking(move || dir.ban_for(Some(id), &who)).await??;
-        let Some(ban) = ban else { return Ok(()) };
-        self.telemetry.metrics().count_list_guard(GuardTrip::Banned);
-        tracing::info!(list = %list.address, from = %from, ban = ban.id,
-            "post refused: the From: address is banned");
-        Err(EnqueueError::Banned {
-            sender: from.clone(),
-            list: list.address.clone(),
-            ban: describe_ban(&ban),
-        })
     }
 
     /// The loop / auto-reply guard a post from SMTP trips, else its sender's post rate. A

@@ -6,7 +6,8 @@
 //! stage`. The listeners call it through [`ListHandler`] (the `herald_inbound::InboundHandler`
 //! the composition root plugs in); the lists stage and the HTTP API call it directly.
 //!
-//! Modules: `enqueue` (classify, dedup, build `PostMeta`, accept, hand over), `inbound` (the
+//! Modules: `enqueue` (classify, dedup, build `PostMeta`, accept), `backlog` (acknowledged
+//! posts waiting for their hand-off to the next stage, and the task that hands them over), `inbound` (the
 //! RCPT check and DATA hand-over: never an open relay), `arrival` (SPF/DKIM/ARC/DMARC once on
 //! arrival), `policy` (per-list content rules), `dedup` (the Message-ID store, which fan-out's
 //! expansion also reads for cross-posts), `cluster_dedup` (the same Message-IDs in the shared
@@ -20,6 +21,7 @@
 //! and `policy.rs` for what is checked where.
 
 mod arrival;
+pub mod backlog;
 mod cluster_dedup;
 pub mod complete;
 pub mod config;
@@ -31,6 +33,7 @@ mod policy;
 mod shared;
 
 pub use arrival::{ArrivalCheck, LmtpClients, Source};
+pub use backlog::{Backlog, BacklogQueue, IntakeSection};
 pub use cluster_dedup::ClusterDedup;
 pub use config::{ArrivalSetupError, AuthSection, ComplaintsSection};
 pub use dedup::{DedupConfig, DedupError, DedupStore, Seen};

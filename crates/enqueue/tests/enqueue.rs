@@ -5,9 +5,11 @@
 use bytes::Bytes;
 use herald_directory::Directory;
 use herald_enqueue::{
-    ArrivalCheck, DedupConfig, DedupStore, EnqueueError, Enqueuer, Handoff, HandoffReceivers,
-    ListHandler, LmtpClients, Origin, PostmasterPolicy, Submission,
+    ArrivalCheck, Backlog, DedupConfig, DedupStore, EnqueueError, Enqueuer, Handoff,
+    HandoffReceivers, IntakeSection, ListHandler, LmtpClients, Origin, PostmasterPolicy,
+    Submission,
 };
+use herald_spool::SpooledPost;
 use herald_spool::{PostKind, Spool, SpoolConfig};
 use herald_telemetry::{Telemetry, TelemetryConfig};
 use herald_types::{Address, List, ListAddressKind, ListSettings, PostingPolicy};
@@ -54,6 +56,12 @@ fn world() -> World {
     )
     .expect("dedup");
     let (handoff, handed) = Handoff::channels(16);
+    let (backlog, queue) = Backlog::new(&IntakeSection::default());
+    tokio::spawn(herald_enqueue::backlog::run(
+        queue,
+        handoff,
+        tokio_util::sync::CancellationToken::new(),
+    ));
     let enqueuer = Arc::new(Enqueuer {
         directory,
         spool,
@@ -66,7 +74,7 @@ fn world() -> World {
             Duration::from_secs(1),
             LmtpClients::Unknown,
         ),
-        handoff,
+        backlog,
         post_rate: Default::default(),
         content_filter: None,
         shared: None,
@@ -78,6 +86,14 @@ fn world() -> World {
         handed,
         list,
     }
+}
+
+/// The next post handed to a stage: the hand-off runs after the `250`, in its own task.
+async fn next(rx: &mut tokio::sync::mpsc::Receiver<SpooledPost>) -> SpooledPost {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("handed over within 5 s")
+        .expect("channel open")
 }
 
 const POST: &[u8] = b"From: a@x.test\r\nSubject: hi\r\nMessage-ID: <m1@x.test>\r\n\r\nbody\r\n";
@@ -105,7 +121,7 @@ async fn list_mail_goes_to_its_stage_by_role_and_retries_are_acknowledged_once()
         .enqueue(post(ListAddressKind::Post, POST))
         .await
         .expect("enqueued");
-    let handed = w.handed.fanout.try_recv().expect("handed to fan-out");
+    let handed = next(&mut w.handed.fanout).await;
     assert_eq!((handed.id, handed.meta.kind), (id, PostKind::ListPost));
     let again = w
         .enqueuer
@@ -116,22 +132,18 @@ async fn list_mail_goes_to_its_stage_by_role_and_retries_are_acknowledged_once()
         again, id,
         "a retry is acknowledged with the first post's id"
     );
-    assert!(
-        w.handed.fanout.try_recv().is_err(),
-        "and not handed over again"
-    );
-
     let bounce = ListAddressKind::Bounces { member: None };
     let b = w
         .enqueuer
         .enqueue(post(bounce, b"Subject: b\r\n\r\nx\r\n"))
         .await;
-    let got = w
-        .handed
-        .bounces
-        .try_recv()
-        .expect("straight to the bounce stage");
+    let got = next(&mut w.handed.bounces).await;
     assert_eq!((Some(got.id), got.meta.kind), (b.ok(), PostKind::Bounce));
+    // Handed over in order: had the retry been handed over, it would be waiting by now.
+    assert!(
+        w.handed.fanout.try_recv().is_err(),
+        "the retry is not handed over again"
+    );
     let r = w
         .enqueuer
         .enqueue(post(
@@ -139,7 +151,7 @@ async fn list_mail_goes_to_its_stage_by_role_and_retries_are_acknowledged_once()
             b"Subject: help\r\n\r\nx\r\n",
         ))
         .await;
-    let got = w.handed.lists.try_recv().expect("to the lists stage");
+    let got = next(&mut w.handed.lists).await;
     assert_eq!((Some(got.id), got.meta.kind), (r.ok(), PostKind::Request));
 }
 
@@ -152,7 +164,7 @@ async fn generated_server_and_postmaster_mail_are_spooled_for_their_one_recipien
         body: Bytes::from_static(b"Subject: confirm\r\n\r\nx\r\n"),
     };
     w.enqueuer.enqueue(generated).await.expect("generated");
-    let got = w.handed.fanout.try_recv().expect("to fan-out");
+    let got = next(&mut w.handed.fanout).await;
     assert_eq!(got.meta.kind, PostKind::Generated);
     assert_eq!(got.meta.recipients, vec![a("bob@x.test")]);
     assert!(!got.meta.null_sender);
@@ -164,7 +176,7 @@ async fn generated_server_and_postmaster_mail_are_spooled_for_their_one_recipien
         body: Bytes::from_static(b"Subject: fwd\r\n\r\nx\r\n"),
     };
     w.enqueuer.enqueue(server).await.expect("server mail");
-    let got = w.handed.fanout.try_recv().expect("to fan-out");
+    let got = next(&mut w.handed.fanout).await;
     assert!(got.meta.null_sender, "server mail goes out from <>");
 
     let pm = |body: Bytes| Submission::Postmaster {
@@ -177,7 +189,7 @@ async fn generated_server_and_postmaster_mail_are_spooled_for_their_one_recipien
         .enqueue(pm(Bytes::from_static(b"Subject: hi\r\n\r\nx\r\n")))
         .await
         .expect("postmaster mail");
-    let got = w.handed.lists.try_recv().expect("to the lists stage");
+    let got = next(&mut w.handed.lists).await;
     assert_eq!(got.meta.kind, PostKind::Postmaster);
     let big = w
         .enqueuer
@@ -252,13 +264,9 @@ async fn the_rcpt_answer_is_carried_to_data_one_lookup_per_recipient() {
         3,
         "one lookup per RCPT, none again at DATA"
     );
-    let post = w.handed.fanout.try_recv().expect("the post, to fan-out");
+    let post = next(&mut w.handed.fanout).await;
     assert_eq!(post.meta.kind, PostKind::ListPost);
-    let request = w
-        .handed
-        .lists
-        .try_recv()
-        .expect("the request, to the lists stage");
+    let request = next(&mut w.handed.lists).await;
     assert_eq!(request.meta.kind, PostKind::Request);
     say(&mut r, &mut wr, "QUIT\r\n").await;
     stop.cancel();

@@ -83,6 +83,8 @@ pub struct Config {
     pub store: herald_directory::StoreConfig,
     /// This node in a cluster sharing the store (issue 17 item 2): id, address, heartbeats.
     pub cluster: herald_cluster::ClusterConfig,
+    /// Acknowledged posts waiting for their hand-off to the next stage (issue 20 item 9).
+    pub intake: herald_enqueue::IntakeSection,
 }
 
 impl Default for Config {
@@ -117,6 +119,7 @@ impl Default for Config {
             accounts: Default::default(),
             store: Default::default(),
             cluster: Default::default(),
+            intake: Default::default(),
         }
     }
 }
@@ -210,6 +213,7 @@ impl Config {
         self.check_imap()?;
         self.accounts.check()?;
         self.cluster.check()?;
+        self.intake.check()?;
         self.store.location(&self.data_dir).map_err(|e| match e {
             herald_directory::DirectoryError::InvalidInput { field, reason } => {
                 format!("{field}: {reason}")

@@ -9,7 +9,8 @@
 //! listeners and the HTTP API) and `drain`.
 //!
 //! Shutdown order keeps the "no loss" promise: the listeners stop first (no new posts; sessions
-//! finish their transaction), then the scheduler (workers finish their batch, every reported
+//! finish their transaction), then the hand-off of accepted posts (what it still holds stays
+//! in the spool for the next start, so a backlog never holds up the stop), then the scheduler (workers finish their batch, every reported
 //! outcome is journaled), then the bounce and lists stages (the scheduler's report loop has
 //! handed them every failure), then the spool is flushed and the delivery log written out.
 

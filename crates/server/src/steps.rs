@@ -79,6 +79,10 @@ pub(crate) struct Stages {
     /// Shared knowledge (issue 17 item 4): on a PostgreSQL store with `[cluster]
     /// shared_knowledge`.
     knowledge: Option<Arc<herald_knowledge::Knowledge>>,
+    /// The hand-off task (acknowledged posts to their stage, `herald_enqueue::backlog::run`)
+    /// and its stop: the first thing stopped after the listeners, so a backlog of accepted
+    /// posts is left in the spool for the next start instead of holding up the stop.
+    handoff: (JoinHandle<()>, CancellationToken),
 }
 
 /// The listeners and the HTTP API (step 3).
@@ -261,6 +265,13 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
     let (failures_tx, failures_rx) = mpsc::channel(herald_scheduler::FAILED_COPY_CAPACITY);
     let (disabled_tx, disabled_rx) = mpsc::channel(herald_lists::DISABLED_QUEUE_CAPACITY);
     let (handoff, handed) = Handoff::channels(HANDOFF_CAPACITY);
+    let (backlog, backlog_queue) = herald_enqueue::Backlog::new(&config.intake);
+    let handoff_stop = CancellationToken::new();
+    let handoff_task = tokio::spawn(herald_enqueue::backlog::run(
+        backlog_queue,
+        handoff,
+        handoff_stop.clone(),
+    ));
     let dkim = config.dkim_keys()?;
     let (tls_sessions, tls_sessions_rx) = match config.tls_report.enabled {
         true => {
@@ -350,7 +361,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         max_message_bytes: config.smtp_in.limits.max_message_octets,
         dedup: Some(s.dedup.clone()),
         arrival: arrival_check(config)?,
-        handoff,
+        backlog,
         post_rate: Default::default(),
         content_filter: content_filter(config)?,
         shared: shards
@@ -515,6 +526,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         heartbeat_stop.clone(),
     ));
     Ok(Stages {
+        handoff: (handoff_task, handoff_stop),
         heartbeat: (heartbeat, heartbeat_stop),
         cluster: s.cluster,
         shards,
@@ -895,8 +907,15 @@ pub(crate) async fn drain(stages: Stages, served: Served) -> Result<(), ServerEr
     for task in served.imap {
         let _ = task.await;
     }
+    tracing::info!("stopping: listeners closed");
+    // No new posts from outside now. What is still waiting for its hand-off stays in the
+    // spool (durable, acknowledged) and is resumed at the next start; handing it over now
+    // would make the stop wait for the whole backlog to be archived and expanded.
+    stages.handoff.1.cancel();
+    let _ = stages.handoff.0.await;
     stages.scheduler_stop.cancel();
     let _ = stages.scheduler_task.await;
+    tracing::info!("stopping: scheduler stopped");
     if let Some(shards) = &stages.shards {
         // Every outcome is in: report it, and hand back what is unfinished.
         shards.finish().await;
@@ -906,6 +925,7 @@ pub(crate) async fn drain(stages: Stages, served: Served) -> Result<(), ServerEr
     for task in stages.tasks {
         let _ = task.await;
     }
+    tracing::info!("stopping: stages stopped");
     if let Some(writer) = stages.archive_writer {
         // Its senders went with the tasks above; it stores what is queued and ends.
         let _ = tokio::task::spawn_blocking(move || writer.join()).await;

@@ -236,6 +236,19 @@ impl Spool {
         self.wait(rx).await
     }
 
+    /// Ends a post like [`Spool::complete`], waiting only for room in the writer's channel,
+    /// not for the PostDone record's commit (it comes within `commit_interval_ms`, or with the
+    /// next flush). For the report loop, which completes posts one after another: waiting for
+    /// each commit there allowed one completion per commit interval (~150 posts/s), and a stop
+    /// with thousands of finished posts queued took minutes. A crash before the commit leaves
+    /// the post live: recovery gives it back with every member final (those records precede
+    /// the PostDone record in the channel), and fan-out finds nobody left to send to.
+    pub async fn complete_queued(&self, post: PostId) -> Result<(), SpoolError> {
+        // The writer answers the reply when the record is durable; nobody listens for it.
+        let (reply, _unheard) = oneshot::channel();
+        self.send(Request::Complete { post, reply }).await
+    }
+
     /// Commits everything queued before this call and waits for it to be durable (while the
     /// journal is unwritable: until a repair succeeds).
     pub async fn flush(&self) -> Result<(), SpoolError> {

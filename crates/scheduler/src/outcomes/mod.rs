@@ -118,7 +118,9 @@ impl Book {
             .is_some_and(|t| t.expected.is_some_and(|e| t.finished >= e));
         if complete {
             self.tracks.remove(&post);
-            if let Err(e) = self.spool.complete(post).await {
+            // Queued, not awaited: one commit wait per post here capped completions at one
+            // per commit interval. The final flush below makes the last ones durable.
+            if let Err(e) = self.spool.complete_queued(post).await {
                 tracing::error!(%post, error = %e, "cannot complete a post in the spool");
             }
             self.telemetry.emit(Event::PostCompleted { post });
