@@ -75,6 +75,36 @@ async fn cluster(dir: &Path, url: &str, world: &World, members: usize, ips: &[&s
     nodes
 }
 
+/// A PostgreSQL server of the test's own (one it may kill), a world whose receivers answer in
+/// `delay_ms`, and three nodes on 127.0.0.2/3/4 with a list of `members` members; the
+/// temporary directory holds the nodes' data and logs.
+async fn crash_safe_cluster(
+    members: usize,
+    delay_ms: u64,
+) -> (Arc<PgServer>, String, World, tempfile::TempDir, Vec<Node>) {
+    let pg = Arc::new(
+        tokio::task::spawn_blocking(PgServer::start_crash_safe)
+            .await
+            .expect("task")
+            .expect("a PostgreSQL server of this test's own"),
+    );
+    let p = pg.clone();
+    let url = tokio::task::spawn_blocking(move || p.fresh_database())
+        .await
+        .expect("task")
+        .expect("database");
+    let profile = Profile::Slow {
+        delay: Duration::from_millis(delay_ms),
+    };
+    let world = World::start(world_config(&vec![profile; DOMAINS], false))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ips = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
+    let nodes = cluster(dir.path(), &url, &world, members, &ips).await;
+    (pg, url, world, dir, nodes)
+}
+
 fn message(subject: &str, id: &str) -> String {
     format!(
         "From: alice@client.test\r\nTo: {LIST}\r\nSubject: {subject}\r\nMessage-ID: <{id}>\r\n\r\nhello all\r\n"
@@ -148,28 +178,7 @@ async fn node_rows(url: &str) -> BTreeMap<String, (String, i64)> {
 async fn postgres_down_for_seconds_mid_fan_out_pauses_the_nodes_and_loses_nothing() {
     const MEMBERS: usize = 3000;
     const OUTAGE: Duration = Duration::from_secs(5);
-    let pg = Arc::new(
-        tokio::task::spawn_blocking(PgServer::start_crash_safe)
-            .await
-            .expect("task")
-            .expect("a PostgreSQL server of this test's own"),
-    );
-    let url = {
-        let pg = pg.clone();
-        tokio::task::spawn_blocking(move || pg.fresh_database())
-            .await
-            .expect("task")
-            .expect("database")
-    };
-    let profile = Profile::Slow {
-        delay: Duration::from_millis(25),
-    };
-    let world = World::start(world_config(&vec![profile; DOMAINS], false))
-        .await
-        .expect("world");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ips = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
-    let mut nodes = cluster(dir.path(), &url, &world, MEMBERS, &ips).await;
+    let (pg, url, world, _dir, mut nodes) = crash_safe_cluster(MEMBERS, 25).await;
 
     let started = Instant::now();
     let reply = try_post(nodes[0].smtp, "before the outage", "first@client.test").await;
@@ -351,7 +360,7 @@ async fn postgres_down_for_seconds_mid_fan_out_pauses_the_nodes_and_loses_nothin
     // The bound: at most every node's in-flight window (connections × batch), sent while a
     // lease changed hands. With the nodes holding back reclaims after an outage (they renew
     // their own leases first), none is expected.
-    let window = ips.len() * CONNS_PER_DEST * DOMAINS * BATCH;
+    let window = nodes.len() * CONNS_PER_DEST * DOMAINS * BATCH;
     eprintln!(
         "PostgreSQL down {:?}: {during_outage} copies delivered during the outage, the post sent \
          then got {during:?}, the API answered 503 in {api_wait:?}; after: {first} + {second_n} \
@@ -758,28 +767,7 @@ async fn nodes_killed_at_random_moments_in_several_rounds_lose_nobody() {
     });
     eprintln!("kill rounds: {rounds}, seed {seed} (HERALD_KILL_SEED={seed} replays them)");
     let mut rng = Rng(seed);
-    let pg = Arc::new(
-        tokio::task::spawn_blocking(PgServer::start_crash_safe)
-            .await
-            .expect("task")
-            .expect("a PostgreSQL server of this test's own"),
-    );
-    let url = {
-        let pg = pg.clone();
-        tokio::task::spawn_blocking(move || pg.fresh_database())
-            .await
-            .expect("task")
-            .expect("database")
-    };
-    let profile = Profile::Slow {
-        delay: Duration::from_millis(15),
-    };
-    let world = World::start(world_config(&vec![profile; DOMAINS], false))
-        .await
-        .expect("world");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ips = ["127.0.0.2", "127.0.0.3", "127.0.0.4"];
-    let mut nodes = cluster(dir.path(), &url, &world, ROUND_MEMBERS, &ips).await;
+    let (pg, url, world, _dir, mut nodes) = crash_safe_cluster(ROUND_MEMBERS, 15).await;
     let started = Instant::now();
     let mut dups = 0;
     for round in 0..rounds {
