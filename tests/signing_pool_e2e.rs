@@ -28,7 +28,9 @@ async fn fan_out_signed(algorithm: DkimAlgorithm, arc: bool, signing_threads: us
     let key = herald_auth::dkim::generate(algorithm).expect("key");
     world
         .dns()
-        .update_zone(|z| z.add_txt("s1._domainkey.lists.test", &key.dns_txt))
+        .update_zone(|z| {
+            z.add_txt("s1._domainkey.lists.test", &key.dns_txt);
+        })
         .expect("zone");
     let dir = tempfile::tempdir().expect("tempdir");
     let mut config = server_config(&world, dir.path().join("data"));
