@@ -127,6 +127,20 @@ finish() { # <dir> <title>: stop the world, write report.json and the charts.
   done
 }
 
+# CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat (fields 14, 15
+# after the command name, which may hold spaces).
+cpu_secs() { # <pid>; 0 when the process is gone
+  [ -r "/proc/$1/stat" ] || { echo 0; return; }
+  sed 's/^.*) //' "/proc/$1/stat" | awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($12 + $13) / hz }'
+}
+
+# The machine's busy and idle CPU seconds so far (all cores), from /proc/stat.
+machine_secs() {
+  awk -v hz="$(getconf CLK_TCK)" '/^cpu / {
+    idle = $5 + $6; busy = $2 + $3 + $4 + $7 + $8 + $9
+    printf "%.2f %.2f", busy / hz, idle / hz }' /proc/stat
+}
+
 run_herald() { # <dir> <post>
   local dir=$1 post=$2 t0
   start_world "$dir"
@@ -183,9 +197,19 @@ EOF
   "$BENCH" watch --pid "$hpid" --stop-file "$dir/stop" --out "$dir/resources.json" \
     --max-secs $(( TIMEOUT_SECS + 120 )) &
   local wpid=$!
+  local w0 h0 m0
+  w0=$(cpu_secs "$WORLD_PID"); h0=$(cpu_secs "$hpid"); m0=$(machine_secs)
   t0=$(now_ms); echo "$t0" >"$dir/world/t0"
   "$SERVE" --server "http://$HTTP" post "$LIST" "$post" >/dev/null
   wait_done "$dir" "$t0"
+  # From t0 to the last copy: CPU seconds of the world (the receivers, its own process), of
+  # Herald, and of the whole machine (busy, idle), so a run says how much of the cores was left.
+  local w1 h1 m1
+  w1=$(cpu_secs "$WORLD_PID"); h1=$(cpu_secs "$hpid"); m1=$(machine_secs)
+  echo "$w0 $w1 $h0 $h1 ${m0% *} ${m1% *} ${m0#* } ${m1#* }" | awk '{
+    printf "world_cpu_secs %.2f\nherald_cpu_secs %.2f\nmachine_busy_secs %.2f\nmachine_idle_secs %.2f\n",
+      $2 - $1, $4 - $3, $6 - $5, $8 - $7 }' >"$dir/cpu.txt"
+  log "  CPU from t0: $(tr '\n' ' ' <"$dir/cpu.txt")"
   touch "$dir/stop"; wait "$wpid" || true
   stop "$hpid"
   finish "$dir" "Herald: $SCENARIO"
@@ -294,6 +318,7 @@ RESULTS=$(cd "$RESULTS" && pwd) # absolute: Postfix reads world/ca.pem (TLS=yes)
   echo "machine: nproc=$(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem/{print $2}') GB"
   echo "postfix: $(postconf -h mail_version 2>/dev/null || echo none)"
   echo "herald signing: ${DKIM:-none}${DKIM:+ (arc: ${ARC:-yes})}"
+  echo "herald [delivery] extra: ${HERALD_DELIVERY:-none}"
   echo "receivers on TLS: $TLS"
   echo "herald under test: $SERVE"
 } >"$RESULTS/machine.txt"

@@ -101,8 +101,14 @@ impl Signing {
 
     /// Prepends the DKIM-Signature field, and the ARC set when sealing, to a spliced copy.
     /// `tail_at`: where the copy's own tail starts in `out` (recorded by `splice` at
-    /// `tail_seg`).
-    pub fn sign_copy(&self, out: &mut Vec<u8>, tail_at: Option<usize>) -> CopyAuth {
+    /// `tail_seg`); `body_at`: where its body starts, after the blank line, as `splice` saw it
+    /// go by (checked here; the header block is searched for the blank line when it is not).
+    pub fn sign_copy(
+        &self,
+        out: &mut Vec<u8>,
+        tail_at: Option<usize>,
+        body_at: Option<usize>,
+    ) -> CopyAuth {
         let body_hash = match (&self.body, tail_at) {
             (BodyPlan::Fixed(h), _) => *h,
             (BodyPlan::Prefix(state), Some(at)) if at <= out.len() => {
@@ -112,7 +118,11 @@ impl Signing {
             }
             (BodyPlan::Prefix(_), _) => return self.fail_both(),
         };
-        let Some(header_end) = out.windows(4).position(|w| w == b"\r\n\r\n") else {
+        let noted = body_at
+            .and_then(|at| at.checked_sub(4))
+            .filter(|&end| out.get(end..end + 4) == Some(b"\r\n\r\n".as_slice()));
+        let Some(header_end) = noted.or_else(|| out.windows(4).position(|w| w == b"\r\n\r\n"))
+        else {
             return self.fail_both();
         };
         let mut auth = CopyAuth {

@@ -168,6 +168,7 @@ impl Builder {
         });
         Template {
             static_len: self.bytes.len(),
+            body_start: self.body_start.unwrap_or(self.bytes.len()),
             bytes: self.bytes,
             segs: self.segs,
             dynamic_hint: slots * 128
@@ -201,6 +202,8 @@ pub struct Template {
     bytes: Vec<u8>,
     segs: Vec<Seg>,
     static_len: usize,
+    /// Offset in `bytes` where the body starts (after the blank line).
+    body_start: usize,
     dynamic_hint: usize,
     parts: TemplateParts,
     signing: Option<Signing>,
@@ -227,6 +230,9 @@ impl Template {
         let token = token_with(&self.parts.mac, &self.parts.list, &member.address);
         let tail_seg = self.signing.as_ref().and_then(|s| s.tail_seg);
         let mut tail_at = None;
+        // Where the body starts in this copy, noted as the static bytes that hold the blank line
+        // go by, so the signer need not search the header block for it.
+        let mut body_at = None;
         for (i, seg) in self.segs.iter().enumerate() {
             if Some(i) == tail_seg {
                 tail_at = Some(out.len());
@@ -240,13 +246,16 @@ impl Template {
                     if *dot_check && out.last() == Some(&b'\n') {
                         out.push(b'.');
                     }
+                    if body_at.is_none() && (*start..=*end).contains(&self.body_start) {
+                        body_at = Some(out.len() + (self.body_start - start));
+                    }
                     out.extend_from_slice(&self.bytes[*start..*end]);
                 }
                 Seg::Slot(slot) => self.fill(slot, member, &token, out),
             }
         }
         match &self.signing {
-            Some(signing) => signing.sign_copy(out, tail_at),
+            Some(signing) => signing.sign_copy(out, tail_at, body_at),
             None => CopyAuth::default(),
         }
     }

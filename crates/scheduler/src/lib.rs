@@ -166,6 +166,7 @@ impl Scheduler {
                 cfg.max_copy_bytes,
                 deps.telemetry.clone(),
             ),
+            signing: workers::signing::start(deps.client.signing_threads),
         });
         let resolvers = actor::routes::Resolvers {
             resolver: deps.resolver,

@@ -22,6 +22,10 @@ use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Most signing threads `signing_threads` may ask for: far above any core count that helps,
+/// low enough that a typo cannot start a hundred thousand threads.
+pub const MAX_SIGNING_THREADS: usize = 256;
+
 /// The outbound SMTP client's settings.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -74,6 +78,11 @@ pub struct ClientConfig {
     pub egress_pool: Vec<EgressPoolConfig>,
     /// The pool of copies whose list and destination name none.
     pub default_egress_pool: Option<String>,
+    /// Threads that splice and DKIM-sign the copies of signed posts (the scheduler's signing
+    /// pool, issue 20 item 10), off the runtime threads that drive the connections. Unset: one
+    /// per available core; 0: each copy is signed inline by the worker that writes it.
+    /// Embedded here so the key sits under `[delivery]`; the client itself never reads it.
+    pub signing_threads: Option<usize>,
     /// The rustls configuration, built once on first STARTTLS and shared by every connection
     /// made with this config. Leave it `Default`.
     #[serde(skip)]
@@ -101,6 +110,7 @@ impl Default for ClientConfig {
             egress: Vec::new(),
             egress_pool: Vec::new(),
             default_egress_pool: None,
+            signing_threads: None,
             tls_cache: TlsCache::default(),
         }
     }
@@ -152,6 +162,15 @@ impl ClientConfig {
         }
         self.mta_sts.validate()?;
         self.dane.validate()?;
+        if self
+            .signing_threads
+            .is_some_and(|n| n > MAX_SIGNING_THREADS)
+        {
+            return Err(ConfigError::invalid(
+                "delivery.signing_threads",
+                "must be at most 256 (0: sign inline)",
+            ));
+        }
         let timeouts = [
             ("client.connect_timeout_secs", self.connect_timeout),
             ("client.banner_timeout_secs", self.banner_timeout),
@@ -178,6 +197,32 @@ mod tests {
         c.validate().expect("valid");
         assert_eq!(c.connect_timeout, Duration::from_secs(10));
         assert_eq!(c.data_timeout, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn signing_threads_are_read_and_bounded() {
+        let read = |toml_text: &str| toml::from_str::<ClientConfig>(toml_text);
+        assert_eq!(read("").expect("empty").signing_threads, None);
+        let c = read("signing_threads = 0").expect("inline");
+        assert_eq!(c.signing_threads, Some(0));
+        c.validate().expect("0 is inline");
+        read("signing_threads = 256")
+            .expect("max")
+            .validate()
+            .expect("256 is allowed");
+        let e = read("signing_threads = 100000")
+            .expect("parses")
+            .validate()
+            .expect_err("refused");
+        assert!(e.to_string().contains("signing_threads"), "{e}");
+        for hostile in [
+            "signing_threads = -1",
+            "signing_threads = \"all\"",
+            "signing_threads = 1.5",
+            "signing_threads = 99999999999999999999999",
+        ] {
+            assert!(read(hostile).is_err(), "{hostile}");
+        }
     }
 
     #[test]

@@ -229,6 +229,9 @@ pub struct Metrics {
     /// Copies spliced for an attempt, by what they got: DKIM signature added / failed, ARC
     /// set added / failed (see [`Metrics::count_copy_auth`]).
     copy_auth: [Counter; 4],
+    /// Copies of signed posts spliced and signed, by where: the signing pool or inline on the
+    /// delivery worker (see [`Metrics::count_signed_copies`]).
+    signed_copies: [Counter; 2],
     /// Postmaster messages stored, by what became of them (in `PostmasterForward::WORDS` order).
     postmaster: [Counter; 5],
     /// Inbound peers refused or cut off, by [`InboundRefusal`] (in `InboundRefusal::ALL` order).
@@ -308,6 +311,12 @@ impl Metrics {
                 [("step", "arc"), ("result", "added")],
                 [("step", "arc"), ("result", "failed")],
             ],
+        );
+        let signed_copies = exposition::counter_family(
+            registry,
+            "herald_signed_copies_total",
+            "Copies of DKIM-signed posts spliced and signed, by where: the signing pool (delivery.signing_threads) or inline on the delivery worker.",
+            [[("where", "pool")], [("where", "inline")]],
         );
         let postmaster = exposition::counter_family(
             registry,
@@ -400,6 +409,7 @@ impl Metrics {
             mta_sts,
             dane,
             copy_auth,
+            signed_copies,
             postmaster,
             inbound_refusals,
             list_guard,
@@ -486,6 +496,17 @@ impl Metrics {
 
     pub fn inbound_refusals(&self, why: InboundRefusal) -> u64 {
         self.inbound_refusals[why.index()].get()
+    }
+
+    /// Counts `n` copies of signed posts spliced and signed in the signing pool (`pooled`) or
+    /// inline on the delivery worker.
+    pub fn count_signed_copies(&self, pooled: bool, n: u64) {
+        self.signed_copies[usize::from(!pooled)].inc_by(n);
+    }
+
+    /// Copies of signed posts signed in the pool (`pooled`) or inline so far.
+    pub fn signed_copies(&self, pooled: bool) -> u64 {
+        self.signed_copies[usize::from(!pooled)].get()
     }
 
     /// Counts one spliced copy's authentication: `Some(true)` added, `Some(false)` wanted but
@@ -581,6 +602,11 @@ mod tests {
         assert!(out.contains("herald_inbound_refusals_total{reason=\"per_network_limit\"} 0\n"));
         assert!(out.contains("herald_inbound_refusals_total{reason=\"per_client_limit\"} 0\n"));
         assert!(out.contains("herald_inbound_stress 1\n"));
+        m.count_signed_copies(true, 3);
+        let out = exposition(&registry, &m);
+        assert!(out.contains("herald_signed_copies_total{where=\"pool\"} 3\n"));
+        assert!(out.contains("herald_signed_copies_total{where=\"inline\"} 0\n"));
+        assert_eq!(m.signed_copies(true), 3);
         m.count_copy_auth(Some(true), Some(false));
         m.count_copy_auth(Some(true), None);
         m.count_copy_auth(None, None);

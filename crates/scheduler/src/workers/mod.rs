@@ -4,7 +4,9 @@
 //! each member's copy just before it goes to the socket, until the actor has no more work for it
 //! or the connection's message limit is reached. A batch is spliced only once its bytes are
 //! taken from the global copy budget (`budget.rs`, `max_copy_bytes`), and they go back when the
-//! batch is sent: the memory of every copy in flight stays under one number.
+//! batch is sent: the memory of every copy in flight stays under one number. Copies of signed
+//! posts are spliced and signed in the signing pool (`signing.rs`, `[delivery]
+//! signing_threads`) while the worker's runtime thread serves other connections.
 //!
 //! A fast-lane worker uses the short first-pass timeouts, a slow-lane worker the RFC 5321 ones:
 //! no call holds a worker past its lane's timeout (herald-smtp-client bounds every step of a
@@ -52,6 +54,7 @@ pub mod budget;
 pub mod connector;
 #[cfg(test)]
 pub(crate) mod scripted;
+pub mod signing;
 pub mod smtp;
 #[cfg(test)]
 mod tests;
@@ -84,6 +87,9 @@ pub struct WorkerCtx {
     /// Bytes of spliced copies in memory at once, over every worker (`max_copy_bytes`): a batch
     /// takes its bytes before it is spliced and gives them back once sent (`budget.rs`).
     pub copy_budget: budget::CopyBudget,
+    /// The signing pool (`[delivery] signing_threads`; `None`: copies are signed inline on the
+    /// worker that writes them).
+    pub signing: Option<signing::SigningPool>,
 }
 
 impl WorkerCtx {
@@ -279,7 +285,7 @@ impl Batch<'_> {
     async fn send(mut self, jobs: Vec<Job>, ctx: &WorkerCtx) -> (bool, Option<Unjournaled>, usize) {
         let estimate: usize = jobs.iter().map(|j| j.post.template.size_hint()).sum();
         let mut bytes = ctx.copy_budget.acquire(estimate).await;
-        let mut bufs: Vec<Vec<u8>> = jobs
+        let bufs: Vec<Vec<u8>> = jobs
             .iter()
             .map(|j| Vec::with_capacity(j.post.template.size_hint()))
             .collect();
@@ -288,11 +294,9 @@ impl Batch<'_> {
             .map(|j| j.post.template.return_path(&j.member))
             .collect();
         let rcpts: Vec<String> = jobs.iter().map(|j| j.member.address.to_string()).collect();
-        let metrics = ctx.telemetry.metrics();
-        for (job, buf) in jobs.iter().zip(bufs.iter_mut()) {
-            let auth = job.post.template.splice(&job.member, buf);
-            metrics.count_copy_auth(stamp(auth.dkim), stamp(auth.arc));
-        }
+        // Signed posts go to the signing pool when it is on (`signing.rs`): this task waits
+        // without holding its runtime thread, which serves the other connections meanwhile.
+        let bufs = signing::splice_batch(&jobs, bufs, ctx).await;
         bytes.settle(bufs.iter().map(Vec::capacity).sum());
         let copies: Vec<connector::OutCopy<'_>> = (0..jobs.len())
             .map(|i| connector::OutCopy {

@@ -245,6 +245,16 @@ pub(crate) fn test_ctx_with(
     ctrl: mpsc::Sender<Ctrl>,
     reports: mpsc::Sender<Report>,
 ) -> Arc<WorkerCtx> {
+    test_ctx_signing(connector, ctrl, reports, None)
+}
+
+/// [`test_ctx_with`] with a signing pool (`None`: copies are signed inline).
+pub(crate) fn test_ctx_signing(
+    connector: Arc<dyn Connector>,
+    ctrl: mpsc::Sender<Ctrl>,
+    reports: mpsc::Sender<Report>,
+    signing: Option<super::signing::SigningPool>,
+) -> Arc<WorkerCtx> {
     let telemetry = Telemetry::disabled_log();
     Arc::new(WorkerCtx {
         connector,
@@ -258,6 +268,7 @@ pub(crate) fn test_ctx_with(
         shutdown: CancellationToken::new(),
         tls_sessions: None,
         egress: None,
+        signing,
     })
 }
 
