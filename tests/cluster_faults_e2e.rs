@@ -39,8 +39,9 @@ const SHARD: usize = 250;
 /// can have sent but not yet seen the replies of (its in-flight window).
 const CONNS_PER_DEST: usize = 2;
 const BATCH: usize = 8;
-/// Members read per page and copies of a post queued at most: a shard is read in several pages
-/// as its copies go out, so the fan-out reads the store all along (and during the outage).
+/// Members read per page and copies of a post queued at most (a fixed window: no growth per
+/// domain): a shard is read in several pages as its copies go out, so the fan-out reads the
+/// store all along (and during the outage).
 const PAGE: usize = 50;
 
 fn free_port_on(ip: &str) -> u16 {
@@ -92,6 +93,7 @@ sources = ["self"]
 max_connections_per_destination = {CONNS_PER_DEST}
 max_copies_per_batch = {BATCH}
 max_queued_copies_per_post = {PAGE}
+queued_copies_per_domain = 0
 expansion_page = {PAGE}
 [store]
 url = "{url}"
