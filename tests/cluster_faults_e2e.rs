@@ -48,8 +48,9 @@ const SHARD: usize = 250;
 /// can have sent but not yet seen the replies of (its in-flight window).
 const CONNS_PER_DEST: usize = 2;
 const BATCH: usize = 8;
-/// Members read per page and copies of a post queued at most: a shard is read in several pages
-/// as its copies go out, so the fan-out reads the store all along (and during the outage).
+/// Members read per page and copies of a post queued at most (a fixed window: no growth per
+/// domain): a shard is read in several pages as its copies go out, so the fan-out reads the
+/// store all along (and during the outage).
 const PAGE: usize = 50;
 
 /// The nodes of this file: each from its own address, shared fan-out in shards of `SHARD`,
@@ -58,7 +59,7 @@ fn options() -> NodeOptions {
     NodeOptions {
         scheduler: format!(
             "max_connections_per_destination = {CONNS_PER_DEST}\nmax_copies_per_batch = {BATCH}\n\
-             max_queued_copies_per_post = {PAGE}\nexpansion_page = {PAGE}"
+             max_queued_copies_per_post = {PAGE}\nqueued_copies_per_domain = 0\nexpansion_page = {PAGE}"
         ),
         cluster: format!(
             "dead_after_intervals = 2\nshared_fanout = true\nshard_members = {SHARD}\n\

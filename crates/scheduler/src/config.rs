@@ -51,7 +51,12 @@ pub struct SchedulerConfig {
     /// Scheduler housekeeping interval (retry promotion, idle connections).
     pub tick_ms: u64,
     /// Copies of one post queued at most: a huge post leaves room for the others (fairness).
+    /// The floor of the post's window, which grows with the post's recipient domains (below).
     pub max_queued_copies_per_post: usize,
+    /// The post's window grows to this many copies per distinct recipient domain, up to ¾ of
+    /// `max_queued_copies` (issue 20 item 8, `expansion/window.rs`): 64 is four batches per
+    /// destination. 0 keeps the window fixed at `max_queued_copies_per_post`.
+    pub queued_copies_per_domain: usize,
     /// Connections of the slow lane (retries) at most, within `max_connections`: stragglers never
     /// take the connections first attempts need.
     pub slow_lane_max_connections: usize,
@@ -119,6 +124,9 @@ impl Default for SchedulerConfig {
             route_refresh_secs: 3600,
             tick_ms: 200,
             max_queued_copies_per_post: 50_000,
+            // 1,000,000 members over 2,000 domains: 7,317 copies/s with the window fixed at
+            // 50,000 (~25 copies per destination), 13,760 with 150,000 (BENCHMARKS.md).
+            queued_copies_per_domain: 64,
             slow_lane_max_connections: 100,
             slow_connect_timeout_secs: 60,
             slow_banner_timeout_secs: 300,

@@ -194,7 +194,7 @@ impl Scheduler {
             reports: report_tx,
             page_size: cfg.expansion_page.max(1),
             dedup: deps.dedup,
-            post_window: cfg.max_queued_copies_per_post.max(1),
+            post_window: expansion::window::WindowRule::from_config(&cfg),
             telemetry: deps.telemetry.clone(),
         });
         let scheduler = Scheduler {

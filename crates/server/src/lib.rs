@@ -16,6 +16,7 @@
 
 pub mod config;
 mod listeners;
+pub mod memory;
 pub mod privileges;
 mod reload;
 mod secret;

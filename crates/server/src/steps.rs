@@ -414,6 +414,8 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
             Duration::from_millis(config.lists.dedup_flush_ms),
             stop.clone(),
         )),
+        // Freed heap back to the system (issue 20 item 8: bulk imports left it resident).
+        tokio::spawn(crate::memory::run(stop.clone())),
     ];
     let mut tasks = tasks;
     let writer_stats = archive.as_ref().map(|(sender, _, _)| sender.stats());

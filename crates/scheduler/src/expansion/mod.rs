@@ -14,6 +14,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
+pub mod window;
+
 /// What an expansion needs besides the post.
 pub struct ExpandCtx {
     pub directory: Directory,
@@ -23,8 +25,9 @@ pub struct ExpandCtx {
     pub page_size: usize,
     /// Cross-post suppression (see [`Suppress`]); `None` disables it.
     pub dedup: Option<herald_enqueue::DedupStore>,
-    /// Copies of one post queued at most (see [`crate::messages`]).
-    pub post_window: usize,
+    /// Copies of one post queued at most: a floor that grows with the post's recipient domains
+    /// (see [`window`]).
+    pub post_window: window::WindowRule,
     /// Where expansion records how long it waited for room in the job channel.
     pub telemetry: herald_telemetry::Telemetry,
 }
@@ -75,10 +78,11 @@ pub async fn expand(
         template,
         accepted_at_ms: meta.received_at_ms,
         max_age_ms: list.settings.max_age_secs.saturating_mul(1000),
-        window: Arc::new(tokio::sync::Semaphore::new(ctx.post_window)),
+        window: Arc::new(tokio::sync::Semaphore::new(ctx.post_window.floor)),
         dsn: None,
         egress_pool: list.settings.egress_pool.as_deref().map(Arc::from),
     });
+    let mut grow = window::PostWindow::new(ctx.post_window);
     let already_done = done.as_ref().map_or(0, |d| d.len());
     let suppress = Arc::new(Suppress::load(&ctx, id, &meta, &body).await?);
     // A shard of a shared post (issue 17 item 3) covers only its member-id range.
@@ -92,7 +96,7 @@ pub async fn expand(
     let mut queued = 0u64;
     loop {
         let dir = ctx.directory.clone();
-        let page = ctx.page_size.min(ctx.post_window);
+        let page = ctx.page_size.min(grow.size());
         if after >= up_to {
             break;
         }
@@ -114,6 +118,13 @@ pub async fn expand(
             .filter(|m| done.as_ref().is_none_or(|d| !d.contains(m.id)))
             .map(|m| Job::new(post.clone(), Arc::new(m)))
             .collect();
+        // The window grows before this page waits for room in it (a first page over 2,000
+        // domains opens the window at once).
+        let grown = grow.observe(jobs.iter().map(|j| j.member.address.domain()));
+        if grown > 0 {
+            post.window.add_permits(grown);
+            tracing::debug!(post = %id, window = grow.size(), domains = grow.domains(), "post window grown");
+        }
         queued += jobs.len() as u64;
         queue_jobs(&ctx, &post, jobs).await?;
     }
@@ -269,7 +280,7 @@ pub async fn expand_generated(
         template,
         accepted_at_ms: meta.received_at_ms,
         max_age_ms: GENERATED_MAX_AGE_MS,
-        window: Arc::new(tokio::sync::Semaphore::new(ctx.post_window)),
+        window: Arc::new(tokio::sync::Semaphore::new(ctx.post_window.floor)),
         dsn: meta.dsn.map(|d| *d),
         egress_pool: None,
     });

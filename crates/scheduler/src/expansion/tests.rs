@@ -30,6 +30,10 @@ struct Rig {
 }
 
 fn rig() -> Rig {
+    rig_with(super::window::WindowRule::fixed(100))
+}
+
+fn rig_with(window: super::window::WindowRule) -> Rig {
     let dir = tempfile::tempdir().expect("tempdir");
     let directory = Directory::open(&dir.path().join("herald.db")).expect("directory");
     let dedup = DedupStore::open(
@@ -58,7 +62,7 @@ fn rig() -> Rig {
         // Small pages: the tests' lists span several.
         page_size: 2,
         dedup: Some(dedup.clone()),
-        post_window: 100,
+        post_window: window,
         telemetry: Telemetry::disabled_log(),
     });
     Rig {
@@ -171,6 +175,46 @@ async fn expansion_queues_the_enabled_members_of_the_posts_snapshot_page_by_page
     assert!(pages.len() > 1, "read in pages of two: {pages:?}");
     assert_eq!(pages.concat(), ids(&m, &[0, 2, 3]));
     assert_eq!(rig.expanded(), Some((3, 0)));
+}
+
+/// Eight members over eight domains, none of their copies final (the jobs stay in the channel,
+/// holding their permits): with a window fixed at 4 the expansion waits after 4 copies; with a
+/// window that grows by 2 per domain up to 10 (issue 20 item 8) all 8 are queued.
+#[tokio::test]
+async fn the_window_grows_with_the_domains_of_the_post() {
+    use super::window::WindowRule;
+    let members: Vec<String> = (0..8).map(|i| format!("m{i}@d{i}.test")).collect();
+    let refs: Vec<&str> = members.iter().map(String::as_str).collect();
+    let run = |rule| {
+        let refs = refs.clone();
+        async move {
+            let mut rig = rig_with(rule);
+            let (list, m) = rig.list("l@lists.test", &refs);
+            let meta = meta(&list, m[7].id);
+            let r = tokio::time::timeout(
+                std::time::Duration::from_secs(2),
+                expand(rig.ctx.clone(), PostId(1), meta, body("l@lists.test"), None),
+            )
+            .await;
+            (r.map(|r| r.expect("expand")).ok(), rig.queued().len())
+        }
+    };
+    let fixed = run(WindowRule::fixed(4)).await;
+    assert_eq!(
+        fixed,
+        (None, 4),
+        "a fixed window of 4 stops the expansion at 4 copies"
+    );
+    let growing = WindowRule {
+        floor: 4,
+        per_domain: 2,
+        cap: 10,
+    };
+    assert_eq!(
+        run(growing).await,
+        (Some(8), 8),
+        "the grown window takes all 8"
+    );
 }
 
 #[tokio::test]
