@@ -22,7 +22,7 @@
 //! Limits: `[intake] backlog_max_posts` posts and `backlog_max_bytes` bytes of bodies at
 //! once (a post larger than the byte budget waits for all of it and goes alone).
 
-use crate::enqueue::Handoff;
+use crate::handoff::Handoff;
 use herald_spool::SpooledPost;
 use serde::Deserialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

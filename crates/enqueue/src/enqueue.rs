@@ -9,7 +9,7 @@
 //! place that builds a `PostMeta` — makes the post durable and puts it in the hand-off backlog
 //! (`backlog.rs`), whose task hands it over by its kind: list posts and generated mail to
 //! fan-out, bounces to the bounce stage, requests, held posts and postmaster mail to the lists
-//! stage ([`Handoff`]).
+//! stage ([`crate::Handoff`]).
 //!
 //! One-way arrows: this crate is upstream of the scheduler, the lists stage and the bounce
 //! stage. It never imports them; it hands posts over bounded channels that the composition root
@@ -35,7 +35,6 @@ use herald_types::{
     Address, DeliveryMode, FilterVerdict, GuardAction, GuardTrip, List, ListAddressKind, ListId,
     MemberId, PostId,
 };
-use tokio::sync::mpsc;
 
 /// Capacity of each hand-over channel (posts, not copies: a post is one small struct with a
 /// shared body).
@@ -115,67 +114,6 @@ pub enum Origin {
         envelope_from: Option<Address>,
         reason: String,
     },
-}
-
-/// The senders of the hand-over channels; the composition root holds the receivers.
-#[derive(Clone)]
-pub struct Handoff {
-    /// List posts and generated mail, to fan-out (the scheduler's expansion).
-    pub fanout: mpsc::Sender<SpooledPost>,
-    /// Spooled bounces, straight to the bounce stage.
-    pub bounces: mpsc::Sender<SpooledPost>,
-    /// Requests, held posts and postmaster mail, to the lists stage.
-    pub lists: mpsc::Sender<SpooledPost>,
-}
-
-/// The receiving ends of a [`Handoff`].
-pub struct HandoffReceivers {
-    pub fanout: mpsc::Receiver<SpooledPost>,
-    pub bounces: mpsc::Receiver<SpooledPost>,
-    pub lists: mpsc::Receiver<SpooledPost>,
-}
-
-impl Handoff {
-    /// Hands a spooled post to the stage that owns its kind, waiting for room in its channel.
-    /// False when that stage is not running (the server is stopping): the post is durable in
-    /// the spool and the stage picks it up at the next start.
-    pub async fn send(&self, post: SpooledPost) -> bool {
-        let (id, kind) = (post.id, post.meta.kind);
-        let to = match kind {
-            PostKind::ListPost | PostKind::Generated => &self.fanout,
-            PostKind::Bounce => &self.bounces,
-            PostKind::Held | PostKind::Request | PostKind::Postmaster => {
-                tracing::info!(post = %id, list = %post.meta.list_address, kind = ?kind,
-                    reason = ?post.meta.hold_reason, "kept for the lists stage");
-                &self.lists
-            }
-        };
-        if to.send(post).await.is_err() {
-            tracing::warn!(post = %id, kind = ?kind, "the next stage is not running");
-            return false;
-        }
-        true
-    }
-
-    /// Three bounded channels of `capacity` each.
-    pub fn channels(capacity: usize) -> (Handoff, HandoffReceivers) {
-        let (fanout, fanout_rx) = mpsc::channel(capacity);
-        let (bounces, bounces_rx) = mpsc::channel(capacity);
-        let (lists, lists_rx) = mpsc::channel(capacity);
-        let rx = HandoffReceivers {
-            fanout: fanout_rx,
-            bounces: bounces_rx,
-            lists: lists_rx,
-        };
-        (
-            Handoff {
-                fanout,
-                bounces,
-                lists,
-            },
-            rx,
-        )
-    }
 }
 
 pub struct Enqueuer {

@@ -28,6 +28,7 @@ pub mod config;
 pub mod dedup;
 mod enqueue;
 mod error;
+mod handoff;
 mod inbound;
 mod policy;
 mod shared;
@@ -37,10 +38,9 @@ pub use backlog::{Backlog, BacklogQueue, IntakeSection};
 pub use cluster_dedup::ClusterDedup;
 pub use config::{ArrivalSetupError, AuthSection, ComplaintsSection};
 pub use dedup::{DedupConfig, DedupError, DedupStore, Seen};
-pub use enqueue::{
-    crlf, from_header, Enqueuer, Handoff, HandoffReceivers, Origin, Submission, HANDOFF_CAPACITY,
-};
+pub use enqueue::{crlf, from_header, Enqueuer, Origin, Submission, HANDOFF_CAPACITY};
 pub use error::EnqueueError;
+pub use handoff::{Handoff, HandoffReceivers};
 pub use inbound::{ListHandler, PostmasterPolicy, Target};
 pub use policy::MAX_PARTS;
 pub use shared::{ShareFuture, SharedIntake};
