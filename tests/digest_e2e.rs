@@ -427,29 +427,8 @@ async fn a_digest_recorded_but_not_spooled_at_a_crash_is_sent_once_at_restart() 
     let mut server = BinaryServer::configure(dir.path(), &data, &world, "");
     let api = server.api.clone();
     server.start().await;
-    create_list(
-        &api,
-        LIST,
-        json!({"posting_policy": "anyone", "digest_size_threshold_kb": 0, "digest_schedule": "none"}),
-    )
-    .await;
     let members = ["a@d0.test", "b@d0.test", "c@d0.test"];
-    for m in members {
-        let (st, b) = http(
-            "POST",
-            &format!("{api}/api/v1/lists/{LIST}/members"),
-            Some(json!({"address": m})),
-        )
-        .await;
-        assert_eq!(st, 201, "{b}");
-        let url = format!("{api}/api/v1/lists/{LIST}/members/{m}");
-        assert_eq!(
-            http("PATCH", &url, Some(json!({"delivery": "digest-mime"})))
-                .await
-                .0,
-            200
-        );
-    }
+    digest_list(&api, &members, "digest-mime").await;
     for n in 1..=2 {
         let (st, r) = http_bytes(
             &format!("{api}/api/v1/lists/{LIST}/posts"),
@@ -528,29 +507,8 @@ async fn a_digest_delivered_before_the_ledger_recorded_it_is_not_sent_again() {
     let mut server = BinaryServer::configure(dir.path(), &data, &world, "");
     let api = server.api.clone();
     server.start().await;
-    create_list(
-        &api,
-        LIST,
-        json!({"posting_policy": "anyone", "digest_size_threshold_kb": 0, "digest_schedule": "none"}),
-    )
-    .await;
     let members = ["a@d0.test", "b@d0.test"];
-    for m in members {
-        let (st, b) = http(
-            "POST",
-            &format!("{api}/api/v1/lists/{LIST}/members"),
-            Some(json!({"address": m})),
-        )
-        .await;
-        assert_eq!(st, 201, "{b}");
-        let url = format!("{api}/api/v1/lists/{LIST}/members/{m}");
-        assert_eq!(
-            http("PATCH", &url, Some(json!({"delivery": "digest-plain"})))
-                .await
-                .0,
-            200
-        );
-    }
+    digest_list(&api, &members, "digest-plain").await;
     let (st, r) = http_bytes(
         &format!("{api}/api/v1/lists/{LIST}/posts"),
         post(1, "quick news"),
@@ -603,6 +561,31 @@ async fn a_digest_delivered_before_the_ledger_recorded_it_is_not_sent_again() {
     assert_eq!(state, "enqueued", "the restart settled the ledger");
     server.stop().await;
     world.shutdown().await;
+}
+
+/// `LIST` with digests sent only on demand (no size threshold, no schedule), and `members`
+/// added through the API with delivery `mode`.
+async fn digest_list(api: &str, members: &[&str], mode: &str) {
+    create_list(
+        api,
+        LIST,
+        json!({"posting_policy": "anyone", "digest_size_threshold_kb": 0, "digest_schedule": "none"}),
+    )
+    .await;
+    for m in members {
+        let (st, b) = http(
+            "POST",
+            &format!("{api}/api/v1/lists/{LIST}/members"),
+            Some(json!({"address": m})),
+        )
+        .await;
+        assert_eq!(st, 201, "{b}");
+        let url = format!("{api}/api/v1/lists/{LIST}/members/{m}");
+        assert_eq!(
+            http("PATCH", &url, Some(json!({"delivery": mode}))).await.0,
+            200
+        );
+    }
 }
 
 async fn wait_for_async<T, F, Fut>(limit: Duration, mut check: F) -> T
