@@ -137,6 +137,53 @@ async fn a_destination_gets_one_connection_until_its_host_answers_then_up_to_its
     assert_eq!(h.net.connects_to("mx.a.test").len(), 2);
 }
 
+/// Issue 20 item 8: on 2,000 domains, idle connections (parked, waiting for more copies of
+/// their destination) held every slot of the global budget while destinations with thousands of
+/// ready copies waited out the idle time. An idle connection now gives its slot up at once when
+/// another destination starves: within seconds of virtual time (the paused clock also jumps
+/// while a worker's blocking work runs on a loaded machine), not the ten minutes of idle time.
+#[tokio::test(start_paused = true)]
+async fn an_idle_connection_gives_its_slot_to_a_starved_destination_at_once() {
+    let cfg = SchedulerConfig {
+        max_connections: 2,
+        idle_connection_ms: 600_000,
+        ..SchedulerConfig::default()
+    };
+    let dests = [
+        ("a.test", "mx.a.test"),
+        ("b.test", "mx.b.test"),
+        ("c.test", "mx.c.test"),
+    ];
+    let mut h = hand(cfg, &dests).await;
+    let post = test_post_at(1, START_MS, u64::MAX);
+    // a and b take both slots; c starves.
+    let first = vec![
+        job(&post, 1, "u@a.test"),
+        job(&post, 2, "u@b.test"),
+        job(&post, 3, "u@c.test"),
+    ];
+    h.actor.accept_jobs(first).await;
+    assert_eq!(h.actor.connections, 2);
+    let t0 = tokio::time::Instant::now();
+    drive(&mut h, 3).await;
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "the starved destination waited {:?} for an idle connection's slot",
+        t0.elapsed()
+    );
+    for rcpt in ["u@a.test", "u@b.test", "u@c.test"] {
+        assert_eq!(h.net.copies_to(rcpt).len(), 1, "{rcpt} served once");
+    }
+    // With nobody starving, an idle connection stays for its idle time (reused by the next copy
+    // of its destination): let the workers ask for more and park.
+    while let Ok(Some(msg)) = tokio::time::timeout(Duration::from_millis(20), h.ctrl.recv()).await {
+        h.actor.handle(msg).await;
+    }
+    let parked: usize = h.actor.dests.values().map(|d| d.parked.len()).sum();
+    assert!(parked >= 1, "idle connections park when nobody waits");
+    assert!(h.actor.starved.is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn when_the_connection_budget_is_spent_a_destination_waits_for_a_free_connection() {
     let cfg = SchedulerConfig {

@@ -118,6 +118,11 @@ pub struct Actor {
     pub(crate) starved_set: HashSet<Arc<str>>,
     /// Destinations that wanted a slow-lane connection while the slow share was spent.
     pub(crate) slow_starved: VecDeque<Arc<str>>,
+    /// Destinations where a worker parked idle (out of ready copies), in the order they parked:
+    /// when the global budget is spent and another destination starves, the longest-idle
+    /// connection is let go (`dispatch.rs`). At most one entry per destination.
+    pub(crate) idle_dests: VecDeque<Arc<str>>,
+    pub(crate) idle_set: HashSet<Arc<str>>,
     pub(crate) connections: usize,
     pub(crate) slow_connections: usize,
     pub(crate) queued: usize,
@@ -169,6 +174,8 @@ impl Actor {
             starved: BinaryHeap::new(),
             starved_set: HashSet::new(),
             slow_starved: VecDeque::new(),
+            idle_dests: VecDeque::new(),
+            idle_set: HashSet::new(),
             connections: 0,
             slow_connections: 0,
             queued: 0,
@@ -371,6 +378,12 @@ impl Actor {
                 }
             }
         }
+        // Destinations whose parked workers all left (idle time over, fed, closed) leave the
+        // idle list, so it stays as short as the connections open.
+        let dests = &self.dests;
+        let parked = |k: &Arc<str>| dests.get(k).is_some_and(|d| !d.parked.is_empty());
+        self.idle_dests.retain(parked);
+        self.idle_set.retain(parked);
         for (key, jobs) in promoted {
             self.requeue_ready(&key, jobs).await;
             due_keys.push(key);
