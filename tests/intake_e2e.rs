@@ -305,6 +305,16 @@ async fn sigterm_with_a_backlog_stops_in_bounded_time_and_resumes_it() {
     }
     let acked = acked.lock().expect("lock").clone();
     assert_eq!(acked.len(), SENDERS * 30, "every post acknowledged");
+    // /metrics accounts for every acknowledged post: handed to its stage or waiting in the
+    // backlog. Posts only move from waiting to handed now, so reading the backlog first counts
+    // none twice or never; the hand-off task holds at most one post between the two counts.
+    let waiting = metric(&server.api, "herald_intake_backlog_posts").await;
+    let handed = metric(&server.api, "herald_intake_handed_total").await;
+    let n = acked.len() as u64;
+    assert!(
+        handed <= n && waiting + handed + 1 >= n,
+        "{n} acknowledged: {handed} handed + {waiting} waiting on /metrics"
+    );
     let delivered = world.recorder().accepted();
     let total = acked.len() as u64 * 3;
     assert!(

@@ -475,6 +475,7 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
     crate::spool_metrics::register(&s.spool.stats(), &mut scrape);
     crate::postmaster::register_gauge(&s.spool, &mut scrape);
     crate::spool_metrics::register_channels(&s.scheduler.channels(), &mut scrape);
+    crate::spool_metrics::register_intake(&s.intake_backlog, &mut scrape);
     if let Some(web) = s.archive.clone() {
         // The count is a blocking read of the store: off the async threads.
         let w = web.clone();

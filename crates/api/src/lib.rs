@@ -136,6 +136,9 @@ pub struct ApiState {
     /// Shared knowledge between nodes (issue 17 item 4); `None` unless the store is
     /// PostgreSQL with `[cluster] shared_knowledge`.
     pub knowledge: Option<Arc<herald_knowledge::Knowledge>>,
+    /// The intake's hand-off backlog (issue 20 item 9): posts acknowledged and not yet handed
+    /// to their stage, for `/metrics`.
+    pub intake_backlog: Arc<herald_enqueue::backlog::BacklogDepth>,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.

@@ -92,6 +92,31 @@ pub fn register(s: &SpoolStats, out: &mut Registry) {
     );
 }
 
+/// The intake's hand-off backlog (issue 20 item 9): a `250` is answered once a post is durable,
+/// before its stage takes it, so a stage slower than the intake shows here first, long before
+/// senders wait for room ([intake] backlog_max_posts / backlog_max_bytes).
+pub fn register_intake(depth: &herald_enqueue::backlog::BacklogDepth, out: &mut Registry) {
+    let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    gauge_at(
+        out,
+        "herald_intake_backlog_posts",
+        "Posts acknowledged (durable in the spool) and not yet handed to their stage.",
+        clamp(depth.posts()),
+    );
+    gauge_at(
+        out,
+        "herald_intake_backlog_bytes",
+        "Bytes of the bodies of those posts, held in memory until handed over.",
+        clamp(depth.bytes()),
+    );
+    counter_at(
+        out,
+        "herald_intake_handed_total",
+        "Posts handed from the intake's backlog to their stage since the server started.",
+        depth.handed(),
+    );
+}
+
 /// Depth and capacity of the scheduler's bounded channels, labelled by channel.
 pub fn register_channels(channels: &[herald_scheduler::ChannelView], out: &mut Registry) {
     let rows = |pick: fn(&herald_scheduler::ChannelView) -> usize| {

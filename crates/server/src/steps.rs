@@ -745,6 +745,7 @@ pub(crate) fn serve(
         shutdown,
     );
     let api_state = Arc::new(herald_api::ApiState {
+        intake_backlog: stages.enqueuer.backlog.depth(),
         directory: stages.directory.clone(),
         spool: stages.spool.clone(),
         telemetry: stages.telemetry.clone(),
