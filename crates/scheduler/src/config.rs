@@ -27,7 +27,8 @@ pub struct SchedulerConfig {
     pub max_copy_bytes: usize,
     /// After this many copies a connection is closed and a fresh one opened.
     pub max_messages_per_connection: usize,
-    /// How long an idle connection waits for more copies before it quits.
+    /// How long an idle connection waits for more copies before it quits (it quits at once
+    /// when the global budget is spent and another destination has ready copies).
     pub idle_connection_ms: u64,
     /// Retry schedule for deferred copies: first delay, cap, jitter (0–1).
     pub retry_initial_secs: u64,
