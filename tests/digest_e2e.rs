@@ -419,16 +419,14 @@ async fn a_digest_killed_mid_send_is_finished_after_restart_never_sent_again() {
 /// (rebuilt from the same archive rows, same Message-ID) once, and a later start nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_digest_recorded_but_not_spooled_at_a_crash_is_sent_once_at_restart() {
-    let world = World::start(world_config(&[Profile::Normal], true))
-        .await
-        .expect("world");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let mut server = BinaryServer::configure(dir.path(), &data, &world, "");
-    let api = server.api.clone();
-    server.start().await;
     let members = ["a@d0.test", "b@d0.test", "c@d0.test"];
-    digest_list(&api, &members, "digest-mime").await;
+    let Started {
+        world,
+        dir: _dir,
+        data,
+        mut server,
+        api,
+    } = started_with_digest_list(&members, "digest-mime").await;
     for n in 1..=2 {
         let (st, r) = http_bytes(
             &format!("{api}/api/v1/lists/{LIST}/posts"),
@@ -499,16 +497,14 @@ async fn a_digest_recorded_but_not_spooled_at_a_crash_is_sent_once_at_restart() 
 /// so the next start settles it and no member gets it twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_digest_delivered_before_the_ledger_recorded_it_is_not_sent_again() {
-    let world = World::start(world_config(&[Profile::Normal], true))
-        .await
-        .expect("world");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let mut server = BinaryServer::configure(dir.path(), &data, &world, "");
-    let api = server.api.clone();
-    server.start().await;
     let members = ["a@d0.test", "b@d0.test"];
-    digest_list(&api, &members, "digest-plain").await;
+    let Started {
+        world,
+        dir: _dir,
+        data,
+        mut server,
+        api,
+    } = started_with_digest_list(&members, "digest-plain").await;
     let (st, r) = http_bytes(
         &format!("{api}/api/v1/lists/{LIST}/posts"),
         post(1, "quick news"),
@@ -565,6 +561,35 @@ async fn a_digest_delivered_before_the_ledger_recorded_it_is_not_sent_again() {
 
 /// `LIST` with digests sent only on demand (no size threshold, no schedule), and `members`
 /// added through the API with delivery `mode`.
+/// A running server on a one-domain world, with the digest list and `members` in `mode`: the
+/// start of the restart tests (their data directory is kept for the ledger checks).
+struct Started {
+    world: World,
+    dir: tempfile::TempDir,
+    data: std::path::PathBuf,
+    server: BinaryServer,
+    api: String,
+}
+
+async fn started_with_digest_list(members: &[&str], mode: &str) -> Started {
+    let world = World::start(world_config(&[Profile::Normal], true))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let mut server = BinaryServer::configure(dir.path(), &data, &world, "");
+    let api = server.api.clone();
+    server.start().await;
+    digest_list(&api, members, mode).await;
+    Started {
+        world,
+        dir,
+        data,
+        server,
+        api,
+    }
+}
+
 async fn digest_list(api: &str, members: &[&str], mode: &str) {
     create_list(
         api,
