@@ -429,10 +429,15 @@ pub(crate) async fn detail(
                     d.set_member_status(list.id, &addr, &off)?;
                 }
             }
+            // The events before the score: a bounce writes both in one transaction, but these
+            // are separate reads (on PostgreSQL, separate snapshots), so a bounce landing
+            // between them would show its event without its score the other way round. In
+            // this order an event shown always comes with its score (knowledge_e2e caught it).
+            let bounces = d.bounce_events(Some(list.id), Some(&addr), None, 50)?;
             Ok::<_, herald_directory::DirectoryError>((
                 d.member(list.id, &addr)?,
                 d.bounce_score(list.id, &addr)?,
-                d.bounce_events(Some(list.id), Some(&addr), None, 50)?,
+                bounces,
                 d.member_consent(list.id, &addr)?,
                 d.delivery(list.id, &addr)?,
                 d.moderated(list.id, &addr)?,
