@@ -113,15 +113,7 @@ async fn digest_members_get_one_digest_regular_members_the_posts_nomail_nothing(
         "plain@d1.test",
         "off@d1.test",
     );
-    for m in [reg, mime, plain, off] {
-        let (st, b) = http(
-            "POST",
-            &format!("{api}/api/v1/lists/{LIST}/members"),
-            Some(json!({"address": m})),
-        )
-        .await;
-        assert_eq!(st, 201, "{b}");
-    }
+    add_members(&api, LIST, &[reg, mime, plain, off]).await;
     // The operator's CLI.
     let out = herald_cli(
         &api,
@@ -597,14 +589,8 @@ async fn digest_list(api: &str, members: &[&str], mode: &str) {
         json!({"posting_policy": "anyone", "digest_size_threshold_kb": 0, "digest_schedule": "none"}),
     )
     .await;
+    add_members(api, LIST, members).await;
     for m in members {
-        let (st, b) = http(
-            "POST",
-            &format!("{api}/api/v1/lists/{LIST}/members"),
-            Some(json!({"address": m})),
-        )
-        .await;
-        assert_eq!(st, 201, "{b}");
         let url = format!("{api}/api/v1/lists/{LIST}/members/{m}");
         assert_eq!(
             http("PATCH", &url, Some(json!({"delivery": mode}))).await.0,
