@@ -1,6 +1,9 @@
 //! Signals as an operator's tools send them to `herald serve`: logrotate renames the delivery
 //! log and sends SIGHUP (no `copytruncate`); every line before the signal is in the renamed
-//! file and every line after it in a new file at the configured path.
+//! file and every line after it in a new file at the configured path. A service manager sends
+//! SIGTERM and waits (systemd: 90 s) before it kills: with connections open to a hung host and
+//! to a tarpit, the server still stops well inside that, and keeps their copies for the next
+//! start.
 
 mod support;
 
@@ -145,5 +148,80 @@ async fn json_logs_are_one_object_per_line() {
         lines.iter().any(|l| l.contains("shutting down")),
         "the graceful stop is logged: {lines:?}"
     );
+    world.shutdown().await;
+}
+
+/// How long a stop may take with slow-lane connections open to hosts that never finish: the
+/// workers' drain (10 s), their journal wait and QUIT (5 s each), and a margin.
+const STOP_BOUND: Duration = Duration::from_secs(25);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_connections_to_a_tarpit_and_a_hung_host_stops_in_bounded_time() {
+    let tarpit = Profile::Tarpit {
+        byte_delay: Duration::from_millis(300),
+        max_sessions: None,
+    };
+    let world = World::start(world_config(
+        &[Profile::Normal, Profile::Hung, tarpit],
+        false,
+    ))
+    .await
+    .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    // Short first-pass limits, so both hosts reach the slow lane (5-minute timeouts) quickly.
+    let extra = "[scheduler]\ndestination_backoff_secs = 1\nretry_initial_secs = 1\n";
+    let mut server = BinaryServer::configure(dir.path(), &data, &world, extra);
+    let toml = std::fs::read_to_string(&server.config).expect("config");
+    let toml = toml.replacen("[delivery]\n", "[delivery]\ntarpit_after_secs = 1\n", 1);
+    std::fs::write(&server.config, toml).expect("config");
+    server.start().await;
+    let list = "rot@lists.test";
+    create_list(&server.api, list, json!({"posting_policy": "anyone"})).await;
+    add_members(
+        &server.api,
+        list,
+        &["m0@d0.test", "m1@d1.test", "m2@d2.test"],
+    )
+    .await;
+    post(&server, 1).await;
+    let log = data.join("log").join("delivery.log");
+    wait_sent_lines(&log, 1).await;
+    // The normal member is done; what stays open is the hung host's and the tarpit's
+    // (`connections` counts those still greeting, too).
+    let connections = || async {
+        let (_, body) = http("GET", &format!("{}/api/v1/status", server.api), None).await;
+        let s: herald_api_types::Status = serde_json::from_value(body).expect("status");
+        s.connections
+    };
+    // The hung host is marked down after its first-pass timeout (2 s) and then probed in the
+    // slow lane; the tarpit is recognised after 1 s and served there.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let open = connections().await;
+    assert!(open >= 1, "connections open at the stop: {open}");
+
+    let stopping = Instant::now();
+    server.stop().await;
+    let took = stopping.elapsed();
+    eprintln!("SIGTERM with {open} connections to a tarpit and a hung host: stopped in {took:?}");
+    assert!(took < STOP_BOUND, "the stop took {took:?}");
+
+    // Started again, the two copies are still there to send; the delivered one is not sent again.
+    server.start().await;
+    let (status, body) = http("GET", &format!("{}/api/v1/status", server.api), None).await;
+    assert_eq!(status, 200, "{body}");
+    let s: herald_api_types::Status = serde_json::from_value(body).expect("status");
+    assert!(
+        s.posts.iter().any(|p| !p.complete),
+        "the post is resumed, not finished: {s:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(world.recorder().snapshot().duplicates, 0);
+    assert_eq!(
+        world.recorder().accepted(),
+        1,
+        "only the normal member's copy so far"
+    );
+    let _ = tokio::time::timeout(STOP_BOUND, server.stop()).await;
     world.shutdown().await;
 }

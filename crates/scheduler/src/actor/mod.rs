@@ -45,6 +45,10 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// How long after shutdown the actor stops even with connections open: past every bound a
+/// worker keeps while stopping (drain, journal wait, QUIT), so reached only if one hangs.
+const STOP_BACKSTOP: Duration = Duration::from_secs(30);
+
 pub mod backoff;
 mod dispatch;
 #[cfg(test)]
@@ -210,10 +214,14 @@ impl Actor {
         let mut tick = tokio::time::interval(Duration::from_millis(self.cfg.tick_ms.max(10)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.update_gauges();
+        let mut shutdown_at = Instant::now();
         loop {
             tokio::select! {
                 biased;
-                _ = shutdown.cancelled(), if !self.shutting_down => self.begin_shutdown(),
+                _ = shutdown.cancelled(), if !self.shutting_down => {
+                    shutdown_at = Instant::now();
+                    self.begin_shutdown();
+                }
                 Some(msg) = ctrl_rx.recv() => self.handle(msg).await,
                 Some(r) = resolved_rx.recv() => self.on_resolved(r.domain, r.result).await,
                 Some(jobs) = jobs_rx.recv(), if !self.shutting_down && self.queued < self.cfg.max_queued_copies => {
@@ -223,6 +231,12 @@ impl Actor {
                     if self.shutting_down && self.connections == 0 {
                         break;
                     }
+                    // Workers bound their own stop (`workers::DRAIN_AT_SHUTDOWN`, the journal
+                    // wait, QUIT); this is the backstop should one of them not return.
+                    if self.shutting_down && shutdown_at.elapsed() > STOP_BACKSTOP {
+                        tracing::warn!(connections = self.connections, "stopping with connections still open");
+                        break;
+                    }
                     self.on_tick().await;
                 }
             }
@@ -230,7 +244,8 @@ impl Actor {
         self.persist_health(true).await;
     }
 
-    /// Stop handing out work; connected workers finish their batch and exit.
+    /// Stop handing out work; connected workers finish their batch (within
+    /// `workers::DRAIN_AT_SHUTDOWN`) and exit.
     fn begin_shutdown(&mut self) {
         self.shutting_down = true;
         for d in self.dests.values_mut() {

@@ -36,20 +36,28 @@ struct Rig {
     ctrl: mpsc::Sender<Ctrl>,
     reports: mpsc::Receiver<Report>,
     started: Instant,
+    /// The scheduler's shutdown, shared by the actor and its workers as in production.
+    shutdown: tokio_util::sync::CancellationToken,
+    actor: tokio::task::JoinHandle<()>,
+    ctx: std::sync::Arc<crate::workers::WorkerCtx>,
 }
 
 /// Starts an actor (built as `hand_rig` builds one) and runs its own loop.
 async fn rig(cfg: SchedulerConfig, domains: &[(&str, &str)]) -> Rig {
     let hand = hand(cfg, domains).await;
     let (jobs, jobs_rx) = mpsc::channel(64);
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(hand.actor.run(jobs_rx, hand.ctrl, shutdown));
+    let ctx = hand.actor.ctx.clone();
+    let shutdown = ctx.shutdown.clone();
+    let actor = tokio::spawn(hand.actor.run(jobs_rx, hand.ctrl, shutdown.clone()));
     Rig {
         net: hand.net,
         jobs,
         ctrl: hand.ctrl_tx,
         reports: hand.reports,
         started: Instant::now(),
+        shutdown,
+        actor,
+        ctx,
     }
 }
 
@@ -318,5 +326,75 @@ async fn a_tarpit_is_served_by_the_slow_lane_with_a_few_connections_never_marked
         answers.iter().filter(|a| **a == Answer::Tarpit).count(),
         1,
         "{answers:?}"
+    );
+}
+
+/// SIGTERM during fan-out to tarpits: a transaction still on the wire gets
+/// `DRAIN_AT_SHUTDOWN` to finish, then is given up — the actor stops instead of waiting out
+/// a slow-lane timeout (minutes) per connection, and a supervisor never has to `SIGKILL` it.
+#[tokio::test(start_paused = true)]
+async fn a_stop_gives_a_running_transaction_a_bounded_drain() {
+    use crate::workers::DRAIN_AT_SHUTDOWN;
+    let mut rig = rig(cfg(), &[("t.test", "mx.t.test")]).await;
+    // Each copy takes 5 s to be answered: 8 copies in a batch take 40 s.
+    rig.net.reply_delay(Duration::from_secs(5));
+    let post = test_post_at(1, START_MS, u64::MAX);
+    let jobs = (0..8)
+        .map(|i| job(&post, i, &format!("u{i}@t.test")))
+        .collect();
+    rig.send(jobs).await;
+    // Outcomes are reported at the end of a batch: watch the wire for the first answer.
+    while rig.net.copies_to("u0@t.test").is_empty() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stop = Instant::now();
+    rig.shutdown.cancel();
+    rig.actor.await.expect("actor ends");
+    let took = stop.elapsed();
+    // Two more copies are answered in the drain; the rest of the batch is given up.
+    let answered = (0..8)
+        .filter(|i| !rig.net.copies_to(&format!("u{i}@t.test")).is_empty())
+        .count();
+    assert!(
+        took >= DRAIN_AT_SHUTDOWN && took <= DRAIN_AT_SHUTDOWN + Duration::from_secs(6),
+        "stopped {took:?} after shutdown"
+    );
+    assert!((2..=4).contains(&answered), "{answered} copies answered");
+    assert!(
+        rig.reports.try_recv().is_err(),
+        "nothing reported for a given-up batch"
+    );
+    let gauges = rig.ctx.telemetry.gauges();
+    assert_eq!(
+        gauges.unjournaled_copies.get(),
+        0,
+        "every answered copy journaled"
+    );
+    assert_eq!(gauges.inflight_copies.get(), 0);
+    assert_eq!(gauges.connections_open.get(), 0);
+}
+
+/// A connection still being opened to a host that never answers carries no copy: a stop gives
+/// it up at once.
+#[tokio::test(start_paused = true)]
+async fn a_stop_gives_up_a_connection_still_opening_at_once() {
+    let mut rig = rig(cfg(), &[("h.test", "mx.h.test")]).await;
+    rig.net.answer("mx.h.test", Answer::Hang, 100);
+    let post = test_post_at(1, START_MS, u64::MAX);
+    rig.send(vec![job(&post, 1, "u@h.test")]).await;
+    while rig.net.connects_to("mx.h.test").is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let stop = Instant::now();
+    rig.shutdown.cancel();
+    rig.actor.await.expect("actor ends");
+    let took = stop.elapsed();
+    assert!(
+        took <= Duration::from_secs(1),
+        "stopped {took:?} after shutdown"
+    );
+    assert!(
+        rig.reports.try_recv().is_err(),
+        "no outcome for a copy never sent"
     );
 }

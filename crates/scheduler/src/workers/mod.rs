@@ -106,6 +106,19 @@ impl WorkerCtx {
 /// How long a worker still waits for its batch to be journaled once shutdown has begun.
 const DURABLE_WAIT_AT_SHUTDOWN: Duration = Duration::from_secs(5);
 
+/// How long a transaction already on the wire may still run once shutdown has begun. Most end
+/// in milliseconds; a tarpit or a hung host would hold the stop for its whole timeout (minutes
+/// in the slow lane), so past this the worker gives the transaction up: its answered copies are
+/// journaled and the unanswered ones stay in the spool for the next start — the same bounded
+/// window a crash leaves, and far less than a supervisor's `SIGKILL` after its stop timeout.
+pub(crate) const DRAIN_AT_SHUTDOWN: Duration = Duration::from_secs(10);
+
+/// Resolves [`DRAIN_AT_SHUTDOWN`] after shutdown begins; never before it.
+async fn drain_expired(shutdown: &CancellationToken) {
+    shutdown.cancelled().await;
+    tokio::time::sleep(DRAIN_AT_SHUTDOWN).await;
+}
+
 /// What the actor asks one worker to do.
 pub struct WorkerPlan {
     pub dest: Arc<str>,
@@ -124,7 +137,17 @@ pub struct WorkerPlan {
 /// Runs one worker to completion. Always tells the actor how it ended.
 pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
     let (dest, lane, max_messages) = (plan.dest.clone(), plan.lane, plan.max_messages);
-    let opened = match ctx.connector.connect(&plan).await {
+    // A connection still being opened at shutdown carries no copy yet: it is given up at once
+    // (a hung or tarpitting host would otherwise hold the stop for a whole connect timeout).
+    let connecting = tokio::select! {
+        opened = ctx.connector.connect(&plan) => Some(opened),
+        () = ctx.shutdown.cancelled() => None,
+    };
+    let Some(connecting) = connecting else {
+        let _ = ctx.ctrl.send(Ctrl::WorkerExit { dest, lane }).await;
+        return;
+    };
+    let opened = match connecting {
         Ok(o) => o,
         Err(f) => {
             let failed = Ctrl::ConnectFailed {
@@ -223,7 +246,16 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
             dest: &dest,
             delivered_here: &mut delivered_here,
         };
-        let (healthy, journaled, untried) = batch.send(jobs, &ctx).await;
+        let Some((healthy, journaled, untried)) = batch.send(jobs, &ctx).await else {
+            // Given up at shutdown mid-transaction: the session is in an unknown state, so no
+            // QUIT and no reuse; what was answered is journaled, the rest resumes at the next start.
+            if let Some(p) = pending.take() {
+                p.wait(&ctx).await;
+            }
+            gauges.connections_open.dec();
+            let _ = ctx.ctrl.send(Ctrl::WorkerExit { dest, lane }).await;
+            return;
+        };
         session.unreserve(untried);
         // Commits complete in order: the older batch is durable first.
         if let Some(p) = pending.take() {
@@ -282,7 +314,15 @@ impl Batch<'_> {
     /// buffers that live as long as the exchange: bytes and buffers go back before the batch
     /// is journaled and reported, so a worker never holds copy bytes while it waits on the
     /// journal, the report loop or the actor (see `budget.rs`).
-    async fn send(mut self, jobs: Vec<Job>, ctx: &WorkerCtx) -> (bool, Option<Unjournaled>, usize) {
+    ///
+    /// `None`: the transaction outlived [`DRAIN_AT_SHUTDOWN`] and was given up. The final
+    /// outcomes that had arrived are journaled (durable before this returns, within
+    /// [`DURABLE_WAIT_AT_SHUTDOWN`]); nothing is reported, as the stages are stopping.
+    async fn send(
+        mut self,
+        jobs: Vec<Job>,
+        ctx: &WorkerCtx,
+    ) -> Option<(bool, Option<Unjournaled>, usize)> {
         let estimate: usize = jobs.iter().map(|j| j.post.template.size_hint()).sum();
         let mut bytes = ctx.copy_budget.acquire(estimate).await;
         let bufs: Vec<Vec<u8>> = jobs
@@ -315,16 +355,55 @@ impl Batch<'_> {
         let ids: Vec<(herald_types::PostId, herald_types::MemberId)> =
             jobs.iter().map(|j| (j.post.id, j.member.id)).collect();
         let mut streamed = vec![false; jobs.len()];
+        // Final states that arrived but could not be queued at once (the journal's channel was
+        // full): only a transaction given up at shutdown needs them, as it has no `Sent`.
+        let mut unqueued: Vec<(herald_types::PostId, herald_types::MemberId, FinalState)> =
+            Vec::new();
         let spool = &ctx.spool;
         let mut journal_now = |i: usize, outcome: &RcptOutcome| {
             if let (Some(state), Some(&(post, member))) =
                 (FinalState::from_outcome(outcome), ids.get(i))
             {
                 streamed[i] = spool.try_record(post, member, state);
+                if !streamed[i] {
+                    unqueued.push((post, member, state));
+                }
             }
         };
         let started = Instant::now();
-        let sent = self.session.send(&copies, &mut journal_now).await;
+        let sent = tokio::select! {
+            sent = self.session.send(&copies, &mut journal_now) => Some(sent),
+            () = drain_expired(&ctx.shutdown) => None,
+        };
+        let Some(sent) = sent else {
+            gauges.inflight_copies.dec_by(handed);
+            tracing::warn!(
+                dest = %self.dest,
+                copies = handed,
+                "shutting down: gave up a transaction still running; unanswered copies resume at the next start"
+            );
+            let answered = unqueued.len() + streamed.iter().filter(|s| **s).count();
+            gauges
+                .unjournaled_copies
+                .dec_by(handed - i64::try_from(answered).unwrap_or(handed));
+            if answered > 0 {
+                // Commits complete in order: this one's durability covers the copies queued
+                // as their replies came, too.
+                match ctx.spool.record_batch(unqueued).await {
+                    Ok(durable) => {
+                        let copies = answered;
+                        Unjournaled { durable, copies }.wait(ctx).await
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot journal a given-up transaction's outcomes");
+                        gauges
+                            .unjournaled_copies
+                            .dec_by(i64::try_from(answered).unwrap_or(0));
+                    }
+                }
+            }
+            return None;
+        };
         let elapsed = started.elapsed();
         gauges.inflight_copies.dec_by(handed);
         // Written and answered: the copies' memory goes back to the budget.
@@ -339,7 +418,7 @@ impl Batch<'_> {
         gauges.unjournaled_copies.dec_by(handed - settled.finals);
         // Copies never tried do not count against the source's warm-up volume.
         let untried = settled.done.unsent.len();
-        (healthy, hand_over(settled, ctx).await, untried)
+        Some((healthy, hand_over(settled, ctx).await, untried))
     }
 
     /// Each copy's outcome (a deferral classified, a copy left without a reply deferred with

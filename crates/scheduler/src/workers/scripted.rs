@@ -35,6 +35,8 @@ pub(crate) enum Answer {
     /// A tarpit: its replies trickle, too slowly for the first pass (`TooSlow`); a slow-lane
     /// connection reads them to the end (recorded as `Accept`).
     Tarpit,
+    /// The attempt never completes (a host that takes the SYN and says nothing).
+    Hang,
 }
 
 /// What the scripted Internet saw, in order.
@@ -112,6 +114,24 @@ impl Scripted {
             .collect()
     }
 
+    /// True (and seen) when the next attempt to the plan's first host is to hang.
+    fn hangs(&self, plan: &WorkerPlan) -> bool {
+        let mut s = self.lock();
+        let Some(name) = plan.targets.first().map(|t| t.key.name.to_string()) else {
+            return false;
+        };
+        let q = s.answers.get_mut(&name);
+        if q.is_none_or(|q| q.front() != Some(&Answer::Hang)) {
+            return false;
+        }
+        if let Some(q) = s.answers.get_mut(&name) {
+            q.pop_front();
+        }
+        s.seen
+            .push((Instant::now(), Seen::Connect(name, Answer::Hang)));
+        true
+    }
+
     fn open(&self, plan: &WorkerPlan) -> Connect {
         let mut s = self.lock();
         let mut failed = Vec::new();
@@ -153,6 +173,8 @@ impl Scripted {
                 Answer::Refuse => FailKind::Host,
                 Answer::Busy => FailKind::Throttle,
                 Answer::Tarpit => FailKind::Tarpit,
+                // `connect` took it before `open`: only a later host of the plan gets here.
+                Answer::Hang => FailKind::Host,
             };
             failed.push(HostFailure {
                 key: t.key.clone(),
@@ -176,6 +198,9 @@ impl Scripted {
 
 impl Connector for Scripted {
     fn connect<'a>(&'a self, plan: &'a WorkerPlan) -> BoxFuture<'a, Connect> {
+        if self.hangs(plan) {
+            return Box::pin(std::future::pending());
+        }
         let result = self.open(plan);
         Box::pin(async move { result })
     }
