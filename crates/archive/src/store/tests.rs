@@ -322,3 +322,27 @@ fn a_common_word_is_ranked_within_the_newest_window_and_rare_ones_whole() {
         "the oldest five, reached by the date filter"
     );
 }
+
+/// The per-thread compressor is reset between bodies: every body inflates back to itself, in
+/// any order and size (empty, a post, incompressible bytes larger than the first buffer).
+#[test]
+fn bodies_deflate_and_inflate_back_with_one_reused_compressor() {
+    let mut noise = Vec::with_capacity(1 << 20);
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    while noise.len() < 1 << 20 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        noise.extend_from_slice(&x.to_le_bytes());
+    }
+    let post = b"From: a@b.test\r\nSubject: hi\r\n\r\nHello, list.\r\n".repeat(40);
+    for raw in [&b""[..], &post, &noise, &post, &b"x"[..], &noise[..1000]] {
+        let packed = deflate(raw);
+        assert_eq!(
+            inflate(&packed).as_deref(),
+            Some(raw),
+            "{} bytes",
+            raw.len()
+        );
+    }
+}
