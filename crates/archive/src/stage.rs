@@ -131,6 +131,28 @@ pub fn spawn(
     ))
 }
 
+/// The writer's nice value: 10 above the server's own.
+const WRITER_NICE: i32 = 10;
+
+/// Archiving is background work: nobody waits on it (a post is acknowledged once spooled and
+/// goes to fan-out before the archive), while the SMTP sessions, the spool and fan-out have a
+/// sender or a member waiting. On a busy machine the writer (FTS5 indexing, deflate: a quarter
+/// of the CPU of an intake burst) then takes what they leave and catches up after the burst;
+/// its bounded channel still holds back the hand-off, and with it the intake, if it falls
+/// behind for good. Linux gives each thread its own nice value (`setpriority` on its id).
+fn lower_this_threads_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let tid = rustix::thread::gettid();
+        let nice = rustix::process::getpriority_process(Some(tid)).unwrap_or(0);
+        if let Err(e) =
+            rustix::process::setpriority_process(Some(tid), (nice + WRITER_NICE).min(19))
+        {
+            tracing::debug!(error = %e, "archive writer: priority not lowered");
+        }
+    }
+}
+
 fn run(
     mut archive: Archive,
     mut rx: mpsc::Receiver<SpooledPost>,
@@ -138,6 +160,7 @@ fn run(
     stats: &WriterStats,
     committed: tokio::sync::watch::Sender<u64>,
 ) {
+    lower_this_threads_priority();
     while let Some(first) = rx.blocking_recv() {
         let mut posts = vec![first];
         while posts.len() < cfg.batch_max.max(1) {
