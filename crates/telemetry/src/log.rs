@@ -9,7 +9,10 @@
 //! `completed`).
 //!
 //! Writing happens on a dedicated thread behind a bounded channel; the file is flushed when the
-//! channel runs dry, so a quiet server's log is always current. [`DeliveryLog::reopen`] (SIGHUP)
+//! channel runs dry, so a quiet server's log is always current. Once it has drained the channel
+//! the thread lingers [`LINGER`] before it waits again: a busy server's lines then pile up
+//! meanwhile and are written together, and an emitter sends without waking the thread (a futex
+//! wake and a thread switch per line was ~6 % of the CPU of an intake burst). [`DeliveryLog::reopen`] (SIGHUP)
 //! flushes and opens the path again, so logrotate can rename the file without `copytruncate`
 //! (which loses the lines written between its copy and its truncation).
 //!
@@ -27,6 +30,11 @@ use std::sync::Mutex;
 
 /// Lines buffered between the emitters and the writer thread.
 const LOG_QUEUE_LINES: usize = 65_536;
+
+/// How long the writer sleeps after a drain before it looks again (see the module docs): a line
+/// reaches the file at most this much later. 65,536 lines of room is three seconds of the
+/// fastest fan-out measured, far more than one linger.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(20);
 
 enum LogMsg {
     Line(String),
@@ -121,9 +129,15 @@ fn write_loop(
                 }
             }
             pending = rx.try_recv().ok();
+            if pending.is_none() {
+                // Drained: write out what is buffered, then give the emitters a moment to queue
+                // more before blocking (the blocking wait is what makes each send wake us).
+                let flushed = out.flush();
+                outage.note_flush(flushed);
+                std::thread::sleep(LINGER);
+                pending = rx.try_recv().ok();
+            }
         }
-        let flushed = out.flush();
-        outage.note_flush(flushed);
     }
 }
 
