@@ -209,7 +209,11 @@ fn run() -> Result<()> {
         Some(path) if !matches!(cli.command, Command::Sim(_)) => Config::load(path)?,
         _ => Config::default(),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if config.server.blocking_threads > 0 {
+        builder.max_blocking_threads(config.server.blocking_threads);
+    }
+    let runtime = builder
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;

@@ -839,41 +839,49 @@ async fn mbox(
         }
     };
     let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(2);
-    tokio::task::spawn_blocking(move || {
-        let mut page = first;
-        loop {
-            let mut out = Vec::new();
-            for m in &page {
-                let _ = crate::mbox::write_message(
-                    &mut out,
-                    &m.summary.from,
-                    m.summary.date_ms,
-                    &m.raw,
-                );
-            }
-            if tx.blocking_send(bytes::Bytes::from(out)).is_err() {
-                return; // the client went away
-            }
-            let Some(last) = page.last() else { return };
-            if page.len() < MBOX_PAGE {
-                return;
-            }
-            let after = (last.summary.date_ms, last.summary.id);
-            let next = {
-                let db = web.db.lock().unwrap_or_else(|p| p.into_inner());
-                db.scope_page(&l, scope, after, MBOX_PAGE)
-            };
-            match next {
-                Ok(p) if !p.is_empty() => page = p,
-                Ok(_) => return,
-                Err(e) => {
-                    // The response is under way: the truncated mbox is all the client can get.
-                    tracing::error!(error = %e, "archive mbox download");
+    // A thread of its own, not the runtime's blocking pool: it lives as long as the client takes
+    // to read the mbox, and must not hold a pool thread that queries wait for meanwhile.
+    let spawned = std::thread::Builder::new()
+        .name("archive-mbox".into())
+        .spawn(move || {
+            let mut page = first;
+            loop {
+                let mut out = Vec::new();
+                for m in &page {
+                    let _ = crate::mbox::write_message(
+                        &mut out,
+                        &m.summary.from,
+                        m.summary.date_ms,
+                        &m.raw,
+                    );
+                }
+                if tx.blocking_send(bytes::Bytes::from(out)).is_err() {
+                    return; // the client went away
+                }
+                let Some(last) = page.last() else { return };
+                if page.len() < MBOX_PAGE {
                     return;
                 }
+                let after = (last.summary.date_ms, last.summary.id);
+                let next = {
+                    let db = web.db.lock().unwrap_or_else(|p| p.into_inner());
+                    db.scope_page(&l, scope, after, MBOX_PAGE)
+                };
+                match next {
+                    Ok(p) if !p.is_empty() => page = p,
+                    Ok(_) => return,
+                    Err(e) => {
+                        // The response is under way: the truncated mbox is all the client can get.
+                        tracing::error!(error = %e, "archive mbox download");
+                        return;
+                    }
+                }
             }
-        }
-    });
+        });
+    if let Err(e) = spawned {
+        // The stream ends at once (its sender went with the closure): an empty download.
+        tracing::error!(error = %e, "cannot start the mbox download's thread");
+    }
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await

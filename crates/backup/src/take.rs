@@ -331,23 +331,32 @@ impl<R: Read> Read for Hashing<R> {
 /// receiver goes away the writer stops and the staging is removed.
 pub fn stream(staged: Staged) -> tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>> {
     let (tx, rx) = tokio::sync::mpsc::channel(4);
-    tokio::task::spawn_blocking(move || {
-        let mut out = ChunkWriter {
-            tx: tx.clone(),
-            buf: Vec::with_capacity(CHUNK),
-        };
-        match staged.write_tar(&mut out) {
-            Ok(m) => tracing::info!(
-                files = m.files.len(),
-                segments = m.spool_segments,
-                "backup streamed"
-            ),
-            Err(e) => {
-                tracing::warn!(error = %e, "backup stream stopped");
-                let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+    let failed = tx.clone();
+    // A thread of its own, not the runtime's blocking pool: it lives as long as the client takes
+    // to read the backup, and must not hold a pool thread that queries wait for meanwhile.
+    let spawned = std::thread::Builder::new()
+        .name("backup-stream".into())
+        .spawn(move || {
+            let mut out = ChunkWriter {
+                tx: tx.clone(),
+                buf: Vec::with_capacity(CHUNK),
+            };
+            match staged.write_tar(&mut out) {
+                Ok(m) => tracing::info!(
+                    files = m.files.len(),
+                    segments = m.spool_segments,
+                    "backup streamed"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "backup stream stopped");
+                    let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+                }
             }
-        }
-    });
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start the backup stream's thread");
+        let _ = failed.try_send(Err(e));
+    }
     rx
 }
 

@@ -24,6 +24,12 @@ pub struct ServerSection {
     pub group: String,
     /// Keep running as root when no user is set (containers that isolate otherwise).
     pub allow_root: bool,
+    /// Threads for blocking work (SQLite and PostgreSQL queries, file I/O); 0: the runtime's
+    /// default (512). Each query handed to an idle pool thread wakes it, and with a pool as
+    /// large as the burst every query does: on 2 cores, 4 threads took an SMTP intake burst
+    /// from 4,486 to 5,410 posts/s (BENCHMARKS.md). A small pool queues queries instead, so a
+    /// slow one (a PostgreSQL outage's connect timeout) delays the others: not the default.
+    pub blocking_threads: usize,
 }
 
 /// Why the server would not change, or keep, its user.
