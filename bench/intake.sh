@@ -6,6 +6,7 @@
 #   sudo bench/intake.sh                                   # 100 senders x 100 posts, 3 rounds
 #   SENDERS=100 POSTS_PER_SENDER=200 KB=2 ROUNDS=3 POSTFIX=no bench/intake.sh
 #   ARCHIVE=off POSTFIX=no bench/intake.sh                 # Herald without the list archive
+#   BLOCKING_THREADS=512 bench/intake.sh                   # Herald with [server] blocking_threads = 512
 #
 # One accepted post = `250` after DATA, and both systems answer it only once the post is on disk
 # and fsync'd: Herald's spool group commit, Postfix's cleanup(8) queue file.
@@ -99,6 +100,8 @@ hostname = "herald.bench.test"
 secret = "herald-bench-secret"
 [server]
 allow_root = true
+# BLOCKING_THREADS=n: the runtime's blocking pool that size (0: Herald's default, 2 x cores, >= 4).
+blocking_threads = ${BLOCKING_THREADS:-0}
 [listen]
 smtp = "$HSMTP"
 http = "$HTTP"

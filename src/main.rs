@@ -209,11 +209,8 @@ fn run() -> Result<()> {
         Some(path) if !matches!(cli.command, Command::Sim(_)) => Config::load(path)?,
         _ => Config::default(),
     };
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if config.server.blocking_threads > 0 {
-        builder.max_blocking_threads(config.server.blocking_threads);
-    }
-    let runtime = builder
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(config.server.blocking_pool())
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;

@@ -24,12 +24,25 @@ pub struct ServerSection {
     pub group: String,
     /// Keep running as root when no user is set (containers that isolate otherwise).
     pub allow_root: bool,
-    /// Threads for blocking work (SQLite and PostgreSQL queries, file I/O); 0: the runtime's
-    /// default (512). Each query handed to an idle pool thread wakes it, and with a pool as
-    /// large as the burst every query does: on 2 cores, 4 threads took an SMTP intake burst
-    /// from 4,486 to 5,410 posts/s (BENCHMARKS.md). A small pool queues queries instead, so a
-    /// slow one (a PostgreSQL outage's connect timeout) delays the others: not the default.
+    /// Threads for blocking work (SQLite and PostgreSQL queries, file I/O); 0: twice the
+    /// cores, at least 4 ([`ServerSection::blocking_pool`]). Each query handed to an idle pool
+    /// thread wakes it, and with a pool as large as the burst (tokio's default is 512) every
+    /// query does: on 2 cores, 4 threads took an SMTP intake burst from 4,237 to 5,196 posts/s
+    /// (BENCHMARKS.md). A small pool queues queries instead, so a slow one (a PostgreSQL
+    /// outage's connect timeout) delays those behind it; nothing long-lived runs on it (the
+    /// backup and mbox downloads have threads of their own).
     pub blocking_threads: usize,
+}
+
+impl ServerSection {
+    /// The blocking pool's size: `blocking_threads`, or twice the cores and at least 4.
+    pub fn blocking_pool(&self) -> usize {
+        if self.blocking_threads > 0 {
+            return self.blocking_threads;
+        }
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        (2 * cores).max(4)
+    }
 }
 
 /// Why the server would not change, or keep, its user.
@@ -156,6 +169,19 @@ fn switch(user: &User, gid: Gid) -> Result<(), PrivilegeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_blocking_pool_is_twice_the_cores_at_least_four_unless_set() {
+        let auto = ServerSection::default().blocking_pool();
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        assert_eq!(auto, (2 * cores).max(4));
+        assert!(auto >= 4);
+        let set = ServerSection {
+            blocking_threads: 64,
+            ..ServerSection::default()
+        };
+        assert_eq!(set.blocking_pool(), 64);
+    }
 
     #[test]
     fn an_unknown_user_or_group_is_named() {
