@@ -269,9 +269,9 @@ impl Actor {
 
     /// Lets the longest-idle parked worker go (its connection closes and frees a slot of the
     /// global budget for a starved destination). A destination's parked workers are left alone
-    /// while it has ready copies (they wait for its rate's tokens, not for work). False when no
-    /// worker is idle.
-    fn release_idle_worker(&mut self) -> bool {
+    /// while it has ready copies (they wait for its rate's tokens, not for work). Does nothing
+    /// when no worker is idle.
+    fn release_idle_worker(&mut self) {
         while let Some(key) = self.idle_dests.pop_front() {
             self.idle_set.remove(&key);
             let Some(d) = self.dests.get_mut(&key) else {
@@ -289,9 +289,8 @@ impl Actor {
                 self.idle_dests.push_back(key);
             }
             let _ = p.reply.send(Vec::new());
-            return true;
+            return;
         }
-        false
     }
 
     /// After a connection ends: the slow lane's waiting destinations first (their share just
