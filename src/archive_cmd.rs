@@ -7,7 +7,7 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use herald_archive::{import, Archive, Privacy};
+use herald_archive::{import, Archive, Filters, Privacy, SearchOrder};
 use herald_server::Config;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
@@ -102,6 +102,9 @@ pub struct SearchArgs {
     limit: usize,
     #[arg(long, default_value_t = 0)]
     page: usize,
+    /// Best match first (bm25) instead of newest first.
+    #[arg(long)]
+    best_first: bool,
 }
 
 pub fn run(cmd: ArchiveCommand, config: &Config) -> Result<()> {
@@ -200,9 +203,29 @@ pub fn run(cmd: ArchiveCommand, config: &Config) -> Result<()> {
             );
         }
         ArchiveCommand::Search(s) => {
-            for m in a.search(&s.list.to_lowercase(), &s.query, s.limit, s.page * s.limit)? {
-                print_summary(&m);
+            let order = if s.best_first {
+                SearchOrder::Relevance
+            } else {
+                SearchOrder::Newest
+            };
+            let found = a.search_page(
+                &s.list.to_lowercase(),
+                &s.query,
+                &Filters::default(),
+                order,
+                s.limit,
+                s.page.saturating_mul(s.limit),
+            )?;
+            for m in &found.rows {
+                print_summary(m);
             }
+            // The count goes to stderr, so the rows on stdout stay a plain table for scripts.
+            eprintln!(
+                "{} matching, page {} of {}",
+                found.total,
+                s.page + 1,
+                found.total.div_ceil(s.limit.max(1) as u64).max(1)
+            );
         }
     }
     Ok(())

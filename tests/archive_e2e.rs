@@ -514,3 +514,89 @@ async fn send_to(server: &TestServer, message: &[u8], list: &str) -> String {
     smtp.cmd("QUIT").await;
     reply
 }
+
+/// A list's history imported from a newest-first mbox (as many exporters write it), then
+/// searched in the web archive as a reader does: the common word's results come newest first
+/// by the messages' dates with the number of matches, and "next page" walks to the oldest
+/// match, with a way back. (Ordered by archive row, the first page was the oldest mail, and a
+/// ranking window stopped the paging at 2,000 matches with no count.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_imported_newest_first_archive_is_searched_newest_first_to_the_last_page() {
+    const PUB: &str = "hist@lists.test";
+    const N: usize = 2_250;
+    let world = World::start(world_config(&[Profile::Normal], false))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("herald.toml");
+    std::fs::write(
+        &cfg,
+        format!("data_dir = {:?}\n", dir.path().display().to_string()),
+    )
+    .expect("config");
+    let mut mbox = String::new();
+    // Newest first: message N-1 is dated last, and comes first in the file.
+    for i in (0..N).rev() {
+        let date = herald_telemetry::time::rfc5322_date(1_600_000_000 + i as u64 * 3_600);
+        mbox.push_str(&format!(
+            "From ann@outside.test Thu Jan  1 00:00:00 2020\n\
+             From: Ann <ann@outside.test>\nTo: {PUB}\nSubject: patch {i}\n\
+             Message-ID: <m{i}@outside.test>\nDate: {date}\n\n\
+             the kernel patch number {i}\n\n"
+        ));
+    }
+    let mbox_path = dir.path().join("history.mbox");
+    std::fs::write(&mbox_path, mbox).expect("mbox");
+    let server = TestServer::start(server_config(&world, dir.path().to_path_buf())).await;
+    let api = server.api.clone();
+    create_list(&api, PUB, json!({"display_name": "History"})).await;
+    archive_cli(&cfg, &["import", PUB, &mbox_path.display().to_string()]);
+    archive_cli(&cfg, &["privacy", PUB, "public"]);
+    let search = format!("{api}/archive/{PUB}/search?q=kernel");
+    let (status, _, first) = fetch(&search).await;
+    assert_eq!(status, 200, "{}", tail(&first));
+    assert!(first.contains(&format!("{N} results")), "{}", tail(&first));
+    assert!(first.contains("page 1 of 23"), "{}", tail(&first));
+    let newest = format!("m{}@outside.test", N - 1);
+    let top = first.find("/msg/").map(|i| &first[i..i + 40]).unwrap_or("");
+    assert!(top.contains(&newest), "newest first, got {top}");
+    let (status, _, last) = fetch(&format!("{search}&page=22")).await;
+    assert_eq!(status, 200, "{}", tail(&last));
+    assert!(last.contains("page 23 of 23"), "{}", tail(&last));
+    assert!(
+        last.contains("m0@outside.test"),
+        "the oldest match on the last page"
+    );
+    assert!(last.contains("rel=\"prev\""), "a way back");
+    assert!(
+        !last.contains("rel=\"next\""),
+        "nothing after the last page"
+    );
+    assert_eq!(last.matches("/msg/").count(), N - 22 * 100);
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
+        .arg("--config")
+        .arg(&cfg)
+        .args(["archive", "search", PUB, "kernel", "--limit", "5"])
+        .output()
+        .expect("run herald");
+    let rows = String::from_utf8_lossy(&cli.stdout);
+    assert!(
+        rows.lines().next().unwrap_or("").contains(&newest),
+        "{rows}"
+    );
+    assert!(
+        String::from_utf8_lossy(&cli.stderr).contains(&format!("{N} matching, page 1 of 450")),
+        "{}",
+        String::from_utf8_lossy(&cli.stderr)
+    );
+}
+
+/// The end of a page, where the counts and paging links are (a whole page is too long for a
+/// failure message).
+fn tail(page: &str) -> &str {
+    let at = page.len().saturating_sub(600);
+    let at = (at..page.len())
+        .find(|&i| page.is_char_boundary(i))
+        .unwrap_or(0);
+    &page[at..]
+}

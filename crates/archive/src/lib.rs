@@ -32,7 +32,9 @@ pub mod uids;
 pub mod web;
 
 pub use config::ArchiveSection;
-pub use store::{Archive, Filters, MessageSummary, Month, Privacy, Scope, StoredMessage};
+pub use store::{
+    Archive, Filters, MessageSummary, Month, Privacy, Scope, SearchOrder, SearchPage, StoredMessage,
+};
 
 use std::path::PathBuf;
 

@@ -212,9 +212,6 @@ pub struct Archive {
     default_privacy: Privacy,
 }
 
-/// How many of the most recently archived matches a search ranks (see [`Archive::search`]).
-pub const RANK_WINDOW: usize = 2_000;
-
 impl Archive {
     /// Opens (creating) the archive at `path`.
     pub fn open(path: &Path) -> Result<Archive, ArchiveError> {
@@ -584,86 +581,6 @@ impl Archive {
         .transpose()
     }
 
-    /// Full-text search over subject, sender and body; best matches first, paged. Every word
-    /// of `query` must occur (each is a quoted phrase, so FTS5 operators are plain text). The
-    /// best are chosen among the [`RANK_WINDOW`] most recently archived matches, so a search
-    /// costs the same at any archive size; dates and sender narrow it to older mail.
-    pub fn search(
-        &self,
-        list: &str,
-        query: &str,
-        limit: usize,
-        offset: usize,
-    ) -> Result<Vec<MessageSummary>, ArchiveError> {
-        self.search_filtered(list, query, &Filters::default(), limit, offset)
-    }
-
-    /// [`Archive::search`] narrowed by sender and date; with no words, the filters alone
-    /// (newest first). No words and no filters: nothing (a search, not a listing).
-    pub fn search_filtered(
-        &self,
-        list: &str,
-        query: &str,
-        f: &Filters,
-        limit: usize,
-        offset: usize,
-    ) -> Result<Vec<MessageSummary>, ArchiveError> {
-        let q = fts_query(query);
-        // `instr(lower(…))`, not LIKE: a `%` or `_` typed in the form is a character.
-        let from = f
-            .from
-            .as_deref()
-            .map(str::trim)
-            .unwrap_or("")
-            .to_lowercase();
-        let (since, until) = (
-            f.since_ms.unwrap_or(i64::MIN),
-            f.until_ms.unwrap_or(i64::MAX),
-        );
-        if q.is_empty() {
-            if from.is_empty() && f.since_ms.is_none() && f.until_ms.is_none() {
-                return Ok(Vec::new());
-            }
-            return self.summaries(
-                &format!(
-                    "SELECT {SUMMARY_COLS} FROM messages WHERE list = ?1
-                     AND date_ms >= ?2 AND date_ms < ?3
-                     AND (?4 = '' OR instr(lower(sender), ?4) > 0)
-                     ORDER BY date_ms DESC, id DESC LIMIT ?5 OFFSET ?6"
-                ),
-                params![list, since, until, from, limit as i64, offset as i64],
-            );
-        }
-        let cols = SUMMARY_COLS
-            .split(", ")
-            .map(|c| format!("m.{c}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        self.summaries(
-            &format!(
-                // CROSS JOIN fixes the order: the index finds the matches and each is looked
-                // up by row id. With the date and sender filters, SQLite otherwise prefers to
-                // walk the list's rows by date and probe the index per row (a rare word took
-                // 360 ms at 3,000 messages instead of well under one).
-                //
-                // Ranked within a window: the newest RANK_WINDOW matches (FTS5 walks its
-                // doclists backwards for `ORDER BY rowid DESC` and stops at the LIMIT), then
-                // ordered by bm25. Ranking every match of a word in every message read the
-                // whole index: 1.6 s at 1,000,000 messages. A rare word has fewer matches
-                // than the window and is ranked whole.
-                "SELECT {SUMMARY_COLS} FROM (
-                     SELECT {cols}, bm25(fts) AS score
-                     FROM fts CROSS JOIN messages m ON m.id = fts.rowid
-                     WHERE fts MATCH ?1 AND m.list = ?2
-                     AND m.date_ms >= ?5 AND m.date_ms < ?6
-                     AND (?7 = '' OR instr(lower(m.sender), ?7) > 0)
-                     ORDER BY fts.rowid DESC LIMIT {RANK_WINDOW})
-                 ORDER BY score, id DESC LIMIT ?3 OFFSET ?4"
-            ),
-            params![q, list, limit as i64, offset as i64, since, until, from],
-        )
-    }
-
     /// Rebuilds the full-text index and the overview columns (subject, sender, base subject,
     /// parent) from the stored messages, `batch` rows per transaction, calling `progress(done,
     /// total)` after each: after an index was damaged or a Herald upgrade changed what is
@@ -958,6 +875,9 @@ pub(crate) fn fts_query(q: &str) -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+mod search;
+pub use search::{SearchOrder, SearchPage};
 
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@
 //!
 //! Pages read only what they show: month and thread listings page by the key of the last row
 //! shown (`?after=<date>.<id>`, 100 rows, an index range scan however deep), search results by
-//! page number (ranked: no stable key); the
+//! page number with the count of matches and of pages, newest first or best match first; the
 //! mbox downloads of a month or a thread stream a page of 50 messages at a time through the
 //! (list, month|thread, date) indexes; the Atom feed (`atom.xml`) reads the newest 30.
 //! Search takes words and/or filters (sender contains, since, until). Addresses on the pages
@@ -29,7 +29,7 @@
 //! URLs are percent-encoded ([`crate::stage::url_component`]) and only used as SQL parameters.
 
 use crate::stage::url_component;
-use crate::store::{Archive, Filters, MessageSummary, Privacy, Scope};
+use crate::store::{Archive, Filters, MessageSummary, Privacy, Scope, SearchOrder};
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -207,6 +207,9 @@ struct PageQuery {
     since: String,
     #[serde(default)]
     until: String,
+    /// Search order: newest first (the default) or best match first.
+    #[serde(default)]
+    sort: SearchOrderParam,
     /// A month or thread page starts after this row: `<date_ms>.<id>` of the last row shown.
     #[serde(default)]
     after: String,
@@ -249,6 +252,30 @@ impl PageQuery {
             // `until` names the last day shown: the bound is the next midnight.
             until_ms: day(&self.until, DateField::Until, true)?,
         })
+    }
+}
+
+/// The `sort` parameter: an unknown value is the default order, not an error page (a link
+/// from an older page or a hand-edited URL still finds its results).
+#[derive(Default, Clone, Copy, PartialEq, Eq)]
+struct SearchOrderParam(SearchOrder);
+
+impl<'de> serde::Deserialize<'de> for SearchOrderParam {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(SearchOrderParam(match s.as_str() {
+            "relevance" => SearchOrder::Relevance,
+            _ => SearchOrder::Newest,
+        }))
+    }
+}
+
+impl SearchOrderParam {
+    fn as_str(self) -> &'static str {
+        match self.0 {
+            SearchOrder::Newest => "newest",
+            SearchOrder::Relevance => "relevance",
+        }
     }
 }
 
@@ -596,10 +623,10 @@ async fn search(
     let filters = q.filters();
     let wanted = filters.as_ref().ok().cloned();
     let l = list.to_lowercase();
-    let (p, text) = (q.page, q.q.clone());
+    let (p, text, order) = (q.page, q.q.clone(), q.sort.0);
     let (found, pw) = match with_db(web, &reader, Some(l.clone()), move |db| match wanted {
         Some(f) => Ok(Some((
-            db.search_filtered(&l, &text, &f, PAGE_ROWS, p * PAGE_ROWS)?,
+            db.search_page(&l, &text, &f, order, PAGE_ROWS, p.saturating_mul(PAGE_ROWS))?,
             db.shows_addresses(&l)?,
         ))),
         None => Ok(None),
@@ -611,7 +638,7 @@ async fn search(
     };
     let w = pw.words();
     let title = w.text("archive-search-title", &[("list", &list)]);
-    let (Ok(_), Some((rows, show))) = (&filters, found) else {
+    let (Ok(_), Some((found, show))) = (&filters, found) else {
         let why = match &filters {
             Err(bad) => bad.say(&w),
             Ok(_) => String::new(),
@@ -629,17 +656,23 @@ async fn search(
         "<p>{}</p>",
         esc(&w.text(
             "archive-results",
-            &[("count", &rows.len().to_string()), ("query", &q.q)]
+            &[("count", &found.total.to_string()), ("query", &q.q)]
         ))
     );
     let extra = format!(
-        "&q={}&from={}&since={}&until={}",
+        "&q={}&from={}&since={}&until={}&sort={}",
         url_component(&q.q),
         url_component(&q.from),
         url_component(&q.since),
-        url_component(&q.until)
+        url_component(&q.until),
+        q.sort.as_str()
     );
-    body.push_str(&listing(&w, &list, &rows, Next::Page(p, &extra), show));
+    let pager = Pager {
+        page: p,
+        pages: found.total.div_ceil(PAGE_ROWS as u64),
+        extra: &extra,
+    };
+    body.push_str(&listing(&w, &list, &found.rows, Next::Pages(&pager), show));
     page(&w, &title, &body).into_response()
 }
 
@@ -1007,10 +1040,59 @@ fn xml_text(s: &str) -> String {
 }
 
 /// How a listing links its next page: a month or a thread by the key of its last row (no deep
-/// OFFSET), search results by page number (ranked, so they have no stable key).
+/// OFFSET), search results by page number with the previous page and the count of pages (the
+/// total is known, and a relevance order has no stable key).
 enum Next<'a> {
     After,
-    Page(usize, &'a str),
+    Pages(&'a Pager<'a>),
+}
+
+/// Where a page of search results stands: `page` counts from 0.
+struct Pager<'a> {
+    page: usize,
+    pages: u64,
+    /// The query string after `page=` that keeps the words, filters and order.
+    extra: &'a str,
+}
+
+impl Pager<'_> {
+    fn links(&self, w: &Words<'_>) -> String {
+        if self.pages <= 1 {
+            return String::new();
+        }
+        let mut out = String::from("<nav class=\"pager\"><p>");
+        if self.page > 0 {
+            let _ = write!(
+                out,
+                "<a rel=\"prev\" href=\"?page={}{}\">{}</a> ",
+                self.page - 1,
+                self.extra,
+                esc(&w.text("archive-previous-page", &[]))
+            );
+        }
+        let _ = write!(
+            out,
+            "{}",
+            esc(&w.text(
+                "archive-page-of",
+                &[
+                    ("page", &(self.page + 1).to_string()),
+                    ("pages", &self.pages.to_string())
+                ]
+            ))
+        );
+        if (self.page as u64) + 1 < self.pages {
+            let _ = write!(
+                out,
+                " <a rel=\"next\" href=\"?page={}{}\">{}</a>",
+                self.page + 1,
+                self.extra,
+                esc(&w.text("archive-next-page", &[]))
+            );
+        }
+        out.push_str("</p></nav>");
+        out
+    }
 }
 
 fn listing(
@@ -1045,12 +1127,12 @@ fn listing(
         );
     }
     out.push_str("</table>");
-    if rows.len() == PAGE_ROWS {
-        let href = match (next, rows.last()) {
-            (Next::After, Some(last)) => format!("?after={}.{}", last.date_ms, last.id),
-            (Next::Page(p, extra), _) => format!("?page={}{extra}", p + 1),
-            (Next::After, None) => String::new(),
-        };
+    if let Next::Pages(pager) = next {
+        out.push_str(&pager.links(w));
+        return out;
+    }
+    if let (true, Some(last)) = (rows.len() == PAGE_ROWS, rows.last()) {
+        let href = format!("?after={}.{}", last.date_ms, last.id);
         let _ = write!(
             out,
             "<p><a href=\"{href}\">{}</a></p>",
@@ -1084,6 +1166,9 @@ fn search_form(w: &Words<'_>, list: &str, q: &PageQuery) -> String {
          <label>{} <input name=\"from\" value=\"{}\"></label> \
          <label>{} <input name=\"since\" type=\"date\" value=\"{}\"></label> \
          <label>{} <input name=\"until\" type=\"date\" value=\"{}\"></label> \
+         <label>{} <select name=\"sort\">\
+         <option value=\"newest\"{}>{}</option>\
+         <option value=\"relevance\"{}>{}</option></select></label> \
          <button>{}</button></form>",
         url_component(list),
         esc(&w.text("archive-words-label", &[])),
@@ -1094,8 +1179,21 @@ fn search_form(w: &Words<'_>, list: &str, q: &PageQuery) -> String {
         esc(&q.since),
         esc(&w.text("archive-until-label", &[])),
         esc(&q.until),
+        esc(&w.text("archive-sort-label", &[])),
+        selected(q.sort.0 == SearchOrder::Newest),
+        esc(&w.text("archive-sort-newest", &[])),
+        selected(q.sort.0 == SearchOrder::Relevance),
+        esc(&w.text("archive-sort-relevance", &[])),
         esc(&w.text("archive-search-button", &[]))
     )
+}
+
+fn selected(on: bool) -> &'static str {
+    if on {
+        " selected"
+    } else {
+        ""
+    }
 }
 
 fn date(ms: i64) -> String {

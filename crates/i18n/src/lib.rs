@@ -156,6 +156,8 @@ mod tests {
         ("query", "VAR-query"),
         ("field", "VAR-field"),
         ("value", "VAR-value"),
+        ("page", "VAR-page"),
+        ("pages", "VAR-pages"),
     ];
 
     fn ids(source: &str) -> BTreeSet<String> {

@@ -277,50 +277,126 @@ fn month_and_thread_pages_follow_the_last_row_shown() {
     }
 }
 
-/// A word in more messages than the rank window: a full page of the newest matches, ranked;
-/// paging stops at the window; a rare word in the oldest message is still found (its matches
-/// are fewer than the window), and a date filter reaches old matches of the common word.
+/// An archive imported newest first (as a newest-first mbox is): a word in every message
+/// comes back newest first by its Date, with the total, and paging reaches the oldest match —
+/// through both plans (many matches: the date index; few: sorted matches). A rare word in the
+/// oldest message is found, a date filter narrows to old mail, and the relevance order ranks.
 #[test]
-fn a_common_word_is_ranked_within_the_newest_window_and_rare_ones_whole() {
+fn search_is_newest_first_by_date_with_a_total_and_pages_to_the_end() {
     let (_d, mut a) = open();
-    let n = RANK_WINDOW + 300;
+    let n = super::search::SORT_MATCHES_UP_TO as usize + 700;
+    let minute = 60_000i64;
+    let t0 = 1_700_000_000_000i64;
+    // Archived newest first: row 1 is the newest message.
     let batch: Vec<NewMessage> = (0..n)
+        .rev()
         .map(|i| {
-            let body = if i == 0 {
-                "common and zebrafinch".to_string()
-            } else {
-                format!("common word {i}")
+            let body = match i {
+                0 => "common and zebrafinch".to_string(),
+                i if i % 3 == 0 => format!("common word {i} sometimes"),
+                i => format!("common word {i}"),
             };
+            let date = herald_telemetry::time::rfc5322_date((t0 / 1000) as u64 + i as u64 * 60);
             NewMessage {
                 list: "l".into(),
                 raw: format!(
-                    "From: a@x.test\r\nSubject: s{i}\r\nMessage-ID: <{i}@x>\r\n\r\n{body}\r\n"
+                    "From: a@x.test\r\nSubject: s{i}\r\nMessage-ID: <{i}@x>\r\nDate: {date}\r\n\r\n{body}\r\n"
                 )
                 .into_bytes(),
-                // One message a minute, oldest first.
-                received_ms: 1_700_000_000_000 + i as i64 * 60_000,
+                received_ms: t0 + n as i64 * minute,
             }
         })
         .collect();
     a.insert_batch(&batch).unwrap();
-    let page = a.search("l", "common", 20, 0).unwrap();
-    assert_eq!(page.len(), 20);
-    let last_window = a.search("l", "common", 20, RANK_WINDOW - 10).unwrap();
-    assert_eq!(last_window.len(), 10, "the window ends the paging");
-    assert!(a.search("l", "common", 20, RANK_WINDOW).unwrap().is_empty());
+    let all = |word: &str| -> Vec<String> {
+        let none = Filters::default();
+        let (mut out, mut offset) = (Vec::new(), 0);
+        loop {
+            let page = a
+                .search_page("l", word, &none, SearchOrder::Newest, 100, offset)
+                .unwrap();
+            if page.rows.is_empty() {
+                return out;
+            }
+            out.extend(page.rows.iter().map(|m| m.message_id.clone()));
+            offset += 100;
+        }
+    };
+    let first = a
+        .search_page(
+            "l",
+            "common",
+            &Filters::default(),
+            SearchOrder::Newest,
+            20,
+            0,
+        )
+        .unwrap();
+    assert_eq!(first.total, n as u64, "every match counted");
+    assert_eq!(
+        first.rows[0].message_id,
+        format!("{}@x", n - 1),
+        "newest first"
+    );
+    let common = all("common");
+    let expected: Vec<String> = (0..n).rev().map(|i| format!("{i}@x")).collect();
+    assert_eq!(common, expected, "newest to oldest, every match once");
+    // Fewer matches than the sort plan's limit: the other plan, the same order.
+    let some = a
+        .search_page(
+            "l",
+            "sometimes",
+            &Filters::default(),
+            SearchOrder::Newest,
+            10,
+            0,
+        )
+        .unwrap();
+    assert_eq!(some.total, ((n - 1) / 3) as u64);
+    let expected: Vec<String> = (1..n)
+        .rev()
+        .filter(|i| i % 3 == 0)
+        .map(|i| format!("{i}@x"))
+        .collect();
+    assert_eq!(all("sometimes"), expected);
     let rare = a.search("l", "zebrafinch", 20, 0).unwrap();
     assert_eq!(rare.len(), 1);
     assert_eq!(rare[0].message_id, "0@x");
     let old = Filters {
-        until_ms: Some(1_700_000_000_000 + 60_000 * 5),
+        until_ms: Some(t0 + minute * 5),
         ..Filters::default()
     };
-    let found = a.search_filtered("l", "common", &old, 20, 0).unwrap();
+    let found = a
+        .search_page("l", "common", &old, SearchOrder::Newest, 20, 0)
+        .unwrap();
     assert_eq!(
-        found.len(),
-        5,
+        found.total, 5,
         "the oldest five, reached by the date filter"
     );
+    assert_eq!(found.rows.len(), 5);
+    let best = a
+        .search_page(
+            "l",
+            "zebrafinch common",
+            &Filters::default(),
+            SearchOrder::Relevance,
+            5,
+            0,
+        )
+        .unwrap();
+    assert_eq!((best.total, best.rows[0].message_id.as_str()), (1, "0@x"));
+    let past_the_end = a
+        .search_page(
+            "l",
+            "common",
+            &Filters::default(),
+            SearchOrder::Newest,
+            20,
+            n,
+        )
+        .unwrap();
+    assert!(past_the_end.rows.is_empty());
+    assert_eq!(past_the_end.total, n as u64);
 }
 
 /// The per-thread compressor is reset between bodies: every body inflates back to itself, in
