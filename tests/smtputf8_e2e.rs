@@ -327,3 +327,72 @@ async fn an_international_address_subscribes_by_mail_command() {
     server.stop().await;
     world.shutdown().await;
 }
+
+/// A post whose MAIL did not say SMTPUTF8 but whose header block carries raw UTF-8 (an old mail
+/// client's `Subject:` and display name): the copy a host without SMTPUTF8 receives has an
+/// all-ASCII header block, with the text in RFC 2047 encoded words that read back the same. A
+/// header Herald cannot encode (Latin-1 bytes, a non-ASCII Message-ID) is refused at DATA with
+/// a reply that says why, and nothing is spooled. (Before, the raw bytes were relayed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raw_utf8_headers_without_smtputf8_reach_a_legacy_host_encoded() {
+    let (world, server, _dir) = start().await;
+    let api = server.api.clone();
+    add_members(&api, LIST, &[LEGACY_ASCII]).await;
+    let send = |body: Vec<u8>| {
+        let smtp = server.smtp;
+        async move {
+            let (mut c, _) = Smtp::connect(smtp).await;
+            c.cmd("EHLO old-client.test").await;
+            let r = c.send_mail("ann@outside.test", &[LIST], &body).await;
+            c.cmd("QUIT").await;
+            r
+        }
+    };
+    let good = "From: Jörg Müller <ann@outside.test>\r\nTo: dev@lists.test\r\n\
+                Subject: Grüße aus München\r\nMessage-ID: <raw8@outside.test>\r\n\
+                MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\
+                Content-Transfer-Encoding: 8bit\r\n\r\nGrüß dich.\r\n";
+    let id = queued_id(&send(good.as_bytes().to_vec()).await);
+    wait_complete(&api, &id, Duration::from_secs(60)).await;
+    let copy = wait_for("the legacy member's copy", || {
+        copies_for(&world, LEGACY_ASCII).into_iter().next()
+    })
+    .await;
+    let raw = copy.message.as_deref().expect("kept");
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("header block");
+    assert!(
+        raw[..end].is_ascii(),
+        "{}",
+        String::from_utf8_lossy(&raw[..end])
+    );
+    assert!(!copy.smtputf8);
+    let parsed = mail_parser::MessageParser::default()
+        .parse(raw)
+        .expect("parses");
+    assert!(
+        parsed.subject().unwrap_or("").contains("Grüße aus München"),
+        "{:?}",
+        parsed.subject()
+    );
+    let from = parsed.from().and_then(|a| a.first()).expect("from");
+    assert!(
+        from.name().unwrap_or("").contains("Jörg Müller"),
+        "{from:?}"
+    );
+    let latin1 = b"From: ann@outside.test\r\nTo: dev@lists.test\r\nSubject: Gr\xfc\xdfe\r\n\
+                   Message-ID: <latin1@outside.test>\r\n\r\nbody\r\n"
+        .to_vec();
+    let r = send(latin1).await;
+    assert!(r.starts_with("554 5.6.0"), "{r}");
+    let r = send(
+        "From: ann@outside.test\r\nTo: dev@lists.test\r\nSubject: x\r\n\
+         Message-ID: <ü@outside.test>\r\n\r\nbody\r\n"
+            .as_bytes()
+            .to_vec(),
+    )
+    .await;
+    assert!(r.starts_with("554 5.6.0"), "{r}");
+}

@@ -238,7 +238,30 @@ impl InboundHandler for ListHandler {
 
     async fn accept_message(&self, message: InboundMessage<Target>) -> Vec<Reply> {
         let envelope = message.envelope;
-        let body = envelope.body.clone();
+        let mut body = envelope.body.clone();
+        // Without SMTPUTF8 the header block must be ASCII: encode what can be, refuse the rest
+        // (every recipient gets the same answer; nothing is spooled).
+        if !envelope.params.smtputf8 {
+            match crate::eight_bit::seven_bit_headers(&body) {
+                Ok(None) => {}
+                Ok(Some(encoded)) => body = encoded,
+                Err(why) => {
+                    tracing::info!(from = ?envelope.mail_from, %why,
+                        "message refused: 8-bit header without SMTPUTF8");
+                    let reply = match why {
+                        crate::eight_bit::EightBitRefusal::NonAsciiAddress { .. } => {
+                            replies::NEEDS_SMTPUTF8.reply()
+                        }
+                        _ => replies::HEADER_NEEDS_SMTPUTF8.reply(),
+                    };
+                    return message
+                        .recipients
+                        .into_iter()
+                        .map(|answer| answer.err().unwrap_or_else(|| reply.clone()))
+                        .collect();
+                }
+            }
+        }
         // One post per (list, role): a message to a list and its -request address is two
         // spooled items, but two recipients naming the same list address are one. All
         // postmaster recipients of a message are one stored message.

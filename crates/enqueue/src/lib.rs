@@ -8,7 +8,8 @@
 //!
 //! Modules: `enqueue` (classify, dedup, build `PostMeta`, accept), `backlog` (acknowledged
 //! posts waiting for their hand-off to the next stage, and the task that hands them over), `inbound` (the
-//! RCPT check and DATA hand-over: never an open relay), `arrival` (SPF/DKIM/ARC/DMARC once on
+//! RCPT check and DATA hand-over: never an open relay), `eight_bit` (raw 8-bit header fields
+//! without SMTPUTF8 made 7-bit or refused), `arrival` (SPF/DKIM/ARC/DMARC once on
 //! arrival), `policy` (per-list content rules), `dedup` (the Message-ID store, which fan-out's
 //! expansion also reads for cross-posts), `cluster_dedup` (the same Message-IDs in the shared
 //! store of a cluster, issue 17 item 4), `error` (the boundary's error type).
@@ -26,6 +27,7 @@ mod cluster_dedup;
 pub mod complete;
 pub mod config;
 pub mod dedup;
+mod eight_bit;
 mod enqueue;
 mod error;
 mod handoff;

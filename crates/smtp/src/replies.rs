@@ -226,6 +226,16 @@ pub const NEEDS_SMTPUTF8: Canned = Canned::new(
     7,
     "Non-ASCII address needs MAIL FROM with the SMTPUTF8 parameter",
 );
+/// RFC 6532: a header field with raw 8-bit bytes that cannot be written as RFC 2047 encoded
+/// words (not UTF-8, or in a structured field such as Message-ID), in a transaction without
+/// `SMTPUTF8`. Text fields and display names are encoded instead of refused.
+pub const HEADER_NEEDS_SMTPUTF8: Canned = Canned::new(
+    554,
+    5,
+    6,
+    0,
+    "Non-ASCII header field needs SMTPUTF8, or RFC 2047 encoding in UTF-8",
+);
 /// RFC 5321 §4.1.1.11: a MAIL or RCPT parameter we do not implement.
 pub const UNKNOWN_PARAMETER: Canned =
     Canned::new(555, 5, 5, 4, "Parameter not recognized or not implemented");
