@@ -101,6 +101,9 @@ pub enum Origin {
         /// result; the arrival check reads the real client from that MTA's `Received:`.
         peer: Option<std::net::IpAddr>,
         helo: String,
+        /// MAIL said `SMTPUTF8` (RFC 6531): the header block may carry raw UTF-8. Without it a
+        /// post's 8-bit header fields are encoded or the post refused (`eight_bit.rs`).
+        smtputf8: bool,
     },
     /// Injected by an administrator (CLI / HTTP API): approved.
     Admin,
@@ -320,6 +323,21 @@ impl Enqueuer {
             .await;
         let now = herald_types::unix_ms_now();
         let approved = matches!(origin, Origin::Approved { .. });
+        // After the arrival check (it must verify what the poster signed, raw bytes and all):
+        // a post that came without SMTPUTF8 leaves with an ASCII header block, or not at all.
+        let body = match (role, &origin) {
+            (
+                ListAddressKind::Post,
+                Origin::Smtp {
+                    smtputf8: false, ..
+                },
+            ) => match crate::eight_bit::seven_bit_headers(&body) {
+                Ok(None) => body,
+                Ok(Some(encoded)) => encoded,
+                Err(why) => return Err(EnqueueError::EightBitHeader(why)),
+            },
+            _ => body,
+        };
         // After the arrival check (it must verify what the poster signed); an approved post
         // was completed when it arrived and was held.
         let mut body = match (role, approved) {
@@ -720,6 +738,7 @@ impl Enqueuer {
                 envelope_from,
                 peer,
                 helo,
+                ..
             },
         ) = (&self.content_filter, origin)
         else {

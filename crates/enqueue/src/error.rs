@@ -27,6 +27,10 @@ pub enum EnqueueError {
     /// action, score and symbols for the log. The peer gets the generic `550 5.7.1`.
     #[error("refused by the content filter: {reason}")]
     ContentRejected { reason: String },
+    /// A header field with raw 8-bit bytes in a post without SMTPUTF8 that cannot be encoded
+    /// (`eight_bit.rs`).
+    #[error("8-bit header without SMTPUTF8: {0}")]
+    EightBitHeader(crate::eight_bit::EightBitRefusal),
     /// The post's `From:` matches a ban (issue 18 item 4); `ban` describes it for the reply.
     #[error("{sender} is banned from {list} ({ban})")]
     Banned {
@@ -46,6 +50,7 @@ impl EnqueueError {
                 | EnqueueError::Guarded(_)
                 | EnqueueError::Banned { .. }
                 | EnqueueError::ContentRejected { .. }
+                | EnqueueError::EightBitHeader(_)
         )
     }
 
@@ -63,6 +68,10 @@ impl EnqueueError {
             EnqueueError::Guarded(trip) => replies::guard_refused(trip.reason()),
             EnqueueError::Banned { sender, list, ban } => replies::sender_banned(sender, list, ban),
             EnqueueError::ContentRejected { .. } => replies::CONTENT_REJECTED.reply(),
+            EnqueueError::EightBitHeader(crate::eight_bit::EightBitRefusal::NonAsciiAddress {
+                ..
+            }) => replies::NEEDS_SMTPUTF8.reply(),
+            EnqueueError::EightBitHeader(_) => replies::HEADER_NEEDS_SMTPUTF8.reply(),
             e if e.is_storage_shortage() => replies::INSUFFICIENT_STORAGE.reply(),
             _ => replies::LOCAL_ERROR.reply(),
         }

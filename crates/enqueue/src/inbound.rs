@@ -172,6 +172,10 @@ fn enqueue_reply(result: &Result<PostId, EnqueueError>) -> Reply {
             e.smtp_reply()
         }
         Err(e @ EnqueueError::TooBig { .. }) => e.smtp_reply(),
+        Err(e @ EnqueueError::EightBitHeader(_)) => {
+            tracing::info!(error = %e, "message refused");
+            e.smtp_reply()
+        }
         Err(e) => {
             tracing::error!(error = %e, "cannot enqueue a message");
             e.smtp_reply()
@@ -238,30 +242,7 @@ impl InboundHandler for ListHandler {
 
     async fn accept_message(&self, message: InboundMessage<Target>) -> Vec<Reply> {
         let envelope = message.envelope;
-        let mut body = envelope.body.clone();
-        // Without SMTPUTF8 the header block must be ASCII: encode what can be, refuse the rest
-        // (every recipient gets the same answer; nothing is spooled).
-        if !envelope.params.smtputf8 {
-            match crate::eight_bit::seven_bit_headers(&body) {
-                Ok(None) => {}
-                Ok(Some(encoded)) => body = encoded,
-                Err(why) => {
-                    tracing::info!(from = ?envelope.mail_from, %why,
-                        "message refused: 8-bit header without SMTPUTF8");
-                    let reply = match why {
-                        crate::eight_bit::EightBitRefusal::NonAsciiAddress { .. } => {
-                            replies::NEEDS_SMTPUTF8.reply()
-                        }
-                        _ => replies::HEADER_NEEDS_SMTPUTF8.reply(),
-                    };
-                    return message
-                        .recipients
-                        .into_iter()
-                        .map(|answer| answer.err().unwrap_or_else(|| reply.clone()))
-                        .collect();
-                }
-            }
-        }
+        let body = envelope.body.clone();
         // One post per (list, role): a message to a list and its -request address is two
         // spooled items, but two recipients naming the same list address are one. All
         // postmaster recipients of a message are one stored message.
@@ -293,6 +274,7 @@ impl InboundHandler for ListHandler {
                         peer: (envelope.mode == herald_smtp::Mode::Smtp)
                             .then(|| message.peer.ip().to_canonical()),
                         helo: envelope.helo.domain.to_string(),
+                        smtputf8: envelope.params.smtputf8,
                     },
                     body: body.clone(),
                 },

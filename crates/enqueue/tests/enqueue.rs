@@ -103,6 +103,7 @@ fn smtp(from: &str) -> Origin {
         envelope_from: Some(a(from)),
         peer: None,
         helo: "x.test".into(),
+        smtputf8: false,
     }
 }
 
