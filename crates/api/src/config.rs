@@ -37,8 +37,7 @@ pub struct HttpConfig {
     /// is closed. Slow-header clients (slowloris) hold a connection this long at most.
     pub header_read_timeout_secs: u64,
     /// A kept-alive connection with no request for this long is closed, and so is one whose
-    /// request moves no byte either way for this long (a stalled upload, a client that stopped
-    /// reading).
+    /// request body stops arriving for this long (a stalled upload).
     pub idle_timeout_secs: u64,
     /// Connections open at most. A newcomer beyond it takes the place of the connection idle
     /// longest with no request under way; with none idle it gets 503 and is closed. Counted in

@@ -10,8 +10,9 @@
 //!   is refused at once.
 //! - [`Table::sweep`] closes a connection that has not sent a complete request head within
 //!   `header_read_timeout` (counted from the accept, or from the first byte of a later request),
-//!   one kept alive with no request for `idle_timeout`, and one whose request has moved no
-//!   byte either way for `idle_timeout` (a stalled upload, a client that stopped reading).
+//!   one kept alive with no request for `idle_timeout`, and one whose request body has stopped
+//!   arriving for `idle_timeout` (a stalled upload). A handler at work after its body was read
+//!   is never cut off: only the caps bound such connections.
 //!
 //! One `std::sync::Mutex` over the table: no `.await` happens under it, and it is held for an
 //! insert, a removal, or one scan of at most `max_connections` entries when full.
@@ -46,6 +47,8 @@ pub(crate) struct Conn {
     busy: AtomicU32,
     /// Requests completed on this connection.
     served: AtomicU32,
+    /// Request bodies still arriving (taken by the handler and not yet at their end).
+    reading: AtomicU32,
     /// Milliseconds since `epoch` when the connection last became idle (accept, end of a
     /// response).
     idle_since: AtomicU64,
@@ -80,6 +83,16 @@ impl Conn {
         self.busy.fetch_add(1, Ordering::Relaxed);
         self.head_since.store(0, Ordering::Relaxed);
         RequestGuard(self.clone())
+    }
+
+    /// A request body starts arriving: until [`Conn::body_done`], a stall of `idle_timeout`
+    /// closes the connection.
+    pub(crate) fn body_started(&self) {
+        self.reading.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn body_done(&self) {
+        self.reading.fetch_sub(1, Ordering::Relaxed);
     }
 
     fn idle_ms(&self, now: u64) -> Option<u64> {
@@ -162,6 +175,7 @@ impl Table {
             epoch: self.epoch,
             busy: AtomicU32::new(0),
             served: AtomicU32::new(0),
+            reading: AtomicU32::new(0),
             idle_since: AtomicU64::new(now),
             head_since: AtomicU64::new(0),
             last_io: AtomicU64::new(now),
@@ -204,7 +218,8 @@ impl Table {
         let mut expired = Vec::new();
         for c in inner.conns.values() {
             let verdict = match c.idle_ms(now) {
-                None => (now.saturating_sub(c.last_io.load(Ordering::Relaxed)) > idle)
+                None => (c.reading.load(Ordering::Relaxed) > 0
+                    && now.saturating_sub(c.last_io.load(Ordering::Relaxed)) > idle)
                     .then_some(HttpRefusal::IdleTimeout),
                 Some(idle_for) => match c.head_since.load(Ordering::Relaxed) {
                     0 if c.served.load(Ordering::Relaxed) == 0 => {
@@ -334,5 +349,24 @@ mod tests {
             "a request under way is not a header wait"
         );
         assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn a_stalled_upload_is_closed_and_a_handler_at_work_is_not() {
+        let mut l = limits(10, 0);
+        l.idle_timeout = Duration::from_millis(50);
+        let t = Table::new(l, None);
+        let upload = t.admit("192.0.2.1".parse().expect("ip")).expect("upload");
+        let _uploading = upload.begin_request();
+        upload.body_started();
+        let working = t.admit("192.0.2.2".parse().expect("ip")).expect("working");
+        let _working = working.begin_request();
+        std::thread::sleep(Duration::from_millis(80));
+        t.sweep();
+        assert!(upload.close.is_cancelled(), "its body stopped arriving");
+        assert!(
+            !working.close.is_cancelled(),
+            "its request was read: never cut off"
+        );
     }
 }

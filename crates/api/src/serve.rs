@@ -180,8 +180,9 @@ impl Job {
                 req.extensions_mut().insert(ConnectInfo(peer));
                 let guard = conn.begin_request();
                 let mut app = app.clone();
+                let req = req.map(|body| Body::new(Arriving::new(body, conn.clone())));
                 async move {
-                    let response = app.call(req.map(Body::new)).await;
+                    let response = app.call(req).await;
                     response.map(|r| {
                         r.map(|body| {
                             Body::new(Guarded {
@@ -232,6 +233,59 @@ impl HttpBody for Guarded {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
         if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
             self.guard = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A request body, telling the table while it is still arriving (its end, an error, or the
+/// handler dropping it ends that).
+struct Arriving {
+    body: hyper::body::Incoming,
+    conn: Option<Arc<Conn>>,
+}
+
+impl Arriving {
+    fn new(body: hyper::body::Incoming, conn: Arc<Conn>) -> Arriving {
+        conn.body_started();
+        Arriving {
+            body,
+            conn: Some(conn),
+        }
+    }
+
+    fn done(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            conn.body_done();
+        }
+    }
+}
+
+impl Drop for Arriving {
+    fn drop(&mut self) {
+        self.done();
+    }
+}
+
+impl HttpBody for Arriving {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) {
+            self.done();
         }
         polled
     }

@@ -19,7 +19,7 @@ pub enum HttpRefusal {
     Shed,
     /// No complete request head within `http.header_read_timeout_secs`.
     HeaderTimeout,
-    /// Nothing moved either way for `http.idle_timeout_secs` during a request.
+    /// Kept alive with no request, or a request body stalled, for `http.idle_timeout_secs`.
     IdleTimeout,
     /// `accept` itself failed for want of a descriptor or memory.
     AcceptFailed,
@@ -76,7 +76,7 @@ impl DescriptorMetrics {
         let http_refusals = exposition::counter_family(
             registry,
             "herald_http_refusals_total",
-            "HTTP connections refused or closed by a listener bound: total or per-client cap (503 and close), an idle connection shed for a newcomer, no request head in time, nothing moving during a request, accept failing for want of descriptors.",
+            "HTTP connections refused or closed by a listener bound: total or per-client cap (503 and close), an idle connection shed for a newcomer, no request head in time, kept alive idle or a request body stalled too long, accept failing for want of descriptors.",
             HttpRefusal::ALL.map(|r| [("reason", r.word())]),
         );
         let shortages = exposition::counter_family(
