@@ -252,11 +252,16 @@ impl SessionError {
     /// The local resource this machine ran out of, when that is why the session failed
     /// (EMFILE, ENFILE, ENOMEM, ENOBUFS, EADDRNOTAVAIL on connect, bind or a write): a local
     /// condition to back off from globally, never a verdict on the peer.
+    ///
+    /// An egress source address that cannot be bound (EADDRNOTAVAIL at bind: the address is not
+    /// on this host) is not one: it is that source's configuration, and stays a
+    /// [`SessionErrorKind::Bind`] failure of that connection only.
     pub fn local_resource(&self) -> Option<LocalResource> {
         match self.kind() {
-            SessionErrorKind::Connect(e)
-            | SessionErrorKind::Io(e)
-            | SessionErrorKind::Bind { error: e, .. } => LocalResource::of(e),
+            SessionErrorKind::Connect(e) | SessionErrorKind::Io(e) => LocalResource::of(e),
+            SessionErrorKind::Bind { error, .. } => {
+                LocalResource::of(error).filter(|r| *r != LocalResource::LocalAddress)
+            }
             _ => None,
         }
     }
@@ -340,7 +345,9 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn a_local_shortage_is_never_the_hosts_problem() {
+        // EMFILE, ENFILE, ENOMEM, ENOBUFS, EADDRNOTAVAIL (Linux numbers).
         for errno in [24, 23, 12, 105, 99] {
             let e = std::io::Error::from_raw_os_error(errno);
             let local = LocalResource::of(&e).expect("a local shortage");
@@ -349,6 +356,17 @@ mod tests {
             assert!(!err.is_host_problem(), "errno {errno}");
             assert!(err.synthetic_reply().to_string().starts_with("451 4.3.0 "));
         }
+        let source_ip = "192.0.2.9".parse().expect("ip");
+        let unbound = SessionErrorKind::Bind {
+            source_ip,
+            error: std::io::Error::from(std::io::ErrorKind::AddrNotAvailable),
+        };
+        let e = err(Stage::Connect, unbound);
+        assert!(
+            e.local_resource().is_none(),
+            "a misconfigured source is not a shortage"
+        );
+        assert!(!e.is_host_problem());
         let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         let err = err(Stage::Connect, SessionErrorKind::Connect(refused));
         assert!(err.local_resource().is_none() && err.is_host_problem());
