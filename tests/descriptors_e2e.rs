@@ -306,8 +306,13 @@ async fn out_of_descriptors_marks_no_host_down_and_delivers_once_they_are_back()
     wait_metric(&api, "herald_copies_total{outcome=\"deferred\"}", 3).await;
     wait_gauge(&api, "herald_connections_open", 0).await;
 
-    // Opened while descriptors are free: the test's line to the starved server.
+    // Opened while descriptors are free, and answered once (so the server has accepted it,
+    // not left it in the listen backlog): the test's line to the starved server.
     let mut line = ApiLine::open(server.http).await;
+    assert!(
+        line.request("GET", "/healthz", "").await.is_some(),
+        "the line is served"
+    );
     let pid = server.pid().expect("pid");
     let before = starve(pid);
     let starved = Instant::now();
