@@ -89,6 +89,9 @@ pub struct BinaryServer {
     pub api: String,
     /// Started under `nice -n` this much (a server beside a busy process, as in production).
     pub nice: u8,
+    /// Started under `prlimit --nofile=N:N`: soft and hard open-file limit N, as on a host
+    /// whose limit is N (the server may raise its soft limit only to the hard one).
+    pub nofile: Option<u64>,
     child: Option<Child>,
 }
 
@@ -110,6 +113,7 @@ impl BinaryServer {
             http,
             api: format!("http://{http}"),
             nice: 0,
+            nofile: None,
             child: None,
         }
     }
@@ -149,13 +153,20 @@ impl BinaryServer {
     /// Spawns the child with its stderr passed through to ours, keeping the last lines so a
     /// failed start can say why.
     fn spawn(&self) -> (Child, std::sync::Arc<std::sync::Mutex<String>>) {
-        let mut cmd = if self.nice > 0 {
-            let mut c = Command::new("nice");
-            c.args(["-n", &self.nice.to_string()]).arg(herald_bin());
-            c
-        } else {
-            Command::new(herald_bin())
-        };
+        let mut argv: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(n) = self.nofile {
+            argv.extend([
+                "prlimit".into(),
+                format!("--nofile={n}:{n}").into(),
+                "--".into(),
+            ]);
+        }
+        if self.nice > 0 {
+            argv.extend(["nice".into(), "-n".into(), self.nice.to_string().into()]);
+        }
+        argv.push(herald_bin().into());
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
         let mut child = cmd
             .args(["serve", "--config"])
             .arg(&self.config)

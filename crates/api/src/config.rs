@@ -1,4 +1,5 @@
-//! The server's `[http]` table: the public URL in every copy's links and the admin token. Every
+//! The server's `[http]` table: the public URL in every copy's links, the admin token and the
+//! listener's bounds (connections in all and per client, header-read and idle timeouts). Every
 //! key has a default and unknown keys are refused; [`HttpConfig::check`] runs when the server's
 //! configuration is loaded, so its errors name their key.
 
@@ -8,7 +9,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// The HTTP side: the public URL that unsubscribe links point to.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
     /// Base of the one-click unsubscribe URLs put in every copy. Empty: `http://<listen.http>`.
@@ -31,6 +32,39 @@ pub struct HttpConfig {
     pub tls_key_file: Option<PathBuf>,
     /// HTTPS with the `[tls]` certificate inbound SMTP uses, instead of a certificate of its own.
     pub tls_from_inbound: bool,
+    /// Longest a client may take to send a complete request head, counted from the accept (or
+    /// from the first byte of a later request on a kept-alive connection); then the connection
+    /// is closed. Slow-header clients (slowloris) hold a connection this long at most.
+    pub header_read_timeout_secs: u64,
+    /// A kept-alive connection with no request for this long is closed, and so is one whose
+    /// request body stops arriving for this long (a stalled upload).
+    pub idle_timeout_secs: u64,
+    /// Connections open at most. A newcomer beyond it takes the place of the connection idle
+    /// longest with no request under way; with none idle it gets 503 and is closed. Counted in
+    /// the descriptor budget checked at start.
+    pub max_connections: usize,
+    /// Connections from one client address (IPv6: one /64) at most, handled as above within
+    /// that client's own connections. 0: no limit. Behind a reverse proxy on this host every
+    /// client is the proxy's address: raise it (or 0) and let the proxy limit clients.
+    pub max_connections_per_client: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            public_base_url: String::new(),
+            archive_url: String::new(),
+            admin_token: String::new(),
+            local_clients: Vec::new(),
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_from_inbound: false,
+            header_read_timeout_secs: 10,
+            idle_timeout_secs: 60,
+            max_connections: 512,
+            max_connections_per_client: 64,
+        }
+    }
 }
 
 impl HttpConfig {
@@ -64,6 +98,7 @@ impl HttpConfig {
             return Err("http.public_base_url: must start with http:// or https://".into());
         }
         self.local_clients()?;
+        self.check_limits()?;
         match (
             &self.tls_cert_file,
             &self.tls_key_file,
@@ -81,6 +116,35 @@ impl HttpConfig {
             _ => {}
         }
         Ok(())
+    }
+
+    fn check_limits(&self) -> Result<(), String> {
+        if !(1..=3600).contains(&self.header_read_timeout_secs) {
+            return Err("http.header_read_timeout_secs: must be 1 to 3600".into());
+        }
+        if !(1..=86400).contains(&self.idle_timeout_secs) {
+            return Err("http.idle_timeout_secs: must be 1 to 86400".into());
+        }
+        if self.max_connections == 0 {
+            return Err("http.max_connections: must be at least 1".into());
+        }
+        if self.max_connections_per_client > self.max_connections {
+            return Err(
+                "http.max_connections_per_client: must not exceed http.max_connections (0: no limit)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The listener's bounds.
+    pub fn limits(&self) -> crate::conn_table::Limits {
+        crate::conn_table::Limits {
+            header_read_timeout: std::time::Duration::from_secs(self.header_read_timeout_secs),
+            idle_timeout: std::time::Duration::from_secs(self.idle_timeout_secs),
+            max_connections: self.max_connections,
+            max_per_client: self.max_connections_per_client,
+        }
     }
 
     /// True when the API listener speaks HTTPS.
@@ -145,6 +209,49 @@ mod tests {
             ..HttpConfig::default()
         };
         assert!(good.check().is_ok());
+    }
+
+    #[test]
+    fn listener_bounds_have_operator_defaults_and_name_their_key() {
+        let d = HttpConfig::default();
+        assert_eq!((d.header_read_timeout_secs, d.idle_timeout_secs), (10, 60));
+        assert_eq!((d.max_connections, d.max_connections_per_client), (512, 64));
+        assert!(d.check().is_ok());
+        let bad = [
+            (
+                HttpConfig {
+                    header_read_timeout_secs: 0,
+                    ..HttpConfig::default()
+                },
+                "http.header_read_timeout_secs:",
+            ),
+            (
+                HttpConfig {
+                    idle_timeout_secs: 0,
+                    ..HttpConfig::default()
+                },
+                "http.idle_timeout_secs:",
+            ),
+            (
+                HttpConfig {
+                    max_connections: 0,
+                    ..HttpConfig::default()
+                },
+                "http.max_connections:",
+            ),
+            (
+                HttpConfig {
+                    max_connections: 10,
+                    max_connections_per_client: 11,
+                    ..HttpConfig::default()
+                },
+                "http.max_connections_per_client:",
+            ),
+        ];
+        for (h, key) in bad {
+            let e = h.check().expect_err(key);
+            assert!(e.starts_with(key), "{e}");
+        }
     }
 
     #[test]

@@ -6,6 +6,10 @@
 //! (`/api/v1/reports/*`), the live view behind `herald top` (`/api/v1/top`), the stragglers with
 //! their actions (`/api/v1/stragglers*`) and stored postmaster mail (`/api/v1/postmaster*`).
 //!
+//! The listener is Herald's own accept loop (`serve`, over the connection table in
+//! `conn_table`): capped connections in all and per client, a header-read and an idle timeout,
+//! so no crowd of clients can exhaust the process's descriptors.
+//!
 //! Web accounts (issue 15 item 1): sign-in pages and sessions (`login`), the accounts API and
 //! the audit log (`accounts_api`); who may reach which route is one table (`access`). The web
 //! administration pages (issue 15 item 2) under `/admin/…` (`admin_pages`, rendered by
@@ -25,6 +29,7 @@ pub mod admin_pages;
 pub mod auth;
 mod bans;
 pub mod config;
+pub mod conn_table;
 mod dashboard;
 mod error;
 mod extract;
@@ -37,6 +42,7 @@ mod people;
 mod postmaster;
 mod reports;
 mod schema;
+pub mod serve;
 mod spool_metrics;
 mod stages;
 mod subscribe;
@@ -208,33 +214,35 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .with_state(state)
 }
 
-/// Serves the router on `listener` until `shutdown` is cancelled.
+/// Serves the router on `listener` until `shutdown` is cancelled, within `limits`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Arc<ApiState>,
+    limits: conn_table::Limits,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    let metrics = Some(state.telemetry.metrics().descriptors.clone());
+    serve::serve(listener, router(state), None, limits, metrics, shutdown).await
 }
 
-/// [`serve`] over TLS (`http.tls_cert_file` or `http.tls_from_inbound`): the same router and
-/// the same peer addresses, behind a [`tls::TlsListener`].
+/// [`serve`] over TLS (`http.tls_cert_file` or `http.tls_from_inbound`): the same router, the
+/// same peer addresses and the same limits (a handshake in progress holds a connection's place).
 pub async fn serve_tls(
     listener: tokio::net::TcpListener,
     tls: Arc<rustls::ServerConfig>,
     state: Arc<ApiState>,
+    limits: conn_table::Limits,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    // `tap_io` does nothing to the stream; it wraps the listener in axum's `TapIo`, for which
-    // axum implements `Connected` with the listener's `SocketAddr`, so handlers see the peer's
-    // `ConnectInfo` (the guard's local-client rule, the consent record) as over plain TCP.
-    let listener = tls::TlsListener::new(listener, tls)?.tap_io(|_| {});
-    let app = router(state).into_make_service_with_connect_info::<std::net::SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    let metrics = Some(state.telemetry.metrics().descriptors.clone());
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    serve::serve(
+        listener,
+        router(state),
+        Some(acceptor),
+        limits,
+        metrics,
+        shutdown,
+    )
+    .await
 }

@@ -15,6 +15,7 @@
 //! handed them every failure), then the spool is flushed and the delivery log written out.
 
 pub mod config;
+pub mod descriptors;
 mod listeners;
 pub mod memory;
 pub mod privileges;
@@ -78,6 +79,15 @@ pub async fn run(
     listeners: Listeners,
     shutdown: CancellationToken,
 ) -> Result<(), ServerError> {
+    // Descriptors first: the soft limit up to the hard one, and a configuration that cannot
+    // fit under it refused before anything is opened.
+    let open_files = descriptors::raise_open_files_limit();
+    let budget = descriptors::check(&config, open_files)?;
+    tracing::info!(
+        descriptors = budget,
+        open_files,
+        "descriptor budget: listeners, outbound connections and stores fit the limit"
+    );
     // TLS first: a bad certificate or an unbindable submissions port stops the start early.
     let inbound_tls = listeners::bind_tls(&config).await?;
     let imap_sockets = steps::bind_imap(&config).await?;
@@ -111,6 +121,11 @@ pub async fn run(
         })?;
     let stores = steps::open_stores(&config, http_addr).await?;
     let stages = steps::start_stages(&config, stores)?;
+    stages
+        .telemetry
+        .metrics()
+        .descriptors
+        .set_open_files_limit(open_files);
     let served = steps::serve(
         &config,
         listeners,

@@ -45,7 +45,7 @@ pub(crate) struct Stores {
 pub(crate) struct Stages {
     directory: Directory,
     spool: Spool,
-    telemetry: Telemetry,
+    pub(crate) telemetry: Telemetry,
     secret: Vec<u8>,
     scheduler: Scheduler,
     scheduler_task: JoinHandle<()>,
@@ -784,11 +784,13 @@ pub(crate) fn serve(
             listeners.http,
             tls.config.clone(),
             api_state,
+            config.http.limits(),
             shutdown.clone(),
         )),
         None => tokio::spawn(herald_api::serve(
             listeners.http,
             api_state,
+            config.http.limits(),
             shutdown.clone(),
         )),
     };

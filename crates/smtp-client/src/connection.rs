@@ -32,7 +32,7 @@ use herald_types::{RcptOutcome, Reply};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 
@@ -303,6 +303,20 @@ impl Connection {
     /// True while more transactions may be sent on this connection.
     pub fn is_reusable(&self) -> bool {
         self.reusable
+    }
+
+    /// Resolves once the server has closed the connection, or broken the silence an idle
+    /// session owes us (anything sent unasked, typically a 421 at its idle timeout), and marks
+    /// the session unusable; pending while the server stays silent. A worker waiting between
+    /// batches (for the journal, for copies) watches this so that a peer's close is answered
+    /// by ours at once: otherwise the socket sits in CLOSE-WAIT holding a descriptor for as
+    /// long as the wait lasts, and a paused spool lasts far longer than any server waits.
+    /// Cancel-safe: it only waits for the socket to be readable, then reads what is there.
+    pub async fn peer_closed(&mut self) {
+        let mut unasked = [0u8; 64];
+        // EOF, bytes nobody asked for, or an error: in every case the session is over.
+        let _ = self.stream.read(&mut unasked).await;
+        self.reusable = false;
     }
 
     /// What the server announced after the (last) EHLO.

@@ -10,7 +10,7 @@
 //! SECURITY: [`Reply`] values inside errors come from hostile servers; their text has had control
 //! characters replaced by the reply reader, so it is safe to log.
 
-use herald_types::{EnhancedStatus, Reply, ReplyError};
+use herald_types::{EnhancedStatus, LocalResource, Reply, ReplyError};
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
@@ -229,7 +229,13 @@ impl SessionError {
     /// a host falling short of one recipient domain's MTA-STS policy: it may serve other domains
     /// well, and marking it down would hold their mail too. The same holds for DANE: domains
     /// whose MX answers are not signed still reach the host without it.
+    ///
+    /// Never a shortage on this machine ([`SessionError::local_resource`]): out of descriptors,
+    /// memory or local ports, every connect fails whoever the peer is.
     pub fn is_host_problem(&self) -> bool {
+        if self.local_resource().is_some() {
+            return false;
+        }
         match self.kind() {
             SessionErrorKind::Tls(TlsError::MtaSts(_) | TlsError::Dane(_)) => false,
             SessionErrorKind::Rejected(_) => matches!(
@@ -240,6 +246,23 @@ impl SessionError {
             | SessionErrorKind::Bind { .. }
             | SessionErrorKind::TooSlow => false,
             _ => true,
+        }
+    }
+
+    /// The local resource this machine ran out of, when that is why the session failed
+    /// (EMFILE, ENFILE, ENOMEM, ENOBUFS, EADDRNOTAVAIL on connect, bind or a write): a local
+    /// condition to back off from globally, never a verdict on the peer.
+    ///
+    /// An egress source address that cannot be bound (EADDRNOTAVAIL at bind: the address is not
+    /// on this host) is not one: it is that source's configuration, and stays a
+    /// [`SessionErrorKind::Bind`] failure of that connection only.
+    pub fn local_resource(&self) -> Option<LocalResource> {
+        match self.kind() {
+            SessionErrorKind::Connect(e) | SessionErrorKind::Io(e) => LocalResource::of(e),
+            SessionErrorKind::Bind { error, .. } => {
+                LocalResource::of(error).filter(|r| *r != LocalResource::LocalAddress)
+            }
+            _ => None,
         }
     }
 
@@ -255,6 +278,10 @@ impl SessionError {
         let peer = self.peer();
         let stage = self.stage();
         let (status, text) = match self.kind() {
+            SessionErrorKind::Connect(e) if LocalResource::of(e).is_some() => (
+                (4, 3, 0),
+                format!("connect to {peer}: short of a local resource here: {e}"),
+            ),
             SessionErrorKind::Connect(e) => ((4, 4, 1), format!("connect to {peer}: {e}")),
             SessionErrorKind::Timeout if stage == Stage::Connect => {
                 ((4, 4, 1), format!("connect to {peer}: timed out"))
@@ -315,6 +342,34 @@ mod tests {
     fn err(stage: Stage, kind: SessionErrorKind) -> SessionError {
         let addr: SocketAddr = "192.0.2.1:25".parse().expect("addr");
         SessionError::new("mx.example.com", addr, stage, kind)
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_local_shortage_is_never_the_hosts_problem() {
+        // EMFILE, ENFILE, ENOMEM, ENOBUFS, EADDRNOTAVAIL (Linux numbers).
+        for errno in [24, 23, 12, 105, 99] {
+            let e = std::io::Error::from_raw_os_error(errno);
+            let local = LocalResource::of(&e).expect("a local shortage");
+            let err = err(Stage::Connect, SessionErrorKind::Connect(e));
+            assert_eq!(err.local_resource(), Some(local));
+            assert!(!err.is_host_problem(), "errno {errno}");
+            assert!(err.synthetic_reply().to_string().starts_with("451 4.3.0 "));
+        }
+        let source_ip = "192.0.2.9".parse().expect("ip");
+        let unbound = SessionErrorKind::Bind {
+            source_ip,
+            error: std::io::Error::from(std::io::ErrorKind::AddrNotAvailable),
+        };
+        let e = err(Stage::Connect, unbound);
+        assert!(
+            e.local_resource().is_none(),
+            "a misconfigured source is not a shortage"
+        );
+        assert!(!e.is_host_problem());
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let err = err(Stage::Connect, SessionErrorKind::Connect(refused));
+        assert!(err.local_resource().is_none() && err.is_host_problem());
     }
 
     #[test]

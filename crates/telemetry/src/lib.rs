@@ -16,6 +16,7 @@
 pub mod classes;
 pub mod config;
 pub mod contention;
+pub mod descriptors;
 pub mod event;
 pub mod exposition;
 pub mod imap;

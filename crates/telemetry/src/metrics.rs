@@ -254,6 +254,9 @@ pub struct Metrics {
     content_filter_latency: Histogram,
     /// The IMAP archive server's sessions and commands (issue 14 item 5).
     pub imap: crate::imap::ImapMetrics,
+    /// Descriptor headroom: the open-file limit, HTTP connections and refusals, local
+    /// shortages on outbound connections.
+    pub descriptors: crate::descriptors::DescriptorMetrics,
 }
 
 impl Metrics {
@@ -420,6 +423,7 @@ impl Metrics {
             content_filter,
             content_filter_latency,
             imap: crate::imap::ImapMetrics::new(registry),
+            descriptors: crate::descriptors::DescriptorMetrics::new(registry),
         }
     }
 

@@ -2,7 +2,7 @@
 //! for good ([`FailureCause`], handed from the scheduler to the bounce stage) and the list/member
 //! model, the scheduler's decision words ([`scheduling`]), how DANE and MTA-STS applied to an
 //! attempt ([`tls`]), what a session tells TLS reporting ([`tlsrpt`]), DSN parameters kept for
-//! relayed mail ([`dsn`]), and every HMAC token ([`token`]). Every stage depends on this crate; it depends on no
+//! relayed mail ([`dsn`]), which local shortages are never a peer's fault ([`LocalResource`]), and every HMAC token ([`token`]). Every stage depends on this crate; it depends on no
 //! other Herald crate and does no I/O.
 //!
 //! SECURITY: [`Address::parse`] is the single gate through which addresses from the network, CSV
@@ -16,6 +16,7 @@ pub mod failure;
 pub mod guard;
 pub mod ids;
 pub mod list;
+pub mod local_resource;
 pub mod notice;
 pub mod outcome;
 pub mod reply;
@@ -35,6 +36,7 @@ pub use list::{
     FromRewrite, List, ListSettings, Member, MemberStatus, PosterDkim, PostingPolicy,
     ReplyToPolicy, SubscriptionPolicy,
 };
+pub use local_resource::LocalResource;
 pub use notice::{NoticeKind, NoticeLimit};
 pub use outcome::RcptOutcome;
 pub use reply::{EnhancedStatus, Reply, ReplyError};

@@ -216,6 +216,9 @@ impl Actor {
 
     /// Starts one worker if host health allows a connection now. False when it does not.
     fn spawn_worker(&mut self, key: &Arc<str>, lane: LaneKind) -> bool {
+        if self.shortage.active(Instant::now()) {
+            return false; // short of descriptors or memory here: the tick tries again
+        }
         let port = self.ctx.port;
         let Some(d) = self.dests.get_mut(key) else {
             return false;

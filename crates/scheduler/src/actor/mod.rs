@@ -70,6 +70,7 @@ pub mod routes;
 #[cfg(test)]
 mod routes_tests;
 pub mod shaping;
+mod shortage;
 mod snapshot;
 pub mod stragglers;
 #[cfg(test)]
@@ -146,6 +147,8 @@ pub struct Actor {
     /// Hosts marked down here since the last exchange of shared knowledge (issue 17 item 4;
     /// bounded, see `knowledge.rs`).
     pub(crate) shared_down: Vec<crate::messages::knowledge::SharedDownHost>,
+    /// New connections wait while this machine is short of descriptors, memory or ports.
+    pub(crate) shortage: shortage::ShortagePause,
 }
 
 impl Actor {
@@ -193,6 +196,7 @@ impl Actor {
             shutting_down: false,
             last_persist: Instant::now(),
             shared_down: Vec::new(),
+            shortage: shortage::ShortagePause::default(),
         }
     }
 

@@ -57,6 +57,7 @@ impl Actor {
         if let Some(d) = self.dests.get_mut(&dest) {
             d.connecting = d.connecting.saturating_sub(1);
         }
+        self.shortage.clear();
         self.record_failures(&dest, &failed);
         let now_ms = self.clock.now_ms();
         if let Some(ev) = self.health.record_success(&host, &timings, now_ms) {
@@ -107,6 +108,16 @@ impl Actor {
                     self.throttle(dest);
                 }
                 FailKind::Tarpit => self.mark_tarpit(dest, &f.key),
+                FailKind::Local(resource) => {
+                    // This machine's shortage, not the host's: no verdict on its health.
+                    self.health.release_probe(&f.key);
+                    self.ctx
+                        .telemetry
+                        .metrics()
+                        .descriptors
+                        .count_shortage(resource);
+                    self.shortage.record(resource, tokio::time::Instant::now());
+                }
                 FailKind::Other => self.health.release_probe(&f.key),
             }
         }
@@ -168,6 +179,11 @@ impl Actor {
         if failed.iter().any(|f| f.kind == FailKind::Tarpit) {
             // Nothing was tried: the copies stay ready, for the slow lane's patient connections
             // (or the destination's other hosts). No try is charged, no deferral reported.
+            return;
+        }
+        if failed.iter().any(|f| matches!(f.kind, FailKind::Local(_))) {
+            // This machine was short (see `shortage.rs`): the copies stay ready for when new
+            // connections resume. No try is charged, no deferral reported.
             return;
         }
         let connected = d.workers() - d.connecting;

@@ -173,6 +173,34 @@ async fn a_failed_connection_defers_the_destinations_copies_as_host_down() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_local_shortage_marks_no_host_down_and_keeps_the_copies_ready() {
+    use herald_types::LocalResource;
+    let (mut h, dest) = connecting_with_copies(2).await;
+    let error = Reply::new(
+        451,
+        Some(EnhancedStatus::new(4, 3, 0)),
+        "too many open files",
+    );
+    // Far more failures than host_down_after_failures: none of them is the host's.
+    for _ in 0..5 {
+        let failed = vec![failure(FailKind::Local(LocalResource::ProcessFiles))];
+        h.actor
+            .on_connect_failed(dest.clone(), failed, error.clone(), false, None)
+            .await;
+    }
+    assert_eq!(h.actor.health.down_count(), 0, "no host is down");
+    assert!(h.outcomes().is_empty(), "no copy was deferred");
+    let d = &h.actor.dests[&dest];
+    assert_eq!((d.fast.len(), d.waiting.len()), (2, 0), "copies stay ready");
+    assert!(
+        h.actor.shortage.active(Instant::now()),
+        "new connections pause"
+    );
+    let m = &h.actor.ctx.telemetry.metrics().descriptors;
+    assert_eq!(m.shortages(LocalResource::ProcessFiles), 5);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_busy_greeting_defers_as_throttling_and_cuts_the_budget_not_the_host() {
     let (mut h, dest) = connecting_with_copies(1).await;
     let error = Reply::new(421, Some(EnhancedStatus::new(4, 7, 28)), "too busy");

@@ -63,6 +63,9 @@ pub enum FailKind {
     /// The host answers, slowly but steadily (a tarpit): served by the slow lane from now on,
     /// never counted down for it.
     Tarpit,
+    /// This machine ran short (out of descriptors, memory, local ports): nothing is said about
+    /// the host, the scheduler pauses new connections for a while instead.
+    Local(herald_types::LocalResource),
     /// Neither (e.g. a local error).
     Other,
 }

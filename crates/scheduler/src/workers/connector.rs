@@ -155,6 +155,12 @@ pub trait Session: Send {
     /// False once the session must not carry another batch.
     fn is_reusable(&self) -> bool;
 
+    /// Resolves when the peer closed the idle session (or spoke unasked); pending while it is
+    /// silent. The default never resolves (a session with no socket of its own).
+    fn peer_closed(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
+
     /// Reserves up to `want` copies of the source address's warm-up volume for today (issue
     /// 17); 0 ends the connection. Sessions without an egress source reserve all.
     fn reserve(&mut self, want: usize) -> usize {

@@ -195,7 +195,11 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
         let mut room = window - pending.as_ref().map_or(0, |p| p.copies);
         if room == 0 {
             if let Some(p) = pending.take() {
-                p.wait(&ctx).await;
+                let ((), kept) = watch(session, p.wait(&ctx)).await;
+                let Some(kept) = kept else {
+                    return leave_closed(&ctx, None, dest, lane).await;
+                };
+                session = kept;
             }
             room = window;
         }
@@ -217,7 +221,13 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
             session.unreserve(want);
             break;
         }
-        let jobs = rx.await.unwrap_or_default();
+        // Parked: a server that closes the idle session meanwhile is answered at once (the
+        // actor puts back what it would have sent to a worker that left).
+        let jobs = tokio::select! {
+            biased;
+            jobs = rx => jobs.unwrap_or_default(),
+            () = session.peer_closed() => Vec::new(),
+        };
         session.unreserve(want.saturating_sub(jobs.len()));
         if jobs.is_empty() {
             break;
@@ -259,19 +269,58 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
         session.unreserve(untried);
         // Commits complete in order: the older batch is durable first.
         if let Some(p) = pending.take() {
-            p.wait(&ctx).await;
+            let ((), kept) = watch(session, p.wait(&ctx)).await;
+            let Some(kept) = kept else {
+                return leave_closed(&ctx, journaled, dest, lane).await;
+            };
+            session = kept;
         }
         pending = journaled;
         if !healthy || sent >= max_messages {
             break;
         }
     }
-    if let Some(p) = pending.take() {
-        p.wait(&ctx).await;
-    }
-    gauges.connections_open.dec();
-    // QUIT politely, but never let a slow peer hold the worker.
+    // QUIT politely, but never let a slow peer hold the worker; before the journal wait, which
+    // a paused spool can stretch far past any server's patience, so the socket goes first.
     let _ = tokio::time::timeout(Duration::from_secs(5), session.quit()).await;
+    leave_closed(&ctx, pending, dest, lane).await;
+}
+
+/// Runs `wait` to its end while watching the idle session. The session comes back unless its
+/// peer closed it meanwhile: then it is dropped at once, so our side closes too instead of
+/// holding a descriptor in CLOSE-WAIT for as long as the wait lasts (a full disk pauses the
+/// journal, and with it every worker, for minutes).
+async fn watch<T>(
+    mut session: Box<dyn Session>,
+    wait: impl std::future::Future<Output = T>,
+) -> (T, Option<Box<dyn Session>>) {
+    tokio::pin!(wait);
+    let done = tokio::select! {
+        biased;
+        v = &mut wait => Some(v),
+        () = session.peer_closed() => None,
+    };
+    match done {
+        Some(v) => (v, Some(session)),
+        None => {
+            drop(session);
+            (wait.await, None)
+        }
+    }
+}
+
+/// The end of a worker whose session is closed: its last batch made durable, its slot given
+/// back.
+async fn leave_closed(
+    ctx: &WorkerCtx,
+    pending: Option<Unjournaled>,
+    dest: Arc<str>,
+    lane: LaneKind,
+) {
+    if let Some(p) = pending {
+        p.wait(ctx).await;
+    }
+    ctx.telemetry.gauges().connections_open.dec();
     let _ = ctx.ctrl.send(Ctrl::WorkerExit { dest, lane }).await;
 }
 

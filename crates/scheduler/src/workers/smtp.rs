@@ -146,6 +146,10 @@ impl Session for SmtpSession {
         self.0.is_reusable()
     }
 
+    fn peer_closed(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(self.0.peer_closed())
+    }
+
     fn reserve(&mut self, want: usize) -> usize {
         match &mut self.1 {
             Some(lease) => lease.reserve(want, herald_egress::utc_day(herald_types::unix_ms_now())),
@@ -370,12 +374,17 @@ async fn connect_any(
                 dane_failed |= matches!(e.kind(), SessionErrorKind::Tls(TlsError::Dane(_)));
                 last = e.synthetic_reply();
                 tracing::debug!(host = %t.key.name, addr = %t.key.addr, probe = t.probe, error = %e, "connect failed");
+                let kind = fail_kind(&e);
                 failed.push(HostFailure {
                     key: t.key.clone(),
-                    kind: fail_kind(&e),
+                    kind,
                     reason: last.text.clone(),
                     tls: tls_failure(&e, sts, dane, &t.key.name),
                 });
+                if matches!(kind, FailKind::Local(_)) {
+                    // The next host would meet the same shortage: stop here.
+                    break;
+                }
             }
         }
     }
@@ -395,7 +404,9 @@ fn fail_kind(e: &SessionError) -> FailKind {
             return FailKind::Throttle;
         }
     }
-    if e.is_tarpit() {
+    if let Some(shortage) = e.local_resource() {
+        FailKind::Local(shortage)
+    } else if e.is_tarpit() {
         FailKind::Tarpit
     } else if e.is_host_problem() {
         FailKind::Host
