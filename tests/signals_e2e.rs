@@ -151,9 +151,9 @@ async fn json_logs_are_one_object_per_line() {
     world.shutdown().await;
 }
 
-/// How long a stop may take with slow-lane connections open to hosts that never finish: the
-/// workers' drain (10 s), their journal wait and QUIT (5 s each), and a margin.
-const STOP_BOUND: Duration = Duration::from_secs(25);
+/// How long a stop may take with connections open to hosts that never finish, as the README
+/// states it: a transaction on the wire gets 10 s to finish, then it is given up.
+const STOP_BOUND: Duration = Duration::from_secs(12);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_connections_to_a_tarpit_and_a_hung_host_stops_in_bounded_time() {
