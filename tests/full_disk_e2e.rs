@@ -8,8 +8,8 @@
 //! - while the spool is unwritable, `/readyz` answers 503 with the reason, `/healthz` stays
 //!   200 and `herald_ready` is 0;
 //! - a start on a full disk comes up with posts refused (`452 4.3.1`), `/readyz` 503 and
-//!   `/healthz` 200, and takes posts again by itself once space returns: each member gets the
-//!   next post once.
+//!   `/healthz` 200 (`herald probe` says the same, by its exit status), and takes posts again
+//!   by itself once space returns: each member gets the next post once.
 //!
 //! Both use the server's default data-disk reserve (`[server] disk_reserve_mib`, 16 MiB), so
 //! the disk is 96 MiB (a tmpfs only uses memory for what is written). Each test prints its
@@ -273,6 +273,14 @@ async fn a_start_on_a_full_disk_comes_up_paused_and_resumes_when_space_returns()
         "the reason names the spool: {reason}"
     );
     assert_eq!(metric(&server.api, "herald_ready").await, 0);
+    // What a service manager or a container health check without curl runs.
+    let (alive, said) = support::binary::herald_with_config(&server.config, &["probe"]);
+    assert!(alive, "herald probe (liveness) says yes: {said}");
+    let (ready, said) = support::binary::herald_with_config(&server.config, &["probe", "--ready"]);
+    assert!(
+        !ready && said.contains("spool"),
+        "herald probe --ready fails with the reason: {said}"
+    );
     let refused = post_once(server.smtp, list, &message(10)).await;
     assert!(
         refused.starts_with("452 4.3.1"),
@@ -282,6 +290,8 @@ async fn a_start_on_a_full_disk_comes_up_paused_and_resumes_when_space_returns()
     // Space returns: ready again by itself, posts taken and delivered once.
     free_runaways(&disk);
     let (_, resumed_ms) = wait_ready(&server.api, 200).await;
+    let (ready, said) = support::binary::herald_with_config(&server.config, &["probe", "--ready"]);
+    assert!(ready && said.contains("ready"), "{said}");
     let reply = post_once(server.smtp, list, &message(11)).await;
     assert!(reply.starts_with("250"), "posts are taken again: {reply}");
     let mids = vec!["<disk-11@outside.test>".to_string()];
