@@ -17,6 +17,7 @@ mod doctor_cmd;
 mod import_cmd;
 mod lists_cmd;
 mod node_cmd;
+mod probe_cmd;
 mod report;
 mod sim_cmd;
 mod stragglers;
@@ -75,6 +76,9 @@ enum Command {
     Queue(QueueArgs),
     /// Server status: lists, queue, recent posts, spool.
     Status,
+    /// Is the server alive (`/healthz`), or ready to take mail (`--ready`: `/readyz`)? Exit
+    /// status 0 when it is: for service managers and container health checks.
+    Probe(probe_cmd::ProbeArgs),
     /// Held posts: list them, approve or reject one.
     Held(lists_cmd::HeldArgs),
     /// Recent bounces by member and reason.
@@ -215,13 +219,17 @@ fn run() -> Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     let world_file = cli.config.clone();
-    runtime.block_on(dispatch(
+    let out = runtime.block_on(dispatch(
         cli.command,
         config,
         cli.server,
         cli.ca_file,
         world_file,
-    ))
+    ));
+    // Dropping the runtime would wait for every blocking task, and one stuck on a full disk or
+    // an unreachable store would hold the exit for as long as it stays stuck.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    out
 }
 
 async fn dispatch(
@@ -240,6 +248,7 @@ async fn dispatch(
         Command::Post(a) => client::post(&api()?, &a.list, &a.file, a.wait).await,
         Command::Queue(a) => client::queue(&api()?, a.json, a.limit, a.stragglers).await,
         Command::Status => client::status(&api()?).await,
+        Command::Probe(a) => probe_cmd::run(&api()?, a).await,
         Command::Held(a) => lists_cmd::held(&api()?, a).await,
         Command::Bounces(a) => lists_cmd::bounces(&api()?, a).await,
         Command::Postmaster(a) => lists_cmd::postmaster(&api()?, a).await,
@@ -276,9 +285,31 @@ async fn serve(config: Config) -> Result<()> {
         wait_for_signal().await;
         tracing::info!("shutting down: no new connections; finishing in-flight work");
         signal.cancel();
+        exit_after_stop_limit();
     });
     herald_server::run(config, listeners, shutdown).await?;
     Ok(())
+}
+
+/// The stop's backstop: every step of the drain has its own limit (together
+/// `herald_server::STOP_LIMIT`), so this fires only if one misbehaves. Exiting then is what a
+/// service manager's SIGKILL would do later: what was not journaled is sent again at the next
+/// start, within the documented bound; nothing accepted is lost.
+fn exit_after_stop_limit() {
+    let limit = herald_server::STOP_LIMIT + std::time::Duration::from_secs(2);
+    let spawned = std::thread::Builder::new()
+        .name("herald-stop-limit".into())
+        .spawn(move || {
+            std::thread::sleep(limit);
+            tracing::error!(
+                limit_secs = limit.as_secs(),
+                "the stop did not finish in time; exiting now"
+            );
+            std::process::exit(1);
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no backstop thread for the stop");
+    }
 }
 
 fn init_logging(format: herald_telemetry::LogFormat) {

@@ -274,6 +274,16 @@ async fn postgres_down_for_seconds_mid_fan_out_pauses_the_nodes_and_loses_nothin
             n.id
         );
     }
+    // Readiness says why (a load balancer sends mail to other MXs); liveness stays yes.
+    for n in &nodes {
+        let (code, why) = probe(&n.api(), "/readyz").await;
+        assert!(
+            code == 503 && why.contains("store"),
+            "{}: /readyz {code} {why}",
+            n.id
+        );
+        assert_eq!(probe(&n.api(), "/healthz").await.0, 200, "{}", n.id);
+    }
     let elapsed = stopped_at.elapsed();
     if elapsed < OUTAGE {
         tokio::time::sleep(OUTAGE - elapsed).await;
@@ -314,6 +324,12 @@ async fn postgres_down_for_seconds_mid_fan_out_pauses_the_nodes_and_loses_nothin
             "heartbeats did not resume: {rows:?}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Ready again once a heartbeat went through.
+    for n in &nodes {
+        let (code, why) = probe(&n.api(), "/readyz").await;
+        assert_eq!(code, 200, "{}: /readyz after the outage: {why}", n.id);
     }
 
     // The store is marked up again, the nodes listed.
@@ -791,4 +807,11 @@ async fn nodes_killed_at_random_moments_in_several_rounds_lose_nobody() {
     );
     drop(nodes);
     world.shutdown().await;
+}
+
+/// `GET path` on a node: status and body text.
+async fn probe(api: &str, path: &str) -> (u16, String) {
+    let resp = reqwest::get(format!("{api}{path}")).await.expect("GET");
+    let code = resp.status().as_u16();
+    (code, resp.text().await.unwrap_or_default())
 }

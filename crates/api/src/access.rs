@@ -69,6 +69,8 @@ fn query_list(query: Option<&str>) -> Option<String> {
 
 fn public(method: &Method, path: &str) -> bool {
     path == "/healthz"
+        // Readiness for load balancers and service managers: no data, only why not ready.
+        || path == "/readyz"
         // The versioned API's OpenAPI document: a description of the routes, no data.
         || (path == "/api/v1/openapi.json" && method == Method::GET)
         || path.starts_with("/unsubscribe/")
@@ -424,6 +426,7 @@ mod tests {
         }
         for public in [
             "/healthz",
+            "/readyz",
             "/login",
             "/login/abc",
             "/manage",

@@ -472,6 +472,12 @@ pub async fn backup(State(s): St) -> Result<axum::response::Response, ApiError> 
 
 pub async fn metrics(State(s): St) -> impl IntoResponse {
     let mut scrape = herald_telemetry::exposition::Registry::default();
+    herald_telemetry::exposition::gauge_at(
+        &mut scrape,
+        "herald_ready",
+        "1 when GET /readyz answers 200 (the server takes mail); 0 while it answers 503 (the spool refuses posts, the store is unreachable or a listener cannot accept).",
+        i64::from(s.readiness.reasons().is_empty()),
+    );
     crate::spool_metrics::register(&s.spool.stats(), &mut scrape);
     crate::postmaster::register_gauge(&s.spool, &mut scrape);
     crate::spool_metrics::register_channels(&s.scheduler.channels(), &mut scrape);

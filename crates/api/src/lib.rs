@@ -40,6 +40,7 @@ mod manage;
 mod node;
 mod people;
 mod postmaster;
+pub mod ready;
 mod reports;
 mod schema;
 pub mod serve;
@@ -145,6 +146,8 @@ pub struct ApiState {
     /// The intake's hand-off backlog (issue 20 item 9): posts acknowledged and not yet handed
     /// to their stage, for `/metrics`.
     pub intake_backlog: Arc<herald_enqueue::backlog::BacklogDepth>,
+    /// What `/readyz` asks (the spool, the store, the listeners).
+    pub readiness: ready::Readiness,
 }
 
 /// Largest request body: a post (the SMTP limit applies again when it is spooled) or a CSV chunk.
@@ -165,6 +168,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .merge(archive)
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready::readyz))
         .route("/metrics", get(admin::metrics))
         .route("/", get(dashboard::index))
         .route("/assets/{name}", get(dashboard::asset))

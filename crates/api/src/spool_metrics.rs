@@ -9,7 +9,7 @@ pub fn register(s: &SpoolStats, out: &mut Registry) {
     gauge_at(
         out,
         "herald_spool_writable",
-        "1 when the journal can be written; 0 during an outage (a full disk): new posts get 452 4.3.1 and fan-out pauses until a repair succeeds.",
+        "1 when the spool takes new posts; 0 during a journal outage (a full disk: fan-out pauses until a repair succeeds) or while posts are held off to keep the data disk's last space for outcomes: new posts get 452 4.3.1.",
         i64::from(s.writable),
     );
     counter_at(

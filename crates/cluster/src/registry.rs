@@ -78,6 +78,9 @@ pub struct Cluster {
     failed_beats: AtomicU64,
     /// The store's schema version as last read (another node may migrate it).
     store_schema: AtomicI64,
+    /// Why the last heartbeat failed, `None` after one succeeded (readiness: the store is
+    /// unreachable). A std Mutex: set once per heartbeat, read per probe, never across `.await`.
+    last_failure: std::sync::Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -132,6 +135,7 @@ impl Cluster {
             beats: AtomicU64::new(0),
             failed_beats: AtomicU64::new(0),
             store_schema: AtomicI64::new(store_schema),
+            last_failure: std::sync::Mutex::new(None),
         })
     }
 
@@ -149,11 +153,30 @@ impl Cluster {
     /// is the operator's call) and `/metrics` shows it.
     pub fn beat(&self) -> Result<(), ClusterError> {
         let out = self.beat_once();
+        let mut last = self
+            .last_failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         match &out {
-            Ok(()) => self.beats.fetch_add(1, Ordering::Relaxed),
-            Err(_) => self.failed_beats.fetch_add(1, Ordering::Relaxed),
+            Ok(()) => {
+                self.beats.fetch_add(1, Ordering::Relaxed);
+                *last = None;
+            }
+            Err(e) => {
+                self.failed_beats.fetch_add(1, Ordering::Relaxed);
+                *last = Some(e.to_string());
+            }
         };
         out
+    }
+
+    /// Why the store did not take this node's last heartbeat, `None` when it did (or none
+    /// was due yet): the store is unreachable or cannot be written.
+    pub fn store_failure(&self) -> Option<String> {
+        self.last_failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     fn beat_once(&self) -> Result<(), ClusterError> {

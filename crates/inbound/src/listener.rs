@@ -171,11 +171,17 @@ impl<H: InboundHandler> Acceptor<'_, H> {
             match accepted {
                 Ok((stream, peer)) => {
                     failures = 0;
+                    self.shared.accepted();
                     self.start_session(stream, peer);
                 }
                 Err(e) if concerns_one_connection(&e) => debug!(error = %e, "accept skipped"),
                 Err(e) => {
                     failures += 1;
+                    let what = match self.ctx.mode {
+                        Mode::Smtp => "SMTP",
+                        Mode::Lmtp => "LMTP",
+                    };
+                    self.shared.accept_failed(what, &e);
                     if failures >= MAX_ACCEPT_FAILURES {
                         return Err(InboundError::Accept(e));
                     }

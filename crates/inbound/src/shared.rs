@@ -19,6 +19,7 @@
 use herald_smtp::BufferBudget;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::{InboundConfig, Refusal};
@@ -30,6 +31,11 @@ pub struct InboundShared {
     /// Open sessions per client key and per network key. A std Mutex: taken once per accepted
     /// connection and once per ended session, never across `.await`, never per line.
     counts: Mutex<Counts>,
+    /// A listener's accepts fail now (out of file descriptors, say): the error's text, until
+    /// an accept succeeds again. For readiness probes.
+    accept_failure: Mutex<Option<String>>,
+    /// `accept_failure` is set (one relaxed load per accepted connection).
+    accept_failing: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -53,7 +59,42 @@ impl InboundShared {
         Arc::new(InboundShared {
             budget: BufferBudget::new(config.max_buffered_octets),
             counts: Mutex::new(Counts::default()),
+            accept_failure: Mutex::new(None),
+            accept_failing: AtomicBool::new(false),
         })
+    }
+
+    /// A listener could not accept (a listener-level error, not one connection's).
+    pub(crate) fn accept_failed(&self, what: &str, e: &std::io::Error) {
+        let mut f = self
+            .accept_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *f = Some(format!("{what} listener cannot accept connections: {e}"));
+        self.accept_failing.store(true, Relaxed);
+    }
+
+    /// An accept succeeded: clears a failure noted before.
+    pub(crate) fn accepted(&self) {
+        if self.accept_failing.load(Relaxed) {
+            let mut f = self
+                .accept_failure
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            *f = None;
+            self.accept_failing.store(false, Relaxed);
+        }
+    }
+
+    /// Why a listener cannot accept now, `None` while every one can (readiness).
+    pub fn accept_failure(&self) -> Option<String> {
+        if !self.accept_failing.load(Relaxed) {
+            return None;
+        }
+        self.accept_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     pub fn budget(&self) -> &Arc<BufferBudget> {

@@ -200,6 +200,12 @@ impl Config {
         if self.hostname.is_empty() || self.hostname.contains(char::is_whitespace) {
             return Err("hostname: must be a host name without spaces".into());
         }
+        if self.server.disk_reserve_mib > crate::reserve::MAX_MIB {
+            return Err(format!(
+                "server.disk_reserve_mib: must be 0 to {}",
+                crate::reserve::MAX_MIB
+            ));
+        }
         self.postmaster.check(&self.hostname)?;
         self.auth.check()?;
         self.smtp_in.check()?;

@@ -20,6 +20,7 @@ mod listeners;
 pub mod memory;
 pub mod privileges;
 mod reload;
+pub mod reserve;
 mod secret;
 mod steps;
 
@@ -119,6 +120,14 @@ pub async fn run(
             addr: config.listen.http,
             source,
         })?;
+    // Before the stores: on a full disk they cannot even open; the reserve makes room.
+    let _ = std::fs::create_dir_all(&config.data_dir);
+    let reserve = reserve::DiskReserve::new(&config.data_dir, config.server.disk_reserve_mib)
+        .map(std::sync::Arc::new);
+    if let Some(r) = &reserve {
+        let r = r.clone();
+        let _ = tokio::task::spawn_blocking(move || r.at_start()).await;
+    }
     let stores = steps::open_stores(&config, http_addr).await?;
     let stages = steps::start_stages(&config, stores)?;
     stages
@@ -126,6 +135,15 @@ pub async fn run(
         .metrics()
         .descriptors
         .set_open_files_limit(open_files);
+    let watch_stop = CancellationToken::new();
+    if let Some(r) = &reserve {
+        reserve::hold_if_released(r, stages.spool());
+        tokio::spawn(reserve::watch(
+            r.clone(),
+            stages.spool().clone(),
+            watch_stop.clone(),
+        ));
+    }
     let served = steps::serve(
         &config,
         listeners,
@@ -142,5 +160,13 @@ pub async fn run(
         "herald is running"
     );
     shutdown.cancelled().await;
+    watch_stop.cancel();
+    if let Some(r) = &reserve {
+        reserve::on_stop(r, stages.spool());
+    }
     steps::drain(stages, served).await
 }
+
+/// The longest `herald serve` takes to stop after SIGTERM, whatever the state of the disk,
+/// the store and the peers (see `steps/drain.rs`).
+pub const STOP_LIMIT: std::time::Duration = steps::STOP_LIMIT;

@@ -80,7 +80,8 @@ pub(crate) async fn bind_tls(config: &Config) -> Result<InboundTls, ServerError>
 pub(crate) type ListenerTask = (&'static str, JoinHandle<Result<(), InboundError>>);
 
 /// Starts the SMTP and LMTP listeners (and submissions with TLS). `tls` makes SMTP offer
-/// STARTTLS; the implicit-TLS listener is started only with it.
+/// STARTTLS; the implicit-TLS listener is started only with it. Returns the tasks and what
+/// the listeners share (readiness asks it whether they can accept).
 pub(crate) fn spawn(
     config: &Config,
     smtp: TcpListener,
@@ -88,7 +89,7 @@ pub(crate) fn spawn(
     tls: InboundTls,
     handler: Arc<ListHandler>,
     shutdown: &CancellationToken,
-) -> Vec<ListenerTask> {
+) -> (Vec<ListenerTask>, Arc<InboundShared>) {
     let inbound = config.smtp_in.inbound_config(&config.hostname);
     let shared = InboundShared::new(&inbound);
     let mut tasks = Vec::with_capacity(3);
@@ -116,5 +117,5 @@ pub(crate) fn spawn(
     }
     tasks.push(("SMTP", listen(smtp, Mode::Smtp, starttls)));
     tasks.push(("LMTP", listen(lmtp, Mode::Lmtp, None)));
-    tasks
+    (tasks, shared)
 }

@@ -15,7 +15,7 @@ use std::ffi::CString;
 use std::path::Path;
 
 /// `[server]`: who the server runs as.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerSection {
     /// The user to become after binding when started as root (e.g. "herald"). Empty: none.
@@ -32,6 +32,22 @@ pub struct ServerSection {
     /// outage's connect timeout) delays those behind it; nothing long-lived runs on it (the
     /// backup and mbox downloads have threads of their own).
     pub blocking_threads: usize,
+    /// MiB kept free in the data directory as a file (`disk-reserve`) and given back when the
+    /// disk is full, so a start and a stop never block on it (`reserve.rs`); 0: none. It must
+    /// hold what opening the stores and journaling the outcomes in flight need.
+    pub disk_reserve_mib: u64,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            user: String::new(),
+            group: String::new(),
+            allow_root: false,
+            blocking_threads: 0,
+            disk_reserve_mib: 16,
+        }
+    }
 }
 
 impl ServerSection {

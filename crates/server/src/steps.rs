@@ -26,6 +26,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+mod drain;
+pub(crate) use drain::{drain, STOP_LIMIT};
+
 /// What step 1 opens.
 pub(crate) struct Stores {
     secret: Vec<u8>,
@@ -83,6 +86,12 @@ pub(crate) struct Stages {
     /// and its stop: the first thing stopped after the listeners, so a backlog of accepted
     /// posts is left in the spool for the next start instead of holding up the stop.
     handoff: (JoinHandle<()>, CancellationToken),
+}
+
+impl Stages {
+    pub(crate) fn spool(&self) -> &Spool {
+        &self.spool
+    }
 }
 
 /// The listeners and the HTTP API (step 3).
@@ -736,7 +745,7 @@ pub(crate) fn serve(
         complaints_local_part: config.complaints.local_part.clone(),
     };
     let handler = Arc::new(ListHandler::new(stages.enqueuer.clone(), postmaster));
-    let inbound = listeners::spawn(
+    let (inbound, inbound_shared) = listeners::spawn(
         config,
         listeners.smtp,
         listeners.lmtp,
@@ -775,6 +784,7 @@ pub(crate) fn serve(
         webadmin: Default::default(),
         shards: stages.shards.clone(),
         knowledge: stages.knowledge.clone(),
+        readiness: readiness(stages, inbound_shared),
     });
     if api_state.admin_token.is_none() {
         tracing::warn!(http = %config.listen.http, "no http.admin_token: the admin API and dashboard answer local (loopback) clients only");
@@ -820,6 +830,28 @@ pub(crate) fn serve(
         api,
         imap: Vec::new(),
     }
+}
+
+/// What `/readyz` asks: does the spool take posts (a full data disk), did the store take the
+/// last heartbeat (PostgreSQL reachable), can the listeners accept.
+fn readiness(
+    stages: &Stages,
+    inbound: Arc<herald_inbound::InboundShared>,
+) -> herald_api::ready::Readiness {
+    let spool = stages.spool.clone();
+    let cluster = stages.cluster.clone();
+    herald_api::ready::Readiness::default()
+        .with(Box::new(move || {
+            spool
+                .refusing_posts()
+                .map(|why| format!("spool refuses new posts (452 4.3.1): {why}"))
+        }))
+        .with(Box::new(move || {
+            cluster
+                .store_failure()
+                .map(|why| format!("store did not take the last heartbeat: {why}"))
+        }))
+        .with(Box::new(move || inbound.accept_failure()))
 }
 
 /// The IMAP listening sockets (`[imap] listen`, `tls_listen`), bound with the others before
@@ -895,53 +927,4 @@ pub(crate) fn serve_imap(
 pub(crate) fn with_imap(mut served: Served, imap: Vec<JoinHandle<()>>) -> Served {
     served.imap = imap;
     served
-}
-
-/// Step 4: listeners, then the scheduler, then the other stages, then the stores.
-pub(crate) async fn drain(stages: Stages, served: Served) -> Result<(), ServerError> {
-    for (what, task) in served.inbound {
-        match task.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(what, error = %e, "listener ended with an error"),
-            Err(e) => tracing::error!(what, error = %e, "listener task failed"),
-        }
-    }
-    if let Ok(Err(e)) = served.api.await {
-        tracing::error!(error = %e, "HTTP listener ended with an error");
-    }
-    for task in served.imap {
-        let _ = task.await;
-    }
-    tracing::info!("stopping: listeners closed");
-    // No new posts from outside now. What is still waiting for its hand-off stays in the
-    // spool (durable, acknowledged) and is resumed at the next start; handing it over now
-    // would make the stop wait for the whole backlog to be archived and expanded.
-    stages.handoff.1.cancel();
-    let _ = stages.handoff.0.await;
-    stages.scheduler_stop.cancel();
-    let _ = stages.scheduler_task.await;
-    tracing::info!("stopping: scheduler stopped");
-    if let Some(shards) = &stages.shards {
-        // Every outcome is in: report it, and hand back what is unfinished.
-        shards.finish().await;
-    }
-    // After the scheduler: its report loop has handed every failure to the bounce stage.
-    stages.stages_stop.cancel();
-    for task in stages.tasks {
-        let _ = task.await;
-    }
-    tracing::info!("stopping: stages stopped");
-    if let Some(writer) = stages.archive_writer {
-        // Its senders went with the tasks above; it stores what is queued and ends.
-        let _ = tokio::task::spawn_blocking(move || writer.join()).await;
-    }
-    stages.spool.flush().await?;
-    stages.telemetry.flush_log();
-    let t = stages.telemetry.clone();
-    let _ = tokio::task::spawn_blocking(move || t.flush_stats()).await;
-    // Last: the node is `running` while it drains, then `left` (the task's end writes it).
-    stages.heartbeat.1.cancel();
-    let _ = stages.heartbeat.0.await;
-    tracing::info!("herald stopped");
-    Ok(())
 }

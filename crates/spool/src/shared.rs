@@ -22,6 +22,11 @@ pub(crate) struct Shared {
     unwritable: AtomicBool,
     /// Why, while `unwritable`: the first error of the current outage.
     outage: Mutex<Option<String>>,
+    /// New posts are held off although the journal may still write (the data disk is short of
+    /// space and the server keeps what is left for outcomes): why, see [`Shared::hold_posts`].
+    held: Mutex<Option<String>>,
+    /// `held` is set (one relaxed load on the hot path).
+    holding: AtomicBool,
 }
 
 impl Shared {
@@ -32,6 +37,8 @@ impl Shared {
             next_id: AtomicU64::new(next_id),
             unwritable: AtomicBool::new(false),
             outage: Mutex::new(None),
+            held: Mutex::new(None),
+            holding: AtomicBool::new(false),
         }
     }
 
@@ -59,12 +66,45 @@ impl Shared {
         self.unwritable.store(false, Relaxed);
     }
 
-    pub(crate) fn is_writable(&self) -> bool {
-        !self.unwritable.load(Relaxed)
+    /// New posts are refused for `reason` until [`Shared::release_posts`], while outcomes and
+    /// completions are still journaled.
+    pub(crate) fn hold_posts(&self, reason: String) {
+        let mut h = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        *h = Some(reason);
+        self.holding.store(true, Relaxed);
     }
 
-    /// The current outage as an error, if any. Cheap when healthy (one relaxed load).
+    pub(crate) fn release_posts(&self) {
+        let mut h = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        *h = None;
+        self.holding.store(false, Relaxed);
+    }
+
+    /// New posts can be taken: the journal writes and posts are not held off.
+    pub(crate) fn is_writable(&self) -> bool {
+        !self.unwritable.load(Relaxed) && !self.holding.load(Relaxed)
+    }
+
+    /// Why new posts are refused now (an outage, or posts held off), if they are. Cheap when
+    /// healthy (two relaxed loads).
     pub(crate) fn failure(&self) -> Option<SpoolError> {
+        if self.unwritable.load(Relaxed) {
+            let f = self.outage.lock().unwrap_or_else(|e| e.into_inner());
+            return Some(SpoolError::Unwritable {
+                reason: f.clone().unwrap_or_default(),
+            });
+        }
+        if self.holding.load(Relaxed) {
+            let h = self.held.lock().unwrap_or_else(|e| e.into_inner());
+            return Some(SpoolError::Unwritable {
+                reason: h.clone().unwrap_or_default(),
+            });
+        }
+        None
+    }
+
+    /// Why the journal itself cannot be written now, if it cannot (posts held off do not count).
+    pub(crate) fn outage(&self) -> Option<SpoolError> {
         if !self.unwritable.load(Relaxed) {
             return None;
         }

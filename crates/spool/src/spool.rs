@@ -312,6 +312,37 @@ impl Spool {
         self.inner.shared.is_writable()
     }
 
+    /// Why new posts are refused now (the journal cannot be written, or posts are held off),
+    /// `None` while they are taken. For readiness probes and status pages.
+    pub fn refusing_posts(&self) -> Option<String> {
+        self.inner.shared.failure().map(reason_of)
+    }
+
+    /// Why the journal itself cannot be written now (outcomes wait in memory for the
+    /// repair), `None` while it can. Posts held off do not count.
+    pub fn journal_outage(&self) -> Option<String> {
+        self.inner.shared.outage().map(reason_of)
+    }
+
+    /// Refuses new posts for `reason` (inbound says `452 4.3.1`) while outcomes and
+    /// completions are still journaled: the data disk is short and what is left of it is kept
+    /// for what the server owes its members. Until [`Spool::release_posts`].
+    pub fn hold_posts(&self, reason: impl Into<String>) {
+        self.inner.shared.hold_posts(reason.into());
+    }
+
+    /// Takes new posts again after [`Spool::hold_posts`].
+    pub fn release_posts(&self) {
+        self.inner.shared.release_posts();
+    }
+
+    /// Asks the writer to try its repair now rather than at the end of its backoff (space was
+    /// just freed, e.g. at the stop). Does nothing when the journal is writable or the
+    /// writer's channel is full (a repair is then retried on its own schedule anyway).
+    pub fn retry_repair_now(&self) {
+        let _ = self.inner.tx.try_send(Request::RetryRepair);
+    }
+
     /// Every live post and its metadata, sorted by id (for status pages).
     pub fn live_posts(&self) -> Vec<(PostId, PostMeta)> {
         self.inner.shared.live().metas()
@@ -345,5 +376,13 @@ impl Spool {
 
     async fn wait(&self, rx: oneshot::Receiver<Result<(), SpoolError>>) -> Result<(), SpoolError> {
         rx.await.map_err(|_| self.closed())?
+    }
+}
+
+/// The operator-facing reason of a refusal (`Unwritable` carries it; others say themselves).
+fn reason_of(e: SpoolError) -> String {
+    match e {
+        SpoolError::Unwritable { reason } => reason,
+        other => other.to_string(),
     }
 }

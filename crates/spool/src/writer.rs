@@ -95,6 +95,8 @@ pub(crate) enum Request {
         post: PostId,
         reply: oneshot::Sender<Result<Option<Bytes>, SpoolError>>,
     },
+    /// While the journal is unwritable: try the repair at once (space was just freed).
+    RetryRepair,
     /// Commit what is queued, then hard-link every segment into `into` with its durable length
     /// (a backup's consistent cut, see [`crate::Spool::snapshot`]).
     Snapshot {
@@ -343,6 +345,7 @@ impl Writer {
                 };
                 let _ = reply.send(cut);
             }
+            Request::RetryRepair => {}
             Request::Body { post, reply } => {
                 let _ = reply.send(self.journal.read_body(post));
                 if self.journal.is_broken() {
@@ -398,6 +401,12 @@ impl Writer {
             }
             Request::Body { post, reply } => {
                 let _ = reply.send(self.journal.read_body(post));
+            }
+            Request::RetryRepair => {
+                if let Some(o) = self.outage.as_mut() {
+                    o.next_try = Instant::now();
+                    o.backoff = HEAL_BACKOFF_MIN;
+                }
             }
         }
     }
