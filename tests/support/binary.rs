@@ -90,6 +90,8 @@ pub struct BinaryServer {
     /// Started under `nice -n` this much (a server beside a busy process, as in production).
     pub nice: u8,
     child: Option<Child>,
+    /// The last lines of the running child's stderr (its log at `RUST_LOG=warn`).
+    log_tail: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl BinaryServer {
@@ -111,6 +113,7 @@ impl BinaryServer {
             api: format!("http://{http}"),
             nice: 0,
             child: None,
+            log_tail: Default::default(),
         }
     }
 
@@ -135,6 +138,7 @@ impl BinaryServer {
                 }
                 if super::healthy(&self.api).await {
                     self.child = Some(child);
+                    self.log_tail = stderr_tail;
                     return;
                 }
                 assert!(
@@ -211,6 +215,11 @@ impl BinaryServer {
         self.http = http;
         self.smtp = smtp;
         self.api = format!("http://{http}");
+    }
+
+    /// The last lines (a few KiB) the running child logged: WARN and above.
+    pub fn log_tail(&self) -> String {
+        self.log_tail.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
     /// The running child's process id.
