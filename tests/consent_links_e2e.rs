@@ -431,3 +431,64 @@ async fn wrong_admin_tokens_are_throttled_per_client() {
     server.stop().await;
     world.shutdown().await;
 }
+
+/// A cluster is one list service: a confirmation used at one node and a form token spent at
+/// one node are refused at the other (two `herald serve` nodes sharing one PostgreSQL store).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_spent_at_one_node_is_spent_at_the_other() {
+    use support::cluster::{pg_url, Node, NodeOptions};
+    let url = pg_url().await;
+    let world = World::start(world_config(&[Profile::Normal, Profile::Normal], true))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = NodeOptions {
+        admin_token: Some(TOKEN.into()),
+        own_egress: false,
+        ..NodeOptions::default()
+    };
+    let mut a = Node::configure(dir.path(), "127.0.0.3", "node-a", &url, &world, &opts);
+    let mut b = Node::configure(dir.path(), "127.0.0.4", "node-b", &url, &world, &opts);
+    a.start().await;
+    b.start().await;
+    let resp = reqwest::Client::new()
+        .post(format!("{}/api/v1/lists", a.api()))
+        .bearer_auth(TOKEN)
+        .json(&serde_json::json!({"address": LIST, "settings": {"posting_policy": "anyone"}}))
+        .send()
+        .await
+        .expect("create list");
+    assert_eq!(resp.status().as_u16(), 201, "create list");
+
+    let link = new_confirmation_link(&world, &a.api()).await;
+    let path = &link[link.find("/confirm/").expect("path")..];
+    confirm(&b.api(), &format!("{}{path}", a.api())).await;
+    let (st, page) = call(
+        &remote_client(),
+        "POST",
+        &format!("{}{path}", b.api()),
+        false,
+    )
+    .await;
+    assert_eq!(st, 410, "the link used at node A, at node B: {page}");
+    assert!(page.contains("already used"), "{page}");
+
+    let browser = remote_client();
+    let (_, html) = call(
+        &browser,
+        "GET",
+        &format!("{}/subscribe/{LIST}", a.api()),
+        false,
+    )
+    .await;
+    let t = form_token(&html);
+    next_second(herald_types::unix_ms_now() + 1000).await; // the form's 2 s minimum
+    for (node, who, want) in [(&a, "x@d0.test", 200), (&b, "y@d0.test", 409)] {
+        let url = format!("{}/subscribe/{LIST}", node.api());
+        let (st, page) = post_form(&browser, &url, &[("email", who), ("t", &t)]).await;
+        assert_eq!(st, want, "{who} at {}: {page}", node.id);
+    }
+    a.stop();
+    b.stop();
+    world.shutdown().await;
+}
