@@ -490,6 +490,13 @@ async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
     assert!(html.contains("<label for=\"email\">"), "{html}");
     assert!(!html.contains("<script"), "works without JavaScript");
     let t = form_token(&html);
+    // Each served form is sent once: every sender below fetches a form of its own (all now,
+    // so that they are old enough after the one wait below).
+    let mut forms = Vec::new();
+    for _ in 0..12 {
+        let (_, html) = call(&browser, "GET", &url, None, None).await;
+        forms.push(form_token(&html));
+    }
 
     // A bot: posts the form it just fetched at once, or fills the honeypot. Same page, no mail.
     let (st, bot) = post_form(
@@ -507,7 +514,7 @@ async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
         &[
             ("email", "bot2@d1.test"),
             ("website", "http://spam.example"),
-            ("t", &t),
+            ("t", &forms[0]),
         ],
     )
     .await;
@@ -533,7 +540,7 @@ async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
     let (st, done) = post_form(
         &browser,
         &url,
-        &[("email", NEWBIE), ("website", ""), ("t", &t)],
+        &[("email", NEWBIE), ("website", ""), ("t", &forms[1])],
     )
     .await;
     assert_eq!(st, 200, "{done}");
@@ -566,8 +573,8 @@ async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
 
     // Someone posts the form ten times for a victim: the victim gets the per-address limit (3
     // a day by default), not ten messages; the page never tells.
-    for _ in 0..10 {
-        let (st, page) = post_form(&browser, &url, &[("email", "victim@d0.test"), ("t", &t)]).await;
+    for t in &forms[2..12] {
+        let (st, page) = post_form(&browser, &url, &[("email", "victim@d0.test"), ("t", t)]).await;
         assert_eq!(st, 200, "{page}");
     }
     wait_for("the victim's first confirmation", || {
@@ -585,10 +592,11 @@ async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
     let manage = format!("{}/manage", server.api);
     let (st, html) = call(&browser, "GET", &manage, None, None).await;
     assert_eq!(st, 200, "{html}");
-    let t = form_token(&html);
+    let (_, other) = call(&browser, "GET", &manage, None, None).await;
+    let ts = [form_token(&html), form_token(&other)];
     tokio::time::sleep(Duration::from_millis(2100)).await;
-    for who in [NEWBIE, "stranger@d1.test"] {
-        let (st, page) = post_form(&browser, &manage, &[("email", who), ("t", &t)]).await;
+    for (who, t) in [NEWBIE, "stranger@d1.test"].into_iter().zip(&ts) {
+        let (st, page) = post_form(&browser, &manage, &[("email", who), ("t", t)]).await;
         assert_eq!(st, 200, "{page}");
         assert!(page.contains("Check your mailbox"), "{page}");
     }

@@ -93,6 +93,8 @@ pub struct BinaryServer {
     /// whose limit is N (the server may raise its soft limit only to the hard one).
     pub nofile: Option<u64>,
     child: Option<Child>,
+    /// The last lines of the running child's stderr (its log at `RUST_LOG=warn`).
+    log_tail: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl BinaryServer {
@@ -115,6 +117,7 @@ impl BinaryServer {
             nice: 0,
             nofile: None,
             child: None,
+            log_tail: Default::default(),
         }
     }
 
@@ -139,6 +142,7 @@ impl BinaryServer {
                 }
                 if super::healthy(&self.api).await {
                     self.child = Some(child);
+                    self.log_tail = stderr_tail;
                     return;
                 }
                 assert!(
@@ -222,6 +226,11 @@ impl BinaryServer {
         self.http = http;
         self.smtp = smtp;
         self.api = format!("http://{http}");
+    }
+
+    /// The last lines (a few KiB) the running child logged: WARN and above.
+    pub fn log_tail(&self) -> String {
+        self.log_tail.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
     /// The running child's process id.

@@ -310,4 +310,17 @@ pub struct ConfirmView {
     pub action: String,
     pub list: String,
     pub address: String,
+    /// Why the link does nothing any more, when it does not: links are spent on use.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spent: Option<LinkSpent>,
+}
+
+/// Why a confirmation link does nothing any more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkSpent {
+    /// It was used before (a link works once).
+    Used,
+    /// The address left the list after the link was sent; it must not undo that.
+    Superseded,
 }

@@ -2,7 +2,9 @@
 //! [`guard`], in front of every route.
 //!
 //! Who is asking ([`Caller`]), in this order:
-//! - `Authorization: Bearer <http.admin_token>` (the CLI, Prometheus): full access.
+//! - `Authorization: Bearer <http.admin_token>` (the CLI, Prometheus): full access. Wrong
+//!   tokens count against the client in the admin-token sign-in's throttle; a client over its
+//!   limit gets 429 with `Retry-After`, its right token included, until the window passes.
 //! - The `herald_admin` session cookie (`login.rs` sets it): a session opened with the admin
 //!   token (full access, while a token is configured) or by an account (a site administrator:
 //!   full access; otherwise its roles per list).
@@ -215,7 +217,13 @@ async fn identify(
     };
     if let (Some(token), Some(given)) = (&s.admin_token, bearer(headers)) {
         // A wrong bearer token is refused, not retried as a cookie or as a local client.
-        return Ok(token_matches(token, given).then(|| caller(Principal::full(Actor::Token), None)));
+        if token_matches(token, given) {
+            return Ok(Some(caller(Principal::full(Actor::Token), None)));
+        }
+        if let Some(client) = peer {
+            bearer_failed(s, client);
+        }
+        return Ok(None);
     }
     if let Some(cookie) = session_cookie(headers) {
         let (accounts, c) = (s.accounts.clone(), cookie.to_string());
@@ -246,6 +254,39 @@ async fn identify(
         return Ok(Some(caller(Principal::full(Actor::Local), None)));
     }
     Ok(None)
+}
+
+/// A wrong `Authorization: Bearer` token from `client`: counted by the admin-token sign-in's
+/// own throttle (the accounts store's failed-sign-in window per client), so guessing the token
+/// through the API is as slow as guessing it on the sign-in page.
+fn bearer_failed(s: &ApiState, client: IpAddr) {
+    let now = now_ms();
+    s.accounts.token_login_failed(client, now);
+    match s.accounts.token_login_allowed(client, now) {
+        Ok(()) => tracing::warn!(%client, "wrong admin token refused"),
+        Err(secs) => tracing::warn!(%client, retry_after_secs = secs,
+            "wrong admin token refused; client throttled"),
+    }
+}
+
+/// The answer to a bearer token from a client the admin-token throttle holds back (whether
+/// the token is right or not: a guesser learns nothing while throttled), or `None`.
+fn bearer_throttled(s: &ApiState, headers: &HeaderMap, peer: Option<IpAddr>) -> Option<Response> {
+    s.admin_token.as_ref()?;
+    bearer(headers)?;
+    let client = peer?;
+    let secs = s.accounts.token_login_allowed(client, now_ms()).err()?;
+    // Each refusal is one cheap answer; the WARN was written when the client reached the
+    // limit (`bearer_failed`), so a guesser cannot flood the log at WARN.
+    tracing::debug!(%client, retry_after_secs = secs, "admin token from a throttled client refused");
+    let mut r = refuse(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too many wrong admin tokens from this client: try again later",
+    );
+    if let Ok(v) = secs.to_string().parse() {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    Some(r)
 }
 
 /// `host[:port]` of a URL or an `Origin` value, lower case; `None` for `null` or garbage.
@@ -324,6 +365,9 @@ pub async fn guard(State(s): State<Arc<ApiState>>, req: Request, next: Next) -> 
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
         .map(|ConnectInfo(p)| p.ip().to_canonical());
+    if let Some(throttled) = bearer_throttled(&s, req.headers(), peer) {
+        return throttled;
+    }
     let caller = match identify(&s, req.headers(), peer).await {
         Ok(Some(c)) => c,
         Ok(None) => return unauthenticated(&s, &path),

@@ -528,9 +528,11 @@ pub async fn unsubscribe_request(
     request(s, list, r, "unsubscribe").await
 }
 
-/// GET: shows what the token would do, with a button; changes nothing.
+/// GET: shows what the token would do, with a button; changes nothing. A spent link says so
+/// instead (no button that can do nothing).
 pub async fn confirm_page(State(s): St, Path(token): Path<String>) -> Response {
     match s.lists.confirm(token, None).await {
+        Ok(v) if v.spent.is_some() => spent_page(&s, &v).await,
         Ok(v) => {
             let (lang, texts) = confirm_words(&s, &v).await;
             let w = herald_i18n::Words {
@@ -563,6 +565,11 @@ pub async fn confirm(
 ) -> Response {
     let client = peer.ip().to_canonical().to_string();
     match s.lists.confirm(token, Some(client)).await {
+        Ok(v) if v.spent.is_some() => {
+            tracing::info!(list = %v.list, address = %v.address, client = %peer.ip().to_canonical(),
+                spent = ?v.spent, "spent confirmation link refused");
+            spent_page(&s, &v).await
+        }
         Ok(v) => {
             let (lang, texts) = confirm_words(&s, &v).await;
             let w = herald_i18n::Words {
@@ -635,6 +642,39 @@ async fn confirm_words(
             herald_i18n::Overrides::none(),
         ),
     }
+}
+
+/// The page of a spent link (410 Gone): why it does nothing, that nothing changed, and, for a
+/// subscription link, where to ask for a fresh one.
+async fn spent_page(s: &ApiState, v: &herald_api_types::ConfirmView) -> Response {
+    use herald_api_types::LinkSpent;
+    let (lang, texts) = confirm_words(s, v).await;
+    let w = herald_i18n::Words {
+        lang: &lang,
+        overrides: &texts,
+    };
+    let args = confirm_args(v);
+    let (title, why) = match v.spent {
+        Some(LinkSpent::Superseded) => ("confirm-superseded-title", "confirm-superseded"),
+        _ => ("confirm-used-title", "confirm-used"),
+    };
+    let mut body = format!("<p>{}</p>", crate::unsubscribe::escape(&w.text(why, &args)));
+    if action_key(&v.action) == "subscribe" {
+        body.push_str(&format!(
+            "<p><a href=\"/subscribe/{}\">{}</a></p>",
+            crate::unsubscribe::escape(&v.list),
+            crate::unsubscribe::escape(&w.text("confirm-subscribe-again", &args)),
+        ));
+    }
+    (
+        StatusCode::GONE,
+        Html(crate::unsubscribe::words_page(
+            &w,
+            &w.text(title, &[]),
+            &body,
+        )),
+    )
+        .into_response()
 }
 
 fn invalid() -> Response {

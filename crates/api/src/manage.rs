@@ -13,7 +13,7 @@
 //! secret, its own MAC domain) reaches a member's data, and only that address's. Everything shown
 //! is escaped; names are checked by the directory (no control characters, bounded).
 
-use crate::subscribe::{MAX_FORM_SECS, MIN_FORM_SECS};
+use crate::subscribe::{FormToken, MIN_FORM_SECS};
 use crate::unsubscribe::{escape, page_in};
 use crate::{ApiError, ApiState};
 use axum::extract::{ConnectInfo, Form, Path, State};
@@ -51,7 +51,7 @@ fn browser_words(headers: &HeaderMap) -> Words<'static> {
 }
 
 fn ask_form(s: &ApiState, w: &Words<'_>, error: Option<&str>) -> String {
-    let token = herald_types::token::form_token(&s.secret, &page_list(), now_secs());
+    let token = crate::subscribe::fresh_form_token(s, &page_list());
     let error = error.map_or(String::new(), |e| {
         format!(
             "<p id=\"email-error\" role=\"alert\"><strong>{}</strong></p>",
@@ -102,17 +102,20 @@ pub async fn send_link(
         )
             .into_response();
     };
-    let age = herald_types::token::form_token_issued(&s.secret, &page_list(), &f.t)
-        .map(|at| now_secs().saturating_sub(at));
-    if age.is_none_or(|a| a > MAX_FORM_SECS) {
-        return (
-            StatusCode::BAD_REQUEST,
-            Html(ask_form(&s, &w, Some(&w.text("subscribe-expired", &[])))),
-        )
-            .into_response();
-    }
     let client = peer.ip().to_canonical();
-    if f.website.is_empty() && age.is_some_and(|a| a >= MIN_FORM_SECS) {
+    let refused = |status: StatusCode, id: &str| {
+        (status, Html(ask_form(&s, &w, Some(&w.text(id, &[]))))).into_response()
+    };
+    let age = match crate::subscribe::spend_form_token(&s, &page_list(), &f.t).await {
+        Ok(FormToken::Fresh { age_secs }) => age_secs,
+        Ok(FormToken::Expired) => return refused(StatusCode::BAD_REQUEST, "subscribe-expired"),
+        Ok(FormToken::Replayed) => {
+            tracing::warn!(%client, "subscriptions form: time token replayed; refused, nothing sent");
+            return refused(StatusCode::CONFLICT, "subscribe-replayed");
+        }
+        Err(e) => return e.into_response(),
+    };
+    if f.website.is_empty() && age >= MIN_FORM_SECS {
         if let Err(e) = s.lists.manage_link(address.clone(), client).await {
             return e.into_response();
         }

@@ -4,6 +4,7 @@
 
 use crate::{ApiError, ConfirmView, Injector, ListOps, OpsFuture};
 use bytes::Bytes;
+use herald_api_types::LinkSpent;
 use herald_directory::{Consent, ConsentSource};
 use herald_enqueue::Enqueuer;
 use herald_lists::{Lists, ListsError};
@@ -75,6 +76,7 @@ fn view(c: &Confirmation) -> ConfirmView {
         action: c.action.verb().to_string(),
         list: c.list.to_string(),
         address: c.address.to_string(),
+        spent: None,
     }
 }
 
@@ -127,7 +129,14 @@ impl ListOps for Lists {
     fn confirm(&self, token: String, apply: Option<String>) -> OpsFuture<'_, ConfirmView> {
         Box::pin(async move {
             let consent = apply.map(|client| Consent::now(ConsentSource::Web, Some(&client)));
-            Ok(view(&Lists::confirm(self, &token, consent).await?))
+            // A spent link is an answer for the page to word, not an error.
+            let (c, spent) = match Lists::confirm(self, &token, consent).await {
+                Ok(c) => (c, None),
+                Err(ListsError::LinkUsed(c)) => (*c, Some(LinkSpent::Used)),
+                Err(ListsError::LinkSuperseded(c)) => (*c, Some(LinkSpent::Superseded)),
+                Err(e) => return Err(e.into()),
+            };
+            Ok(ConfirmView { spent, ..view(&c) })
         })
     }
 

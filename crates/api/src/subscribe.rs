@@ -7,7 +7,9 @@
 //!   them, filled by form-filling bots);
 //! - a signed time-token (`herald_types::token::form_token`): the form must have been fetched
 //!   from this server at least [`MIN_FORM_SECS`] before it is sent and at most
-//!   [`MAX_FORM_SECS`] before;
+//!   [`MAX_FORM_SECS`] before, and each served form is sent once: its token carries a random
+//!   nonce and is spent by the first submission (in the directory, so on every node of a
+//!   cluster); a replay, with any address, gets the form again and mails nothing;
 //! - the `[notice_limits]` every confirmation passes: per recipient address (a forged
 //!   subscription cannot mail-bomb a victim), per client (the browser's address), per list and
 //!   for the whole server.
@@ -23,6 +25,7 @@ use crate::{ApiError, ApiState};
 use axum::extract::{ConnectInfo, Form, Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
+use herald_directory::LinkKind;
 use herald_i18n::{Overrides, Words};
 use herald_types::{Address, SubscriptionPolicy};
 use std::net::SocketAddr;
@@ -50,6 +53,52 @@ pub struct SubscribeForm {
 
 fn now_secs() -> u64 {
     herald_types::unix_ms_now() / 1000
+}
+
+/// A fresh time token for a form of `list`, with a random nonce of its own: each served form
+/// is spent alone, never another visitor's fetched in the same second.
+pub(crate) fn fresh_form_token(s: &ApiState, list: &Address) -> String {
+    herald_types::token::form_token(&s.secret, list, now_secs(), rand::random())
+}
+
+/// What a submitted form's time token allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FormToken {
+    /// Not ours, or older than [`MAX_FORM_SECS`]: the form is served again.
+    Expired,
+    /// Sent before: one form, one submission.
+    Replayed,
+    /// Spent now by this submission; the form was served this many seconds ago.
+    Fresh { age_secs: u64 },
+}
+
+/// Verifies the time token `t` of a form for `list` and spends it. The spent key lives in the
+/// directory (shared by a cluster's nodes) until the token would have expired anyway.
+pub(crate) async fn spend_form_token(
+    s: &ApiState,
+    list: &Address,
+    t: &str,
+) -> Result<FormToken, ApiError> {
+    let Some(grant) = herald_types::token::verify_form_token(&s.secret, list, t) else {
+        return Ok(FormToken::Expired);
+    };
+    let age_secs = now_secs().saturating_sub(grant.issued_unix_secs);
+    if age_secs > MAX_FORM_SECS {
+        return Ok(FormToken::Expired);
+    }
+    let expires_ms = grant
+        .issued_unix_secs
+        .saturating_add(MAX_FORM_SECS)
+        .saturating_mul(1000);
+    let d = s.directory.clone();
+    let spent = tokio::task::spawn_blocking(move || {
+        d.spend_link(LinkKind::Form, &grant.spend_key, expires_ms)
+    })
+    .await??;
+    Ok(match spent {
+        true => FormToken::Fresh { age_secs },
+        false => FormToken::Replayed,
+    })
 }
 
 /// A catalogue text, escaped for HTML.
@@ -107,7 +156,7 @@ async fn open_list(s: &ApiState, list: &str) -> Result<(Address, String, Overrid
 
 /// The form, with `error` shown next to the address field and `email` filled in again.
 fn form(s: &ApiState, list: &Address, w: &Words<'_>, email: &str, error: Option<&str>) -> String {
-    let token = herald_types::token::form_token(&s.secret, list, now_secs());
+    let token = fresh_form_token(s, list);
     let list_text = escape(&list.to_string());
     let error = error.map_or(String::new(), |e| {
         format!(
@@ -193,14 +242,18 @@ pub async fn submit(
         ))
         .into_response()
     };
-    let issued = herald_types::token::form_token_issued(&s.secret, &list, &f.t);
-    let age = issued.map(|at| now_secs().saturating_sub(at));
-    match age {
-        None => return again("subscribe-expired", StatusCode::BAD_REQUEST),
-        Some(a) if a > MAX_FORM_SECS => return again("subscribe-expired", StatusCode::BAD_REQUEST),
-        _ => {}
-    }
-    if !f.website.is_empty() || age.is_some_and(|a| a < MIN_FORM_SECS) {
+    let age = match spend_form_token(&s, &list, &f.t).await {
+        Ok(FormToken::Fresh { age_secs }) => age_secs,
+        Ok(FormToken::Expired) => return again("subscribe-expired", StatusCode::BAD_REQUEST),
+        Ok(FormToken::Replayed) => {
+            // A bot re-posting one fetched form for address after address, or a person's
+            // second press: the form again, fresh, and nothing mailed.
+            tracing::warn!(list = %list, %client, "subscribe form: time token replayed; refused, nothing sent");
+            return again("subscribe-replayed", StatusCode::CONFLICT);
+        }
+        Err(e) => return e.into_response(),
+    };
+    if !f.website.is_empty() || age < MIN_FORM_SECS {
         tracing::info!(list = %list, %client, honeypot = !f.website.is_empty(), "subscribe form: looks like a bot; nothing sent");
         return sent();
     }

@@ -45,6 +45,7 @@ mod delivery;
 mod error;
 mod import;
 mod knowledge;
+mod links;
 mod lists;
 mod members;
 mod model;
@@ -78,6 +79,7 @@ pub use knowledge::{
     DownHost, KnowledgeIn, KnowledgeOut, KnowledgeWindows, LoweredRate, ProviderRow, SeenPost,
     Sending, MAX_KNOWLEDGE_ROWS, MAX_KNOWLEDGE_TEXT,
 };
+pub use links::LinkKind;
 pub use lists::{MAX_FOOTER_BYTES, MAX_LIST_NAME_CHARS, MAX_MODERATORS, MAX_SUBJECT_PREFIX_CHARS};
 pub use members::{MAX_PAGE_LIMIT, MAX_REASON_CHARS};
 pub use model::{

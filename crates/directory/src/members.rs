@@ -172,7 +172,8 @@ impl Directory {
     }
 
     /// Removes a member, with their bounce history and score on this list (issue 15: what is
-    /// not needed any more is not kept; a re-subscribed member starts with a clean record).
+    /// not needed any more is not kept; a re-subscribed member starts with a clean record),
+    /// and records when they left (older subscription links then subscribe nobody).
     /// One transaction, so a crash never leaves the history of a removed member behind. False
     /// if the address was not on the list (any history under it is removed all the same).
     pub fn remove_member(&self, list: ListId, address: &Address) -> Result<bool, DirectoryError> {
@@ -191,6 +192,11 @@ impl Directory {
                 tx.prepare_cached(sql)
                     .and_then(|mut st| st.execute(params![list.0, addr]))
                     .map_err(storage("delete member's bounce history"))?;
+            }
+            // Every way off a list passes here: the departure voids the older subscription
+            // links still in the person's mailbox (see `links`).
+            if n > 0 {
+                crate::links::record_departure(tx, list, &addr, herald_types::unix_ms_now())?;
             }
             Ok(n > 0)
         })

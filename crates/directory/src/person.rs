@@ -240,6 +240,7 @@ impl Directory {
                     suppressions: run("DELETE FROM suppressions WHERE address = ?1")?,
                     bans: run("DELETE FROM bans WHERE pattern = ?1 COLLATE NOCASE")?,
                 };
+                run("DELETE FROM departures WHERE address = ?1")?;
                 let hash = herald_types::token::erasure_hash(&erasure_key(tx)?, address);
                 tx.prepare_cached("INSERT OR IGNORE INTO erased (hash, at_ms) VALUES (?1, ?2)")
                     .and_then(|mut st| st.execute(params![hash, now]))

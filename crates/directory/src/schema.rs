@@ -155,6 +155,23 @@ const MIGRATIONS: &[&str] = &[
     // 11 -> 12: shared knowledge between nodes (issue 17 item 4, see `knowledge`) is
     // PostgreSQL only too: provider budgets, who sends to them, hosts marked down.
     "-- shared knowledge tables: PostgreSQL only",
+    // 12 -> 13: capability links are spent on use (see `links`): the keys of used links until
+    // they would have expired anyway, and when each address last left each list (a
+    // subscription link older than that subscribes nobody). Self-contained (two new tables,
+    // nothing else touched) so it can be renumbered at a merge.
+    "CREATE TABLE spent_links (
+        key           TEXT PRIMARY KEY,
+        kind          TEXT NOT NULL,
+        spent_at_ms   INTEGER NOT NULL,
+        expires_at_ms INTEGER NOT NULL
+    );
+    CREATE INDEX spent_links_by_expiry ON spent_links(expires_at_ms);
+    CREATE TABLE departures (
+        list_id INTEGER NOT NULL REFERENCES lists(id) ON DELETE CASCADE,
+        address TEXT NOT NULL COLLATE NOCASE,
+        at_ms   INTEGER NOT NULL,
+        PRIMARY KEY (list_id, address)
+    );",
 ];
 
 /// The schema version this build writes and understands.
@@ -253,7 +270,7 @@ mod tests {
         drop(d);
         let conn = Connection::open(&path).expect("reopen");
         assert_eq!(user_version(&conn).expect("version"), SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 12);
+        assert_eq!(SCHEMA_VERSION, 13);
         // PostgreSQL mirrors every step with the same numbers (`pg/schema.rs`).
         assert_eq!(crate::pg::SCHEMA_SQL.len() as i64, SCHEMA_VERSION);
         // Migration 6: the erasure key exists, one of its own per database.

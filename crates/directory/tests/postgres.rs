@@ -189,3 +189,53 @@ fn the_pool_discards_connections_the_server_ended_and_reconnects() {
     let dup = d.create_list(&a("l@lists.test"), &ListSettings::default());
     assert!(matches!(&dup, Err(e) if !e.is_unavailable()), "{dup:?}");
 }
+
+/// Links are spent on use across a cluster: two nodes race to spend one link and exactly one
+/// wins, the other (and every later try at either node) sees it spent; a removal at one node is
+/// the departure both read, and an erasure forgets it.
+#[test]
+fn a_link_spent_at_one_node_is_spent_at_every_node() {
+    use herald_directory::LinkKind;
+    let url = PgServer::shared().fresh_database().expect("database");
+    let one = Directory::open_postgres(&url, 2).expect("node 1");
+    let two = Directory::open_postgres(&url, 2).expect("node 2");
+    let far = herald_types::unix_ms_now() + 3_600_000;
+    let barrier = Arc::new(Barrier::new(2));
+    let racers: Vec<_> = [one.clone(), two.clone()]
+        .into_iter()
+        .map(|d| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                d.spend_link(LinkKind::Confirmation, "race", far)
+                    .expect("spend")
+            })
+        })
+        .collect();
+    let won: Vec<bool> = racers
+        .into_iter()
+        .map(|h| h.join().expect("thread"))
+        .collect();
+    assert_eq!(won.iter().filter(|w| **w).count(), 1, "{won:?}");
+    assert!(one.link_spent("race").expect("read") && two.link_spent("race").expect("read"));
+    assert!(!two
+        .spend_link(LinkKind::Confirmation, "race", far)
+        .expect("again"));
+    // Expired keys are forgotten by the next claim at any node.
+    assert!(one.spend_link(LinkKind::Form, "old", 1).expect("spend"));
+    assert!(two.spend_link(LinkKind::Form, "new", far).expect("spend"));
+    assert!(!one.link_spent("old").expect("read"));
+
+    let list = one
+        .create_list(&a("dev@l.test"), &ListSettings::default())
+        .expect("list");
+    let bob = a("bob@x.test");
+    one.add_member(list.id, &NewMember::new(bob.clone()))
+        .expect("add");
+    let before = herald_types::unix_ms_now();
+    assert!(two.remove_member(list.id, &bob).expect("remove"));
+    let at = one.last_departure(list.id, &a("BOB@x.test")).expect("read");
+    assert!(at.is_some_and(|t| t >= before), "{at:?}");
+    two.erase_person(&bob).expect("erase");
+    assert_eq!(one.last_departure(list.id, &bob).expect("read"), None);
+}

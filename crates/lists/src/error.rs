@@ -5,6 +5,7 @@
 use herald_directory::DirectoryError;
 use herald_enqueue::EnqueueError;
 use herald_spool::SpoolError;
+use herald_types::token::Confirmation;
 use herald_types::{Address, PostId};
 
 /// Why a list operation failed.
@@ -16,6 +17,13 @@ pub enum ListsError {
     NoHeldPost(PostId),
     #[error("invalid or expired confirmation")]
     InvalidToken,
+    /// A confirmation link that was already used: links are spent on use.
+    #[error("this confirmation link was already used")]
+    LinkUsed(Box<Confirmation>),
+    /// A confirmation link sent before the address last left the list: it must not undo the
+    /// departure.
+    #[error("{} left {} after this link was sent", .0.address, .0.list)]
+    LinkSuperseded(Box<Confirmation>),
     #[error("the list is closed")]
     ClosedList,
     #[error("unknown action {0}")]
@@ -47,9 +55,11 @@ impl ListsError {
     /// The caller's input is at fault (a bad token or action, a closed list): not worth a retry.
     pub fn is_invalid(&self) -> bool {
         match self {
-            ListsError::InvalidToken | ListsError::ClosedList | ListsError::UnknownAction(_) => {
-                true
-            }
+            ListsError::InvalidToken
+            | ListsError::LinkUsed(_)
+            | ListsError::LinkSuperseded(_)
+            | ListsError::ClosedList
+            | ListsError::UnknownAction(_) => true,
             ListsError::Directory(e) => e.is_client_error() && !e.is_not_found(),
             _ => false,
         }

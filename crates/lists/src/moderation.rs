@@ -125,10 +125,27 @@ impl Lists {
             tracing::warn!(list = %list.address, sender = %sender, post = %grant.post, "moderation reply from a non-moderator refused");
             return Ok(format!("{sender} is not a moderator of {}.", list.address));
         }
+        // The decision is spent on use, shared by the post's approve and reject links and by
+        // every node: of two replies racing, one decides and the other hears "already decided".
+        let (d, link) = (self.enqueuer.directory.clone(), grant.spend_key());
+        let expires_ms = grant.expires_unix_secs.saturating_mul(1000);
+        let spent = tokio::task::spawn_blocking(move || {
+            d.spend_link(herald_directory::LinkKind::Moderation, &link, expires_ms)
+        })
+        .await??;
+        if !spent {
+            tracing::info!(list = %list.address, moderator = %sender, post = %grant.post, "moderation reply for a post already decided");
+            return Ok(already_decided(grant.post));
+        }
         let done = match action {
             Moderation::Approve => self.approve(grant.post).await.map(|_| ()),
             Moderation::Reject => self.reject(grant.post).await,
         };
+        if done.as_ref().is_err_and(ListsError::is_internal) {
+            // Nothing was decided: the moderator may reply again.
+            let (d, link) = (self.enqueuer.directory.clone(), grant.spend_key());
+            let _ = tokio::task::spawn_blocking(move || d.unspend_link(&link)).await;
+        }
         match done {
             Ok(()) => {
                 tracing::info!(list = %list.address, moderator = %sender, post = %grant.post, action = action.verb(), "moderated by mail");
@@ -139,10 +156,7 @@ impl Lists {
                     list.address
                 ))
             }
-            Err(e) if e.is_not_found() => Ok(format!(
-                "Held post {} is no longer waiting (already approved, rejected or expired).",
-                grant.post
-            )),
+            Err(e) if e.is_not_found() => Ok(already_decided(grant.post)),
             Err(e) => Err(e),
         }
     }
@@ -236,4 +250,11 @@ fn original_subject(body: &[u8]) -> String {
         .filter(|c| !c.is_control())
         .take(MAX_QUOTED_SUBJECT_CHARS)
         .collect()
+}
+
+/// The answer to a moderation reply for a post that is not waiting any more.
+fn already_decided(post: herald_types::PostId) -> String {
+    format!(
+        "Held post {post} was already decided (approved, rejected or expired); nothing was done."
+    )
 }

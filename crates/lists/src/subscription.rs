@@ -14,11 +14,11 @@ use crate::notices;
 use crate::requests::{self, Command};
 use crate::stage::Lists;
 use herald_bounce::stage::DisabledMember;
-use herald_directory::{Consent, ConsentSource, DirectoryError, NewMember};
+use herald_directory::{Consent, ConsentSource, DirectoryError, LinkKind, NewMember};
 use herald_i18n::Words;
 use herald_spool::SpooledPost;
 use herald_types::token::{self, Action, Confirmation, Moderation};
-use herald_types::{Address, List, MemberId, MemberStatus, NoticeKind, SubscriptionPolicy};
+use herald_types::{Address, List, ListId, MemberId, MemberStatus, NoticeKind, SubscriptionPolicy};
 
 /// How long a mailed subscriptions-page link stays valid.
 pub const MANAGE_LINK_HOURS: u64 = 24;
@@ -76,6 +76,14 @@ impl Lists {
                         c.list
                     )),
                     Err(e) if e.is_internal() => return Err(e),
+                    Err(ListsError::LinkUsed(_)) => {
+                        Some("That confirmation was already used; it works only once.".into())
+                    }
+                    Err(ListsError::LinkSuperseded(c)) => Some(format!(
+                        "Not done: {} left {} after that confirmation was sent. To \
+                         subscribe again, send \"subscribe\" to this address.",
+                        c.address, c.list
+                    )),
                     Err(ListsError::Directory(e @ DirectoryError::Refused { .. })) => {
                         Some(format!("Not done: {e}."))
                     }
@@ -241,7 +249,10 @@ impl Lists {
     }
 
     /// Checks a confirmation token; with `apply: Some(consent)` (how and by whom it is
-    /// confirmed), carries its action out (idempotent).
+    /// confirmed), carries its action out. A link is spent on use: a used one, or a
+    /// subscription link older than the address's last departure from the list, is refused
+    /// ([`ListsError::LinkUsed`], [`ListsError::LinkSuperseded`]) — also when only looked at,
+    /// so the page says so instead of offering a button that can do nothing.
     pub async fn confirm(
         &self,
         token: &str,
@@ -250,20 +261,66 @@ impl Lists {
         if let Some(consent) = apply {
             return self.apply_token(token, consent).await;
         }
-        token::verify_confirmation(&self.secret, token, herald_types::unix_ms_now() / 1000)
-            .ok_or(ListsError::InvalidToken)
+        let c = token::verify_confirmation(&self.secret, token, herald_types::unix_ms_now() / 1000)
+            .ok_or(ListsError::InvalidToken)?;
+        let list = self.list(&c.list).await?;
+        self.check_fresh(list.id, &c).await?;
+        Ok(c)
     }
 
-    /// Verifies a token and carries its action out (idempotent). A subscription records
-    /// `consent`, replacing an earlier record: the confirmation is the newest consent.
+    /// When the link of `c` was mailed (Unix seconds): its expiry less the confirmation
+    /// lifetime. (After a change of `confirm_ttl_secs` this is off by the change, on the safe
+    /// side when the lifetime grew.)
+    fn issued_unix_secs(&self, c: &Confirmation) -> u64 {
+        c.expires_unix_secs
+            .saturating_sub(self.cfg.confirm_ttl_secs)
+    }
+
+    /// Refuses `c` when its link was used, or when it would change a membership the address
+    /// left after the link was mailed (only an unsubscription stays harmless). Whole seconds:
+    /// a link mailed in the same second as the departure (a person re-subscribing at once)
+    /// still works.
+    async fn check_fresh(&self, list: ListId, c: &Confirmation) -> Result<(), ListsError> {
+        let (d, link, who) = (
+            self.enqueuer.directory.clone(),
+            c.spend_key(),
+            c.address.clone(),
+        );
+        let (spent, left) = tokio::task::spawn_blocking(move || {
+            Ok::<_, DirectoryError>((d.link_spent(&link)?, d.last_departure(list, &who)?))
+        })
+        .await??;
+        if spent {
+            return Err(ListsError::LinkUsed(Box::new(c.clone())));
+        }
+        let issued = self.issued_unix_secs(c);
+        if c.action != Action::Unsubscribe && left.is_some_and(|at_ms| issued < at_ms / 1000) {
+            return Err(ListsError::LinkSuperseded(Box::new(c.clone())));
+        }
+        Ok(())
+    }
+
+    /// Verifies a token, spends it, and carries its action out. A subscription records
+    /// `consent`, replacing an earlier record: the confirmation is the newest consent. If the
+    /// action fails, the link is given back (the person may try again).
     async fn apply_token(&self, token: &str, consent: Consent) -> Result<Confirmation, ListsError> {
         let c = token::verify_confirmation(&self.secret, token, herald_types::unix_ms_now() / 1000)
             .ok_or(ListsError::InvalidToken)?;
         let list = self.list(&c.list).await?;
-        let d = self.enqueuer.directory.clone();
-        let (id, who, action) = (list.id, c.address.clone(), c.action);
+        let action = c.action;
         if action == Action::Subscribe && list.settings.subscription == SubscriptionPolicy::Closed {
             return Err(ListsError::ClosedList);
+        }
+        self.check_fresh(list.id, &c).await?;
+        let (d, link) = (self.enqueuer.directory.clone(), c.spend_key());
+        let expires_ms = c.expires_unix_secs.saturating_mul(1000);
+        let spent = tokio::task::spawn_blocking(move || {
+            d.spend_link(LinkKind::Confirmation, &link, expires_ms)
+        })
+        .await??;
+        if !spent {
+            // Used at the same moment, here or at another node.
+            return Err(ListsError::LinkUsed(Box::new(c)));
         }
         // A leaving member's goodbye is written in their language, read while they are still
         // on the list.
@@ -272,41 +329,19 @@ impl Lists {
         } else {
             None
         };
-        // Whether the confirmation made a new member (the welcome goes to them only) and
-        // whether it took one off the list (the goodbye goes to them only).
-        let (joined, left) = tokio::task::spawn_blocking(move || match action {
-            Action::Subscribe => {
-                let m = NewMember {
-                    address: who,
-                    display_name: None,
-                    fields: Default::default(),
-                };
-                match d.add_member_consented(id, &m, &consent) {
-                    Ok(_) => Ok((true, false)),
-                    Err(DirectoryError::AlreadyMember(_)) => {
-                        // A member that bounce handling disabled comes back by confirming: the
-                        // round trip proves the mailbox works again. An administrator's own
-                        // "disabled" is not overridden.
-                        let by_bounces = d.member(id, &m.address)?.is_some_and(|x| {
-                            matches!(&x.status, MemberStatus::Disabled(r) if r.starts_with(BOUNCE_REASON_PREFIX))
-                        });
-                        if by_bounces {
-                            d.reset_bounces(id, &m.address)?;
-                        }
-                        d.record_consent(id, &m.address, &consent)?;
-                        Ok((false, false))
-                    }
-                    Err(e) => Err(e.into()),
-                }
+        let (d, id, who) = (self.enqueuer.directory.clone(), list.id, c.address.clone());
+        let done = tokio::task::spawn_blocking(move || carry_out(&d, id, who, action, &consent))
+            .await
+            .map_err(ListsError::from)
+            .and_then(|r| r);
+        let (joined, left) = match done {
+            Ok(v) => v,
+            Err(e) => {
+                let (d, link) = (self.enqueuer.directory.clone(), c.spend_key());
+                let _ = tokio::task::spawn_blocking(move || d.unspend_link(&link)).await;
+                return Err(e);
             }
-            Action::Unsubscribe => Ok((false, d.remove_member(id, &who)?)),
-            Action::Delivery(mode) => match d.set_delivery(id, &who, mode)? {
-                true => Ok((false, false)),
-                // Left the list between the request and the confirmation.
-                false => Err(ListsError::NotMember(who)),
-            },
-        })
-        .await??;
+        };
         tracing::info!(list = %c.list, address = %c.address, action = c.action.verb(), "confirmed");
         if joined && list.settings.send_welcome {
             let (lang, texts) = self.words_for(&list, &c.address).await?;
@@ -412,5 +447,48 @@ impl Lists {
         let notice = notices::disabled(&w, &list.address, &member.address, reason);
         self.send_notice(&list, &member.address, &notice, NoticeKind::Disabled, None)
             .await
+    }
+}
+
+/// Carries a confirmed action out in the directory: whether it made a new member (the welcome
+/// goes to them only) and whether it took one off the list (the goodbye goes to them only).
+fn carry_out(
+    d: &herald_directory::Directory,
+    id: ListId,
+    who: Address,
+    action: Action,
+    consent: &Consent,
+) -> Result<(bool, bool), ListsError> {
+    match action {
+        Action::Subscribe => {
+            let m = NewMember {
+                address: who,
+                display_name: None,
+                fields: Default::default(),
+            };
+            match d.add_member_consented(id, &m, consent) {
+                Ok(_) => Ok((true, false)),
+                Err(DirectoryError::AlreadyMember(_)) => {
+                    // A member that bounce handling disabled comes back by confirming: the
+                    // round trip proves the mailbox works again. An administrator's own
+                    // "disabled" is not overridden.
+                    let by_bounces = d.member(id, &m.address)?.is_some_and(|x| {
+                        matches!(&x.status, MemberStatus::Disabled(r) if r.starts_with(BOUNCE_REASON_PREFIX))
+                    });
+                    if by_bounces {
+                        d.reset_bounces(id, &m.address)?;
+                    }
+                    d.record_consent(id, &m.address, consent)?;
+                    Ok((false, false))
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+        Action::Unsubscribe => Ok((false, d.remove_member(id, &who)?)),
+        Action::Delivery(mode) => match d.set_delivery(id, &who, mode)? {
+            true => Ok((false, false)),
+            // Left the list between the request and the confirmation.
+            false => Err(ListsError::NotMember(who)),
+        },
     }
 }

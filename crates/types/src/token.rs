@@ -159,6 +159,24 @@ pub struct Confirmation {
     pub action: Action,
     pub list: Address,
     pub address: Address,
+    /// When the link stops working (Unix seconds, as signed).
+    pub expires_unix_secs: u64,
+}
+
+impl Confirmation {
+    /// The key this link is recorded under once used (a link is spent on use: the store keeps
+    /// this key until the link would have expired anyway). Derived from the signed content,
+    /// not the token's spelling, so no re-encoding of one link passes as another.
+    pub fn spend_key(&self) -> String {
+        let payload = format!(
+            "{}|{}|{}|{}",
+            self.action.code(),
+            self.expires_unix_secs,
+            self.list,
+            self.address
+        );
+        spend_key(CONFIRM_DOMAIN, payload.as_bytes())
+    }
 }
 
 /// What a moderation token authorizes.
@@ -190,6 +208,43 @@ pub struct ModerationGrant {
     pub action: Moderation,
     pub list: Address,
     pub post: PostId,
+    /// When the link stops working (Unix seconds, as signed).
+    pub expires_unix_secs: u64,
+}
+
+impl ModerationGrant {
+    /// The key of the decision on this held post: the same for its approve and its reject
+    /// link, so whichever is used first spends both ("already decided").
+    pub fn spend_key(&self) -> String {
+        spend_key(
+            MODERATE_DOMAIN,
+            format!("{}|{}", self.list, self.post).as_bytes(),
+        )
+    }
+}
+
+/// A verified public-form token: when its form was served, and the key it is recorded under
+/// once a submission used it (one form, one submission).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormGrant {
+    pub issued_unix_secs: u64,
+    pub spend_key: String,
+}
+
+/// Hex SHA-256 of a token kind's MAC domain and its signed payload: what the store keeps of a
+/// spent link (never the link itself, which would open the page again if the store leaked).
+fn spend_key(domain: &[u8], payload: &[u8]) -> String {
+    use sha2::Digest;
+    let digest = Sha256::new()
+        .chain_update(b"herald-spent\0")
+        .chain_update(domain)
+        .chain_update(payload)
+        .finalize();
+    digest.iter().fold(String::with_capacity(64), |mut out, b| {
+        use std::fmt::Write;
+        let _ = write!(out, "{b:02x}");
+        out
+    })
 }
 
 const CONFIRM_DOMAIN: &[u8] = b"herald-confirm\0";
@@ -252,17 +307,30 @@ pub fn verify_archive(
 
 /// Signs a public form for `list` as served at `issued_unix_secs` (the subscribe page's
 /// time-token: a bot that posts without fetching the form, or faster than a person can type, is
-/// told apart without a CAPTCHA).
-pub fn form_token(secret: &[u8], list: &Address, issued_unix_secs: u64) -> String {
-    sign(secret, FORM_DOMAIN, &format!("{issued_unix_secs}|{list}"))
+/// told apart without a CAPTCHA). `nonce` (random per served form) makes every served form's
+/// token its own, so that spending one on its submission never spends another visitor's.
+pub fn form_token(secret: &[u8], list: &Address, issued_unix_secs: u64, nonce: u64) -> String {
+    sign(
+        secret,
+        FORM_DOMAIN,
+        &format!("{issued_unix_secs}|{list}|{nonce:016x}"),
+    )
 }
 
-/// When the form token for `list` was issued, if it is one of ours (MAC in constant time).
-pub fn form_token_issued(secret: &[u8], list: &Address, token: &str) -> Option<u64> {
+/// The form token for `list`, if it is one of ours (MAC in constant time). A token without a
+/// nonce (served before forms were bound to one submission) is refused: its form is served
+/// again.
+pub fn verify_form_token(secret: &[u8], list: &Address, token: &str) -> Option<FormGrant> {
     let text = open(secret, FORM_DOMAIN, token)?;
-    let (issued, signed_list) = text.split_once('|')?;
+    let (issued, rest) = text.split_once('|')?;
+    // The nonce is hex, so the last `|` ends the list address (whose local part may hold one).
+    let (signed_list, nonce) = rest.rsplit_once('|')?;
+    (nonce.len() == 16 && nonce.bytes().all(|b| b.is_ascii_hexdigit())).then_some(())?;
     (Address::parse(signed_list).ok()? == *list).then_some(())?;
-    issued.parse().ok()
+    Some(FormGrant {
+        issued_unix_secs: issued.parse().ok()?,
+        spend_key: spend_key(FORM_DOMAIN, text.as_bytes()),
+    })
 }
 
 fn mac(secret: &[u8], domain: &[u8], payload: &[u8]) -> HmacSha256 {
@@ -332,7 +400,12 @@ pub fn verify_moderation(
     }
     let list = Address::parse(it.next()?).ok()?;
     let post = it.next()?.parse().ok()?;
-    Some(ModerationGrant { action, list, post })
+    Some(ModerationGrant {
+        action,
+        list,
+        post,
+        expires_unix_secs: expires,
+    })
 }
 
 /// Signs `action` on `list` for `address`, valid until `expires_unix_secs`.
@@ -362,6 +435,7 @@ pub fn verify_confirmation(secret: &[u8], token: &str, now_unix_secs: u64) -> Op
         action,
         list,
         address,
+        expires_unix_secs: expires,
     })
 }
 
@@ -569,15 +643,37 @@ mod form_token_tests {
     fn form_tokens_are_bound_to_the_list_and_the_secret() {
         let list = Address::parse("dev@l.test").unwrap();
         let other = Address::parse("ann@l.test").unwrap();
-        let t = form_token(b"s", &list, 1000);
-        assert_eq!(form_token_issued(b"s", &list, &t), Some(1000));
-        assert_eq!(form_token_issued(b"s", &other, &t), None);
-        assert_eq!(form_token_issued(b"x", &list, &t), None);
-        assert_eq!(form_token_issued(b"s", &list, "garbage"), None);
-        assert_eq!(form_token_issued(b"s", &list, &"A".repeat(10_000)), None);
+        let t = form_token(b"s", &list, 1000, 7);
+        let issued =
+            |l: &Address, t: &str| verify_form_token(b"s", l, t).map(|g| g.issued_unix_secs);
+        assert_eq!(issued(&list, &t), Some(1000));
+        assert_eq!(issued(&other, &t), None);
+        assert_eq!(verify_form_token(b"x", &list, &t), None);
+        assert_eq!(issued(&list, "garbage"), None);
+        assert_eq!(issued(&list, &"A".repeat(10_000)), None);
         // A confirmation token is not a form token.
         let c = confirmation_token(b"s", Action::Subscribe, &list, &list, 2000);
-        assert_eq!(form_token_issued(b"s", &list, &c), None);
+        assert_eq!(issued(&list, &c), None);
+        // A token from before the nonce is refused (its form is served again).
+        assert_eq!(
+            issued(&list, &sign(b"s", FORM_DOMAIN, "1000|dev@l.test")),
+            None
+        );
+    }
+
+    /// Two forms served in the same second are two tokens with two spend keys; one form's key
+    /// is the same however often it is verified.
+    #[test]
+    fn every_served_form_has_its_own_spend_key() {
+        let list = Address::parse("dev@l.test").unwrap();
+        let (a, b) = (
+            form_token(b"s", &list, 1000, 1),
+            form_token(b"s", &list, 1000, 2),
+        );
+        let key = |t: &str| verify_form_token(b"s", &list, t).expect("valid").spend_key;
+        assert_ne!(key(&a), key(&b));
+        assert_eq!(key(&a), key(&a));
+        assert_eq!(key(&a).len(), 64);
     }
 }
 

@@ -248,6 +248,9 @@ impl PgStore {
             ] {
                 db.exec("delete member's bounce history", sql, &[&list.0, &k])?;
             }
+            if n > 0 {
+                super::links::record_departure(db, list, address, herald_types::unix_ms_now())?;
+            }
             Ok(n > 0)
         })
     }

@@ -38,6 +38,7 @@
 
 mod bounces;
 mod knowledge;
+mod links;
 mod lists;
 mod members;
 mod nodes;

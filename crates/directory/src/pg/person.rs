@@ -115,6 +115,7 @@ impl PgStore {
                 suppressions: run("DELETE FROM suppressions WHERE address_key = $1")?,
                 bans: run(r#"DELETE FROM bans WHERE lower(pattern COLLATE "C") = $1"#)?,
             };
+            run("DELETE FROM departures WHERE address_key = $1")?;
             let ekey = super::policy::erasure_key(self, db)?;
             let hash = herald_types::token::erasure_hash(&ekey, address);
             db.exec(

@@ -219,6 +219,22 @@ pub(crate) const SCHEMA_SQL: &[&str] = &[
         PRIMARY KEY (list_id, message_id)
     );
     CREATE INDEX cluster_dedup_by_time ON cluster_dedup(at_ms);"#,
+    // 12 -> 13: capability links are spent on use (see `crate::links`): shared by every node,
+    // so a link used at one node is spent at all of them.
+    r#"CREATE TABLE spent_links (
+        key           TEXT PRIMARY KEY,
+        kind          TEXT NOT NULL,
+        spent_at_ms   BIGINT NOT NULL,
+        expires_at_ms BIGINT NOT NULL
+    );
+    CREATE INDEX spent_links_by_expiry ON spent_links(expires_at_ms);
+    CREATE TABLE departures (
+        list_id     BIGINT NOT NULL REFERENCES lists(id) ON DELETE CASCADE,
+        address     TEXT NOT NULL,
+        address_key TEXT GENERATED ALWAYS AS (lower(address COLLATE "C")) STORED,
+        at_ms       BIGINT NOT NULL,
+        PRIMARY KEY (list_id, address_key)
+    );"#,
 ];
 
 /// Brings the database up to [`SCHEMA_VERSION`] under [`MIGRATION_LOCK`], or refuses one

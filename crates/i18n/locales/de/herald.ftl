@@ -108,6 +108,7 @@ subscribe-button = Abonnieren
 subscribe-note = Wir senden eine Nachricht an diese Adresse; das Abonnement beginnt, wenn Sie ihrem Link folgen.
 subscribe-bad-address = An diese E-Mail-Adresse können wir nicht schreiben.
 subscribe-expired = Dieses Formular ist abgelaufen. Bitte senden Sie es erneut.
+subscribe-replayed = Dieses Formular wurde bereits einmal abgeschickt. Bitte schicken Sie dieses neue ab.
 subscribe-sent-title = Sehen Sie in Ihr Postfach
 subscribe-sent = Wenn { $who } { $list } abonnieren kann, ist eine Bestätigungsnachricht unterwegs. Folgen Sie ihrem Link, um abzuschließen; bis dahin geschieht nichts.
 
@@ -130,6 +131,11 @@ confirm-done = { $action ->
        *[other] Die Zustellung von { $list } an { $who } ist geändert.
     }
 confirm-invalid = Dieser Bestätigungslink ist ungültig oder abgelaufen.
+confirm-used-title = Link bereits verwendet
+confirm-used = Dieser Link wurde bereits verwendet und gilt nur einmal. Es wurde nichts geändert.
+confirm-superseded-title = Link nicht mehr gültig
+confirm-superseded = { $who } hat { $list } verlassen, nachdem dieser Link verschickt wurde; er trägt deshalb niemanden mehr ein. Es wurde nichts geändert.
+confirm-subscribe-again = Erneut bei { $list } eintragen
 
 # Die Abmeldeseite mit einem Klick (RFC 8058).
 unsub-title = Abmelden

@@ -113,6 +113,7 @@ subscribe-button = Subscribe
 subscribe-note = We will send a message to this address; the subscription starts when you follow its link.
 subscribe-bad-address = This is not an e-mail address we can write to.
 subscribe-expired = This form has expired. Please send it again.
+subscribe-replayed = This form was already sent once. Please send this fresh one.
 subscribe-sent-title = Check your mailbox
 subscribe-sent = If { $who } can subscribe to { $list }, a confirmation message is on its way. Follow its link to finish; nothing happens until then.
 
@@ -136,6 +137,11 @@ confirm-done = { $action ->
        *[other] The delivery of { $list } to { $who } is changed.
     }
 confirm-invalid = This confirmation link is not valid or has expired.
+confirm-used-title = Link already used
+confirm-used = This link was already used, and a link works only once. Nothing was changed.
+confirm-superseded-title = Link no longer valid
+confirm-superseded = { $who } left { $list } after this link was sent, so it does not subscribe anyone any more. Nothing was changed.
+confirm-subscribe-again = Subscribe to { $list } again
 
 # The one-click unsubscribe page (RFC 8058 link in every copy).
 unsub-title = Unsubscribe
