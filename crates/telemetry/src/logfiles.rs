@@ -16,6 +16,10 @@
 //! Limits: at most `keep_files` rotated files remain, none rotated more than `keep_days` ago;
 //! with the live file capped at `max_bytes` the log takes at most
 //! `max_bytes × (1 + keep_files × compressed share)` of disk.
+//!
+//! SECURITY: the sweep removes and rewrites only files next to the live log whose names it
+//! parses as its own rotations (a fixed prefix and a UTC instant); the lines read back are
+//! Herald's own output, cleaned of control characters when written.
 
 use crate::time::rfc3339_ms;
 use std::io::{BufRead, BufReader, Read, Write};
