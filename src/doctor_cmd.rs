@@ -1,5 +1,6 @@
 //! `herald doctor [<list-domain>…]`: the checks of `herald-doctor`, fed from this machine's
-//! config, printed with the records to publish. Exits with status 1 when anything is an error.
+//! config, printed with the records to publish, and the data disk's room and fill rate (each
+//! run records a sample in the data directory). Exits with status 1 when anything is an error.
 
 use crate::client::Api;
 use anyhow::{Context, Result};
@@ -101,6 +102,7 @@ pub async fn run(config: &Config, api: Result<Api>, args: DoctorArgs) -> Result<
     .context("the SPF checker")?;
     let mut findings = herald_doctor::examine(&inputs, &dns, &auth).await;
     findings.extend(store_check(config).await);
+    findings.push(disk_check(config).await);
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&findings)?);
     } else {
@@ -134,6 +136,19 @@ async fn store_check(config: &Config) -> Option<Finding> {
         found,
         herald_directory::SCHEMA_VERSION,
     ))
+}
+
+/// The data disk: room left and days to full at the data directory's growth rate.
+async fn disk_check(config: &Config) -> Finding {
+    let dir = config.data_dir.clone();
+    let now_secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    // Walks the data directory: off the runtime's threads.
+    tokio::task::spawn_blocking(move || herald_doctor::disk::check(&dir, now_secs))
+        .await
+        .unwrap_or_else(|e| herald_doctor::disk::finding_error(&config.data_dir, &e.to_string()))
 }
 
 fn print_table(findings: &[Finding]) {

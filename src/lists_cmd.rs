@@ -54,7 +54,7 @@ pub enum PostmasterAction {
 pub struct BouncesArgs {
     #[arg(long)]
     list: Option<String>,
-    /// hard, soft, delayed, auto_reply, policy, informational, unrecognized
+    /// hard, soft, expired, delayed, auto_reply, policy, informational, unrecognized
     #[arg(long)]
     kind: Option<String>,
     #[arg(long, default_value_t = 50)]

@@ -143,3 +143,54 @@ async fn doctor_passes_a_good_domain_and_names_the_fix_for_a_bad_one() {
     server.stop().await;
     world.shutdown().await;
 }
+
+/// `herald doctor` records the data directory's size on each run and warns when the disk fills
+/// within a week at the rate it grows. The rate's input is the samples file: the test moves the
+/// first run's sample two minutes back (as if the runs were that far apart) and grows the data
+/// directory by as much as fills the disk's free space in about three days at that pace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_warns_when_the_data_disk_fills_within_a_week() {
+    let world = World::start(world_config(&[Profile::Normal], false))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("data dir");
+    // Not started: the disk check reads the data directory, not the server.
+    let server = BinaryServer::configure(dir.path(), &data, &world, "");
+    let args = ["d0.test", "--ip", "127.0.0.5", "--port", "1"];
+    let disk_line = |out: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some("disk"))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no disk finding in:\n{out}"))
+    };
+
+    let (_, first) = doctor(&server.config, &args);
+    let line = disk_line(&first);
+    assert!(line.starts_with("ok    disk"), "{line}");
+    assert!(line.contains("no growth rate yet"), "{line}");
+    let samples = data.join("disk-usage.log");
+    let recorded = std::fs::read_to_string(&samples).expect("a sample recorded");
+    let (at, used) = recorded.trim().split_once(' ').expect("<secs> <bytes>");
+    let at: u64 = at.parse().expect("secs");
+
+    let st = nix::sys::statvfs::statvfs(&data).expect("statvfs");
+    let free = st.blocks_available() as u64 * st.fragment_size() as u64;
+    // Two minutes for `grown` bytes is `free` in about three days.
+    let span = 120u64;
+    let grown = free / (3 * 86_400 / span) + (1 << 20);
+    let chunk = vec![7u8; 1 << 20];
+    let mut filler = std::fs::File::create(data.join("filler")).expect("filler");
+    for _ in 0..grown.div_ceil(1 << 20) {
+        std::io::Write::write_all(&mut filler, &chunk).expect("write");
+    }
+    filler.sync_all().expect("sync");
+    std::fs::write(&samples, format!("{} {used}\n", at - span)).expect("move the sample back");
+
+    let (_, second) = doctor(&server.config, &args);
+    let line = disk_line(&second);
+    assert!(line.starts_with("WARN  disk"), "{line}");
+    assert!(line.contains("/day: full in"), "{line}");
+    world.shutdown().await;
+}

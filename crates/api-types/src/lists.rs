@@ -147,7 +147,8 @@ pub struct BounceEvent {
     /// Empty for list-reputation events (a policy block counted against the list).
     pub address: String,
     pub at_ms: u64,
-    /// `hard`, `soft`, `delayed`, `auto_reply`, `policy`, `informational`, `unrecognized`.
+    /// `hard`, `soft`, `expired`, `delayed`, `auto_reply`, `policy`, `informational`,
+    /// `unrecognized`.
     pub kind: String,
     /// The enhanced status code, when the bounce had one.
     pub status: Option<String>,

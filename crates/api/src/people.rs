@@ -9,10 +9,12 @@
 //! audit row naming it names its keyed hash instead.
 //!
 //! What erasure cannot reach is said in the README: delivery-log files already written (they
-//! are rotated away by logrotate) and backups taken before.
+//! are removed after `[log] delivery_log_keep_days`, or by the operator's logrotate) and backups
+//! taken before.
 //!
 //! SECURITY: admin-only (the router's guard: not a public path). The address is validated by
-//! `Address::parse`; the log is read from its tail, bounded in bytes and lines.
+//! `Address::parse`; the log is read newest first (the live file's tail, then rotated files,
+//! gzip'd or not), bounded in bytes and lines.
 
 use crate::extract::{Json, Path};
 use crate::{ApiError, ApiState};
@@ -24,13 +26,13 @@ use herald_api_types::people::{
 use herald_directory::PersonRecord;
 use herald_types::{Address, ListId};
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::sync::Arc;
 
 type St = State<Arc<ApiState>>;
 
-/// How much of the delivery log's tail is searched.
-const LOG_TAIL_BYTES: u64 = 16 << 20;
+/// About how much of the delivery log is searched, newest first: the live file's tail, then
+/// whole rotated files until this much has been read.
+const LOG_TAIL_BYTES: u64 = 64 << 20;
 /// Delivery-log lines returned at most (the newest).
 const MAX_LOG_LINES: usize = 1000;
 /// Archived posts listed (and erased per request) at most.
@@ -179,33 +181,13 @@ fn erase_posts(data_dir: &std::path::Path, address: &str) -> Result<u64, ApiErro
     Ok(removed)
 }
 
-/// The newest lines of the delivery log's tail that name `<address>` (any case). A missing or
-/// unreadable log gives none: the export still answers.
+/// The newest lines of the delivery log (live and rotated files) that name `<address>` (any
+/// case). A missing or unreadable log gives none: the export still answers.
 fn log_lines(path: &std::path::Path, address: &str) -> Vec<String> {
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return Vec::new();
-    };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let start = len.saturating_sub(LOG_TAIL_BYTES);
-    if file.seek(SeekFrom::Start(start)).is_err() {
-        return Vec::new();
-    }
-    let mut bytes = Vec::new();
-    if file.take(LOG_TAIL_BYTES).read_to_end(&mut bytes).is_err() {
-        return Vec::new();
-    }
     let needle = format!("<{}>", address.to_lowercase());
-    let text = String::from_utf8_lossy(&bytes);
-    let mut lines: Vec<String> = text
-        .lines()
-        .skip(usize::from(start > 0)) // the first line of a tail may be cut
-        .filter(|l| l.to_lowercase().contains(&needle))
-        .map(str::to_string)
-        .collect();
-    if lines.len() > MAX_LOG_LINES {
-        lines.drain(..lines.len() - MAX_LOG_LINES);
-    }
-    lines
+    herald_telemetry::logfiles::matching_lines(path, LOG_TAIL_BYTES, MAX_LOG_LINES, |l| {
+        l.to_lowercase().contains(&needle)
+    })
 }
 
 fn view(

@@ -205,7 +205,8 @@ fn from_report(recipients: &[DsnRecipient]) -> Option<Verdict> {
 fn severity(kind: BounceKind) -> u8 {
     match kind {
         BounceKind::Hard => 0,
-        BounceKind::Soft => 1,
+        // A report never yields `Expired` (that is Herald's own verdict); ranked with soft.
+        BounceKind::Soft | BounceKind::Expired => 1,
         BounceKind::Policy => 2,
         BounceKind::Delayed => 3,
         BounceKind::Informational => 4,

@@ -1,8 +1,8 @@
 //! What a bounce says, as data: the [`BounceKind`] classes and the [`Verdict`] one bounce message
 //! (or one failed SMTP transaction of ours) yields.
 //!
-//! Only `Hard` and `Soft` ever count against a member; `Policy` counts against the list's
-//! reputation; every other kind is recorded and never counted.
+//! Only `Hard`, `Soft` and `Expired` ever count against a member; `Policy` counts against the
+//! list's reputation; every other kind is recorded and never counted.
 
 use herald_types::{Address, EnhancedStatus};
 use serde::{Deserialize, Serialize};
@@ -15,6 +15,11 @@ pub enum BounceKind {
     Hard,
     /// A problem that may clear (mailbox full, 4.x.x given up, 5.2.x, 5.3.x, 5.4.x): weight 0.5.
     Soft,
+    /// Herald tried for the list's whole retry period and the receiving side never took the
+    /// copy (hung, refusing, deferring forever): weight 0.5, a soft failure of its own kind so
+    /// an address that never answers leaves the list under the same policy as one that bounces,
+    /// and its history says why.
+    Expired,
     /// `Action: delayed` or "will retry" notices: never counted.
     Delayed,
     /// Out-of-office and other auto-replies: never counted.
@@ -33,7 +38,7 @@ impl BounceKind {
     pub fn weight(self) -> f64 {
         match self {
             BounceKind::Hard => 1.0,
-            BounceKind::Soft => 0.5,
+            BounceKind::Soft | BounceKind::Expired => 0.5,
             _ => 0.0,
         }
     }
@@ -43,6 +48,7 @@ impl BounceKind {
         match self {
             BounceKind::Hard => "hard",
             BounceKind::Soft => "soft",
+            BounceKind::Expired => "expired",
             BounceKind::Delayed => "delayed",
             BounceKind::AutoReply => "auto_reply",
             BounceKind::Policy => "policy",
@@ -56,6 +62,7 @@ impl BounceKind {
         Some(match s {
             "hard" => BounceKind::Hard,
             "soft" => BounceKind::Soft,
+            "expired" => BounceKind::Expired,
             "delayed" => BounceKind::Delayed,
             "auto_reply" => BounceKind::AutoReply,
             "policy" => BounceKind::Policy,
@@ -138,6 +145,7 @@ mod tests {
         for k in [
             BounceKind::Hard,
             BounceKind::Soft,
+            BounceKind::Expired,
             BounceKind::Delayed,
             BounceKind::AutoReply,
             BounceKind::Policy,

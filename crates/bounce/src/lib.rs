@@ -9,10 +9,11 @@
 //! the scheduler: the failure vocabulary lives in `herald-types`.
 //!
 //! Herald's own verdicts are scored by their cause, never by reading our synthetic reply's text
-//! (STYLE rule 17): an expired copy and a copy the operator gave up on are not scored at all;
-//! a domain with no route is scored by what DNS said (see [`classify_failure`]).
+//! (STYLE rule 17): an expired copy counts as a soft failure of its own kind (`expired`), a copy
+//! the operator gave up on is not scored at all, and a domain with no route is scored by what
+//! DNS said (see [`classify_failure`]).
 //!
-//! Classification (see [`BounceKind`]): hard 1.0, soft 0.5; delayed, auto-replies and success
+//! Classification (see [`BounceKind`]): hard 1.0, soft and expired 0.5; delayed, auto-replies and success
 //! notices never count; spam/policy/reputation rejections count against the list's reputation,
 //! never the member; anything unrecognized is kept (the spooled bounce stays live and is listed
 //! for an administrator).
@@ -46,10 +47,13 @@ use herald_types::{FailureCause, NoRoute, Reply};
 /// bounce at all, the member's score must not move.
 ///
 /// - `Remote`: the receiving server's word about the mailbox, read like a DSN ([`classify_reply`]).
-/// - `Expired`: Herald stopped trying after the list's maximum age; nobody said the mailbox is
-///   bad (its server may greylist forever, be slow or be down). Not scored: a mailbox that stays
-///   unreachable for days keeps producing these, and the list's other signals — real bounces,
-///   the operator's own `disable` — are the ones to act on.
+/// - `Expired`: Herald tried for the list's whole retry period (`max_age_secs`) and the
+///   receiving side never took the copy: hung, refusing, or deferring forever. Scored as a soft
+///   failure of its own kind ([`BounceKind::Expired`], 0.5): the Postfix or sendmail that gave
+///   up on it would have sent a DSN to the list's VERP address, which would count there too, so
+///   a member whose host never answers is disabled under the list's bounce policy (the same
+///   threshold, once-per-day rule and staleness as any bounce) instead of holding copies in the
+///   spool for every post forever.
 /// - `OperatorGaveUp`: a decision about our queue, not about the member. Not scored.
 /// - `NoRoute`: DNS's answer is a fact about the address, so an experienced list admin scores it
 ///   like the matching remote reply would be: a domain that does not exist (NXDOMAIN, invalid
@@ -60,7 +64,8 @@ use herald_types::{FailureCause, NoRoute, Reply};
 pub fn classify_failure(cause: &FailureCause) -> Option<BounceKind> {
     match cause {
         FailureCause::Remote(reply) => Some(classify_reply(reply)),
-        FailureCause::Expired { .. } | FailureCause::OperatorGaveUp => None,
+        FailureCause::Expired { .. } => Some(BounceKind::Expired),
+        FailureCause::OperatorGaveUp => None,
         FailureCause::NoRoute { why, .. } => Some(match why {
             NoRoute::NoSuchDomain | NoRoute::NullMx => BounceKind::Hard,
             NoRoute::NoMailHost => BounceKind::Soft,
@@ -106,14 +111,16 @@ mod tests {
 
     #[test]
     fn herald_s_own_verdicts_are_scored_by_cause_not_text() {
-        // The operator's give-up reads like "550 5.0.0" (a hard bounce by the reply rules) and
-        // expiry like "550 5.4.7": neither may move the member's score.
+        // The operator's give-up reads like "550 5.0.0" (a hard bounce by the reply rules): it
+        // may never move the member's score. Expiry reads like "550 5.4.7" (soft by the reply
+        // rules) but is its own kind, whatever the last deferral said.
         assert_eq!(classify_failure(&FailureCause::OperatorGaveUp), None);
-        let greylisted = Reply::new(451, EnhancedStatus::parse("4.7.1"), "greylisted");
-        let expired = FailureCause::Expired {
-            last_reply: Some(greylisted),
-        };
-        assert_eq!(classify_failure(&expired), None);
+        let unknown_then = Reply::new(550, EnhancedStatus::parse("5.1.1"), "no such user");
+        for last_reply in [None, Some(unknown_then)] {
+            let expired = FailureCause::Expired { last_reply };
+            assert_eq!(classify_failure(&expired), Some(BounceKind::Expired));
+        }
+        assert_eq!(BounceKind::Expired.weight(), BounceKind::Soft.weight());
         let unknown = Reply::new(550, EnhancedStatus::parse("5.1.1"), "no such user");
         assert_eq!(
             classify_failure(&FailureCause::Remote(unknown)),

@@ -2,9 +2,10 @@
 //! scheduler failed for good ([`FailedCopy`], with their [`herald_types::FailureCause`]), classifies them and
 //! records them in the directory, then completes the spooled bounce.
 //!
-//! A failed copy is classified by its cause ([`crate::classify_failure`]): Herald's own verdicts
-//! that say nothing about the mailbox (expired, the operator gave up) are logged and not
-//! recorded, so they never move a member's score.
+//! A failed copy is classified by its cause ([`crate::classify_failure`]): a copy that expired
+//! after the list's retry period is recorded as an `expired` event (source `expiry`) that counts
+//! like a soft bounce; the operator's give-up says nothing about the mailbox and is logged, not
+//! recorded, so it never moves a member's score.
 //!
 //! Named states: a spooled bounce is `pending` (live in the spool, not yet seen), `recorded`
 //! (an event is in the directory and the post is completed in the spool) or `kept` (an
@@ -30,7 +31,7 @@ pub use crate::error::StageError;
 use crate::{classify_failure, classify_message, BounceKind, Verdict};
 use herald_directory::{Directory, DirectoryError, NewBounce};
 use herald_spool::{PostKind, Spool, SpooledPost};
-use herald_types::{Address, FailedCopy, ListId, PostId};
+use herald_types::{Address, FailedCopy, FailureCause, ListId, PostId};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -239,7 +240,7 @@ impl BounceStage {
     }
 
     /// Scores one copy that failed for good, by its cause. `None`: the cause is not a bounce
-    /// (expired, the operator gave up) and nothing was recorded: the member's score is as it was.
+    /// (the operator gave up) and nothing was recorded: the member's score is as it was.
     pub async fn process_failure(&self, f: FailedCopy) -> Result<Option<Processed>, StageError> {
         let reply = f.cause.reply();
         let Some(kind) = classify_failure(&f.cause) else {
@@ -263,8 +264,12 @@ impl BounceStage {
             status: reply.enhanced,
             diagnostic: crate::kind::excerpt(&reply.to_wire()),
         };
+        let source = match f.cause {
+            FailureCause::Expired { .. } => "expiry",
+            _ => "smtp",
+        };
         let processed = self
-            .record(f.list, Some(f.rcpt), &verdict, "smtp", Some(f.post))
+            .record(f.list, Some(f.rcpt), &verdict, source, Some(f.post))
             .await?;
         Ok(Some(processed))
     }

@@ -11,13 +11,16 @@
 //!   records;
 //! - per sending address ([`checks::egress`]): reverse DNS, forward-confirmed reverse DNS, and
 //!   the HELO name against them;
-//! - the TLS certificate ([`cert`]): parses, names the host, days to expiry, chain order.
+//! - the TLS certificate ([`cert`]): parses, names the host, days to expiry, chain order;
+//! - the data disk ([`disk`]): room left, and whether it fills within a week at the rate the
+//!   data directory grows (from the samples each run records).
 //!
 //! SECURITY: everything read here comes from DNS or the network and is only compared and
 //! printed (control characters replaced); nothing is executed or trusted beyond that.
 
 pub mod cert;
 pub mod checks;
+pub mod disk;
 pub mod dns;
 pub mod store;
 
@@ -51,7 +54,7 @@ impl fmt::Display for Severity {
 pub struct Finding {
     pub severity: Severity,
     /// `mx`, `spf`, `dkim`, `dmarc`, `mta-sts`, `tls-rpt`, `port25`, `rdns`, `helo`, `tls`,
-    /// `store`.
+    /// `store`, `disk`.
     pub check: &'static str,
     /// The domain, address or file it is about.
     pub subject: String,

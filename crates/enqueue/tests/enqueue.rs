@@ -43,6 +43,7 @@ fn world() -> World {
     let (spool, _) = Spool::open(SpoolConfig::new(dir.path().join("spool"))).expect("spool");
     let telemetry = Telemetry::new(&TelemetryConfig {
         log_path: None,
+        log_rotation: None,
         stats: None,
     })
     .expect("telemetry");

@@ -214,6 +214,7 @@ impl Config {
         self.scheduler.validate().map_err(|e| e.to_string())?;
         self.delivery.validate().map_err(|e| e.to_string())?;
         self.stats.check()?;
+        self.log.check()?;
         self.notice_limits.check()?;
         self.content_filter.check()?;
         self.check_imap()?;

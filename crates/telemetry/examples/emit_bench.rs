@@ -46,9 +46,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let off = run(&Telemetry::disabled_log());
         let with = Telemetry::new(&TelemetryConfig {
             log_path: None,
+            log_rotation: None,
             stats: Some(StatsConfig {
                 path: dir.path().join(format!("stats{round}.db")),
                 flush_secs: 5,
+                keep_days: 0,
             }),
         })?;
         let on = run(&with);

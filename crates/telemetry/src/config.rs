@@ -1,8 +1,13 @@
 //! The server's `[stats]` and `[log]` tables: what telemetry writes to disk. Every key has a
 //! default and unknown keys are refused; [`telemetry_config`] turns them into the
 //! [`TelemetryConfig`] under the server's data directory.
+//!
+//! The delivery log rotates itself by default (256 MiB or a day per file, 30 gzip'd files,
+//! 30 days), so a server whose operator set up no logrotate cannot fill its disk with it; with
+//! logrotate, set `delivery_log_max_bytes = 0` and `delivery_log_max_age_secs = 0` and send
+//! SIGHUP after each rotation.
 
-use crate::{StatsConfig, TelemetryConfig};
+use crate::{RotationPolicy, StatsConfig, TelemetryConfig};
 use serde::Deserialize;
 use std::path::Path;
 
@@ -14,6 +19,8 @@ pub struct StatsSection {
     pub enabled: bool,
     /// Aggregates are written to disk this often (and before every report).
     pub flush_secs: u64,
+    /// Roll-ups older than this many days are deleted (hourly); 0 keeps them forever.
+    pub keep_days: u32,
 }
 
 impl Default for StatsSection {
@@ -21,6 +28,7 @@ impl Default for StatsSection {
         StatsSection {
             enabled: true,
             flush_secs: 5,
+            keep_days: 90,
         }
     }
 }
@@ -44,7 +52,22 @@ pub struct LogConfig {
     /// The server's own log on stderr (journald under systemd): `text` for people, `json` (one
     /// object per line: timestamp, level, target, fields) for log shippers.
     pub format: LogFormat,
+    /// Rotate the delivery log once it holds this many bytes (0: never by size).
+    pub delivery_log_max_bytes: u64,
+    /// Rotate the delivery log once its file is this old, if it has any line (0: never by age).
+    pub delivery_log_max_age_secs: u64,
+    /// Rotated delivery-log files kept at most; the oldest are removed first.
+    pub delivery_log_keep_files: u32,
+    /// Rotated delivery-log files older than this are removed (0: kept up to the count).
+    pub delivery_log_keep_days: u32,
+    /// Gzip rotated files (in the background; the writer never waits on it).
+    pub delivery_log_compress: bool,
 }
+
+/// Smallest `delivery_log_max_bytes` other than 0: a few lines per file.
+const MIN_LOG_FILE_BYTES: u64 = 4096;
+/// Most rotated files kept (a directory listing per sweep stays short).
+const MAX_KEEP_FILES: u32 = 10_000;
 
 /// `[log] format`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -60,7 +83,47 @@ impl Default for LogConfig {
         LogConfig {
             delivery_log: true,
             format: LogFormat::Text,
+            delivery_log_max_bytes: 256 << 20,
+            delivery_log_max_age_secs: 24 * 3600,
+            delivery_log_keep_files: 30,
+            delivery_log_keep_days: 30,
+            delivery_log_compress: true,
         }
+    }
+}
+
+impl LogConfig {
+    /// Checked when the server's configuration is loaded; the error names its key.
+    pub fn check(&self) -> Result<(), String> {
+        if self.delivery_log_max_bytes != 0 && self.delivery_log_max_bytes < MIN_LOG_FILE_BYTES {
+            return Err(format!(
+                "log.delivery_log_max_bytes must be 0 (no rotation by size) or at least {MIN_LOG_FILE_BYTES}"
+            ));
+        }
+        if self.delivery_log_max_age_secs != 0 && self.delivery_log_max_age_secs < 60 {
+            return Err(
+                "log.delivery_log_max_age_secs must be 0 (no rotation by age) or at least 60"
+                    .into(),
+            );
+        }
+        if self.delivery_log_keep_files == 0 || self.delivery_log_keep_files > MAX_KEEP_FILES {
+            return Err(format!(
+                "log.delivery_log_keep_files must be between 1 and {MAX_KEEP_FILES}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The rotation the keys ask for; `None` when neither size nor age rotates.
+    pub fn rotation(&self) -> Option<RotationPolicy> {
+        let policy = RotationPolicy {
+            max_bytes: self.delivery_log_max_bytes,
+            max_age_secs: self.delivery_log_max_age_secs,
+            keep_files: self.delivery_log_keep_files,
+            keep_days: self.delivery_log_keep_days,
+            compress: self.delivery_log_compress,
+        };
+        policy.rotates().then_some(policy)
     }
 }
 
@@ -71,9 +134,11 @@ pub fn telemetry_config(data_dir: &Path, log: &LogConfig, stats: &StatsSection) 
         log_path: log
             .delivery_log
             .then(|| data_dir.join("log").join("delivery.log")),
+        log_rotation: log.rotation(),
         stats: stats.enabled.then(|| StatsConfig {
             path: data_dir.join("stats.db"),
             flush_secs: stats.flush_secs,
+            keep_days: stats.keep_days,
         }),
     }
 }
@@ -98,10 +163,11 @@ mod tests {
             &LogConfig {
                 delivery_log: false,
                 format: LogFormat::Json,
+                ..LogConfig::default()
             },
             &StatsSection {
                 enabled: false,
-                flush_secs: 5,
+                ..StatsSection::default()
             },
         );
         assert!(off.log_path.is_none() && off.stats.is_none());
@@ -111,12 +177,47 @@ mod tests {
     fn flush_secs_is_bounded_and_the_error_names_it() {
         for flush_secs in [0, 3601] {
             let s = StatsSection {
-                enabled: true,
                 flush_secs,
+                ..StatsSection::default()
             };
             let e = s.check().expect_err("out of range");
             assert!(e.starts_with("stats.flush_secs"), "{flush_secs}: {e}");
         }
         assert!(StatsSection::default().check().is_ok());
+    }
+
+    #[test]
+    fn rotation_keys_are_bounded_and_zero_turns_the_writer_s_rotation_off() {
+        let d = LogConfig::default();
+        assert!(d.check().is_ok());
+        let r = d.rotation().expect("rotates by default");
+        assert_eq!(
+            (r.max_bytes, r.keep_files, r.compress),
+            (256 << 20, 30, true)
+        );
+        let bad = [
+            LogConfig {
+                delivery_log_max_bytes: 100,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                delivery_log_max_age_secs: 5,
+                ..LogConfig::default()
+            },
+            LogConfig {
+                delivery_log_keep_files: 0,
+                ..LogConfig::default()
+            },
+        ];
+        for (c, key) in bad.iter().zip(["max_bytes", "max_age_secs", "keep_files"]) {
+            let e = c.check().expect_err(key);
+            assert!(e.starts_with(&format!("log.delivery_log_{key}")), "{e}");
+        }
+        let external = LogConfig {
+            delivery_log_max_bytes: 0,
+            delivery_log_max_age_secs: 0,
+            ..LogConfig::default()
+        };
+        assert!(external.check().is_ok() && external.rotation().is_none());
     }
 }

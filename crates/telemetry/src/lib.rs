@@ -21,6 +21,7 @@ pub mod event;
 pub mod exposition;
 pub mod imap;
 pub mod log;
+pub mod logfiles;
 pub mod metrics;
 pub mod process;
 pub mod progress;
@@ -33,6 +34,7 @@ pub mod time;
 pub use config::{telemetry_config, LogConfig, LogFormat, StatsSection};
 pub use contention::{Contention, LockId, StageId};
 pub use event::{Attempt, Event, PostmasterForward, PostmasterMail};
+pub use logfiles::RotationPolicy;
 pub use metrics::{Gauges, InboundRefusal, Metrics};
 pub use progress::PostSummary;
 pub use scheduling::SchedulerEvent;
@@ -47,6 +49,8 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug, Clone, Default)]
 pub struct TelemetryConfig {
     pub log_path: Option<PathBuf>,
+    /// How the delivery log rotates itself (`None`: never; an external logrotate and SIGHUP).
+    pub log_rotation: Option<RotationPolicy>,
     pub stats: Option<StatsConfig>,
 }
 
@@ -82,7 +86,7 @@ pub enum TelemetryError {
 impl Telemetry {
     pub fn new(cfg: &TelemetryConfig) -> Result<Telemetry, TelemetryError> {
         let log = match &cfg.log_path {
-            Some(path) => Some(log::DeliveryLog::open(path)?),
+            Some(path) => Some(log::DeliveryLog::open(path, cfg.log_rotation)?),
             None => None,
         };
         let contention = Arc::new(Contention::default());

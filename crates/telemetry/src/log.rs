@@ -16,10 +16,17 @@
 //! flushes and opens the path again, so logrotate can rename the file without `copytruncate`
 //! (which loses the lines written between its copy and its truncation).
 //!
+//! Without logrotate the writer rotates the file itself ([`RotationPolicy`], `[log]
+//! delivery_log_*`): once the live file reaches its size or age it is renamed to
+//! `delivery.log-<UTC instant>` between two lines and a fresh file is opened; the sweeper thread
+//! (`logfiles`) gzips and prunes the rotated files, so the writer never waits on compression.
+//! A SIGHUP reopen starts the size and age count again, so an external logrotate keeps working.
+//!
 //! SECURITY: recipient addresses and reply texts come from members and remote servers; CR, LF and
 //! other control characters are replaced before writing so one line stays one line.
 
 use crate::event::Event;
+use crate::logfiles::{rotated_name, RotationPolicy, Sweeper};
 use crate::time::rfc3339_ms;
 use crate::TelemetryError;
 use std::fmt::Write as _;
@@ -36,6 +43,10 @@ const LOG_QUEUE_LINES: usize = 65_536;
 /// fastest fan-out measured, far more than one linger.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(20);
 
+/// An idle writer wakes this often to rotate a file that has grown old (a quiet server's log
+/// still rotates by age).
+const IDLE_CHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
 enum LogMsg {
     Line(String),
     Flush(SyncSender<()>),
@@ -49,7 +60,10 @@ pub(crate) struct DeliveryLog {
 }
 
 impl DeliveryLog {
-    pub(crate) fn open(path: &Path) -> Result<DeliveryLog, TelemetryError> {
+    pub(crate) fn open(
+        path: &Path,
+        rotation: Option<RotationPolicy>,
+    ) -> Result<DeliveryLog, TelemetryError> {
         let err = |source| TelemetryError::OpenLog {
             path: path.to_path_buf(),
             source,
@@ -57,12 +71,16 @@ impl DeliveryLog {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(err)?;
         }
-        let file = open_append(path).map_err(err)?;
+        let rotation = rotation.filter(RotationPolicy::rotates);
+        let sweeper = match rotation {
+            Some(policy) => Some(Sweeper::start(path.to_path_buf(), policy).map_err(err)?),
+            None => None,
+        };
+        let live = LiveFile::open(path.to_path_buf(), rotation, sweeper).map_err(err)?;
         let (tx, rx) = sync_channel(LOG_QUEUE_LINES);
-        let path = path.to_path_buf();
         std::thread::Builder::new()
             .name("delivery-log".into())
-            .spawn(move || write_loop(rx, path, writer(file)))
+            .spawn(move || write_loop(rx, live))
             .map_err(err)?;
         Ok(DeliveryLog { tx: Mutex::new(tx) })
     }
@@ -102,38 +120,133 @@ fn writer(file: std::fs::File) -> std::io::BufWriter<std::fs::File> {
     std::io::BufWriter::with_capacity(1 << 16, file)
 }
 
-fn write_loop(
-    rx: Receiver<LogMsg>,
+/// The file the writer appends to, and what it knows to rotate it: its size (bytes handed to
+/// the buffer, so a file ends at most one line past `max_bytes`) and when it was started.
+struct LiveFile {
     path: std::path::PathBuf,
-    mut out: std::io::BufWriter<std::fs::File>,
-) {
+    out: std::io::BufWriter<std::fs::File>,
+    written: u64,
+    started: std::time::SystemTime,
+    rotation: Option<RotationPolicy>,
+    sweeper: Option<Sweeper>,
+    /// The instant the last rotated file is named by (names only move forward).
+    last_rotated_ms: u64,
+}
+
+impl LiveFile {
+    fn open(
+        path: std::path::PathBuf,
+        rotation: Option<RotationPolicy>,
+        sweeper: Option<Sweeper>,
+    ) -> std::io::Result<LiveFile> {
+        let file = open_append(&path)?;
+        let meta = file.metadata()?;
+        // A file left by the previous run keeps its age: a server restarted every hour still
+        // rotates daily. Without a birth time its last change is the best guess.
+        let now = std::time::SystemTime::now();
+        let started = match meta.len() {
+            0 => now,
+            _ => meta.created().or_else(|_| meta.modified()).unwrap_or(now),
+        };
+        Ok(LiveFile {
+            path,
+            out: writer(file),
+            written: meta.len(),
+            started,
+            rotation,
+            sweeper,
+            last_rotated_ms: 0,
+        })
+    }
+
+    fn write_line(&mut self, line: &str, outage: &mut LogOutage) {
+        outage.note(self.out.write_all(line.as_bytes()));
+        self.written += line.len() as u64;
+        if let Some(p) = self.rotation {
+            if p.max_bytes > 0 && self.written >= p.max_bytes {
+                self.rotate();
+            }
+        }
+    }
+
+    /// SIGHUP: flush, then a fresh open of the path (logrotate renamed the file).
+    fn reopen(&mut self) -> std::io::Result<()> {
+        let _ = self.out.flush();
+        let file = open_append(&self.path)?;
+        self.written = file.metadata().map(|m| m.len()).unwrap_or(0);
+        self.started = std::time::SystemTime::now();
+        self.out = writer(file);
+        Ok(())
+    }
+
+    /// Rotates a non-empty file older than the policy allows.
+    fn rotate_if_old(&mut self) {
+        let Some(p) = self.rotation else { return };
+        let age = self.started.elapsed().unwrap_or_default();
+        if p.max_age_secs > 0 && self.written > 0 && age.as_secs() >= p.max_age_secs {
+            self.rotate();
+        }
+    }
+
+    /// Renames the live file to its rotated name and starts a fresh one. On failure the
+    /// writer goes on with the file it has (no line is lost) and tries again after another
+    /// `max_bytes` or at the next age check.
+    fn rotate(&mut self) {
+        let _ = self.out.flush();
+        let now_ms = herald_types::unix_ms_now();
+        let (to, named_ms) = rotated_name(&self.path, now_ms, self.last_rotated_ms);
+        let renamed = std::fs::rename(&self.path, &to).and_then(|()| open_append(&self.path));
+        self.started = std::time::SystemTime::now();
+        match renamed {
+            Ok(file) => {
+                self.out = writer(file);
+                self.written = 0;
+                self.last_rotated_ms = named_ms;
+                if let Some(s) = &self.sweeper {
+                    s.wake();
+                }
+            }
+            Err(e) => {
+                self.written = 0;
+                tracing::error!(path = %self.path.display(), error = %e, "cannot rotate the delivery log; writing on to the same file");
+            }
+        }
+    }
+}
+
+fn write_loop(rx: Receiver<LogMsg>, mut live: LiveFile) {
+    use std::sync::mpsc::RecvTimeoutError;
     let mut outage = LogOutage::default();
-    while let Ok(msg) = rx.recv() {
+    loop {
+        let msg = match rx.recv_timeout(IDLE_CHECK) {
+            Ok(msg) => msg,
+            Err(RecvTimeoutError::Timeout) => {
+                live.rotate_if_old();
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
         let mut pending = Some(msg);
         while let Some(msg) = pending.take() {
             match msg {
-                LogMsg::Line(line) => {
-                    let written = out.write_all(line.as_bytes());
-                    outage.note(written);
-                }
+                LogMsg::Line(line) => live.write_line(&line, &mut outage),
                 LogMsg::Flush(done) => {
-                    let _ = out.flush();
+                    let _ = live.out.flush();
                     let _ = done.send(());
                 }
                 LogMsg::Reopen(done) => {
                     // On failure the old file stays in use: no line is lost, it only goes on
                     // into the renamed file.
-                    let _ = out.flush();
-                    let reopened = open_append(&path).map(|file| out = writer(file));
-                    let _ = done.send(reopened);
+                    let _ = done.send(live.reopen());
                 }
             }
             pending = rx.try_recv().ok();
             if pending.is_none() {
                 // Drained: write out what is buffered, then give the emitters a moment to queue
                 // more before blocking (the blocking wait is what makes each send wake us).
-                let flushed = out.flush();
+                let flushed = live.out.flush();
                 outage.note_flush(flushed);
+                live.rotate_if_old();
                 std::thread::sleep(LINGER);
                 pending = rx.try_recv().ok();
             }
@@ -409,7 +522,7 @@ mod tests {
     fn writer_thread_appends_and_flushes() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("log/delivery.log");
-        let log = DeliveryLog::open(&path).expect("open");
+        let log = DeliveryLog::open(&path, None).expect("open");
         log.write("one\n".into());
         log.write("two\n".into());
         log.flush();
@@ -420,7 +533,7 @@ mod tests {
     fn reopen_writes_to_a_new_file_after_a_rename_and_loses_no_line() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("delivery.log");
-        let log = DeliveryLog::open(&path).expect("open");
+        let log = DeliveryLog::open(&path, None).expect("open");
         log.write("before\n".into());
         // logrotate without copytruncate: rename, then signal.
         let rotated = dir.path().join("delivery.log.1");
@@ -450,5 +563,69 @@ mod tests {
         log.write("again\n".into());
         log.flush();
         assert_eq!(std::fs::read_to_string(&path).expect("new"), "again\n");
+    }
+}
+
+#[cfg(test)]
+mod rotation_tests {
+    use super::*;
+    use crate::logfiles::{matching_lines, rotated_files};
+
+    #[test]
+    fn the_writer_rotates_by_size_and_the_sweeper_compresses_and_prunes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("delivery.log");
+        let policy = RotationPolicy {
+            max_bytes: 1000,
+            max_age_secs: 0,
+            keep_files: 3,
+            keep_days: 0,
+            compress: true,
+        };
+        let log = DeliveryLog::open(&path, Some(policy)).expect("open");
+        for i in 0..100 {
+            log.write(format!("{i:04} {}\n", "x".repeat(95)));
+        }
+        log.flush();
+        // 100 lines of 101 bytes: a rotation after every 10th line (the last one leaves the
+        // live file empty), 3 rotated files kept.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let files = rotated_files(&path);
+            if files.len() == 3 && files.iter().all(|f| f.compressed) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{files:?}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let lines = matching_lines(&path, u64::MAX, usize::MAX, |_| true);
+        let first: Vec<_> = lines.iter().map(|l| &l[..4]).collect();
+        let want: Vec<String> = (70..100).map(|i| format!("{i:04}")).collect();
+        assert_eq!(first, want, "the newest 3 rotated files, in order");
+        assert!(std::fs::metadata(&path).expect("live").len() < 1000);
+    }
+
+    #[test]
+    fn a_reopen_after_an_external_rename_still_works_with_rotation_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("delivery.log");
+        let policy = RotationPolicy {
+            max_bytes: 1 << 20,
+            max_age_secs: 86_400,
+            keep_files: 3,
+            keep_days: 30,
+            compress: true,
+        };
+        let log = DeliveryLog::open(&path, Some(policy)).expect("open");
+        log.write("before\n".into());
+        std::fs::rename(&path, dir.path().join("delivery.log.1")).expect("rename");
+        log.reopen().expect("reopen");
+        log.write("after\n".into());
+        log.flush();
+        assert_eq!(std::fs::read_to_string(&path).expect("new"), "after\n");
+        assert!(
+            dir.path().join("delivery.log.1").exists(),
+            "not ours to prune"
+        );
     }
 }

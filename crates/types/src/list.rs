@@ -104,7 +104,8 @@ pub struct ListSettings {
     pub max_message_bytes: u64,
     /// A copy not delivered within this many seconds is given up (default 5 days).
     pub max_age_secs: u64,
-    /// Bounce score at which a member is disabled (hard bounce 1 point, soft 0.5; at most one
+    /// Bounce score at which a member is disabled (hard bounce 1 point, soft 0.5, a copy that
+    /// expired after `max_age_secs` 0.5 as its own kind `expired`; at most one
     /// increment per day). 0 never disables.
     pub bounce_threshold: u32,
     /// A bounce score with no new counted bounce for this many days starts again from zero.

@@ -21,7 +21,10 @@
 //! Cost on the hot path: one mutex (measured, see `contention`) and a few hash-map updates per
 //! attempt, with no allocation once a domain has been seen in the flush interval.
 //! Limits: pending cells are flushed early past [`MAX_PENDING_CELLS`]; the writer thread's
-//! request channel is bounded.
+//! request channel is bounded. Retention: every [`PRUNE_EVERY`] the writer deletes the roll-ups
+//! older than `keep_days` (minutes and hours by their time, a post's rows by its acceptance), so
+//! the file stops growing once it holds `keep_days` of history (SQLite reuses the freed pages;
+//! the file itself does not shrink without a `VACUUM`).
 
 mod aggregate;
 pub mod report;
@@ -40,11 +43,16 @@ use std::time::Duration;
 /// Cells held in memory before an early flush is requested.
 pub const MAX_PENDING_CELLS: usize = 200_000;
 
-/// Where and how often statistics are written.
+/// How often the writer deletes roll-ups past `keep_days`.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Where and how often statistics are written, and how long they are kept.
 #[derive(Debug, Clone)]
 pub struct StatsConfig {
     pub path: PathBuf,
     pub flush_secs: u64,
+    /// Roll-ups older than this many days are deleted; 0 keeps them forever.
+    pub keep_days: u32,
 }
 
 /// Why statistics could not be stored or read.
@@ -84,11 +92,17 @@ impl StatsSink {
         let (tx, rx) = sync_channel::<Msg>(64);
         let every = Duration::from_secs(cfg.flush_secs.max(1));
         let (p, c) = (pending.clone(), contention.clone());
+        let keep_days = cfg.keep_days;
         std::thread::Builder::new()
             .name("stats-writer".into())
             .spawn(move || {
                 let mut conn = conn;
+                let mut pruned: Option<std::time::Instant> = None;
                 loop {
+                    if keep_days > 0 && pruned.is_none_or(|t| t.elapsed() >= PRUNE_EVERY) {
+                        pruned = Some(std::time::Instant::now());
+                        prune(&conn, keep_days, herald_types::unix_ms_now());
+                    }
                     let ack = match rx.recv_timeout(every) {
                         Ok(Msg::Flush(ack)) => ack,
                         Err(RecvTimeoutError::Timeout) => None,
@@ -146,6 +160,17 @@ impl StatsSink {
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// Deletes roll-ups older than `keep_days`; a failure is reported and tried again at the next
+/// prune.
+fn prune(conn: &rusqlite::Connection, keep_days: u32, now_ms: u64) {
+    let cutoff_ms = now_ms.saturating_sub(u64::from(keep_days).saturating_mul(86_400_000));
+    match store::prune(conn, cutoff_ms) {
+        Ok(0) => {}
+        Ok(rows) => tracing::info!(rows, keep_days, "statistics older than keep_days deleted"),
+        Err(e) => tracing::warn!(error = %e, "cannot delete old statistics"),
     }
 }
 

@@ -75,6 +75,30 @@ fn int(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
+/// Deletes the roll-ups older than `cutoff_ms` in one transaction: minutes and hours by their
+/// own time, a post's rows (domains, curve, facts) once it was accepted before the cutoff.
+/// Returns the rows deleted.
+pub(crate) fn prune(conn: &Connection, cutoff_ms: u64) -> Result<usize, StatsError> {
+    let minute = int(cutoff_ms / 60_000);
+    let hour = int(cutoff_ms / 3_600_000);
+    let cutoff = int(cutoff_ms);
+    let old_posts = "SELECT post FROM posts WHERE accepted_at_ms < ?1";
+    let tx = conn.unchecked_transaction()?;
+    let mut rows = tx.execute("DELETE FROM minute_totals WHERE minute < ?1", [minute])?;
+    rows += tx.execute("DELETE FROM hour_domains WHERE hour < ?1", [hour])?;
+    rows += tx.execute(
+        &format!("DELETE FROM post_domains WHERE post IN ({old_posts})"),
+        [cutoff],
+    )?;
+    rows += tx.execute(
+        &format!("DELETE FROM post_curve WHERE post IN ({old_posts})"),
+        [cutoff],
+    )?;
+    rows += tx.execute("DELETE FROM posts WHERE accepted_at_ms < ?1", [cutoff])?;
+    tx.commit()?;
+    Ok(rows)
+}
+
 /// Writes one flush in one transaction.
 pub(crate) fn write(conn: &mut Connection, p: &Pending) -> Result<(), StatsError> {
     let tx = conn.transaction()?;
@@ -142,4 +166,56 @@ pub(crate) fn write(conn: &mut Connection, p: &Pending) -> Result<(), StatsError
     }
     tx.commit()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prune_deletes_what_is_older_than_the_cutoff_and_keeps_the_rest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = open_writer(&dir.path().join("stats.db")).expect("open");
+        let day = 86_400_000u64;
+        let (old, new) = (10 * day, 40 * day);
+        for (post, at) in [(1i64, old), (2, new)] {
+            let at = at as i64;
+            conn.execute(
+                "INSERT INTO minute_totals VALUES (?1, 0, 1, 1)",
+                [at / 60_000],
+            )
+            .expect("minute");
+            conn.execute(
+                "INSERT INTO hour_domains VALUES (?1, 'd.test', 0, 1)",
+                [at / 3_600_000],
+            )
+            .expect("hour");
+            conn.execute(
+                "INSERT INTO post_domains VALUES (?1, 'd.test', 0, 0, 1, 1, 1, ?2)",
+                [post, at],
+            )
+            .expect("post domain");
+            conn.execute("INSERT INTO post_curve VALUES (?1, 1, 1, 0)", [post])
+                .expect("curve");
+            conn.execute(
+                "INSERT INTO posts VALUES (?1, 'l@x', ?2, 1, 1, ?2)",
+                [post, at],
+            )
+            .expect("post");
+        }
+        assert_eq!(prune(&conn, 30 * day).expect("prune"), 5);
+        for table in [
+            "minute_totals",
+            "hour_domains",
+            "post_domains",
+            "post_curve",
+            "posts",
+        ] {
+            let n: i64 = conn
+                .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+                .expect("count");
+            assert_eq!(n, 1, "{table}");
+        }
+        assert_eq!(prune(&conn, 30 * day).expect("again"), 0);
+    }
 }
