@@ -27,6 +27,11 @@ pub enum EnqueueError {
     /// action, score and symbols for the log. The peer gets the generic `550 5.7.1`.
     #[error("refused by the content filter: {reason}")]
     ContentRejected { reason: String },
+    /// Another node of the cluster is accepting the same post (its Message-ID) right now and
+    /// has not recorded it in time: the sender should retry, and is then answered as for a
+    /// retry of that post.
+    #[error("the same Message-ID is being accepted by another node")]
+    ClaimedElsewhere,
     /// The post's `From:` matches a ban (issue 18 item 4); `ban` describes it for the reply.
     #[error("{sender} is banned from {list} ({ban})")]
     Banned {
