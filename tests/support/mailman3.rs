@@ -1,4 +1,4 @@
-//! Mailman 3 core as a test source for `herald import mailman3` (issue 16): installed from
+//! Mailman 3 core as a test source for `herald import mailman3`: installed from
 //! PyPI into a virtual environment under `target/tmp` (kept, so reruns start in seconds), run
 //! with a minimal `mailman.cfg` (SQLite, REST on 127.0.0.1 at a free port, no MTA), and a list
 //! built through its REST API and `mailman inject` the way its administrators build one.
