@@ -426,16 +426,31 @@ fn herald_export_import_round_trip_is_identical() {
     );
 }
 
-/// A newer format, a file name escaping the export directory and a truncated manifest are
-/// each refused with one clear line, and nothing is written.
+/// A newer format, a file name escaping the export directory, a truncated manifest, a
+/// members file with fewer members than the manifest counts and an archive file that is not
+/// there are each refused with one clear line, in the dry run as with `--apply`, and nothing
+/// is written.
 #[test]
 fn hostile_or_newer_exports_are_refused_clearly() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
     let cfg = config_file(tmp.path(), &data);
     let exp = tmp.path().join("exp");
-    std::fs::create_dir_all(&exp).unwrap();
+    std::fs::create_dir_all(exp.join("members")).unwrap();
+    std::fs::write(
+        exp.join("members/0001.jsonl"),
+        "{\"address\":\"a@d0.test\"}\n{\"address\":\"b@d0.test\"}\n",
+    )
+    .unwrap();
     let cases = [
+        (
+            r#"{"format":"herald-export","version":1,"lists":[{"address":"x@l.test","settings":{},"members":"members/0001.jsonl","member_count":4}]}"#,
+            "the source reports 4 but 2 were read",
+        ),
+        (
+            r#"{"format":"herald-export","version":1,"lists":[{"address":"x@l.test","settings":{},"members":"members/0001.jsonl","member_count":2,"archive":"archive/0001.mbox"}]}"#,
+            "archive/0001.mbox",
+        ),
         (
             r#"{"format":"herald-export","version":2,"lists":[],"something_new":1}"#,
             "export format version 2; this Herald reads up to version 1",
@@ -452,13 +467,16 @@ fn hostile_or_newer_exports_are_refused_clearly() {
     ];
     for (manifest, want) in cases {
         std::fs::write(exp.join("manifest.json"), manifest).unwrap();
-        let (ok, out) = herald_with_config(
-            &cfg,
-            &["import", "herald", exp.to_str().unwrap(), "--apply"],
-        );
-        assert!(!ok, "accepted {manifest}: {out}");
-        assert!(out.contains(want), "{manifest}: {out}");
-        assert!(!out.contains("panicked"), "{out}");
+        for apply in [false, true] {
+            let mut args = vec!["import", "herald", exp.to_str().unwrap()];
+            if apply {
+                args.push("--apply");
+            }
+            let (ok, out) = herald_with_config(&cfg, &args);
+            assert!(!ok, "accepted {manifest} (apply: {apply}): {out}");
+            assert!(out.contains(want), "{manifest}: {out}");
+            assert!(!out.contains("panicked"), "{out}");
+        }
     }
     if data.join("herald.db").exists() {
         let d = Directory::open(&data.join("herald.db")).unwrap();

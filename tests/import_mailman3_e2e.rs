@@ -19,325 +19,10 @@ use herald_directory::Directory;
 use herald_types::{Address, DeliveryMode, MemberStatus, PostingPolicy, ReplyToPolicy};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::binary::{free_port, herald_with_config};
+use support::binary::herald_with_config;
+use support::mailman3::{build_list, mailman_bin, Mailman, LIST, LIST_ID};
 use support::{herald_cli, server_config, wait_complete, wait_settled, world_config, TestServer};
-
-/// Pinned: 3.3.10 is the release this importer reads; SQLAlchemy 2.1 breaks its queries
-/// (`ArgumentError: FROM expression … expected` on every roster request).
-const PIP_PACKAGES: &[&str] = &["mailman==3.3.10", "sqlalchemy<2.1"];
-const LIST: &str = "dev@lists.test";
-const LIST_ID: &str = "dev.lists.test";
-
-fn venv() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("mailman3-venv")
-}
-
-/// The `mailman` program, installing it on first use; `None` (skip) only outside CI.
-fn mailman_bin() -> Option<PathBuf> {
-    let venv = venv();
-    let bin = venv.join("bin/mailman");
-    let marker = venv.join("herald-installed");
-    if bin.exists() && marker.exists() {
-        return Some(bin);
-    }
-    let step = |what: &str, cmd: &mut Command| -> Result<(), String> {
-        let out = cmd
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("{what}: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{what} failed ({}):\n{}{}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        }
-    };
-    let _ = std::fs::remove_dir_all(&venv);
-    let result = step(
-        "python3 -m venv",
-        Command::new("python3").args(["-m", "venv"]).arg(&venv),
-    )
-    .and_then(|()| {
-        step(
-            "pip install mailman",
-            Command::new(venv.join("bin/pip"))
-                .args(["install", "--quiet", "--disable-pip-version-check"])
-                .args(PIP_PACKAGES),
-        )
-    });
-    match result {
-        Ok(()) => {
-            std::fs::write(&marker, PIP_PACKAGES.join("\n")).unwrap();
-            Some(bin)
-        }
-        Err(why) if std::env::var_os("CI").is_some() => {
-            panic!("CI: Mailman 3 could not be installed: {why}")
-        }
-        Err(why) => {
-            eprintln!("SKIPPED: Mailman 3 could not be installed here (no network?): {why}");
-            None
-        }
-    }
-}
-
-/// A running Mailman 3 core; stopped on drop.
-struct Mailman {
-    bin: PathBuf,
-    cfg: PathBuf,
-    rest: String,
-    http: reqwest::Client,
-}
-
-impl Mailman {
-    fn start(bin: PathBuf, dir: &Path) -> Mailman {
-        let var = dir.join("var");
-        let rest_port = free_port();
-        let cfg = dir.join("mailman.cfg");
-        std::fs::write(
-            &cfg,
-            format!(
-                "[mailman]\nlayout: custom\nsite_owner: admin@lists.test\n\n\
-                 [paths.custom]\nvar_dir: {var}\nbin_dir: {bindir}\n\n\
-                 [database]\nclass: mailman.database.sqlite.SQLiteDatabase\n\
-                 url: sqlite:///{var}/mailman.db\n\n\
-                 [webservice]\nhostname: 127.0.0.1\nport: {rest_port}\n\
-                 admin_user: restadmin\nadmin_pass: restpass\n\n\
-                 [mta]\nincoming: mailman.mta.null.NullMTA\noutgoing: mailman.mta.deliver.deliver\n\
-                 smtp_host: 127.0.0.1\nsmtp_port: {smtp}\nlmtp_host: 127.0.0.1\nlmtp_port: {lmtp}\n\n\
-                 [archiver.prototype]\nenable: no\n",
-                var = var.display(),
-                bindir = bin.parent().unwrap().display(),
-                smtp = free_port(),
-                lmtp = free_port(),
-            ),
-        )
-        .unwrap();
-        let log = std::fs::File::create(dir.join("mailman-start.log")).unwrap();
-        // `mailman start` forks its master and returns; its output goes to a file so the
-        // runners it leaves behind hold no pipe of ours.
-        let status = Command::new(&bin)
-            .arg("-C")
-            .arg(&cfg)
-            .args(["--run-as-root", "start"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .status()
-            .unwrap();
-        assert!(
-            status.success(),
-            "mailman start failed: see {}",
-            dir.display()
-        );
-        Mailman {
-            bin,
-            cfg,
-            rest: format!("http://127.0.0.1:{rest_port}"),
-            http: reqwest::Client::new(),
-        }
-    }
-
-    async fn wait_up(&self) {
-        let started = Instant::now();
-        loop {
-            let ok = self
-                .http
-                .get(format!("{}/3.1/system/versions", self.rest))
-                .basic_auth("restadmin", Some("restpass"))
-                .send()
-                .await
-                .is_ok_and(|r| r.status().is_success());
-            if ok {
-                return;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(120),
-                "Mailman's REST API never came up"
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
-
-    async fn call(&self, method: &str, path: &str, form: &[(&str, &str)]) -> Value {
-        let url = format!("{}/3.1/{path}", self.rest);
-        let req = match method {
-            "POST" => self.http.post(&url).form(form),
-            "PATCH" => self.http.patch(&url).form(form),
-            _ => self.http.get(&url),
-        };
-        let resp = req
-            .basic_auth("restadmin", Some("restpass"))
-            .send()
-            .await
-            .unwrap();
-        let status = resp.status();
-        let text = resp.text().await.unwrap();
-        assert!(
-            status.is_success(),
-            "Mailman {method} {path} {form:?}: {status} {text}"
-        );
-        serde_json::from_str(&text).unwrap_or(Value::Null)
-    }
-
-    async fn member_id(&self, email: &str) -> String {
-        let found = self
-            .call(
-                "GET",
-                &format!("members/find?list_id={LIST_ID}&subscriber={email}&role=member"),
-                &[],
-            )
-            .await;
-        found["entries"][0]["member_id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    }
-
-    fn inject(&self, message: &Path) {
-        let status = Command::new(&self.bin)
-            .arg("-C")
-            .arg(&self.cfg)
-            .args(["--run-as-root", "inject", "-f"])
-            .arg(message)
-            .arg(LIST)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success(), "mailman inject failed");
-    }
-}
-
-impl Drop for Mailman {
-    fn drop(&mut self) {
-        let _ = Command::new(&self.bin)
-            .arg("-C")
-            .arg(&self.cfg)
-            .args(["--run-as-root", "stop"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
-/// Builds the list in Mailman the way its administrators do, through its REST API.
-async fn build_list(mm: &Mailman, dir: &Path) {
-    mm.call("POST", "domains", &[("mail_host", "lists.test")])
-        .await;
-    mm.call("POST", "lists", &[("fqdn_listname", LIST)]).await;
-    mm.call(
-        "PATCH",
-        &format!("lists/{LIST_ID}/config"),
-        &[
-            ("display_name", "Developers"),
-            ("subject_prefix", "[dev] "),
-            ("reply_goes_to_list", "point_to_list"),
-            ("max_message_size", "100"),
-            ("archive_policy", "private"),
-            ("default_nonmember_action", "hold"),
-            ("description", "The developers' list"),
-            // Digests by send-now only, so no timer races the test's checks.
-            ("digest_send_periodic", "false"),
-            ("digest_size_threshold", "0"),
-        ],
-    )
-    .await;
-    for (email, name) in [
-        ("reg@d0.test", "Reg Ular"),
-        ("dig@d0.test", "Di Gest"),
-        ("plain@d0.test", ""),
-        ("away@d0.test", "A Way"),
-        ("off@d0.test", ""),
-        ("held-back@d0.test", "Held Back"),
-    ] {
-        mm.call(
-            "POST",
-            "members",
-            &[
-                ("list_id", LIST_ID),
-                ("subscriber", email),
-                ("display_name", name),
-                ("pre_verified", "true"),
-                ("pre_confirmed", "true"),
-                ("pre_approved", "true"),
-                ("send_welcome_message", "false"),
-            ],
-        )
-        .await;
-    }
-    for (email, pref, value) in [
-        ("dig@d0.test", "delivery_mode", "mime_digests"),
-        ("plain@d0.test", "delivery_mode", "plaintext_digests"),
-        ("away@d0.test", "delivery_status", "by_user"),
-        ("off@d0.test", "delivery_status", "by_moderator"),
-    ] {
-        let id = mm.member_id(email).await;
-        mm.call(
-            "PATCH",
-            &format!("members/{id}/preferences"),
-            &[(pref, value)],
-        )
-        .await;
-    }
-    let id = mm.member_id("held-back@d0.test").await;
-    mm.call(
-        "PATCH",
-        &format!("members/{id}"),
-        &[("moderation_action", "hold")],
-    )
-    .await;
-    for (email, role) in [("own@d0.test", "owner"), ("mod@d0.test", "moderator")] {
-        mm.call(
-            "POST",
-            "members",
-            &[("list_id", LIST_ID), ("subscriber", email), ("role", role)],
-        )
-        .await;
-    }
-    mm.call(
-        "POST",
-        &format!("lists/{LIST_ID}/bans"),
-        &[("email", "troll@d0.test")],
-    )
-    .await;
-    mm.call("POST", "bans", &[("email", "^.*@spam\\.test$")])
-        .await;
-    mm.call(
-        "POST",
-        &format!("lists/{LIST_ID}/header-matches"),
-        &[
-            ("header", "x-spam"),
-            ("pattern", "yes"),
-            ("action", "discard"),
-        ],
-    )
-    .await;
-    // A post from a non-member: Mailman holds it.
-    let held = dir.join("held.eml");
-    std::fs::write(
-        &held,
-        "From: stranger@d1.test\nTo: dev@lists.test\nSubject: Please let me in\n\
-         Message-ID: <held-1@d1.test>\nDate: Mon, 01 Jan 2024 00:00:00 +0000\n\nHello?\n",
-    )
-    .unwrap();
-    mm.inject(&held);
-    let started = Instant::now();
-    while mm.call("GET", &format!("lists/{LIST_ID}/held"), &[]).await["total_size"] != 1 {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "Mailman never held the post"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
 
 fn mode_of(mailman: &str) -> DeliveryMode {
     match mailman {
@@ -703,4 +388,267 @@ async fn a_mailman3_list_comes_over_and_its_members_get_what_they_got_in_mailman
     server.stop().await;
     world.shutdown().await;
     drop(mm);
+}
+
+/// A stand-in for a load balancer or a failing Mailman in front of the real one: forwards
+/// every GET to Mailman's REST API and answers with what it said, except that a roster page
+/// comes back with only its first half of entries (its `total_size` unchanged) — a roster the
+/// source reports as N members that comes back with N/2. Answers one request per connection.
+async fn cutting_proxy(rest: String) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let http = reqwest::Client::new();
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (http, rest) = (http.clone(), rest.clone());
+            tokio::spawn(async move {
+                use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+                let mut stream = tokio::io::BufReader::new(stream);
+                let (mut path, mut auth) = (String::new(), String::new());
+                let mut line = String::new();
+                while stream.read_line(&mut line).await.unwrap_or(0) > 0 && line != "\r\n" {
+                    if path.is_empty() {
+                        path = line.split(' ').nth(1).unwrap_or("/").to_string();
+                    } else if let Some(v) = line
+                        .strip_prefix("authorization: ")
+                        .or(line.strip_prefix("Authorization: "))
+                    {
+                        auth = v.trim().to_string();
+                    }
+                    line.clear();
+                }
+                let answer = http
+                    .get(format!("{rest}{path}"))
+                    .header("authorization", auth)
+                    .send()
+                    .await
+                    .unwrap();
+                let status = answer.status().as_u16();
+                let mut body: Value = answer.json().await.unwrap_or(Value::Null);
+                if path.contains("/roster/member") {
+                    if let Some(entries) = body["entries"].as_array_mut() {
+                        let keep = entries.len() / 2;
+                        entries.truncate(keep);
+                    }
+                }
+                let text = body.to_string();
+                let head = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n",
+                    text.len()
+                );
+                let s = stream.get_mut();
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.write_all(text.as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// `herald import mailman3` with `url` and `extra` arguments against the config `cfg`.
+async fn import_mm3(cfg: &Path, url: &str, extra: &[&str]) -> (bool, String) {
+    let mut args: Vec<String> = [
+        "import",
+        "mailman3",
+        "--url",
+        url,
+        "--user",
+        "restadmin",
+        "--password",
+        "restpass",
+        "--list",
+        LIST,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let cfg = cfg.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        herald_with_config(&cfg, &a)
+    })
+    .await
+    .unwrap()
+}
+
+/// What an import left in the data directory `data`: `None` when no list, member or ban of
+/// the import is there, else what is.
+fn written(data: &Path) -> Option<String> {
+    let path = data.join("herald.db");
+    if !path.exists() {
+        return None;
+    }
+    let d = Directory::open(&path).unwrap();
+    let list = d.list_by_address(&Address::parse(LIST).unwrap()).unwrap();
+    let bans = d.bans(None).unwrap().len();
+    match list {
+        None if bans == 0 => None,
+        None => Some(format!("{bans} global bans")),
+        Some(l) => Some(format!(
+            "the list with {} members, {bans} global bans",
+            d.member_counts(l.id).unwrap().total
+        )),
+    }
+}
+
+/// A config file naming a data directory of its own, with the server's API when given.
+fn config_for(dir: &Path, name: &str, http: Option<std::net::SocketAddr>) -> (PathBuf, PathBuf) {
+    let data = dir.join(name);
+    let cfg = dir.join(format!("{name}.toml"));
+    let listen = http
+        .map(|h| format!("[listen]\nhttp = \"{h}\"\n"))
+        .unwrap_or_default();
+    std::fs::write(
+        &cfg,
+        format!("data_dir = {:?}\n{listen}", data.display().to_string()),
+    )
+    .unwrap();
+    (cfg, data)
+}
+
+/// An import sends no mail, refuses a roster that comes back shorter than the source reports,
+/// and checks its inputs before it writes anything (each part in a data directory of its own,
+/// and every failure reported at the end, so one run shows every defect):
+/// - a missing `--archive` fails the dry run and `--apply` alike, before anything is written;
+/// - a roster cut to half its reported `total_size` fails, nothing written;
+/// - the real import (a held post from a non-member, an owner and a moderator, six members)
+///   beside a running server: the simulated world receives nothing at all — no "your post is
+///   held" notice to the non-member, no notice to the moderators, no welcome. The barrier is a
+///   member's post sent after the import: once it is delivered, anything the import had set
+///   off would have been delivered too, and the world has that post only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_import_sends_nothing_checks_its_inputs_and_refuses_a_short_roster() {
+    let Some(bin) = tokio::task::spawn_blocking(mailman_bin).await.unwrap() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mm = Mailman::start(bin, tmp.path());
+    mm.wait_up().await;
+    build_list(&mm, tmp.path()).await;
+    let mut failures: Vec<String> = Vec::new();
+
+    let missing = tmp.path().join("no-such-archive.mbox");
+    let missing_arg = missing.display().to_string();
+    for apply in [false, true] {
+        let (cfg, data) = config_for(tmp.path(), &format!("missing-{apply}"), None);
+        let mut extra = vec!["--archive", missing_arg.as_str()];
+        if apply {
+            extra.push("--apply");
+        }
+        let (ok, out) = import_mm3(&cfg, &mm.rest, &extra).await;
+        if ok || !out.contains("no-such-archive.mbox") {
+            failures.push(format!(
+                "a missing archive was not refused (apply: {apply}):\n{out}"
+            ));
+        }
+        if let Some(w) = written(&data) {
+            failures.push(format!("a missing archive, apply {apply}: {w} written"));
+        }
+    }
+
+    let proxy = cutting_proxy(mm.rest.clone()).await;
+    let (cfg, data) = config_for(tmp.path(), "short", None);
+    let (ok, out) = import_mm3(&cfg, &proxy, &["--apply"]).await;
+    if ok || !(out.contains("reports 6") && out.contains("3 were read")) {
+        failures.push(format!("a roster cut in half was not refused:\n{out}"));
+    }
+    if let Some(w) = written(&data) {
+        failures.push(format!("a roster cut in half: {w} written"));
+    }
+
+    let world = herald_sim::World::start(world_config(
+        &[Default::default(), Default::default()],
+        true,
+    ))
+    .await
+    .unwrap();
+    support::authenticate_senders(&world, &["d0.test", "d1.test"]);
+    let data = tmp.path().join("herald");
+    let server = TestServer::start(server_config(&world, data.clone())).await;
+    let (cfg, _) = config_for(tmp.path(), "herald", Some(server.http));
+    // The archive of a live list: its last post is minutes old.
+    let mbox = tmp.path().join("recent.mbox");
+    let now = herald_types::unix_ms_now() / 1000;
+    std::fs::write(
+        &mbox,
+        format!(
+            "From reg@d0.test Mon Jan  1 00:00:00 2024\nFrom: Reg Ular <reg@d0.test>\n\
+             To: dev@lists.test\nSubject: Fresh from Mailman\nMessage-ID: <fresh@d0.test>\n\
+             Date: {}\n\nHistory, if recent.\n",
+            herald_telemetry::time::rfc5322_date(now.saturating_sub(300))
+        ),
+    )
+    .unwrap();
+    let mbox_arg = mbox.display().to_string();
+    let (ok, out) = import_mm3(&cfg, &mm.rest, &["--archive", &mbox_arg, "--apply"]).await;
+    assert!(ok, "{out}");
+    assert!(out.contains("6 members added"), "{out}");
+    assert!(out.contains("held in Herald as post"), "{out}");
+    let held: Vec<herald_api_types::HeldView> =
+        support::get_view(&format!("{}/api/v1/held", server.api)).await;
+    assert_eq!(
+        held.len(),
+        1,
+        "the held post waits for a moderator: {held:?}"
+    );
+
+    let (mut smtp, _) = support::Smtp::connect(server.smtp).await;
+    smtp.cmd("EHLO d0.test").await;
+    let reply = smtp
+        .send_mail(
+            "reg@d0.test",
+            &[LIST],
+            b"From: Reg Ular <reg@d0.test>\r\nTo: dev@lists.test\r\nSubject: after\r\n\
+              Message-ID: <after-import@d0.test>\r\n\r\nStill quiet?\r\n",
+        )
+        .await;
+    assert!(reply.starts_with("250"), "{reply}");
+    wait_complete(
+        &server.api,
+        &support::queued_id(&reply),
+        Duration::from_secs(60),
+    )
+    .await;
+    wait_settled(&server.api, Duration::from_secs(60)).await;
+    let snap = world.recorder().snapshot();
+    let other: Vec<String> = snap
+        .copies
+        .iter()
+        .filter(|c| c.message_id.as_deref() != Some("<after-import@d0.test>"))
+        .map(|c| format!("{} {:?}", c.recipient, c.message_id))
+        .collect();
+    eprintln!("messages the import sent: {}", other.len());
+    if !other.is_empty() {
+        failures.push(format!(
+            "the import sent {} messages: {other:?}",
+            other.len()
+        ));
+    }
+    assert!(
+        !snap.copies.is_empty(),
+        "the member's post after the import was delivered"
+    );
+    // The next digest carries the post after the import, not the imported history.
+    let out = herald_cli(&server.api, None, &["digest", "send-now", LIST]);
+    assert!(out.contains(" sent ("), "{out}");
+    wait_settled(&server.api, Duration::from_secs(60)).await;
+    for who in ["dig@d0.test", "plain@d0.test"] {
+        let digests = copies_for(&world, who);
+        assert_eq!(digests.len(), 1, "{who}: one digest");
+        let text = String::from_utf8_lossy(&digests[0]);
+        assert!(text.contains("Still quiet?"), "{who}: {text}");
+        if text.contains("Fresh from Mailman") {
+            failures.push(format!("{who}'s digest mailed imported history"));
+        }
+    }
+    server.stop().await;
+    world.shutdown().await;
+    drop(mm);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -413,7 +413,7 @@ async fn a_message_id_one_node_took_is_a_duplicate_at_another() {
             .wait_for(MEMBERS as u64, Duration::from_secs(30))
             .await
     );
-    // Recorded in the shared store (after the 250, in a task of its own).
+    // Recorded in the shared store (before the 250).
     let start = Instant::now();
     while pg_rows(&url, "SELECT origin_node FROM cluster_dedup")
         .await

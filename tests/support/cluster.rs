@@ -37,6 +37,9 @@ pub struct NodeOptions {
     pub embedded: bool,
     /// The child's `RUST_LOG`.
     pub rust_log: String,
+    /// `secret` in the node's config; `None`: no `secret` at all (the node takes the
+    /// cluster's from the shared store).
+    pub secret: Option<String>,
 }
 
 impl Default for NodeOptions {
@@ -49,6 +52,7 @@ impl Default for NodeOptions {
             cluster: "dead_after_intervals = 2\n".into(),
             embedded: false,
             rust_log: "warn".into(),
+            secret: Some(super::SECRET.into()),
         }
     }
 }
@@ -78,6 +82,15 @@ impl Node {
         let http: SocketAddr = format!("{ip}:{}", free_port_on(ip)).parse().expect("addr");
         let smtp: SocketAddr = format!("{ip}:{}", free_port_on(ip)).parse().expect("addr");
         let mut toml = base_config(&dir.join(id), ip, smtp, http, world);
+        let secret_line = format!("secret = \"{}\"\n", super::SECRET);
+        toml = toml.replace(
+            &secret_line,
+            &opts
+                .secret
+                .as_ref()
+                .map(|s| format!("secret = \"{s}\"\n"))
+                .unwrap_or_default(),
+        );
         if opts.own_egress {
             toml.push_str(&format!(
                 "default_egress_pool = \"own\"\n[[delivery.egress]]\nname = \"self\"\n\

@@ -5,6 +5,7 @@
 
 pub mod binary;
 pub mod cluster;
+pub mod mailman3;
 
 use herald_api_types::PostSummary;
 use herald_server::{config::ListenConfig, Config, Listeners, ServerError};

@@ -1,7 +1,8 @@
 //! Import into the archive: an mbox file (mboxo/mboxrd), a Mailman 2 pipermail monthly
 //! archive (`.txt` is mbox, `.txt.gz` gzip'd mbox), a Maildir folder (`cur/` and `new/`), or
 //! a directory of such files. Idempotent: a message already archived (same list and
-//! Message-ID) is counted as a duplicate, a removed one stays out (tombstone).
+//! Message-ID) is counted as a duplicate, a removed one stays out (tombstone). What it adds is
+//! history (`Archive::import_batch`): readable in the archive, never mailed in a digest.
 //!
 //! SECURITY: the files are the operator's, their contents untrusted mail: every message goes
 //! through [`crate::parse`]'s limits; the mbox reader holds at most one capped message.
@@ -131,7 +132,7 @@ fn flush(
         return Ok(());
     }
     let messages: Vec<NewMessage> = batch.iter().map(|(_, m)| m.clone()).collect();
-    let results = archive.insert_batch(&messages)?;
+    let results = archive.import_batch(&messages)?;
     for ((where_, _), r) in batch.drain(..).zip(results) {
         match r {
             Stored::Added { .. } => report.added += 1,

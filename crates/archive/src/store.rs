@@ -195,6 +195,9 @@ CREATE TABLE IF NOT EXISTS tombstones (
 -- New ids start above this floor (`insert_one`), so an id is never handed out twice.
 CREATE TABLE IF NOT EXISTS id_floor (one INTEGER PRIMARY KEY CHECK (one = 1), id INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS privacy (list TEXT PRIMARY KEY, privacy TEXT NOT NULL);
+-- Rows an import brought (history from another list server): never news, so no digest mails
+-- them. Ids are never handed out twice (id_floor), so a removed row's entry is harmless.
+CREATE TABLE IF NOT EXISTS history (id INTEGER PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS display (list TEXT PRIMARY KEY, show_addresses INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5 (
     subject, sender, body, content='', contentless_delete=1, detail=none
@@ -313,6 +316,26 @@ impl Archive {
         let mut out = Vec::with_capacity(batch.len());
         for m in batch {
             out.push(insert_one(&tx, m, &limits)?);
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// [`Archive::insert_batch`] for an import: the rows added are history (see the
+    /// `history` table), in the same transaction.
+    pub fn import_batch(&mut self, batch: &[NewMessage]) -> Result<Vec<Stored>, ArchiveError> {
+        let limits = self.limits;
+        let tx = self.conn.transaction()?;
+        let mut out = Vec::with_capacity(batch.len());
+        for m in batch {
+            let stored = insert_one(&tx, m, &limits)?;
+            if let Stored::Added { id, .. } = &stored {
+                tx.execute(
+                    "INSERT OR IGNORE INTO history (id) VALUES (?1)",
+                    params![id],
+                )?;
+            }
+            out.push(stored);
         }
         tx.commit()?;
         Ok(out)
@@ -473,6 +496,23 @@ impl Archive {
         )
     }
 
+    /// The list's posts after row `after_id` in id order, imported history left out: what a
+    /// digest gathers (see [`Archive::pending_since`]).
+    pub fn news_page(
+        &self,
+        list: &str,
+        after_id: i64,
+        limit: usize,
+    ) -> Result<Vec<StoredMessage>, ArchiveError> {
+        self.with_bodies(
+            &format!(
+                "SELECT {SUMMARY_COLS}, body FROM messages WHERE list = ?1 AND id > ?2
+                 AND id NOT IN (SELECT id FROM history) ORDER BY id LIMIT ?3"
+            ),
+            params![list, after_id, limit as i64],
+        )
+    }
+
     /// The next `limit` messages of a month or a thread after the key `after` (date, row id),
     /// in date order: the mbox downloads read a month or a thread a page at a time through
     /// the (list, month|thread, date) indexes, so no page costs more than the rows it returns.
@@ -525,7 +565,7 @@ impl Archive {
 
     /// What `list` archived after row `after_id` (the digest's cursor, issue 14): how many
     /// messages, their stored size in bytes, and the last row id (`after_id` when none). One
-    /// range scan of the list's rows past the cursor.
+    /// range scan of the list's rows past the cursor. Imported history is not news: left out.
     pub fn pending_since(
         &self,
         list: &str,
@@ -533,7 +573,7 @@ impl Archive {
     ) -> Result<(u64, u64, i64), ArchiveError> {
         let (n, bytes, last): (i64, i64, Option<i64>) = self.conn.query_row(
             "SELECT COUNT(*), COALESCE(SUM(size), 0), MAX(id) FROM messages
-             WHERE list = ?1 AND id > ?2",
+             WHERE list = ?1 AND id > ?2 AND id NOT IN (SELECT id FROM history)",
             params![list, after_id],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )?;

@@ -383,8 +383,8 @@ impl Digests {
             let mut out = Vec::new();
             let mut cursor = after;
             while out.len() < max {
-                let page =
-                    a.range_page(&k, i64::MIN, i64::MAX, cursor, PAGE.min(max - out.len()))?;
+                // Imported history is not news: `news_page` leaves it out.
+                let page = a.news_page(&k, cursor, PAGE.min(max - out.len()))?;
                 let Some(last) = page.last() else { break };
                 cursor = last.summary.id;
                 for m in page {

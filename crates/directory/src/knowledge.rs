@@ -10,8 +10,10 @@
 //!   heartbeat in the node registry says whether they are alive): a provider's rate is divided
 //!   among them, and the sum of their paces is the cluster's rate now;
 //! - `down_hosts`: hosts (MX name + address) a node marked down, until when;
-//! - `cluster_dedup`: the Message-IDs list posts carried, per list, at any node (enqueue asks
-//!   before it spools a list post, and records what it spooled).
+//! - `cluster_dedup`: the Message-IDs list posts carried, per list, at any node. Enqueue
+//!   claims a Message-ID before it spools a list post ([`Directory::dedup_claim`]: the unique
+//!   key lets one node win when several take the same post at once) and records the spooled
+//!   post's id in the claim before it answers `250` ([`Directory::dedup_record`]).
 //!
 //! PostgreSQL only: a SQLite directory is one node's, so there is nothing to share; every call
 //! on it is refused with [`DirectoryError::InvalidInput`] naming `store`.
@@ -138,7 +140,55 @@ pub struct SeenPost {
     pub post: u64,
 }
 
+/// `cluster_dedup.origin_post` of a claim whose post is not spooled yet.
+pub(crate) const PENDING_POST: i64 = -1;
+
+/// What claiming a Message-ID for a list found ([`Directory::dedup_claim`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DedupClaim {
+    /// The claim is this node's: spool the post, then [`Directory::dedup_record`] its id (or
+    /// [`Directory::dedup_release`] the claim if it cannot be spooled).
+    Claimed,
+    /// A post within the window carried it already: a retry, acknowledged with that post.
+    Seen(SeenPost),
+    /// `node` claimed it and is spooling it right now (its id is not recorded yet).
+    Pending { node: String },
+}
+
 impl Directory {
+    /// Claims `message_id` on `list` for `node`, atomically across the cluster: of several
+    /// nodes claiming at once exactly one gets [`DedupClaim::Claimed`]. A record older than
+    /// `window_ms`, or a claim left unrecorded for `abandoned_ms` (its node died before it
+    /// spooled the post, so no `250` went out for it), is taken over.
+    pub fn dedup_claim(
+        &self,
+        list: ListId,
+        message_id: &str,
+        node: &str,
+        window_ms: u64,
+        abandoned_ms: u64,
+    ) -> Result<DedupClaim, DirectoryError> {
+        match self.backend() {
+            Backend::Postgres(pg) => {
+                pg.dedup_claim(list, message_id, node, window_ms, abandoned_ms)
+            }
+            Backend::Sqlite(_) => Err(pg_only()),
+        }
+    }
+
+    /// Drops `node`'s unrecorded claim of `message_id` on `list` (the post was not spooled).
+    pub fn dedup_release(
+        &self,
+        list: ListId,
+        message_id: &str,
+        node: &str,
+    ) -> Result<(), DirectoryError> {
+        match self.backend() {
+            Backend::Postgres(pg) => pg.dedup_release(list, message_id, node),
+            Backend::Sqlite(_) => Err(pg_only()),
+        }
+    }
+
     /// The post that carried `message_id` to `list` at any node within the last `window_ms`
     /// (store clock), if any (issue 17 item 4: cluster-wide duplicate suppression).
     pub fn dedup_seen(
@@ -153,9 +203,10 @@ impl Directory {
         }
     }
 
-    /// Records that `node` accepted `message_id` for `list` as its post `post`; an older
-    /// record of the same Message-ID (beyond `window_ms`) is replaced, a newer one kept (the
-    /// first post within the window stays the one retries are acknowledged with).
+    /// Records that `node` accepted `message_id` for `list` as its post `post`: fills in the
+    /// node's own claim; an older record of the same Message-ID (beyond `window_ms`) is
+    /// replaced, a newer one kept (the first post within the window stays the one retries are
+    /// acknowledged with).
     pub fn dedup_record(
         &self,
         list: ListId,
@@ -334,6 +385,80 @@ mod tests {
             60_000,
         )
         .expect("a hostile Message-ID is bounded");
+    }
+
+    /// Nodes claiming one Message-ID at the same instant: exactly one wins each round, the
+    /// others find its claim pending, then its post once recorded; a claim left unrecorded
+    /// (its node died before spooling) is taken over after `abandoned_ms`, a released one at
+    /// once.
+    #[test]
+    fn one_node_wins_a_message_id_claimed_at_once() {
+        let url = herald_pg_harness::PgServer::shared()
+            .fresh_database()
+            .expect("database");
+        let d = Directory::open_postgres(&url, 8).expect("open");
+        let list = ListId(3);
+        for round in 0..20 {
+            let mid = format!("<r{round}@x>");
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(3));
+            let claims: Vec<DedupClaim> = std::thread::scope(|s| {
+                let handles: Vec<_> = ["a", "b", "c"]
+                    .into_iter()
+                    .map(|node| {
+                        let (d, mid, barrier) = (d.clone(), mid.clone(), barrier.clone());
+                        s.spawn(move || {
+                            barrier.wait();
+                            d.dedup_claim(list, &mid, node, 60_000, 60_000)
+                                .expect("claim")
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("thread"))
+                    .collect()
+            });
+            let won = claims.iter().filter(|c| **c == DedupClaim::Claimed).count();
+            assert_eq!(won, 1, "round {round}: {claims:?}");
+        }
+        let seen = SeenPost {
+            node: "a".into(),
+            post: 5,
+        };
+        assert_eq!(
+            d.dedup_claim(list, "<p@x>", "a", 60_000, 60_000)
+                .expect("claim"),
+            DedupClaim::Claimed
+        );
+        assert_eq!(
+            d.dedup_claim(list, "<p@x>", "b", 60_000, 60_000)
+                .expect("claim"),
+            DedupClaim::Pending { node: "a".into() }
+        );
+        assert_eq!(d.dedup_seen(list, "<p@x>", 60_000).expect("seen"), None);
+        d.dedup_record(list, "<p@x>", &seen, 60_000)
+            .expect("record");
+        assert_eq!(
+            d.dedup_claim(list, "<p@x>", "b", 60_000, 60_000)
+                .expect("claim"),
+            DedupClaim::Seen(seen)
+        );
+        d.dedup_claim(list, "<q@x>", "a", 60_000, 60_000)
+            .expect("claim");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(
+            d.dedup_claim(list, "<q@x>", "b", 60_000, 10)
+                .expect("claim"),
+            DedupClaim::Claimed,
+            "an abandoned claim is taken over"
+        );
+        d.dedup_release(list, "<q@x>", "b").expect("release");
+        assert_eq!(
+            d.dedup_claim(list, "<q@x>", "c", 60_000, 60_000)
+                .expect("claim"),
+            DedupClaim::Claimed,
+            "a released claim is free"
+        );
     }
 
     #[test]

@@ -76,8 +76,8 @@ pub use consent::{Consent, ConsentSource, MAX_CLIENT_CHARS};
 pub use error::DirectoryError;
 pub use import::{IMPORT_BATCH_ROWS, MAX_LINE_BYTES, MAX_REPORTED_REJECTS};
 pub use knowledge::{
-    DownHost, KnowledgeIn, KnowledgeOut, KnowledgeWindows, LoweredRate, ProviderRow, SeenPost,
-    Sending, MAX_KNOWLEDGE_ROWS, MAX_KNOWLEDGE_TEXT,
+    DedupClaim, DownHost, KnowledgeIn, KnowledgeOut, KnowledgeWindows, LoweredRate, ProviderRow,
+    SeenPost, Sending, MAX_KNOWLEDGE_ROWS, MAX_KNOWLEDGE_TEXT,
 };
 pub use links::LinkKind;
 pub use lists::{MAX_FOOTER_BYTES, MAX_LIST_NAME_CHARS, MAX_MODERATORS, MAX_SUBJECT_PREFIX_CHARS};

@@ -147,6 +147,21 @@ pub(crate) fn with_state(
 }
 
 impl Directory {
+    /// The cluster's one link secret, kept in the shared store (PostgreSQL only): the
+    /// stored one, or `candidate` when none is stored yet (the first node's becomes the
+    /// cluster's). Every node mints and checks links with it, so a link from one node works on
+    /// all. SECURITY: whoever can read the store can mint links; the store already holds every
+    /// member, so it is guarded as the secret is.
+    pub fn cluster_secret(&self, candidate: &[u8]) -> Result<Vec<u8>, DirectoryError> {
+        match self.backend() {
+            crate::Backend::Postgres(pg) => pg.cluster_secret(candidate),
+            crate::Backend::Sqlite(_) => Err(DirectoryError::InvalidInput {
+                field: "store",
+                reason: "a cluster secret needs a PostgreSQL store ([store] url)".into(),
+            }),
+        }
+    }
+
     /// The directory schema version stored in the database now (what a node compares its
     /// binary's [`crate::SCHEMA_VERSION`] with: another node may have migrated it since).
     pub fn stored_schema_version(&self) -> Result<i64, DirectoryError> {

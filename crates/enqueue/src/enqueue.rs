@@ -24,6 +24,7 @@
 
 use crate::arrival::{ArrivalCheck, Source};
 use crate::backlog::{Backlog, Reservation};
+use crate::cluster_dedup::Claim;
 use crate::complete::{self, complete_header};
 use crate::dedup::{DedupStore, Seen};
 use crate::error::EnqueueError;
@@ -160,6 +161,13 @@ struct Draft {
     dsn: Option<herald_types::Dsn>,
     /// The Message-ID header (without angle brackets), for duplicate suppression.
     message_id: Option<String>,
+    /// Claim the Message-ID across the cluster before spooling (a list post from outside that
+    /// passed this node's duplicate check).
+    claim: bool,
+    /// Hand the post to its stage once spooled. False for a held post an import brings: the
+    /// lists stage's hand-off is what mails the poster and the moderators, and an import sends
+    /// nothing (the post waits in the moderators' queue, read from the spool).
+    hand_off: bool,
     body: Bytes,
 }
 
@@ -179,6 +187,8 @@ impl Draft {
             audience: DeliveryMode::Regular,
             dsn: None,
             message_id: message_id(&body),
+            claim: false,
+            hand_off: true,
             body,
         }
     }
@@ -358,12 +368,9 @@ impl Enqueuer {
             if let Some(first) = self.duplicate_of(list, heads.message_id.as_deref(), now) {
                 return Ok(Err(first));
             }
-            if let (Some(c), Some(mid)) = (&self.cluster_dedup, &heads.message_id) {
-                if let Some(first) = c.seen(list.id, mid).await {
-                    return Ok(Err(first));
-                }
-            }
         }
+        let claim = matches!((role, approved), (ListAddressKind::Post, false));
+        let hand_off = !matches!(origin, Origin::Imported { .. });
         let posting = match (role, origin) {
             (ListAddressKind::Post, origin @ Origin::Smtp { .. }) => {
                 let from = heads.from.clone();
@@ -408,6 +415,8 @@ impl Enqueuer {
             // A list post: the list is the new originator (see `inbound::relayed_dsn`).
             dsn: None,
             message_id: heads.message_id,
+            claim,
+            hand_off,
             body,
         }))
     }
@@ -474,6 +483,8 @@ impl Enqueuer {
         // for a long while) the sender waits here, before anything is written.
         let reservation = self.backlog.reserve(body.len()).await;
         let commit = Commit {
+            claim: draft.claim,
+            hand_off: draft.hand_off,
             spool: self.spool.clone(),
             telemetry: self.telemetry.clone(),
             dedup: self.dedup.clone(),
@@ -490,6 +501,9 @@ impl Enqueuer {
 
 /// What makes a post durable and puts it in the backlog, moved into a task of its own.
 struct Commit {
+    /// See [`Draft::claim`] and [`Draft::hand_off`].
+    claim: bool,
+    hand_off: bool,
     spool: Spool,
     telemetry: Telemetry,
     dedup: Option<DedupStore>,
@@ -503,7 +517,26 @@ impl Commit {
     /// Spools the post (durable on return), records list posts' Message-IDs for duplicate
     /// suppression, and puts the post in the backlog.
     async fn run(self, meta: PostMeta, body: Bytes) -> Result<PostId, EnqueueError> {
-        let id = self.spool.accept(meta.clone(), body.clone()).await?;
+        // The cluster-wide claim before the spool write: of nodes taking the same post at once
+        // one spools it, the others answer as for a retry (see `cluster_dedup`).
+        let cluster = match (&self.cluster_dedup, &meta.message_id, self.claim) {
+            (Some(c), Some(mid), true) => match c.claim(meta.list_id, mid).await {
+                Claim::Spool { claimed: true } => Some((c, mid)),
+                Claim::Spool { claimed: false } => None,
+                Claim::Duplicate(first) => return Ok(first),
+                Claim::Busy => return Err(EnqueueError::ClaimedElsewhere),
+            },
+            _ => None,
+        };
+        let id = match self.spool.accept(meta.clone(), body.clone()).await {
+            Ok(id) => id,
+            Err(e) => {
+                if let Some((c, mid)) = cluster {
+                    c.release(meta.list_id, mid).await;
+                }
+                return Err(e.into());
+            }
+        };
         if let (Some(d), Some(mid), PostKind::ListPost | PostKind::Held) =
             (&self.dedup, &meta.message_id, meta.kind)
         {
@@ -515,10 +548,8 @@ impl Commit {
             };
             d.record(mid, seen);
         }
-        if let (Some(c), Some(mid), PostKind::ListPost | PostKind::Held) =
-            (&self.cluster_dedup, &meta.message_id, meta.kind)
-        {
-            c.record(meta.list_id, mid, id);
+        if let Some((c, mid)) = cluster {
+            c.record(meta.list_id, mid, id).await;
         }
         let post = SpooledPost { id, meta, body };
         if let (Some(shared), PostKind::ListPost) = (&self.shared, post.meta.kind) {
@@ -535,6 +566,10 @@ impl Commit {
             });
         }
         match self.reservation {
+            Some(_) if !self.hand_off => {
+                tracing::info!(post = %id, list = %post.meta.list_address,
+                    "held post brought by an import: waits for a moderator, nobody is mailed");
+            }
             Some(r) => r.hand(post),
             None => tracing::info!(post = %id, kind = ?post.meta.kind,
                 "accepted while stopping: handed over from the spool at the next start"),

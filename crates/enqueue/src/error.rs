@@ -31,6 +31,11 @@ pub enum EnqueueError {
     /// (`eight_bit.rs`).
     #[error("8-bit header without SMTPUTF8: {0}")]
     EightBitHeader(crate::eight_bit::EightBitRefusal),
+    /// Another node of the cluster is accepting the same post (its Message-ID) right now and
+    /// has not recorded it in time: the sender should retry, and is then answered as for a
+    /// retry of that post.
+    #[error("the same Message-ID is being accepted by another node")]
+    ClaimedElsewhere,
     /// The post's `From:` matches a ban (issue 18 item 4); `ban` describes it for the reply.
     #[error("{sender} is banned from {list} ({ban})")]
     Banned {

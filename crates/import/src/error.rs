@@ -31,6 +31,14 @@ pub enum ImportError {
     /// A pickle that asks for code to run, or is too large, too deep or cut short.
     #[error("{path}: refused: {reason}")]
     Pickle { path: PathBuf, reason: String },
+    /// The source reported more (or fewer) items than it handed over: a roster cut short by
+    /// a failing page, or one that changed while it was read. Nothing is written.
+    #[error("{what}: the source reports {reported} but {read} were read; nothing was written (run the import again; if it recurs, check the source's logs)")]
+    Incomplete {
+        what: String,
+        reported: u64,
+        read: u64,
+    },
     #[error("{0}")]
     Usage(String),
     #[error("directory: {0}")]

@@ -312,7 +312,17 @@ pub fn read(dir: &Path) -> Result<Snapshot, ImportError> {
         if let Some(a) = &l.archive {
             sl.archive.push(inside(dir, a)?);
         }
-        read_members(&inside(dir, &l.members)?, &mut sl, &mut snap.skipped)?;
+        let members = inside(dir, &l.members)?;
+        let read = read_members(&members, &mut sl, &mut snap.skipped)?;
+        // The manifest's own count: a members file cut short (a copy that stopped early) is
+        // refused rather than imported as the whole list.
+        if read != l.member_count {
+            return Err(ImportError::Incomplete {
+                what: format!("{} (members of {})", members.display(), l.address),
+                reported: l.member_count,
+                read,
+            });
+        }
         snap.lists.push(sl);
     }
     Ok(snap)
@@ -341,15 +351,17 @@ fn suppressions_in(
     out
 }
 
+/// Reads the members file into `sl`; the number of member lines it holds (those skipped as
+/// unreadable included).
 fn read_members(
     path: &Path,
     sl: &mut SourceList,
     skipped: &mut Vec<Skip>,
-) -> Result<(), ImportError> {
+) -> Result<u64, ImportError> {
     let file = std::fs::File::open(path).map_err(ImportError::read(path))?;
     let mut r = std::io::BufReader::new(file);
     let mut line = Vec::new();
-    let mut n = 0u64;
+    let (mut n, mut lines) = (0u64, 0u64);
     loop {
         line.clear();
         n += 1;
@@ -371,6 +383,7 @@ fn read_members(
         if text.trim().is_empty() {
             continue;
         }
+        lines += 1;
         let m: ExportedMember = match serde_json::from_str(text.trim_end()) {
             Ok(m) => m,
             Err(e) => {
@@ -398,7 +411,7 @@ fn read_members(
         sm.consent = m.consent;
         sl.members.push(sm);
     }
-    Ok(())
+    Ok(lines)
 }
 
 use std::io::Read as _;

@@ -156,6 +156,10 @@ pub fn read(src: &Mailman2Source) -> Result<Snapshot, ImportError> {
     let mut list = SourceList::new(address);
     let moderated = roster(&d, &mut list, &mut snap.skipped);
     settings(&d, &mut list, moderated, &mut snap.skipped);
+    if let Some(a) = &src.archives {
+        // Named by the operator: missing is a mistake, said before anything is written.
+        std::fs::read_dir(a).map_err(ImportError::read(a))?;
+    }
     let archives = src.archives.clone().unwrap_or_else(|| {
         src.list_dir
             .join("..")

@@ -58,8 +58,10 @@ pub struct Mailman3Source {
 struct Page<T> {
     #[serde(default = "Vec::new")]
     entries: Vec<T>,
+    /// How many items the whole collection holds (every page says it): what was read is
+    /// compared with it.
     #[serde(default)]
-    total_size: usize,
+    total_size: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -155,17 +157,32 @@ impl Rest {
         serde_json::from_slice(&body).map_err(|e| bad(format!("not the JSON Mailman writes: {e}")))
     }
 
+    /// Every item of a paged collection, checked against the total Mailman reports: a page
+    /// that came back short (an error answered as an empty page, a proxy cutting answers) or
+    /// a roster that changed while it was read fails the import before anything is written,
+    /// instead of importing part of it as if it were all.
     async fn all<T: serde::de::DeserializeOwned>(&self, path: &str) -> Result<Vec<T>, ImportError> {
         let mut out = Vec::new();
         let sep = if path.contains('?') { '&' } else { '?' };
+        let mut reported = None;
         for page in 1.. {
             let p: Page<T> = self
                 .get(&format!("{path}{sep}count={PAGE}&page={page}"))
                 .await?;
             let n = p.entries.len();
             out.extend(p.entries);
-            if n < PAGE || out.len() >= p.total_size {
+            let total = *reported.get_or_insert(p.total_size);
+            if n < PAGE || total.is_some_and(|t| out.len() >= t) {
                 break;
+            }
+        }
+        if let Some(total) = reported.flatten() {
+            if out.len() != total {
+                return Err(ImportError::Incomplete {
+                    what: format!("Mailman REST {}/3.1/{path}", self.base),
+                    reported: total as u64,
+                    read: out.len() as u64,
+                });
             }
         }
         Ok(out)
@@ -209,6 +226,10 @@ pub async fn read(src: &Mailman3Source) -> Result<Snapshot, ImportError> {
         return Err(ImportError::Usage(
             "--archive needs exactly one --list".into(),
         ));
+    }
+    // Every input is checked before anything is read at length or written.
+    if let Some(a) = &src.archive {
+        herald_archive::import::plan(a)?;
     }
     let global: Vec<BanEntry> = rest.all("bans").await?;
     snap.global_bans = global.into_iter().map(|b| b.email).collect();

@@ -171,6 +171,7 @@ pub fn compute(
     ledger: &Ledger,
     snap: Snapshot,
 ) -> Result<Plan, ImportError> {
+    check_inputs(&snap)?;
     let mut skipped = snap.skipped;
     let existing_global_bans: HashSet<String> =
         dir.bans(None)?.into_iter().map(|b| b.pattern).collect();
@@ -266,6 +267,19 @@ pub fn compute(
         global_suppressions,
         skipped,
     })
+}
+
+/// Every file the import will read later (the archives) exists and opens, checked before the
+/// plan is printed or anything is written: a missing archive must not be found only after
+/// lists, members and bans went in.
+fn check_inputs(snap: &Snapshot) -> Result<(), ImportError> {
+    for path in snap.lists.iter().flat_map(|l| &l.archive) {
+        let (files, _) = herald_archive::import::plan(path)?;
+        for f in files {
+            std::fs::File::open(&f).map_err(ImportError::read(&f))?;
+        }
+    }
+    Ok(())
 }
 
 /// The bans not stored yet; an unusable pattern is a skip.

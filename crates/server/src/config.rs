@@ -31,7 +31,8 @@ pub struct Config {
     /// This server's name: HELO/EHLO greeting, Received headers.
     pub hostname: String,
     /// Secret for unsubscribe tokens (HMAC). Empty: a random one is generated on first start and
-    /// kept in `<data_dir>/secret`, so links stay valid across restarts.
+    /// kept in `<data_dir>/secret`, so links stay valid across restarts. On a PostgreSQL store
+    /// the cluster's secret in the store is used; a set one must equal it (`secret::shared`).
     pub secret: String,
     pub listen: ListenConfig,
     pub http: HttpConfig,

@@ -67,6 +67,14 @@ pub enum ServerError {
     /// This node may not join the cluster (schema version, duplicate id) or its store failed.
     #[error("{0}")]
     Cluster(#[from] herald_cluster::ClusterError),
+    /// The configured `secret` is not the cluster's (kept in the shared store since its first
+    /// node started): links minted by this node would be refused by the others.
+    #[error(
+        "the configured `secret` differs from the cluster's (kept in the shared store since \
+         the first node started): give every node the same `secret`, or none (a node without \
+         one uses the cluster's)"
+    )]
+    SecretMismatch,
     /// A blocking start-up task (opening the directory) panicked or was cancelled.
     #[error("{what} task failed: {message}")]
     Task { what: &'static str, message: String },

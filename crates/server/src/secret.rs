@@ -1,10 +1,21 @@
 //! The installation's secret (the HMAC key of every token, `herald_types::token`) and the
 //! helper that writes private files.
 //!
-//! SECURITY: the secret is read from the config or `<data_dir>/secret` (created 0600 with 32
-//! random bytes on first start, so links survive restarts) and never logged.
+//! One node: the secret is read from the config or `<data_dir>/secret` (created 0600 with 32
+//! random bytes on first start, so links survive restarts).
+//!
+//! A cluster (a PostgreSQL store) is one list service, so it has one secret, kept in the
+//! shared store ([`shared`]): the first node to start stores its own (the configured one, else
+//! its `<data_dir>/secret` if it has one, so its links keep working, else 32 random bytes),
+//! and every other node reads it. A node whose configured `secret` differs refuses to start
+//! ([`ServerError::SecretMismatch`]) rather than mint links the other nodes refuse.
+//!
+//! SECURITY: the secret is never logged; in a cluster, whoever can read the store can mint
+//! links (the store holds every member already and is guarded as the secret is).
 
 use crate::config::Config;
+use crate::ServerError;
+use herald_directory::Directory;
 use std::path::Path;
 
 /// The token secret: from the config, else `<data_dir>/secret`, created on first start.
@@ -27,6 +38,31 @@ pub(crate) fn load_or_create(cfg: &Config) -> std::io::Result<Vec<u8>> {
     let secret: [u8; 32] = rand::random();
     write_private(&path, &secret)?;
     Ok(secret.to_vec())
+}
+
+/// The cluster's secret from the shared store at `dir` (see the module doc). Blocking.
+pub(crate) fn shared(cfg: &Config, dir: &Directory) -> Result<Vec<u8>, ServerError> {
+    let configured = (!cfg.secret.is_empty()).then(|| cfg.secret.as_bytes().to_vec());
+    let path = cfg.data_dir.join("secret");
+    let local = match std::fs::read(&path) {
+        Ok(bytes) if bytes.len() >= 16 => Some(bytes),
+        _ => None,
+    };
+    let candidate = configured
+        .clone()
+        .or_else(|| local.clone())
+        .unwrap_or_else(|| rand::random::<[u8; 32]>().to_vec());
+    let stored = dir.cluster_secret(&candidate)?;
+    match (&configured, &local) {
+        (Some(c), _) if *c != stored => return Err(ServerError::SecretMismatch),
+        (None, Some(l)) if *l != stored => tracing::warn!(
+            file = %path.display(),
+            "this node's own secret file is not the cluster's: links it minted before it \
+             joined the cluster no longer work; it uses the cluster's secret from now on"
+        ),
+        _ => {}
+    }
+    Ok(stored)
 }
 
 /// Creates `path` (it must not exist) readable by its owner only (0600), writes `bytes` and

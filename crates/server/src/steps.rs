@@ -112,7 +112,6 @@ pub(crate) async fn open_stores(
         source,
     };
     std::fs::create_dir_all(&config.data_dir).map_err(data_err)?;
-    let secret = crate::secret::load_or_create(config).map_err(data_err)?;
     herald_backup::take::remove_stale_staging(&[&config.data_dir, &config.spool_config().dir]);
     // Blocking, off the runtime's threads: the PostgreSQL client runs its own runtime and
     // must not be driven from a tokio worker (SQLite only touches the disk).
@@ -130,6 +129,21 @@ pub(crate) async fn open_stores(
             message: e.to_string(),
         })??;
     tracing::info!(store = %config.store.describe(&config.data_dir), "directory opened");
+    // A cluster has one secret, in the shared store: a link from one node works on all.
+    let secret = match directory.store_kind() {
+        herald_directory::StoreKind::Postgres => {
+            let (c, d) = (config.clone(), directory.clone());
+            tokio::task::spawn_blocking(move || crate::secret::shared(&c, &d))
+                .await
+                .map_err(|e| ServerError::Task {
+                    what: "read the cluster secret",
+                    message: e.to_string(),
+                })??
+        }
+        herald_directory::StoreKind::Sqlite => {
+            crate::secret::load_or_create(config).map_err(data_err)?
+        }
+    };
     let cluster = join_cluster(config, &directory, http).await?;
     let (spool, recovered) = Spool::open(config.spool_config())?;
     let telemetry = Telemetry::new(&herald_telemetry::telemetry_config(

@@ -6,14 +6,15 @@
 //! what each accepted lately (all of them in one `unnest`), one upsert of the rates it lowered and one of the hosts it marked down (each only
 //! when there are any), one read of its providers with their alive senders, one read of the
 //! down hosts, one read of the store's clock, and now and then three pruning deletes.
-//! Cluster-wide dedup is per post, not per exchange: one lookup before a list post is spooled
-//! and one upsert after, each an autocommit statement. The measured rate is in BENCHMARKS.md.
+//! Cluster-wide dedup is per post, not per exchange: one claim before a list post is spooled
+//! (an insert that only one node's statement can win, the unique key deciding) and one update
+//! after it is spooled that fills in the post's id, each an autocommit statement. The measured rate is in BENCHMARKS.md.
 
 use super::{col, ms, unms, PgStore};
 use crate::error::DirectoryError;
 use crate::knowledge::{
-    bounded, DownHost, KnowledgeIn, KnowledgeOut, KnowledgeWindows, ProviderRow, SeenPost,
-    MAX_KNOWLEDGE_ROWS,
+    bounded, DedupClaim, DownHost, KnowledgeIn, KnowledgeOut, KnowledgeWindows, ProviderRow,
+    SeenPost, MAX_KNOWLEDGE_ROWS, PENDING_POST,
 };
 
 /// The server's clock in Unix milliseconds.
@@ -203,7 +204,8 @@ impl PgStore {
                 "look up a Message-ID",
                 &format!(
                     "SELECT origin_node, origin_post FROM cluster_dedup
-                     WHERE list_id = $1 AND message_id = $2 AND at_ms >= {NOW_MS} - $3::BIGINT"
+                     WHERE list_id = $1 AND message_id = $2 AND at_ms >= {NOW_MS} - $3::BIGINT
+                       AND origin_post <> {PENDING_POST}"
                 ),
                 &[&list.0, &id, &ms(window_ms)],
             )?;
@@ -235,9 +237,86 @@ impl PgStore {
                      ON CONFLICT (list_id, message_id) DO UPDATE SET
                         origin_node = excluded.origin_node, origin_post = excluded.origin_post,
                         at_ms = excluded.at_ms
-                     WHERE cluster_dedup.at_ms < {NOW_MS} - $5::BIGINT"
+                     WHERE cluster_dedup.at_ms < {NOW_MS} - $5::BIGINT
+                        OR (cluster_dedup.origin_post = {PENDING_POST}
+                            AND cluster_dedup.origin_node = excluded.origin_node)"
                 ),
                 &[&list.0, &id, &node, &ms(seen.post), &ms(window_ms)],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub(crate) fn dedup_claim(
+        &self,
+        list: herald_types::ListId,
+        message_id: &str,
+        node: &str,
+        window_ms: u64,
+        abandoned_ms: u64,
+    ) -> Result<DedupClaim, DirectoryError> {
+        let id: String = message_id.chars().take(MAX_MESSAGE_ID_CHARS).collect();
+        let node = bounded(node);
+        self.read(|db| {
+            // One statement: of nodes inserting the same key at once, PostgreSQL lets one
+            // insert; the others wait for its commit and then find the row (the unique key).
+            let won = db.opt(
+                "claim a Message-ID",
+                &format!(
+                    "INSERT INTO cluster_dedup (list_id, message_id, origin_node, origin_post, at_ms)
+                     VALUES ($1, $2, $3, {PENDING_POST}, {NOW_MS})
+                     ON CONFLICT (list_id, message_id) DO UPDATE SET
+                        origin_node = excluded.origin_node, origin_post = {PENDING_POST},
+                        at_ms = excluded.at_ms
+                     WHERE cluster_dedup.at_ms < {NOW_MS} - $4::BIGINT
+                        OR (cluster_dedup.origin_post = {PENDING_POST}
+                            AND cluster_dedup.at_ms < {NOW_MS} - $5::BIGINT)
+                     RETURNING origin_node"
+                ),
+                &[&list.0, &id, &node, &ms(window_ms), &ms(abandoned_ms)],
+            )?;
+            if won.is_some() {
+                return Ok(DedupClaim::Claimed);
+            }
+            // A statement of its own: its snapshot sees the row the insert waited for.
+            let row = db.opt(
+                "read a claimed Message-ID",
+                "SELECT origin_node, origin_post FROM cluster_dedup
+                 WHERE list_id = $1 AND message_id = $2",
+                &[&list.0, &id],
+            )?;
+            let Some(r) = row else {
+                // Pruned between the two statements: the caller asks again.
+                return Ok(DedupClaim::Pending { node: String::new() });
+            };
+            let (node, post): (String, i64) = (col(&r, 0)?, col(&r, 1)?);
+            Ok(if post == PENDING_POST {
+                DedupClaim::Pending { node }
+            } else {
+                DedupClaim::Seen(SeenPost {
+                    node,
+                    post: unms(post),
+                })
+            })
+        })
+    }
+
+    pub(crate) fn dedup_release(
+        &self,
+        list: herald_types::ListId,
+        message_id: &str,
+        node: &str,
+    ) -> Result<(), DirectoryError> {
+        let id: String = message_id.chars().take(MAX_MESSAGE_ID_CHARS).collect();
+        let node = bounded(node);
+        self.read(|db| {
+            db.exec(
+                "release a Message-ID claim",
+                &format!(
+                    "DELETE FROM cluster_dedup WHERE list_id = $1 AND message_id = $2
+                       AND origin_node = $3 AND origin_post = {PENDING_POST}"
+                ),
+                &[&list.0, &id, &node],
             )?;
             Ok(())
         })

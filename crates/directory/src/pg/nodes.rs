@@ -29,6 +29,27 @@ fn node_row(r: &Row) -> Result<NodeRecord, DirectoryError> {
 }
 
 impl PgStore {
+    pub(crate) fn cluster_secret(&self, candidate: &[u8]) -> Result<Vec<u8>, DirectoryError> {
+        self.read(|db| {
+            // The first node's candidate is kept; the primary key lets one insert win when
+            // several nodes start at once, and every node reads the winner's.
+            db.exec(
+                "store the cluster secret",
+                &format!(
+                    "INSERT INTO cluster_secret (one, secret, created_at_ms)
+                     VALUES (TRUE, $1, {NOW_MS}) ON CONFLICT (one) DO NOTHING"
+                ),
+                &[&candidate],
+            )?;
+            let r = db.one(
+                "read the cluster secret",
+                "SELECT secret FROM cluster_secret WHERE one",
+                &[],
+            )?;
+            col(&r, 0)
+        })
+    }
+
     pub(crate) fn stored_schema_version(&self) -> Result<i64, DirectoryError> {
         self.read(|db| {
             let r = db.opt(

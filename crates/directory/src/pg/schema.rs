@@ -300,8 +300,22 @@ fn migrate_locked(
         tx.commit().map_err(pg("commit migration"))?;
         tracing::info!(from, to, "directory schema migrated (postgresql)");
     }
+    // Beside the versioned steps, not one of them: SQLite has no counterpart (one node, its
+    // own secret file), and an older node never reads it, so it needs no version of its own.
+    // Created under the migration lock; its one row is the first node's (`cluster_secret`).
+    client
+        .batch_execute(CLUSTER_SECRET_SQL)
+        .map_err(pg("create the cluster secret table"))?;
     Ok(())
 }
+
+/// The cluster's one link secret (the HMAC key of every token a node mints), so a link from
+/// one node works on every other: one row, written once by the first node to start.
+const CLUSTER_SECRET_SQL: &str = "CREATE TABLE IF NOT EXISTS cluster_secret (
+    one           BOOLEAN PRIMARY KEY CHECK (one),
+    secret        BYTEA NOT NULL,
+    created_at_ms BIGINT NOT NULL
+)";
 
 /// What a node must not do when it opens a shared store (issue 17): migrate the schema under
 /// nodes that are alive at another schema version. Those nodes run an older Herald (a newer
