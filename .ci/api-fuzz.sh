@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The versioned API against its own OpenAPI document (issue 15 item 5): schemathesis (from PyPI,
+# The versioned API against its own OpenAPI document: schemathesis (from PyPI,
 # pinned, in a virtualenv under target/) generates requests for every operation in
 # /api/v1/openapi.json and sends them to a real server — `herald demo --serve`, a simulated
 # Internet and a list of members, with an admin token — and fails on any 5xx, any status,

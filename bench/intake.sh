@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/intake.sh: durable intake (issue 20 item 9) — SENDERS concurrent SMTP senders, each
+# bench/intake.sh: durable intake — SENDERS concurrent SMTP senders, each
 # posting POSTS_PER_SENDER small posts (KB KB each) to a list address, against Herald and, in the
 # same run, against Postfix's smtpd; ROUNDS rounds alternating the two; the medians at the end.
 #
@@ -129,7 +129,7 @@ EOF
   "$SERVE" --server "http://$HTTP" list create "$LIST" --name Bench --policy anyone >/dev/null
   intake "$HSMTP" "$dir/intake.json"
   # The stop with the backlog the intake left (posts still to archive and fan out): SIGTERM to
-  # exit, in seconds (issue 20 item 9: bounded; the rest is resumed from the spool).
+  # exit, in seconds (bounded; the rest is resumed from the spool).
   local t0=$(date +%s.%N)
   stop "$hpid"
   local took=$(echo "$(date +%s.%N) - $t0" | bc)

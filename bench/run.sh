@@ -30,7 +30,7 @@ SPEC="$HERE/scenarios/$SCENARIO.sh"
 [ -f "$SPEC" ] || { echo "no scenario $SPEC" >&2; exit 2; }
 # shellcheck source=/dev/null
 source "$SPEC"
-# TLS=yes (issue 20 item 6): every receiver offers STARTTLS, each with a certificate for its own
+# TLS=yes: every receiver offers STARTTLS, each with a certificate for its own
 # name issued by the world's CA (<world>/ca.pem), resuming sessions by tickets. Herald is told to
 # trust that CA (so every certificate is verified, as on today's Internet); Postfix uses `may`.
 TLS=${TLS:-no}
@@ -172,7 +172,7 @@ EOF
     sed -i "/^helo_name = /a tls_ca_file = \"$dir/world/ca.pem\"" "$dir/herald.toml"
   fi
   # DKIM=rsa|ed25519 signs every copy with a fresh key for the list domain (ARC=no: DKIM only).
-  # The world does not verify; the cost is what this measures (BENCHMARKS.md, issue 7).
+  # The world does not verify; the cost is what this measures (BENCHMARKS.md).
   if [ -n "${DKIM:-}" ]; then
     "$HERALD" dkim keygen lists.herald.test --algorithm "$DKIM" --out-dir "$dir" >/dev/null
     printf '[dkim."lists.herald.test"]\nselector = "herald"\nkey_file = "%s"\nalgorithm = "%s"\narc = %s\n' \
@@ -184,7 +184,7 @@ EOF
   if [ -n "${HERALD_SCHEDULER:-}" ]; then
     printf '[scheduler]\n%s\n' "$HERALD_SCHEDULER" >>"$dir/herald.toml"
   fi
-  # ARCHIVE=off runs Herald without the list archive (issue 14: fan-out with and without it).
+  # ARCHIVE=off runs Herald without the list archive (fan-out with and without it).
   if [ "${ARCHIVE:-on}" = off ]; then
     printf '[archive]\nenabled = false\n' >>"$dir/herald.toml"
   fi

@@ -1,4 +1,4 @@
-//! How long a day's report takes over ten million delivery records (issue 6: under 2 s).
+//! How long a day's report takes over ten million delivery records (under 2 s).
 //!
 //! Builds a statistics store the way the server does (the same aggregation and SQLite writer):
 //! 20 posts spread over one day, 500,000 recipients each over 5,000 domains (sizes skewed like

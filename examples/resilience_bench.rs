@@ -1,4 +1,4 @@
-//! Resilience benchmark (issue 4): the same post to an internet-100k-like list on two simulated
+//! Resilience benchmark: the same post to an internet-100k-like list on two simulated
 //! worlds — one with 2 % hung, 1 % refused, 3 % slow, 1 % greylisting hosts and 0.5 % unknown
 //! users, and the same world without the hung, refused and slow hosts — and the t95 / t100 of the
 //! deliverable recipients (time from posting to the copy's arrival at the receiver) in both.

@@ -1,5 +1,5 @@
 //! `herald account add|passwd|ls|rm|role` and `herald audit`: clients of `/api/v1/accounts` and
-//! `/api/v1/audit` (issue 15 item 1), with the admin token like every other command.
+//! `/api/v1/audit`, with the admin token like every other command.
 //!
 //! Passwords are read from standard input (`--password-stdin`, one line), never from the
 //! command line, where other users could read them in the process list.

@@ -1,5 +1,5 @@
 //! `herald ban add|rm|ls` and `herald suppress add|rm|ls`: clients of `/api/v1/bans` and
-//! `/api/v1/suppressions` (issue 18 item 4). Without `--list` they act on the global scope.
+//! `/api/v1/suppressions`. Without `--list` they act on the global scope.
 
 use crate::client::{enc, Api};
 use anyhow::Result;

@@ -1,4 +1,4 @@
-//! `herald import <source> …` and `herald export herald <dir>` (issue 16): moving lists,
+//! `herald import <source> …` and `herald export herald <dir>`: moving lists,
 //! members, settings, bans, suppressions and archives in from listmonk, Mailman 2, Mailman 3 or
 //! another Herald, and out to another Herald. The work is `herald-import`'s; this file reads
 //! the arguments, prints the plan (a dry run unless `--apply`), drives a progress bar and

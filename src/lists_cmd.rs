@@ -1,4 +1,4 @@
-//! List housekeeping commands (issue 5): held posts, bounces, member details, subscription
+//! List housekeeping commands: held posts, bounces, member details, subscription
 //! requests, stored postmaster mail. Thin clients of the HTTP API, like `client.rs`.
 
 #[cfg(test)]

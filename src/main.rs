@@ -115,13 +115,13 @@ enum Command {
     /// export, privacy.
     #[command(subcommand)]
     Archive(archive_cmd::ArchiveCommand),
-    /// List digests (issue 14): `digest send-now <list>`.
+    /// List digests: `digest send-now <list>`.
     #[command(subcommand)]
     Digest(lists_cmd::DigestCommand),
     /// SMTP TLS reports (RFC 8460): `tls-report send [--day YYYY-MM-DD]`.
     #[command(subcommand)]
     TlsReport(lists_cmd::TlsReportCommand),
-    /// This node in a cluster (issue 17): `node drain [--wait-secs N]` hands its shards of
+    /// This node in a cluster: `node drain [--wait-secs N]` hands its shards of
     /// shared posts back and stops claiming.
     #[command(subcommand)]
     Node(node_cmd::NodeCommand),

@@ -1,4 +1,4 @@
-//! `herald node …`: this node's place in a cluster (issue 17). `node drain` stops the node
+//! `herald node …`: this node's place in a cluster. `node drain` stops the node
 //! claiming shards of shared posts and hands back those it has not finished, through the
 //! running server's API (`POST /api/v1/node/drain`).
 

@@ -1,4 +1,4 @@
-//! The versioned API (issue 15 item 5) as a client on another machine meets it: the server has
+//! The versioned API as a client on another machine meets it: the server has
 //! `http.admin_token` set and treats only 127.0.0.1 as local, and every request here comes
 //! from 127.0.0.9.
 //!

@@ -1,4 +1,4 @@
-//! The house's shape, checked on every `cargo test` (issue 13): data flows one way between
+//! The house's shape, checked on every `cargo test`: data flows one way between
 //! crates, and no crate has an import circle between its modules.
 //!
 //! 1. **Crates:** every workspace crate has a place in [`FLOW`], upstream first. A crate's normal

@@ -1,4 +1,4 @@
-//! End to end for the list archive (issue 14): posts arrive over SMTP from the simulated
+//! End to end for the list archive: posts arrive over SMTP from the simulated
 //! world's side, are fanned out and archived once — also when a post is delivered to Herald
 //! again and across a restart — and the operator finds them with the real `herald archive`
 //! binary: months, a month's messages, the thread with its reply, full-text search; a message

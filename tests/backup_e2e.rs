@@ -1,4 +1,4 @@
-//! Backup and restore as an operator does it (issue 19 item 4): `herald backup <dir>` against
+//! Backup and restore as an operator does it: `herald backup <dir>` against
 //! the real binary in the middle of a fan-out, the old machine dies (`kill -9`), `herald restore
 //! <dir>` on a fresh data directory, `herald serve` there: lists and members are back, every
 //! member gets the post, and duplicates stay within what the old machine delivered after the

@@ -1,4 +1,4 @@
-//! The CLI as an operator uses it in a shell (issue 12): output piped into `head`, which closes
+//! The CLI as an operator uses it in a shell: output piped into `head`, which closes
 //! the pipe early, and a server that goes away in the middle of a request. Neither may panic:
 //! a closed pipe ends the command quietly (status 141, as a command stopped by SIGPIPE), a
 //! server problem is one line on stderr and status 1.

@@ -1,4 +1,4 @@
-//! Cluster nodes (issue 17 item 2), with the real binary as an operator runs it: two `herald
+//! Cluster nodes, with the real binary as an operator runs it: two `herald
 //! serve` processes on 127.0.0.2 and 127.0.0.3 share one PostgreSQL (`herald-pg-harness`);
 //! both list themselves and each other in `herald status` (the CLI, with the admin token, as
 //! an operator outside the machine would); a post accepted over SMTP by the second node is

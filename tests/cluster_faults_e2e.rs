@@ -1,4 +1,4 @@
-//! The cluster under faults (issue 17), with the real binary as an operator runs it: `herald
+//! The cluster under faults, with the real binary as an operator runs it: `herald
 //! serve` nodes on 127.0.0.2/3/4 share one PostgreSQL (`herald-pg-harness`) with `[cluster]
 //! shared_fanout = true`; each node sends from its own address, so the simulated world's
 //! receivers tell which node delivered each copy.
@@ -10,7 +10,7 @@
 //!   API answers 503 with a problem body (not a hang) but `/api/v1/status` answers 200 with
 //!   the store marked down and the node's own queue and spool (and `herald status` says so),
 //!   `/metrics` counts the store errors, and heartbeats and shard reports resume.
-//! - `kill -9` in several rounds at random moments (issue 17): three nodes, a post to 3,000
+//! - `kill -9` in several rounds at random moments: three nodes, a post to 3,000
 //!   members a round; a random node is killed at a random moment of the fan-out and restarted
 //!   (same node id and data directory, as a service manager restarts it) once its shards have
 //!   new owners. Each round: every member gets the post, the killed node's shards are claimed

@@ -1,4 +1,4 @@
-//! The global byte budget for spliced copies (`scheduler.max_copy_bytes`, issue 20 item 7), end
+//! The global byte budget for spliced copies (`scheduler.max_copy_bytes`), end
 //! to end over real sockets: a post fanned out over many open connections to the simulated
 //! world with a budget of a few copies. Every member gets exactly one copy, the bytes of copies
 //! in memory at once (`herald_copy_bytes_in_flight_peak` on `/metrics`) never pass the budget

@@ -1,4 +1,4 @@
-//! Digests end to end (issue 14 item 6) on the simulated world: members choose their delivery
+//! Digests end to end on the simulated world: members choose their delivery
 //! the way real users and operators do — a `set digest plain` mail to `-request` confirmed by
 //! replying, `herald member set … delivery=digest-mime` (the real binary), the API's PATCH for
 //! `nomail` — posts arrive over SMTP and are archived; `herald digest send-now` sends one

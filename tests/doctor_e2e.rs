@@ -1,4 +1,4 @@
-//! `herald doctor` against the simulated world's DNS (issue 19 item 6), run as an operator
+//! `herald doctor` against the simulated world's DNS, run as an operator
 //! runs it: the real binary, the server's config, a running server behind the MX. One domain
 //! is published right (no error), one wrong in every way the doctor knows, each error with
 //! the record that fixes it; a sending address without reverse DNS is caught too.

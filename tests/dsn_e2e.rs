@@ -1,4 +1,4 @@
-//! DSN parameters inbound (RFC 3461, issue 19 item 9) end to end over real sockets: a front MTA
+//! DSN parameters inbound (RFC 3461) end to end over real sockets: a front MTA
 //! that sends `RET`, `ENVID`, `NOTIFY` and `ORCPT` is not refused (a raw SMTP session); a
 //! message to postmaster keeps them and its forward arrives at an operator host that offers DSN
 //! with the parameters intact, and at one that does not without them (RFC 3461 §4); a list

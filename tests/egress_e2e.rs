@@ -1,4 +1,4 @@
-//! Egress IP pools (issue 17 item 5), end to end over real sockets: Herald binds each
+//! Egress IP pools, end to end over real sockets: Herald binds each
 //! connection to a source address of a pool (127.0.0.5, 127.0.0.6, 127.0.0.7), and the
 //! simulated receivers record the peer address of every connection and copy.
 //!

@@ -1,4 +1,4 @@
-//! Faults without a duplicate storm (issue 12), met the way an operator meets them, against the
+//! Faults without a duplicate storm, met the way an operator meets them, against the
 //! real `herald` binary and the simulated Internet:
 //!
 //! - a crash loop: `kill -9` at a random moment of a 20,000-member fan-out over 50 domains,

@@ -1,4 +1,4 @@
-//! A person's data, exported and erased (issue 15 item 4; GDPR articles 15 and 17), as an
+//! A person's data, exported and erased (GDPR articles 15 and 17), as an
 //! operator does it: with `http.admin_token` set, through the real `herald` CLI. The person is a
 //! member of two lists (one with a name, a field and recorded consent), posts to one (so the
 //! archive holds their post and the delivery log their copies). The export shows all of it;

@@ -1,4 +1,4 @@
-//! End to end for the archive over IMAP (issue 14 item 5), read by a client from another
+//! End to end for the archive over IMAP, read by a client from another
 //! ecosystem: Python's imaplib (`tests/imap/client.py`). Posts arrive over SMTP from the
 //! simulated world, are fanned out and archived, and appear over IMAP: anonymous readers see
 //! the public list (EXAMINE, UID SEARCH, UID FETCH BODY.PEEK[] and ENVELOPE, SEARCH by

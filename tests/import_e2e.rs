@@ -533,7 +533,7 @@ async fn the_held_import_endpoint_refuses_hostile_input_and_keeps_one_per_messag
     server.stop().await;
 }
 
-/// `herald import … --send-welcome` (issue 16 item 4: an import mails nobody unless asked): the
+/// `herald import … --send-welcome` (an import mails nobody unless asked): the
 /// members an import adds get the list's welcome once, through the running server; a member the
 /// import only updates gets none. With no server reachable the welcomes wait in the ledger and
 /// the next `--apply` run sends them; a third run sends nothing.

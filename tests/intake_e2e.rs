@@ -1,4 +1,4 @@
-//! The intake's promises with the real `herald serve` binary (issue 20 item 9): a `250` is
+//! The intake's promises with the real `herald serve` binary: a `250` is
 //! given once the post is durable in the spool, before its hand-off to archive and fan-out,
 //! so what stands between the `250` and the members must survive a crash and a stop.
 //!

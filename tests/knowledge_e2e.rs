@@ -1,4 +1,4 @@
-//! Shared knowledge between cluster nodes (issue 17 item 4), with the real binary as an
+//! Shared knowledge between cluster nodes, with the real binary as an
 //! operator runs it: `herald serve` processes on 127.0.0.2/3/4 share one PostgreSQL
 //! (`herald-pg-harness`); each sends from its own address (an egress source), so the simulated
 //! world's receivers tell which node delivered each copy.

@@ -1,4 +1,4 @@
-//! SIGHUP reloads what can change without a restart (issue 19 item 3), tried as an operator
+//! SIGHUP reloads what can change without a restart, tried as an operator
 //! does it on the real binary: certbot renews the certificate and the DKIM key is rotated in
 //! the config file, then `kill -HUP`. New TLS handshakes present the new certificate while a
 //! connection opened before keeps working; the next post's copies are signed with the new

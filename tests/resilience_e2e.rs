@@ -1,4 +1,4 @@
-//! Resilient delivery on the simulated world (issue 4): hung and refused hosts never hold back
+//! Resilient delivery on the simulated world: hung and refused hosts never hold back
 //! the rest, greylisting is retried after its interval, a per-connection limit is learned without
 //! failing anyone, a host that comes back gets its pending copies within a probe interval, host
 //! health survives a restart, hostile peers never hold a worker past its timeout, and an
@@ -237,7 +237,7 @@ async fn a_per_connection_limit_is_learned_and_never_fails_anyone() {
     let p = wait_complete(&server.api, &id, Duration::from_secs(60)).await;
     assert_eq!(p.delivered, 1200, "{p:?}");
     assert_eq!(p.failed, 0, "throttling is never a bounce: {p:?}");
-    // The 421 after 20 messages per connection is learned (issue 20): later connections stop
+    // The 421 after 20 messages per connection is learned: later connections stop
     // at 20 themselves, so the host closes at most the connections open when it was learned.
     let closed = world.recorder().snapshot().rejected_by_code["421 4.7.28"];
     assert!(

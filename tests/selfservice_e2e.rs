@@ -772,7 +772,7 @@ async fn a_members_archive_opens_for_a_member_from_their_subscriptions_page_only
         months.contains("<html lang=\"en\">"),
         "the list's language: {months}"
     );
-    // A member who reads in German sees the members' archive in German (issue 15 item 7);
+    // A member who reads in German sees the members' archive in German;
     // anonymous readers keep the list's English.
     let (st, body) = call(
         &admin,

@@ -1,4 +1,4 @@
-//! Shared fan-out (issue 17 item 3), with the real binary as an operator runs it: three
+//! Shared fan-out, with the real binary as an operator runs it: three
 //! `herald serve` processes on 127.0.0.2/3/4 share one PostgreSQL (`herald-pg-harness`) with
 //! `[cluster] shared_fanout = true`. Each node sends from its own address (an egress source),
 //! so the simulated world's receivers tell which node delivered each copy.

@@ -1,4 +1,4 @@
-//! The signing pool (`[delivery] signing_threads`, issue 20 item 10) end to end: a post is
+//! The signing pool (`[delivery] signing_threads`) end to end: a post is
 //! submitted over SMTP to a list whose domain has a DKIM key, fanned out with per-member
 //! footers to the simulated world over real sockets, and every copy the receivers got is
 //! checked the way a receiver checks it (mail-auth's verifier, the key from the world's DNS):

@@ -1,4 +1,4 @@
-//! International addresses (RFC 6531/6532, issue 19 item 8) end to end over real sockets.
+//! International addresses (RFC 6531/6532) end to end over real sockets.
 //!
 //! A list has members with a UTF-8 local part at an IDN domain (`jörg@münchen.test`), a CJK
 //! address (`用户@例子.test`), an ASCII local part at an IDN domain (`info@bücher.test`), a

@@ -1,4 +1,4 @@
-//! `herald serve` on PostgreSQL (issue 17 item 1, `[store] url = "postgres://…"`): a real
+//! `herald serve` on PostgreSQL (`[store] url = "postgres://…"`): a real
 //! PostgreSQL server started by this test (`herald-pg-harness`), Herald in-process on it with
 //! the simulated world. A list is created over the API, members are added, a post is fanned
 //! out and delivered, a member on a refusing domain gets a bounce score, and a second Herald

@@ -1,4 +1,4 @@
-//! Upgrades (issue 19 item 5): a data directory written by Herald 0.1.0 (committed under
+//! Upgrades: a data directory written by Herald 0.1.0 (committed under
 //! `tests/fixtures/upgrade/0.1.0/`: directory schema 3, an archive and statistics database
 //! from before they carried a version, a journal with a post still pending) is opened by this
 //! Herald: every store is migrated, lists, members and the archive are there, and the pending
@@ -213,7 +213,7 @@ async fn stores_from_a_newer_herald_are_refused_with_a_clear_message() {
     set_version(&db, herald_digest::state::SCHEMA_VERSION + 1);
     refuses_to_start(&data, &world, &db, "digest ledger").await;
 
-    // So did the TLS report ledger (issue 19 item 7).
+    // So did the TLS report ledger.
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     copy_tree(&fixture(), &data);

@@ -9,7 +9,7 @@
 //! Properties checked after every step:
 //! - no panic; every reply is well formed (2xx–5xx, printable ASCII, wire lines ≤ 512 octets);
 //! - a message handed over has CRLF line endings only (no bare CR/LF: SMTP smuggling), no line
-//!   longer than the DATA line limit, no NUL octet (issue 18: stripped downstream it smuggles), at most the size limit, 1..=max distinct recipients;
+//!   longer than the DATA line limit, no NUL octet (stripped downstream it smuggles), at most the size limit, 1..=max distinct recipients;
 //! - unread input stays within one line while the session is not waiting on the driver;
 //! - `max_errors` permanent replies in SMTP mode close the session; a closed session says
 //!   nothing more; the buffer budget is never overdrawn and is all returned at the end.

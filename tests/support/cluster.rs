@@ -1,4 +1,4 @@
-//! Cluster nodes as an operator runs them (issue 17): `herald serve` child processes on
+//! Cluster nodes as an operator runs them: `herald serve` child processes on
 //! 127.0.0.x that share one PostgreSQL (`herald-pg-harness`), the simulated world's DNS and
 //! receivers, and the shared store read straight with the `postgres` client. One harness for
 //! `cluster_e2e`, `shards_e2e`, `knowledge_e2e` and `cluster_faults_e2e`; what differs between

@@ -84,11 +84,11 @@ pub fn server_config(world: &World, data_dir: PathBuf) -> Config {
     c.scheduler.retry_max_secs = 2;
     c.scheduler.destination_backoff_secs = 1;
     c.scheduler.tick_ms = 50;
-    // A fixed node id (issue 17): the default is the machine's host name, which would make the
+    // A fixed node id: the default is the machine's host name, which would make the
     // `/metrics` golden and status output differ between machines.
     c.cluster.node_id = Some("herald-test".into());
     // HERALD_TEST_STORE=postgres runs any end-to-end test on a fresh PostgreSQL directory (the
-    // test binary's own server, issue 17): the same scenarios, the other store.
+    // test binary's own server): the same scenarios, the other store.
     if std::env::var("HERALD_TEST_STORE").is_ok_and(|v| v == "postgres") {
         let url = std::thread::spawn(|| herald_pg_harness::PgServer::shared().fresh_database())
             .join()

@@ -2,8 +2,8 @@
 // Internet and a real server, with an admin token), signs in through the login form, and checks
 // that the charts draw data from the real fan-out, that live updates arrive (a repost every few
 // seconds moves the counters), and saves a screenshot (target/dashboard.png) as a CI artifact;
-// then, without the sign-in, the public subscribe form and the subscriptions page (issue 15),
-// and the web archive once the list's archive is made public (issue 14).
+// then, without the sign-in, the public subscribe form and the subscriptions page,
+// and the web archive once the list's archive is made public.
 //
 // Env: HERALD_BIN (default ../../target/debug/herald), CHROMIUM (default /usr/bin/chromium),
 // SCREENSHOT (default ../../target/dashboard.png). Exits non-zero on any failure; always stops
@@ -146,7 +146,7 @@ async function main() {
   check(errors.length === 0, "page errors on the public pages: " + errors.join("; "));
   console.log("public subscribe and subscriptions pages: ok");
 
-  // The web archive (issue 14), as an anonymous reader browses it once the operator publishes
+  // The web archive, as an anonymous reader browses it once the operator publishes
   // the list's archive with the CLI: the index, a month, a message (addresses hidden, no script
   // from a post runs), the search form with a filter, the month's mbox link and the feed.
   const cfg = join(dataDir, "cli.toml");

@@ -1,4 +1,4 @@
-// Herald's web administration pages (issue 15 item 2) in a real headless browser, with no
+// Herald's web administration pages in a real headless browser, with no
 // script of ours on the pages: starts `herald demo --serve` (a simulated Internet and a real
 // server with an admin token), makes an account owner of the demo list and holds a post through
 // the admin API, then as that owner: signs in with the form, sends a setting with an invalid
@@ -314,7 +314,7 @@ async function main() {
   check(gone.status === 404, "still a member after unsubscribing: " + gone.status);
   await visitor.close();
 
-  // The list's public archive in the list's language with its own words (issue 15 item 7),
+  // The list's public archive in the list's language with its own words,
   // read by a visitor whose browser prefers English: published as the operator does it
   // (`herald archive privacy`), the list set to German and one page message reworded.
   const cfg = join(dataDir, "archive-cli.toml");

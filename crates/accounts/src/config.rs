@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-/// Web accounts and the audit log (issue 15 item 1).
+/// Web accounts and the audit log.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AccountsConfig {

@@ -1,4 +1,4 @@
-//! Web accounts for Herald's administrators (issue 15 item 1): who may sign in, with what
+//! Web accounts for Herald's administrators: who may sign in, with what
 //! role, for how long, and what they did.
 //!
 //! - **Accounts** ([`store`]): an address (the identity), an optional argon2id password

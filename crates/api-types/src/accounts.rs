@@ -1,4 +1,4 @@
-//! Web accounts and the audit log (issue 15 item 1): `/api/v1/accounts`, `/api/v1/me`, `/api/v1/audit`.
+//! Web accounts and the audit log: `/api/v1/accounts`, `/api/v1/me`, `/api/v1/audit`.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,4 @@
-//! Bans and the suppression list (issue 18 item 4): `/api/v1/bans` and `/api/v1/suppressions`,
+//! Bans and the suppression list: `/api/v1/bans` and `/api/v1/suppressions`,
 //! admin-only. A request's `list` is a list address; absent, the global scope.
 
 use serde::{Deserialize, Serialize};

@@ -33,7 +33,7 @@ pub struct ListView {
     pub list: ListInfo,
     pub members: MemberCounts,
     /// Feedback-loop complaints that removed or disabled a member since the server started
-    /// (`herald_complaints_total{list}`; issue 18 item 5).
+    /// (`herald_complaints_total{list}`).
     pub complaints: u64,
     /// The values in effect of settings left unset (`null`) in `settings`.
     pub effective: EffectiveSettings,
@@ -43,7 +43,7 @@ pub struct ListView {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct EffectiveSettings {
-    /// `require_aligned_from` (issue 18): unset, on for `members` and `moderators` lists, off
+    /// `require_aligned_from`: unset, on for `members` and `moderators` lists, off
     /// for `anyone` lists.
     pub require_aligned_from: bool,
 }
@@ -182,7 +182,7 @@ pub struct MemberDetail {
     /// How the subscription was consented to; `None` (JSON `null`) when not recorded (a
     /// member from before consent was recorded).
     pub consent: Option<ConsentView>,
-    /// `regular`, `digest-mime`, `digest-plain` or `nomail` (issue 14).
+    /// `regular`, `digest-mime`, `digest-plain` or `nomail`.
     pub delivery: DeliveryMode,
     /// The member's posts are held for a moderator, whatever the list's posting policy
     /// (Mailman's per-member moderation flag).
@@ -265,7 +265,7 @@ pub struct MemberUpdate {
     pub language: Option<String>,
 }
 
-/// A member's recorded consent (issue 15; GDPR article 7).
+/// A member's recorded consent (GDPR article 7).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ConsentView {

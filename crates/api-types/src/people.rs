@@ -1,4 +1,4 @@
-//! `GET /api/v1/people/<address>` and `DELETE /api/v1/people/<address>` (issue 15 item 4; GDPR
+//! `GET /api/v1/people/<address>` and `DELETE /api/v1/people/<address>` (GDPR
 //! articles 15 and 17): all personal data Herald holds about an address, and its erasure.
 
 use serde::{Deserialize, Serialize};

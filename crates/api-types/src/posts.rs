@@ -83,10 +83,10 @@ pub struct Status {
     pub spool: SpoolStats,
     /// The most recent posts (at most 20).
     pub posts: Vec<PostSummary>,
-    /// Every node of the cluster sharing this store (issue 17), this one included; empty from
+    /// Every node of the cluster sharing this store, this one included; empty from
     /// a server older than clusters.
     pub nodes: Vec<NodeView>,
-    /// Set while the list store does not answer (issue 17: PostgreSQL down or restarting):
+    /// Set while the list store does not answer (PostgreSQL down or restarting):
     /// what an operator is told. `lists`, `members` and `nodes` are then unknown (0 and
     /// empty); the rest — queue, spool, posts — is this node's own and current, which is what
     /// tells whether mail is at risk during the outage. Null while the store answers.
@@ -111,7 +111,7 @@ pub struct NodeView {
     pub this_node: bool,
 }
 
-/// `POST /api/v1/node/drain`: what draining this node did (issue 17 item 3). The node claims no
+/// `POST /api/v1/node/drain`: what draining this node did. The node claims no
 /// more shards of shared posts; the ones it held and had not finished went back to the cluster
 /// with their position.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]

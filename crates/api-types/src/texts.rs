@@ -1,4 +1,4 @@
-//! A list's own wording of Herald's generated mail and pages (issue 15 item 7):
+//! A list's own wording of Herald's generated mail and pages:
 //! `GET /api/v1/lists/<list>/texts`, `PUT`/`DELETE /api/v1/lists/<list>/texts/<message>/<language>`.
 
 use serde::{Deserialize, Serialize};

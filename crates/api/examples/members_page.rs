@@ -1,4 +1,4 @@
-//! The web members page at scale (issue 15 item 2): a list of a million members, then the
+//! The web members page at scale: a list of a million members, then the
 //! page's work per view — the directory search (`search_members`: one index range scan, keyset
 //! paging) and the HTML (`herald_webadmin::members::members_page`) — timed over many views of
 //! each kind: the first page, a deep page by keyset, an address prefix, a name prefix. Beside

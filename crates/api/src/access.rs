@@ -282,7 +282,7 @@ pub fn classify(method: &Method, path: &str, query: Option<&str>) -> Route {
     r
 }
 
-/// The web administration pages under `/admin/lists` (issue 15 item 2): the same rights as
+/// The web administration pages under `/admin/lists`: the same rights as
 /// the JSON routes they stand beside — the lists page for anyone signed in (it shows only
 /// their lists), creating a list and giving roles for the site, a list's settings, members,
 /// import, export and bounces for its owners, its held posts for its moderators (owners

@@ -161,7 +161,7 @@ pub async fn delete_list(State(s): St, Path(list): Path<String>) -> Result<Statu
     match dir(&s, move |d| d.delete_list(&a)).await? {
         true => {
             // Roles on the list go with it: a list created again at the address must not
-            // inherit the old owners and moderators (issue 15).
+            // inherit the old owners and moderators.
             let accounts = s.accounts.clone();
             let dropped =
                 tokio::task::spawn_blocking(move || accounts.remove_list_roles(&address)).await??;
@@ -505,7 +505,7 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
             },
         );
     }
-    // Audit events per action since the server started (issue 15); the actions are the route
+    // Audit events per action since the server started; the actions are the route
     // table's fixed words, so the label set is bounded.
     herald_telemetry::exposition::rows(
         &mut scrape,
@@ -519,9 +519,9 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
             c.inc_by(n);
         },
     );
-    // Egress sources (issue 17): connections, copies sent today, today's warm-up cap.
+    // Egress sources: connections, copies sent today, today's warm-up cap.
     crate::spool_metrics::register_egress(&s.scheduler.egress_sources(), &mut scrape);
-    // Cluster gauges (issue 17): nodes alive/dead/left, each node's heartbeat age (left out
+    // Cluster gauges: nodes alive/dead/left, each node's heartbeat age (left out
     // while the store cannot be read), and this node's heartbeat counts (always: they are how
     // an outage shows).
     if let Some(c) = s.cluster.as_ref() {
@@ -534,7 +534,7 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
         "Connects and statements that failed because the shared store (PostgreSQL) could not be reached; 0 on SQLite.",
         s.directory.store_errors(),
     );
-    // Shared fan-out (issue 17 item 3): the cluster's shards and this node's counts.
+    // Shared fan-out: the cluster's shards and this node's counts.
     if let Some(shards) = s.shards.clone() {
         let d = s.directory.clone();
         let counts = match tokio::task::spawn_blocking(move || d.shard_counts()).await {
@@ -543,7 +543,7 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
         };
         herald_shards::metrics::register(&shards, counts.as_ref(), &mut scrape);
     }
-    // Shared knowledge (issue 17 item 4): this node's exchanges with the store.
+    // Shared knowledge: this node's exchanges with the store.
     if let Some(k) = &s.knowledge {
         herald_knowledge::metrics::register(k, &mut scrape);
     }

@@ -1,4 +1,4 @@
-//! `/api/v1/bans` and `/api/v1/suppressions` (issue 18 item 4): list, add and lift bans and
+//! `/api/v1/bans` and `/api/v1/suppressions`: list, add and lift bans and
 //! suppression-list entries, global or per list. Admin-only (the router's guard: these are not
 //! public paths).
 //!

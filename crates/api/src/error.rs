@@ -90,7 +90,7 @@ pub(crate) const STORE_UNAVAILABLE: &str =
 impl From<DirectoryError> for ApiError {
     fn from(e: DirectoryError) -> ApiError {
         if e.is_unavailable() {
-            // PostgreSQL down or restarting (issue 17): a 503 at once, never a hang or a 500.
+            // PostgreSQL down or restarting: a 503 at once, never a hang or a 500.
             tracing::warn!(error = %e, "API request failed: the store is unreachable");
             return ApiError::Unavailable(STORE_UNAVAILABLE.into());
         }

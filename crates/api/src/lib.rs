@@ -10,9 +10,9 @@
 //! `conn_table`): capped connections in all and per client, a header-read and an idle timeout,
 //! so no crowd of clients can exhaust the process's descriptors.
 //!
-//! Web accounts (issue 15 item 1): sign-in pages and sessions (`login`), the accounts API and
+//! Web accounts: sign-in pages and sessions (`login`), the accounts API and
 //! the audit log (`accounts_api`); who may reach which route is one table (`access`). The web
-//! administration pages (issue 15 item 2) under `/admin/…` (`admin_pages`, rendered by
+//! administration pages under `/admin/…` (`admin_pages`, rendered by
 //! `herald-webadmin`).
 //!
 //! SECURITY: every admin route is behind `auth::guard` (bearer token, or a session cookie of
@@ -83,7 +83,7 @@ pub trait Injector: Send + Sync + 'static {
     ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>>;
 
     /// Spools `body` as a post held for moderation on `list` with `reason`: a held post
-    /// brought over from another list server by an import (issue 16).
+    /// brought over from another list server by an import.
     fn hold_imported(
         &self,
         list: Address,
@@ -120,7 +120,7 @@ pub struct ApiState {
     pub local_clients: auth::LocalClients,
     /// The web archive's pages (`/archive/…`, public lists only); `None` with the archive off.
     pub archive: Option<Arc<herald_archive::web::WebArchive>>,
-    /// What `GET /api/v1/backup` copies (issue 19).
+    /// What `GET /api/v1/backup` copies.
     pub backup: herald_backup::take::Source,
     /// The digest stage (`herald digest send-now`); `None` with digests or the archive off.
     pub digests: Option<Arc<herald_digest::Digests>>,
@@ -134,16 +134,16 @@ pub struct ApiState {
     /// `http.public_base_url` as resolved: the sign-in links' base, and an accepted `Origin`
     /// behind a proxy.
     pub public_base_url: String,
-    /// This node's cluster membership (issue 17): every node in `/api/v1/status` and `/metrics`.
+    /// This node's cluster membership: every node in `/api/v1/status` and `/metrics`.
     pub cluster: Option<Arc<herald_cluster::Cluster>>,
-    /// The web administration's CSV imports under way (issue 15 item 2).
+    /// The web administration's CSV imports under way.
     pub webadmin: admin_pages::ImportJobs,
-    /// The shared fan-out (issue 17 item 3); `None` unless `[cluster] shared_fanout`.
+    /// The shared fan-out; `None` unless `[cluster] shared_fanout`.
     pub shards: Option<Arc<herald_shards::Shards>>,
-    /// Shared knowledge between nodes (issue 17 item 4); `None` unless the store is
+    /// Shared knowledge between nodes; `None` unless the store is
     /// PostgreSQL with `[cluster] shared_knowledge`.
     pub knowledge: Option<Arc<herald_knowledge::Knowledge>>,
-    /// The intake's hand-off backlog (issue 20 item 9): posts acknowledged and not yet handed
+    /// The intake's hand-off backlog: posts acknowledged and not yet handed
     /// to their stage, for `/metrics`.
     pub intake_backlog: Arc<herald_enqueue::backlog::BacklogDepth>,
     /// What `/readyz` asks (the spool, the store, the listeners).

@@ -1,6 +1,6 @@
-//! List housekeeping over HTTP (issue 5): held posts (list, approve, reject), bounces (list,
+//! List housekeeping over HTTP: held posts (list, approve, reject), bounces (list,
 //! dismiss a kept unrecognized bounce), member details (status, bounce score, history, the
-//! "not me too" option), an administrator's re-enable and bounce-score reset (issue 15), subscription requests with double opt-in, and the public confirmation
+//! "not me too" option), an administrator's re-enable and bounce-score reset, subscription requests with double opt-in, and the public confirmation
 //! page (`GET /confirm/<token>` shows a button, `POST` confirms — link scanners only GET).
 //!
 //! `herald_lists::Lists` implements [`ListOps`] (in `stages.rs`, which maps its `ListsError`);
@@ -220,8 +220,8 @@ pub async fn member_detail(
     detail(&s, &list, &member, MemberAction::None).await
 }
 
-/// `PATCH …/members/{member}`: an administrator changes a member's delivery mode (issue 14) or
-/// moderation flag (issue 16); answers the member's details as they are now. An unknown mode
+/// `PATCH …/members/{member}`: an administrator changes a member's delivery mode or
+/// moderation flag; answers the member's details as they are now. An unknown mode
 /// word is refused by the JSON decoder (422) before anything changes.
 #[utoipa::path(
     patch,
@@ -247,7 +247,7 @@ pub async fn member_update(
     Ok(answer)
 }
 
-/// `POST /api/v1/lists/<list>/digest/send-now`: the list's next digest now (issue 14), if anything
+/// `POST /api/v1/lists/<list>/digest/send-now`: the list's next digest now, if anything
 /// was archived since the last one. 409 when digests are off on this server.
 #[utoipa::path(
     post,
@@ -329,7 +329,7 @@ pub async fn tls_report_send(
 }
 
 /// An administrator's action on one member before its details are read: bounce handling
-/// (issue 15), or the delivery mode (issue 14) and moderation flag (issue 16).
+///, or the delivery mode and moderation flag.
 #[derive(Debug, Clone)]
 pub(crate) enum MemberAction {
     None,
@@ -343,7 +343,7 @@ pub(crate) enum MemberAction {
     Enable,
     /// Clear the bounce score only.
     ResetScore,
-    /// Disable (the web page's button; issue 15 item 2); bounce handling's own disabling
+    /// Disable (the web page's button); bounce handling's own disabling
     /// records its reason the same way.
     Disable,
 }
@@ -690,7 +690,7 @@ fn invalid() -> Response {
 }
 
 /// `POST /api/v1/lists/<list>/held?reason=…&from=…` with the raw message as the body: a post held
-/// on another list server, held here too (`herald import mailman3`, issue 16). The duplicate
+/// on another list server, held here too (`herald import mailman3`). The duplicate
 /// check applies, so the same held post sent twice stays one.
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

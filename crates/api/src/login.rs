@@ -1,4 +1,4 @@
-//! Signing in and out, and the page that proves it worked (issue 15 item 1):
+//! Signing in and out, and the page that proves it worked:
 //!
 //! - `GET /login`: the forms — address and password; or address only, to be mailed a
 //!   one-time link. `POST /login` signs in with a password, or with the admin token (the
@@ -431,7 +431,7 @@ pub async fn admin_page(State(s): St, Extension(caller): Extension<Caller>) -> R
     for (list, role) in &lists {
         let l = escape(list);
         let enc = percent_encoding::utf8_percent_encode(list, percent_encoding::NON_ALPHANUMERIC);
-        // The web administration pages (issue 15 item 2).
+        // The web administration pages.
         let settings = if *role == "moderator" {
             String::new()
         } else {

@@ -1,4 +1,4 @@
-//! A member's own subscriptions page (issue 15 items 3 and 4): `GET /manage` asks for an address
+//! A member's own subscriptions page: `GET /manage` asks for an address
 //! and `POST /manage` mails it a signed link (the same bot protection as the subscribe page:
 //! honeypot, time-token, `[notice_limits]`); `GET /manage/<token>` shows every list the address
 //! is on with its name and delivery mode, and forms to change them or unsubscribe, which `POST
@@ -301,7 +301,7 @@ async fn subscriptions(
         ));
     }
     if !person.memberships.is_empty() {
-        // The archive over IMAP (issue 14 item 5): members-only archives open with this
+        // The archive over IMAP: members-only archives open with this
         // password (derived, never stored; see `herald_types::token::imap_password`).
         let password = herald_types::token::imap_password(&s.secret, who);
         body.push_str(&format!(

@@ -1,4 +1,4 @@
-//! This node's place in the shared fan-out over HTTP (issue 17 item 3): `POST
+//! This node's place in the shared fan-out over HTTP: `POST
 //! /api/v1/node/drain` (`herald node drain`), for maintenance: the node stops claiming shards,
 //! hands back those it has not finished and answers when it holds none (or the wait ran out).
 //!

@@ -1,4 +1,4 @@
-//! `/api/v1/people/<address>` (issue 15 item 4; GDPR articles 15 and 17): `GET` gives everything
+//! `/api/v1/people/<address>` (GDPR articles 15 and 17): `GET` gives everything
 //! Herald holds about an address — the directory's rows (memberships, names, fields, consent,
 //! bounce history, suppression entries, bans), their posts in the archive, and the recent
 //! delivery-log lines that name it; `DELETE` erases it from the directory and removes their
@@ -104,7 +104,7 @@ pub async fn erase(
         false => Ok(0),
     })
     .await??;
-    // The audit log and the accounts store (issue 15): the address leaves them too; the audit
+    // The audit log and the accounts store: the address leaves them too; the audit
     // rows stay with its keyed hash instead.
     let (accounts, a) = (s.accounts.clone(), address.clone());
     let audit_rows = tokio::task::spawn_blocking(move || accounts.erase_address(&a)).await??;

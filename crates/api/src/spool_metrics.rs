@@ -92,7 +92,7 @@ pub fn register(s: &SpoolStats, out: &mut Registry) {
     );
 }
 
-/// The intake's hand-off backlog (issue 20 item 9): a `250` is answered once a post is durable,
+/// The intake's hand-off backlog: a `250` is answered once a post is durable,
 /// before its stage takes it, so a stage slower than the intake shows here first, long before
 /// senders wait for room ([intake] backlog_max_posts / backlog_max_bytes).
 pub fn register_intake(depth: &herald_enqueue::backlog::BacklogDepth, out: &mut Registry) {
@@ -142,7 +142,7 @@ pub fn register_channels(channels: &[herald_scheduler::ChannelView], out: &mut R
     );
 }
 
-/// The egress sources (issue 17), one label per configured source address (bounded by the
+/// The egress sources, one label per configured source address (bounded by the
 /// configuration): connections open now, copies sent today (UTC) and today's warm-up cap
 /// (absent once its schedule is over). Nothing when no egress is configured.
 pub fn register_egress(sources: &[herald_egress::SourceView], out: &mut Registry) {

@@ -1,6 +1,6 @@
 //! The API's boundary to the enqueue and lists stages: [`crate::Injector`] for the enqueue
 //! path and [`ListOps`] for the lists stage, each mapping the stage's own error type to HTTP
-//! answers here, so that neither stage speaks HTTP (issue 13).
+//! answers here, so that neither stage speaks HTTP.
 
 use crate::{ApiError, ConfirmView, Injector, ListOps, OpsFuture};
 use bytes::Bytes;

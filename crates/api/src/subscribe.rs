@@ -1,4 +1,4 @@
-//! The public subscribe page (issue 15 item 3): `GET /subscribe/<list>` serves a plain HTML form
+//! The public subscribe page: `GET /subscribe/<list>` serves a plain HTML form
 //! (no JavaScript, labelled fields); `POST` asks for the double opt-in confirmation, which is
 //! all it can ever do — the subscription happens only when the mailed link is confirmed.
 //!

@@ -1,4 +1,4 @@
-//! `/api/v1/lists/<list>/texts` (issue 15 item 7): a list's own wording of Herald's generated
+//! `/api/v1/lists/<list>/texts`: a list's own wording of Herald's generated
 //! mail and public pages. Each catalogue message is listed with the fields it may use and its
 //! shipped text; an owner replaces it per language (`PUT`) or goes back to the shipped one
 //! (`DELETE`). Owners of the list only (the route table in `access.rs`).

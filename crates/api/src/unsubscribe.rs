@@ -21,7 +21,7 @@ use std::sync::Arc;
 type St = State<Arc<ApiState>>;
 
 /// The language and the list's own texts a public page of `list` is written with for `who`:
-/// the member's language, else the list's (issue 15 item 7). A store error falls back to the
+/// the member's language, else the list's. A store error falls back to the
 /// list's language and the shipped texts: a page is still better than an error.
 pub(crate) async fn page_words(
     s: &ApiState,

@@ -1,4 +1,4 @@
-//! The versioned admin API (issue 15 item 5): every JSON route under `/api/v1`, and its
+//! The versioned admin API: every JSON route under `/api/v1`, and its
 //! OpenAPI 3.1 document at `/api/v1/openapi.json`.
 //!
 //! The document is generated, never written by hand: each handler carries its operation

@@ -1,4 +1,4 @@
-//! Measures the archive on a generated corpus (BENCHMARKS.md, issue 14): store rate, raw size,
+//! Measures the archive on a generated corpus (BENCHMARKS.md): store rate, raw size,
 //! stored (deflate'd) body size, FTS5 index size; page and search latencies (p50/p95) at that
 //! size; listing every message against `ls -l` of a Maildir folder holding the same mail; and a
 //! Postmark-style create/read/delete mix against the same mix on Maildir files on the same disk

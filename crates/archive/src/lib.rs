@@ -1,4 +1,4 @@
-//! The list archive (issue 14): every list post that was fanned out, kept once, as received,
+//! The list archive: every list post that was fanned out, kept once, as received,
 //! in one SQLite database (`archive.db` in the data directory) — never a file per message
 //! (seeds/002: millions of small files are the slow path of a mail system).
 //!

@@ -6,7 +6,7 @@
 //!
 //! Backpressure: the channel holds `capacity` posts. Only when the archive is that many posts
 //! behind does the hand-over wait (nothing is dropped); a post takes milliseconds to archive
-//! and seconds to fan out, so in practice it never does (BENCHMARKS.md, issue 14).
+//! and seconds to fan out, so in practice it never does (BENCHMARKS.md).
 //!
 //! Crash safety: a post is durable in the spool before it reaches here; posts the spool
 //! recovers at start are offered again, and the store's (list, Message-ID) key makes the
@@ -57,7 +57,7 @@ impl ArchiveSender {
     /// Queues a post (list posts only; the rest are ignored). Waits only when the writer is
     /// `capacity` posts behind.
     pub async fn archive(&self, post: &SpooledPost) {
-        // A digest (a list post for digest members, issue 14) is made of archived posts: storing
+        // A digest (a list post for digest members) is made of archived posts: storing
         // it would archive them twice and feed the next digest with the last one.
         if post.meta.kind != PostKind::ListPost || !post.meta.audience.is_regular() {
             return;

@@ -376,7 +376,7 @@ impl Archive {
     }
 
     /// The posts whose sender is `address` (any case), oldest first, at most `limit`: a
-    /// person's data export and erasure (issue 15 item 4). `(list, message_id, date_ms,
+    /// person's data export and erasure. `(list, message_id, date_ms,
     /// subject)`.
     pub fn by_sender(
         &self,
@@ -563,7 +563,7 @@ impl Archive {
         )
     }
 
-    /// What `list` archived after row `after_id` (the digest's cursor, issue 14): how many
+    /// What `list` archived after row `after_id` (the digest's cursor): how many
     /// messages, their stored size in bytes, and the last row id (`after_id` when none). One
     /// range scan of the list's rows past the cursor. Imported history is not news: left out.
     pub fn pending_since(

@@ -15,7 +15,7 @@
 //! archive addresses <list> show`); raw messages and mbox downloads stay as archived.
 //! Attachments are listed on the message page and served only as downloads.
 //!
-//! Words (issue 15 item 7): a list's pages are written in the list's language with the list's
+//! Words: a list's pages are written in the list's language with the list's
 //! own texts (catalogue messages `archive-*`, overridable per list like every message), a
 //! member who opened a `members` archive with their key reads it in their own language; pages
 //! that name no list (the index, "not found") follow the browser's `Accept-Language`. The
@@ -90,7 +90,7 @@ impl PageWords {
 pub type IsMember =
     Arc<dyn Fn(&herald_types::Address, &herald_types::Address) -> bool + Send + Sync>;
 
-/// How members read a `members` archive (until accounts and sessions, issue 15): a key signed
+/// How members read a `members` archive (until accounts and sessions): a key signed
 /// for (list, member, expiry) with the server's secret, and the directory's word that the
 /// address is still an enabled member of the list.
 pub struct MemberKeys {

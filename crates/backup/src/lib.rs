@@ -1,4 +1,4 @@
-//! Backup and restore (issue 19): a consistent copy of a **running** server, and bringing it
+//! Backup and restore: a consistent copy of a **running** server, and bringing it
 //! back on a fresh machine.
 //!
 //! Place in the flow: the API's `GET /api/v1/backup` calls [`take::stage`] (the cut) and streams

@@ -1,5 +1,5 @@
 //! `herald-bench intake`: many SMTP senders posting to one address at once, to measure an MTA's
-//! durable intake (issue 20 item 9). Each sender is one connection that sends `--posts` small
+//! durable intake. Each sender is one connection that sends `--posts` small
 //! posts one after the other, each its own transaction (MAIL, RCPT and DATA pipelined, then the
 //! body); a post counts as accepted when the reply after its body is `250` — for Herald and for
 //! Postfix that reply comes only after the post is on disk and fsync'd. The latency measured is

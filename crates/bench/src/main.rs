@@ -4,7 +4,7 @@
 //!   own fan-out crate and submits one personalized copy per member over SMTP (same bytes as
 //!   Herald sends, each with its VERP return path), or Postfix's XVERP best case.
 //! - `intake`: many concurrent SMTP senders posting small posts to one address; durable
-//!   posts/s and the latency from the end of DATA to `250` (issue 20 item 9).
+//!   posts/s and the latency from the end of DATA to `250`.
 //! - `post`: writes the scenario posts (text of N KB, a multipart/related with an inline image).
 //! - `watch`: samples a process tree's CPU time and RSS until told to stop.
 //! - `table`: prints the comparison table from each system's report and resources.

@@ -1,4 +1,4 @@
-//! Complaints (issue 18 item 5): a feedback-loop report (parsed by `herald-complaints`) that
+//! Complaints: a feedback-loop report (parsed by `herald-complaints`) that
 //! arrived at a list's `-bounces` address or the complaints address is traced to the member
 //! whose copy was reported, who is then unsubscribed or disabled (the list's
 //! `complaint_action`) and put on the list's suppression list with the report's reason.

@@ -1,4 +1,4 @@
-//! Measures what the node registry costs (BENCHMARKS.md, issue 17): heartbeats written per
+//! Measures what the node registry costs (BENCHMARKS.md): heartbeats written per
 //! second by one node in a loop (each is the `UPDATE` plus the schema-version read), and the
 //! time of `Cluster::status` (what `/api/v1/status`, `herald status` and each `/metrics` scrape
 //! read) with 10 and 1,000 node rows — on SQLite and on a private PostgreSQL server started by

@@ -31,7 +31,7 @@ pub struct ClusterConfig {
     pub heartbeat_interval_secs: u64,
     /// A node whose last heartbeat is older than this many intervals is reported dead.
     pub dead_after_intervals: u32,
-    /// Share each list post's fan-out between the nodes (issue 17 item 3, `herald-shards`):
+    /// Share each list post's fan-out between the nodes (`herald-shards`):
     /// the post is stored once in the shared store, cut into shards that every node claims.
     /// Needs a PostgreSQL `[store] url`. Off: each node fans out what it accepted.
     pub shared_fanout: bool,
@@ -45,7 +45,7 @@ pub struct ClusterConfig {
     pub shard_report_ms: u64,
     /// Shards one node fans out at once.
     pub max_shards_per_node: usize,
-    /// Share what nodes learn of the outside world (issue 17 item 4, `herald-knowledge`):
+    /// Share what nodes learn of the outside world (`herald-knowledge`):
     /// providers' rates (each node takes its share), the nodes sending to each provider, hosts
     /// found down. Only with a PostgreSQL `[store] url`; a SQLite node has nobody to tell.
     pub shared_knowledge: bool,

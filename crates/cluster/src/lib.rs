@@ -1,4 +1,4 @@
-//! herald-cluster: the nodes of a Herald cluster (issue 17 item 2). Every `herald serve`
+//! herald-cluster: the nodes of a Herald cluster. Every `herald serve`
 //! joins: it writes a row to the `nodes` table of the shared store (the directory; PostgreSQL
 //! when several nodes share it, SQLite where a single node sees itself through the same code),
 //! heartbeats it every `[cluster] heartbeat_interval_secs`, and marks it `left` when it stops

@@ -1,4 +1,4 @@
-//! herald-complaints: feedback-loop reports (issue 18 item 5). A library (no loop): the bounce
+//! herald-complaints: feedback-loop reports. A library (no loop): the bounce
 //! stage, which receives what arrives at a list's `-bounces` address and the configured
 //! complaints address, asks [`parse`] whether a message is a complaint and what it says about
 //! the copy complained about; the stage then maps it to a member and acts (`herald-bounce`,

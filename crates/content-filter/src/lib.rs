@@ -1,4 +1,4 @@
-//! herald-content-filter: the content-filter hook (issue 18 item 6). Operators run rspamd in
+//! herald-content-filter: the content-filter hook. Operators run rspamd in
 //! front of their mail; with `[content_filter] enabled = true` Herald asks it about each list
 //! post arriving over SMTP/LMTP, over rspamd's HTTP protocol (`POST /checkv2`), and accepts,
 //! holds or refuses the post by rspamd's verdict (`config.rs`: rspamd's action word mapped

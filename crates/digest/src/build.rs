@@ -38,7 +38,7 @@ impl Format {
     }
 }
 
-/// The words of a digest's own text (issue 15 item 7): from the list's language and the list's
+/// The words of a digest's own text: from the list's language and the list's
 /// own wording (`herald_i18n::Words`), or English by default.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DigestWords {

@@ -1,4 +1,4 @@
-//! herald-digest: list digests (issue 14 item 6), built from the archive for the members whose
+//! herald-digest: list digests, built from the archive for the members whose
 //! delivery mode is `digest-mime` or `digest-plain`.
 //!
 //! Place in the flow: after the archive (it reads `archive.db`) and before the API (which calls

@@ -1,4 +1,4 @@
-//! The digest stage (issue 14 item 6): every `check_interval_secs` it looks at each list with
+//! The digest stage: every `check_interval_secs` it looks at each list with
 //! digest members, and when what the archive gathered since the last digest passes the list's
 //! `digest_size_threshold_kb`, or its `digest_schedule` (daily, weekly) is due, builds the next
 //! numbered digest from the archive and enqueues it as a list post for the members of each digest
@@ -286,7 +286,7 @@ impl Digests {
         Ok((counts, state, pending))
     }
 
-    /// The digest's own words: the list's language with the list's texts (issue 15 item 7).
+    /// The digest's own words: the list's language with the list's texts.
     /// One digest goes to every digest member of a format, so it is in the list's language,
     /// not each member's.
     async fn words(

@@ -2,7 +2,7 @@
 //! next issue and the archive cursor (the last archived row a digest covered), and per digest
 //! sent its number, format and Message-ID with a two-phase state.
 //!
-//! Never twice, also across `kill -9` (issue 14), by a two-phase record:
+//! Never twice, also across `kill -9`, by a two-phase record:
 //! 1. [`Ledger::take`]: one transaction advances the cursor and the issue and records the
 //!    digest as `enqueuing`, *before* the digest is handed to the spool;
 //! 2. the stage enqueues it (durable in the spool when `enqueue` returns);

@@ -3,7 +3,7 @@
 //!
 //! Run: `cargo run --release -p herald-directory --example dir_bench [members] [db-path]`
 //! (default 1,000,000 members in a temporary directory). Prints one line per phase.
-//! With `postgres` as the path, the same phases run on PostgreSQL (issue 17): a throw-away
+//! With `postgres` as the path, the same phases run on PostgreSQL: a throw-away
 //! server started by `herald-pg-harness` on 127.0.0.1, fsync off as the harness runs it.
 
 use herald_directory::{Directory, NewMember};
@@ -56,7 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     report("add_members", added as usize, in_add);
 
-    // The fan-out scan before and after delivery modes (issue 14): `members_page` (enabled
+    // The fan-out scan before and after delivery modes: `members_page` (enabled
     // members) against `delivery_page(Regular)` (enabled and regular), alternated three times.
     let up_to = d.max_member_id(list.id)?;
     for _ in 0..3 {

@@ -1,6 +1,6 @@
 //! Bounce history and scores (schema version 2), and the per-member preferences fan-out reads.
 //!
-//! Scoring (issue 5): each counted bounce adds its weight (the bounce stage passes hard 1.0,
+//! Scoring: each counted bounce adds its weight (the bounce stage passes hard 1.0,
 //! soft 0.5, 0 for kinds that never count); a member's score rises at most once per
 //! [`DAY_MS`]; a score whose last counted bounce is older than the list's `bounce_stale_days`
 //! starts again from zero; at `bounce_threshold` the member is disabled with the reason recorded.

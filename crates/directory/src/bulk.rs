@@ -1,4 +1,4 @@
-//! Bulk import and export of members as other systems hold them (issue 16, `herald-import`):
+//! Bulk import and export of members as other systems hold them (`herald-import`):
 //! a batch of members with their delivery mode and status written in one transaction, a page
 //! scan that reads them back with their mode, and a suppression entry written with its original
 //! date.

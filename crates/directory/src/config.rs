@@ -1,4 +1,4 @@
-//! The `[store]` section (issue 17): where the directory lives.
+//! The `[store]` section: where the directory lives.
 //!
 //! `url` absent, empty or `sqlite:` → `herald.db` in the data directory (the embedded default,
 //! unchanged; no other SQLite path is offered, because `herald backup`, the upgrade checks and

@@ -1,4 +1,4 @@
-//! Per-member delivery mode (issue 14 item 6): read, set, count, and the page scan that fan-out
+//! Per-member delivery mode: read, set, count, and the page scan that fan-out
 //! uses to send a post to the members of one mode only.
 //!
 //! Invariants: the stored word is one of [`DeliveryMode`]'s four (a `CHECK` in the schema);

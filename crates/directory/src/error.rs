@@ -37,7 +37,7 @@ pub enum DirectoryError {
     SchemaTooNew { found: i64, supported: i64 },
 
     /// The shared store is at an older schema than this binary's, and nodes that use it at
-    /// that version are alive: migrating it under them could break them (issue 17).
+    /// that version are alive: migrating it under them could break them.
     #[error(
         "refusing to migrate the shared store from schema {store} to schema {binary} while \
          nodes at another version use it: {nodes}; stop or drain those nodes first (a node \
@@ -92,7 +92,7 @@ pub enum DirectoryError {
     #[error("corrupt directory data in {what}: {reason}")]
     Corrupt { what: &'static str, reason: String },
 
-    /// The address may not be added (or re-enabled): it is suppressed or banned (issue 18).
+    /// The address may not be added (or re-enabled): it is suppressed or banned.
     /// Safe to show: it names the ban's pattern or the suppression's source and reason.
     #[error("{address} cannot be added: {why}")]
     Refused {

@@ -145,7 +145,7 @@ impl Directory {
             };
             // Consent by import, for rows new to the list (an existing member keeps theirs).
             let consent = Consent::now(ConsentSource::Import, None);
-            // Suppressed and banned addresses are rejected rows, with the reason (issue 18).
+            // Suppressed and banned addresses are rejected rows, with the reason.
             let mut refused = Vec::new();
             let mut ok = Vec::with_capacity(batch.len());
             for (line, m) in batch.iter() {

@@ -1,4 +1,4 @@
-//! Shared knowledge between the nodes of a cluster (issue 17 item 4): what one node learns about
+//! Shared knowledge between the nodes of a cluster: what one node learns about
 //! the outside world that the others should know too, so three nodes do not push a throttling
 //! provider three times as hard, nor each discover a dead host for themselves. The
 //! `herald-knowledge` crate drives it (one exchange per node per interval); this file holds the
@@ -190,7 +190,7 @@ impl Directory {
     }
 
     /// The post that carried `message_id` to `list` at any node within the last `window_ms`
-    /// (store clock), if any (issue 17 item 4: cluster-wide duplicate suppression).
+    /// (store clock), if any (cluster-wide duplicate suppression).
     pub fn dedup_seen(
         &self,
         list: ListId,
@@ -220,7 +220,7 @@ impl Directory {
         }
     }
 
-    /// One exchange (issue 17 item 4): writes what `out` says (the providers the node sends
+    /// One exchange: writes what `out` says (the providers the node sends
     /// to, the rates it lowered, the hosts it marked down), then reads, for the providers it
     /// sends to, the cluster-wide rate and the number of alive senders, and the hosts other
     /// nodes marked down. One transaction, outside the directory's write lock.

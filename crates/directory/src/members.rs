@@ -171,7 +171,7 @@ impl Directory {
         Ok(new_member(id, list, m))
     }
 
-    /// Removes a member, with their bounce history and score on this list (issue 15: what is
+    /// Removes a member, with their bounce history and score on this list (what is
     /// not needed any more is not kept; a re-subscribed member starts with a clean record),
     /// and records when they left (older subscription links then subscribe nobody).
     /// One transaction, so a crash never leaves the history of a removed member behind. False

@@ -1,4 +1,4 @@
-//! Per-member moderation (Mailman's "moderated" flag; issue 16): a member whose posts are held
+//! Per-member moderation (Mailman's "moderated" flag): a member whose posts are held
 //! for a moderator whatever the list's posting policy, while they keep receiving the list. The
 //! flag is what importers bring over from Mailman 2's `MODERATE` option and Mailman 3's
 //! per-member `moderation_action`, and what an administrator sets with `herald member set

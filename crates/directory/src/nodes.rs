@@ -1,4 +1,4 @@
-//! The cluster's node registry in the shared store (issue 17 item 2): one row per node that
+//! The cluster's node registry in the shared store: one row per node that
 //! joined, with its address, version, schema version, start and last heartbeat, and whether it
 //! is running or left. The `herald-cluster` crate drives it (join, heartbeat task, leave) and
 //! decides what "alive" means; this file only stores rows.

@@ -1,4 +1,4 @@
-//! One person's data (issue 15 item 4; GDPR articles 15 and 17): everything the directory holds
+//! One person's data (GDPR articles 15 and 17): everything the directory holds
 //! about an address — memberships with names, fields, status, delivery mode, preferences and
 //! consent, bounce history and scores, suppression entries, exact-address bans — read in one
 //! snapshot ([`Directory::person`]) or erased in one transaction ([`Directory::erase_person`]).

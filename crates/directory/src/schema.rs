@@ -43,7 +43,7 @@ const MIGRATIONS: &[&str] = &[
         UNIQUE (list_id, address)
     );
     CREATE INDEX members_by_list ON members(list_id, id);",
-    // 1 -> 2: bounce history and scores, member preferences (issue 5). Bounce rows are keyed by
+    // 1 -> 2: bounce history and scores, member preferences. Bounce rows are keyed by
     // address, not member id, so list-reputation events (no member) can use the empty address.
     // (Since issue 15, removing a member deletes their rows here too, in the same transaction.)
     "CREATE TABLE bounce_events (
@@ -72,19 +72,19 @@ const MIGRATIONS: &[&str] = &[
         member_id         INTEGER PRIMARY KEY REFERENCES members(id) ON DELETE CASCADE,
         skip_if_addressed INTEGER NOT NULL DEFAULT 0
     );",
-    // 2 -> 3: consent records (issue 15, see `consent`). Members from before have no row.
+    // 2 -> 3: consent records (see `consent`). Members from before have no row.
     "CREATE TABLE member_consent (
         member_id INTEGER PRIMARY KEY REFERENCES members(id) ON DELETE CASCADE,
         at_ms     INTEGER NOT NULL,
         source    TEXT NOT NULL,
         client    TEXT
     );",
-    // 3 -> 4: per-member delivery mode (issue 14 item 6). Every existing member keeps getting
+    // 3 -> 4: per-member delivery mode. Every existing member keeps getting
     // single posts. Checked against the four words so a bad write cannot make a member
     // silently receive nothing.
     "ALTER TABLE members ADD COLUMN delivery TEXT NOT NULL DEFAULT 'regular'
         CHECK (delivery IN ('regular', 'digest-mime', 'digest-plain', 'nomail'));",
-    // 4 -> 5: bans and the suppression list (issue 18 item 4, see `bans` and `suppression`).
+    // 4 -> 5: bans and the suppression list (see `bans` and `suppression`).
     // `list_id` NULL is the global scope; the unique indexes fold NULL to 0 because SQLite
     // treats NULLs as distinct in a UNIQUE constraint. Ban rows are never updated, only
     // inserted and deleted, so (MAX(id), COUNT(*)) names the set (the compiled-ban cache).
@@ -104,7 +104,7 @@ const MIGRATIONS: &[&str] = &[
         at_ms    INTEGER NOT NULL
     );
     CREATE UNIQUE INDEX suppressions_by_address ON suppressions(address, COALESCE(list_id, 0));",
-    // 5 -> 6: erasure (issue 15 item 4, GDPR art. 17, see `person`): an erased address is kept
+    // 5 -> 6: erasure (GDPR art. 17, see `person`): an erased address is kept
     // only as an HMAC under a key of this database's own, so that no import or subscription
     // brings it back while the address itself is gone.
     "CREATE TABLE directory_keys (
@@ -116,11 +116,11 @@ const MIGRATIONS: &[&str] = &[
         hash  TEXT PRIMARY KEY,
         at_ms INTEGER NOT NULL
     );",
-    // 6 -> 7: per-member moderation (Mailman's moderation flag; issue 16, see `moderation`).
+    // 6 -> 7: per-member moderation (Mailman's moderation flag, see `moderation`).
     // Every existing member keeps posting as before.
     "ALTER TABLE members ADD COLUMN moderated INTEGER NOT NULL DEFAULT 0
         CHECK (moderated IN (0, 1));",
-    // 7 -> 8: cluster nodes (issue 17 item 2, see `nodes` and the `herald-cluster` crate): one
+    // 7 -> 8: cluster nodes (see `nodes` and the `herald-cluster` crate): one
     // row per node that ever joined, kept after it leaves so `herald status` can say so.
     // Self-contained (one new table, nothing else touched) so it can be renumbered at a merge.
     "CREATE TABLE nodes (
@@ -132,11 +132,11 @@ const MIGRATIONS: &[&str] = &[
         heartbeat_at_ms INTEGER NOT NULL,
         state           TEXT NOT NULL CHECK (state IN ('running', 'left'))
     );",
-    // 8 -> 9: the web administration's member search by display name (issue 15 item 2, see
+    // 8 -> 9: the web administration's member search by display name (see
     // `search`): a prefix range on the name in NOCASE order, then id, so a page of a large list
     // is one index range scan. (Search by address uses the UNIQUE (list_id, address) index.)
     "CREATE INDEX members_by_name ON members(list_id, display_name COLLATE NOCASE, id);",
-    // 9 -> 10: languages and a list's own wording (issue 15 item 7, see `texts`): a member's
+    // 9 -> 10: languages and a list's own wording (see `texts`): a member's
     // preferred language (NULL: the list's), and the owner's override of a catalogue message
     // per list and language.
     "ALTER TABLE members ADD COLUMN language TEXT;
@@ -148,11 +148,11 @@ const MIGRATIONS: &[&str] = &[
         updated_at_ms INTEGER NOT NULL,
         PRIMARY KEY (list_id, message_id, language)
     );",
-    // 10 -> 11: shared fan-out (issue 17 item 3, see `shards`) is PostgreSQL only: its tables
+    // 10 -> 11: shared fan-out (see `shards`) is PostgreSQL only: its tables
     // exist only in a store several nodes share (`pg/schema.rs`). The step is here so both
     // backends count the same versions.
     "-- shared fan-out tables: PostgreSQL only",
-    // 11 -> 12: shared knowledge between nodes (issue 17 item 4, see `knowledge`) is
+    // 11 -> 12: shared knowledge between nodes (see `knowledge`) is
     // PostgreSQL only too: provider budgets, who sends to them, hosts marked down.
     "-- shared knowledge tables: PostgreSQL only",
     // 12 -> 13: capability links are spent on use (see `links`): the keys of used links until

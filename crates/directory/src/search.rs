@@ -1,4 +1,4 @@
-//! Finding members for the web administration pages (issue 15 item 2): a page of a list's
+//! Finding members for the web administration pages: a page of a list's
 //! members whose address or display name starts with a prefix, in address or name order, with
 //! keyset paging (`after` = the last member of the previous page). Each page is one index
 //! range scan — `members(list_id, address)` (the UNIQUE index) or `members_by_name` (migration

@@ -1,4 +1,4 @@
-//! Shared fan-out in the shared store (issue 17 item 3): list posts stored once with their
+//! Shared fan-out in the shared store: list posts stored once with their
 //! body, and their fan-out cut into *shards* — contiguous member-id ranges — that nodes claim
 //! with `SELECT … FOR UPDATE SKIP LOCKED`, hold with a lease and report back in batches. The
 //! `herald-shards` crate drives it (publisher, claimer, reporter); this file holds the values and
@@ -170,7 +170,7 @@ impl Directory {
     }
 
     /// As [`Directory::claim_shard`], but only an open shard, never one whose lease ran out: what
-    /// a node claims just after the store was unreachable (issue 17), when a lease that ran
+    /// a node claims just after the store was unreachable, when a lease that ran
     /// out during the outage most likely belongs to a live node that could not renew it.
     pub fn claim_open_shard(
         &self,

@@ -1,4 +1,4 @@
-//! The suppression list: addresses Herald must never mail or add again (issue 18 item 4) —
+//! The suppression list: addresses Herald must never mail or add again —
 //! members who complained (a feedback-loop report), who asked to be erased, or whom an operator
 //! entered. Each entry keeps its reason, source and time; its scope is global or one list.
 //!

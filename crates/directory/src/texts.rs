@@ -1,4 +1,4 @@
-//! Languages and a list's own wording (issue 15 item 7): a member's preferred language (the
+//! Languages and a list's own wording: a member's preferred language (the
 //! `language` column of `members`; `NULL` means the list's `language` setting), and the texts
 //! an owner wrote to replace catalogue messages for one list and language (`list_texts`).
 //! Both are what the lists stage, the digest stage and the public pages write with

@@ -1,4 +1,4 @@
-//! Bans and the suppression list (issue 18 item 4) through the directory's public API, on a
+//! Bans and the suppression list through the directory's public API, on a
 //! real SQLite file: every add path refuses, with a reason that names the ban or the
 //! suppression; suppressing disables members so fan-out (enabled members only) skips them.
 

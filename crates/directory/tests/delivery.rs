@@ -1,4 +1,4 @@
-//! Delivery modes (issue 14 item 6): the page fan-out reads holds the members of one mode only,
+//! Delivery modes: the page fan-out reads holds the members of one mode only,
 //! enabled ones only, each once; a mode change keeps the member (id, status, counts); unknown
 //! members and lists are reported, not invented.
 

@@ -523,7 +523,7 @@ fn bulk_add_200k_timed(kind: Kind) {
     );
 }
 
-/// Consent (issue 15): an import records `import` for new rows only, a confirmation replaces
+/// Consent: an import records `import` for new rows only, a confirmation replaces
 /// it, a re-import does not overwrite the confirmation, hostile client text is bounded and
 /// cleaned, and removing the member removes the record.
 fn consent_is_recorded_per_source_and_survives_re_imports(kind: Kind) {

@@ -1,4 +1,4 @@
-//! One person's data (issue 15 item 4, GDPR articles 15 and 17) through the directory's public
+//! One person's data (GDPR articles 15 and 17) through the directory's public
 //! API on a real SQLite file: the export holds every kind of row that names the address, and
 //! after erasure no column of any table does — checked by walking the schema, so a table added
 //! later that stores addresses fails this test until erasure covers it.

@@ -1,4 +1,4 @@
-//! What only the PostgreSQL backend has (issue 17): migrations applied once when several nodes
+//! What only the PostgreSQL backend has: migrations applied once when several nodes
 //! start together on a fresh database (the advisory lock), one writer at a time across nodes,
 //! and clear errors for a hostile or unreachable `[store] url`. Everything else runs on both
 //! backends in the other test files.

@@ -1,4 +1,4 @@
-//! Member search (issue 15 item 2): prefix search on address and display name, ASCII case
+//! Member search: prefix search on address and display name, ASCII case
 //! folded, paged by keyset so that every match is seen exactly once and nothing else; `%` and
 //! `_` are plain characters; hostile prefixes are refused with the field named.
 

@@ -1,4 +1,4 @@
-//! Languages and a list's own wording (issue 15 item 7), on both backends: a member's language
+//! Languages and a list's own wording, on both backends: a member's language
 //! is set, cleared and refused when not shipped; `language_for` falls back to the list's; an
 //! owner's text is stored, replaced, checked (a bad one refused naming its field, nothing
 //! stored), read back as `Overrides`, removed, and goes with its list.

@@ -1,5 +1,5 @@
 //! `herald doctor`: what is wrong with a list domain's DNS and this server's identity, before
-//! the first post lands in spam folders (issue 19 item 6).
+//! the first post lands in spam folders.
 //!
 //! Each check asks the configured resolvers (`[dns]`, the same servers delivery asks) and
 //! gives [`Finding`]s: a severity, what was seen, and — where something must be published —

@@ -1,4 +1,4 @@
-//! The `[store]` check (issue 17): whether the PostgreSQL directory answers, and whether its
+//! The `[store]` check: whether the PostgreSQL directory answers, and whether its
 //! schema is one this Herald can use. Pure: the CLI probes (`Directory::probe_postgres`, which
 //! changes nothing) and hands the answer here.
 //!

@@ -1,4 +1,4 @@
-//! The hand-off backlog (issue 20 item 9): posts already durable in the spool — and so already
+//! The hand-off backlog: posts already durable in the spool — and so already
 //! acknowledged to whoever submitted them — waiting to be handed to the stage that owns their
 //! kind (fan-out, the bounce stage, the lists stage; [`Handoff`]).
 //!

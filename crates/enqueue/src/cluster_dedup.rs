@@ -1,4 +1,4 @@
-//! Duplicate suppression across the nodes of a cluster (issue 17 item 4): a list post's
+//! Duplicate suppression across the nodes of a cluster: a list post's
 //! Message-ID is claimed in the shared store (`cluster_dedup`, PostgreSQL) before the post is
 //! spooled, so a sending MTA that retries at another node of the cluster (it lost our 250; the
 //! list domain has several MX hosts) is acknowledged with the first post's id instead of

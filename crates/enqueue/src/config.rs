@@ -100,7 +100,7 @@ impl AuthSection {
     }
 }
 
-/// The complaints address (`[complaints]`, issue 18 item 5): where feedback-loop reports may
+/// The complaints address (`[complaints]`): where feedback-loop reports may
 /// be sent besides each list's `-bounces` address.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -1,6 +1,6 @@
 //! Duplicate suppression: which Message-IDs each list accepted recently.
 //!
-//! Two uses (issue 5):
+//! Two uses:
 //! - **Retries.** A sending MTA that lost our 250 sends the post again. Enqueue asks
 //!   [`DedupStore::seen_on_list`] and, within the window, acknowledges the retry with the first
 //!   post's id instead of spooling and fanning it out again.

@@ -68,7 +68,7 @@ pub enum Submission {
         dsn: Option<herald_types::Dsn>,
         body: Bytes,
     },
-    /// A list digest (issue 14, built by `herald-digest` from the archive): a list post for the
+    /// A list digest (built by `herald-digest` from the archive): a list post for the
     /// enabled members whose delivery mode is `audience` only, personalized like any copy. No
     /// arrival check, guard or duplicate check: Herald wrote it, and the digest stage's own
     /// record is what keeps it from being sent twice.
@@ -78,7 +78,7 @@ pub enum Submission {
         body: Bytes,
     },
     /// Mail to the complaints address (`[complaints] local_part` at a list domain): spooled as
-    /// a bounce with no list, for the bounce stage's complaint handling (issue 18 item 5).
+    /// a bounce with no list, for the bounce stage's complaint handling.
     Complaint { rcpt: Address, body: Bytes },
     /// Server mail from `from` (a postmaster address) to `to`, sent from the null reverse path
     /// so that no bounce or auto-reply can come back to Herald.
@@ -137,10 +137,10 @@ pub struct Enqueuer {
     pub post_rate: herald_guard::PostRate,
     /// `[content_filter]`: rspamd asked about each list post from SMTP/LMTP (`None`: off).
     pub content_filter: Option<herald_content_filter::ContentFilter>,
-    /// Shared fan-out (issue 17 item 3): list posts are committed to the shared store before
+    /// Shared fan-out: list posts are committed to the shared store before
     /// they are acknowledged (`None`: off, they go to this node's fan-out).
     pub shared: Option<std::sync::Arc<dyn crate::SharedIntake>>,
-    /// Duplicate suppression across the cluster's nodes (issue 17 item 4; `None`: this node's
+    /// Duplicate suppression across the cluster's nodes (`None`: this node's
     /// log only).
     pub cluster_dedup: Option<crate::ClusterDedup>,
 }
@@ -282,7 +282,7 @@ impl Enqueuer {
         .await
     }
 
-    /// A post held on another list server, held here with `reason` (an import, issue 16).
+    /// A post held on another list server, held here with `reason` (an import).
     /// Answers the first post's id when the same Message-ID was already taken for the list.
     pub async fn hold_imported(
         &self,
@@ -757,7 +757,7 @@ impl Heads {
 }
 
 impl Enqueuer {
-    /// The content filter's verdict on a list post from SMTP/LMTP (issue 18 item 6): `None`
+    /// The content filter's verdict on a list post from SMTP/LMTP: `None`
     /// to go on (with rspamd's `X-Spam` fields added when configured), rspamd's reason to
     /// hold it, or [`EnqueueError::ContentRejected`] (`550 5.7.1` at the end of DATA). A filter
     /// that cannot answer holds the post: never lost, never waved through.

@@ -23,7 +23,7 @@ pub enum EnqueueError {
     /// A list guard stopped the post and the list's `guard_action` is `reject`.
     #[error("refused by a list guard: {}", .0.reason())]
     Guarded(GuardTrip),
-    /// The content filter (rspamd) said reject (issue 18 item 6); `reason` names rspamd's
+    /// The content filter (rspamd) said reject; `reason` names rspamd's
     /// action, score and symbols for the log. The peer gets the generic `550 5.7.1`.
     #[error("refused by the content filter: {reason}")]
     ContentRejected { reason: String },
@@ -36,7 +36,7 @@ pub enum EnqueueError {
     /// retry of that post.
     #[error("the same Message-ID is being accepted by another node")]
     ClaimedElsewhere,
-    /// The post's `From:` matches a ban (issue 18 item 4); `ban` describes it for the reply.
+    /// The post's `From:` matches a ban; `ban` describes it for the reply.
     #[error("{sender} is banned from {list} ({ban})")]
     Banned {
         sender: Address,

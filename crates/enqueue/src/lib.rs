@@ -12,7 +12,7 @@
 //! without SMTPUTF8 made 7-bit or refused), `arrival` (SPF/DKIM/ARC/DMARC once on
 //! arrival), `policy` (per-list content rules), `dedup` (the Message-ID store, which fan-out's
 //! expansion also reads for cross-posts), `cluster_dedup` (the same Message-IDs in the shared
-//! store of a cluster, issue 17 item 4), `error` (the boundary's error type).
+//! store of a cluster), `error` (the boundary's error type).
 //!
 //! One-way arrows: this crate depends on the stores (directory, spool), telemetry, auth and
 //! the SMTP vocabulary (inbound, smtp) only. The stages downstream of it (scheduler, lists,

@@ -1,5 +1,5 @@
 //! The seam through which a list post is made durable in a store shared by several nodes
-//! before it is acknowledged (issue 17 item 3: `herald-shards` implements it when `[cluster]
+//! before it is acknowledged (`herald-shards` implements it when `[cluster]
 //! shared_fanout` is on). Enqueue only knows that a post can be handed over and waited for.
 
 use herald_spool::SpooledPost;

@@ -1,4 +1,4 @@
-//! The hand-off backlog (issue 20 item 9) against a real spool and a real SQLite directory:
+//! The hand-off backlog against a real spool and a real SQLite directory:
 //! the answer waits for the spool only, never for a stalled stage; a full backlog makes the
 //! sender wait; a caller that goes away mid-enqueue never leaves a durable post without its
 //! hand-off; a stopped hand-off leaves what it had not handed over in the spool, where the

@@ -1,4 +1,4 @@
-//! Guards on list posts (issue 18 item 2): a post that a machine wrote, that is bulk or list
+//! Guards on list posts: a post that a machine wrote, that is bulk or list
 //! mail, that is one of this list's own copies coming back, that is a vacation reply, or whose
 //! sender has passed the list's hourly post limit is stopped before fan-out. On a
 //! `reply_to = list` list a member's out-of-office reply would otherwise reach every member,

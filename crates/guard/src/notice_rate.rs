@@ -1,4 +1,4 @@
-//! Limits on mail Herald sends on others' behalf (issue 18 item 3): confirmations, held-post
+//! Limits on mail Herald sends on others' behalf: confirmations, held-post
 //! notices, request replies, rejection and bounce-disabled notices. Each of them goes to an
 //! address a stranger may have named (a forged `subscribe`, a forged envelope sender), so an
 //! unlimited server is a spam cannon aimed at that address. A notice is admitted only when it

@@ -1,4 +1,4 @@
-//! The languages Herald speaks (issue 15 item 7): the text of every mail it generates comes
+//! The languages Herald speaks: the text of every mail it generates comes
 //! from a Project Fluent message catalogue (`locales/<lang>/herald.ftl`), chosen by the list's
 //! `language` setting. The catalogues are embedded in the binary and parsed once.
 //!

@@ -1,4 +1,4 @@
-//! A list's own wording (issue 15 item 7): an owner may replace any catalogue message — a
+//! A list's own wording: an owner may replace any catalogue message — a
 //! notice's subject or text, a digest's heading, a public page's words — for one list and one
 //! language, from the web administration. The replacement is written in the catalogue's own
 //! syntax (Project Fluent: `{ $list }` for a variable, `{ $action -> [subscribe] … *[other] … }`

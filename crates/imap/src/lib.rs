@@ -1,4 +1,4 @@
-//! The list archive over IMAP, read-only (issue 14 item 5): each list's archive is a mailbox
+//! The list archive over IMAP, read-only: each list's archive is a mailbox
 //! named by the list address. Both `IMAP4rev1` (RFC 3501) and `IMAP4rev2` (RFC 9051) are
 //! advertised: a session is rev1 until the client sends `ENABLE IMAP4rev2`, and from then on
 //! follows rev2's rules (SEARCH answered with ESEARCH, no RECENT, `[CLOSED]` and a LIST

@@ -1,5 +1,5 @@
 //! herald-import: moving in from Mailman 3, Mailman 2 and listmonk, and moving out to another
-//! Herald (issue 16). A library the CLI (`herald import …`, `herald export herald`) drives.
+//! Herald. A library the CLI (`herald import …`, `herald export herald`) drives.
 //!
 //! Each source module reads what its system has into a [`Snapshot`] in Herald's words; the
 //! engine is the same for all of them:

@@ -1,5 +1,5 @@
 //! The handler's answers for accepted recipients, kept from RCPT to the end of DATA so that the
-//! handler does not look each recipient up twice (issue 13: the directory answer found at RCPT
+//! handler does not look each recipient up twice (the directory answer found at RCPT
 //! is carried to DATA).
 //!
 //! How they line up: the session adds a recipient to its envelope exactly when the handler

@@ -1,5 +1,5 @@
 //! The session slots of one listener, its stress mode, and shedding: what keeps the door open
-//! under a connection flood (issue 12: five hundred idle connections from a small botnet held
+//! under a connection flood (five hundred idle connections from a small botnet held
 //! every slot for the whole command timeout, and five legitimate posts in six were refused).
 //!
 //! Postfix meets this with stress-dependent timeouts (`smtpd_timeout = ${stress?10}{300}`) and

@@ -8,7 +8,7 @@
 //! `max_buffered_octets` (shared by the listeners given one [`crate::InboundShared`]), not by
 //! `max_sessions` × `limits.max_message_octets`; `max_sessions_per_client` keeps one address,
 //! and `max_sessions_per_network` one /24 (IPv6 /48), from taking every session slot; the
-//! stress keys (issue 12) keep many addresses from holding the slots idle: see
+//! stress keys keep many addresses from holding the slots idle: see
 //! `board.rs`.
 
 use herald_smtp::Limits;
@@ -99,7 +99,7 @@ impl InboundConfig {
         )
     }
 
-    /// The flood keys (issue 12); each error names its key, so the server can prefix its
+    /// The flood keys; each error names its key, so the server can prefix its
     /// section name and report it as is.
     pub fn validate_flood_keys(&self) -> Result<(), InboundError> {
         let invalid = |key, rule| Err(InboundError::Invalid { key, rule });

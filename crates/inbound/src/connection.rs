@@ -20,7 +20,7 @@
 //! restarts the clock, so a pipelining peer is never cut off early. A DATA phase cut off this
 //! way drops the body (and its share of the buffer budget) without handing it over.
 //!
-//! Stress (issue 12, see `board.rs`): while the listener is under stress and the session has no
+//! Stress (see `board.rs`): while the listener is under stress and the session has no
 //! transaction, the command deadline is at most `stress_command_timeout_secs` from our last
 //! reply; a change of the flag wakes a waiting session, so one already waiting when stress
 //! begins gets the short deadline too (and is cut at once if it has waited longer). A session

@@ -18,7 +18,7 @@
 //!   `max_buffered_octets` (`452 4.3.1`). A whole command line, and a whole DATA phase, have
 //!   deadlines as well as the idle timeout per read (`421 4.4.2`), so trickling bytes does not
 //!   hold a session.
-//! - **Service under a flood** (issue 12, SMTP only): past `stress_threshold_percent` of the
+//! - **Service under a flood** (SMTP only): past `stress_threshold_percent` of the
 //!   slots, idle sessions with no MAIL yet get `stress_command_timeout_secs`; with every slot
 //!   taken, the one idle longest is shed (`421 4.7.0`) so a newcomer gets its slot. Sessions
 //!   in a transaction are never shed. See `board.rs`.

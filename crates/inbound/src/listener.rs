@@ -4,7 +4,7 @@
 //!
 //! Invariants: a slot is taken before a session task is spawned and released when it ends, so
 //! at most `max_sessions` sessions hold one. In SMTP mode a full board first sheds the session
-//! idle longest with no MAIL yet (issue 12); when there is none, the connection gets
+//! idle longest with no MAIL yet; when there is none, the connection gets
 //! `421 4.3.2` with a single non-blocking write (no task, no wait) and is closed. Before that,
 //! in SMTP mode, a client slot is taken from [`InboundShared`]: an address already at
 //! `max_sessions_per_client`, or a /24 (/48) at `max_sessions_per_network`, gets `421 4.7.0`

@@ -14,7 +14,7 @@
 //! SECURITY: IPv6 clients are counted per /64, the block a single customer usually holds, so a
 //! host cannot escape the limit by rotating through its own prefix; IPv4-mapped IPv6 addresses
 //! count as the IPv4 address. Networks are IPv4 /24 and IPv6 /48 (a site's usual allocation):
-//! a handful of hosts in one provider's block share one limit (issue 12).
+//! a handful of hosts in one provider's block share one limit.
 
 use herald_smtp::BufferBudget;
 use std::collections::HashMap;

@@ -1,6 +1,6 @@
 //! The denial-of-service bounds over real loopback sockets: deadlines against trickling peers,
 //! the per-client and per-network session limits, the global budget of buffered message
-//! octets, and service under a flood (issue 12): the stress timeout and shedding.
+//! octets, and service under a flood: the stress timeout and shedding.
 
 mod common;
 

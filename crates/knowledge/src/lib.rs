@@ -1,5 +1,5 @@
 //! herald-knowledge: what the nodes of a cluster tell each other about the outside world
-//! (issue 17 item 4), so three nodes do not push a throttling provider three times as hard
+//!, so three nodes do not push a throttling provider three times as hard
 //! and do not each discover a dead host for themselves.
 //!
 //! Place in the flow: a side stage beside the scheduler, started by `server/steps.rs` when the

@@ -1,4 +1,4 @@
-//! Shared knowledge's `/metrics` series (issue 17 item 4): this node's exchanges with the
+//! Shared knowledge's `/metrics` series: this node's exchanges with the
 //! store and what they carried, registered at scrape time from [`crate::Counters`].
 //! `herald_knowledge_statements_total` over time is the write rate BENCHMARKS.md reports.
 

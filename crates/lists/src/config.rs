@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-/// List housekeeping (issue 5).
+/// List housekeeping.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ListsConfig {

@@ -1,4 +1,4 @@
-//! Sending a notice on someone else's behalf under `[notice_limits]` (issue 18 item 3):
+//! Sending a notice on someone else's behalf under `[notice_limits]`:
 //! confirmations, held-post notices, request replies, rejection and bounce-disabled notices go
 //! through [`Lists::send_notice`], which asks [`herald_guard::NoticeRate`] first and drops what
 //! is over a limit with a log line and `herald_notices_dropped_total`. The action that caused
@@ -30,7 +30,7 @@ impl Lists {
         kind: NoticeKind,
         client: Option<IpAddr>,
     ) -> Result<(), ListsError> {
-        // Never mail a suppressed address (issue 18 item 4), whatever the notice.
+        // Never mail a suppressed address, whatever the notice.
         let (dir, id, who) = (self.enqueuer.directory.clone(), list.id, to.clone());
         let suppressed =
             tokio::task::spawn_blocking(move || dir.suppression_for(Some(id), &who)).await??;

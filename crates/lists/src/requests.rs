@@ -1,7 +1,7 @@
 //! Mail to `<list>-request`: `subscribe`, `unsubscribe`, `help`, `confirm <token>` (the
 //! reply to a confirmation mail), `approve <token>` / `reject <token>` (a moderator's reply
 //! to a moderation notice), and Mailman's delivery settings `set digest mime|plain|off` and
-//! `set nomail on|off` (issue 14; confirmed by a round trip like a subscription). Delivery
+//! `set nomail on|off` (confirmed by a round trip like a subscription). Delivery
 //! modes are exclusive, so `set digest off` and `set nomail off` both mean regular delivery. One command per mail: the first one found in the subject or,
 //! failing that, the first [`ListsConfig::request_max_lines`] lines of the body.
 //!

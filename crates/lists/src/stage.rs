@@ -115,7 +115,7 @@ impl Lists {
             .ok_or_else(|| ListsError::NoSuchList(address.clone()))
     }
 
-    /// The language and wording to write to `to` about `list` (issue 15 item 7): the member's
+    /// The language and wording to write to `to` about `list`: the member's
     /// own language, else the list's, and the list's own texts.
     pub(crate) async fn words_for(
         &self,

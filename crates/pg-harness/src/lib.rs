@@ -1,4 +1,4 @@
-//! herald-pg-harness: a real PostgreSQL server for tests (issue 17), started by the test binary
+//! herald-pg-harness: a real PostgreSQL server for tests, started by the test binary
 //! itself, shared by its tests, one fresh database per test.
 //!
 //! Place in the flow: test support only (a dev-dependency of `directory` and of the root
@@ -11,7 +11,7 @@
 //! stops PostgreSQL (fast shutdown) and removes the directory. Statics are never dropped in
 //! Rust, so tying the server's life to a pipe is what makes "stopped at the end" hold.
 //!
-//! Fault tests (issue 17: "PostgreSQL down for a few seconds") start a server of their own
+//! Fault tests ("PostgreSQL down for a few seconds") start a server of their own
 //! ([`PgServer::start_crash_safe`], never the shared one) and stop it as a crash would
 //! ([`PgServer::stop_immediate`]: `pg_ctl stop -m immediate`), then start it again on the same
 //! port and data ([`PgServer::restart`]: `pg_ctl start`, a daemon the lifeline's shell also

@@ -20,7 +20,7 @@ pub struct SchedulerConfig {
     /// `max_connections` bounds that memory: 64 KiB x 1000 = 64 MB. 512 KiB made a 1,000-domain
     /// fan-out peak at ~460 MB with no gain in copies/s (BENCHMARKS.md).
     pub batch_bytes: usize,
-    /// Bytes of spliced copies in memory at once, over every connection (issue 20 item 7): a
+    /// Bytes of spliced copies in memory at once, over every connection: a
     /// worker takes its batch's bytes before it splices and gives them back once the batch is
     /// sent, waiting (first come, first served) while they are not free. A copy larger than
     /// this still goes, alone. At least `batch_bytes`, at most 4 GiB - 1 (`workers/budget.rs`).
@@ -55,7 +55,7 @@ pub struct SchedulerConfig {
     /// The floor of the post's window, which grows with the post's recipient domains (below).
     pub max_queued_copies_per_post: usize,
     /// The post's window grows to this many copies per distinct recipient domain, up to ¾ of
-    /// `max_queued_copies` (issue 20 item 8, `expansion/window.rs`): 64 is four batches per
+    /// `max_queued_copies` (`expansion/window.rs`): 64 is four batches per
     /// destination. 0 keeps the window fixed at `max_queued_copies_per_post`.
     pub queued_copies_per_domain: usize,
     /// Connections of the slow lane (retries) at most, within `max_connections`: stragglers never

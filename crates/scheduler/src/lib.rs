@@ -27,7 +27,7 @@
 //! copies in all and per post (which bound memory and keep big posts from starving small ones),
 //! DNS lookups in flight, hosts tracked by host health.
 //!
-//! Resilience (issue 4): host health per (MX name, address) with down marking and one probe
+//! Resilience: host health per (MX name, address) with down marking and one probe
 //! ([`actor::health`]); two lanes — first attempts with short timeouts, retries with RFC 5321
 //! timeouts on a bounded share of connections ([`actor::queue`]); stragglers coalesced per
 //! destination and indexed per recipient ([`actor::stragglers`]); destinations served fastest
@@ -83,7 +83,7 @@ pub struct SchedulerDeps {
     pub mta_sts_path: Option<std::path::PathBuf>,
     /// Where each session's TLS result goes for TLS reporting (RFC 8460; `None`: off).
     pub tls_sessions: Option<mpsc::Sender<herald_types::TlsSessionRecord>>,
-    /// Egress pools (issue 17; `None`: not configured, the system picks source addresses).
+    /// Egress pools (`None`: not configured, the system picks source addresses).
     /// Its warm-up ledger is written about once a second while it changes, and when the
     /// scheduler stops.
     pub egress: Option<herald_egress::Egress>,
@@ -112,7 +112,7 @@ pub enum SchedulerError {
 #[derive(Clone)]
 pub struct Scheduler {
     expand_ctx: Arc<expansion::ExpandCtx>,
-    /// The egress pools, for `/metrics` (issue 17).
+    /// The egress pools, for `/metrics`.
     egress: Option<herald_egress::Egress>,
     ctrl: mpsc::Sender<Ctrl>,
     telemetry: Telemetry,
@@ -232,7 +232,7 @@ impl Scheduler {
         (scheduler, handle)
     }
 
-    /// The egress pools' sources as `/metrics` shows them (issue 17): connections open, copies
+    /// The egress pools' sources as `/metrics` shows them: connections open, copies
     /// sent today and today's warm-up cap per source address.
     pub fn egress_sources(&self) -> Vec<herald_egress::SourceView> {
         self.egress
@@ -266,7 +266,7 @@ impl Scheduler {
         self.spawn_expand(post.id, post.meta, post.body, None);
     }
 
-    /// Fans out one shard of a post shared between nodes (issue 17 item 3): `post` was
+    /// Fans out one shard of a post shared between nodes: `post` was
     /// spooled here with its `member_range`; `done` holds the members other nodes (or this
     /// node's previous lease) already finished.
     pub fn submit_shard(&self, post: SpooledPost, done: herald_spool::DoneSet) {
@@ -375,7 +375,7 @@ impl Scheduler {
             .map_err(|_| ReshapeError::Stopped)
     }
 
-    /// Applies the cluster's shared knowledge (issue 17 item 4: provider shares, hosts down at
+    /// Applies the cluster's shared knowledge (provider shares, hosts down at
     /// other nodes) and returns what this node learned since the last exchange.
     pub async fn exchange_knowledge(
         &self,

@@ -58,33 +58,33 @@ pub struct Config {
     pub postmaster: PostmasterSection,
     /// Who the server runs as once its listeners are bound (`[server] user`, `allow_root`).
     pub server: crate::privileges::ServerSection,
-    /// The list archive (issue 14): on by default, lists private until an administrator
+    /// The list archive: on by default, lists private until an administrator
     /// publishes them.
     pub archive: herald_archive::ArchiveSection,
     /// Limits on mail sent on others' behalf: confirmations, held-post, request-reply,
-    /// rejection and bounce-disabled notices (issue 18 item 3).
+    /// rejection and bounce-disabled notices.
     pub notice_limits: herald_guard::NoticeLimits,
     /// The file this config was loaded from (`Config::load`): SIGHUP reads it again.
     #[serde(skip)]
     pub source: Option<PathBuf>,
-    /// List digests (issue 14 item 6): built from the archive for digest members.
+    /// List digests: built from the archive for digest members.
     pub digest: herald_digest::DigestConfig,
-    /// The complaints address for feedback-loop reports (issue 18 item 5; off by default).
+    /// The complaints address for feedback-loop reports (off by default).
     pub complaints: herald_enqueue::ComplaintsSection,
-    /// TLS reporting (RFC 8460, issue 19 item 7): daily reports to domains that ask for them.
+    /// TLS reporting (RFC 8460): daily reports to domains that ask for them.
     pub tls_report: herald_tlsrpt::TlsReportConfig,
-    /// The content-filter hook (issue 18 item 6; off by default): list posts checked by rspamd.
+    /// The content-filter hook (off by default): list posts checked by rspamd.
     pub content_filter: herald_content_filter::ContentFilterConfig,
-    /// The archive over IMAP, read-only (issue 14 item 5; off unless a listener is set).
+    /// The archive over IMAP, read-only (off unless a listener is set).
     pub imap: herald_imap::ImapSection,
-    /// Web accounts, sessions, sign-in throttling and the audit log (issue 15 item 1).
+    /// Web accounts, sessions, sign-in throttling and the audit log.
     pub accounts: herald_accounts::AccountsConfig,
-    /// Where the directory lives (issue 17): SQLite in the data directory (default) or a
+    /// Where the directory lives: SQLite in the data directory (default) or a
     /// shared PostgreSQL database.
     pub store: herald_directory::StoreConfig,
-    /// This node in a cluster sharing the store (issue 17 item 2): id, address, heartbeats.
+    /// This node in a cluster sharing the store: id, address, heartbeats.
     pub cluster: herald_cluster::ClusterConfig,
-    /// Acknowledged posts waiting for their hand-off to the next stage (issue 20 item 9).
+    /// Acknowledged posts waiting for their hand-off to the next stage.
     pub intake: herald_enqueue::IntakeSection,
 }
 
@@ -228,7 +228,7 @@ impl Config {
             }
             other => other.to_string(),
         })?;
-        // Shared fan-out (issue 17 item 3) shares posts through the store: SQLite is one node's.
+        // Shared fan-out shares posts through the store: SQLite is one node's.
         if self.cluster.shared_fanout && self.store.url.is_none() {
             return Err(
                 "cluster.shared_fanout: needs a PostgreSQL store shared by the nodes ([store] url)"
@@ -347,7 +347,7 @@ impl Config {
     }
 
     /// The key and certificate files this config names, by role: what a backup carries and
-    /// where a restore on this machine puts them (`herald backup`/`restore`, issue 19).
+    /// where a restore on this machine puts them (`herald backup`/`restore`).
     pub fn key_files(&self) -> Vec<herald_backup::KeyFile> {
         let mut keys = Vec::new();
         let mut add = |role: String, path: &Option<PathBuf>| {
@@ -690,7 +690,7 @@ mod tests {
         }
     }
 
-    /// Shared fan-out (issue 17 item 3) is off in the example and needs a shared store: on
+    /// Shared fan-out is off in the example and needs a shared store: on
     /// with the SQLite default it is refused by its key; bad shard keys name theirs.
     #[test]
     fn shared_fanout_needs_postgresql_and_checks_its_keys() {

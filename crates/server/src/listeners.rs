@@ -5,7 +5,7 @@
 //! and one per-client and per-network table (a client's SMTP and submissions sessions count
 //! together; LMTP is not counted). They do not share session slots: each has its own
 //! `max_sessions`, so SMTP clients can never take the LMTP listener's slots, and LMTP is never
-//! stressed nor shed (issue 12).
+//! stressed nor shed.
 
 use crate::config::Config;
 use crate::ServerError;

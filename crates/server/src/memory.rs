@@ -1,4 +1,4 @@
-//! Giving freed heap back to the system (issue 20 item 8).
+//! Giving freed heap back to the system.
 //!
 //! The `herald` binary allocates with mimalloc (its `#[global_allocator]`), which returns freed
 //! pages itself; the C code linked in — SQLite above all, whose page caches and statements

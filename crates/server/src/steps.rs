@@ -38,9 +38,9 @@ pub(crate) struct Stores {
     telemetry: Telemetry,
     resolver: Arc<MxResolver>,
     dedup: DedupStore,
-    /// Web accounts and the audit log (`accounts.db`, issue 15).
+    /// Web accounts and the audit log (`accounts.db`).
     accounts: herald_accounts::Accounts,
-    /// This node's membership of the cluster (issue 17): joined in `open_stores`.
+    /// This node's membership of the cluster: joined in `open_stores`.
     cluster: Arc<herald_cluster::Cluster>,
 }
 
@@ -77,9 +77,9 @@ pub(crate) struct Stages {
     cluster: Arc<herald_cluster::Cluster>,
     /// The heartbeat task (it marks the node left when stopped) and its stop.
     heartbeat: (JoinHandle<()>, CancellationToken),
-    /// The shared fan-out (`[cluster] shared_fanout`, issue 17 item 3).
+    /// The shared fan-out (`[cluster] shared_fanout`).
     shards: Option<Arc<herald_shards::Shards>>,
-    /// Shared knowledge (issue 17 item 4): on a PostgreSQL store with `[cluster]
+    /// Shared knowledge: on a PostgreSQL store with `[cluster]
     /// shared_knowledge`.
     knowledge: Option<Arc<herald_knowledge::Knowledge>>,
     /// The hand-off task (acknowledged posts to their stage, `herald_enqueue::backlog::run`)
@@ -116,7 +116,7 @@ pub(crate) async fn open_stores(
     // Blocking, off the runtime's threads: the PostgreSQL client runs its own runtime and
     // must not be driven from a tokio worker (SQLite only touches the disk).
     let (store, data_dir) = (config.store.clone(), config.data_dir.clone());
-    // A shared store is not migrated under live nodes of another version (issue 17): alive
+    // A shared store is not migrated under live nodes of another version: alive
     // means what `herald status` means, by this node's `[cluster]` settings.
     let guard = herald_directory::MigrationGuard {
         node_id: Some(config.cluster.resolve_node_id(&config.hostname)),
@@ -188,7 +188,7 @@ pub(crate) async fn open_stores(
     })
 }
 
-/// Joins the cluster (issue 17 item 2) as `[cluster] node_id` (default: the host name), at
+/// Joins the cluster as `[cluster] node_id` (default: the host name), at
 /// `[cluster] address` (default: the HTTP listener's bound address). Refuses to start on a
 /// store at another schema version or with the id alive elsewhere (`herald_cluster::Cluster::join`).
 async fn join_cluster(
@@ -215,7 +215,7 @@ async fn join_cluster(
     Ok(Arc::new(cluster))
 }
 
-/// Message-IDs shared by the nodes (issue 17 item 4): with shared knowledge, on PostgreSQL.
+/// Message-IDs shared by the nodes: with shared knowledge, on PostgreSQL.
 fn cluster_dedup(
     config: &Config,
     directory: &Directory,
@@ -229,7 +229,7 @@ fn cluster_dedup(
     })
 }
 
-/// Shared knowledge between nodes (issue 17 item 4): only on a PostgreSQL store (a SQLite
+/// Shared knowledge between nodes: only on a PostgreSQL store (a SQLite
 /// node has nobody to tell) with `[cluster] shared_knowledge` on.
 fn start_knowledge(
     config: &Config,
@@ -248,7 +248,7 @@ fn start_knowledge(
     })
 }
 
-/// The egress pools (`[[delivery.egress]]`, issue 17), with their warm-up ledger in the data
+/// The egress pools (`[[delivery.egress]]`), with their warm-up ledger in the data
 /// directory; `None` when no source is configured.
 fn open_egress(config: &Config) -> Result<Option<herald_egress::Egress>, ServerError> {
     let cfg = config.delivery.egress_config();
@@ -437,7 +437,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
             Duration::from_millis(config.lists.dedup_flush_ms),
             stop.clone(),
         )),
-        // Freed heap back to the system (issue 20 item 8: bulk imports left it resident).
+        // Freed heap back to the system (bulk imports left it resident).
         tokio::spawn(crate::memory::run(stop.clone())),
     ];
     let mut tasks = tasks;

@@ -1,4 +1,4 @@
-//! herald-shards: shared fan-out between the nodes of a cluster (issue 17 item 3), on when
+//! herald-shards: shared fan-out between the nodes of a cluster, on when
 //! `[cluster] shared_fanout = true` with a PostgreSQL store.
 //!
 //! ```text

@@ -528,7 +528,7 @@ impl Shards {
     }
 }
 
-/// Whether this node may reclaim shards whose lease ran out (issue 17, "PostgreSQL down for a
+/// Whether this node may reclaim shards whose lease ran out ("PostgreSQL down for a
 /// few seconds"). Not while its store calls fail, nor for a lease after the last failure: a
 /// store outage is seen by every node, so the leases that lapsed during it are most likely
 /// those of live nodes that could not renew them. Each renews its own on its first report

@@ -70,7 +70,7 @@ pub struct ClientConfig {
     /// DANE (RFC 7672): MX hosts' DNSSEC-signed TLSA records (`[delivery.dane]`, off by
     /// default: it needs a validating resolver).
     pub dane: DaneConfig,
-    /// Local source addresses (`[[delivery.egress]]`, issue 17): owned by `herald-egress`,
+    /// Local source addresses (`[[delivery.egress]]`): owned by `herald-egress`,
     /// embedded here so the keys sit under `[delivery]`. The scheduler chooses one per
     /// connection; the client binds it ([`crate::Connection::connect_from`]).
     pub egress: Vec<EgressSource>,
@@ -79,7 +79,7 @@ pub struct ClientConfig {
     /// The pool of copies whose list and destination name none.
     pub default_egress_pool: Option<String>,
     /// Threads that splice and DKIM-sign the copies of signed posts (the scheduler's signing
-    /// pool, issue 20 item 10), off the runtime threads that drive the connections. Unset: one
+    /// pool), off the runtime threads that drive the connections. Unset: one
     /// per available core; 0: each copy is signed inline by the worker that writes it.
     /// Embedded here so the key sits under `[delivery]`; the client itself never reads it.
     pub signing_threads: Option<usize>,

@@ -149,7 +149,7 @@ pub enum SessionErrorKind {
     /// `send` on a connection that an earlier error (or a cancelled `send`) left unusable.
     #[error("connection is no longer usable")]
     Unusable,
-    /// The local source address (an egress source, issue 17) could not be bound: our
+    /// The local source address (an egress source) could not be bound: our
     /// configuration or this machine, never the remote host's doing.
     #[error("cannot bind local source address {source_ip}: {error}")]
     Bind {

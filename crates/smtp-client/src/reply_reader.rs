@@ -4,7 +4,7 @@
 //! arrive in one read) and hands out one complete [`Reply`] at a time. The framing is pure
 //! ([`ReplyReader::next_buffered`]) and tested without sockets; [`ReplyReader::read_reply`] adds
 //! the I/O under a [`ReplyDeadline`]: a total for the *whole* reply (never per read), and how
-//! patient to be with a reply that is arriving (issue 20, tarpits):
+//! patient to be with a reply that is arriving (tarpits):
 //!
 //! * **idle**: once a byte of the reply has arrived, the next must follow within `idle`, or the
 //!   reply has stalled ([`ReadError::Timeout`]: a host that stops mid-line is as dead as a

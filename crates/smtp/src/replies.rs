@@ -115,7 +115,7 @@ pub const TOO_MANY_FROM_NETWORK: Canned = Canned::new(
     "Too many connections from your network, closing channel",
 );
 /// Every session slot was taken and this session was the one idle longest with no MAIL yet:
-/// it is closed to admit a newcomer (issue 12). Transient: come back with a command ready.
+/// it is closed to admit a newcomer. Transient: come back with a command ready.
 pub const SHED_IDLE: Canned = Canned::new(
     421,
     4,
@@ -299,10 +299,10 @@ pub fn too_big_for_list(limit: u64) -> Reply {
 }
 
 /// A list post a loop or auto-reply guard stopped, on a list whose `guard_action` is
-/// `reject` (issue 18): `550 5.7.1` with the guard's reason (a fixed text, never the post's).
+/// `reject`: `550 5.7.1` with the guard's reason (a fixed text, never the post's).
 pub const GUARD_REFUSED: Canned = Canned::new(550, 5, 7, 1, "Message refused by the list");
 
-/// A list post the content filter (rspamd) refused (issue 18 item 6). Generic text: rspamd's
+/// A list post the content filter (rspamd) refused. Generic text: rspamd's
 /// symbols are for the operator's log, not for a spammer tuning a message.
 pub const CONTENT_REJECTED: Canned = Canned::new(
     550,
@@ -321,7 +321,7 @@ pub fn guard_refused(reason: &str) -> Reply {
     )
 }
 
-/// [`GUARD_REFUSED`] for a banned sender (issue 18): names the sender, the list and the ban,
+/// [`GUARD_REFUSED`] for a banned sender: names the sender, the list and the ban,
 /// so the person reading the bounce knows which rule stopped them.
 pub fn sender_banned(
     sender: &herald_types::Address,

@@ -57,7 +57,7 @@ pub struct PostMeta {
     /// auto-reply back to Herald, so it cannot loop.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub null_sender: bool,
-    /// `ListPost`: which members get it, by delivery mode (issue 14). `Regular` for every post
+    /// `ListPost`: which members get it, by delivery mode. `Regular` for every post
     /// from a poster; a digest is a list post for the members of its digest mode only. Left
     /// out of the record when regular, so journals written before it read back the same.
     #[serde(default, skip_serializing_if = "DeliveryMode::is_regular")]
@@ -68,7 +68,7 @@ pub struct PostMeta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// Boxed: rare, and it would double the size of every record in memory.
     pub dsn: Option<Box<herald_types::Dsn>>,
-    /// `ListPost`: a shard of a post shared between nodes (issue 17 item 3, `herald-shards`):
+    /// `ListPost`: a shard of a post shared between nodes (`herald-shards`):
     /// only members with `lo <= id <= hi` get it here; other nodes fan out the rest. Left out
     /// of the record when absent, so journals written before it read back the same. Boxed:
     /// rare, and every record in memory would grow by its size.
@@ -139,7 +139,7 @@ impl DoneSet {
     }
 
     /// The set in roaring's portable serialization: how a shard's finished members travel
-    /// through the shared store (issue 17 item 3).
+    /// through the shared store.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
         self.encode_into(&mut out);
@@ -242,7 +242,7 @@ pub struct SpoolStats {
 mod tests {
     use super::*;
 
-    /// The bytes a shard's finished members travel in through the shared store (issue 17):
+    /// The bytes a shard's finished members travel in through the shared store:
     /// a round trip keeps the set; hostile bytes (garbage, truncated, trailing) are errors.
     #[test]
     fn done_set_bytes_round_trip_and_refuse_hostile_input() {

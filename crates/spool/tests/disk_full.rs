@@ -1,4 +1,4 @@
-//! The spool on a disk that fills up and is freed again (issue 12): new posts are refused while
+//! The spool on a disk that fills up and is freed again: new posts are refused while
 //! the journal cannot be written, outcomes and completions wait in memory, and the writer
 //! repairs the journal by itself once space returns — no restart, nothing lost.
 //!

@@ -112,6 +112,6 @@ pub struct Attempt {
     /// when no connection was made and DANE was not why.
     pub dane: Option<DaneNote>,
     /// The local source address the connection left from (`src=` in the log), when an egress
-    /// source was bound (issue 17); `None` when the system chose it or no connection was made.
+    /// source was bound; `None` when the system chose it or no connection was made.
     pub source: Option<std::net::IpAddr>,
 }

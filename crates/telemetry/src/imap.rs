@@ -1,4 +1,4 @@
-//! The IMAP archive server's series on `/metrics` (issue 14 item 5): sessions open now and
+//! The IMAP archive server's series on `/metrics`: sessions open now and
 //! commands by name. Kept here, beside the other series, because `/metrics` is encoded from
 //! telemetry's registry; `herald-imap` only counts.
 

@@ -481,7 +481,7 @@ mod tests {
                 .ends_with(", tls=TLSv1.3/unverified, dane=verified"),
             "{line}"
         );
-        // The egress source address (issue 17) closes the line.
+        // The egress source address closes the line.
         let from = Attempt {
             source: Some("127.0.0.5".parse().expect("ip")),
             ..dane

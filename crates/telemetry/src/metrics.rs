@@ -236,23 +236,23 @@ pub struct Metrics {
     postmaster: [Counter; 5],
     /// Inbound peers refused or cut off, by [`InboundRefusal`] (in `InboundRefusal::ALL` order).
     inbound_refusals: [Counter; 7],
-    /// List posts stopped by a loop / auto-reply / rate guard, by [`GuardTrip`] (issue 18).
+    /// List posts stopped by a loop / auto-reply / rate guard, by [`GuardTrip`].
     list_guard: [Counter; GuardTrip::WORDS.len()],
-    /// Notices dropped by a `[notice_limits]` limit, by kind × limit (issue 18 item 3).
+    /// Notices dropped by a `[notice_limits]` limit, by kind × limit.
     notices_dropped: [Counter; NoticeKind::ALL.len() * NoticeLimit::ALL.len()],
     /// Held-post notices not sent because the held post was machine mail (backscatter).
     held_notices_suppressed: Counter,
-    /// Feedback-loop complaints acted on, by list address (issue 18 item 5). Lists are
+    /// Feedback-loop complaints acted on, by list address. Lists are
     /// created by administrators, so the label's values are bounded by the directory.
     complaints: prometheus_client::metrics::family::Family<exposition::OneLabel, Counter>,
     /// Complaint reports that named no member Herald could verify (garbage, forged, a copy
     /// of a list since deleted): kept as unrecognized bounces for an administrator.
     complaints_unmatched: Counter,
-    /// List posts checked by the content filter, by [`FilterVerdict`] (issue 18 item 6).
+    /// List posts checked by the content filter, by [`FilterVerdict`].
     content_filter: [Counter; FilterVerdict::ALL.len()],
     /// Time of one content-filter check (rspamd's answer, or the wait until the timeout).
     content_filter_latency: Histogram,
-    /// The IMAP archive server's sessions and commands (issue 14 item 5).
+    /// The IMAP archive server's sessions and commands.
     pub imap: crate::imap::ImapMetrics,
     /// Descriptor headroom: the open-file limit, HTTP connections and refusals, local
     /// shortages on outbound connections.

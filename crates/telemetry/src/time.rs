@@ -1,5 +1,5 @@
 //! UTC timestamps and calendar dates for log lines, reports and the CLI, through `jiff` (the
-//! project's one date crate, issue 13): the delivery log writes `YYYY-MM-DDTHH:MM:SS.mmmZ`,
+//! project's one date crate): the delivery log writes `YYYY-MM-DDTHH:MM:SS.mmmZ`,
 //! reports take a `YYYY-MM-DD` day.
 //!
 //! Place in the flow: leaves called by the delivery log (`log`), the report API and the CLI.

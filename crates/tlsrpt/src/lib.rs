@@ -1,4 +1,4 @@
-//! herald-tlsrpt: SMTP TLS reporting (RFC 8460, issue 19 item 7). Outbound sessions' TLS
+//! herald-tlsrpt: SMTP TLS reporting (RFC 8460). Outbound sessions' TLS
 //! results — successes, failures by type, and the MTA-STS / DANE policy that applied — are
 //! counted per recipient domain and UTC day, and a daily JSON report goes to every domain that
 //! publishes a `_smtp._tls` TXT record, by mail (DKIM-signed with the submitter domain's key) or

@@ -77,7 +77,7 @@ pub enum AddressError {
 }
 
 /// On the wire an address is its text (`local@domain`, the serde attribute above), so its
-/// OpenAPI schema (issue 15 item 5) is a string in the `email` format.
+/// OpenAPI schema is a string in the `email` format.
 impl utoipa::PartialSchema for Address {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
         use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};

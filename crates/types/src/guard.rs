@@ -1,4 +1,4 @@
-//! The list-post guards' vocabulary (issue 18): why a post to a list was stopped before
+//! The list-post guards' vocabulary: why a post to a list was stopped before
 //! fan-out, and what the list does about it. The guard crate decides, enqueue acts, telemetry
 //! counts, all in these words (STYLE rule 17: our verdicts are data, never text).
 
@@ -22,7 +22,7 @@ pub enum GuardTrip {
     /// (no DMARC pass for the From domain) on a list that requires it (`require_aligned_from`).
     Unauthenticated,
     /// The sender (envelope at RCPT, or `From:` at the end of DATA) matches a ban of the list or
-    /// a global one (issue 18 item 4). Always refused, whatever `guard_action` says.
+    /// a global one. Always refused, whatever `guard_action` says.
     Banned,
 }
 
@@ -82,7 +82,7 @@ pub enum GuardAction {
     Reject,
 }
 
-/// What the content filter (rspamd, issue 18 item 6) made of a list post: the label of
+/// What the content filter (rspamd) made of a list post: the label of
 /// `herald_content_filter_total{action}`. `Failed` is a post held because the filter could not
 /// answer (timeout, connection refused, an answer that does not parse): held, never lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -126,26 +126,26 @@ pub struct ListSettings {
     /// The poster's DKIM-Signature fields in copies.
     pub poster_dkim: PosterDkim,
     /// What a post that trips a loop or auto-reply guard (or the post rate) gets: held for
-    /// moderation (default) or refused with `550 5.7.1` (issue 18).
+    /// moderation (default) or refused with `550 5.7.1`.
     pub guard_action: crate::GuardAction,
     /// Most posts one sender may make to the list per hour (0: no limit); the next are
     /// treated per `guard_action`. Counted per server process, reset by a restart.
     pub max_posts_per_hour: u32,
-    /// Posting rights by authenticated identity (issue 18): a member or moderator `From:`
+    /// Posting rights by authenticated identity: a member or moderator `From:`
     /// counts only when the arrival check found DMARC passing for its domain (aligned SPF or
     /// DKIM), and the envelope sender no longer counts; otherwise the post is held with the
     /// reason "unauthenticated sender" (or refused, per `guard_action`). `None`: on for
     /// `members` and `moderators` lists, as issue 18 asks, since a forged member `From:` is
     /// as easy as a forged moderator's (see [`ListSettings::requires_aligned_from`]).
     pub require_aligned_from: Option<bool>,
-    /// Digest members (issue 14): a digest is sent as soon as the posts archived since the
+    /// Digest members: a digest is sent as soon as the posts archived since the
     /// last one pass this many kilobytes (0: no size trigger, the schedule only).
     pub digest_size_threshold_kb: u32,
     /// Digest members: when a digest of whatever accumulated is sent regardless of size.
     pub digest_schedule: DigestSchedule,
     /// When the digest volume number goes up (its issue number then starts again at 1).
     pub digest_volume_frequency: DigestVolumeFrequency,
-    /// What a member's feedback-loop complaint (an ARF report) does (issue 18 item 5):
+    /// What a member's feedback-loop complaint (an ARF report) does:
     /// unsubscribe them (default) or only disable them; either way the address goes on this
     /// list's suppression list with the report's reason.
     pub complaint_action: ComplaintAction,
@@ -165,7 +165,7 @@ pub struct ListSettings {
     /// The language of the mail Herald writes for this list (confirmations, welcome, held and
     /// bounce notices, request replies): a code `herald_i18n::LANGUAGES` ships (`en`, `de`).
     pub language: String,
-    /// The egress pool (`[[delivery.egress_pool]]`, issue 17) this list's copies leave from;
+    /// The egress pool (`[[delivery.egress_pool]]`) this list's copies leave from;
     /// `None`: the pool chosen by destination, else the default pool. A pool not configured on
     /// a node makes the copies wait there (deferred), never leave from another address.
     pub egress_pool: Option<String>,
@@ -292,7 +292,7 @@ impl MemberStatus {
     }
 }
 
-/// How a member receives the list (issue 14 item 6, Mailman's delivery modes). Stored per member
+/// How a member receives the list (Mailman's delivery modes). Stored per member
 /// by the directory; fan-out sends single posts to `Regular` members only, and a digest post to
 /// the members of its own digest mode only. `Nomail` stays a member (counts, may post, gets
 /// confirmations and notices) but receives no list mail: holidays.

@@ -1,4 +1,4 @@
-//! The vocabulary of the limits on mail Herald sends on others' behalf (issue 18 item 3):
+//! The vocabulary of the limits on mail Herald sends on others' behalf:
 //! which kind of notice, and which limit stopped one. The guard crate decides, the lists stage
 //! acts, telemetry counts, all in these words (STYLE rule 17: verdicts are data, never text).
 

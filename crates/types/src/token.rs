@@ -720,7 +720,7 @@ mod archive_token_tests {
     }
 }
 
-/// MAC domain of the IMAP archive password (issue 14 item 5).
+/// MAC domain of the IMAP archive password.
 const IMAP_DOMAIN: &[u8] = b"herald-imap\0";
 
 /// The password `address` reads the members-only archives of its lists with over IMAP

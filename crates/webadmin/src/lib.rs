@@ -1,4 +1,4 @@
-//! herald-webadmin: the web administration pages (issue 15 item 2) — lists and their
+//! herald-webadmin: the web administration pages — lists and their
 //! settings, members (search, paging, actions, CSV import and export), held posts, bounces,
 //! stragglers, postmaster mail and the audit log — as pure functions from the API's typed
 //! views (`herald-api-types`) to HTML. No I/O here: the HTTP glue in `herald-api`

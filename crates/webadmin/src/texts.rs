@@ -1,4 +1,4 @@
-//! A list's own wording (issue 15 item 7): the page listing every message Herald writes for
+//! A list's own wording: the page listing every message Herald writes for
 //! the list — notices, digest headings, public pages — with the fields each may use and which
 //! languages the list has reworded, and the page editing one message in one language: the
 //! shipped text beside the fields, a text area holding the list's text (or the shipped one to

@@ -1,4 +1,4 @@
-//! The web administration pages (issue 15 item 2): the HTTP glue between the routes under
+//! The web administration pages: the HTTP glue between the routes under
 //! `/admin/…` and the page functions of `herald-webadmin`. Handlers read and change through the
 //! same functions the JSON routes use (`admin`, `lists_ops`, `live`, `postmaster`,
 //! `accounts_api`, the directory) — never an HTTP call to this server — and answer HTML.

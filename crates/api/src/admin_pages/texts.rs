@@ -1,4 +1,4 @@
-//! `/admin/lists/<list>/texts` (issue 15 item 7): the list's own wording, through the same
+//! `/admin/lists/<list>/texts`: the list's own wording, through the same
 //! functions as `/api/v1/lists/<list>/texts` (`crate::texts`). A refused text is shown again
 //! with the directory's reason next to the field (422).
 

@@ -166,7 +166,7 @@ async function slow() {
     api("/api/v1/reports/hourly").catch(() => []),
     api("/api/v1/status").catch(() => ({ nodes: [] })),
   ]);
-  // Cluster nodes (issue 17): every node sharing the store, with heartbeat age.
+  // Cluster nodes: every node sharing the store, with heartbeat age.
   fillTable("nodes", status.nodes || [], (n) => [[n.node_id + (n.this_node ? " (this)" : "")], [n.address], [n.state, n.state === "alive" ? "" : "err"], [(n.heartbeat_age_ms / 1000).toFixed(1) + " s"], [n.version]]);
   const members = lists.reduce((a, l) => a + l.members.total, 0);
   text("summary", `${lists.length} list${lists.length === 1 ? "" : "s"} · ${fmt(members)} members`);

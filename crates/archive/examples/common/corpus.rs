@@ -1,4 +1,4 @@
-//! The generated corpus of the archive measurements (BENCHMARKS.md, issue 14), shared by
+//! The generated corpus of the archive measurements (BENCHMARKS.md), shared by
 //! `measure.rs` and `bench/fts-compare` so both index the same mail: bodies cut from real prose,
 //! 0.5–22 KB, headers as a list server receives them, one post in three a reply, dates over
 //! ten years, one word of its own per body (`zq<i>x`). Deterministic (a fixed LCG).

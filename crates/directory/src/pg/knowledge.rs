@@ -1,4 +1,4 @@
-//! Shared knowledge's SQL (issue 17 item 4; values and API in `crate::knowledge`). One
+//! Shared knowledge's SQL (values and API in `crate::knowledge`). One
 //! transaction per exchange, outside the directory's write lock (nothing here is a
 //! check-then-insert of the directory, and an exchange must not queue behind an import).
 //!

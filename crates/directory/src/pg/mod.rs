@@ -1,4 +1,4 @@
-//! The PostgreSQL backend of the directory (issue 17 item 1): the same [`crate::Directory`] API
+//! The PostgreSQL backend of the directory: the same [`crate::Directory`] API
 //! over a database several Herald nodes share.
 //!
 //! Why a second set of SQL rather than one SQL text for both: the SQLite side is the tuned

@@ -116,9 +116,9 @@ pub(crate) const SCHEMA_SQL: &[&str] = &[
         hash  TEXT PRIMARY KEY,
         at_ms BIGINT NOT NULL
     );"#,
-    // 6 -> 7: per-member moderation (issue 16, see `moderation`).
+    // 6 -> 7: per-member moderation (see `moderation`).
     r#"ALTER TABLE members ADD COLUMN moderated BOOLEAN NOT NULL DEFAULT FALSE;"#,
-    // 7 -> 8: cluster nodes (issue 17 item 2, see `crate::nodes`).
+    // 7 -> 8: cluster nodes (see `crate::nodes`).
     r#"CREATE TABLE nodes (
         node_id         TEXT PRIMARY KEY,
         address         TEXT NOT NULL,
@@ -128,12 +128,12 @@ pub(crate) const SCHEMA_SQL: &[&str] = &[
         heartbeat_at_ms BIGINT NOT NULL,
         state           TEXT NOT NULL CHECK (state IN ('running', 'left'))
     );"#,
-    // 8 -> 9: member search by address or display name prefix (issue 15 item 2, see
+    // 8 -> 9: member search by address or display name prefix (see
     // `crate::search`): both under the "C" collation, so a prefix is a byte range whatever the
     // database's locale, with ASCII folded by `lower()` as SQLite's NOCASE does.
     r#"CREATE INDEX members_by_address_prefix ON members(list_id, address_key COLLATE "C");
     CREATE INDEX members_by_name ON members(list_id, lower(display_name COLLATE "C"), id);"#,
-    // 9 -> 10: a member's language and a list's own wording (issue 15 item 7, see
+    // 9 -> 10: a member's language and a list's own wording (see
     // `crate::texts`).
     r#"ALTER TABLE members ADD COLUMN language TEXT;
     CREATE TABLE list_texts (
@@ -144,7 +144,7 @@ pub(crate) const SCHEMA_SQL: &[&str] = &[
         updated_at_ms BIGINT NOT NULL,
         PRIMARY KEY (list_id, message_id, language)
     );"#,
-    // 10 -> 11: shared fan-out (issue 17 item 3, see `crate::shards`): a post stored once with
+    // 10 -> 11: shared fan-out (see `crate::shards`): a post stored once with
     // its body, and its fan-out cut into shards of member-id ranges that nodes lease.
     // `origin_node`/`origin_post` make publishing idempotent (a node republishes what its spool
     // recovered). `done` is the shard's finished members as a roaring bitmap; `bad` shards are
@@ -179,7 +179,7 @@ pub(crate) const SCHEMA_SQL: &[&str] = &[
     );
     CREATE INDEX shards_claimable ON shards(post_id, shard_no) WHERE state IN ('open', 'leased');
     CREATE INDEX shards_by_owner ON shards(owner_node) WHERE state = 'leased';"#,
-    // 11 -> 12: shared knowledge (issue 17 item 4, see `crate::knowledge`): a provider's
+    // 11 -> 12: shared knowledge (see `crate::knowledge`): a provider's
     // cluster-wide rate as last lowered (no CHECK on the rate: readers judge every value, a
     // row written by a broken node is ignored by name, not an error for every writer), the
     // nodes sending to each provider now with their pace (their share is the rate divided
@@ -317,7 +317,7 @@ const CLUSTER_SECRET_SQL: &str = "CREATE TABLE IF NOT EXISTS cluster_secret (
     created_at_ms BIGINT NOT NULL
 )";
 
-/// What a node must not do when it opens a shared store (issue 17): migrate the schema under
+/// What a node must not do when it opens a shared store: migrate the schema under
 /// nodes that are alive at another schema version. Those nodes run an older Herald (a newer
 /// one would have migrated the store already); the new schema could break the SQL they run,
 /// so the migration waits until they have left (a graceful stop) or died (no heartbeat for

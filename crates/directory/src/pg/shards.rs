@@ -1,4 +1,4 @@
-//! The shared fan-out's SQL (issue 17 item 3; values and API in `crate::shards`). Outside the
+//! The shared fan-out's SQL (values and API in `crate::shards`). Outside the
 //! directory's write lock: publishing, claiming and reporting touch only `cluster_posts` and
 //! `shards`, and must not queue behind a member import. Leases are on the store's clock.
 //!

@@ -1,4 +1,4 @@
-//! The directory's store test suite runs on both backends (issue 17): each test written once
+//! The directory's store test suite runs on both backends: each test written once
 //! once as `fn name(kind: Kind)` and listed in [`both!`] becomes `<name>::sqlite` and `<name>::postgres`. PostgreSQL is a real server
 //! started by this test binary (`herald-pg-harness`), one fresh database per test; when it
 //! cannot start, the `postgres` tests fail with the reason (never skipped).

@@ -183,7 +183,7 @@ delivery-digest-mime = digest (MIME)
 delivery-digest-plain = digest (plain text)
 delivery-nomail = no mail
 
-# A digest's headings (issue 14 item 6), in the list's language with the list's own wording.
+# A digest's headings, in the list's language with the list's own wording.
 digest-title = { $name } Digest, Vol { $volume }, Issue { $issue }
 digest-topics = Today's Topics:
 digest-preamble = This is a MIME digest: each message is attached in full.

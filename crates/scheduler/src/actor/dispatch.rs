@@ -7,7 +7,7 @@
 //! When the global budget is spent, destinations wait in a heap ordered by observed latency:
 //! fastest first (seeds/000: deliver to the hosts that answer fast first).
 //!
-//! Tarpits (issue 20 item 2): a destination whose every usable host is a tarpit is served by
+//! Tarpits: a destination whose every usable host is a tarpit is served by
 //! the slow lane alone — first attempts too — with up to `tarpit_connections` connections,
 //! each kept while copies are ready and given an even share of them; the first pass never
 //! plans a tarpit host (a destination with another host uses that one).
@@ -46,7 +46,7 @@ impl Actor {
                 // The global budget is spent and another destination has copies ready: this
                 // idle connection's slot serves them now instead of waiting out its idle time
                 // (on 2,000 domains, 890 idle connections held all 1,000 slots while 926
-                // destinations with 126,000 ready copies waited; issue 20 item 8).
+                // destinations with 126,000 ready copies waited).
                 let _ = reply.send(Vec::new());
                 return;
             }

@@ -1,4 +1,4 @@
-//! Egress pools in the actor (issue 17 item 5): a copy's pool — its list's `egress_pool`, else
+//! Egress pools in the actor: a copy's pool — its list's `egress_pool`, else
 //! the pool for its recipient domain, else the default (`herald_egress::Egress::pool_for`) —
 //! is part of its destination's key, `<route key>|egress=<pool>`. So copies of lists bound to
 //! different pools never share a connection, each such destination's workers lease a source of

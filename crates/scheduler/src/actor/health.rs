@@ -13,7 +13,7 @@
 //! not a SQLite table: the state is a cache (losing it costs a few probes), is written whole in
 //! one shot, and must not contend with the directory's database on the delivery path.
 //!
-//! Tarpits (issue 20): a host whose replies trickle past the first pass's patience is marked a
+//! Tarpits: a host whose replies trickle past the first pass's patience is marked a
 //! tarpit for `tarpit_remember_secs` ([`HostHealth::record_tarpit`]): up, not failing, planned
 //! only for the slow lane and after any other host ([`HostHealth::plan_lane`]).
 //!
@@ -295,7 +295,7 @@ impl HostHealth {
         Some(event(key, r, HostStateKind::Down, error, now_ms))
     }
 
-    /// Another node of the cluster marked this host down for `remaining` (issue 17 item 4):
+    /// Another node of the cluster marked this host down for `remaining`:
     /// down here too, with its probe due then — unless this node already has it down for
     /// longer or is probing it. A host this node never met is taken only while the table has
     /// room: another node's news never evicts this node's own knowledge. True when adopted.

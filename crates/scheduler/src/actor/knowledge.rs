@@ -1,4 +1,4 @@
-//! The actor's side of the cluster's shared knowledge (issue 17 item 4; the exchange loop is
+//! The actor's side of the cluster's shared knowledge (the exchange loop is
 //! `herald-knowledge`): one [`Ctrl::Knowledge`](crate::messages::Ctrl) message per interval
 //! applies what the cluster knows and answers with what this node learned since the last one.
 //!

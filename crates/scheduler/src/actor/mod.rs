@@ -10,7 +10,7 @@
 //! `operator.rs` (retry-now, give-up); and the state it owns: `queue.rs` (destination queues and
 //! lanes), `health.rs` (host health), `shaping.rs` (AIMD budgets), `stragglers.rs`,
 //! `backoff.rs` (the retry schedule); `knowledge.rs` (what the cluster's nodes tell each
-//! other, issue 17 item 4). Its inbox is [`crate::messages::Ctrl`]; resolver tasks it
+//! other). Its inbox is [`crate::messages::Ctrl`]; resolver tasks it
 //! spawns answer on a private channel. It starts workers (`crate::workers`) and never imports
 //! anything a worker defines but the worker's context and plan.
 //!

@@ -6,7 +6,7 @@
 //! When a down host answers its probe, every copy waiting for any destination it serves is made
 //! ready at once (except greylisted ones): the pending copies go out over reused connections.
 //!
-//! Pacing (issue 20): a batch's deliveries and rate refusals feed its budget's [`Pace`]
+//! Pacing: a batch's deliveries and rate refusals feed its budget's [`Pace`]
 //! (`actor/pace.rs`); copies refused for rate go straight back to the ready queue, released at
 //! the learned rate (at most [`MAX_RATE_REFUSALS`] times, then the throttle backoff); copies a
 //! batch never tried go back untouched; a `421` at MAIL after some messages teaches the budget
@@ -14,7 +14,7 @@
 //! retried at once on a new connection (after [`DROP_RETRY_JITTER_MS`] of jitter); only a
 //! second drop of the same copy counts against the host and follows the retry schedule.
 //!
-//! Tarpits (issue 20 item 2): a host whose replies trickle past the first pass's patience
+//! Tarpits: a host whose replies trickle past the first pass's patience
 //! (a connection attempt or a batch that ended `TooSlow`) is marked a tarpit in host health,
 //! never down for it; the destination's copies stay ready (no try charged) and `dispatch.rs`
 //! serves them from the slow lane.
@@ -199,7 +199,7 @@ impl Actor {
         self.queued = self.queued.saturating_sub(jobs.len());
         self.slow_queued = self.slow_queued.saturating_sub(slow);
         let kind = if let Some(kind) = local {
-            // No egress source (issue 17): nothing was tried, no host is to blame.
+            // No egress source: nothing was tried, no host is to blame.
             kind
         } else if failed.iter().any(|f| f.kind == FailKind::Throttle) {
             DeferralKind::Throttle
@@ -316,7 +316,7 @@ impl Actor {
         bud.end_slow_start();
         let was_paced = bud.pace.rate().is_some();
         if let Some(rate) = bud.pace.refused(now) {
-            // News for the other nodes sending to this provider (issue 17 item 4): the share
+            // News for the other nodes sending to this provider: the share
             // of what they accept together that the provider takes now.
             bud.cut = Some(match was_paced {
                 true => crate::actor::pace::CUT,
@@ -395,7 +395,7 @@ impl Actor {
             // out (a new MX set, a new MTA-STS policy), it waits in the new destination.
             let target = match self.current_destination(job.domain()).cloned() {
                 Some(key) => {
-                    // In the copy's egress pool's variant of the route (issue 17).
+                    // In the copy's egress pool's variant of the route.
                     let key = self.pooled(&key, &job);
                     if self.dests.contains_key(&key) {
                         key

@@ -80,7 +80,7 @@ impl Pace {
         self.rate
     }
 
-    /// The cluster's share of the provider's rate (issue 17 item 4: another node was refused
+    /// The cluster's share of the provider's rate (another node was refused
     /// and lowered it): taken when lower than this pace, or while unpaced. A refusal here from
     /// the same overshoot within the cooldown counts as this cut. True when the pace changed.
     pub fn adopt(&mut self, rate: f64, now: Instant) -> bool {
@@ -103,7 +103,7 @@ impl Pace {
     }
 
     /// Sets the rate to this node's new share of the provider's rate (the nodes sending to it
-    /// changed, issue 17 item 4), higher or lower.
+    /// changed), higher or lower.
     pub fn rebalance(&mut self, rate: f64, now: Instant) {
         if !rate.is_finite() {
             return;

@@ -181,7 +181,7 @@ pub struct Destination {
     /// The greylisting interval learned here: the shortest wait after which a greylisted copy
     /// got through (an upper bound of the server's interval).
     pub grey_interval: Option<std::time::Duration>,
-    /// The egress pool its connections leave from (issue 17; its key ends `|egress=<pool>`).
+    /// The egress pool its connections leave from (its key ends `|egress=<pool>`).
     pub egress_pool: Option<Arc<str>>,
 }
 

@@ -280,7 +280,7 @@ impl Actor {
                 let key = self.destination_for(routing.hosts, routing.sts, routing.dane);
                 let mut touched = Vec::new();
                 for job in jobs {
-                    // The copy's egress pool's variant of the destination (issue 17).
+                    // The copy's egress pool's variant of the destination.
                     let at = self.pooled(&key, &job);
                     if let Some(d) = self.dests.get_mut(&at) {
                         match job.lane {
@@ -398,7 +398,7 @@ impl Actor {
         let key: Arc<str> = Arc::from(format!("{base}{}{dane_suffix}", sts_suffix(sts.as_ref())));
         if self.dests.contains_key(&key) {
             if let Some(dane) = dane.map(Arc::new) {
-                // The egress variants of the destination (issue 17) share its hosts.
+                // The egress variants of the destination share its hosts.
                 for (k, d) in self.dests.iter_mut() {
                     if *k == key || super::egress::is_variant_of(k, &key) {
                         d.dane = Some(dane.clone());

@@ -53,7 +53,7 @@ pub struct Budget {
     pub active: usize,
     /// The learned copies-per-second rate of the provider.
     pub pace: Pace,
-    /// Alive nodes of the cluster sending to this provider (issue 17 item 4; 1 alone): the
+    /// Alive nodes of the cluster sending to this provider (1 alone): the
     /// configured per-minute rate is divided among them, and the learned pace is this node's
     /// share.
     senders: u32,
@@ -148,7 +148,7 @@ impl Budget {
             .map(|r| (r / f64::from(self.senders)).round() as u32)
     }
 
-    /// The alive nodes sending to this provider changed (issue 17 item 4): the configured rate
+    /// The alive nodes sending to this provider changed: the configured rate
     /// is shared among `n` now (the learned pace is rebalanced by the caller, from the
     /// cluster's rate). True when it changed.
     pub fn set_senders(&mut self, n: u32) -> bool {
@@ -177,7 +177,7 @@ impl Budget {
     /// The configured rate's (per-minute) share of `take`.
     fn take_configured(&mut self, want: usize, now: Instant) -> usize {
         let Some(rate) = self.rate else { return want };
-        // This node's share of the cluster's configured rate (issue 17 item 4).
+        // This node's share of the cluster's configured rate.
         let rate = rate / f64::from(self.senders);
         let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
         self.refilled = now;

@@ -1,7 +1,7 @@
 //! Fan-out expansion: render the post once, then read the list's members in pages and turn each
 //! enabled member of the post's audience (within the post's member-id snapshot, minus those
 //! already finished before a restart) into a job. The audience is a delivery mode: single posts
-//! go to `regular` members only, a digest to the members of its digest mode (issue 14). The job channel is bounded, so a million-member list is read only as fast
+//! go to `regular` members only, a digest to the members of its digest mode. The job channel is bounded, so a million-member list is read only as fast
 //! as the scheduler takes copies: memory stays bounded by the window, not the list.
 
 use crate::messages::Report;
@@ -85,7 +85,7 @@ pub async fn expand(
     let mut grow = window::PostWindow::new(ctx.post_window);
     let already_done = done.as_ref().map_or(0, |d| d.len());
     let suppress = Arc::new(Suppress::load(&ctx, id, &meta, &body).await?);
-    // A shard of a shared post (issue 17 item 3) covers only its member-id range.
+    // A shard of a shared post covers only its member-id range.
     let (mut after, up_to) = match meta.member_range.as_deref().copied() {
         Some((lo, hi)) => (
             MemberId(lo.0.saturating_sub(1).max(0)),
@@ -169,7 +169,7 @@ async fn report_expanded(ctx: &ExpandCtx, post: PostId, queued: u64, already_don
         .await;
 }
 
-/// Members a list post skips (issue 5): those who asked not to get the list copy of a post
+/// Members a list post skips: those who asked not to get the list copy of a post
 /// that names them in To/Cc, and — for a post cross-posted to several lists — those who are
 /// enabled members of a list that accepted the same Message-ID earlier (they get that copy).
 /// Empty for almost every post, so the fan-out hot path is one `is_empty` check per page.

@@ -179,7 +179,7 @@ async fn expansion_queues_the_enabled_members_of_the_posts_snapshot_page_by_page
 
 /// Eight members over eight domains, none of their copies final (the jobs stay in the channel,
 /// holding their permits): with a window fixed at 4 the expansion waits after 4 copies; with a
-/// window that grows by 2 per domain up to 10 (issue 20 item 8) all 8 are queued.
+/// window that grows by 2 per domain up to 10 all 8 are queued.
 #[tokio::test]
 async fn the_window_grows_with_the_domains_of_the_post() {
     use super::window::WindowRule;

@@ -1,4 +1,4 @@
-//! How many copies of one post may be queued at once (issue 20 item 8): a window that grows
+//! How many copies of one post may be queued at once: a window that grows
 //! with the destinations the post reaches.
 //!
 //! The rule: `window = clamp(D × queued_copies_per_domain, max_queued_copies_per_post,
@@ -12,7 +12,7 @@
 //! destination: each connection got a batch or two and then waited for the next copies, so a
 //! session's fixed cost (connect, EHLO, the wait for a trickle of new copies) was shared by
 //! few copies. 1,000,000 members over 2,000 domains went out at 7,317 copies/s with 50,000 and
-//! 13,760 with 150,000 (BENCHMARKS.md, issue 20 item 8). Four batches per domain keep a full
+//! 13,760 with 150,000 (BENCHMARKS.md). Four batches per domain keep a full
 //! batch ready behind the one each connection is sending. Domains stand for destinations (MX
 //! host sets), which expansion does not know: domains sharing a provider's MX count several
 //! times, which only lets that destination queue deeper, within the cap.

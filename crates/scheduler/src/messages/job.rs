@@ -27,7 +27,7 @@ pub struct PostCtx {
     /// Herald relays (a postmaster forward) has them; a list post never does (the list is the
     /// new originator).
     pub dsn: Option<herald_types::Dsn>,
-    /// The list's egress pool setting (issue 17): part of the destination key of its copies.
+    /// The list's egress pool setting: part of the destination key of its copies.
     pub egress_pool: Option<Arc<str>>,
 }
 

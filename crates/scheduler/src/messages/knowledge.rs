@@ -1,4 +1,4 @@
-//! What the actor and the cluster's shared knowledge (`herald-knowledge`, issue 17 item 4)
+//! What the actor and the cluster's shared knowledge (`herald-knowledge`)
 //! tell each other, once per exchange interval: the cluster's view of each provider the node
 //! sends to and the hosts other nodes marked down go in; the providers this node sends to, the
 //! rates it lowered and the hosts it marked down since the last exchange come back.

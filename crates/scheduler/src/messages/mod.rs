@@ -7,7 +7,7 @@
 //!   operator commands), with [`BatchDone`], [`HostFailure`] and the hosts they name;
 //! - [`report`]: workers, the actor and expansion → the report loop ([`Report`]);
 //! - [`views`]: the queue as the actor shows it to the API;
-//! - [`knowledge`]: the cluster's shared knowledge ↔ the actor (issue 17 item 4).
+//! - [`knowledge`]: the cluster's shared knowledge ↔ the actor.
 //!
 //! Invariant: this module imports nothing from the rest of the crate but its own children.
 
@@ -122,7 +122,7 @@ pub enum Selector {
     Recipient(String),
     /// Every copy to this recipient domain.
     Domain(String),
-    /// Every copy of this post (a shard handed back by a drain, issue 17 item 3).
+    /// Every copy of this post (a shard handed back by a drain).
     Post(herald_types::PostId),
 }
 
@@ -168,7 +168,7 @@ pub enum Ctrl {
         error: Reply,
         /// Some attempt failed because DANE demanded what the host did not give.
         dane_failed: bool,
-        /// No egress source could be leased (issue 17): the copies' deferral kind.
+        /// No egress source could be leased: the copies' deferral kind.
         local: Option<herald_types::DeferralKind>,
     },
     BatchDone(Box<BatchDone>),

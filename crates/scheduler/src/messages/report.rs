@@ -32,7 +32,7 @@ pub struct OutcomeReport {
     pub mta_sts: Option<MtaStsNote>,
     /// What DANE concluded (`dane=` in the log).
     pub dane: Option<DaneNote>,
-    /// The egress source address the copy left from (`src=` in the log; issue 17).
+    /// The egress source address the copy left from (`src=` in the log).
     pub source: Option<std::net::IpAddr>,
     /// When the report was made: the report loop measures how long it waited in the channel.
     pub queued_at: std::time::Instant,

@@ -26,7 +26,7 @@ pub const FAILED_COPY_CAPACITY: usize = 4096;
 /// How long shutdown waits for the last outcomes to be journaled.
 const FINAL_FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Who else learns of final outcomes: the shared fan-out (issue 17 item 3, `herald-shards`)
+/// Who else learns of final outcomes: the shared fan-out (`herald-shards`)
 /// reports a shard's finished members to the shared store. Called from the report loop, so an
 /// implementation must not block (a short std `Mutex` at most).
 pub trait FinalSink: Send + Sync {

@@ -1,4 +1,4 @@
-//! The global byte budget for spliced copies (`scheduler.max_copy_bytes`, issue 20 item 7).
+//! The global byte budget for spliced copies (`scheduler.max_copy_bytes`).
 //!
 //! A copy costs memory only while it is materialized: from the moment a worker splices it from
 //! the post's shared template until its batch has been written and answered. A worker takes its

@@ -61,7 +61,7 @@ pub struct SessionNotes {
     /// What TLS reporting (RFC 8460) records for every recipient domain the session carries
     /// mail for: the policy that applied and, when TLS fell short of it, why.
     pub tls_report: Option<SessionTls>,
-    /// The egress source address the connection left from (`src=` in the log; issue 17).
+    /// The egress source address the connection left from (`src=` in the log).
     pub source: Option<std::net::IpAddr>,
 }
 
@@ -81,7 +81,7 @@ pub struct ConnectFailure {
     pub reply: Reply,
     /// Some attempt failed because DANE demanded what the host did not give.
     pub dane_failed: bool,
-    /// The attempt never left this machine (no egress source could be leased, issue 17): how
+    /// The attempt never left this machine (no egress source could be leased): how
     /// the copies are deferred. No host is charged for it.
     pub local: Option<herald_types::DeferralKind>,
 }

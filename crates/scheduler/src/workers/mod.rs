@@ -81,7 +81,7 @@ pub struct WorkerCtx {
     /// Where each session's TLS result per recipient domain goes for TLS reporting (RFC 8460;
     /// `None`: off). Sent with `try_send`: a full channel drops a record, never slows delivery.
     pub tls_sessions: Option<mpsc::Sender<herald_types::TlsSessionRecord>>,
-    /// The egress pools (issue 17; `None`: not configured): the actor puts a copy's pool in
+    /// The egress pools (`None`: not configured): the actor puts a copy's pool in
     /// its destination key, the connector leases a source address per connection.
     pub egress: Option<herald_egress::Egress>,
     /// Bytes of spliced copies in memory at once, over every worker (`max_copy_bytes`): a batch
@@ -203,7 +203,7 @@ pub async fn run(plan: WorkerPlan, ctx: Arc<WorkerCtx>) {
             }
             room = window;
         }
-        // The source address's warm-up volume for today (issue 17): none left ends the
+        // The source address's warm-up volume for today: none left ends the
         // connection; the actor's next one leases another source or defers the copies.
         let want = session.reserve(room.min(half));
         if want == 0 {

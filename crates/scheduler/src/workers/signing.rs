@@ -1,4 +1,4 @@
-//! The signing pool (issue 20 item 10): a fixed set of OS threads that splice and DKIM-sign
+//! The signing pool: a fixed set of OS threads that splice and DKIM-sign
 //! (and ARC-seal) the copies of signed posts, so the runtime threads that drive the SMTP
 //! connections never spend a public-key operation (0.23 ms per RSA-2048 signature, three per
 //! copy with ARC) between two reads of a socket.

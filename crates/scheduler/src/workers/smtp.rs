@@ -34,7 +34,7 @@ pub struct SmtpConnector {
     pub client: Arc<ClientConfig>,
     /// Slow-lane client settings (RFC 5321 timeouts).
     pub slow_client: Arc<ClientConfig>,
-    /// The egress pools (issue 17): a plan with a pool leases one of its source addresses for
+    /// The egress pools: a plan with a pool leases one of its source addresses for
     /// the connection's life.
     pub egress: Option<herald_egress::Egress>,
 }
@@ -79,7 +79,7 @@ impl SmtpConnector {
 }
 
 impl SmtpConnector {
-    /// A source address of the plan's egress pool, held for the connection (issue 17). While
+    /// A source address of the plan's egress pool, held for the connection. While
     /// every source is at its connection limit this waits up to the lane's command timeout;
     /// a pool at its warm-up cap (or unknown here) fails the attempt as a local deferral,
     /// charged to no host.

@@ -94,7 +94,7 @@ struct Session {
     mode: Mode,
     greeted: bool,
     tls: bool,
-    /// The client's address, recorded with each copy (issue 17: egress source checks).
+    /// The client's address, recorded with each copy (egress source checks).
     peer: Option<std::net::IpAddr>,
     /// Counts this connection as open from its client until the session answers QUIT (then
     /// it is over for the client, which may open its next connection as soon as it reads

@@ -88,12 +88,12 @@ pub struct CopyRecord {
     /// The DSN parameters (RFC 3461) as sent, MAIL's then RCPT's (`RET=HDRS ENVID=x
     /// NOTIFY=SUCCESS ORCPT=rfc822;y`); empty when none. Only a host that offers DSN takes them.
     pub dsn: Box<str>,
-    /// The client's address (the sender's source IP: the egress tests check it, issue 17).
+    /// The client's address (the sender's source IP: the egress tests check it).
     pub peer: Option<std::net::IpAddr>,
 }
 
 /// Connections from one client address across every receiver of the world (the egress
-/// tests check per-source connection limits, issue 17).
+/// tests check per-source connection limits).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PeerCounters {
     /// Connections accepted from it.

@@ -411,7 +411,7 @@ async fn large_bodies_are_written_in_place_and_arrive_intact() {
     assert_eq!(rec.accepted[1].body, BODY);
 }
 
-/// A connection from an egress source (issue 17) leaves from that local address: the server
+/// A connection from an egress source leaves from that local address: the server
 /// sees it as the peer. A source of the other address family is refused before any socket is
 /// opened, as a local problem, never the host's.
 #[tokio::test]

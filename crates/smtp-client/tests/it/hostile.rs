@@ -63,7 +63,7 @@ async fn trickling_reply_is_cut_off_at_the_deadline_for_the_whole_reply() {
         })
     };
     // The first pass: cut off at the total all the same, but as a tarpit (bytes kept coming),
-    // which is not a host problem (issue 20: the slow lane serves it).
+    // which is not a host problem (the slow lane serves it).
     let (err, took) = connect_err(trickle().await, &short()).await;
     assert!(matches!(err.kind(), SessionErrorKind::TooSlow), "{err}");
     assert!(err.is_tarpit() && !err.is_host_problem());
