@@ -299,6 +299,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         failures: Some(failures_tx),
         dedup: Some(s.dedup.clone()),
         health_path: Some(config.data_dir.join("host-health.json")),
+        deferred_dir: Some(config.data_dir.join("deferred")),
         mta_sts_path: Some(config.data_dir.join("mta-sts.json")),
         tls_sessions,
         egress: open_egress(config)?,

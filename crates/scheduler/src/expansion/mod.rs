@@ -14,6 +14,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
+pub mod pending;
 pub mod window;
 
 /// What an expansion needs besides the post.
@@ -84,6 +85,12 @@ pub async fn expand(
     });
     let mut grow = window::PostWindow::new(ctx.post_window);
     let already_done = done.as_ref().map_or(0, |d| d.len());
+    let mut pending = pending::Pending::new(ctx.telemetry.gauges().expansion_pending.clone());
+    let count = {
+        let dir = ctx.directory.clone();
+        tokio::task::spawn_blocking(move || dir.member_counts(list_id))
+    };
+    let mut count = Some(count);
     let suppress = Arc::new(Suppress::load(&ctx, id, &meta, &body).await?);
     // A shard of a shared post (issue 17 item 3) covers only its member-id range.
     let (mut after, up_to) = match meta.member_range.as_deref().copied() {
@@ -107,6 +114,16 @@ pub async fn expand(
         .await?;
         let Some(last) = members.last() else { break };
         after = last.id;
+        let read = members.len() as u64;
+        if count.as_ref().is_some_and(|c| c.is_finished()) {
+            // Finished: the await returns at once.
+            if let Some(Ok(Ok(c))) = match count.take() {
+                Some(task) => Some(task.await),
+                None => None,
+            } {
+                pending.estimate(c.enabled.saturating_sub(already_done));
+            }
+        }
         let members = if suppress.is_empty() {
             members
         } else {
@@ -127,6 +144,7 @@ pub async fn expand(
         }
         queued += jobs.len() as u64;
         queue_jobs(&ctx, &post, jobs).await?;
+        pending.read(read);
     }
     report_expanded(&ctx, id, queued, already_done).await;
     Ok(queued)
