@@ -736,7 +736,10 @@ pub(crate) fn serve(
         max_stored: config.postmaster.max_stored,
         complaints_local_part: config.complaints.local_part.clone(),
     };
-    let handler = Arc::new(ListHandler::new(stages.enqueuer.clone(), postmaster));
+    let handler = Arc::new(
+        ListHandler::new(stages.enqueuer.clone(), postmaster)
+            .with_backpressure(config.intake.max_unfinished_copies),
+    );
     let inbound = listeners::spawn(
         config,
         listeners.smtp,

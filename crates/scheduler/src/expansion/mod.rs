@@ -86,20 +86,12 @@ pub async fn expand(
     let mut grow = window::PostWindow::new(ctx.post_window);
     let already_done = done.as_ref().map_or(0, |d| d.len());
     let mut pending = pending::Pending::new(ctx.telemetry.gauges().expansion_pending.clone());
-    let count = {
-        let dir = ctx.directory.clone();
-        tokio::task::spawn_blocking(move || dir.member_counts(list_id))
-    };
-    let mut count = Some(count);
+    let dir = ctx.directory.clone();
+    pending.count_with(tokio::task::spawn_blocking(move || {
+        dir.member_counts(list_id).map(|c| c.enabled)
+    }));
     let suppress = Arc::new(Suppress::load(&ctx, id, &meta, &body).await?);
-    // A shard of a shared post (issue 17 item 3) covers only its member-id range.
-    let (mut after, up_to) = match meta.member_range.as_deref().copied() {
-        Some((lo, hi)) => (
-            MemberId(lo.0.saturating_sub(1).max(0)),
-            MemberId(hi.0.min(meta.max_member_id.0)),
-        ),
-        None => (MemberId(0), meta.max_member_id),
-    };
+    let (mut after, up_to) = member_span(&meta);
     let mut queued = 0u64;
     loop {
         let dir = ctx.directory.clone();
@@ -115,15 +107,7 @@ pub async fn expand(
         let Some(last) = members.last() else { break };
         after = last.id;
         let read = members.len() as u64;
-        if count.as_ref().is_some_and(|c| c.is_finished()) {
-            // Finished: the await returns at once.
-            if let Some(Ok(Ok(c))) = match count.take() {
-                Some(task) => Some(task.await),
-                None => None,
-            } {
-                pending.estimate(c.enabled.saturating_sub(already_done));
-            }
-        }
+        pending.take_count(already_done).await;
         let members = if suppress.is_empty() {
             members
         } else {
@@ -148,6 +132,18 @@ pub async fn expand(
     }
     report_expanded(&ctx, id, queued, already_done).await;
     Ok(queued)
+}
+
+/// The members a post goes to: ids after the first and up to the second. A shard of a shared
+/// post shared between cluster nodes covers only its member-id range.
+fn member_span(meta: &PostMeta) -> (MemberId, MemberId) {
+    match meta.member_range.as_deref().copied() {
+        Some((lo, hi)) => (
+            MemberId(lo.0.saturating_sub(1).max(0)),
+            MemberId(hi.0.min(meta.max_member_id.0)),
+        ),
+        None => (MemberId(0), meta.max_member_id),
+    }
 }
 
 /// Hands a page of jobs to the scheduler. One permit of the post's window per copy, given back

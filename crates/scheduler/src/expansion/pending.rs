@@ -9,6 +9,10 @@
 //! the rest when the expansion ends, however it ends (`Drop`), so the gauge never drifts.
 
 use herald_telemetry::exposition::Gauge;
+use tokio::task::JoinHandle;
+
+/// The member count being asked for (enabled members).
+type Count = JoinHandle<Result<u64, herald_directory::DirectoryError>>;
 
 /// One expansion's part of the gauge.
 pub struct Pending {
@@ -18,6 +22,7 @@ pub struct Pending {
     /// Members read so far (before the estimate is known, they are taken off it when it comes).
     read: u64,
     known: bool,
+    count: Option<Count>,
 }
 
 impl Pending {
@@ -27,6 +32,26 @@ impl Pending {
             added: 0,
             read: 0,
             known: false,
+            count: None,
+        }
+    }
+
+    /// The estimate will come from `count` (a task started by the caller).
+    pub fn count_with(&mut self, count: Count) {
+        self.count = Some(count);
+    }
+
+    /// Takes the count into the estimate once its task has finished (never waits for it), less
+    /// the `already_done` members of a resumed post. A failed count leaves no estimate.
+    pub async fn take_count(&mut self, already_done: u64) {
+        if !self.count.as_ref().is_some_and(|c| c.is_finished()) {
+            return;
+        }
+        if let Some(task) = self.count.take() {
+            // Finished: the await returns at once.
+            if let Ok(Ok(members)) = task.await {
+                self.estimate(members.saturating_sub(already_done));
+            }
         }
     }
 
