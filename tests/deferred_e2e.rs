@@ -230,3 +230,74 @@ async fn intake_answers_452_while_live_work_is_over_its_bound_and_250_once_it_dr
     server.stop().await;
     world.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_every_parked_copy_is_delivered_once_when_its_host_answers() {
+    // d1's address refuses connections until a receiver starts there after the crash.
+    let world = World::start(world_config(&[Profile::Normal, Profile::Refused], false))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra = "[scheduler]\nretry_initial_secs = 600\nretry_max_secs = 600\n\
+                 destination_backoff_secs = 1\ndestination_backoff_max_secs = 2\n\
+                 host_down_after_failures = 1\n";
+    let mut server = start(&world, &dir, extra).await;
+    setup_personalized_list(&server.api, LIST, members_csv(100, 2)).await;
+    let (mut smtp, _) = Smtp::connect(server.smtp).await;
+    smtp.cmd("EHLO poster.outside.test").await;
+    for tag in ["crash-1", "crash-2"] {
+        let r = smtp
+            .send_mail("poster@outside.test", &[LIST], &message(tag))
+            .await;
+        assert!(r.starts_with("250"), "{r}");
+    }
+    assert!(
+        world
+            .recorder()
+            .wait_for(100, Duration::from_secs(20))
+            .await
+    );
+    let api = server.api.clone();
+    eventually(Duration::from_secs(20), "d1's copies parked", || {
+        let api = api.clone();
+        async move { metric(&api, "herald_deferred_copies").await == 100 }
+    })
+    .await;
+    let deferred = dir.path().join("data/deferred");
+    let on_disk: u64 = std::fs::read_dir(&deferred)
+        .expect("deferred dir")
+        .map(|e| e.expect("entry").metadata().expect("meta").len())
+        .sum();
+    assert!(on_disk > 0, "parked copies are on disk");
+    server.kill9();
+
+    // The host answers now, on the same address; the server starts again.
+    let mut later = world_config(&[Profile::Normal, Profile::Normal], false);
+    later.domains.remove(0);
+    later.domains[0].mx_addr = world.config().domains[1].mx_addr;
+    later.smtp_port = world.smtp_port();
+    let back = World::start(later).await.expect("second world");
+    server.start().await;
+    assert!(
+        back.recorder().wait_for(100, Duration::from_secs(30)).await,
+        "parked copies not delivered after the restart: {}",
+        back.recorder().snapshot().accepted
+    );
+    let api = server.api.clone();
+    eventually(Duration::from_secs(10), "the deferred queue empty", || {
+        let api = api.clone();
+        async move { metric(&api, "herald_deferred_copies").await == 0 }
+    })
+    .await;
+    let snap = back.recorder().snapshot();
+    assert_eq!((snap.accepted, snap.duplicates), (100, 0));
+    for i in (1..100).step_by(2) {
+        assert_eq!(snap.copies_for(&format!("m{i}@d1.test")).len(), 2, "m{i}");
+    }
+    // Nothing delivered before the crash went again.
+    let first = world.recorder().snapshot();
+    assert_eq!((first.accepted, first.duplicates), (100, 0));
+    server.stop().await;
+    back.shutdown().await;
+    world.shutdown().await;
+}

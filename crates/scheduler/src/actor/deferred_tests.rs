@@ -79,11 +79,9 @@ async fn segments_are_removed_once_every_line_in_them_was_read_back() {
         .map(|i| store.park(job(&post, i, &format!("m{i}@d{}.test", i % 50))))
         .collect();
     assert!(files(tmp.path()).len() >= 3, "{:?}", files(tmp.path()));
-    let mut n = 0;
-    for copy in copies {
+    for (n, copy) in copies.into_iter().enumerate() {
         let job = store.resume(copy).expect("read back");
-        assert_eq!(job.member.id.0, n);
-        n += 1;
+        assert_eq!(job.member.id.0, n as i64);
     }
     assert_eq!(store.len(), 0);
     assert_eq!(store.disk_bytes(), 0);

@@ -336,9 +336,17 @@ impl Actor {
                 Some(Route::Routed { key, .. }) => {
                     let key = key.clone();
                     let key = self.pooled(&key, &job);
-                    if let Some(parking::DownUntil::Probe(at)) = self.down_until(&key) {
-                        // Every host is down until its probe: the copy waits in the deferred
-                        // queue, not in the window live destinations need.
+                    if let Some(until) = self.down_until(&key) {
+                        // Every host is down: the copy waits in the deferred queue, not in the
+                        // window live destinations need, until the probe (a probe that
+                        // connects makes it due at once).
+                        let at = match until {
+                            parking::DownUntil::Probe(at) => at,
+                            parking::DownUntil::ProbeDue => {
+                                Instant::now()
+                                    + Duration::from_secs(self.cfg.destination_backoff_secs.max(1))
+                            }
+                        };
                         self.park(&key, at, herald_types::DeferralKind::HostDown, job);
                         continue;
                     }

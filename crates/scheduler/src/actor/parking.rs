@@ -3,7 +3,8 @@
 //! compact index per destination in `Destination::waiting`).
 //!
 //! - A deferred copy is parked with its retry time ([`Actor::park`]); so is a new copy for a
-//!   destination whose every host is down, with the probe time.
+//!   destination whose every host is down, with the probe time (while the probe is out,
+//!   `destination_backoff_secs` from now: a probe that connects makes it due at once).
 //! - Each tick, due copies come back in bounded batches ([`Actor::resume_due`]): at most
 //!   [`RESUME_PER_TICK`] lines read, and no more than the in-memory queue has room for (at
 //!   least one batch a tick, so retries are never starved by fresh work). Destinations whose

@@ -249,7 +249,7 @@ impl Destination {
 
     /// The next parked copy whose time has come, if any.
     pub fn pop_due(&mut self, now: Instant) -> Option<Waiting> {
-        if !self.waiting.peek().is_some_and(|w| w.at <= now) {
+        if self.waiting.peek().is_none_or(|w| w.at > now) {
             return None;
         }
         let w = self.waiting.pop();
