@@ -330,23 +330,25 @@ impl Actor {
 
     async fn accept_jobs(&mut self, jobs: Vec<Job>) {
         let mut touched: Vec<Arc<str>> = Vec::new();
+        let mut last_down: Option<(Arc<str>, Option<Instant>)> = None;
         for job in jobs {
             let domain = job.domain().to_string();
             match self.routes.get_mut(&domain) {
                 Some(Route::Routed { key, .. }) => {
                     let key = key.clone();
                     let key = self.pooled(&key, &job);
-                    if let Some(until) = self.down_until(&key) {
-                        // Every host is down: the copy waits in the deferred queue, not in the
-                        // window live destinations need, until the probe (a probe that
-                        // connects makes it due at once).
-                        let at = match until {
-                            parking::DownUntil::Probe(at) => at,
-                            parking::DownUntil::ProbeDue => {
-                                Instant::now()
-                                    + Duration::from_secs(self.cfg.destination_backoff_secs.max(1))
-                            }
-                        };
+                    // Every host down: the copy waits in the deferred queue, not in the window
+                    // live destinations need (pages come in runs of one destination: its
+                    // health is looked at once per run).
+                    let park_at = match &last_down {
+                        Some((k, at)) if *k == key => *at,
+                        _ => {
+                            let at = self.arrival_park_time(&key);
+                            last_down = Some((key.clone(), at));
+                            at
+                        }
+                    };
+                    if let Some(at) = park_at {
                         self.park(&key, at, herald_types::DeferralKind::HostDown, job);
                         continue;
                     }

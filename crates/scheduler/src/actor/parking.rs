@@ -73,6 +73,18 @@ impl Actor {
         })
     }
 
+    /// When a new copy for `key` may be tried if it is parked on arrival: `None` when the
+    /// destination has a host that may be tried; else its probe time, or, while the probe is
+    /// due or out, `destination_backoff_secs` from now (a probe that connects makes it due).
+    pub(crate) fn arrival_park_time(&self, key: &Arc<str>) -> Option<Instant> {
+        match self.down_until(key)? {
+            DownUntil::Probe(at) => Some(at),
+            DownUntil::ProbeDue => {
+                Some(Instant::now() + Duration::from_secs(self.cfg.destination_backoff_secs.max(1)))
+            }
+        }
+    }
+
     fn due_action(&self, key: &Arc<str>) -> DueAction {
         match self.down_until(key) {
             None => DueAction::Resume,
