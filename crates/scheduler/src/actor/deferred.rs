@@ -9,7 +9,7 @@
 //!   with one `pwrite`; segments of at most [`SEGMENT_BYTES`];
 //! - in memory, per parked copy, a [`ParkedCopy`] in its destination's `waiting` heap: the time
 //!   it may be tried, where its line is, its post, lane, expiry and two 32-bit hashes (recipient
-//!   and domain, for operator commands) — about 80 bytes, against ~500 for a queued [`Job`]
+//!   and domain, for operator commands) — 96 bytes (a test holds it there), against several hundred for a queued [`Job`]
 //!   with its member and reply;
 //! - per post with parked copies, its [`PostCtx`] (the rendered template), shared by all of
 //!   them, dropped with its last parked copy.

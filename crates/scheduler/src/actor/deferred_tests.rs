@@ -172,3 +172,11 @@ async fn copies_for_a_destination_whose_hosts_are_down_wait_on_disk_not_in_the_w
     );
     assert_eq!(h.actor.deferred.len(), 100 - 16);
 }
+
+#[test]
+fn a_parked_copy_costs_about_a_hundred_bytes_of_memory() {
+    // What the destination's index keeps per parked copy (the line itself is on disk).
+    let size = std::mem::size_of::<super::queue::Waiting>();
+    eprintln!("a parked copy: {size} bytes of index");
+    assert!(size <= 104, "{size} bytes");
+}
