@@ -20,6 +20,10 @@
 //! undelivered copy is tried again once (its retry time is not kept; host health, which is
 //! kept, parks the copies of hosts still down at once).
 //!
+//! SECURITY: the lines hold members' addresses and personal fields: the directory is `0700`
+//! and its files `0600`. They are read back only from files this process wrote in its own run
+//! (the directory is emptied at start), through serde (typed, no code paths chosen by content).
+//!
 //! Disk: a line is read back (and so dies) when its copy's time comes; a copy whose
 //! destination is still down is written again with its new time, so no line lives longer than
 //! the longest wait (`retry_max_secs`, `destination_backoff_max_secs`, greylisting) plus one
@@ -288,11 +292,13 @@ impl DeferredStore {
         let Some(dir) = &self.dir else {
             return Err(std::io::Error::other("no directory"));
         };
+        use std::os::unix::fs::OpenOptionsExt;
         std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
+            .mode(0o600)
             .open(dir.join(format!("{segment}.jsonl")))
     }
 
@@ -356,7 +362,9 @@ impl DeferredStore {
 
 /// Creates `dir` and removes the segments a previous process left.
 fn prepare(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "jsonl") {

@@ -40,6 +40,11 @@ async fn a_parked_copy_comes_back_whole_from_disk_and_its_file_goes_with_it() {
     let permits = post.window.available_permits();
     let copy = store.park(j);
     assert!(copy.on_disk());
+    use std::os::unix::fs::PermissionsExt;
+    let mode =
+        |p: &std::path::Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700, "members' addresses: owner only");
+    assert_eq!(mode(&dir.join("0.jsonl")), 0o600);
     assert_eq!(
         post.window.available_permits(),
         permits + 1,
