@@ -100,8 +100,9 @@ struct Line {
     rate_refusals: u8,
     drops: u8,
     grey_delay_ms: Option<u64>,
-    /// How long before parking it was first greylisted.
-    greylisted_ago_ms: Option<u64>,
+    /// When it was first greylisted, in ms after the store's `epoch` (the destination learns
+    /// its greylisting interval from the whole wait, time parked included).
+    greylisted_at_ms: Option<u64>,
 }
 
 struct Segment {
@@ -117,6 +118,8 @@ pub struct DeferredStore {
     segments: BTreeMap<u32, Segment>,
     current: u32,
     posts: HashMap<PostId, (Arc<PostCtx>, u64)>,
+    /// Monotonic times in lines are counted from here (they never outlive the process).
+    epoch: Instant,
     parked: usize,
     bytes: u64,
     /// Copies kept in memory because their line could not be written, since start.
@@ -168,6 +171,8 @@ impl DeferredStore {
             segments: BTreeMap::new(),
             current: 0,
             posts: HashMap::new(),
+            // Before any copy's time: the actor opens its store before it takes work.
+            epoch: Instant::now(),
             parked: 0,
             bytes: 0,
             write_failures: 0,
@@ -236,7 +241,7 @@ impl DeferredStore {
         self.release_line(segment);
         let post = self.release_post(copy.post);
         match (line, post) {
-            (Ok(line), Some(post)) => Some(restore(line, post)),
+            (Ok(line), Some(post)) => Some(restore(line, post, self.epoch)),
             (Err(e), _) => {
                 self.read_failures += 1;
                 tracing::error!(post = %copy.post, segment, offset, error = %e, "a deferred copy cannot be read back; it stays undelivered in the spool until the next start");
@@ -251,7 +256,8 @@ impl DeferredStore {
     }
 
     fn write(&mut self, job: &Job) -> std::io::Result<Slot> {
-        let mut bytes = serde_json::to_vec(&line_of(job)).map_err(std::io::Error::other)?;
+        let mut bytes =
+            serde_json::to_vec(&line_of(job, self.epoch)).map_err(std::io::Error::other)?;
         bytes.push(b'\n');
         let len = u32::try_from(bytes.len()).map_err(std::io::Error::other)?;
         if self
@@ -374,8 +380,7 @@ fn prepare(dir: &std::path::Path) -> std::io::Result<()> {
     Ok(())
 }
 
-fn line_of(job: &Job) -> Line {
-    let now = Instant::now();
+fn line_of(job: &Job, epoch: Instant) -> Line {
     Line {
         post: job.post.id,
         member: (*job.member).clone(),
@@ -386,13 +391,13 @@ fn line_of(job: &Job) -> Line {
         rate_refusals: job.rate_refusals,
         drops: job.drops,
         grey_delay_ms: job.grey_delay.map(|d| d.as_millis() as u64),
-        greylisted_ago_ms: job
+        greylisted_at_ms: job
             .greylisted_at
-            .map(|t| now.saturating_duration_since(t).as_millis() as u64),
+            .map(|t| t.saturating_duration_since(epoch).as_millis() as u64),
     }
 }
 
-fn restore(line: Line, post: Arc<PostCtx>) -> Job {
+fn restore(line: Line, post: Arc<PostCtx>, epoch: Instant) -> Job {
     let mut job = Job::new(post, Arc::new(line.member));
     job.holds_permit = false;
     job.tries = line.tries;
@@ -409,7 +414,7 @@ fn restore(line: Line, post: Arc<PostCtx>) -> Job {
     job.drops = line.drops;
     job.grey_delay = line.grey_delay_ms.map(Duration::from_millis);
     job.greylisted_at = line
-        .greylisted_ago_ms
-        .and_then(|ago| Instant::now().checked_sub(Duration::from_millis(ago)));
+        .greylisted_at_ms
+        .map(|ms| epoch + Duration::from_millis(ms));
     job
 }

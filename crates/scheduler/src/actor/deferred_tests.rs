@@ -20,7 +20,7 @@ fn files(dir: &std::path::Path) -> Vec<String> {
     out
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_parked_copy_comes_back_whole_from_disk_and_its_file_goes_with_it() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path().join("deferred");
@@ -37,6 +37,8 @@ async fn a_parked_copy_comes_back_whole_from_disk_and_its_file_goes_with_it() {
         Box::new(Reply::new(450, None, "greylisted")),
     ));
     j.grey_delay = Some(Duration::from_secs(90));
+    let greylisted_at = Instant::now();
+    j.greylisted_at = Some(greylisted_at);
     let permits = post.window.available_permits();
     let copy = store.park(j);
     assert!(copy.on_disk());
@@ -54,6 +56,7 @@ async fn a_parked_copy_comes_back_whole_from_disk_and_its_file_goes_with_it() {
     assert_eq!((store.len(), files(&dir).len()), (1, 1));
     assert!(store.disk_bytes() > 0);
 
+    tokio::time::advance(Duration::from_secs(95)).await;
     let back = store.resume(copy).expect("read back");
     assert_eq!(back.member.id.0, 42);
     assert_eq!(back.member.address.to_string(), "Someone@example.test");
@@ -64,6 +67,12 @@ async fn a_parked_copy_comes_back_whole_from_disk_and_its_file_goes_with_it() {
         (DeferralKind::Greylist, 450, "greylisted")
     );
     assert_eq!(back.grey_delay, Some(Duration::from_secs(90)));
+    // The time it was first greylisted survives the 95 s parked (the destination learns its
+    // greylisting interval from the whole wait).
+    let at = back.greylisted_at.expect("greylisted_at");
+    let off = at.max(greylisted_at) - at.min(greylisted_at);
+    assert!(off <= Duration::from_millis(1), "{off:?}");
+    assert!(Instant::now() - at >= Duration::from_secs(95));
     assert!(!back.holds_permit);
     drop(back);
     assert_eq!(
