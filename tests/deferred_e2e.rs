@@ -257,7 +257,17 @@ async fn after_kill_9_every_parked_copy_is_delivered_once_when_its_host_answers(
             .wait_for(100, Duration::from_secs(20))
             .await
     );
+    // Crash only once the delivered copies are journaled (a copy the receiver took whose reply
+    // was still on its way is the bounded duplicate a crash may cost, not what this tests).
     let api = server.api.clone();
+    eventually(Duration::from_secs(20), "d0's copies journaled", || {
+        let api = api.clone();
+        async move {
+            metric(&api, "herald_copies_total{outcome=\"delivered\"}").await == 100
+                && metric(&api, "herald_unjournaled_copies").await == 0
+        }
+    })
+    .await;
     eventually(Duration::from_secs(20), "d1's copies parked", || {
         let api = api.clone();
         async move { metric(&api, "herald_deferred_copies").await == 100 }
