@@ -48,6 +48,11 @@ pub struct IntakeSection {
     pub backlog_max_posts: usize,
     /// Bytes of those posts' bodies, at most (they are held in memory until handed over).
     pub backlog_max_bytes: u64,
+    /// Copies accepted and not yet done that may be tried now (`herald_unfinished_copies`:
+    /// the scheduler's in-memory queue, copies on connections, copies of posts still being
+    /// fanned out; never the deferred queue's), at most: above it list posts get `452 4.3.1`
+    /// at RCPT until the count is back under 90 % of it (`pressure.rs`). 0: never refuse.
+    pub max_unfinished_copies: u64,
 }
 
 impl Default for IntakeSection {
@@ -55,6 +60,9 @@ impl Default for IntakeSection {
         IntakeSection {
             backlog_max_posts: 50_000,
             backlog_max_bytes: 256 << 20,
+            // Minutes of sending at the rates BENCHMARKS.md measures, and five times the
+            // default in-memory queue: a sign the spool is not draining, not a busy moment.
+            max_unfinished_copies: 5_000_000,
         }
     }
 }

@@ -59,6 +59,8 @@ pub struct ListHandler {
     postmaster: PostmasterPolicy,
     /// Directory lookups made for recipients (one per RCPT; tests count them).
     lookups: AtomicU64,
+    /// Backpressure on list posts (`[intake] max_unfinished_copies`; off unless set).
+    pressure: crate::IntakePressure,
 }
 
 /// Who an accepted recipient is: the answer found at RCPT, carried to DATA.
@@ -78,7 +80,25 @@ impl ListHandler {
             enqueuer,
             postmaster,
             lookups: AtomicU64::new(0),
+            pressure: crate::IntakePressure::new(0),
         }
+    }
+
+    /// Refuses list posts with `452 4.3.1` while more than `max_unfinished_copies` copies
+    /// wait for delivery (see `pressure.rs`; 0: never).
+    pub fn with_backpressure(mut self, max_unfinished_copies: u64) -> ListHandler {
+        self.pressure = crate::IntakePressure::new(max_unfinished_copies);
+        self
+    }
+
+    /// True when a list post must wait: the unfinished work is over its bound.
+    fn overloaded(&self) -> bool {
+        let gauges = self.enqueuer.telemetry.gauges();
+        self.pressure.refuse(
+            gauges.unfinished_copies.get(),
+            &gauges.intake_backpressure,
+            herald_types::unix_ms_now(),
+        )
     }
 
     /// Directory lookups made so far for recipients.
@@ -230,6 +250,9 @@ impl InboundHandler for ListHandler {
                 return Err(crate::enqueue::banned_reply(sender, &list.address, &ban));
             }
             match target {
+                Some(Target::List(_, ListAddressKind::Post)) if self.overloaded() => {
+                    Err(replies::BACKLOG_FULL.reply())
+                }
                 Some(Target::Postmaster(_)) if !self.postmaster.has_room(&self.enqueuer.spool) => {
                     tracing::warn!(rcpt = %rcpt, "postmaster mail refused for now: postmaster.max_stored reached");
                     Err(replies::POSTMASTER_FULL.reply())

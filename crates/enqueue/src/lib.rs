@@ -33,6 +33,7 @@ mod error;
 mod handoff;
 mod inbound;
 mod policy;
+pub mod pressure;
 mod shared;
 
 pub use arrival::{ArrivalCheck, LmtpClients, Source};
@@ -45,4 +46,5 @@ pub use error::EnqueueError;
 pub use handoff::{Handoff, HandoffReceivers};
 pub use inbound::{ListHandler, PostmasterPolicy, Target};
 pub use policy::MAX_PARTS;
+pub use pressure::IntakePressure;
 pub use shared::{ShareFuture, SharedIntake};

@@ -25,7 +25,9 @@
 //! Limits (all in [`SchedulerConfig`]): connections in all, in the slow lane and per destination
 //! (shaping budgets), copies and bytes per batch, copies per connection, the window of queued
 //! copies in all and per post (which bound memory and keep big posts from starving small ones),
-//! DNS lookups in flight, hosts tracked by host health.
+//! DNS lookups in flight, hosts tracked by host health. The window holds only copies that may be
+//! tried now: copies waiting for a retry time or a down host are parked in the deferred queue
+//! on disk (`actor/deferred.rs`, `actor/parking.rs`), so dead destinations never fill it.
 //!
 //! Resilience: host health per (MX name, address) with down marking and one probe
 //! ([`actor::health`]); two lanes — first attempts with short timeouts, retries with RFC 5321
@@ -79,6 +81,8 @@ pub struct SchedulerDeps {
     pub dedup: Option<herald_enqueue::DedupStore>,
     /// Where host health is kept across restarts (`None`: not persisted).
     pub health_path: Option<std::path::PathBuf>,
+    /// Where the deferred queue keeps parked copies (`actor/deferred.rs`; `None`: in memory).
+    pub deferred_dir: Option<std::path::PathBuf>,
     /// Where MTA-STS policies are cached across restarts (`None`: memory only).
     pub mta_sts_path: Option<std::path::PathBuf>,
     /// Where each session's TLS result goes for TLS reporting (RFC 8460; `None`: off).
@@ -180,13 +184,16 @@ impl Scheduler {
             .gauges()
             .unjournaled_copies_bound
             .set(i64::try_from(bound).unwrap_or(i64::MAX));
-        let actor = actor::Actor::new(
+        let mut actor = actor::Actor::new(
             cfg.clone(),
             worker_ctx,
             resolvers,
             deps.health_path,
             Clock::system(),
         );
+        if let Some(dir) = deps.deferred_dir {
+            actor = actor.with_deferred_dir(dir);
+        }
         let expand_ctx = Arc::new(expansion::ExpandCtx {
             directory: deps.directory,
             list_ctx: deps.list_ctx,

@@ -322,6 +322,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         failures: Some(failures_tx),
         dedup: Some(s.dedup.clone()),
         health_path: Some(config.data_dir.join("host-health.json")),
+        deferred_dir: Some(config.data_dir.join("deferred")),
         mta_sts_path: Some(config.data_dir.join("mta-sts.json")),
         tls_sessions,
         egress: open_egress(config)?,
@@ -758,7 +759,10 @@ pub(crate) fn serve(
         max_stored: config.postmaster.max_stored,
         complaints_local_part: config.complaints.local_part.clone(),
     };
-    let handler = Arc::new(ListHandler::new(stages.enqueuer.clone(), postmaster));
+    let handler = Arc::new(
+        ListHandler::new(stages.enqueuer.clone(), postmaster)
+            .with_backpressure(config.intake.max_unfinished_copies),
+    );
     let (inbound, inbound_shared) = listeners::spawn(
         config,
         listeners.smtp,

@@ -128,6 +128,15 @@ pub const SHED_IDLE: Canned = Canned::new(
 /// the client keeps the message and retries.
 pub const INSUFFICIENT_STORAGE: Canned =
     Canned::new(452, 4, 3, 1, "Insufficient system storage, try again later");
+/// RFC 5321 §4.2.2 at RCPT for a list post: more copies wait for delivery than
+/// `[intake] max_unfinished_copies` allows; the sender keeps the message and retries later.
+pub const BACKLOG_FULL: Canned = Canned::new(
+    452,
+    4,
+    3,
+    1,
+    "Too much mail waiting for delivery here, try again later",
+);
 /// RFC 5321 §4.2.2 at RCPT: `postmaster.max_stored` messages to postmaster are waiting; the
 /// sender keeps the message and retries once some expire or are deleted.
 pub const POSTMASTER_FULL: Canned = Canned::new(

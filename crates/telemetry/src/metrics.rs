@@ -101,6 +101,21 @@ pub struct Gauges {
     pub copy_bytes_in_flight_peak: Gauge,
     /// The copy budget (`scheduler.max_copy_bytes`).
     pub copy_bytes_budget: Gauge,
+    /// Copies parked in the deferred queue (waiting for a retry time or a down host), outside
+    /// the in-memory queue `scheduler.max_queued_copies` bounds.
+    pub deferred_copies: Gauge,
+    /// Bytes of the deferred queue's files on disk.
+    pub deferred_bytes: Gauge,
+    /// Copies of posts being fanned out that are not queued yet (estimated from the list's
+    /// member count when the fan-out starts).
+    pub expansion_pending: Gauge,
+    /// Accepted copies that may be tried now and are not done: the in-memory queue, copies on
+    /// connections and `expansion_pending`; parked copies are not counted. Intake refuses list
+    /// posts above `[intake] max_unfinished_copies`.
+    pub unfinished_copies: Gauge,
+    /// 1 while intake refuses list posts with `452 4.3.1` because `unfinished_copies` passed
+    /// `[intake] max_unfinished_copies`; 0 otherwise.
+    pub intake_backpressure: Gauge,
 }
 
 impl Gauges {
@@ -121,6 +136,11 @@ impl Gauges {
             copy_bytes_in_flight: Gauge::default(),
             copy_bytes_in_flight_peak: Gauge::default(),
             copy_bytes_budget: Gauge::default(),
+            deferred_copies: Gauge::default(),
+            deferred_bytes: Gauge::default(),
+            expansion_pending: Gauge::default(),
+            unfinished_copies: Gauge::default(),
+            intake_backpressure: Gauge::default(),
         };
         for (name, help, gauge) in [
             (
@@ -192,6 +212,31 @@ impl Gauges {
                 "herald_slow_lane_connections",
                 "Open connections of the slow lane.",
                 &g.slow_connections,
+            ),
+            (
+                "herald_deferred_copies",
+                "Copies parked in the deferred queue (retry time or down host), outside the in-memory queue.",
+                &g.deferred_copies,
+            ),
+            (
+                "herald_deferred_queue_bytes",
+                "Bytes of the deferred queue's files on disk.",
+                &g.deferred_bytes,
+            ),
+            (
+                "herald_expansion_pending_copies",
+                "Copies of posts being fanned out not yet queued (estimated).",
+                &g.expansion_pending,
+            ),
+            (
+                "herald_unfinished_copies",
+                "Accepted copies that may be tried now and are not done (parked copies excluded).",
+                &g.unfinished_copies,
+            ),
+            (
+                "herald_intake_backpressure",
+                "1 while list posts are refused with 452 4.3.1 (unfinished copies over intake.max_unfinished_copies).",
+                &g.intake_backpressure,
             ),
             (
                 "herald_inbound_stress",

@@ -7,7 +7,7 @@
 //! provider's connection limit still spans every pool); it is created on first use and
 //! follows its route when the route changes.
 
-use crate::actor::queue::{Destination, Waiting};
+use crate::actor::queue::Destination;
 use crate::actor::Actor;
 use crate::messages::Job;
 use herald_types::LaneKind;
@@ -48,18 +48,12 @@ impl Actor {
     }
 
     /// Takes `domain`'s copies out of `key` and all its egress variants.
-    pub(super) fn take_domain_everywhere(
-        &mut self,
-        key: &Arc<str>,
-        domain: &str,
-    ) -> (Vec<Job>, Vec<Waiting>) {
-        let (mut ready, mut waiting) = self.take_domain(key, domain);
+    pub(super) fn take_domain_everywhere(&mut self, key: &Arc<str>, domain: &str) -> Vec<Job> {
+        let mut ready = self.take_domain(key, domain);
         for variant in self.variants_of(key) {
-            let (r, w) = self.take_domain(&variant, domain);
-            ready.extend(r);
-            waiting.extend(w);
+            ready.extend(self.take_domain(&variant, domain));
         }
-        (ready, waiting)
+        ready
     }
 
     fn variants_of(&self, key: &Arc<str>) -> Vec<Arc<str>> {
@@ -70,14 +64,15 @@ impl Actor {
             .collect()
     }
 
-    /// A route change with egress pools: `domain`'s copies leave `from` and its variants for
-    /// `to`'s variant of each copy's pool, keeping lane and retry time.
+    /// A route change with egress pools: `domain`'s ready copies leave `from` and its variants
+    /// for `to`'s variant of each copy's pool, keeping their lane (parked ones follow when
+    /// their time comes).
     pub(super) fn reroute_pooled(&mut self, domain: &str, from: &Arc<str>, to: &Arc<str>) {
-        let (ready, waiting) = self.take_domain_everywhere(from, domain);
-        if ready.is_empty() && waiting.is_empty() {
+        let ready = self.take_domain_everywhere(from, domain);
+        if ready.is_empty() {
             return;
         }
-        tracing::info!(domain, from = %from, to = %to, copies = ready.len() + waiting.len(), "route changed: queued copies moved");
+        tracing::info!(domain, from = %from, to = %to, copies = ready.len(), "route changed: queued copies moved");
         let mut touched = Vec::new();
         for job in ready {
             let at = self.pooled(to, &job);
@@ -88,12 +83,6 @@ impl Actor {
                 }
             }
             touched.push(at);
-        }
-        for w in waiting {
-            let at = self.pooled(to, &w.job);
-            if let Some(d) = self.dests.get_mut(&at) {
-                d.push_waiting(w);
-            }
         }
         touched.sort_unstable();
         touched.dedup();

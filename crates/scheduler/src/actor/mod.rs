@@ -50,6 +50,9 @@ use tokio_util::sync::CancellationToken;
 const STOP_BACKSTOP: Duration = Duration::from_secs(30);
 
 pub mod backoff;
+pub mod deferred;
+#[cfg(test)]
+mod deferred_tests;
 mod dispatch;
 #[cfg(test)]
 mod dispatch_tests;
@@ -63,6 +66,7 @@ mod outcome;
 #[cfg(test)]
 mod outcome_tests;
 pub mod pace;
+mod parking;
 #[cfg(test)]
 mod paused_tests;
 pub mod queue;
@@ -130,9 +134,13 @@ pub struct Actor {
     pub(crate) idle_set: HashSet<Arc<str>>,
     pub(crate) connections: usize,
     pub(crate) slow_connections: usize,
+    /// Copies in the in-memory queue — ready, or with their route being resolved — which
+    /// `max_queued_copies` bounds. Parked copies (the deferred queue) are not among them.
     pub(crate) queued: usize,
-    /// Copies queued in the slow lane (ready or waiting).
+    /// Of `queued`, copies of the slow lane (retries).
     pub(crate) slow_queued: usize,
+    /// The deferred queue: copies waiting for a retry time or a down host (`deferred.rs`).
+    pub(crate) deferred: deferred::DeferredStore,
     pub(crate) seq: u64,
     resolvers: Resolvers,
     resolve_permits: Arc<Semaphore>,
@@ -187,6 +195,7 @@ impl Actor {
             slow_connections: 0,
             queued: 0,
             slow_queued: 0,
+            deferred: deferred::DeferredStore::open(None),
             seq: 0,
             resolvers,
             resolve_permits: permits,
@@ -198,6 +207,13 @@ impl Actor {
             shared_down: Vec::new(),
             shortage: shortage::ShortagePause::default(),
         }
+    }
+
+    /// Keeps the deferred queue in `dir` (emptied now: the spool's recovery is the truth)
+    /// instead of in memory.
+    pub fn with_deferred_dir(mut self, dir: PathBuf) -> Actor {
+        self.deferred = deferred::DeferredStore::open(Some(dir));
+        self
     }
 
     pub async fn run(
@@ -318,12 +334,28 @@ impl Actor {
 
     async fn accept_jobs(&mut self, jobs: Vec<Job>) {
         let mut touched: Vec<Arc<str>> = Vec::new();
+        let mut last_down: Option<(Arc<str>, Option<Instant>)> = None;
         for job in jobs {
             let domain = job.domain().to_string();
             match self.routes.get_mut(&domain) {
                 Some(Route::Routed { key, .. }) => {
                     let key = key.clone();
                     let key = self.pooled(&key, &job);
+                    // Every host down: the copy waits in the deferred queue, not in the window
+                    // live destinations need (pages come in runs of one destination: its
+                    // health is looked at once per run).
+                    let park_at = match &last_down {
+                        Some((k, at)) if *k == key => *at,
+                        _ => {
+                            let at = self.arrival_park_time(&key);
+                            last_down = Some((key.clone(), at));
+                            at
+                        }
+                    };
+                    if let Some(at) = park_at {
+                        self.park(&key, at, herald_types::DeferralKind::HostDown, job);
+                        continue;
+                    }
                     if let Some(d) = self.dests.get_mut(&key) {
                         self.queued += 1;
                         d.fast.push_back(job);
@@ -375,12 +407,7 @@ impl Actor {
         let now = Instant::now();
         let now_ms = self.clock.now_ms();
         let mut due_keys = Vec::new();
-        let mut promoted = Vec::new();
         for (key, d) in self.dests.iter_mut() {
-            let due = d.promote_due(now);
-            if !due.is_empty() {
-                promoted.push((key.clone(), due));
-            }
             let probe_due = self
                 .health
                 .next_probe_ms(&d.hosts)
@@ -403,9 +430,8 @@ impl Actor {
         let parked = |k: &Arc<str>| dests.get(k).is_some_and(|d| !d.parked.is_empty());
         self.idle_dests.retain(parked);
         self.idle_set.retain(parked);
-        for (key, jobs) in promoted {
-            self.requeue_ready(&key, jobs).await;
-            due_keys.push(key);
+        if !self.shutting_down {
+            self.resume_due(now).await;
         }
         due_keys.sort_unstable();
         due_keys.dedup();
@@ -419,19 +445,6 @@ impl Actor {
             >= Duration::from_secs(self.cfg.host_health_persist_secs.max(1))
         {
             self.persist_health(false).await;
-        }
-    }
-
-    /// Puts promoted slow-lane jobs in the slow ready queue, expiring the ones too old.
-    pub(crate) async fn requeue_ready(&mut self, key: &Arc<str>, jobs: Vec<Job>) {
-        let now_ms = self.clock.now_ms();
-        for job in jobs {
-            if job.expired(now_ms) {
-                self.leave_queue(&job);
-                self.expire(job).await;
-            } else if let Some(d) = self.dests.get_mut(key) {
-                d.slow.push_back(job);
-            }
         }
     }
 
@@ -514,11 +527,21 @@ impl Actor {
 
     pub(crate) fn update_gauges(&self) {
         let g = self.ctx.telemetry.gauges();
-        g.queued_recipients.set(self.queued as i64);
+        let parked = self.deferred.len() as i64;
+        g.queued_recipients.set(self.queued as i64 + parked);
+        g.deferred_copies.set(parked);
+        g.deferred_bytes
+            .set(i64::try_from(self.deferred.disk_bytes()).unwrap_or(i64::MAX));
+        // Work that may be tried now and is not done: the in-memory queue, what connections
+        // hold, and what expansions have still to queue. Parked copies are not in it: a
+        // backlog of dead destinations never makes intake refuse mail for live ones.
+        g.unfinished_copies.set(
+            self.queued as i64 + g.inflight_copies.get().max(0) + g.expansion_pending.get().max(0),
+        );
         g.destinations_active
             .set(self.dests.values().filter(|d| d.queued() > 0).count() as i64);
         g.hosts_down.set(self.health.down_count() as i64);
-        g.lane_slow.set(self.slow_queued as i64);
+        g.lane_slow.set(self.slow_queued as i64 + parked);
         g.lane_fast
             .set(self.queued.saturating_sub(self.slow_queued) as i64);
         g.slow_connections.set(self.slow_connections as i64);

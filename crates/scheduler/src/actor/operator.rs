@@ -13,11 +13,10 @@ use super::{Actor, Route};
 use crate::actor::queue::ReadyQueue;
 use crate::messages::{Action, Command, Job, Selector};
 use herald_types::FailureCause;
-use std::collections::BinaryHeap;
 use tokio::time::Instant;
 
 impl Selector {
-    fn matches(&self, job: &Job) -> bool {
+    pub(crate) fn matches(&self, job: &Job) -> bool {
         match self {
             Selector::Recipient(a) => job.member.address.to_string().eq_ignore_ascii_case(a),
             Selector::Domain(d) => job.domain().eq_ignore_ascii_case(d),
@@ -41,22 +40,27 @@ impl Actor {
         let now_ms = self.clock.now_ms();
         let mut matched = 0u64;
         let mut touched = Vec::new();
+        // Parked copies are due now: they come back from the deferred queue from the next tick.
+        for (key, kind, job) in self.take_parked(sel) {
+            matched += 1;
+            self.park(&key, now, kind, job);
+            touched.push(key);
+        }
         for (key, d) in self.dests.iter_mut() {
-            let heap = std::mem::take(&mut d.waiting);
-            let (due, keep): (Vec<_>, Vec<_>) = heap.into_iter().partition(|w| sel.matches(&w.job));
-            d.waiting = BinaryHeap::from(keep);
             let ready_hits = count_ready(&mut d.fast, sel) + count_ready(&mut d.slow, sel);
-            if due.is_empty() && ready_hits == 0 {
+            if ready_hits == 0 {
                 continue;
             }
-            matched += due.len() as u64 + ready_hits;
-            // Waiting copies are retries: they go to the slow lane's ready queue.
-            for w in due {
-                d.slow.push_back(w.job);
-            }
-            // The operator says the hosts are worth a try now: probe them at once.
-            self.health.probe_now(&d.hosts, now_ms);
+            matched += ready_hits;
             touched.push(key.clone());
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for key in &touched {
+            // The operator says the hosts are worth a try now: probe them at once.
+            if let Some(d) = self.dests.get(key) {
+                self.health.probe_now(&d.hosts, now_ms);
+            }
         }
         for route in self.routes.values_mut() {
             if let Route::RetryDns { until, jobs } = route {
@@ -76,11 +80,11 @@ impl Actor {
 
     async fn give_up(&mut self, sel: &Selector) -> u64 {
         let mut taken: Vec<Job> = Vec::new();
+        let mut parked: Vec<Job> = Vec::new();
+        for (_, _, job) in self.take_parked(sel) {
+            parked.push(job);
+        }
         for d in self.dests.values_mut() {
-            let heap = std::mem::take(&mut d.waiting);
-            let (hit, keep): (Vec<_>, Vec<_>) = heap.into_iter().partition(|w| sel.matches(&w.job));
-            d.waiting = BinaryHeap::from(keep);
-            taken.extend(hit.into_iter().map(|w| w.job));
             taken.extend(take_ready(&mut d.fast, sel));
             taken.extend(take_ready(&mut d.slow, sel));
         }
@@ -93,9 +97,14 @@ impl Actor {
                 taken.extend(hit);
             }
         }
-        let matched = taken.len() as u64;
+        let matched = (taken.len() + parked.len()) as u64;
         for job in taken {
             self.leave_queue(&job);
+            self.finish(job, FailureCause::OperatorGaveUp).await;
+        }
+        // Parked copies were never counted in the in-memory queue.
+        for job in parked {
+            self.forget_straggler(&job);
             self.finish(job, FailureCause::OperatorGaveUp).await;
         }
         matched

@@ -22,7 +22,6 @@
 //! [`Pace`]: crate::actor::pace::Pace
 
 use crate::actor::backoff::retry_delay;
-use crate::actor::queue::Waiting;
 use crate::actor::{Actor, Route};
 use crate::classify::implied_interval;
 use crate::messages::Job;
@@ -68,25 +67,18 @@ impl Actor {
         self.pump(&dest);
     }
 
-    /// Every destination served by `host` gets its waiting copies back in the ready queue.
+    /// Every destination served by `host` may try its parked copies now: they come back from
+    /// the deferred queue in bounded batches from the next tick (`parking.rs`).
     fn host_back(&mut self, host: &HostKey) {
-        let keys: Vec<Arc<str>> = self
-            .dests
-            .iter()
-            .filter(|(_, d)| {
-                d.hosts
-                    .iter()
-                    .any(|h| h.name.as_str() == host.name.as_ref() && h.addrs.contains(&host.addr))
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in keys {
-            if let Some(d) = self.dests.get_mut(&key) {
-                for job in d.take_all_waiting() {
-                    d.slow.push_back(job);
-                }
+        let now = Instant::now();
+        for d in self.dests.values_mut() {
+            let served = d
+                .hosts
+                .iter()
+                .any(|h| h.name.as_str() == host.name.as_ref() && h.addrs.contains(&host.addr));
+            if served {
+                d.wake_waiting(now);
             }
-            self.pump(&key);
         }
     }
 
@@ -339,26 +331,16 @@ impl Actor {
     /// connection takes it next (a new one: the dropped one is gone).
     fn retry_soon(&mut self, dest: &Arc<str>, job: Job) {
         let jitter = rand::random::<u64>() % DROP_RETRY_JITTER_MS.max(1);
-        self.queued += 1;
-        if job.lane == LaneKind::Slow {
-            self.slow_queued += 1;
-        }
-        self.seq += 1;
-        let w = Waiting {
-            at: Instant::now() + Duration::from_millis(50 + jitter),
-            seq: self.seq,
-            kind: DeferralKind::Other,
-            job,
-        };
+        let at = Instant::now() + Duration::from_millis(50 + jitter);
         if let Some(d) = self.dests.get_mut(dest) {
             d.deferred += 1;
-            d.push_waiting(w);
         }
+        self.park(dest, at, DeferralKind::Other, job);
     }
 
-    /// Deferred copies (not counted as queued: in flight, or just taken out) go to the slow
-    /// lane's waiting queue at the time their reason implies. Copies past their list's maximum
-    /// age are given up instead.
+    /// Deferred copies (not counted as queued: in flight, or just taken out) are parked in the
+    /// deferred queue until the time their reason implies, in the slow lane. Copies past their
+    /// list's maximum age are given up instead.
     pub(crate) async fn defer(&mut self, dest: &Arc<str>, jobs: Vec<Job>) {
         if jobs.is_empty() {
             return;
@@ -375,8 +357,6 @@ impl Actor {
                 self.expire(job).await;
                 continue;
             }
-            self.queued += 1;
-            self.slow_queued += 1;
             let (kind, delay) = self.retry_after(dest, &job);
             if kind == DeferralKind::Greylist {
                 job.greylisted_at.get_or_insert(now);
@@ -390,7 +370,6 @@ impl Actor {
                 self.stragglers
                     .add(&job.member.address.to_string(), job.post.accepted_at_ms);
             }
-            self.seq += 1;
             // A copy follows its domain's current route: if that changed while the copy was
             // out (a new MX set, a new MTA-STS policy), it waits in the new destination.
             let target = match self.current_destination(job.domain()).cloned() {
@@ -405,16 +384,10 @@ impl Actor {
                 }
                 None => dest.clone(),
             };
-            let w = Waiting {
-                at: now + delay,
-                seq: self.seq,
-                kind,
-                job,
-            };
             match self.dests.get_mut(&target) {
                 Some(d) => {
                     d.deferred += 1;
-                    d.push_waiting(w);
+                    self.park(&target, now + delay, kind, job);
                 }
                 None => tracing::error!(%dest, "deferral for an unknown destination"),
             }

@@ -4,13 +4,15 @@
 //! pending copies of every post for it are one entry (stragglers are coalesced).
 //!
 //! Each destination has two lanes: `fast` (first attempts) and the slow lane (`slow` ready
-//! retries and `waiting` retries not yet due). Ready queues are round robin over posts
+//! retries); beside them `waiting`, the index of its copies parked in the deferred queue
+//! (`actor/deferred.rs`: on disk, not counted in the in-memory queue) until their time. Ready queues are round robin over posts
 //! ([`ReadyQueue`]): a batch is taken from one post, then the next post gets its turn, so a
 //! 50-member post is not queued behind a million-member one (Postfix's preemptive scheduling in
 //! its simplest form).
 //!
 //! Owned by the scheduler actor alone: no locks. Workers get batches through the actor.
 
+use crate::actor::deferred::ParkedCopy;
 use crate::messages::Job;
 use herald_routing::{DaneRoute, MxHost, StsRoute};
 use herald_types::PostId;
@@ -21,12 +23,13 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-/// A job waiting for its retry time. Ordered so the earliest time is at the top of the heap.
+/// A copy parked in the deferred queue until `at` (its retry time, or its down destination's
+/// probe time). Ordered so the earliest time is at the top of the heap.
 pub struct Waiting {
     pub at: Instant,
     pub seq: u64,
     pub kind: DeferralKind,
-    pub job: Job,
+    pub copy: ParkedCopy,
 }
 
 impl PartialEq for Waiting {
@@ -239,33 +242,32 @@ impl Destination {
     }
 
     pub fn push_waiting(&mut self, w: Waiting) {
-        let accepted = w.job.post.accepted_at_ms;
+        let accepted = w.copy.accepted_ms;
         self.oldest_waiting_ms = Some(self.oldest_waiting_ms.map_or(accepted, |o| o.min(accepted)));
         self.waiting.push(w);
     }
 
-    /// Moves slow-lane jobs whose retry time has come to the slow ready queue.
-    pub fn promote_due(&mut self, now: Instant) -> Vec<Job> {
-        let mut out = Vec::new();
-        while self.waiting.peek().is_some_and(|w| w.at <= now) {
-            if let Some(w) = self.waiting.pop() {
-                out.push(w.job);
-            }
+    /// The next parked copy whose time has come, if any.
+    pub fn pop_due(&mut self, now: Instant) -> Option<Waiting> {
+        if self.waiting.peek().is_none_or(|w| w.at > now) {
+            return None;
         }
+        let w = self.waiting.pop();
         self.after_waiting_pop();
-        out
+        w
     }
 
-    /// Takes every waiting job except greylisted ones (whose interval the server set): the host
-    /// came back, so their retry time no longer means anything.
-    pub fn take_all_waiting(&mut self) -> Vec<Job> {
-        let (grey, rest): (Vec<Waiting>, Vec<Waiting>) = std::mem::take(&mut self.waiting)
-            .into_vec()
-            .into_iter()
-            .partition(|w| w.kind == DeferralKind::Greylist);
-        self.waiting = grey.into();
-        self.after_waiting_pop();
-        rest.into_iter().map(|w| w.job).collect()
+    /// The host came back: every parked copy may be tried now, except greylisted ones (whose
+    /// interval the server set). Only times change; the copies come back from the deferred
+    /// queue in bounded batches (`actor/parking.rs`).
+    pub fn wake_waiting(&mut self, now: Instant) {
+        let mut all = std::mem::take(&mut self.waiting).into_vec();
+        for w in &mut all {
+            if w.kind != DeferralKind::Greylist {
+                w.at = w.at.min(now);
+            }
+        }
+        self.waiting = all.into();
     }
 
     fn after_waiting_pop(&mut self) {

@@ -30,7 +30,7 @@
 //! route's own list never changes `queued` or `slow_queued`.
 
 use super::{Actor, Route};
-use crate::actor::queue::{destination_key, Destination, Waiting};
+use crate::actor::queue::{destination_key, Destination};
 use crate::actor::shaping::{provider_of, rule_for, Budget};
 use crate::clock::Clock;
 use crate::messages::Job;
@@ -41,7 +41,6 @@ use herald_routing::{
 };
 use herald_types::{DaneNote, LaneKind, MtaStsNote};
 use herald_types::{FailureCause, NoRoute, Reply};
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -309,9 +308,9 @@ impl Actor {
             (Err(e), Some(old)) if e.is_policy() => {
                 // The policy (or DANE) now allows none of the hosts: the domain's queued copies
                 // leave the old destination and wait with the route, deferred.
-                let (ready, waiting) = self.take_domain_everywhere(&old, &domain);
-                let jobs = ready.into_iter().chain(waiting.into_iter().map(|w| w.job));
-                self.retry_route(domain, jobs.collect(), e).await;
+                // (Its parked copies join the route when their time comes: `parking.rs`.)
+                let ready = self.take_domain_everywhere(&old, &domain);
+                self.retry_route(domain, ready, e).await;
             }
             (Err(e), Some(key)) => {
                 // A failed refresh keeps the route it had: hosts and policy as last known.
@@ -462,17 +461,18 @@ impl Actor {
         }
     }
 
-    /// Moves `domain`'s queued copies from destination `from` to `to`, keeping each one's lane
-    /// and retry time.
+    /// Moves `domain`'s queued copies from destination `from` to `to`, keeping each one's lane.
+    /// Its parked copies stay indexed where they are and follow the new route when their time
+    /// comes (`parking.rs`): reading them all back now would cost disk reads for nothing.
     fn reroute(&mut self, domain: &str, from: &Arc<str>, to: &Arc<str>) {
         if self.ctx.egress.is_some() {
             return self.reroute_pooled(domain, from, to);
         }
-        let (ready, waiting) = self.take_domain(from, domain);
-        if ready.is_empty() && waiting.is_empty() {
+        let ready = self.take_domain(from, domain);
+        if ready.is_empty() {
             return;
         }
-        tracing::info!(domain, from = %from, to = %to, copies = ready.len() + waiting.len(), "route changed: queued copies moved");
+        tracing::info!(domain, from = %from, to = %to, copies = ready.len(), "route changed: queued copies moved");
         if let Some(d) = self.dests.get_mut(to) {
             for job in ready {
                 match job.lane {
@@ -480,16 +480,13 @@ impl Actor {
                     LaneKind::Slow => d.slow.push_back(job),
                 }
             }
-            for w in waiting {
-                d.push_waiting(w);
-            }
         }
     }
 
-    /// Takes `domain`'s copies out of destination `key`'s ready and waiting queues.
-    pub(super) fn take_domain(&mut self, key: &Arc<str>, domain: &str) -> (Vec<Job>, Vec<Waiting>) {
+    /// Takes `domain`'s copies out of destination `key`'s ready queues.
+    pub(super) fn take_domain(&mut self, key: &Arc<str>, domain: &str) -> Vec<Job> {
         let Some(d) = self.dests.get_mut(key) else {
-            return (Vec::new(), Vec::new());
+            return Vec::new();
         };
         let mine = |j: &Job| j.domain().eq_ignore_ascii_case(domain);
         let mut ready = Vec::new();
@@ -500,14 +497,7 @@ impl Actor {
             }
             ready.extend(hit);
         }
-        let heap = std::mem::take(&mut d.waiting);
-        let (waiting, keep): (Vec<Waiting>, Vec<Waiting>) =
-            heap.into_iter().partition(|w| mine(&w.job));
-        d.waiting = BinaryHeap::from(keep);
-        if d.waiting.is_empty() {
-            d.oldest_waiting_ms = None;
-        }
-        (ready, waiting)
+        ready
     }
 
     /// Starts the DNS retries that are due, the route refreshes that are due, and forgets

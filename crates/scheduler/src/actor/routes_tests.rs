@@ -3,7 +3,6 @@
 
 use super::routes::{RouteError, Routing};
 use super::{Actor, Route};
-use crate::actor::queue::Waiting;
 use crate::config::SchedulerConfig;
 use crate::messages::{Job, PostCtx};
 use herald_routing::mta_sts::Mode;
@@ -75,7 +74,7 @@ fn domains_in(actor: &mut Actor, key: &Arc<str>) -> Vec<String> {
         .iter()
         .map(|j| j.domain().to_string())
         .collect();
-    out.extend(d.waiting.iter().map(|w| w.job.domain().to_string()));
+    out.extend(d.waiting.iter().map(|w| w.copy.job().domain().to_string()));
     out.sort();
     out
 }
@@ -93,14 +92,9 @@ async fn a_new_policy_moves_only_that_domains_queued_copies() {
             .push_back(job(&post, base, &format!("r{base}@{domain}")));
         let mut waiting = job(&post, base + 1, &format!("w{base}@{domain}"));
         waiting.lane = LaneKind::Slow;
-        d.push_waiting(Waiting {
-            at: Instant::now() + Duration::from_secs(600),
-            seq: base as u64,
-            kind: DeferralKind::Other,
-            job: waiting,
-        });
-        actor.queued += 2;
-        actor.slow_queued += 1;
+        let at = Instant::now() + Duration::from_secs(600);
+        actor.park(&plain, at, DeferralKind::Other, waiting);
+        actor.queued += 1;
     }
     let enforce = StsRoute {
         mode: Mode::Enforce,
@@ -118,15 +112,37 @@ async fn a_new_policy_moves_only_that_domains_queued_copies() {
     let strict = routed(&actor, "a.test").expect("routed");
     assert_eq!(&*strict, "mx.shared.test|mta-sts=enforce");
     assert_eq!(routed(&actor, "b.test"), Some(plain.clone()));
-    assert_eq!(actor.queued, 4, "moving copies does not change the counts");
+    assert_eq!(actor.queued, 2, "moving copies does not change the counts");
     let d = &actor.dests[&strict];
     assert_eq!(
         d.budget, actor.dests[&plain].budget,
         "one host set, one shaping budget"
     );
-    assert_eq!((d.fast.len(), d.waiting.len()), (1, 1));
-    assert_eq!(domains_in(&mut actor, &strict), ["a.test", "a.test"]);
-    assert_eq!(domains_in(&mut actor, &plain), ["b.test", "b.test"]);
+    // Parked copies stay indexed where they were and follow the route when their time comes.
+    assert_eq!((d.fast.len(), d.waiting.len()), (1, 0));
+    assert_eq!(actor.dests[&plain].waiting.len(), 2);
+    actor
+        .resume_due(Instant::now() + Duration::from_secs(601))
+        .await;
+    assert_eq!(
+        actor.dests[&strict].slow.len(),
+        1,
+        "a.test's retry went to the new route"
+    );
+    assert_eq!(actor.dests[&plain].slow.len(), 1, "b.test's stayed");
+    assert_eq!(
+        (actor.queued, actor.slow_queued, actor.deferred.len()),
+        (4, 2, 0)
+    );
+    let d = actor.dests.get_mut(&strict).expect("dest");
+    let mut retried: Vec<String> = d
+        .slow
+        .drain()
+        .iter()
+        .map(|j| j.domain().to_string())
+        .collect();
+    retried.extend(domains_in(&mut actor, &strict));
+    assert_eq!(retried, ["a.test", "a.test"]);
 }
 
 #[tokio::test]
@@ -277,7 +293,11 @@ async fn a_copy_deferred_after_its_route_changed_waits_in_the_new_destination() 
     actor.defer(&old, vec![job(&post, 1, "r@a.test")]).await;
     assert_eq!(actor.dests[&old].waiting.len(), 0);
     assert_eq!(actor.dests[&new].waiting.len(), 1);
-    assert_eq!(actor.queued, 1);
+    assert_eq!(
+        (actor.queued, actor.deferred.len()),
+        (0, 1),
+        "parked, not queued"
+    );
 }
 
 /// New shaping rules (SIGHUP) move a destination to the rule's budget with its open workers,

@@ -56,12 +56,14 @@ impl Actor {
             })
             .sum();
         QueueSnapshot {
-            queued: self.queued,
+            // Everything pending: the in-memory queue and the deferred queue.
+            queued: self.queued + self.deferred.len(),
             resolving,
             connections: self.connections,
             slow_connections: self.slow_connections,
             fast_lane: self.queued.saturating_sub(self.slow_queued),
-            slow_lane: self.slow_queued,
+            // Parked copies wait for a retry (or a down host's probe): the slow lane's share.
+            slow_lane: self.slow_queued + self.deferred.len(),
             destinations_with_work: self.dests.values().filter(|d| d.queued() > 0).count(),
             hosts_down: self.health.down_count(),
             destinations,
@@ -133,7 +135,6 @@ impl Actor {
 #[cfg(test)]
 mod bench {
     use super::*;
-    use crate::actor::queue::Waiting;
     use crate::actor::Actor;
     use crate::config::SchedulerConfig;
     use crate::messages::Job;
@@ -197,23 +198,15 @@ mod bench {
             });
             let mut job = Job::new(post.clone(), member);
             let key = &keys[(i % domains) as usize];
-            let d = actor.dests.get_mut(key).expect("dest");
-            actor.queued += 1;
             if i % 2 == 0 {
-                d.fast.push_back(job);
+                actor.queued += 1;
+                actor.dests.get_mut(key).expect("dest").fast.push_back(job);
             } else {
                 job.lane = LaneKind::Slow;
-                actor.slow_queued += 1;
                 actor
                     .stragglers
                     .add(&job.member.address.to_string(), job.post.accepted_at_ms);
-                actor.seq += 1;
-                d.push_waiting(Waiting {
-                    at: now,
-                    seq: actor.seq,
-                    kind: DeferralKind::Other,
-                    job,
-                });
+                actor.park(key, now, DeferralKind::Other, job);
             }
         }
         for stragglers in [false, true] {

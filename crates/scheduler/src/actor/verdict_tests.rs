@@ -104,15 +104,15 @@ async fn an_operators_give_up_is_its_own_cause() {
     let key = actor.destination_for(hosts(), None, None);
     let mut copy = job(&post, 1, "slow@a.test");
     copy.lane = LaneKind::Slow;
-    let d = actor.dests.get_mut(&key).expect("dest");
-    d.push_waiting(crate::actor::queue::Waiting {
-        at: Instant::now() + Duration::from_secs(600),
-        seq: 1,
-        kind: DeferralKind::Greylist,
-        job: copy,
-    });
-    actor.queued = 1;
-    actor.slow_queued = 1;
+    // Parked on disk, beside another recipient's copy (read back, found not to match, parked
+    // again).
+    let tmp = tempfile::tempdir().expect("tempdir");
+    actor.deferred = crate::actor::deferred::DeferredStore::open(Some(tmp.path().into()));
+    let at = Instant::now() + Duration::from_secs(600);
+    actor.park(&key, at, DeferralKind::Greylist, copy);
+    let mut other = job(&post, 2, "other@a.test");
+    other.lane = LaneKind::Slow;
+    actor.park(&key, at, DeferralKind::Greylist, other);
     let (tx, rx) = tokio::sync::oneshot::channel();
     let cmd = Command {
         selector: Selector::Recipient("slow@a.test".into()),
@@ -123,4 +123,5 @@ async fn an_operators_give_up_is_its_own_cause() {
     assert_eq!(rx.await.ok(), Some(1));
     assert_failed_with(&next_outcome(&mut reports), &FailureCause::OperatorGaveUp);
     assert_eq!((actor.queued, actor.slow_queued), (0, 0));
+    assert_eq!(actor.deferred.len(), 1, "the other copy stays parked");
 }

@@ -14,6 +14,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
+pub mod pending;
 pub mod window;
 
 /// What an expansion needs besides the post.
@@ -84,15 +85,13 @@ pub async fn expand(
     });
     let mut grow = window::PostWindow::new(ctx.post_window);
     let already_done = done.as_ref().map_or(0, |d| d.len());
+    let mut pending = pending::Pending::new(ctx.telemetry.gauges().expansion_pending.clone());
+    let dir = ctx.directory.clone();
+    pending.count_with(tokio::task::spawn_blocking(move || {
+        dir.member_counts(list_id).map(|c| c.enabled)
+    }));
     let suppress = Arc::new(Suppress::load(&ctx, id, &meta, &body).await?);
-    // A shard of a shared post covers only its member-id range.
-    let (mut after, up_to) = match meta.member_range.as_deref().copied() {
-        Some((lo, hi)) => (
-            MemberId(lo.0.saturating_sub(1).max(0)),
-            MemberId(hi.0.min(meta.max_member_id.0)),
-        ),
-        None => (MemberId(0), meta.max_member_id),
-    };
+    let (mut after, up_to) = member_span(&meta);
     let mut queued = 0u64;
     loop {
         let dir = ctx.directory.clone();
@@ -107,6 +106,8 @@ pub async fn expand(
         .await?;
         let Some(last) = members.last() else { break };
         after = last.id;
+        let read = members.len() as u64;
+        pending.take_count(already_done).await;
         let members = if suppress.is_empty() {
             members
         } else {
@@ -127,9 +128,22 @@ pub async fn expand(
         }
         queued += jobs.len() as u64;
         queue_jobs(&ctx, &post, jobs).await?;
+        pending.read(read);
     }
     report_expanded(&ctx, id, queued, already_done).await;
     Ok(queued)
+}
+
+/// The members a post goes to: ids after the first and up to the second. A shard of a shared
+/// post shared between cluster nodes covers only its member-id range.
+fn member_span(meta: &PostMeta) -> (MemberId, MemberId) {
+    match meta.member_range.as_deref().copied() {
+        Some((lo, hi)) => (
+            MemberId(lo.0.saturating_sub(1).max(0)),
+            MemberId(hi.0.min(meta.max_member_id.0)),
+        ),
+        None => (MemberId(0), meta.max_member_id),
+    }
 }
 
 /// Hands a page of jobs to the scheduler. One permit of the post's window per copy, given back

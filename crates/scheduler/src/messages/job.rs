@@ -4,7 +4,9 @@
 //! Fairness: each post has its own window of queued copies ([`PostCtx::window`], a semaphore the
 //! expander takes a permit from per copy). A job gives its permit back when it is dropped — when
 //! its copy is final — so a million-member post can hold at most its window of the queue and a
-//! small post arriving later is never stuck behind it in admission.
+//! small post arriving later is never stuck behind it in admission. A copy parked in the deferred
+//! queue (waiting for a retry time or a down host) gives its permit back at once: the window
+//! bounds a post's copies that may be tried now, never the ones waiting.
 
 use herald_fanout::Template;
 use herald_types::{DeferralKind, LaneKind};
@@ -50,6 +52,10 @@ pub struct Job {
     pub greylisted_at: Option<tokio::time::Instant>,
     /// The last greylisting retry delay it waited (the next one backs off from it).
     pub grey_delay: Option<std::time::Duration>,
+    /// True while the copy holds a permit of its post's window (from expansion until it is
+    /// final or parked in the deferred queue: a parked copy no longer takes a place in the
+    /// window, and comes back without one).
+    pub holds_permit: bool,
 }
 
 impl Job {
@@ -64,6 +70,15 @@ impl Job {
             drops: 0,
             greylisted_at: None,
             grey_delay: None,
+            holds_permit: true,
+        }
+    }
+
+    /// Gives the copy's place in its post's window back (it is parked: see
+    /// `actor/deferred.rs`); at most once.
+    pub fn release_permit(&mut self) {
+        if std::mem::take(&mut self.holds_permit) {
+            self.post.window.add_permits(1);
         }
     }
 
@@ -85,6 +100,6 @@ impl Job {
 impl Drop for Job {
     fn drop(&mut self) {
         // The copy left the queue for good: its post may queue another.
-        self.post.window.add_permits(1);
+        self.release_permit();
     }
 }
