@@ -493,8 +493,9 @@ impl Actor {
     }
 
     /// Gives up a copy older than its list allows: a failed outcome (5.4.7) for the journal, an
-    /// `Expired` event, and a [`FailureCause::Expired`] that the bounce stage does not score
-    /// (the receiving side never said the mailbox is bad).
+    /// `Expired` event, and a [`FailureCause::Expired`] that the bounce stage scores as a soft
+    /// failure of its own kind (an address that never answers leaves the list as bounces do;
+    /// an operator's give-up is another cause and never scored).
     pub(crate) async fn expire(&mut self, job: Job) {
         let now_ms = self.clock.now_ms();
         let last_reply = job.deferral.as_ref().map(|(_, r)| (**r).clone());
