@@ -12,7 +12,7 @@ mod support;
 use herald_sim::{Profile, World};
 use serde_json::json;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::binary::BinaryServer;
 use support::*;
 
@@ -22,18 +22,6 @@ const OTHER: &str = "slow@lists.test";
 /// Fast retries, so a copy for a dead host is tried (and then expired) within seconds.
 const FAST_RETRIES: &str = "[scheduler]\nretry_initial_secs = 1\nretry_max_secs = 1\n\
      destination_backoff_secs = 1\ndestination_backoff_max_secs = 1\ntick_ms = 50\n";
-
-async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let started = Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < limit, "not within {limit:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 fn show(api: &str, list: &str, member: &str) -> String {
     herald_cli(api, None, &["member", "show", list, member])

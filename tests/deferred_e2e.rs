@@ -44,19 +44,6 @@ async fn start(world: &World, dir: &tempfile::TempDir, extra: &str) -> BinarySer
     server
 }
 
-/// Polls `check` every 50 ms until it holds or `limit` passes.
-async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let started = Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < limit, "not within {limit:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_hosts_with_ten_times_the_window_never_hold_back_live_members() {
     // d0–d3 answer; d4–d6 refuse connections; d7–d9 accept and never greet.

@@ -60,19 +60,6 @@ async fn metric(api: &str, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Polls `check` every 100 ms until it holds or `limit` passes.
-async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let started = Instant::now();
-    while !check().await {
-        assert!(started.elapsed() < limit, "not within {limit:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hung_and_refused_hosts_do_not_hold_back_the_rest_and_are_marked_down() {
     // d0, d1 normal; d2 hung; d3 refused.

@@ -503,3 +503,16 @@ pub fn spread_csv_range(range: std::ops::Range<usize>, domains: &[&str]) -> Stri
     }
     out
 }
+
+/// Polls `check` every 100 ms until it holds; fails naming `what` once `limit` has passed.
+pub async fn eventually<F, Fut>(limit: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = std::time::Instant::now();
+    while !check().await {
+        assert!(started.elapsed() < limit, "not within {limit:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
