@@ -24,6 +24,18 @@ fn post(mid: &str, subject: &str, extra: &str, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// A `herald.toml` in `dir` naming `dir` as the data directory, for the CLI to reach the
+/// running server's stores.
+fn cli_config(dir: &Path) -> std::path::PathBuf {
+    let cfg = dir.join("herald.toml");
+    std::fs::write(
+        &cfg,
+        format!("data_dir = {:?}\n", dir.display().to_string()),
+    )
+    .expect("config");
+    cfg
+}
+
 /// Runs `herald --config <cfg> archive …` and returns stdout (asserting success).
 fn archive_cli(cfg: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_herald"))
@@ -66,12 +78,7 @@ async fn posts_are_archived_once_listed_threaded_searchable_and_removal_sticks()
         .await
         .expect("world");
     let dir = tempfile::tempdir().expect("tempdir");
-    let cfg = dir.path().join("herald.toml");
-    std::fs::write(
-        &cfg,
-        format!("data_dir = {:?}\n", dir.path().display().to_string()),
-    )
-    .expect("config");
+    let cfg = cli_config(dir.path());
     let server = TestServer::start(server_config(&world, dir.path().to_path_buf())).await;
     let api = server.api.clone();
     create_list(
@@ -211,12 +218,7 @@ async fn public_archive_pages_are_served_safely_and_a_private_one_is_refused() {
         .await
         .expect("world");
     let dir = tempfile::tempdir().expect("tempdir");
-    let cfg = dir.path().join("herald.toml");
-    std::fs::write(
-        &cfg,
-        format!("data_dir = {:?}\n", dir.path().display().to_string()),
-    )
-    .expect("config");
+    let cfg = cli_config(dir.path());
     let server = TestServer::start(server_config(&world, dir.path().to_path_buf())).await;
     let api = server.api.clone();
     for l in [PUB, PRIV] {
@@ -528,12 +530,7 @@ async fn an_imported_newest_first_archive_is_searched_newest_first_to_the_last_p
         .await
         .expect("world");
     let dir = tempfile::tempdir().expect("tempdir");
-    let cfg = dir.path().join("herald.toml");
-    std::fs::write(
-        &cfg,
-        format!("data_dir = {:?}\n", dir.path().display().to_string()),
-    )
-    .expect("config");
+    let cfg = cli_config(dir.path());
     let mut mbox = String::new();
     // Newest first: message N-1 is dated last, and comes first in the file.
     for i in (0..N).rev() {

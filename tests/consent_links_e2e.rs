@@ -79,31 +79,6 @@ async fn start() -> (World, BinaryServer, tempfile::TempDir) {
     (world, server, dir)
 }
 
-async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn delivered(world: &World, rcpt: &str) -> Vec<Vec<u8>> {
-    world
-        .recorder()
-        .snapshot()
-        .copies_for(rcpt)
-        .iter()
-        .filter_map(|c| c.message.clone())
-        .map(|m| m.to_vec())
-        .collect()
-}
-
 /// Every link containing `marker` in the text bodies of the mail delivered to `rcpt`, oldest
 /// first.
 fn links(world: &World, rcpt: &str, marker: &str) -> Vec<String> {
@@ -169,7 +144,7 @@ async fn new_confirmation_link(world: &World, api: &str) -> String {
         .await
         .expect("subscribe request");
     assert_eq!(resp.status().as_u16(), 202);
-    wait_for("a new confirmation link", || {
+    wait_until_some("a new confirmation link", || {
         links(world, NEWBIE, "/confirm/").get(before).cloned()
     })
     .await
@@ -251,7 +226,7 @@ async fn confirmation_links_are_spent_and_never_undo_an_unsubscribe() {
     next_second(herald_types::unix_ms_now() + 1000).await; // the form's 2 s minimum
     let (st, page) = post_form(&browser, &manage, &[("email", NEWBIE), ("t", &t)]).await;
     assert_eq!(st, 200, "{page}");
-    let link = wait_for("the subscriptions link", || {
+    let link = wait_until_some("the subscriptions link", || {
         links(&world, NEWBIE, "/manage/").pop()
     })
     .await;
@@ -283,7 +258,7 @@ async fn confirmation_links_are_spent_and_never_undo_an_unsubscribe() {
     let r = c.send_mail("bob@d0.test", &[LIST], msg.as_bytes()).await;
     assert!(r.starts_with("250"), "{r}");
     c.cmd("QUIT").await;
-    let one_click = wait_for("the post's one-click link", || {
+    let one_click = wait_until_some("the post's one-click link", || {
         one_click_link(&world, NEWBIE)
     })
     .await;
@@ -358,7 +333,7 @@ async fn a_replayed_form_token_mails_nobody() {
     let (st, page) = post_form(&browser, &url, &[("email", "c@d0.test"), ("t", &other_t)]).await;
     assert_eq!(st, 200, "{page}");
     for who in ["a@d0.test", "c@d0.test"] {
-        wait_for(who, || (!delivered(&world, who).is_empty()).then_some(())).await;
+        wait_until_some(who, || (!delivered(&world, who).is_empty()).then_some(())).await;
     }
     settled(&server.api).await;
     assert!(

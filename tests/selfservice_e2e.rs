@@ -88,32 +88,6 @@ async fn start(admin_token: Option<&str>) -> (World, TestServer, tempfile::TempD
     (world, server, dir)
 }
 
-async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// The delivered messages for `rcpt`, parsed.
-fn delivered(world: &World, rcpt: &str) -> Vec<Vec<u8>> {
-    world
-        .recorder()
-        .snapshot()
-        .copies_for(rcpt)
-        .iter()
-        .filter_map(|c| c.message.clone())
-        .map(|m| m.to_vec())
-        .collect()
-}
-
 /// The `/confirm/` link in the text body of the newest confirmation mail for `rcpt`, decoded as
 /// a mail client would (the body may be quoted-printable).
 fn confirmation_link(world: &World, rcpt: &str) -> Option<String> {
@@ -161,7 +135,7 @@ async fn subscribe_and_confirm_remotely(world: &World, api: &str, token: Option<
     )
     .await;
     assert_eq!(st, 202, "subscribe request: {body}");
-    let link = wait_for("the confirmation mail", || confirmation_link(world, NEWBIE)).await;
+    let link = wait_until_some("the confirmation mail", || confirmation_link(world, NEWBIE)).await;
     assert!(
         link.starts_with(api),
         "the link points at this server: {link}"
@@ -212,7 +186,7 @@ async fn a_remote_subscriber_confirms_and_unsubscribes_with_the_admin_token_set(
     let r = c.send_mail("bob@d0.test", &[LIST], msg.as_bytes()).await;
     assert!(r.starts_with("250"), "{r}");
     c.cmd("QUIT").await;
-    let link = wait_for("the post's copy", || unsubscribe_link(&world, NEWBIE)).await;
+    let link = wait_until_some("the post's copy", || unsubscribe_link(&world, NEWBIE)).await;
     // A scanner following the link sees a page; the member stays.
     let (st, page) = call(&browser, "GET", &link, None, None).await;
     assert_eq!(st, 200, "{page}");
@@ -377,7 +351,7 @@ async fn a_member_disabled_by_bounces_is_re_enabled_by_the_cli_and_gets_the_next
 
     // While disabled, a post reaches carol and not bob.
     post_to_list(&server, "p1@d1.test").await;
-    wait_for("p1 at carol", || {
+    wait_until_some("p1 at carol", || {
         (copies_of(&world, "carol@d1.test", "p1@d1.test") == 1).then_some(())
     })
     .await;
@@ -407,7 +381,7 @@ async fn a_member_disabled_by_bounces_is_re_enabled_by_the_cli_and_gets_the_next
 
     // The next post reaches him.
     post_to_list(&server, "p2@d1.test").await;
-    wait_for("p2 at bob", || {
+    wait_until_some("p2 at bob", || {
         (copies_of(&world, "bob@d0.test", "p2@d1.test") == 1).then_some(())
     })
     .await;
@@ -545,7 +519,7 @@ async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
     .await;
     assert_eq!(st, 200, "{done}");
     assert!(done.contains("Check your mailbox"), "{done}");
-    let link = wait_for("the confirmation mail", || {
+    let link = wait_until_some("the confirmation mail", || {
         confirmation_link(&world, NEWBIE)
     })
     .await;
@@ -577,7 +551,7 @@ async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
         let (st, page) = post_form(&browser, &url, &[("email", "victim@d0.test"), ("t", t)]).await;
         assert_eq!(st, 200, "{page}");
     }
-    wait_for("the victim's first confirmation", || {
+    wait_until_some("the victim's first confirmation", || {
         (!delivered(&world, "victim@d0.test").is_empty()).then_some(())
     })
     .await;
@@ -600,7 +574,7 @@ async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
         assert_eq!(st, 200, "{page}");
         assert!(page.contains("Check your mailbox"), "{page}");
     }
-    let link = wait_for("the subscriptions link", || {
+    let link = wait_until_some("the subscriptions link", || {
         subscriptions_link(&world, NEWBIE)
     })
     .await;
@@ -729,7 +703,7 @@ async fn a_members_archive_opens_for_a_member_from_their_subscriptions_page_only
     let t = form_token(&html);
     tokio::time::sleep(Duration::from_millis(2100)).await;
     post_form(&browser, &manage, &[("email", NEWBIE), ("t", &t)]).await;
-    let link = wait_for("the subscriptions link", || {
+    let link = wait_until_some("the subscriptions link", || {
         subscriptions_link(&world, NEWBIE)
     })
     .await;

@@ -89,18 +89,6 @@ fn copies_for(world: &World, rcpt: &str) -> Vec<herald_sim::CopyRecord> {
     snap.copies_for(rcpt).into_iter().cloned().collect()
 }
 
-/// Polls until `f` gives a value (30 s at most).
-async fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let started = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "{what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 async fn post(server: &TestServer) -> String {
     let (mut c, _) = Smtp::connect(server.smtp).await;
     let r = c.cmd("EHLO front.münchen.test").await;
@@ -213,7 +201,7 @@ async fn international_members_get_their_copies_where_the_receiver_can_take_them
     assert!(detail.bounce_score.is_some(), "{detail:?}");
 
     // The RFC 8058 one-click unsubscribe in the CJK member's copy works for that member.
-    let link = wait_for("unsubscribe link", || {
+    let link = wait_until_some("unsubscribe link", || {
         let copy = copies_for(&world, CJK_WIRE).pop()?;
         let msg = mail_parser::MessageParser::default().parse(copy.message.as_deref()?)?;
         let v = msg.header_raw("List-Unsubscribe")?.to_string();
@@ -284,7 +272,7 @@ async fn an_international_address_subscribes_by_mail_command() {
     let r = send_utf8(&server, CJK, "dev-request@lists.test", &request).await;
     assert!(r.starts_with("250"), "{r}");
     // The confirmation reaches the UTF-8 mailbox over SMTPUTF8, its token in the subject.
-    let subject = wait_for("the confirmation", || {
+    let subject = wait_until_some("the confirmation", || {
         let copy = copies_for(&world, CJK_WIRE).pop()?;
         assert!(copy.smtputf8);
         let msg = mail_parser::MessageParser::default().parse(copy.message.as_deref()?)?;
@@ -354,7 +342,7 @@ async fn raw_utf8_headers_without_smtputf8_reach_a_legacy_host_encoded() {
                 Content-Transfer-Encoding: 8bit\r\n\r\nGrüß dich.\r\n";
     let id = queued_id(&send(good.as_bytes().to_vec()).await);
     wait_complete(&api, &id, Duration::from_secs(60)).await;
-    let copy = wait_for("the legacy member's copy", || {
+    let copy = wait_until_some("the legacy member's copy", || {
         copies_for(&world, LEGACY_ASCII).into_iter().next()
     })
     .await;

@@ -516,3 +516,30 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Polls `check` every 50 ms until it gives a value; fails naming `what` after 30 s.
+pub async fn wait_until_some<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The messages the simulated world received for `rcpt` (kept when `keep_messages` is set).
+pub fn delivered(world: &herald_sim::World, rcpt: &str) -> Vec<Vec<u8>> {
+    world
+        .recorder()
+        .snapshot()
+        .copies_for(rcpt)
+        .iter()
+        .filter_map(|c| c.message.clone())
+        .map(|m| m.to_vec())
+        .collect()
+}
