@@ -25,6 +25,13 @@ pub fn venv() -> PathBuf {
 
 /// The `mailman` program, installing it on first use; `None` (skip) only outside CI.
 pub fn mailman_bin() -> Option<PathBuf> {
+    // Tests in one binary run in parallel: without this lock two of them each remove and
+    // recreate the venv under the other's feet (`[Errno 17] File exists`). The second waits
+    // and then finds the marker.
+    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _installing = INSTALL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let venv = venv();
     let bin = venv.join("bin/mailman");
     let marker = venv.join("herald-installed");
