@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 /// short-lived buffers across tokio's threads, where glibc's arenas showed as ~9-16 % of the
 /// CPU in `perf`; with mimalloc a ten-million fan-out takes 54 µs of CPU a copy instead of 78
 /// (BENCHMARKS.md). Built from C by the `cc` crate: gcc alone, no system library.
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

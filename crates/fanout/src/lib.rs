@@ -39,7 +39,7 @@ mod token;
 pub use error::FanoutError;
 pub use message::MAX_HEADER_BYTES;
 pub use sign::{CopyAuth, Stamp};
-pub use template::Template;
+pub use template::{Template, TemplateShell};
 pub use token::{unsubscribe_token, unsubscribe_url, verify_unsubscribe_token};
 
 pub use herald_auth::DkimKeys;

@@ -166,10 +166,14 @@ impl Builder {
                 arc,
             )
         });
+        // The builder grew by doubling: up to half of a long post's buffer would be spare
+        // capacity, held for as long as any copy of the post waits.
+        let mut bytes = self.bytes;
+        bytes.shrink_to_fit();
         Template {
-            static_len: self.bytes.len(),
-            body_start: self.body_start.unwrap_or(self.bytes.len()),
-            bytes: self.bytes,
+            static_len: bytes.len(),
+            body_start: self.body_start.unwrap_or(bytes.len()),
+            bytes,
             segs: self.segs,
             dynamic_hint: slots * 128
                 + parts.url_prefix.len()
@@ -362,6 +366,67 @@ impl Template {
     pub fn list_address(&self) -> &Address {
         &self.parts.list
     }
+
+    /// Takes the static bytes (nearly all of a template's memory: the rendered post) out,
+    /// leaving a shell that cannot splice until [`TemplateShell::fill`] puts them back. The
+    /// scheduler keeps the bytes of a post on disk while every copy of it waits for a retry,
+    /// so days of posts with a copy for a dead host do not stay in memory.
+    pub fn into_shell(mut self) -> (TemplateShell, Vec<u8>) {
+        let bytes = std::mem::take(&mut self.bytes);
+        let shell = TemplateShell {
+            len: bytes.len(),
+            check: checksum(&bytes),
+            template: Box::new(self),
+        };
+        (shell, bytes)
+    }
+}
+
+/// A [`Template`] without its static bytes (see [`Template::into_shell`]): it has no way to
+/// make a copy, so a copy can never be spliced from a template whose bytes are away.
+pub struct TemplateShell {
+    template: Box<Template>,
+    len: usize,
+    /// Of the bytes taken out: [`TemplateShell::fill`] refuses others (a damaged file would
+    /// otherwise send members garbage).
+    check: u64,
+}
+
+impl TemplateShell {
+    /// Bytes the template needs back.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The template again, with `bytes`; the shell back when they are not the bytes taken out.
+    pub fn fill(mut self, bytes: Vec<u8>) -> Result<Template, TemplateShell> {
+        if bytes.len() != self.len || checksum(&bytes) != self.check {
+            return Err(self);
+        }
+        self.template.bytes = bytes;
+        Ok(*self.template)
+    }
+}
+
+impl std::fmt::Debug for TemplateShell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TemplateShell")
+            .field("template", &self.template)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+/// 64-bit FNV-1a: catches a truncated or damaged file of the process's own writing (not an
+/// adversary: the files are its own, in a `0700` directory).
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// `To: "Name" <member@addr>` (or encoded words, or just `<addr>`), folded, CRLF-terminated.

@@ -310,3 +310,34 @@ fn qp_and_html_single_parts_are_wrapped_intact() {
         assert_eq!(msg.parts.len(), 3, "multipart/mixed with two leaves");
     }
 }
+
+/// A template whose bytes were taken out and put back makes the same copies; a shell refuses
+/// bytes that are not the ones taken out (a truncated or damaged file), so no member gets a
+/// copy spliced from the wrong bytes.
+#[test]
+fn a_template_taken_apart_and_filled_again_makes_the_same_copies() {
+    let t = render(
+        &list(
+            "announce@lists.example.org",
+            settings(Some("--\n{{name}} <{{email}}>\n{{unsubscribe_url}}"), true),
+        ),
+        &ctx(None),
+        POST,
+    )
+    .unwrap();
+    let m = member("m@example.com", Some("Em"), &[]);
+    let mut before = Vec::new();
+    t.splice(&m, &mut before);
+    let (shell, bytes) = t.into_shell();
+    assert_eq!(shell.len(), bytes.len());
+    assert!(!shell.is_empty());
+
+    let mut damaged = bytes.clone();
+    damaged[0] ^= 1;
+    let shell = shell.fill(damaged).unwrap_err();
+    let shell = shell.fill(bytes[..bytes.len() - 1].to_vec()).unwrap_err();
+    let t = shell.fill(bytes).unwrap();
+    let mut after = Vec::new();
+    t.splice(&m, &mut after);
+    assert_eq!(before, after);
+}

@@ -106,6 +106,10 @@ pub struct Gauges {
     pub deferred_copies: Gauge,
     /// Bytes of the deferred queue's files on disk.
     pub deferred_bytes: Gauge,
+    /// Posts with parked copies, and how many of them are held in memory (the others have
+    /// their rendered bytes on disk until a copy is tried).
+    pub deferred_posts: Gauge,
+    pub deferred_posts_in_memory: Gauge,
     /// Copies of posts being fanned out that are not queued yet (estimated from the list's
     /// member count when the fan-out starts).
     pub expansion_pending: Gauge,
@@ -138,6 +142,8 @@ impl Gauges {
             copy_bytes_budget: Gauge::default(),
             deferred_copies: Gauge::default(),
             deferred_bytes: Gauge::default(),
+            deferred_posts: Gauge::default(),
+            deferred_posts_in_memory: Gauge::default(),
             expansion_pending: Gauge::default(),
             unfinished_copies: Gauge::default(),
             intake_backpressure: Gauge::default(),
@@ -222,6 +228,16 @@ impl Gauges {
                 "herald_deferred_queue_bytes",
                 "Bytes of the deferred queue's files on disk.",
                 &g.deferred_bytes,
+            ),
+            (
+                "herald_deferred_posts",
+                "Posts with copies parked in the deferred queue.",
+                &g.deferred_posts,
+            ),
+            (
+                "herald_deferred_posts_in_memory",
+                "Posts with parked copies whose rendered bytes are in memory (the rest wait on disk).",
+                &g.deferred_posts_in_memory,
             ),
             (
                 "herald_expansion_pending_copies",

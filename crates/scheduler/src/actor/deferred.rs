@@ -11,8 +11,13 @@
 //!   it may be tried, where its line is, its post, lane, expiry and two 32-bit hashes (recipient
 //!   and domain, for operator commands) — 96 bytes (a test holds it there), against several hundred for a queued [`Job`]
 //!   with its member and reply;
-//! - per post with parked copies, its [`PostCtx`] (the rendered template), shared by all of
-//!   them, dropped with its last parked copy.
+//! - per post with parked copies, its [`PostCtx`], shared by all of them, dropped with its last
+//!   parked copy. While no copy of the post is anywhere but here (none queued, none in
+//!   flight), the rendered template's bytes — nearly all of a post's memory — are written to
+//!   `<dir>/posts/<post>.tpl` and only a shell stays in memory ([`DeferredStore::spill_idle`],
+//!   every [`SPILL_EVERY`]); the first copy resumed reads them back. Without this, every post
+//!   with one member on a dead host kept its whole rendered body in memory for the retry
+//!   period (5 days by default): a busy site's memory grew by the posts' size per hour.
 //!
 //! Not durable, on purpose: the spool's per-recipient journal stays the truth. A segment is
 //! never fsync'd, and at start the directory is emptied: recovery re-expands every member the
@@ -33,9 +38,10 @@
 //! undelivered in the spool's journal and the next start delivers it.
 
 use crate::messages::{Job, PostCtx};
-use herald_types::{DeferralKind, LaneKind, Member, PostId, Reply};
+use herald_fanout::TemplateShell;
+use herald_types::{DeferralKind, LaneKind, ListId, Member, PostId, Reply};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -48,6 +54,37 @@ pub const SEGMENT_BYTES: u64 = 16 << 20;
 
 /// How long between two warnings about failed writes.
 const WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// How often posts whose every copy is parked give their template's bytes to the disk: often
+/// enough that memory follows the work, seldom enough that a copy parked for a moment (a rate
+/// pause) does not make its post write and read its bytes.
+pub const SPILL_EVERY: Duration = Duration::from_secs(2);
+
+/// The post of parked copies, in memory or with its template's bytes on disk.
+enum HeldPost {
+    Resident(Arc<PostCtx>),
+    Spilled(Box<SpilledPost>),
+}
+
+/// A [`PostCtx`] whose template's bytes are in its `.tpl` file.
+struct SpilledPost {
+    id: PostId,
+    list_id: ListId,
+    shell: TemplateShell,
+    accepted_at_ms: u64,
+    max_age_ms: u64,
+    window: Arc<tokio::sync::Semaphore>,
+    dsn: Option<herald_types::Dsn>,
+    egress_pool: Option<Arc<str>>,
+}
+
+struct PostEntry {
+    held: HeldPost,
+    /// Parked copies of the post.
+    parked: u64,
+    /// Bytes of its `.tpl` file once written (the bytes never change: written once a post).
+    file_bytes: Option<u64>,
+}
 
 /// One parked copy as the scheduler's queues hold it (see the module doc).
 pub struct ParkedCopy {
@@ -117,7 +154,10 @@ pub struct DeferredStore {
     dir: Option<PathBuf>,
     segments: BTreeMap<u32, Segment>,
     current: u32,
-    posts: HashMap<PostId, (Arc<PostCtx>, u64)>,
+    posts: HashMap<PostId, PostEntry>,
+    /// Posts in `posts` held in memory: the ones [`DeferredStore::spill_idle`] looks at.
+    resident: HashSet<PostId>,
+    last_spill: Instant,
     /// Monotonic times in lines are counted from here (they never outlive the process).
     epoch: Instant,
     parked: usize,
@@ -171,6 +211,8 @@ impl DeferredStore {
             segments: BTreeMap::new(),
             current: 0,
             posts: HashMap::new(),
+            resident: HashSet::new(),
+            last_spill: Instant::now(),
             // Before any copy's time: the actor opens its store before it takes work.
             epoch: Instant::now(),
             parked: 0,
@@ -190,9 +232,19 @@ impl DeferredStore {
         self.parked == 0
     }
 
-    /// Bytes of the segment files now.
+    /// Bytes of the segment files and parked posts' template files now.
     pub fn disk_bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// Posts of parked copies held in memory (the rest have their bytes on disk).
+    pub fn posts_in_memory(&self) -> usize {
+        self.resident.len()
+    }
+
+    /// Posts with parked copies.
+    pub fn posts(&self) -> usize {
+        self.posts.len()
     }
 
     /// Parks `job`: its line is written, its window permit given back, and what the queue
@@ -216,7 +268,16 @@ impl DeferredStore {
             match self.write(job) {
                 Ok(slot) => {
                     let post = job.post.clone();
-                    self.posts.entry(post.id).or_insert((post, 0)).1 += 1;
+                    let id = post.id;
+                    let entry = self.posts.entry(id).or_insert_with(|| PostEntry {
+                        held: HeldPost::Resident(post),
+                        parked: 0,
+                        file_bytes: None,
+                    });
+                    entry.parked += 1;
+                    if matches!(entry.held, HeldPost::Resident(_)) {
+                        self.resident.insert(id);
+                    }
                     copy.slot = slot;
                 }
                 Err(e) => self.write_failed(e),
@@ -343,14 +404,148 @@ impl DeferredStore {
         }
     }
 
+    /// One parked copy of `post` is resumed: its context (read back from disk when spilled);
+    /// the post leaves the store with its last parked copy.
     fn release_post(&mut self, post: PostId) -> Option<Arc<PostCtx>> {
-        let entry = self.posts.get_mut(&post)?;
-        entry.1 = entry.1.saturating_sub(1);
-        let ctx = entry.0.clone();
-        if entry.1 == 0 {
-            self.posts.remove(&post);
+        let mut entry = self.posts.remove(&post)?;
+        entry.parked = entry.parked.saturating_sub(1);
+        let ctx = match entry.held {
+            HeldPost::Resident(ctx) => {
+                entry.held = HeldPost::Resident(ctx.clone());
+                Some(ctx)
+            }
+            HeldPost::Spilled(spilled) => match self.load(*spilled) {
+                Ok(ctx) => {
+                    entry.held = HeldPost::Resident(ctx.clone());
+                    self.resident.insert(post);
+                    Some(ctx)
+                }
+                Err(spilled) => {
+                    entry.held = HeldPost::Spilled(spilled);
+                    None
+                }
+            },
+        };
+        if entry.parked == 0 {
+            self.resident.remove(&post);
+            if let Some(len) = entry.file_bytes {
+                self.bytes = self.bytes.saturating_sub(len);
+                if let Some(path) = self.post_path(post) {
+                    if let Err(e) = std::fs::remove_file(&path) {
+                        tracing::warn!(post = %post, error = %e, "cannot remove a parked post's template file");
+                    }
+                }
+            }
+        } else {
+            self.posts.insert(post, entry);
         }
-        Some(ctx)
+        ctx
+    }
+
+    /// Gives the template bytes of every post whose copies are all parked to the disk; at
+    /// most once every [`SPILL_EVERY`] (the actor calls it each tick). A post some queued or
+    /// in-flight copy still uses stays as it is: the bytes are needed now.
+    pub fn spill_idle(&mut self, now: Instant) {
+        if self.dir.is_none() || now.saturating_duration_since(self.last_spill) < SPILL_EVERY {
+            return;
+        }
+        self.last_spill = now;
+        let idle: Vec<PostId> = self
+            .resident
+            .iter()
+            .filter(|id| {
+                self.posts.get(id).is_some_and(
+                    |e| matches!(&e.held, HeldPost::Resident(ctx) if Arc::strong_count(ctx) == 1),
+                )
+            })
+            .copied()
+            .collect();
+        for id in idle {
+            let Some(mut entry) = self.posts.remove(&id) else {
+                continue;
+            };
+            entry.held = match entry.held {
+                HeldPost::Resident(ctx) => match Arc::try_unwrap(ctx) {
+                    Ok(post) => self.spill(post, &mut entry.file_bytes),
+                    Err(ctx) => HeldPost::Resident(ctx),
+                },
+                spilled => spilled,
+            };
+            if matches!(entry.held, HeldPost::Spilled(_)) {
+                self.resident.remove(&id);
+            }
+            self.posts.insert(id, entry);
+        }
+    }
+
+    /// `post` with its template's bytes in its file (written now unless it was before), or
+    /// still in memory when the file cannot be written (logged like a failed line).
+    fn spill(&mut self, post: PostCtx, file_bytes: &mut Option<u64>) -> HeldPost {
+        let PostCtx {
+            id,
+            list_id,
+            template,
+            accepted_at_ms,
+            max_age_ms,
+            window,
+            dsn,
+            egress_pool,
+        } = post;
+        let (shell, bytes) = template.into_shell();
+        let written = match (*file_bytes, self.post_path(id)) {
+            (Some(_), Some(_)) => Ok(()),
+            (None, Some(path)) => write_post(&path, &bytes).map(|()| {
+                let len = bytes.len() as u64;
+                *file_bytes = Some(len);
+                self.bytes += len;
+            }),
+            (_, None) => Err(std::io::Error::other("no directory")),
+        };
+        let spilled = SpilledPost {
+            id,
+            list_id,
+            shell,
+            accepted_at_ms,
+            max_age_ms,
+            window,
+            dsn,
+            egress_pool,
+        };
+        match written {
+            Ok(()) => HeldPost::Spilled(Box::new(spilled)),
+            Err(e) => {
+                self.write_failed(e);
+                match filled(spilled, bytes) {
+                    Ok(ctx) => HeldPost::Resident(ctx),
+                    // Unreachable: these are the bytes just taken out.
+                    Err(spilled) => HeldPost::Spilled(spilled),
+                }
+            }
+        }
+    }
+
+    /// A spilled post in memory again, or back as it was when its file cannot be read or
+    /// holds other bytes (logged; its copies stay undelivered in the spool until the next
+    /// start, like a line that cannot be read).
+    fn load(&mut self, spilled: SpilledPost) -> Result<Arc<PostCtx>, Box<SpilledPost>> {
+        let id = spilled.id;
+        let bytes = match self.post_path(id).map(std::fs::read) {
+            Some(Ok(bytes)) => bytes,
+            Some(Err(e)) => {
+                tracing::error!(post = %id, error = %e, "a parked post's template cannot be read back");
+                return Err(Box::new(spilled));
+            }
+            None => return Err(Box::new(spilled)),
+        };
+        filled(spilled, bytes).inspect_err(|_| {
+            tracing::error!(post = %id, "a parked post's template file holds other bytes than were written");
+        })
+    }
+
+    fn post_path(&self, post: PostId) -> Option<PathBuf> {
+        self.dir
+            .as_ref()
+            .map(|d| d.join(POSTS_DIR).join(format!("{post}.tpl")))
     }
 
     fn write_failed(&mut self, e: std::io::Error) {
@@ -366,11 +561,74 @@ impl DeferredStore {
     }
 }
 
-/// Creates `dir` and removes the segments a previous process left.
+/// Where parked posts' template bytes are kept, under the store's directory.
+const POSTS_DIR: &str = "posts";
+
+/// `spilled` with its bytes again; the shell back when they are not its bytes.
+fn filled(spilled: SpilledPost, bytes: Vec<u8>) -> Result<Arc<PostCtx>, Box<SpilledPost>> {
+    let SpilledPost {
+        id,
+        list_id,
+        shell,
+        accepted_at_ms,
+        max_age_ms,
+        window,
+        dsn,
+        egress_pool,
+    } = spilled;
+    match shell.fill(bytes) {
+        Ok(template) => Ok(Arc::new(PostCtx {
+            id,
+            list_id,
+            template,
+            accepted_at_ms,
+            max_age_ms,
+            window,
+            dsn,
+            egress_pool,
+        })),
+        Err(shell) => Err(Box::new(SpilledPost {
+            id,
+            list_id,
+            shell,
+            accepted_at_ms,
+            max_age_ms,
+            window,
+            dsn,
+            egress_pool,
+        })),
+    }
+}
+
+/// Writes a post's template bytes to `path` (its directory created `0700`, the file `0600`:
+/// a post may be a private list's).
+fn write_post(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if let Some(parent) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(bytes)
+}
+
+/// Creates `dir` and removes the segments and post files a previous process left.
 fn prepare(dir: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    match std::fs::remove_dir_all(dir.join(POSTS_DIR)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "jsonl") {

@@ -187,6 +187,88 @@ async fn copies_for_a_destination_whose_hosts_are_down_wait_on_disk_not_in_the_w
     assert_eq!(h.actor.deferred.len(), 100 - 16);
 }
 
+/// A post whose every copy is parked keeps its rendered bytes on disk, not in memory: the
+/// first copy resumed reads them back and is spliced from the same bytes; a post still used by
+/// a queued copy stays in memory; the file goes with the post's last parked copy; a damaged
+/// file makes the copy's post unknown (logged; the spool keeps the copy), never a garbled copy.
+#[tokio::test(start_paused = true)]
+async fn a_post_whose_copies_all_wait_keeps_its_bytes_on_disk_until_one_is_tried() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("deferred");
+    let mut store = DeferredStore::open(Some(dir.clone()));
+    let member = |post: &std::sync::Arc<crate::messages::PostCtx>, i: i64| {
+        job(post, i, &format!("m{i}@dead.test"))
+    };
+    let mut expected = Vec::new();
+    let (parked, busy) = {
+        let post = test_post_at(1, START_MS, u64::MAX);
+        let first = member(&post, 1);
+        first.post.template.splice(&first.member, &mut expected);
+        let parked = vec![store.park(first), store.park(member(&post, 2))];
+        (parked, test_post_at(2, START_MS, u64::MAX))
+    };
+    // Post 2 has a copy parked and one still queued (held here).
+    let queued = member(&busy, 3);
+    let busy_parked = store.park(member(&busy, 4));
+    drop(busy);
+    assert_eq!((store.posts(), store.posts_in_memory()), (2, 2));
+
+    store.spill_idle(Instant::now());
+    assert_eq!(store.posts_in_memory(), 2, "not before SPILL_EVERY");
+    tokio::time::advance(super::deferred::SPILL_EVERY).await;
+    store.spill_idle(Instant::now());
+    assert_eq!(
+        (store.posts(), store.posts_in_memory()),
+        (2, 1),
+        "post 1 went to disk, post 2 is still used by a queued copy"
+    );
+    let tpl = dir
+        .join("posts")
+        .join(format!("{}.tpl", herald_types::PostId(1)));
+    assert!(tpl.exists());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&tpl).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    let mut parked = parked.into_iter();
+    let back = store
+        .resume(parked.next().expect("first"))
+        .expect("read back");
+    let mut copy = Vec::new();
+    back.post.template.splice(&back.member, &mut copy);
+    assert_eq!(
+        copy, expected,
+        "the same copy as before the bytes went to disk"
+    );
+    assert_eq!(store.posts_in_memory(), 2);
+    drop(back);
+    // Spilled again while its last copy waits: the file is already there, kept as it is.
+    tokio::time::advance(super::deferred::SPILL_EVERY).await;
+    store.spill_idle(Instant::now());
+    assert_eq!(store.posts_in_memory(), 1);
+    std::fs::write(&tpl, b"damaged").expect("damage");
+    assert!(
+        store.resume(parked.next().expect("second")).is_none(),
+        "a damaged file never becomes a copy"
+    );
+    assert_eq!(store.read_failures, 1);
+    assert!(
+        !tpl.exists(),
+        "the file went with the post's last parked copy"
+    );
+
+    drop(queued);
+    let back = store.resume(busy_parked).expect("post 2 from memory");
+    drop(back);
+    assert_eq!((store.len(), store.posts(), store.disk_bytes()), (0, 0, 0));
+
+    // A new process starts with no post files of the last one.
+    std::fs::create_dir_all(dir.join("posts")).expect("mkdir");
+    std::fs::write(&tpl, b"left behind").expect("stale");
+    let _store = DeferredStore::open(Some(dir.clone()));
+    assert!(!dir.join("posts").exists());
+}
+
 #[test]
 fn a_parked_copy_costs_about_a_hundred_bytes_of_memory() {
     // What the destination's index keeps per parked copy (the line itself is on disk).

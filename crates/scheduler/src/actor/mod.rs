@@ -433,6 +433,7 @@ impl Actor {
         if !self.shutting_down {
             self.resume_due(now).await;
         }
+        self.deferred.spill_idle(now);
         due_keys.sort_unstable();
         due_keys.dedup();
         for key in due_keys {
@@ -533,6 +534,9 @@ impl Actor {
         g.deferred_copies.set(parked);
         g.deferred_bytes
             .set(i64::try_from(self.deferred.disk_bytes()).unwrap_or(i64::MAX));
+        g.deferred_posts.set(self.deferred.posts() as i64);
+        g.deferred_posts_in_memory
+            .set(self.deferred.posts_in_memory() as i64);
         // Work that may be tried now and is not done: the in-memory queue, what connections
         // hold, and what expansions have still to queue. Parked copies are not in it: a
         // backlog of dead destinations never makes intake refuse mail for live ones.
