@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/tls.sh: issue 20 item 6, "TLS everywhere" — mailman-8k (8,000 members at one domain, a
+# bench/tls.sh: "TLS everywhere" (what TLS costs when every receiver offers it) — mailman-8k (8,000 members at one domain, a
 # 10 KB personalized post) with plaintext receivers and with every receiver on STARTTLS
 # (`TLS=yes`: a certificate for its name from the world's CA, session tickets), for Herald and
 # Postfix (`smtp_tls_security_level = may`), ROUNDS rounds alternating plaintext and TLS; prints

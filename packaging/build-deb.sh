@@ -34,6 +34,10 @@ install -m 0640 packaging/deb/herald.toml "$stage/etc/herald/herald.toml"
 install -m 0644 packaging/deb/herald.service "$stage/lib/systemd/system/herald.service"
 install -m 0644 packaging/deb/logrotate "$stage/etc/logrotate.d/herald"
 install -m 0644 README.md herald.example.toml "$stage/usr/share/doc/herald/"
+# The operator's manual the README links to, as plain Markdown (docs/, without the benchmark
+# notebook and the Grafana example).
+install -d "$stage/usr/share/doc/herald/docs"
+install -m 0644 docs/*.md "$stage/usr/share/doc/herald/docs/"
 cat > "$stage/usr/share/doc/herald/copyright" <<COPYRIGHT
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: herald

@@ -1,5 +1,5 @@
-//! `herald texts ls|show|set|reset`: a list's own wording of Herald's messages (issue 15 item
-//! 7), the CLI side of `/api/v1/lists/<list>/texts` — what the web page `/admin/lists/<list>/texts`
+//! `herald texts ls|show|set|reset`: a list's own wording of Herald's messages, the CLI side of
+//! `/api/v1/lists/<list>/texts` — what the web page `/admin/lists/<list>/texts`
 //! edits, for operators who work from a shell. The server checks every text (it must parse as
 //! the message's Fluent value and use only its fields) and answers a problem naming `text`,
 //! which is printed as the error.

@@ -1,5 +1,5 @@
-//! Issue 18 ("hard to abuse") against the running server on the simulated world: what Herald
-//! passes on to members is strict (item 7). A NUL in DATA is refused and nothing reaches a
+//! "Hard to abuse" against the running server on the simulated world: what Herald passes on to
+//! members is strict. A NUL in DATA is refused and nothing reaches a
 //! member; a post without `Date:` / `Message-ID:` reaches every member with both added, once.
 
 mod support;
@@ -101,7 +101,7 @@ async fn held(api: &str, list: &str) -> Vec<(u64, Option<String>)> {
     views.into_iter().map(|h| (h.post, h.reason)).collect()
 }
 
-/// Item 2: on a `reply_to = list` list a member's vacation reply, and one of the list's own
+/// Loop guards: on a `reply_to = list` list a member's vacation reply, and one of the list's own
 /// copies coming back, are held with their reason and counted, never fanned out; a member's
 /// honest post still goes out. On a list that rejects, the sender over `max_posts_per_hour`
 /// gets `550 5.7.1`.
@@ -226,7 +226,7 @@ Date: Tue, 24 Nov 2026 12:00:00 +0000\r\nMessage-ID: <{mid}@mod.test>\r\n"
     out
 }
 
-/// Item 1: on an announce-only list (`posting_policy = moderators`, so `require_aligned_from`
+/// Identity: on an announce-only list (`posting_policy = moderators`, so `require_aligned_from`
 /// is on by default) a forged moderator `From:` is held as "unauthenticated sender" and never
 /// reaches a member; the moderator's DKIM-signed post (DMARC pass on arrival) goes out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -324,7 +324,7 @@ async fn a_forged_moderator_is_held_and_the_signed_moderator_posts() {
     server.stop().await;
 }
 
-/// Item 1's default on `members` lists (the default policy): `herald list show` prints
+/// Identity on `members` lists (the default policy): `herald list show` prints
 /// `require_aligned_from` in effect; a member's post that passes DMARC (aligned SPF from the
 /// test client) goes out, the same `From:` sent by a stranger's envelope is held as
 /// "unauthenticated sender"; turned off, `list show` says so.

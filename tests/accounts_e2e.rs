@@ -1,4 +1,4 @@
-//! Issue 15 item 1, accounts and roles as a real browser meets them: the server has
+//! Accounts and roles as a real browser meets them: the server has
 //! `http.admin_token` set and treats only 127.0.0.1 as local; every browser here connects from
 //! another loopback address (127.0.0.2…), which the server sees as remote. Cookies are carried
 //! by hand, so each assertion on them is explicit.

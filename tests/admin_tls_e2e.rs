@@ -1,4 +1,4 @@
-//! Issue 15: HTTPS on the admin/API listener, end to end. A test CA (rcgen) signs a
+//! HTTPS on the admin/API listener, end to end. A test CA (rcgen) signs a
 //! certificate for 127.0.0.1; the server serves its API with it (`http.tls_cert_file`), the
 //! `herald` binary talks to it with `--ca-file` and the admin token; without the CA the CLI
 //! refuses the server (the certificate is checked, not ignored), and plain HTTP to the port

@@ -1,4 +1,4 @@
-//! Issue 18 item 4 against the running server on the simulated world: bans and the suppression
+//! Against the running server on the simulated world: bans and the suppression
 //! list, administered with the `herald` CLI and the HTTP API as an operator would.
 //! A banned envelope sender is refused at RCPT (`550 5.7.1` naming the ban), a banned `From:`
 //! at the end of DATA; a banned or suppressed address cannot come in by any subscribe path

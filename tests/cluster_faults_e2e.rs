@@ -766,7 +766,7 @@ async fn store_round(rng: &mut Rng, pg: &Arc<PgServer>, world: &World, nodes: &m
     dups
 }
 
-/// Issue 17: "`kill -9` of one node mid fan-out (several rounds, at random moments): no
+/// "`kill -9` of one node mid fan-out (several rounds, at random moments): no
 /// recipient lost, its shards reclaimed within the lease time, duplicates ≤ that node's
 /// in-flight window." Three nodes; `HERALD_KILL_ROUNDS` rounds (default 3, more for a soak by
 /// hand), each a post to 3,000 members and one node killed at a random moment of its fan-out

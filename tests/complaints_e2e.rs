@@ -1,4 +1,4 @@
-//! Issue 18 item 5 against the running server on the simulated world: a member marks a post
+//! Against the running server on the simulated world: a member marks a post
 //! as spam, their provider sends a feedback-loop report built around the very copy the member
 //! received (as Yahoo, AOL or Microsoft do), and Herald takes exactly that member off the list
 //! and suppresses them; the other members are untouched; a second report is harmless; garbage

@@ -1,4 +1,4 @@
-//! Issue 18 item 6, the content-filter hook, against the running server on the simulated world
+//! The content-filter hook, against the running server on the simulated world
 //! and a real rspamd (Debian's `/usr/bin/rspamd`, started by the test on a free loopback port
 //! with a minimal configuration: no redis, no network modules). A GTUBE post is refused with
 //! `550 5.7.1` (or held, when the operator maps rspamd's `reject` to `hold`), a clean post is

@@ -1,4 +1,4 @@
-//! Issue 12, end to end: a connection flood against the running server must not lock out
+//! End to end: a connection flood against the running server must not lock out
 //! legitimate posts. 2,000 idle and 200 slow (one byte a second) SMTP connections from 500
 //! loopback addresses, each in its own /24 (a botnet, so the per-client and per-network limits
 //! do not stop it), reconnecting a second after each cut like a real bot; meanwhile posts from
@@ -119,7 +119,8 @@ async fn legitimate_posts_get_through_a_connection_flood_and_lmtp_keeps_acceptin
     );
 }
 
-/// The same flood with stress mode and shedding off: the behaviour issue 12 reported.
+/// The same flood with stress mode and shedding off: the behaviour before them, where the
+/// flood held every session slot and legitimate posters were locked out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "contrast for BENCHMARKS.md; about 15 s"]
 async fn without_stress_mode_the_flood_locks_legitimate_posts_out() {

@@ -27,7 +27,7 @@ use support::*;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const DISK: u64 = 96 << 20;
-/// What the README promises for a stop, whatever the disk's state (`herald_server::STOP_LIMIT`).
+/// What docs/install.md promises for a stop, whatever the disk (`herald_server::STOP_LIMIT`).
 const STOP_LIMIT: Duration = Duration::from_secs(20);
 
 /// Copies received per (message-id, recipient).

@@ -108,7 +108,7 @@ async fn smtp_refuses_hostile_sessions_and_keeps_what_it_accepts() {
     s.cmd("QUIT").await;
 
     wait_complete(&server.api, &post, Duration::from_secs(30)).await;
-    // Issue 5: the request is answered (help, to bob) and the held post's sender is told (to
+    // The request is answered (help, to bob) and the held post's sender is told (to
     // mallory); list members get only the member's post.
     let started = std::time::Instant::now();
     let snap = loop {

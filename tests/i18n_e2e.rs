@@ -1,4 +1,4 @@
-//! Issue 15 item 7, the languages of generated mail, as a subscriber meets them: a list set to
+//! The languages of generated mail, as a subscriber meets them: a list set to
 //! German (`language = "de"`, over the API as the CLI and the web pages set it) sends its
 //! double opt-in confirmation in German through the simulated Internet — the German text,
 //! the command word `confirm` and the link intact, so confirming by reply or by link works as
@@ -226,7 +226,7 @@ async fn more_mail(world: &World, rcpt: &str, before: usize) {
     }
 }
 
-/// Issue 15 item 7, the rest: a list owner rewords a message for their list (the API refuses a
+/// A list's own words: a list owner rewords a message for their list (the API refuses a
 /// text with a field the message does not have, naming `text`), the next confirmation mail
 /// carries the list's own wording; the confirmation page a remote browser opens (admin token
 /// set) speaks the list's language; a member's own language wins over the list's for mail and
@@ -483,7 +483,7 @@ async fn page_from(client: &reqwest::Client, url: &str) -> (u16, String) {
     (r.status().as_u16(), r.text().await.expect("body"))
 }
 
-/// Issue 15 item 7, the archive's pages: a German list's public archive, read from a remote
+/// The archive's pages: a German list's public archive, read from a remote
 /// browser that prefers English (admin token set), is written in the list's language with the
 /// list's own wording of a page message — listing, message, search, its errors and "no
 /// results" — while an English list's archive on the same server stays English and pages that

@@ -1,4 +1,4 @@
-//! Issue 16: `herald import` and `herald export herald` as an operator runs them — the real
+//! `herald import` and `herald export herald` as an operator runs them — the real
 //! binary, a config file naming the data directory, real files in the real formats — beside a
 //! live server (its API sees what the import wrote), and killed mid-apply (`kill -9`) to show a
 //! re-run finishes the job.

@@ -1,4 +1,4 @@
-//! Issue 16 item 2: `herald import mailman2 <list-dir>` on `config.pck` files in the shapes
+//! `herald import mailman2 <list-dir>` on `config.pck` files in the shapes
 //! Mailman 2.1 writes (made by `tests/fixtures/mailman2/make_fixtures.py`: Python 2 style byte
 //! strings at protocol 1 for `dev`, Python 3 text at protocol 2 for `announce`) with their
 //! pipermail archives, compared field by field; and hostile pickles refused with a clear error

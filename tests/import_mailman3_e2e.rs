@@ -1,4 +1,4 @@
-//! Issue 16 item 1 against the real Mailman 3: the test installs Mailman 3 core from PyPI into
+//! Importing from the real Mailman 3: the test installs Mailman 3 core from PyPI into
 //! a virtual environment under `target/tmp` (kept, so reruns start in seconds), writes a
 //! minimal `mailman.cfg` (SQLite, REST on 127.0.0.1 at a free port, no MTA), runs
 //! `mailman start`, builds a list through Mailman's REST API and `mailman inject` (members in

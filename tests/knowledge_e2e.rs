@@ -190,7 +190,7 @@ async fn three_nodes_on_the_provider(
     (view, nodes, url, dir)
 }
 
-/// The issue's test: "A throttling provider sees the cluster's combined rate within its
+/// The cluster's promise: "A throttling provider sees the cluster's combined rate within its
 /// budget."
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttling_provider_sees_the_clusters_combined_rate_within_its_budget() {
@@ -451,9 +451,10 @@ async fn a_message_id_one_node_took_is_a_duplicate_at_another() {
     world.shutdown().await;
 }
 
-/// Issue 17 item 4's last part: "a bounce arriving at node B for a copy node A sent is scored
-/// once". The bounce stage scores into the shared directory under its write lock, and a
-/// member's score rises at most once a day, so this holds already: this test proves it.
+/// "A bounce arriving at node B for a copy node A sent is scored once" (a member must not
+/// leave a list twice as fast because a cluster has two nodes). The bounce stage scores into
+/// the shared directory under its write lock, and a member's score rises at most once a day,
+/// so this holds already: this test proves it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bounce_at_another_node_is_scored_once() {
     let url = pg_url().await;

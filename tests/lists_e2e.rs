@@ -1,4 +1,4 @@
-//! Issue 5 end to end over real sockets and the simulated world: bounces by mail are scored
+//! Lists end to end over real sockets and the simulated world: bounces by mail are scored
 //! against the VERP member only; a retried post (same Message-ID) fans out once; a cross-post
 //! reaches a member of both lists once; double opt-in by mail (the confirmation mail is
 //! delivered to the simulated mailbox, the test takes the token from it and confirms by reply);
@@ -276,7 +276,7 @@ async fn double_opt_in_by_mail_and_mailto_unsubscribe_round_trip() {
     );
     send(&server, newbie, &["dev-request@lists.test"], &reply).await;
     wait_for_http(&member_url, |_| true).await;
-    // Issue 15: the consent is recorded as a mail command by its sender.
+    // The consent is recorded as a mail command by its sender.
     let detail = wait_for_http(&format!("{member_url}/detail"), |_| true).await;
     let consent = view::<MemberDetail>("detail", &detail)
         .consent
@@ -351,7 +351,7 @@ async fn a_non_member_post_is_held_listed_and_approved() {
     world.shutdown().await;
 }
 
-/// Issue 16: a member flagged `moderated` (the CLI, as an operator sets it, or an importer from
+/// A member flagged `moderated` (the CLI, as an operator sets it, or an importer from
 /// Mailman) is held with the reason, not refused; the flag shows in the member's details; once
 /// cleared over the API the member's next post reaches the list — and the flagged member kept
 /// receiving the list meanwhile.

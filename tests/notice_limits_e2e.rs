@@ -1,4 +1,4 @@
-//! Issue 18 item 3 against the running server on the simulated world: mail Herald sends on
+//! Against the running server on the simulated world: mail Herald sends on
 //! others' behalf is limited (`[notice_limits]`). A forged `subscribe` flood for one victim,
 //! by mail to `-request` and through the HTTP API, sends the victim at most the configured
 //! confirmations and counts the rest as dropped; one SMTP client asking for many addresses is

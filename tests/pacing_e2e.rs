@@ -1,4 +1,4 @@
-//! Issue 20 on the simulated world, through the real server: a large provider that limits the
+//! Pacing on the simulated world, through the real server: a large provider that limits the
 //! rate over all its MX hosts is paced to what it accepts (its members within 1.3× members ÷
 //! rate, refused MAILs ≤ 1 % of its copies); receivers that drop each recipient's first attempt
 //! mid-DATA get the copy again at once on a new connection, without the host going down; and a

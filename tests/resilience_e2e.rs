@@ -404,7 +404,7 @@ async fn a_small_post_is_not_starved_by_a_big_fan_out_before_it() {
     world.shutdown().await;
 }
 
-/// Issue 13, item 5: `herald stragglers --action give-up` failed the copies with "550 5.0.0
+/// `herald stragglers --action give-up` once failed the copies with "550 5.0.0
 /// given up by the list operator", which the bounce stage scored as a hard bounce against the
 /// member — who had done nothing wrong. The give-up is Herald's own verdict: the member's bounce
 /// score stays as it was and the member stays enabled.

@@ -1,4 +1,4 @@
-//! Issue 15's security test "one role reaching another list's pages or API refused — for every
+//! The security test "one role reaching another list's pages or API refused — for every
 //! route, generated from the router": the list of routes is the server's own OpenAPI document
 //! (`/api/v1/openapi.json`), which utoipa-axum builds from the router as each route is added,
 //! so a route added later is in this test without anyone remembering to add it.

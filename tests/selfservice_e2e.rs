@@ -1,4 +1,4 @@
-//! Issue 15, member self-service as a real subscriber meets it: the server has
+//! Member self-service as a real subscriber meets it: the server has
 //! `http.admin_token` set and treats only 127.0.0.1 as local (`http.local_clients`); the
 //! subscriber's browser is a client bound to 127.0.0.2, which the server sees as remote. The
 //! confirmation link is read from the mail delivered to the simulated mailbox, the one-click
@@ -449,7 +449,7 @@ async fn post_form(client: &reqwest::Client, url: &str, fields: &[(&str, &str)])
     (status, resp.text().await.expect("body"))
 }
 
-/// Issue 15 item 3, the public subscribe page as a newcomer's browser meets it: admin token set,
+/// The public subscribe page as a newcomer's browser meets it: admin token set,
 /// the browser not a local client. A bot that posts at once, or fills the honeypot, gets the
 /// same answer and no mail; a person who fills the form gets the confirmation, whose link
 /// (confirmed by POST) makes them a member with consent recorded as `web` from their address. A
@@ -663,7 +663,7 @@ async fn a_newcomer_subscribes_through_the_public_form_and_bots_do_not() {
     world.shutdown().await;
 }
 
-/// Issue 14 item 1, a `members` archive as its readers meet it: an anonymous browser is told it
+/// A `members` archive as its readers meet it: an anonymous browser is told it
 /// is for members; a member opens it from the link on their subscriptions page (mailed to them),
 /// after which a cookie scoped to that list's archive carries the key; a tampered key, and the
 /// same key once the member has left, are refused.

@@ -606,7 +606,7 @@ async fn a_restarted_node_hands_back_its_old_shards_at_once() {
     world.shutdown().await;
 }
 
-/// Measurement for BENCHMARKS.md ("Issue 17: nodes under faults and scaling"; run by hand):
+/// Measurement for docs/benchmarks/cluster.md ("Nodes under faults and scaling"; run by hand):
 /// `cargo test --test shards_e2e -- --ignored --nocapture measure_scaling`. A receiver-bound
 /// world: every receiver waits `HERALD_SCALING_DELAY_MS` (default 10) before each reply, and
 /// each node leaves from its own egress source capped at 4 connections (one per destination,

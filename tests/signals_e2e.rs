@@ -151,7 +151,7 @@ async fn json_logs_are_one_object_per_line() {
     world.shutdown().await;
 }
 
-/// How long a stop may take with connections open to hosts that never finish, as the README
+/// How long a stop may take with connections open to hosts that never finish, as docs/install.md
 /// states it: a transaction on the wire gets 10 s to finish, then it is given up.
 const STOP_BOUND: Duration = Duration::from_secs(12);
 
@@ -227,7 +227,7 @@ async fn sigterm_with_connections_to_a_tarpit_and_a_hung_host_stops_in_bounded_t
 }
 
 /// A transaction on the wire at SIGTERM — a slow host (1 s before each reply) taking a batch of
-/// copies on one connection, as the tester's run had — gets the 10 s the README states to
+/// copies on one connection, as the tester's run had — gets the 10 s docs/install.md states to
 /// finish and is then given up: the stop stays within [`STOP_BOUND`], and after a restart every
 /// member has the post, a copy cut after its body at most once more (the unjournaled window of
 /// one connection).

@@ -1,4 +1,4 @@
-//! Issue 20 items 2 and 5 on the simulated world, through the real server: tarpits (every reply
+//! Tarpits and hung hosts on the simulated world, through the real server: tarpits (every reply
 //! written one byte at a time) are recognised by the first pass and delivered from the slow lane
 //! with a few patient connections — every member exactly once, the tarpit hosts never marked
 //! down, the normal domains not delayed, and the tarpits' copies within 2× what one pipelined

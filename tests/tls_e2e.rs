@@ -431,7 +431,7 @@ async fn required_verified_tls_delivers_when_the_certificate_verifies() {
     world.shutdown().await;
 }
 
-/// Issue 20 item 6: with every receiver on TLS under the world's CA, Herald verifies the
+/// TLS everywhere: with every receiver on TLS under the world's CA, Herald verifies the
 /// certificates against the exported CA and resumes sessions on later connections to the same
 /// host (the world counts full and resumed handshakes); every copy arrives once, over TLS.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! Issue 15 item 2, the web administration pages as remote browsers meet them: the server has
+//! The web administration pages as remote browsers meet them: the server has
 //! `http.admin_token` set and treats only 127.0.0.1 as local; every browser connects from
 //! another loopback address, carries its cookie by hand and reads the CSRF token from the
 //! page's own form, as a browser submitting that form would.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 15's API benchmark: members added one request at a time over the admin REST API, by
+"""The API benchmark: members added one request at a time over the admin REST API, by
 C concurrent clients with kept-alive connections, as a sign-up backend or a sync script adds
 them. Herald (`POST /api/v1/lists/<list>/members`, bearer token) and, when `--mailman` names
 Mailman 3 core's `mailman` program (the venv `tests/import_mailman3_e2e.rs` installs under

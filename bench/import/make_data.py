@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Input for the import benchmarks in BENCHMARKS.md (issue 16).
+"""Input for the import benchmarks (docs/benchmarks/lists-imports-web.md).
 
     python3 bench/import/make_data.py <out-dir> [members] [messages]
 

@@ -1,4 +1,4 @@
-# hostile: issue 20's hostile Internet — 20,000 members over 500 Zipf domains where 30 % of the
+# hostile: the hostile Internet a large list meets — 20,000 members over 500 Zipf domains where 30 % of the
 # members are at one large provider whose four MX hosts share one rate limit (300 messages/s,
 # 451 4.7.28 past it; 421 4.7.28 after 100 messages per connection; each of its domains
 # published with a different pair of the four hosts), 2 % on hosts that drop each recipient's

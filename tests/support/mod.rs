@@ -54,7 +54,7 @@ pub fn world_config(profiles: &[Profile], keep_messages: bool) -> WorldConfig {
 /// record for each of `domains`, so a post whose envelope sender and `From:` are in one of them
 /// passes DMARC by aligned SPF on arrival, as a real poster's does through its provider. Posting
 /// rights need that on `members` and `moderators` lists (`require_aligned_from`, on by default
-/// there: issue 18 item 1).
+/// there, since a forged member `From:` is as easy as a forged moderator's).
 pub fn authenticate_senders(world: &World, domains: &[&str]) {
     world
         .dns()

@@ -8,7 +8,7 @@
 //! Erasure also reaches `accounts.db`: the address's account (if any) is removed and every
 //! audit row naming it names its keyed hash instead.
 //!
-//! What erasure cannot reach is said in the README: delivery-log files already written (they
+//! What erasure cannot reach is said in docs/security.md: delivery-log files already written (they
 //! are removed after `[log] delivery_log_keep_days`, or by the operator's logrotate) and backups
 //! taken before.
 //!

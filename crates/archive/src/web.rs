@@ -3,7 +3,7 @@
 //! a member holding the key on their subscriptions page (`?key=` once, then a cookie scoped to
 //! the list's archive; checked against the directory on every page, so a member who leaves
 //! loses access), 403 to anyone else; `private` and `none` answer 404 to everybody (the CLI
-//! reads them; administrators' sessions come with the web administration issue).
+//! reads them, and an administrator over IMAP).
 //!
 //! Pages read only what they show: month and thread listings page by the key of the last row
 //! shown (`?after=<date>.<id>`, 100 rows, an index range scan however deep), search results by

@@ -11,7 +11,7 @@
 //!
 //! Why the list's suppression list and not the global one: the member complained about this
 //! list's mail; other lists on the server are other senders to them (they may well want those),
-//! and an operator can still suppress globally (`herald suppress add`). README says so.
+//! and an operator can still suppress globally (`herald suppress add`). docs/security.md says so.
 //!
 //! Named outcomes: `Acted` (member removed or disabled, suppression recorded, counted in
 //! `herald_complaints_total{list}`), `AlreadyHandled` (a second report for the same member:

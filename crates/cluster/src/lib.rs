@@ -14,7 +14,7 @@
 //! [`metrics::register`] for `/metrics`.
 //!
 //! Any node accepts posts (SMTP, LMTP, API): a post is spooled and fanned out by the node that
-//! accepted it; sharing one post's fan-out between nodes is a later item of issue 17.
+//! accepted it; sharing one post's fan-out between nodes is `herald-shards`' job.
 //!
 //! The store calls are blocking (the directory's API): async callers use `spawn_blocking`.
 

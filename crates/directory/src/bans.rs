@@ -1,5 +1,5 @@
-//! Bans: addresses and patterns that may neither post to a list nor subscribe to it (issue 18
-//! item 4), global or per list, as Mailman's ban list has them.
+//! Bans: addresses and patterns that may neither post to a list nor subscribe to it, global or
+//! per list, as Mailman's ban list has them.
 //!
 //! A pattern is one of:
 //! - an exact address, `eve@example.com` (compared case-insensitively);

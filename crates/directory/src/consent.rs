@@ -1,4 +1,4 @@
-//! Consent records (schema version 3, issue 15; GDPR article 7: the controller must be able to
+//! Consent records (schema version 3; GDPR article 7: the controller must be able to
 //! show that the person consented): when a member's subscription was consented to, through
 //! what (a web confirmation, a mail command, an import, an administrator) and by which client
 //! (the confirming browser's IP address, the mail command's sender).

@@ -1,5 +1,5 @@
 //! herald-directory: lists and their members, stored in embedded SQLite (WAL mode, the
-//! default) or in a PostgreSQL database several Herald nodes share (`[store] url`, issue 17;
+//! default) or in a PostgreSQL database several Herald nodes share (`[store] url`,
 //! see `pg`). Both backends serve the same API and pass the same test suite.
 //!
 //! Place in the flow: inbound asks whether an address is a list and whether a sender may post

@@ -169,7 +169,8 @@ pub(crate) fn validate_new_member(m: &NewMember) -> Result<(), crate::DirectoryE
 mod tests {
     use super::check_name;
 
-    /// Issue 18 item 7: hostile names whose encoded words decode to a header break.
+    /// Hostile names whose encoded words decode to a header break: spliced into a `To:` they
+    /// would let a member's name forge header fields in every copy.
     #[test]
     fn encoded_words_decoding_to_controls_are_refused() {
         for evil in [

@@ -45,7 +45,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX members_by_list ON members(list_id, id);",
     // 1 -> 2: bounce history and scores, member preferences. Bounce rows are keyed by
     // address, not member id, so list-reputation events (no member) can use the empty address.
-    // (Since issue 15, removing a member deletes their rows here too, in the same transaction.)
+    // (Since schema version 3, removing a member deletes their rows here too, in the same
+    // transaction: a removed person's bounce history is theirs and goes with them.)
     "CREATE TABLE bounce_events (
         id         INTEGER PRIMARY KEY AUTOINCREMENT,
         list_id    INTEGER NOT NULL REFERENCES lists(id) ON DELETE CASCADE,

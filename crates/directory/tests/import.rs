@@ -175,7 +175,8 @@ fn import_updates_existing_members_and_keeps_status(kind: Kind) {
     assert!(new.id > before.id && new.display_name.is_none() && new.fields.is_empty());
 }
 
-/// Issue 18 item 7: a name that is an RFC 2047 encoded word decoding to a header break is refused
+/// A name that is an RFC 2047 encoded word decoding to a header break (a forged header field in
+/// every copy that names the member) is refused
 /// by the import (a real CSV file on disk) and by the API path, and an honest encoded name is kept.
 fn encoded_word_names_that_decode_to_controls_are_refused(kind: Kind) {
     let (_store, d, list) = setup(kind);

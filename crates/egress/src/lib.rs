@@ -1,5 +1,5 @@
-//! herald-egress: which local source address each outbound SMTP connection uses (issue 17
-//! item 5, after KumoMTA's egress sources and pools).
+//! herald-egress: which local source address each outbound SMTP connection uses (after
+//! KumoMTA's egress sources and pools), so a sender's reputation and warm-up stay per address.
 //!
 //! - **Sources** (`[[delivery.egress]]`): a name, a local IP address to bind before connecting,
 //!   an optional limit of connections open from it at once, and an optional warm-up schedule —

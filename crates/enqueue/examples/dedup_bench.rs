@@ -1,6 +1,6 @@
 //! Dedup store throughput: lookups per second over a store of 1,000,000 Message-IDs, and the cost
 //! of one flush. Run: `cargo run --release -p herald-enqueue --example dedup_bench`.
-//! The bar is >= 1,000,000 lookups/s (seeds/001: dedup needs speed, not an fsync per
+//! The bar is >= 1,000,000 lookups/s (seeds/001: dedup needs speed, not an fsync per
 //! lookup).
 
 use herald_enqueue::{DedupConfig, DedupStore, Seen};

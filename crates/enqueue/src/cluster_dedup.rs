@@ -17,7 +17,7 @@
 //! - the winner dies after its spool write but before the record: no `250` went out, but the
 //!   post is in its spool and is delivered when it restarts; a retry accepted elsewhere after
 //!   [`ABANDONED_MS`] is a duplicate — bounded by the posts inside that one round trip at the
-//!   moment of the crash, like every other crash duplicate (see the README);
+//!   moment of the crash, like every other crash duplicate (see docs/cluster.md);
 //! - the spool write fails: the claim is released at once and the sender gets the spool's
 //!   error (a retry is welcome).
 //!

@@ -111,9 +111,9 @@ pub enum Origin {
     /// A held post a moderator approved: a list post, exempt from the duplicate check (its
     /// Message-ID was recorded when it was held).
     Approved { envelope_from: Option<Address> },
-    /// A post held for moderation on another list server, brought over by an import (issue
-    /// 16): held here too, with that server's reason; never fanned out until approved. The
-    /// duplicate check applies, so importing the same held post again keeps one.
+    /// A post held for moderation on another list server, brought over by an import (moving in
+    /// loses nothing): held here too, with that server's reason; never fanned out until
+    /// approved. The duplicate check applies, so importing the same held post again keeps one.
     Imported {
         envelope_from: Option<Address>,
         reason: String,

@@ -330,7 +330,7 @@ mod tests {
         assert_eq!(out, b"To: \"a \\\"b\\\" \\\\c\"\r\n");
     }
 
-    /// Issue 18 item 7: a stored name that is itself an encoded word is re-encoded, so a lenient
+    /// A stored name that is itself an encoded word is re-encoded, so a lenient
     /// reader (mail-parser decodes words even inside quoted strings) sees its literal text.
     #[test]
     fn a_name_that_is_an_encoded_word_is_reencoded_not_passed_through() {

@@ -389,7 +389,7 @@ async fn idle_wakes_on_the_writer_and_removals_become_expunges() {
     h.stop().await;
 }
 
-/// The figure for the issue: SELECT of a 100,000-message mailbox (run with `--ignored`; it
+/// The benchmark figure: SELECT of a 100,000-message mailbox (run with `--ignored`; it
 /// archives 100k messages first). A session loads the UIDs once, so this is its cost.
 #[tokio::test]
 #[ignore = "measurement: archives 100,000 messages first (about a minute in a debug build)"]

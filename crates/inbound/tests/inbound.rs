@@ -208,7 +208,7 @@ async fn bare_lf_in_data_is_refused_and_never_split() {
     assert_eq!(server.recorder.checked(), vec![addr("list@lists.example")]);
 }
 
-/// Issue 18 item 7: a NUL before the dot (`\r\n\0.\r\n`) was accepted with the NUL intact; a
+/// A NUL before the dot (`\r\n\0.\r\n`) was accepted with the NUL intact; a
 /// receiver that strips NULs would then read the dot as the end of data.
 #[tokio::test]
 async fn nul_octet_in_data_is_refused_over_a_real_socket() {
@@ -230,7 +230,7 @@ async fn nul_octet_in_data_is_refused_over_a_real_socket() {
 
 #[tokio::test]
 async fn session_limit_refuses_the_next_connection_with_421() {
-    // Shedding off: the limit as it was before issue 12 (see limits.rs for shedding).
+    // Shedding off: the plain limit, as before idle sessions could be shed (see limits.rs).
     let server = start(Mode::Smtp, |c| {
         c.max_sessions = 2;
         c.shed_idle_sessions = false;

@@ -194,7 +194,7 @@ impl Lists {
     }
 
     /// Discards a held post without telling anyone (spam: a notice would go to a forged
-    /// sender). Issue 15 item 2.
+    /// sender). The web page's "discard" button.
     pub async fn discard(&self, post: PostId) -> Result<(), ListsError> {
         let meta = self.held_meta(post)?;
         self.enqueuer.spool.complete(post).await?;
@@ -202,8 +202,8 @@ impl Lists {
         Ok(())
     }
 
-    /// [`Lists::reject`] with the moderator's reason in the notice to the sender (issue 15
-    /// item 2: the web page's reason field); `None` or blank: the plain notice.
+    /// [`Lists::reject`] with the moderator's reason in the notice to the sender (the web page's
+    /// reason field, so the sender learns what to change); `None` or blank: the plain notice.
     pub async fn reject_with(
         &self,
         post: PostId,

@@ -4,8 +4,8 @@
 //! tests in `mail.rs` show the exact bytes of every kind; the runners supply tokens and dates.
 //!
 //! The words come from the message catalogue of the recipient's language — the member's own,
-//! else the list's — or from the list's own wording of that message (`herald_i18n::Words`,
-//! issue 15 item 7); the command words a reply must keep (`confirm`, `approve`, `reject`) are not
+//! else the list's — or from the list's own wording of that message (`herald_i18n::Words`);
+//! the command words a reply must keep (`confirm`, `approve`, `reject`) are not
 //! translated, because the request parser reads them.
 //!
 //! SECURITY: the subjects are fixed texts with addresses and tokens; the only text from a

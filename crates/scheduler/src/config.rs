@@ -108,8 +108,8 @@ impl Default for SchedulerConfig {
             max_copies_per_batch: 16,
             batch_bytes: 64 * 1024,
             // 48 MiB: a 1 MB post to 8,000 members over 50 domains peaked at 134 MB of Herald's
-            // memory (389 MB unbounded) at 340 copies/s against 375 (BENCHMARKS.md, issue 20
-            // item 7); 32 MiB peaked at 109 MB at 311 copies/s, 64 MiB at 169 MB.
+            // memory (389 MB unbounded) at 340 copies/s against 375 (docs/benchmarks/scale.md,
+            // the global byte budget); 32 MiB peaked at 109 MB at 311 copies/s, 64 MiB at 169 MB.
             max_copy_bytes: 48 << 20,
             max_messages_per_connection: 1000,
             idle_connection_ms: 2000,

@@ -91,8 +91,8 @@ pub struct SchedulerDeps {
     /// Its warm-up ledger is written about once a second while it changes, and when the
     /// scheduler stops.
     pub egress: Option<herald_egress::Egress>,
-    /// Told of every final outcome and completed post (the shared fan-out's reporter, issue 17
-    /// item 3; `None`: nobody).
+    /// Told of every final outcome and completed post (the shared fan-out's reporter, which
+    /// reports a shard's progress to the store; `None`: nobody).
     pub finals: Option<Arc<dyn outcomes::FinalSink>>,
 }
 

@@ -139,8 +139,8 @@ impl Connection {
         Self::connect_from(None, addr, mx_name, cfg, mta_sts_enforce).await
     }
 
-    /// Like [`Connection::connect_with`], from the local address `source` (an egress source,
-    /// issue 17: the socket is bound to it before it connects); `None` lets the system choose.
+    /// Like [`Connection::connect_with`], from the local address `source` (an egress source:
+    /// the socket is bound to it before it connects); `None` lets the system choose.
     /// A source that cannot be bound is [`SessionErrorKind::Bind`], not a host problem.
     pub async fn connect_from(
         source: Option<IpAddr>,

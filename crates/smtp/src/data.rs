@@ -341,7 +341,8 @@ mod tests {
         }
     }
 
-    /// Issue 18 item 7: `\r\n\0.\r\n` was accepted and fanned out with the NUL intact.
+    /// `\r\n\0.\r\n` was once accepted and fanned out with the NUL intact; a receiver that
+    /// strips NULs would read the dot as the end of data.
     #[test]
     fn a_nul_octet_anywhere_refuses_the_message_and_never_ends_the_data() {
         for evil in [

@@ -156,7 +156,8 @@ fn smuggled_commands_after_bare_lf_dot_are_never_executed() {
     }
 }
 
-/// Issue 18 item 7: `\r\n\0.\r\n` is content, and a message holding a NUL is refused.
+/// `\r\n\0.\r\n` is content, and a message holding a NUL is refused (a receiver that strips
+/// NULs would read the dot as the end of data).
 #[test]
 fn nul_octet_in_body_is_refused_and_the_session_stays_in_sync() {
     let mut p = Peer::smtp();

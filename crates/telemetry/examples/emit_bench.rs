@@ -1,5 +1,5 @@
 //! What emitting an attempt event costs, with and without the statistics sink (the CPU side of
-//! issue 6's "< 3 % of fan-out throughput"): one million delivered attempts over 8,000 members of
+//! the goal "< 3 % of fan-out throughput"): one million delivered attempts over 8,000 members of
 //! one domain, as the report loop emits them. The delivery log is off in both runs.
 //!
 //!     cargo run --release -p herald-telemetry --example emit_bench

@@ -296,7 +296,7 @@ fn normalize_domain(domain: &str) -> Result<String, AddressError> {
     // checks, DNS lengths), non-transitional, to A-labels. A U-label domain longer than four
     // times the DNS limit cannot fit it in A-label form: refused before the work. An ASCII
     // domain is only lower-cased and checked by the LDH rules below, A-labels included, as
-    // before issue 19: a valid A-label is already in the form UTS-46 gives (`XN--ZCA` and
+    // before SMTPUTF8: a valid A-label is already in the form UTS-46 gives (`XN--ZCA` and
     // `ß` both become `xn--zca`), and refusing a malformed one now would make members an older
     // Herald stored unreadable (it can receive no mail either way: DNS has no such name).
     let domain = if !domain.is_ascii() {
@@ -519,7 +519,7 @@ mod tests {
         }
         // A malformed A-label in ASCII is kept as an older Herald stored it (LDH rules only),
         // and shown as is.
-        let legacy = Address::parse("a@XN--ZZ.example").expect("as before issue 19");
+        let legacy = Address::parse("a@XN--ZZ.example").expect("as before international addresses");
         assert_eq!(legacy.domain(), "xn--zz.example");
         assert_eq!(legacy.domain_unicode(), "xn--zz.example");
         assert!(matches!(

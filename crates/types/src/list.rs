@@ -135,7 +135,7 @@ pub struct ListSettings {
     /// counts only when the arrival check found DMARC passing for its domain (aligned SPF or
     /// DKIM), and the envelope sender no longer counts; otherwise the post is held with the
     /// reason "unauthenticated sender" (or refused, per `guard_action`). `None`: on for
-    /// `members` and `moderators` lists, as issue 18 asks, since a forged member `From:` is
+    /// `members` and `moderators` lists, since a forged member `From:` is
     /// as easy as a forged moderator's (see [`ListSettings::requires_aligned_from`]).
     pub require_aligned_from: Option<bool>,
     /// Digest members: a digest is sent as soon as the posts archived since the
@@ -411,7 +411,7 @@ mod list_id_label_tests {
 mod aligned_from_tests {
     use super::{ListSettings, PostingPolicy};
 
-    /// Issue 18 item 1: unset, an authenticated `From:` is required wherever identity decides
+    /// Unset, an authenticated `From:` is required wherever identity decides
     /// posting rights (members and moderators lists), never on open lists; set, it wins.
     #[test]
     fn require_aligned_from_defaults_by_posting_policy() {

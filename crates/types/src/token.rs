@@ -109,8 +109,8 @@ pub const MAX_TOKEN_BYTES: usize = 1024;
 pub enum Action {
     Subscribe,
     Unsubscribe,
-    /// A member's delivery mode change asked by mail (`set digest …`, `set nomail …`, issue
-    /// 14): confirmed like a subscription, so a forged From cannot silence someone's mail.
+    /// A member's delivery mode change asked by mail (`set digest …`, `set nomail …`):
+    /// confirmed like a subscription, so a forged From cannot silence someone's mail.
     Delivery(crate::DeliveryMode),
 }
 

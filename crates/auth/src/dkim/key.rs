@@ -3,7 +3,7 @@
 //! Why not mail-auth's key types (ring): every copy needs its own signature (RFC 8058: the
 //! per-member List-Unsubscribe must be covered), three with ARC, so signing speed is fan-out
 //! speed. aws-lc-rs signs RSA-2048 about 2.1× and Ed25519 about 2.6× faster than ring on the
-//! x86-64 machines we measured (BENCHMARKS.md, "Issue 7"). Verification stays with mail-auth
+//! x86-64 machines we measured (docs/benchmarks/, DKIM signing). Verification stays with mail-auth
 //! (ring) everywhere: an independent check of what aws-lc-rs signs.
 //!
 //! Limits: RSA of 2048–8192 bits. RFC 8301 §3.2 still allows 1024-bit keys, but both

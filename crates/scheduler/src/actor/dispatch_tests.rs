@@ -137,7 +137,7 @@ async fn a_destination_gets_one_connection_until_its_host_answers_then_up_to_its
     assert_eq!(h.net.connects_to("mx.a.test").len(), 2);
 }
 
-/// Issue 20 item 8: on 2,000 domains, idle connections (parked, waiting for more copies of
+/// On 2,000 domains (ten million members), idle connections (parked, waiting for more copies of
 /// their destination) held every slot of the global budget while destinations with thousands of
 /// ready copies waited out the idle time. An idle connection now gives its slot up at once when
 /// another destination starves: within seconds of virtual time (the paused clock also jumps

@@ -152,8 +152,8 @@ pub struct Actor {
     pub(crate) clock: Clock,
     pub(crate) shutting_down: bool,
     last_persist: Instant,
-    /// Hosts marked down here since the last exchange of shared knowledge (issue 17 item 4;
-    /// bounded, see `knowledge.rs`).
+    /// Hosts marked down here since the last exchange of shared knowledge, so the other nodes
+    /// skip them too (bounded, see `knowledge.rs`).
     pub(crate) shared_down: Vec<crate::messages::knowledge::SharedDownHost>,
     /// New connections wait while this machine is short of descriptors, memory or ports.
     pub(crate) shortage: shortage::ShortagePause,

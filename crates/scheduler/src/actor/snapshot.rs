@@ -150,7 +150,8 @@ mod bench {
         snapshot_with_pending(20_000, 400).await;
     }
 
-    /// Issue 4's benchmark: `herald queue` under 1 s with 1,000,000 pending copies. Too slow for
+    /// The benchmark: `herald queue` under 1 s with 1,000,000 pending copies (an operator looks
+    /// at the queue when it is largest). Too slow for
     /// the debug-build suite (building the queue dominates); run it in release:
     /// `cargo test --release -p herald-scheduler --lib queue_snapshot_with_a_million -- --ignored --nocapture`.
     #[tokio::test]

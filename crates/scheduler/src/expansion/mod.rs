@@ -327,7 +327,7 @@ const GENERATED_MAX_AGE_MS: u64 = 2 * 24 * 3600 * 1000;
 const STORE_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Runs a directory call off the async runtime, again and again while the store cannot be
-/// reached (PostgreSQL down or restarting, issue 17: [`DirectoryError::is_unavailable`]), with
+/// reached (PostgreSQL down or restarting: [`DirectoryError::is_unavailable`]), with
 /// backoff from 100 ms to [`STORE_RETRY_MAX`]: the fan-out pauses where it is and resumes when
 /// the store answers, rather than ending and leaving the post in the spool until a restart.
 /// Any other error ends the expansion. The expansion's task is dropped at shutdown, which

@@ -181,8 +181,8 @@ pub enum Ctrl {
     Operator(Command),
     /// New shaping rules (SIGHUP; see `operator::reshape`).
     Reshape(Vec<crate::ShapingRule>),
-    /// The cluster's shared knowledge to apply; the reply is this node's (issue 17 item 4,
-    /// see `actor::knowledge`).
+    /// The cluster's shared knowledge to apply; the reply is this node's (so nodes pace a
+    /// provider as one sender, see `actor::knowledge`).
     Knowledge(
         knowledge::ClusterKnowledge,
         oneshot::Sender<knowledge::LocalKnowledge>,

@@ -161,8 +161,9 @@ pub trait Session: Send {
         Box::pin(std::future::pending())
     }
 
-    /// Reserves up to `want` copies of the source address's warm-up volume for today (issue
-    /// 17); 0 ends the connection. Sessions without an egress source reserve all.
+    /// Reserves up to `want` copies of the source address's warm-up volume for today (a new
+    /// address's daily cap); 0 ends the connection. Sessions without an egress source reserve
+    /// all.
     fn reserve(&mut self, want: usize) -> usize {
         want
     }

@@ -25,7 +25,7 @@
 //! no copy: the worker splices and signs what came back unsigned itself, inline.
 //!
 //! Off switch: `[delivery] signing_threads = 0` signs inline on the delivery worker, as before
-//! this pool existed (see BENCHMARKS.md "Issue 20 item 10" for which wins where).
+//! this pool existed (see docs/benchmarks/scale.md, "Signing on all cores", for which wins where).
 
 use super::WorkerCtx;
 use crate::messages::{Job, PostCtx};

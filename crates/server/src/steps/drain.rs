@@ -17,7 +17,7 @@
 //!   `max_copies_per_batch` copies unjournaled: those copies are sent again at the next start,
 //!   the same window a crash leaves. Nothing accepted is lost.
 //!
-//! [`STOP_LIMIT`] is the sum, the bound the README states; `herald serve` exits at that point
+//! [`STOP_LIMIT`] is the sum, the bound docs/install.md states; `herald serve` exits at that point
 //! even if a step misbehaves.
 
 use super::{Served, Stages};
