@@ -276,3 +276,33 @@ fn a_parked_copy_costs_about_a_hundred_bytes_of_memory() {
     eprintln!("a parked copy: {size} bytes of index");
     assert!(size <= 104, "{size} bytes");
 }
+
+/// A destination whose hosts were down for a while (many copies parked) gives the index's
+/// memory back once its copies have come out, instead of keeping the peak for the process's
+/// life.
+#[tokio::test(start_paused = true)]
+async fn a_destination_gives_back_its_parked_index_after_the_copies_leave() {
+    use super::queue::{Destination, Waiting};
+    let mut store = DeferredStore::open(None);
+    let post = test_post_at(1, START_MS, u64::MAX);
+    let mut d = Destination::new("dead.test".into(), Default::default(), "dead.test".into());
+    let now = Instant::now();
+    for i in 0..20_000 {
+        d.push_waiting(Waiting {
+            at: now,
+            seq: i as u64,
+            kind: DeferralKind::HostDown,
+            copy: store.park(job(&post, i, &format!("m{i}@dead.test"))),
+        });
+    }
+    let peak = d.waiting.capacity();
+    assert!(peak >= 20_000);
+    while let Some(w) = d.pop_due(now) {
+        drop(store.resume(w.copy));
+    }
+    assert!(
+        d.waiting.capacity() <= 1024,
+        "{} of {peak} kept",
+        d.waiting.capacity()
+    );
+}
