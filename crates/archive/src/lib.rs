@@ -27,11 +27,13 @@ pub mod mbox;
 pub mod metrics;
 pub mod parse;
 pub mod stage;
+mod start;
 pub mod store;
 pub mod uids;
 pub mod web;
 
 pub use config::ArchiveSection;
+pub use start::start;
 pub use store::{
     Archive, Filters, MessageSummary, Month, Privacy, Scope, SearchOrder, SearchPage, StoredMessage,
 };

@@ -123,6 +123,20 @@ pub struct Scheduler {
     shutdown: CancellationToken,
 }
 
+/// Starts delivery as a row of the running table: the scheduler resumes `recovered` and
+/// runs until the drain reaches [`herald_stage::StopAt::Delivery`]; its workers then finish
+/// their batch and every reported outcome is journaled before the task ends.
+pub fn start(
+    cfg: SchedulerConfig,
+    deps: SchedulerDeps,
+    recovered: Vec<RecoveredPost>,
+) -> herald_stage::Started<Scheduler> {
+    let stop = CancellationToken::new();
+    let (scheduler, task) = Scheduler::start(cfg, deps, recovered, stop.clone());
+    herald_stage::Started::new("scheduler", herald_stage::StopAt::Delivery, stop, scheduler)
+        .with_task(task)
+}
+
 impl Scheduler {
     /// Starts the actor and the report loop, and resumes every recovered post. The returned task
     /// ends after `shutdown` is cancelled and in-flight work is reported and journaled.
