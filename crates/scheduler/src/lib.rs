@@ -123,6 +123,14 @@ pub struct Scheduler {
     shutdown: CancellationToken,
 }
 
+/// This node's scheduler as fan-out: the one fan-out consumer (`herald_stage::fan_out`)
+/// hands it the posts enqueue hands over.
+impl herald_stage::FanOut for Scheduler {
+    fn submit(&self, post: SpooledPost) {
+        Scheduler::submit(self, post)
+    }
+}
+
 /// Starts delivery as a row of the running table: the scheduler resumes `recovered` and
 /// runs until the drain reaches [`herald_stage::StopAt::Delivery`]; its workers then finish
 /// their batch and every reported outcome is journaled before the task ends.
@@ -260,21 +268,6 @@ impl Scheduler {
             .as_ref()
             .map(|e| e.sources(herald_egress::utc_day(herald_types::unix_ms_now())))
             .unwrap_or_default()
-    }
-
-    /// The scheduler's intake loop: takes the posts enqueue hands over (list posts and
-    /// generated mail) and starts their expansion, until the scheduler stops. A post not taken
-    /// by then is durable and resumed at the next start.
-    pub async fn take_posts(self, mut posts: mpsc::Receiver<SpooledPost>, stop: CancellationToken) {
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                post = posts.recv() => match post {
-                    Some(post) => self.submit(post),
-                    None => break,
-                },
-            }
-        }
     }
 
     /// Fans out a freshly spooled post. List posts go to the members, generated mail to its

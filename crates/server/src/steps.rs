@@ -20,7 +20,7 @@ use herald_fanout::ListContext;
 use herald_lists::Lists;
 use herald_scheduler::{Scheduler, SchedulerDeps};
 use herald_spool::Spool;
-use herald_stage::{Running, StartCx, Started, StopAt};
+use herald_stage::{FanOut, Running, StartCx, Started, StopAt};
 use herald_telemetry::Telemetry;
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -176,25 +176,18 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
     };
     let web_archive = parts::web_archive(config, &cx, archive.as_ref().map(|a| a.stats()))?;
     let archive_committed = archive.as_ref().map(|a| a.committed());
-    // Fan-out first, then the archive: a post's fan-out never waits for the archive.
-    let (fan_out, shared_out) = (scheduler.clone(), shards.clone());
-    let stop = with_delivery.child_token();
-    let consumer = match archive {
-        Some(sender) => tokio::spawn(herald_archive::stage::intake(
-            handed.fanout,
-            move |post| match &shared_out {
-                Some(shards) => shards.submit(post),
-                None => fan_out.submit(post),
-            },
-            sender,
-            stop.clone(),
-        )),
-        None => match shared_out {
-            Some(shards) => tokio::spawn(shards.take_posts(handed.fanout, stop.clone())),
-            None => tokio::spawn(fan_out.take_posts(handed.fanout, stop.clone())),
-        },
+    // Fan-out (the shared one, or this node's scheduler) first, then the archive's tap.
+    let fan_out: Arc<dyn FanOut> = match &shards {
+        Some(shards) => shards.clone(),
+        None => Arc::new(scheduler.clone()),
     };
-    run.add(Started::new("fan-out hand-over", StopAt::Stages, stop, ()).with_task(consumer));
+    let tap = archive.map(|sender| Arc::new(sender) as Arc<dyn herald_stage::Tap>);
+    run.add(herald_stage::fan_out::start(
+        handed.fanout,
+        fan_out,
+        tap,
+        with_delivery.child_token(),
+    ));
     let digests = match config.digest.enabled && config.archive.enabled {
         true => {
             let paths = herald_digest::DigestPaths {

@@ -51,3 +51,11 @@ pub fn start(
             Box::pin(async move { me.finish().await })
         }))
 }
+
+/// The shared fan-out as fan-out: the one fan-out consumer (`herald_stage::fan_out`) hands it
+/// the posts enqueue hands over (list posts to the shared store, the rest to this node).
+impl herald_stage::FanOut for Shards {
+    fn submit(&self, post: SpooledPost) {
+        Shards::submit(self, post)
+    }
+}

@@ -10,8 +10,10 @@
 //! This crate stands on the stores every stage stands on anyway (the directory, the spool,
 //! telemetry), just above them in the flow, and knows no stage.
 
+pub mod fan_out;
 mod running;
 
+pub use fan_out::{FanOut, Tap};
 pub use running::{blocking_until, join_until, until, Running, DELIVERY, HANDOFF, TAIL};
 
 use herald_directory::Directory;
