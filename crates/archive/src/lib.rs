@@ -34,7 +34,7 @@ pub mod uids;
 pub mod web;
 
 pub use config::ArchiveSection;
-pub use start::start;
+pub use start::{archived_at, start, web};
 pub use store::{
     Archive, Filters, MessageSummary, Month, Privacy, Scope, SearchOrder, SearchPage, StoredMessage,
 };

@@ -89,6 +89,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
     let mut recovered = cx.recovered_posts().to_vec();
     let shared = herald_shards::prepare(config.cluster.shared_fanout, &mut recovered);
     let dkim = config.dkim_keys()?;
+    let archive_cfg = parts::archive_config(config);
     let deps = SchedulerDeps {
         directory: cx.directory.clone(),
         spool: cx.spool.clone(),
@@ -98,7 +99,10 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         list_ctx: ListContext {
             unsubscribe_base_url: config.public_base_url(),
             archive_url: config.http.archive_url(),
-            archived_at: parts::archived_at(config)?,
+            archived_at: match config.archive.enabled {
+                true => Some(herald_archive::archived_at(&archive_cfg)?),
+                false => None,
+            },
             secret: cx.secret.clone(),
             dkim: dkim.clone(),
             authserv_id: config.hostname.clone(),
@@ -171,10 +175,17 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
     // Freed heap back to the system (bulk imports left it resident).
     run.add(Started::spawn("memory", StopAt::Stages, crate::memory::run));
     let archive = match config.archive.enabled {
-        true => Some(run.add(herald_archive::start(&cx, parts::archive_config(config))?)),
+        true => Some(run.add(herald_archive::start(&cx, archive_cfg.clone())?)),
         false => None,
     };
-    let web_archive = parts::web_archive(config, &cx, archive.as_ref().map(|a| a.stats()))?;
+    let web_archive = match &archive {
+        Some(writer) => Some(Arc::new(herald_archive::web(
+            &cx,
+            &archive_cfg,
+            Some(writer),
+        )?)),
+        None => None,
+    };
     let archive_committed = archive.as_ref().map(|a| a.committed());
     // Fan-out (the shared one, or this node's scheduler) first, then the archive's tap.
     let fan_out: Arc<dyn FanOut> = match &shards {

@@ -35,42 +35,6 @@ pub(super) fn open_egress(config: &Config) -> Result<Option<herald_egress::Egres
     Ok(Some(egress))
 }
 
-/// `Archived-At` for fan-out (RFC 5064): a read connection of its own to the archive, asked once
-/// per post whether the list's archive is public (a primary-key read; privacy can change while
-/// the server runs, `herald archive privacy`). `None` with the archive off.
-pub(super) fn archived_at(
-    config: &Config,
-) -> Result<Option<herald_fanout::ArchivedAt>, ServerError> {
-    let a = &config.archive;
-    if !a.enabled {
-        return Ok(None);
-    }
-    let db = herald_archive::Archive::open(&config.data_dir.join("archive.db"))?
-        .with_default_privacy(a.default_privacy);
-    let db = std::sync::Mutex::new(db);
-    let base = config.public_base_url();
-    Ok(Some(Arc::new(
-        move |list: &herald_types::Address, mid: &str| {
-            let key = list.to_string().to_lowercase();
-            let privacy = db
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .privacy(&key);
-            match privacy {
-                Ok(herald_archive::Privacy::Public) => Some(herald_fanout::ArchivePage {
-                    message: herald_archive::stage::message_url(&base, &key, mid),
-                    list: herald_archive::stage::list_url(&base, &key),
-                }),
-                Ok(_) => None,
-                Err(e) => {
-                    tracing::warn!(list = %key, error = %e, "archive privacy unknown: no Archived-At");
-                    None
-                }
-            }
-        },
-    )))
-}
-
 /// The arrival check with its own resolver (mail-auth's, through the same `[dns]` servers).
 pub(super) fn arrival_check(config: &Config) -> Result<ArrivalCheck, ServerError> {
     let d = &config.dns;
@@ -127,53 +91,6 @@ pub(super) fn archive_config(config: &Config) -> herald_archive::stage::StageCon
         // Archived-At names the web archive's page (served for public lists).
         public_base_url: Some(config.public_base_url()),
     }
-}
-
-/// The web archive's read connection (`[archive] enabled`), with who may read a `members`
-/// archive and the language of its pages.
-pub(super) fn web_archive(
-    config: &Config,
-    cx: &StartCx,
-    writer_stats: Option<Arc<herald_archive::metrics::WriterStats>>,
-) -> Result<Option<Arc<herald_archive::web::WebArchive>>, ServerError> {
-    if !config.archive.enabled {
-        return Ok(None);
-    }
-    let web = herald_archive::web::WebArchive::new(
-        herald_archive::Archive::open(&config.data_dir.join("archive.db"))?
-            .with_default_privacy(config.archive.default_privacy),
-    );
-    // Members read a `members` archive with the key on their subscriptions page,
-    // while the directory says they are still enabled members.
-    let dir = cx.directory.clone();
-    let web = web.with_member_keys(herald_archive::web::MemberKeys {
-        secret: cx.secret.clone(),
-        is_member: Arc::new(move |list, who| match dir.list_by_address(list) {
-            Ok(Some(l)) => {
-                matches!(dir.member(l.id, who), Ok(Some(m)) if m.status.is_enabled())
-            }
-            _ => false,
-        }),
-    });
-    // A list's pages in its language (a member reading with their key: their own)
-    // with the list's own texts; a store error falls back to the list's language and
-    // the shipped texts, an unknown list to the browser's language.
-    let dir = cx.directory.clone();
-    let web = web.with_words(Arc::new(move |list, who| {
-        let l = dir.list_by_address(list).ok()??;
-        let lang = match who {
-            Some(who) => dir
-                .language_for(&l, who)
-                .unwrap_or_else(|_| l.settings.language.clone()),
-            None => l.settings.language.clone(),
-        };
-        let overrides = dir.overrides(l.id).unwrap_or_default();
-        Some((lang, overrides))
-    }));
-    Ok(Some(Arc::new(match writer_stats {
-        Some(stats) => web.with_writer_stats(stats),
-        None => web,
-    })))
 }
 
 /// TLS reporting (RFC 8460), opened: reports are signed with the first `[dkim]` domain's key
