@@ -5,6 +5,9 @@
 use crate::config::{Config, ConfigError};
 use crate::ServerError;
 use herald_enqueue::{ArrivalCheck, ArrivalSetupError, Enqueuer};
+use herald_fanout::ListContext;
+use herald_lists::Lists;
+use herald_scheduler::{Scheduler, SchedulerDeps};
 use herald_stage::StartCx;
 use std::sync::Arc;
 use std::time::Duration;
@@ -123,4 +126,151 @@ pub(super) fn dedup_flusher(
     herald_stage::Started::spawn("dedup flusher", herald_stage::StopAt::Stages, move |stop| {
         herald_enqueue::dedup::run_flusher(dedup, every, stop)
     })
+}
+
+/// What step 1 opened, and the channel ends, that the scheduler is started with.
+pub(super) struct Wires {
+    pub resolver: Arc<herald_routing::MxResolver>,
+    pub dedup: herald_enqueue::DedupStore,
+    pub dkim: herald_auth::DkimKeys,
+    pub failures: tokio::sync::mpsc::Sender<herald_types::FailedCopy>,
+    pub tls_sessions: Option<tokio::sync::mpsc::Sender<herald_types::TlsSessionRecord>>,
+}
+
+/// The scheduler's dependencies: the stores, the client settings, what every copy is
+/// built with, where it reports failures, TLS sessions and (shared fan-out) final outcomes.
+pub(super) fn scheduler_deps(
+    config: &Config,
+    cx: &StartCx,
+    wires: Wires,
+    archive: &herald_archive::stage::StageConfig,
+    finals: Option<Arc<dyn herald_scheduler::FinalSink>>,
+) -> Result<SchedulerDeps, ServerError> {
+    Ok(SchedulerDeps {
+        directory: cx.directory.clone(),
+        spool: cx.spool.clone(),
+        telemetry: cx.telemetry.clone(),
+        resolver: wires.resolver,
+        client: config.client_config(),
+        list_ctx: ListContext {
+            unsubscribe_base_url: config.public_base_url(),
+            archive_url: config.http.archive_url(),
+            archived_at: match config.archive.enabled {
+                true => Some(herald_archive::archived_at(archive)?),
+                false => None,
+            },
+            secret: cx.secret.clone(),
+            dkim: wires.dkim,
+            authserv_id: config.hostname.clone(),
+        },
+        failures: Some(wires.failures),
+        dedup: Some(wires.dedup),
+        health_path: Some(config.data_dir.join("host-health.json")),
+        deferred_dir: Some(config.data_dir.join("deferred")),
+        mta_sts_path: Some(config.data_dir.join("mta-sts.json")),
+        tls_sessions: wires.tls_sessions,
+        egress: open_egress(config)?,
+        finals,
+    })
+}
+
+/// The shared fan-out's dependencies (`[cluster] shared_fanout`).
+pub(super) fn shards_deps(
+    config: &Config,
+    cx: &StartCx,
+    scheduler: &Scheduler,
+    cluster: &herald_cluster::Cluster,
+    prepared: &herald_shards::Prepared,
+) -> herald_shards::ShardsDeps {
+    herald_shards::ShardsDeps {
+        directory: cx.directory.clone(),
+        spool: cx.spool.clone(),
+        telemetry: cx.telemetry.clone(),
+        scheduler: scheduler.clone(),
+        tracker: prepared.tracker.clone(),
+        node: cluster.node_id().to_string(),
+        cfg: config.cluster.clone(),
+    }
+}
+
+/// The one enqueue path, filling the hand-off's `backlog`.
+pub(super) fn enqueuer(
+    config: &Config,
+    cx: &StartCx,
+    backlog: herald_enqueue::Backlog,
+    shards: &Option<Arc<herald_shards::Shards>>,
+    cluster: &herald_cluster::Cluster,
+    dedup: &herald_enqueue::DedupStore,
+) -> Result<Arc<Enqueuer>, ServerError> {
+    Ok(Arc::new(Enqueuer {
+        directory: cx.directory.clone(),
+        spool: cx.spool.clone(),
+        telemetry: cx.telemetry.clone(),
+        max_message_bytes: config.smtp_in.limits.max_message_octets,
+        dedup: Some(dedup.clone()),
+        arrival: arrival_check(config)?,
+        backlog,
+        post_rate: Default::default(),
+        content_filter: content_filter(config)?,
+        shared: shards
+            .clone()
+            .map(|s| s as Arc<dyn herald_enqueue::SharedIntake>),
+        cluster_dedup: cluster_dedup(config, cx, cluster),
+    }))
+}
+
+/// The lists stage's handle (requests, moderation, postmaster mail, notices).
+pub(super) fn lists(config: &Config, cx: &StartCx, enqueuer: &Arc<Enqueuer>) -> Arc<Lists> {
+    Arc::new(Lists {
+        enqueuer: enqueuer.clone(),
+        postmaster: herald_lists::Postmaster::new(
+            &config.hostname,
+            config.postmaster.forward_addresses(),
+            config.postmaster.retention_days,
+        ),
+        secret: cx.secret.clone(),
+        hostname: config.hostname.clone(),
+        public_base_url: config.public_base_url(),
+        cfg: config.lists.clone(),
+        notice_rate: herald_guard::NoticeRate::new(config.notice_limits.clone()),
+    })
+}
+
+/// The digest stage's row, when the archive it reads is on (`[digest] enabled`).
+pub(super) fn digests(
+    config: &Config,
+    cx: &StartCx,
+    enqueuer: &Arc<Enqueuer>,
+) -> Result<Option<herald_stage::Started<Arc<herald_digest::Digests>>>, ServerError> {
+    if !(config.digest.enabled && config.archive.enabled) {
+        return Ok(None);
+    }
+    let paths = herald_digest::DigestPaths {
+        archive: &config.data_dir.join("archive.db"),
+        ledger: &config.data_dir.join("digest.db"),
+    };
+    herald_digest::start(
+        cx,
+        enqueuer.clone(),
+        paths,
+        config.digest.clone(),
+        config.hostname.clone(),
+    )
+    .map(Some)
+    .map_err(|e| unusable("digest", e))
+}
+
+/// Shared knowledge's dependencies (it runs when the cluster shares knowledge).
+pub(super) fn knowledge_deps(
+    config: &Config,
+    cx: &StartCx,
+    scheduler: &Scheduler,
+    cluster: &herald_cluster::Cluster,
+) -> herald_knowledge::KnowledgeDeps {
+    herald_knowledge::KnowledgeDeps {
+        directory: cx.directory.clone(),
+        scheduler: scheduler.clone(),
+        node: cluster.node_id().to_string(),
+        cfg: config.cluster.clone(),
+    }
 }
