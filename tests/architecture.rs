@@ -26,6 +26,7 @@ const FLOW: &[&str] = &[
     "herald-directory",
     "herald-spool",
     "herald-telemetry",
+    "herald-stage",
     "herald-api-types",
     "herald-guard",
     "herald-content-filter",

@@ -7,7 +7,8 @@
 //!   member has every post exactly once;
 //! - while the spool is unwritable, `/readyz` answers 503 with the reason, `/healthz` stays
 //!   200 and `herald_ready` is 0;
-//! - a start on a full disk comes up with posts refused (`452 4.3.1`), `/readyz` 503 and
+//! - a start on a full disk comes up with posts refused (`452 4.3.1` over SMTP, `503` with a
+//!   problem body over the HTTP API), `/readyz` 503 and
 //!   `/healthz` 200 (`herald probe` says the same, by its exit status), and takes posts again
 //!   by itself once space returns: each member gets the next post once.
 //!
@@ -286,6 +287,22 @@ async fn a_start_on_a_full_disk_comes_up_paused_and_resumes_when_space_returns()
         refused.starts_with("452 4.3.1"),
         "a post on a full disk gets 452 4.3.1: {refused}"
     );
+    // A post through the HTTP API meets the same disk: 503 with a problem body, so the
+    // client keeps it and retries, as an SMTP client does on 452 (not a 400 that blames the
+    // message).
+    let (status, problem) = http_bytes(
+        &format!("{}/api/v1/lists/{list}/posts", server.api),
+        message(12).into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 503, "an API post on a full disk: {problem}");
+    assert_eq!(problem["status"], 503, "a problem body: {problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("disk is full")),
+        "the problem says why: {problem}"
+    );
 
     // Space returns: ready again by itself, posts taken and delivered once.
     free_runaways(&disk);
@@ -300,8 +317,8 @@ async fn a_start_on_a_full_disk_comes_up_paused_and_resumes_when_space_returns()
     assert!(
         !copies(&world)
             .keys()
-            .any(|(mid, _)| mid == "<disk-10@outside.test>"),
-        "the refused post was not sent"
+            .any(|(mid, _)| mid == "<disk-10@outside.test>" || mid == "<disk-12@outside.test>"),
+        "the refused posts were not sent"
     );
     println!(
         "start on a full disk: answering in {up_ms} ms, /readyz 503 ({reason:?}), SMTP \

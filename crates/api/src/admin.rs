@@ -298,11 +298,7 @@ pub async fn inject(
     if body.is_empty() {
         return Err(ApiError::BadRequest("the message is empty".into()));
     }
-    let id = s
-        .injector
-        .inject(list.address, body)
-        .await
-        .map_err(ApiError::BadRequest)?;
+    let id = s.injector.inject(list.address, body).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(Injected {

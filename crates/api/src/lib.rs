@@ -73,14 +73,15 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Posts submitted over HTTP enter through the server's one enqueue path (the same one SMTP
-/// and LMTP use); the API only knows this trait.
+/// and LMTP use); the API only knows this trait. Its error is enqueue's own, mapped to an
+/// HTTP answer once (`stages.rs`), so a full disk is a 503 here as it is a 452 over SMTP.
 pub trait Injector: Send + Sync + 'static {
     /// Spools `body` as an approved post to `list` and starts its fan-out.
     fn inject(
         &self,
         list: Address,
         body: Bytes,
-    ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>>;
+    ) -> Pin<Box<dyn Future<Output = Result<PostId, herald_enqueue::EnqueueError>> + Send + '_>>;
 
     /// Spools `body` as a post held for moderation on `list` with `reason`: a held post
     /// brought over from another list server by an import.
@@ -90,7 +91,7 @@ pub trait Injector: Send + Sync + 'static {
         envelope_from: Option<Address>,
         reason: String,
         body: Bytes,
-    ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>>;
+    ) -> Pin<Box<dyn Future<Output = Result<PostId, herald_enqueue::EnqueueError>> + Send + '_>>;
 
     /// Spools a message the server itself sends to `to` from `from` (null envelope sender):
     /// the sign-in link mail.
@@ -99,7 +100,7 @@ pub trait Injector: Send + Sync + 'static {
         from: Address,
         to: Address,
         body: Bytes,
-    ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>>;
+    ) -> Pin<Box<dyn Future<Output = Result<PostId, herald_enqueue::EnqueueError>> + Send + '_>>;
 }
 
 /// What the handlers share.

@@ -739,8 +739,7 @@ pub async fn hold_imported(
     let id = s
         .injector
         .hold_imported(list.address, from, reason, body)
-        .await
-        .map_err(ApiError::BadRequest)?;
+        .await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(herald_api_types::Injected {

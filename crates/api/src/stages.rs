@@ -6,12 +6,43 @@ use crate::{ApiError, ConfirmView, Injector, ListOps, OpsFuture};
 use bytes::Bytes;
 use herald_api_types::LinkSpent;
 use herald_directory::{Consent, ConsentSource};
-use herald_enqueue::Enqueuer;
+use herald_enqueue::{EnqueueError, Enqueuer};
 use herald_lists::{Lists, ListsError};
 use herald_types::token::{Action, Confirmation};
 use herald_types::{Address, PostId};
 use std::future::Future;
 use std::pin::Pin;
+
+/// What an HTTP client is told when the spool cannot store mail (the detail goes to the log).
+pub(crate) const SPOOL_FULL: &str =
+    "the server cannot store mail right now (its data disk is full); try again later";
+/// The same for any other spool failure.
+pub(crate) const SPOOL_FAILED: &str = "the server cannot store mail right now; try again later";
+
+/// Enqueue's refusals, mapped once: what the sender must change is a 400 (as a 5xx reply over
+/// SMTP), what the server cannot do now a 503 (a 4xx over SMTP: the client keeps the message
+/// and retries), a failed task a 500.
+impl From<EnqueueError> for ApiError {
+    fn from(e: EnqueueError) -> ApiError {
+        match e {
+            EnqueueError::Directory(d) => ApiError::from(d),
+            e if e.is_storage_shortage() => {
+                tracing::warn!(error = %e, "API post refused: the spool cannot store it");
+                ApiError::Unavailable(SPOOL_FULL.into())
+            }
+            EnqueueError::Spool(e) => {
+                tracing::error!(error = %e, "API post refused: the spool failed");
+                ApiError::Unavailable(SPOOL_FAILED.into())
+            }
+            EnqueueError::Task(e) => ApiError::Internal(e.to_string()),
+            e if e.is_transient() => {
+                tracing::warn!(error = %e, "API post refused for now");
+                ApiError::Unavailable(e.to_string())
+            }
+            e => ApiError::BadRequest(e.to_string()),
+        }
+    }
+}
 
 impl From<ListsError> for ApiError {
     fn from(e: ListsError) -> ApiError {
@@ -29,12 +60,8 @@ impl Injector for Enqueuer {
         &self,
         list: Address,
         body: Bytes,
-    ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>> {
-        Box::pin(async move {
-            Enqueuer::inject(self, &list, body)
-                .await
-                .map_err(|e| e.to_string())
-        })
+    ) -> Pin<Box<dyn Future<Output = Result<PostId, EnqueueError>> + Send + '_>> {
+        Box::pin(async move { Enqueuer::inject(self, &list, body).await })
     }
 
     fn hold_imported(
@@ -43,12 +70,10 @@ impl Injector for Enqueuer {
         envelope_from: Option<Address>,
         reason: String,
         body: Bytes,
-    ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>> {
-        Box::pin(async move {
-            Enqueuer::hold_imported(self, &list, envelope_from, reason, body)
-                .await
-                .map_err(|e| e.to_string())
-        })
+    ) -> Pin<Box<dyn Future<Output = Result<PostId, EnqueueError>> + Send + '_>> {
+        Box::pin(
+            async move { Enqueuer::hold_imported(self, &list, envelope_from, reason, body).await },
+        )
     }
 
     fn send_mail(
@@ -56,7 +81,7 @@ impl Injector for Enqueuer {
         from: Address,
         to: Address,
         body: Bytes,
-    ) -> Pin<Box<dyn Future<Output = Result<PostId, String>> + Send + '_>> {
+    ) -> Pin<Box<dyn Future<Output = Result<PostId, EnqueueError>> + Send + '_>> {
         Box::pin(async move {
             self.enqueue(herald_enqueue::Submission::Server {
                 from,
@@ -66,7 +91,6 @@ impl Injector for Enqueuer {
                 body,
             })
             .await
-            .map_err(|e| e.to_string())
         })
     }
 }

@@ -2,9 +2,10 @@
 //! in one SQLite database (`archive.db` in the data directory) — never a file per message
 //! (seeds/002: millions of small files are the slow path of a mail system).
 //!
-//! Place in the flow: with the archive on, this crate's [`stage::intake`] loop takes the list
-//! posts enqueue hands over, gives each to fan-out first and then to the writer (its own
-//! thread, a bounded channel, group commit), so archiving never waits inside fan-out. The CLI
+//! Place in the flow: with the archive on, it is the tap of the one fan-out consumer
+//! (`herald_stage::fan_out`): each list post enqueue hands over goes to fan-out first and
+//! then to the writer (its own thread, a bounded channel, group commit), so archiving never
+//! waits inside fan-out. The CLI
 //! (`herald archive …`) opens the same store.
 //!
 //! - [`store`]: the database — compressed bodies (deflate), an overview index by list, month,
@@ -27,11 +28,13 @@ pub mod mbox;
 pub mod metrics;
 pub mod parse;
 pub mod stage;
+mod start;
 pub mod store;
 pub mod uids;
 pub mod web;
 
 pub use config::ArchiveSection;
+pub use start::{archived_at, start, web};
 pub use store::{
     Archive, Filters, MessageSummary, Month, Privacy, Scope, SearchOrder, SearchPage, StoredMessage,
 };

@@ -1,6 +1,6 @@
-//! The archive stage of the running server: [`intake`], the loop that takes each list post
-//! enqueue hands to fan-out, gives it to fan-out first and then to the writer, so a post's
-//! fan-out never waits for the archive; and the writer, a thread of its own fed by a bounded
+//! The archive stage of the running server: the tap of the fan-out consumer
+//! (`herald_stage::fan_out`), which gives each list post enqueue hands over to fan-out first
+//! and then to the writer, so a post's fan-out never waits for the archive; and the writer, a thread of its own fed by a bounded
 //! channel, which stores what has queued up in one transaction (group commit: one fsync for
 //! many posts).
 //!
@@ -75,26 +75,15 @@ impl ArchiveSender {
     }
 }
 
-/// The archive stage's loop (with the archive on, it stands between enqueue and fan-out):
-/// each post from `posts` goes to `fan_out` first, then to the writer. It waits only when
-/// the writer is `capacity` posts behind; it ends at `stop` or when enqueue hangs up, and
-/// then drops its sender, which lets the writer finish what was queued.
-pub async fn intake(
-    mut posts: mpsc::Receiver<SpooledPost>,
-    fan_out: impl Fn(SpooledPost) + Send,
-    archive: ArchiveSender,
-    stop: tokio_util::sync::CancellationToken,
-) {
-    loop {
-        let post = tokio::select! {
-            _ = stop.cancelled() => break,
-            post = posts.recv() => match post {
-                Some(post) => post,
-                None => break,
-            },
-        };
-        fan_out(post.clone());
-        archive.archive(&post).await;
+/// The archive as the fan-out consumer's tap (`herald_stage::fan_out`): each post goes to
+/// fan-out first, then here. It waits only when the writer is `capacity` posts behind; when
+/// the consumer ends it drops this sender, which lets the writer finish what was queued.
+impl herald_stage::Tap for ArchiveSender {
+    fn take<'a>(
+        &'a self,
+        post: &'a SpooledPost,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>> {
+        Box::pin(self.archive(post))
     }
 }
 

@@ -329,3 +329,28 @@ fn unmatched() -> Processed {
         disabled: false,
     }
 }
+
+/// Starts the bounce stage as a row of the running table: the bounces the spool recovered
+/// first, then spooled bounces from `posts` and our own failed copies from `failures`; newly
+/// disabled members go to `disabled`. Stopped with the other stages, after delivery, whose
+/// report loop has handed it every failure.
+pub fn start(
+    cx: &herald_stage::StartCx,
+    posts: mpsc::Receiver<SpooledPost>,
+    failures: mpsc::Receiver<FailedCopy>,
+    disabled: mpsc::Sender<DisabledMember>,
+) -> herald_stage::Started {
+    let stage = BounceStage {
+        directory: cx.directory.clone(),
+        spool: cx.spool.clone(),
+        disabled: Some(disabled),
+        complaints: Some(ComplaintContext {
+            secret: cx.secret.clone(),
+            telemetry: cx.telemetry.clone(),
+        }),
+    };
+    let recovered = cx.recovered(PostKind::Bounce);
+    herald_stage::Started::spawn("bounce", herald_stage::StopAt::Stages, |stop| {
+        stage.run(recovered, posts, failures, stop)
+    })
+}

@@ -75,6 +75,13 @@ impl Default for ClusterConfig {
 }
 
 impl ClusterConfig {
+    /// Whether this node shares what it learns (Message-IDs seen, hosts found down) with
+    /// the others: only on a PostgreSQL store (a SQLite node has nobody to tell) with
+    /// `shared_knowledge` on.
+    pub fn shares_knowledge(&self, directory: &herald_directory::Directory) -> bool {
+        directory.store_kind() == herald_directory::StoreKind::Postgres && self.shared_knowledge
+    }
+
     /// Checks the section once at start; errors name their key.
     pub fn check(&self) -> Result<(), String> {
         if self.heartbeat_interval_secs == 0

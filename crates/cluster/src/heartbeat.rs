@@ -35,3 +35,11 @@ pub async fn run(cluster: Arc<Cluster>, stop: CancellationToken) {
         Err(e) => tracing::warn!(error = %e, "leave task failed"),
     }
 }
+
+/// The heartbeat as a row of the running table: the last thing stopped, so the node is
+/// `running` while it drains and `left` once it is done (this task's end writes it).
+pub fn start(cluster: Arc<Cluster>) -> herald_stage::Started {
+    herald_stage::Started::spawn("cluster heartbeat", herald_stage::StopAt::Leave, |stop| {
+        run(cluster, stop)
+    })
+}

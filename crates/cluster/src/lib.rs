@@ -26,4 +26,5 @@ mod registry;
 
 pub use config::ClusterConfig;
 pub use error::ClusterError;
+pub use heartbeat::start;
 pub use registry::{Cluster, Identity, NodeLiveness, NodeStatus};

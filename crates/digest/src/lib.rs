@@ -16,9 +16,11 @@
 
 pub mod build;
 pub mod stage;
+mod start;
 pub mod state;
 
 pub use stage::{DigestConfig, Digests, SentDigest};
+pub use start::{start, DigestPaths};
 
 /// Why a digest operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -246,6 +246,30 @@ pub async fn run(mut queue: BacklogQueue, handoff: Handoff, stop: CancellationTo
     }
 }
 
+/// What the hand-off stage offers: the backlog enqueue fills (acknowledged posts waiting for
+/// their stage) and the receiving ends of the hand-over, for the stages downstream.
+pub struct HandoffStarted {
+    pub backlog: Backlog,
+    pub handed: crate::HandoffReceivers,
+}
+
+/// Starts the hand-off: a backlog sized by `cfg` and the task that hands each acknowledged
+/// post to the stage that owns its kind. The first stage stopped after the listeners: what it
+/// still holds stays in the spool for the next start.
+pub fn start(cfg: &IntakeSection) -> herald_stage::Started<HandoffStarted> {
+    let (handoff, handed) = Handoff::channels(crate::HANDOFF_CAPACITY);
+    let (backlog, queue) = Backlog::new(cfg);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(run(queue, handoff, stop.clone()));
+    herald_stage::Started::new(
+        "hand-off",
+        herald_stage::StopAt::Handoff,
+        stop,
+        HandoffStarted { backlog, handed },
+    )
+    .with_task(task)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

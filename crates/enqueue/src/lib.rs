@@ -37,7 +37,7 @@ pub mod pressure;
 mod shared;
 
 pub use arrival::{ArrivalCheck, LmtpClients, Source};
-pub use backlog::{Backlog, BacklogQueue, IntakeSection};
+pub use backlog::{start, Backlog, BacklogQueue, HandoffStarted, IntakeSection};
 pub use cluster_dedup::ClusterDedup;
 pub use config::{ArrivalSetupError, AuthSection, ComplaintsSection};
 pub use dedup::{DedupConfig, DedupError, DedupStore, Seen};

@@ -151,3 +151,19 @@ pub async fn run(k: Arc<Knowledge>, stop: CancellationToken) {
         }
     }
 }
+
+/// Starts shared knowledge when the cluster shares it ([`ClusterConfig::shares_knowledge`]);
+/// otherwise a row with nothing running. `stop` is the scheduler's: its exchanges go through
+/// the actor's inbox, so it ends with the scheduler.
+pub fn start(
+    deps: KnowledgeDeps,
+    stop: CancellationToken,
+) -> herald_stage::Started<Option<Arc<Knowledge>>> {
+    let at = herald_stage::StopAt::Stages;
+    if !deps.cfg.shares_knowledge(&deps.directory) {
+        return herald_stage::Started::new("shared knowledge", at, stop, None);
+    }
+    let k = Knowledge::new(deps);
+    let task = tokio::spawn(run(k.clone(), stop.clone()));
+    herald_stage::Started::new("shared knowledge", at, stop, Some(k)).with_task(task)
+}

@@ -33,5 +33,5 @@ pub use config::{ListsConfig, PostmasterSection, MAX_POSTMASTER_FORWARD};
 pub use error::ListsError;
 pub use postmaster::{unhandled as unhandled_postmaster_mail, Postmaster, HANDLED};
 pub use requests::{Command, Request, MAX_LINE_CHARS};
-pub use stage::{run_disabled_notices, Lists, DISABLED_QUEUE_CAPACITY};
+pub use stage::{run_disabled_notices, start, Lists, DISABLED_QUEUE_CAPACITY};
 pub use subscription::{WelcomeBatch, MAX_WELCOME_PAGE};

@@ -208,3 +208,22 @@ pub async fn run_disabled_notices(
         }
     }
 }
+
+/// Starts the lists stage as a row of the running table: the requests and postmaster mail the
+/// spool recovered (postmaster mail stored but not yet forwarded or kept when the server
+/// stopped) first, then what enqueue hands over on `posts`; and the notices to members the
+/// bounce stage disables, from `disabled`.
+pub fn start(
+    cx: &herald_stage::StartCx,
+    lists: Arc<Lists>,
+    posts: mpsc::Receiver<SpooledPost>,
+    disabled: mpsc::Receiver<DisabledMember>,
+) -> herald_stage::Started<Arc<Lists>> {
+    let mut recovered = cx.recovered(PostKind::Request);
+    recovered.extend(crate::postmaster::unhandled(cx.recovered_posts()));
+    let stop = CancellationToken::new();
+    let run = tokio::spawn(lists.clone().run(recovered, posts, stop.clone()));
+    let notices = tokio::spawn(run_disabled_notices(lists.clone(), disabled, stop.clone()));
+    herald_stage::Started::new("lists", herald_stage::StopAt::Stages, stop, lists)
+        .with_tasks([run, notices])
+}

@@ -123,6 +123,28 @@ pub struct Scheduler {
     shutdown: CancellationToken,
 }
 
+/// This node's scheduler as fan-out: the one fan-out consumer (`herald_stage::fan_out`)
+/// hands it the posts enqueue hands over.
+impl herald_stage::FanOut for Scheduler {
+    fn submit(&self, post: SpooledPost) {
+        Scheduler::submit(self, post)
+    }
+}
+
+/// Starts delivery as a row of the running table: the scheduler resumes `recovered` and
+/// runs until the drain reaches [`herald_stage::StopAt::Delivery`]; its workers then finish
+/// their batch and every reported outcome is journaled before the task ends.
+pub fn start(
+    cfg: SchedulerConfig,
+    deps: SchedulerDeps,
+    recovered: Vec<RecoveredPost>,
+) -> herald_stage::Started<Scheduler> {
+    let stop = CancellationToken::new();
+    let (scheduler, task) = Scheduler::start(cfg, deps, recovered, stop.clone());
+    herald_stage::Started::new("scheduler", herald_stage::StopAt::Delivery, stop, scheduler)
+        .with_task(task)
+}
+
 impl Scheduler {
     /// Starts the actor and the report loop, and resumes every recovered post. The returned task
     /// ends after `shutdown` is cancelled and in-flight work is reported and journaled.
@@ -246,21 +268,6 @@ impl Scheduler {
             .as_ref()
             .map(|e| e.sources(herald_egress::utc_day(herald_types::unix_ms_now())))
             .unwrap_or_default()
-    }
-
-    /// The scheduler's intake loop: takes the posts enqueue hands over (list posts and
-    /// generated mail) and starts their expansion, until the scheduler stops. A post not taken
-    /// by then is durable and resumed at the next start.
-    pub async fn take_posts(self, mut posts: mpsc::Receiver<SpooledPost>, stop: CancellationToken) {
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                post = posts.recv() => match post {
-                    Some(post) => self.submit(post),
-                    None => break,
-                },
-            }
-        }
     }
 
     /// Fans out a freshly spooled post. List posts go to the members, generated mail to its

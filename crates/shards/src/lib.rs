@@ -48,9 +48,11 @@ pub mod metrics;
 mod node;
 mod publisher;
 mod share;
+mod start;
 mod tracker;
 
 pub use error::ShardError;
 pub use node::{DrainReport, Shards, ShardsDeps};
 pub use publisher::split_recovered;
+pub use start::{prepare, start, Prepared};
 pub use tracker::Tracker;

@@ -239,23 +239,6 @@ impl Shards {
         }
     }
 
-    /// Enqueue's hand-over loop in shared mode (the intake without the archive).
-    pub async fn take_posts(
-        self: Arc<Self>,
-        mut posts: mpsc::Receiver<SpooledPost>,
-        stop: CancellationToken,
-    ) {
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                post = posts.recv() => match post {
-                    Some(post) => self.submit(post),
-                    None => break,
-                },
-            }
-        }
-    }
-
     /// The node's loop: every interval, report and renew; then (unless draining) claim.
     async fn run(self: Arc<Self>, stop: CancellationToken) {
         let node = self.node.clone();

@@ -20,4 +20,4 @@ pub use herald_routing::tlsrpt_record as record;
 pub mod report;
 pub mod stage;
 
-pub use stage::{SentReport, TlsReportConfig, TlsReportError, TlsReporting};
+pub use stage::{start, SentReport, TlsReportConfig, TlsReportError, TlsReporting};

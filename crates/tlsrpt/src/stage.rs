@@ -588,3 +588,17 @@ fn day_start(day: &str) -> Option<i64> {
         .ok()?;
     Some(start.as_second())
 }
+
+/// Runs `reporting` as a row of the running table: it counts what the scheduler's sessions
+/// report on `sessions` and sends the daily reports; stopped with the other stages (it
+/// flushes once more then).
+pub fn start(
+    reporting: Arc<TlsReporting>,
+    sessions: mpsc::Receiver<TlsSessionRecord>,
+) -> herald_stage::Started<Arc<TlsReporting>> {
+    let r = reporting.clone();
+    herald_stage::Started::spawn("TLS reports", herald_stage::StopAt::Stages, |stop| {
+        r.run(sessions, stop)
+    })
+    .map_offers(|()| reporting)
+}
