@@ -23,6 +23,7 @@ const FLOW: &[&str] = &[
     "herald-smtp",
     "herald-auth",
     "herald-sim",
+    "herald-store",
     "herald-directory",
     "herald-spool",
     "herald-telemetry",
