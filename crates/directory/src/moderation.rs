@@ -35,12 +35,7 @@ impl Directory {
     /// policy decides (`members`: an enabled member).
     pub fn may_post(&self, list: &List, sender: &Address) -> Result<PostingRight, DirectoryError> {
         let sender_text = sender.to_string();
-        let is_moderator = list
-            .settings
-            .moderators
-            .iter()
-            .any(|m| m.to_string().eq_ignore_ascii_case(&sender_text));
-        if is_moderator {
+        if list.is_moderator(sender) {
             return Ok(PostingRight::Allowed);
         }
         let membership = match self.backend() {
