@@ -26,11 +26,10 @@ use crate::arrival::{ArrivalCheck, Source};
 use crate::backlog::{Backlog, Reservation};
 use crate::cluster_dedup::Claim;
 use crate::complete::{self, complete_header};
-use crate::dedup::{DedupStore, Seen};
 use crate::error::EnqueueError;
 use bytes::Bytes;
 use herald_directory::{Directory, DirectoryError, PostingRight};
-use herald_spool::{PostKind, PostMeta, Spool, SpooledPost};
+use herald_spool::{DedupStore, PostKind, PostMeta, Seen, Spool, SpooledPost};
 use herald_telemetry::{Event, Telemetry};
 use herald_types::{
     Address, DeliveryMode, FilterVerdict, GuardAction, GuardTrip, List, ListAddressKind, ListId,

@@ -285,6 +285,14 @@ impl List {
     }
 }
 
+/// A member bounce handling has just disabled: the bounce stage reports it, the lists stage
+/// tells the member and the owner. Here, in the vocabulary, so neither stage imports the other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DisabledMember {
+    pub list: ListId,
+    pub address: Address,
+}
+
 /// Whether a member receives posts.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case", tag = "state", content = "reason")]
