@@ -292,9 +292,10 @@ impl BounceStage {
         };
         let d = self.directory.clone();
         let who = address.clone();
-        let applied =
-            tokio::task::spawn_blocking(move || d.apply_bounce(list, who.as_ref(), &event))
-                .await??;
+        let applied = tokio::task::spawn_blocking(move || {
+            d.apply_bounce(list, who.as_ref(), &event, crate::score)
+        })
+        .await??;
         if let (true, Some(tx), Some(a)) = (applied.disabled, &self.disabled, &address) {
             let report = DisabledMember {
                 list,

@@ -10,9 +10,10 @@
 //! posts waiting for their hand-off to the next stage, and the task that hands them over), `inbound` (the
 //! RCPT check and DATA hand-over: never an open relay), `eight_bit` (raw 8-bit header fields
 //! without SMTPUTF8 made 7-bit or refused), `arrival` (SPF/DKIM/ARC/DMARC once on
-//! arrival), `policy` (per-list content rules), `dedup` (the Message-ID store, kept in
-//! `herald-spool` because fan-out's expansion reads it too), `cluster_dedup` (the same
-//! Message-IDs in the shared store of a cluster), `error` (the boundary's error type).
+//! arrival), `policy` (per-list content rules), `rights` (who may post), `dedup` (the
+//! Message-ID store, kept in `herald-spool` because fan-out's expansion reads it too),
+//! `cluster_dedup` (the same Message-IDs in the shared store of a cluster), `error` (the
+//! boundary's error type).
 //!
 //! One-way arrows: this crate depends on the stores (directory, spool), telemetry, auth and
 //! the SMTP vocabulary (inbound, smtp) only. The stages downstream of it (scheduler, lists,
@@ -38,6 +39,7 @@ mod handoff;
 mod inbound;
 mod policy;
 pub mod pressure;
+mod rights;
 mod shared;
 
 pub use arrival::{ArrivalCheck, LmtpClients, Source};
@@ -51,4 +53,5 @@ pub use herald_spool::{DedupConfig, DedupError, DedupStore, Seen};
 pub use inbound::{ListHandler, PostmasterPolicy, Target};
 pub use policy::MAX_PARTS;
 pub use pressure::IntakePressure;
+pub use rights::{posting_right, PostingRight};
 pub use shared::{ShareFuture, SharedIntake};
