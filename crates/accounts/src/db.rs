@@ -58,7 +58,7 @@ CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 
 /// Opens (creating) and migrates the database.
 pub fn open(path: &Path) -> Result<Connection, AccountsError> {
-    let spec = Versioned::new("accounts database", VERSION, &migrate)
+    let spec = Versioned::steps("accounts database", VERSION, &migrate)
         // A session touch or an audit row is not worth an fsync each; WAL with NORMAL loses
         // at most the last moments on power loss, never the database.
         .synchronous(Synchronous::Normal)

@@ -219,8 +219,7 @@ pub struct Archive {
 impl Archive {
     /// Opens (creating) the archive at `path`.
     pub fn open(path: &Path) -> Result<Archive, ArchiveError> {
-        let schema = |tx: &rusqlite::Transaction<'_>, _: i64| tx.execute_batch(SCHEMA);
-        let spec = Versioned::new("archive database", SCHEMA_VERSION, &schema)
+        let spec = Versioned::schema("archive database", SCHEMA_VERSION, SCHEMA)
             .busy_timeout(std::time::Duration::from_secs(10));
         let conn = open_versioned(path, &spec)?;
         Ok(Archive {

@@ -97,11 +97,8 @@ impl Ledger {
     pub fn open(path: &Path) -> Result<Ledger, LedgerError> {
         // Synchronous FULL (the default): a commit is on disk when it returns; phase 1 must be
         // before the enqueue.
-        let schema = |tx: &rusqlite::Transaction<'_>, _: i64| tx.execute_batch(SCHEMA);
-        let conn = open_versioned(
-            path,
-            &Versioned::new("digest ledger", SCHEMA_VERSION, &schema),
-        )?;
+        let spec = Versioned::schema("digest ledger", SCHEMA_VERSION, SCHEMA);
+        let conn = open_versioned(path, &spec)?;
         Ok(Ledger { conn })
     }
 

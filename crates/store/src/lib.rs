@@ -8,4 +8,6 @@
 
 pub mod sqlite;
 
-pub use sqlite::{open_versioned, Migrate, OpenError, Synchronous, Versioned, RESTORE_BACKUP};
+pub use sqlite::{
+    open_versioned, Migrate, Migration, OpenError, Synchronous, Versioned, RESTORE_BACKUP,
+};

@@ -81,11 +81,8 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn open(path: &Path) -> Result<Ledger, LedgerError> {
-        let schema = |tx: &rusqlite::Transaction<'_>, _: i64| tx.execute_batch(SCHEMA);
-        let conn = open_versioned(
-            path,
-            &Versioned::new("TLS report ledger", SCHEMA_VERSION, &schema),
-        )?;
+        let spec = Versioned::schema("TLS report ledger", SCHEMA_VERSION, SCHEMA);
+        let conn = open_versioned(path, &spec)?;
         Ok(Ledger { conn })
     }
 

@@ -3,4 +3,6 @@
 
 mod versioned;
 
-pub use versioned::{open_versioned, Migrate, OpenError, Synchronous, Versioned, RESTORE_BACKUP};
+pub use versioned::{
+    open_versioned, Migrate, Migration, OpenError, Synchronous, Versioned, RESTORE_BACKUP,
+};

@@ -40,9 +40,17 @@ impl Synchronous {
 }
 
 /// Migrates a schema from the version found (the argument) to the owner's version, inside the
-/// open's transaction. It runs on every open, so schemas written as `CREATE … IF NOT EXISTS`
-/// may simply run their batch; numbered steps skip what `found` already has.
+/// open's transaction, on every open: numbered steps skip what `found` already has.
 pub type Migrate<'a> = &'a dyn Fn(&Transaction<'_>, i64) -> rusqlite::Result<()>;
+
+/// How a file's schema is brought up to date.
+pub enum Migration<'a> {
+    /// One batch of `CREATE … IF NOT EXISTS` statements, run on every open: safe to repeat,
+    /// and a table added to it later reaches files already stamped with the version.
+    Schema(&'static str),
+    /// Numbered steps ([`Migrate`]).
+    Steps(Migrate<'a>),
+}
 
 /// One file's needs: its name in messages, its schema version, its pragmas and its migration.
 pub struct Versioned<'a> {
@@ -58,13 +66,24 @@ pub struct Versioned<'a> {
     pub busy_timeout: Duration,
     /// `PRAGMA foreign_keys = ON` (per connection in SQLite).
     pub foreign_keys: bool,
-    pub migrate: Migrate<'a>,
+    pub migration: Migration<'a>,
 }
 
 impl<'a> Versioned<'a> {
-    /// A file that keeps state worth a backup: commits on disk when they return
-    /// ([`Synchronous::Full`]), a 5-second busy timeout, no foreign keys asked for.
-    pub fn new(what: &'static str, version: i64, migrate: Migrate<'a>) -> Versioned<'a> {
+    /// A file whose schema is one idempotent batch ([`Migration::Schema`]), with the defaults
+    /// of [`Versioned::steps`].
+    pub fn schema(what: &'static str, version: i64, sql: &'static str) -> Versioned<'a> {
+        Versioned::with(what, version, Migration::Schema(sql))
+    }
+
+    /// A file migrated by numbered steps. Defaults for state worth a backup: commits on disk
+    /// when they return ([`Synchronous::Full`]), a 5-second busy timeout, no foreign keys
+    /// asked for.
+    pub fn steps(what: &'static str, version: i64, migrate: Migrate<'a>) -> Versioned<'a> {
+        Versioned::with(what, version, Migration::Steps(migrate))
+    }
+
+    fn with(what: &'static str, version: i64, migration: Migration<'a>) -> Versioned<'a> {
         Versioned {
             what,
             version,
@@ -72,7 +91,7 @@ impl<'a> Versioned<'a> {
             synchronous: Synchronous::Full,
             busy_timeout: Duration::from_secs(5),
             foreign_keys: false,
-            migrate,
+            migration,
         }
     }
 
@@ -168,7 +187,11 @@ fn migrate(
     let tx = conn.transaction_with_behavior(behavior).map_err(sql)?;
     let found = user_version(&tx).map_err(sql)?;
     refuse_newer(path, spec, found)?;
-    (spec.migrate)(&tx, found).map_err(sql)?;
+    match &spec.migration {
+        Migration::Schema(batch) => tx.execute_batch(batch),
+        Migration::Steps(steps) => steps(&tx, found),
+    }
+    .map_err(sql)?;
     if found < spec.version {
         tx.pragma_update(None, "user_version", spec.version)
             .map_err(sql)?;
@@ -202,7 +225,7 @@ mod tests {
     const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS t (x INTEGER);";
 
     fn spec<'a>(version: i64, migrate: Migrate<'a>) -> Versioned<'a> {
-        Versioned::new("test database", version, migrate).foreign_keys()
+        Versioned::steps("test database", version, migrate).foreign_keys()
     }
 
     #[test]
@@ -229,6 +252,22 @@ mod tests {
         // Reopened: the migration sees the version it left.
         open_versioned(&path, &spec(3, &run)).expect("reopen");
         assert_eq!(seen.get(), Some(3));
+    }
+
+    #[test]
+    fn an_idempotent_schema_runs_on_every_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.db");
+        let spec = Versioned::schema("test database", 1, SCHEMA);
+        drop(open_versioned(&path, &spec).expect("open"));
+        {
+            let conn = Connection::open(&path).expect("reopen");
+            conn.execute_batch("DROP TABLE t").expect("drop");
+        }
+        let conn = open_versioned(&path, &spec).expect("open again");
+        conn.execute("INSERT INTO t VALUES (1)", [])
+            .expect("the table is back");
+        assert_eq!(user_version(&conn).expect("version"), 1);
     }
 
     #[test]

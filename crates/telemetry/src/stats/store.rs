@@ -39,8 +39,7 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, StatsError> {
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    let schema = |tx: &rusqlite::Transaction<'_>, _: i64| tx.execute_batch(SCHEMA);
-    let spec = Versioned::new("statistics database", SCHEMA_VERSION, &schema)
+    let spec = Versioned::schema("statistics database", SCHEMA_VERSION, SCHEMA)
         .remedy("move it away (it holds statistics only)")
         // Statistics want speed, not durability: see the module docs.
         .synchronous(Synchronous::Off)
