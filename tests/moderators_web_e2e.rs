@@ -26,11 +26,7 @@ async fn moderators_are_recognised_on_the_web_by_the_member_rule() {
     let world = World::start(world_config(&[Profile::Normal, Profile::Normal], true))
         .await
         .expect("world");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut config = server_config(&world, dir.path().to_path_buf());
-    config.http.admin_token = TOKEN.into();
-    config.http.local_clients = vec!["127.0.0.1".into()];
-    let server = TestServer::start(config).await;
+    let (server, _dir) = server_for_remote_browsers(&world).await;
     let api = server.api.clone();
     let (st, v) = token_call(
         "POST",
