@@ -23,6 +23,7 @@ const FLOW: &[&str] = &[
     "herald-smtp",
     "herald-auth",
     "herald-sim",
+    "herald-store",
     "herald-directory",
     "herald-spool",
     "herald-telemetry",
@@ -62,10 +63,15 @@ const FLOW: &[&str] = &[
 
 /// Pairs the FLOW order would allow but the design forbids: the bounce stage learns of our own
 /// failures as `types::FailedCopy` values, not from the scheduler's internals; the API reads
-/// tokens from `types`, not from the render library.
+/// tokens from `types`, not from the render library; and the stages below.
 const FORBIDDEN: &[(&str, &str)] = &[
     ("herald-bounce", "herald-scheduler"),
     ("herald-api", "herald-fanout"),
+    // Stages side by side learn of each other through the vocabulary (`types`) or the spool,
+    // never by importing each other: a disabled member is a `types::DisabledMember`, the
+    // Message-ID store is the spool's.
+    ("herald-lists", "herald-bounce"),
+    ("herald-scheduler", "herald-enqueue"),
 ];
 
 struct Package {

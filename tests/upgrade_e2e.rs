@@ -221,6 +221,15 @@ async fn stores_from_a_newer_herald_are_refused_with_a_clear_message() {
     set_version(&db, herald_tlsrpt::ledger::SCHEMA_VERSION + 1);
     refuses_to_start(&data, &world, &db, "TLS report ledger").await;
 
+    // And the web accounts (sessions, roles, the audit log): the same refusal, in the same
+    // words, before anything is written to the file.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    copy_tree(&fixture(), &data);
+    let db = data.join("accounts.db");
+    set_version(&db, 2);
+    refuses_to_start(&data, &world, &db, "accounts database").await;
+
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     copy_tree(&fixture(), &data);

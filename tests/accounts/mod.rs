@@ -16,6 +16,18 @@ use std::time::{Duration, Instant};
 
 pub const TOKEN: &str = "admin-token-0123456789abcdef";
 
+/// A server with the admin token set that treats only 127.0.0.1 as local, so every
+/// [`browser`] on another loopback address is a remote client; and its data directory.
+pub async fn server_for_remote_browsers(
+    world: &World,
+) -> (crate::support::TestServer, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = crate::support::server_config(world, dir.path().to_path_buf());
+    config.http.admin_token = TOKEN.into();
+    config.http.local_clients = vec!["127.0.0.1".into()];
+    (crate::support::TestServer::start(config).await, dir)
+}
+
 /// A browser on `127.0.0.<last>`, following no redirects (each is checked).
 pub fn browser(last: u8) -> reqwest::Client {
     reqwest::Client::builder()

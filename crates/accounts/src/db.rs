@@ -6,7 +6,8 @@
 //! case), so `Ann@X.test` and `ann@x.test` are one account.
 
 use crate::error::AccountsError;
-use rusqlite::Connection;
+use herald_store::{open_versioned, Synchronous, Versioned};
+use rusqlite::{Connection, Transaction};
 use std::path::Path;
 
 /// The schema this code writes.
@@ -57,30 +58,17 @@ CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
 
 /// Opens (creating) and migrates the database.
 pub fn open(path: &Path) -> Result<Connection, AccountsError> {
-    let open_err = |source| AccountsError::Open {
-        path: path.display().to_string(),
-        source,
-    };
-    let mut conn = Connection::open(path).map_err(open_err)?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(open_err)?;
-    // A session touch or an audit row is not worth an fsync each; WAL with NORMAL loses at
-    // most the last moments on power loss, never the database.
-    conn.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(open_err)?;
-    conn.pragma_update(None, "foreign_keys", "ON")
-        .map_err(open_err)?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .map_err(open_err)?;
-    let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if found > VERSION {
-        return Err(AccountsError::TooNew {
-            found,
-            known: VERSION,
-        });
-    }
+    let spec = Versioned::steps("accounts database", VERSION, &migrate)
+        // A session touch or an audit row is not worth an fsync each; WAL with NORMAL loses
+        // at most the last moments on power loss, never the database.
+        .synchronous(Synchronous::Normal)
+        .foreign_keys();
+    Ok(open_versioned(path, &spec)?)
+}
+
+/// The numbered steps from the version found; each runs once, in the open's transaction.
+fn migrate(tx: &Transaction<'_>, found: i64) -> rusqlite::Result<()> {
     if found < 1 {
-        let tx = conn.transaction()?;
         tx.execute_batch(V1)?;
         // The key that turns erased addresses in the audit log into hashes.
         let key: [u8; 32] = rand::random();
@@ -88,8 +76,6 @@ pub fn open(path: &Path) -> Result<Connection, AccountsError> {
             "INSERT INTO meta (name, value) VALUES ('erasure_key', ?1)",
             [&key[..]],
         )?;
-        tx.pragma_update(None, "user_version", 1)?;
-        tx.commit()?;
     }
-    Ok(conn)
+    Ok(())
 }

@@ -4,15 +4,11 @@
 /// What can go wrong in `accounts.db` or with an administrator's input.
 #[derive(Debug, thiserror::Error)]
 pub enum AccountsError {
-    #[error("accounts database {path}: {source}")]
-    Open {
-        path: String,
-        source: rusqlite::Error,
-    },
+    /// Opening failed, or the file is from a newer Herald (the message says what to do).
+    #[error(transparent)]
+    Open(#[from] herald_store::OpenError),
     #[error("accounts database: {0}")]
     Db(#[from] rusqlite::Error),
-    #[error("accounts database is version {found}; this Herald knows up to {known}")]
-    TooNew { found: i64, known: i64 },
     #[error("no account {0}")]
     NoSuchAccount(String),
     #[error("account {0} already exists")]

@@ -9,6 +9,7 @@
 //! handles its held posts only. A list's own `moderators` setting (who moderates by mail) makes
 //! an address its moderator here too ([`Principal::with_list_moderators`]).
 
+use herald_types::{Address, List};
 use std::collections::BTreeMap;
 
 /// A role on one list.
@@ -109,19 +110,23 @@ impl Principal {
         *e = (*e).max(role);
     }
 
-    /// Adds moderator rights on every list (canonical address) whose `moderators` setting
-    /// names this account's address.
+    /// Adds moderator rights on every list whose `moderators` setting names this account's
+    /// address, by [`List::is_moderator`]: the rule moderation by mail and posting rights use.
     pub fn with_list_moderators<'a>(
         mut self,
-        lists: impl IntoIterator<Item = (&'a str, &'a [String])>,
+        lists: impl IntoIterator<Item = &'a List>,
     ) -> Principal {
         let Actor::Account(me) = &self.actor else {
             return self;
         };
-        let me = me.clone();
-        for (list, moderators) in lists {
-            if moderators.iter().any(|m| m.eq_ignore_ascii_case(&me)) {
-                self.grant(list, Role::Moderator);
+        // The account's canonical text was an `Address` once; one that no longer parses
+        // moderates nothing.
+        let Ok(me) = Address::parse(me) else {
+            return self;
+        };
+        for list in lists {
+            if list.is_moderator(&me) {
+                self.grant(&crate::key(&list.address), Role::Moderator);
             }
         }
         self
@@ -156,8 +161,16 @@ mod tests {
             false,
             &[("dev@l.test".into(), Role::Owner)],
         );
-        let moderators = ["m@x.test".to_string()];
-        let lists = [("ops@l.test", &moderators[..])];
+        let ops_list = herald_types::List {
+            id: herald_types::ListId(1),
+            address: Address::parse("Ops@L.test").expect("list"),
+            settings: herald_types::ListSettings {
+                moderators: vec![Address::parse("M@x.test").expect("moderator")],
+                ..Default::default()
+            },
+            created_at_ms: 0,
+        };
+        let lists = [&ops_list];
         let moderator =
             Principal::account("m@x.test".into(), false, &[]).with_list_moderators(lists);
         let nobody = Principal::account("n@x.test".into(), false, &[]).with_list_moderators(lists);

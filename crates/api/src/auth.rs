@@ -192,14 +192,7 @@ async fn account_principal(s: &ApiState, address: String) -> Result<Principal, A
             .map_err(|e| ApiError::Internal(e.to_string()))?
             .unwrap_or_else(|| Principal::account(address, false, &[]));
         let lists = dir.lists()?;
-        let moderators: Vec<(String, Vec<String>)> = lists
-            .iter()
-            .map(|l| {
-                let mods = l.settings.moderators.iter().map(herald_accounts::key);
-                (herald_accounts::key(&l.address), mods.collect())
-            })
-            .collect();
-        Ok(base.with_list_moderators(moderators.iter().map(|(l, m)| (l.as_str(), m.as_slice()))))
+        Ok(base.with_list_moderators(&lists))
     })
     .await?
 }

@@ -254,14 +254,9 @@ pub struct LinkForm {
 /// True when some list's `moderators` setting names `who` (they may sign in by link without
 /// an account).
 async fn moderates_somewhere(s: &ApiState, who: &Address) -> Result<bool, ApiError> {
-    let (dir, k) = (s.directory.clone(), herald_accounts::key(who));
+    let dir = s.directory.clone();
     let lists = tokio::task::spawn_blocking(move || dir.lists()).await??;
-    Ok(lists.iter().any(|l| {
-        l.settings
-            .moderators
-            .iter()
-            .any(|m| herald_accounts::key(m) == k)
-    }))
+    Ok(lists.iter().any(|l| l.is_moderator(who)))
 }
 
 /// `POST /login/link`.

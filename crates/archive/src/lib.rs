@@ -44,12 +44,6 @@ use std::path::PathBuf;
 /// Errors of the archive boundary.
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
-    #[error("archive database {path}: {source}")]
-    Db {
-        path: PathBuf,
-        #[source]
-        source: rusqlite::Error,
-    },
     #[error("archive query: {0}")]
     Query(#[from] rusqlite::Error),
     #[error("reading {path}: {source}")]
@@ -62,13 +56,7 @@ pub enum ArchiveError {
     BadPrivacy(String),
     #[error("stored message {0} is corrupt (cannot inflate)")]
     Corrupt(i64),
-    #[error(
-        "archive database {path} has schema version {found}, written by a newer Herald; this one \
-         reads up to {supported}: upgrade Herald or restore a backup taken by this version"
-    )]
-    SchemaTooNew {
-        path: PathBuf,
-        found: i64,
-        supported: i64,
-    },
+    /// Opening failed, or the file is from a newer Herald (the message says what to do).
+    #[error(transparent)]
+    Open(#[from] herald_store::OpenError),
 }

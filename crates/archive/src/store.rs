@@ -20,6 +20,7 @@ use crate::ArchiveError;
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
 use flate2::{Compress, Compression, FlushCompress, Status};
+use herald_store::{open_versioned, Versioned};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::cell::RefCell;
 use std::io::{Read, Write};
@@ -218,34 +219,9 @@ pub struct Archive {
 impl Archive {
     /// Opens (creating) the archive at `path`.
     pub fn open(path: &Path) -> Result<Archive, ArchiveError> {
-        let db = |source| ArchiveError::Db {
-            path: path.to_path_buf(),
-            source,
-        };
-        let conn = Connection::open(path).map_err(db)?;
-        // The version first: an archive from a newer Herald is refused before anything (even
-        // the journal mode) is written to it.
-        let found: i64 = conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(db)?;
-        if found > SCHEMA_VERSION {
-            return Err(ArchiveError::SchemaTooNew {
-                path: path.to_path_buf(),
-                found,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(db)?;
-        conn.pragma_update(None, "synchronous", "FULL")
-            .map_err(db)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(db)?;
-        conn.execute_batch(SCHEMA).map_err(db)?;
-        if found < SCHEMA_VERSION {
-            conn.pragma_update(None, "user_version", SCHEMA_VERSION)
-                .map_err(db)?;
-        }
+        let spec = Versioned::schema("archive database", SCHEMA_VERSION, SCHEMA)
+            .busy_timeout(std::time::Duration::from_secs(10));
+        let conn = open_versioned(path, &spec)?;
         Ok(Archive {
             conn,
             limits: Limits::default(),

@@ -5,7 +5,8 @@
 //! scheduler's report loop hands over every copy that failed for good as data
 //! ([`herald_types::FailedCopy`], received by [`stage`]), with its [`FailureCause`]. Both become a
 //! [`Verdict`] ([`classify_message`] / [`classify_failure`]) and then a bounce event and score in
-//! the directory ([`herald_directory::Directory::apply_bounce`]). This crate does not depend on
+//! the directory ([`herald_directory::Directory::apply_bounce`], with this crate's rule,
+//! [`score`]). This crate does not depend on
 //! the scheduler: the failure vocabulary lives in `herald-types`.
 //!
 //! Herald's own verdicts are scored by their cause, never by reading our synthetic reply's text
@@ -36,10 +37,12 @@ mod dsn;
 mod error;
 pub mod heuristic;
 mod kind;
+mod score;
 pub mod stage;
 
 pub use dsn::{classify_message, parse_fields, DsnRecipient, MAX_BOUNCE_BYTES, MAX_DSN_RECIPIENTS};
 pub use kind::{kind_of_status, BounceKind, Verdict, MAX_DIAGNOSTIC_CHARS};
+pub use score::score;
 
 use herald_types::{FailureCause, NoRoute, Reply};
 

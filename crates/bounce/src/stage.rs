@@ -31,7 +31,7 @@ pub use crate::error::StageError;
 use crate::{classify_failure, classify_message, BounceKind, Verdict};
 use herald_directory::{Directory, DirectoryError, NewBounce};
 use herald_spool::{PostKind, Spool, SpooledPost};
-use herald_types::{Address, FailedCopy, FailureCause, ListId, PostId};
+use herald_types::{Address, DisabledMember, FailedCopy, FailureCause, ListId, PostId};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -44,13 +44,6 @@ pub struct Processed {
     pub counted: bool,
     /// The member was disabled by this bounce.
     pub disabled: bool,
-}
-
-/// A member bounce handling has just disabled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DisabledMember {
-    pub list: ListId,
-    pub address: Address,
 }
 
 /// The stage's dependencies.
@@ -299,9 +292,10 @@ impl BounceStage {
         };
         let d = self.directory.clone();
         let who = address.clone();
-        let applied =
-            tokio::task::spawn_blocking(move || d.apply_bounce(list, who.as_ref(), &event))
-                .await??;
+        let applied = tokio::task::spawn_blocking(move || {
+            d.apply_bounce(list, who.as_ref(), &event, crate::score)
+        })
+        .await??;
         if let (true, Some(tx), Some(a)) = (applied.disabled, &self.disabled, &address) {
             let report = DisabledMember {
                 list,

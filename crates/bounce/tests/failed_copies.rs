@@ -145,7 +145,9 @@ async fn an_expired_copy_counts_as_its_own_soft_kind_and_disables_at_the_thresho
         at_ms: yesterday,
     };
     let bob = a("bob@x.test");
-    let applied = w.directory.apply_bounce(w.list, Some(&bob), &earlier);
+    let applied = w
+        .directory
+        .apply_bounce(w.list, Some(&bob), &earlier, herald_bounce::score);
     assert!(applied.expect("applied").counted);
     let p = w.stage.process_failure(failed(&w, expired)).await;
     let p = p.expect("processed").expect("scored");

@@ -20,6 +20,7 @@
 //!
 //! SECURITY: holds only numbers and our own Message-IDs; nothing from the network.
 
+use herald_store::{open_versioned, Versioned};
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::path::Path;
 
@@ -55,11 +56,9 @@ pub struct Taken {
 pub enum LedgerError {
     #[error("digest ledger: {0}")]
     Sql(#[from] rusqlite::Error),
-    #[error(
-        "digest ledger has schema version {found}, written by a newer Herald; this one reads \
-         up to {supported}: upgrade Herald or restore a backup taken by this version"
-    )]
-    SchemaTooNew { found: i64, supported: i64 },
+    /// Opening failed, or the file is from a newer Herald (the message says what to do).
+    #[error(transparent)]
+    Open(#[from] herald_store::OpenError),
 }
 
 /// The ledger's schema version (SQLite `user_version`): 1 is the schema below. A later change
@@ -96,24 +95,10 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn open(path: &Path) -> Result<Ledger, LedgerError> {
-        let conn = Connection::open(path)?;
-        // The version first: a ledger from a newer Herald is refused before anything (even
-        // the journal mode) is written to it.
-        let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if found > SCHEMA_VERSION {
-            return Err(LedgerError::SchemaTooNew {
-                found,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        // FULL: a commit is on disk when it returns; phase 1 must be before the enqueue.
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        conn.execute_batch(SCHEMA)?;
-        if found < SCHEMA_VERSION {
-            conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-        }
+        // Synchronous FULL (the default): a commit is on disk when it returns; phase 1 must be
+        // before the enqueue.
+        let spec = Versioned::schema("digest ledger", SCHEMA_VERSION, SCHEMA);
+        let conn = open_versioned(path, &spec)?;
         Ok(Ledger { conn })
     }
 

@@ -1,9 +1,8 @@
 //! Bounce history and scores (schema version 2), and the per-member preferences fan-out reads.
 //!
-//! Scoring: each counted bounce adds its weight (the bounce stage passes hard 1.0,
-//! soft 0.5, 0 for kinds that never count); a member's score rises at most once per
-//! [`DAY_MS`]; a score whose last counted bounce is older than the list's `bounce_stale_days`
-//! starts again from zero; at `bounce_threshold` the member is disabled with the reason recorded.
+//! Scoring: the rule is the bounce stage's (`herald_bounce::score`: weights, once per
+//! [`DAY_MS`], stale scores, the threshold), passed in as a [`ScoreRule`]; this module reads the
+//! member and its score, asks the rule, and stores the score, the disabling and the event.
 //! Everything happens in one IMMEDIATE transaction, so two bounces racing cannot both count.
 //!
 //! Invariants: an event only ever changes the member it names, on the list it names; list
@@ -84,7 +83,8 @@ pub struct BounceScore {
     pub last_counted_ms: u64,
 }
 
-pub(crate) fn cap(s: &str) -> String {
+/// A classifier's word cut for storage: no control characters, at most 256 characters.
+pub fn cap(s: &str) -> String {
     s.chars()
         .filter(|c| !c.is_control())
         .take(MAX_TEXT_CHARS)
@@ -114,14 +114,15 @@ pub(crate) const EVENT_COLUMNS: &str =
 
 impl Directory {
     /// Records a bounce for `address` on `list` (or, with `None`, against the list's reputation)
-    /// and applies the scoring rules. See the module doc.
+    /// and applies the scoring `rule` (the bounce stage's) in the same transaction.
     pub fn apply_bounce(
         &self,
         list: ListId,
         address: Option<&Address>,
         b: &NewBounce,
+        rule: ScoreRule,
     ) -> Result<BounceApplied, DirectoryError> {
-        let store = sqlite_or!(self, pg => pg.apply_bounce(list, address, b));
+        let store = sqlite_or!(self, pg => pg.apply_bounce(list, address, b, rule));
         store.write(|tx| {
             let settings = list_by_id_on(tx, list)?
                 .ok_or_else(|| DirectoryError::no_such_list(list))?
@@ -140,7 +141,12 @@ impl Directory {
                 Some(_) => score_on(tx, list, &addr)?,
                 None => None,
             };
-            let scored = score(member.as_ref(), prior, &settings, b);
+            let scored = rule(ScoreInput {
+                member: member.as_ref(),
+                prior,
+                settings: &settings,
+                bounce: b,
+            });
             if scored.out.counted {
                 tx.prepare_cached(
                     "INSERT INTO bounce_scores (list_id, address, score, last_counted_ms) \
@@ -316,53 +322,26 @@ impl Directory {
     }
 }
 
-/// What the scoring rules decide for one bounce (pure; both backends store it).
-pub(crate) struct Scored {
-    pub(crate) out: BounceApplied,
-    /// `Some(reason)`: disable the member with this reason.
-    pub(crate) disable: Option<String>,
+/// What a scoring rule sees of one bounce: the member (`None` when the address is not a
+/// member, else its disabled reason, `None` meaning enabled), its stored score, the list's
+/// settings and the bounce.
+pub struct ScoreInput<'a> {
+    pub member: Option<&'a Option<String>>,
+    pub prior: Option<BounceScore>,
+    pub settings: &'a herald_types::ListSettings,
+    pub bounce: &'a NewBounce,
 }
 
-/// The scoring rules of the module doc. `member`: `None` when the address is not a member,
-/// else its disabled reason (`None`: enabled); `prior`: its stored score.
-pub(crate) fn score(
-    member: Option<&Option<String>>,
-    prior: Option<BounceScore>,
-    settings: &herald_types::ListSettings,
-    b: &NewBounce,
-) -> Scored {
-    let mut out = BounceApplied {
-        member_found: member.is_some(),
-        counted: false,
-        score: 0.0,
-        disabled: false,
-    };
-    let mut disable = None;
-    if let Some(reason) = member {
-        let stale_ms = u64::from(settings.bounce_stale_days).saturating_mul(DAY_MS);
-        let mut score = match prior {
-            Some(p) if b.at_ms.saturating_sub(p.last_counted_ms) <= stale_ms => p.score,
-            _ => 0.0,
-        };
-        let due = prior.is_none_or(|p| b.at_ms.saturating_sub(p.last_counted_ms) >= DAY_MS);
-        if b.weight > 0.0 && reason.is_none() && due {
-            score += b.weight;
-            out.counted = true;
-        }
-        out.score = score;
-        let threshold = f64::from(settings.bounce_threshold);
-        if out.counted && threshold > 0.0 && score >= threshold {
-            let why = format!(
-                "bounce score {score:.1} reached {threshold:.1} (last: {} {})",
-                cap(&b.kind),
-                b.status.as_deref().map(cap).unwrap_or_default()
-            );
-            disable = Some(why.trim_end().to_string());
-            out.disabled = true;
-        }
-    }
-    Scored { out, disable }
+/// What a scoring rule decides for one bounce; the store records it in the same transaction.
+pub struct Scored {
+    pub out: BounceApplied,
+    /// `Some(reason)`: disable the member with this reason.
+    pub disable: Option<String>,
 }
+
+/// The scoring rule, owned by the bounce stage (`herald_bounce::score`) and passed in, so the
+/// read, the decision and the writes are one transaction while the rule stays the stage's.
+pub type ScoreRule = fn(ScoreInput<'_>) -> Scored;
 
 fn score_on(
     conn: &Connection,

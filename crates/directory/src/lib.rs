@@ -3,7 +3,7 @@
 //! see `pg`). Both backends serve the same API and pass the same test suite.
 //!
 //! Place in the flow: inbound asks whether an address is a list and whether a sender may post
-//! ([`Directory::list_by_address`], [`Directory::may_post`]); the spool records
+//! ([`Directory::list_by_address`], [`Directory::posting_state`]); the spool records
 //! [`Directory::max_member_id`] when a post is accepted; fan-out expands recipients with
 //! [`Directory::delivery_page`] (the members of one delivery mode); the HTTP API and CLI manage lists and members and import CSV
 //! files ([`Directory::import_csv`]); bounce handling disables members
@@ -64,8 +64,8 @@ mod texts;
 
 pub use bans::{normalize_ban_pattern, Ban, MAX_BANS, MAX_BAN_PATTERN_CHARS, REGEX_SIZE_LIMIT};
 pub use bounces::{
-    BounceApplied, BounceEvent, BounceScore, NewBounce, DAY_MS, MAX_BOUNCE_LISTING,
-    MAX_EVENTS_PER_ADDRESS, MAX_REPUTATION_EVENTS,
+    cap as cap_bounce_text, BounceApplied, BounceEvent, BounceScore, NewBounce, ScoreInput,
+    ScoreRule, Scored, DAY_MS, MAX_BOUNCE_LISTING, MAX_EVENTS_PER_ADDRESS, MAX_REPUTATION_EVENTS,
 };
 pub use bulk::{
     ban_pattern_matches, member_problem, BanPatterns, ImportMember, ImportOutcome, MemberOptions,
@@ -86,7 +86,7 @@ pub use model::{
     ImportReport, MemberCounts, NewMember, RejectedRow, MAX_FIELDS, MAX_FIELD_NAME_CHARS,
     MAX_FIELD_VALUE_CHARS, MAX_NAME_CHARS,
 };
-pub use moderation::PostingRight;
+pub use moderation::PostingState;
 pub use nodes::{
     check_node, NewNode, NodeRecord, NodeState, NodeTable, MAX_NODES, MAX_NODE_ADDRESS_CHARS,
     MAX_NODE_ID_CHARS,

@@ -15,65 +15,43 @@
 use crate::error::{storage, DirectoryError};
 use crate::lists::ensure_list;
 use crate::Directory;
-use herald_types::{Address, List, ListId, PostingPolicy};
+use herald_types::{Address, ListId};
 use rusqlite::{params, OptionalExtension};
 
-/// What the directory says about a sender's post to a list.
+/// What the directory knows of a member that posts: the input of enqueue's posting rule
+/// (`herald_enqueue::posting_right`), which owns the decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PostingRight {
-    /// The post goes to the members (after the content checks).
-    Allowed,
-    /// The sender is a member whose posts are moderated: held for a moderator.
-    Moderated,
-    /// The list's posting policy does not let this sender post: held for a moderator.
-    NotAllowed,
+pub struct PostingState {
+    /// Not disabled (bounces, an administrator).
+    pub enabled: bool,
+    /// The member's posts are held for a moderator.
+    pub moderated: bool,
 }
 
 impl Directory {
-    /// May `sender` post to `list`? A list moderator always may; an enabled member flagged
-    /// `moderated` is held whatever the policy (as Mailman does); otherwise the list's posting
-    /// policy decides (`members`: an enabled member).
-    pub fn may_post(&self, list: &List, sender: &Address) -> Result<PostingRight, DirectoryError> {
-        let sender_text = sender.to_string();
-        let is_moderator = list
-            .settings
-            .moderators
-            .iter()
-            .any(|m| m.to_string().eq_ignore_ascii_case(&sender_text));
-        if is_moderator {
-            return Ok(PostingRight::Allowed);
-        }
-        let membership = match self.backend() {
-            crate::Backend::Postgres(pg) => pg.posting_state(list.id, sender)?,
-            crate::Backend::Sqlite(store) => {
-                let conn = store.reader()?;
-                conn.prepare_cached(
-                    "SELECT disabled_reason IS NULL, moderated FROM members \
-                 WHERE list_id = ?1 AND address = ?2",
-                )
-                .and_then(|mut st| {
-                    st.query_row(params![list.id.0, sender_text], |r| {
-                        Ok((r.get::<_, bool>(0)?, r.get::<_, bool>(1)?))
-                    })
-                    .optional()
+    /// The posting state of `sender` on `list`; `None` when not a member. Addresses compare
+    /// as the member table's uniqueness does (ASCII letters without case).
+    pub fn posting_state(
+        &self,
+        list: ListId,
+        sender: &Address,
+    ) -> Result<Option<PostingState>, DirectoryError> {
+        let store = sqlite_or!(self, pg => pg.posting_state(list, sender));
+        let conn = store.reader()?;
+        conn.prepare_cached(
+            "SELECT disabled_reason IS NULL, moderated FROM members \
+             WHERE list_id = ?1 AND address = ?2",
+        )
+        .and_then(|mut st| {
+            st.query_row(params![list.0, sender.to_string()], |r| {
+                Ok(PostingState {
+                    enabled: r.get(0)?,
+                    moderated: r.get(1)?,
                 })
-                .map_err(storage("read posting right"))?
-            }
-        };
-        let enabled_member = matches!(membership, Some((true, _)));
-        if matches!(membership, Some((true, true))) {
-            return Ok(PostingRight::Moderated);
-        }
-        let allowed = match list.settings.posting_policy {
-            PostingPolicy::Anyone => true,
-            PostingPolicy::Moderators => false,
-            PostingPolicy::Members => enabled_member,
-        };
-        Ok(if allowed {
-            PostingRight::Allowed
-        } else {
-            PostingRight::NotAllowed
+            })
+            .optional()
         })
+        .map_err(storage("read posting right"))
     }
 
     /// Sets or clears a member's moderation flag. False if the address is not on the list.

@@ -47,12 +47,22 @@ fn five_days_of_hard_bounces_disable_the_member_with_a_reason(kind: Kind) {
     let t0 = 1_000 * DAY_MS;
     for day in 0..4 {
         let r = d
-            .apply_bounce(list, Some(&bob), &hard(t0 + day * DAY_MS))
+            .apply_bounce(
+                list,
+                Some(&bob),
+                &hard(t0 + day * DAY_MS),
+                herald_bounce::score,
+            )
             .expect("apply");
         assert!(r.counted && !r.disabled);
     }
     let r = d
-        .apply_bounce(list, Some(&bob), &hard(t0 + 4 * DAY_MS))
+        .apply_bounce(
+            list,
+            Some(&bob),
+            &hard(t0 + 4 * DAY_MS),
+            herald_bounce::score,
+        )
         .expect("apply");
     assert!(r.disabled, "{r:?}");
     assert_eq!(r.score, 5.0);
@@ -72,7 +82,7 @@ fn a_bounce_bomb_counts_once_a_day_and_touches_nobody_else(kind: Kind) {
     let bob = a("bob@x.test");
     let t0 = 1_000 * DAY_MS;
     for i in 0..3_000u64 {
-        d.apply_bounce(list, Some(&bob), &hard(t0 + i))
+        d.apply_bounce(list, Some(&bob), &hard(t0 + i), herald_bounce::score)
             .expect("apply");
     }
     let s = d.bounce_score(list, &bob).expect("score").expect("some");
@@ -105,12 +115,16 @@ fn stale_scores_restart_and_soft_counts_half_and_reputation_spares_members(kind:
         ..hard(t0)
     };
     assert_eq!(
-        d.apply_bounce(list, Some(&bob), &soft).expect("a").score,
+        d.apply_bounce(list, Some(&bob), &soft, herald_bounce::score)
+            .expect("a")
+            .score,
         0.5
     );
     let later = hard(t0 + 31 * DAY_MS);
     assert_eq!(
-        d.apply_bounce(list, Some(&bob), &later).expect("a").score,
+        d.apply_bounce(list, Some(&bob), &later, herald_bounce::score)
+            .expect("a")
+            .score,
         1.0
     );
     let policy = NewBounce {
@@ -118,7 +132,9 @@ fn stale_scores_restart_and_soft_counts_half_and_reputation_spares_members(kind:
         weight: 0.0,
         ..hard(t0 + 40 * DAY_MS)
     };
-    let r = d.apply_bounce(list, None, &policy).expect("policy");
+    let r = d
+        .apply_bounce(list, None, &policy, herald_bounce::score)
+        .expect("policy");
     assert!(!r.counted && !r.member_found);
     let rep = d
         .bounce_events(Some(list), None, Some("policy"), 10)
@@ -127,7 +143,12 @@ fn stale_scores_restart_and_soft_counts_half_and_reputation_spares_members(kind:
     assert_eq!(rep[0].address, "");
     // An event for a stranger is recorded but changes nobody.
     let r = d
-        .apply_bounce(list, Some(&a("who@x.test")), &hard(t0))
+        .apply_bounce(
+            list,
+            Some(&a("who@x.test")),
+            &hard(t0),
+            herald_bounce::score,
+        )
         .expect("stranger");
     assert!(!r.member_found && !r.counted);
 }
@@ -138,8 +159,13 @@ fn an_administrator_resets_a_score_or_re_enables_and_removal_forgets_the_history
     let t0 = 1_000 * DAY_MS;
     for who in [&bob, &carol] {
         for day in 0..5 {
-            d.apply_bounce(list, Some(who), &hard(t0 + day * DAY_MS))
-                .expect("apply");
+            d.apply_bounce(
+                list,
+                Some(who),
+                &hard(t0 + day * DAY_MS),
+                herald_bounce::score,
+            )
+            .expect("apply");
         }
         let m = d.member(list, who).expect("read").expect("member");
         assert!(!m.status.is_enabled(), "disabled by bounces");
@@ -168,7 +194,12 @@ fn an_administrator_resets_a_score_or_re_enables_and_removal_forgets_the_history
         .status
         .is_enabled());
     let r = d
-        .apply_bounce(list, Some(&bob), &hard(t0 + 10 * DAY_MS))
+        .apply_bounce(
+            list,
+            Some(&bob),
+            &hard(t0 + 10 * DAY_MS),
+            herald_bounce::score,
+        )
         .expect("apply");
     assert!(!r.disabled && r.score == 1.0, "{r:?}");
     // Not a member: false, nothing created.

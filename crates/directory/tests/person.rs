@@ -137,7 +137,7 @@ fn export_holds_everything_and_erasure_leaves_only_a_hash_that_keeps_refusing(ki
         post: None,
         at_ms: 1_000,
     };
-    d.apply_bounce(dev.id, Some(&a(PERSON)), &bounce)
+    d.apply_bounce(dev.id, Some(&a(PERSON)), &bounce, herald_bounce::score)
         .expect("bounce");
     d.suppress(
         Some(ann.id),

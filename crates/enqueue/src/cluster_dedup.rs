@@ -28,8 +28,8 @@
 //! SECURITY: Message-IDs are sender-controlled: cleaned as the local log cleans them (no
 //! whitespace or control characters, at most 998 octets) and bound parameters in SQL.
 
-use crate::dedup::clean_id;
 use herald_directory::{DedupClaim, Directory, SeenPost};
+use herald_spool::dedup::clean_id;
 use herald_types::{ListId, PostId};
 use std::time::Duration;
 

@@ -26,11 +26,11 @@ use crate::arrival::{ArrivalCheck, Source};
 use crate::backlog::{Backlog, Reservation};
 use crate::cluster_dedup::Claim;
 use crate::complete::{self, complete_header};
-use crate::dedup::{DedupStore, Seen};
 use crate::error::EnqueueError;
+use crate::rights::{posting_right, PostingRight};
 use bytes::Bytes;
-use herald_directory::{Directory, DirectoryError, PostingRight};
-use herald_spool::{PostKind, PostMeta, Spool, SpooledPost};
+use herald_directory::{Directory, DirectoryError};
+use herald_spool::{DedupStore, PostKind, PostMeta, Seen, Spool, SpooledPost};
 use herald_telemetry::{Event, Telemetry};
 use herald_types::{
     Address, DeliveryMode, FilterVerdict, GuardAction, GuardTrip, List, ListAddressKind, ListId,
@@ -693,7 +693,7 @@ impl Enqueuer {
             // vice versa.
             let mut right = PostingRight::NotAllowed;
             for s in &senders {
-                match dir.may_post(&list, s)? {
+                match posting_right(&list, s, || dir.posting_state(list.id, s))? {
                     PostingRight::Allowed => {
                         right = PostingRight::Allowed;
                         break;

@@ -10,9 +10,10 @@
 //! posts waiting for their hand-off to the next stage, and the task that hands them over), `inbound` (the
 //! RCPT check and DATA hand-over: never an open relay), `eight_bit` (raw 8-bit header fields
 //! without SMTPUTF8 made 7-bit or refused), `arrival` (SPF/DKIM/ARC/DMARC once on
-//! arrival), `policy` (per-list content rules), `dedup` (the Message-ID store, which fan-out's
-//! expansion also reads for cross-posts), `cluster_dedup` (the same Message-IDs in the shared
-//! store of a cluster), `error` (the boundary's error type).
+//! arrival), `policy` (per-list content rules), `rights` (who may post), `dedup` (the
+//! Message-ID store, kept in `herald-spool` because fan-out's expansion reads it too),
+//! `cluster_dedup` (the same Message-IDs in the shared store of a cluster), `error` (the
+//! boundary's error type).
 //!
 //! One-way arrows: this crate depends on the stores (directory, spool), telemetry, auth and
 //! the SMTP vocabulary (inbound, smtp) only. The stages downstream of it (scheduler, lists,
@@ -26,7 +27,11 @@ pub mod backlog;
 mod cluster_dedup;
 pub mod complete;
 pub mod config;
-pub mod dedup;
+/// The Message-ID store, kept in `herald-spool` (expansion reads it too); named here as well
+/// because enqueue is its first user.
+pub mod dedup {
+    pub use herald_spool::dedup::*;
+}
 mod eight_bit;
 mod enqueue;
 mod error;
@@ -34,17 +39,19 @@ mod handoff;
 mod inbound;
 mod policy;
 pub mod pressure;
+mod rights;
 mod shared;
 
 pub use arrival::{ArrivalCheck, LmtpClients, Source};
 pub use backlog::{start, Backlog, BacklogQueue, HandoffStarted, IntakeSection};
 pub use cluster_dedup::ClusterDedup;
 pub use config::{ArrivalSetupError, AuthSection, ComplaintsSection};
-pub use dedup::{DedupConfig, DedupError, DedupStore, Seen};
 pub use enqueue::{crlf, from_header, Enqueuer, Origin, Submission, HANDOFF_CAPACITY};
 pub use error::EnqueueError;
 pub use handoff::{Handoff, HandoffReceivers};
+pub use herald_spool::{DedupConfig, DedupError, DedupStore, Seen};
 pub use inbound::{ListHandler, PostmasterPolicy, Target};
 pub use policy::MAX_PARTS;
 pub use pressure::IntakePressure;
+pub use rights::{posting_right, PostingRight};
 pub use shared::{ShareFuture, SharedIntake};

@@ -115,13 +115,7 @@ impl Lists {
             tracing::warn!(list = %list.address, sender = %sender, "moderation reply with an invalid token refused");
             return Ok("That moderation request is not valid or has expired.".into());
         };
-        let sender_text = sender.to_string();
-        let is_moderator = list
-            .settings
-            .moderators
-            .iter()
-            .any(|m| m.to_string().eq_ignore_ascii_case(&sender_text));
-        if !is_moderator {
+        if !list.is_moderator(sender) {
             tracing::warn!(list = %list.address, sender = %sender, post = %grant.post, "moderation reply from a non-moderator refused");
             return Ok(format!("{sender} is not a moderator of {}.", list.address));
         }

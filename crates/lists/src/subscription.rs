@@ -13,11 +13,11 @@ use crate::error::ListsError;
 use crate::notices;
 use crate::requests::{self, Command};
 use crate::stage::Lists;
-use herald_bounce::stage::DisabledMember;
 use herald_directory::{Consent, ConsentSource, DirectoryError, LinkKind, NewMember};
 use herald_i18n::Words;
 use herald_spool::SpooledPost;
 use herald_types::token::{self, Action, Confirmation, Moderation};
+use herald_types::DisabledMember;
 use herald_types::{Address, List, ListId, MemberId, MemberStatus, NoticeKind, SubscriptionPolicy};
 
 /// How long a mailed subscriptions-page link stays valid.

@@ -78,7 +78,7 @@ pub struct SchedulerDeps {
     /// Where permanent failures go for bounce scoring (`None`: not scored).
     pub failures: Option<mpsc::Sender<herald_types::FailedCopy>>,
     /// Cross-post suppression at expansion (`None`: off).
-    pub dedup: Option<herald_enqueue::DedupStore>,
+    pub dedup: Option<herald_spool::DedupStore>,
     /// Where host health is kept across restarts (`None`: not persisted).
     pub health_path: Option<std::path::PathBuf>,
     /// Where the deferred queue keeps parked copies (`actor/deferred.rs`; `None`: in memory).

@@ -28,6 +28,7 @@
 //! file yields a quarantine and a log line, never a panic or an unbounded allocation.
 
 mod config;
+pub mod dedup;
 mod error;
 mod journal;
 mod live;
@@ -41,6 +42,7 @@ mod spool;
 mod writer;
 
 pub use config::{SpoolConfig, SpoolSection};
+pub use dedup::{DedupConfig, DedupError, DedupStore, Seen};
 pub use error::SpoolError;
 pub use model::{
     DoneSet, FinalState, PostKind, PostMeta, PostProgress, RecoveredPost, SnapshotSegment,

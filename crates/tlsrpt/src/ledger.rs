@@ -6,6 +6,7 @@
 //! SECURITY: holds Herald's own observations (domain and MX names from validated DNS answers,
 //! addresses, counts); nothing is executed or interpreted.
 
+use herald_store::{open_versioned, Versioned};
 use herald_types::{TlsPolicyKind, TlsResultType};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
@@ -43,11 +44,9 @@ CREATE TABLE IF NOT EXISTS reports (
 pub enum LedgerError {
     #[error("TLS report ledger: {0}")]
     Sql(#[from] rusqlite::Error),
-    #[error(
-        "TLS report ledger has schema version {found}, written by a newer Herald; this one reads \
-         up to {supported}: upgrade Herald or restore a backup taken by this version"
-    )]
-    SchemaTooNew { found: i64, supported: i64 },
+    /// Opening failed, or the file is from a newer Herald (the message says what to do).
+    #[error(transparent)]
+    Open(#[from] herald_store::OpenError),
 }
 
 /// One aggregated line: sessions of one kind to one MX address on one day.
@@ -82,21 +81,8 @@ pub struct Ledger {
 
 impl Ledger {
     pub fn open(path: &Path) -> Result<Ledger, LedgerError> {
-        let conn = Connection::open(path)?;
-        // The version before any write: a newer file is refused untouched.
-        let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if found > SCHEMA_VERSION {
-            return Err(LedgerError::SchemaTooNew {
-                found,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
-        conn.execute_batch(SCHEMA)?;
-        if found < SCHEMA_VERSION {
-            conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-        }
+        let spec = Versioned::schema("TLS report ledger", SCHEMA_VERSION, SCHEMA);
+        let conn = open_versioned(path, &spec)?;
         Ok(Ledger { conn })
     }
 
@@ -312,7 +298,10 @@ mod tests {
             .unwrap();
         assert!(matches!(
             Ledger::open(&path),
-            Err(LedgerError::SchemaTooNew { found: 9, .. })
+            Err(LedgerError::Open(herald_store::OpenError::TooNew {
+                found: 9,
+                ..
+            }))
         ));
     }
 }

@@ -165,6 +165,18 @@ impl Address {
             .unwrap_or(local);
         bare.eq_ignore_ascii_case(POSTMASTER)
     }
+
+    /// Whether `self` and `other` name the same mailbox under Herald's one rule, the one the
+    /// member table's uniqueness uses (`COLLATE NOCASE` in SQLite, `lower(address COLLATE "C")`
+    /// in PostgreSQL): ASCII letters compare without case, everything else exactly. RFC 5321
+    /// §2.4 leaves a local part's case to its host, but in practice hosts ignore ASCII case,
+    /// and two members differing only in it would get every post twice. Non-ASCII letters of a
+    /// UTF-8 local part (already NFC) are not folded: Unicode case folding of local parts is
+    /// the receiving host's business (RFC 6531 §3.2), so `Jörg` and `JÖRG` are two mailboxes
+    /// while `Jörg` and `JöRG` are one. Domains are lower-case A-labels, so they compare as is.
+    pub fn same_mailbox(&self, other: &Address) -> bool {
+        self.domain == other.domain && self.local.eq_ignore_ascii_case(&other.local)
+    }
 }
 
 /// The reserved local part every SMTP server must accept mail for (RFC 5321 §4.5.1).

@@ -33,8 +33,8 @@ pub use guard::{FilterVerdict, GuardAction, GuardTrip};
 pub use ids::{ListId, MemberId, PostId};
 pub use list::{
     list_id_label, ComplaintAction, DeliveryMode, DigestSchedule, DigestVolumeFrequency,
-    FromRewrite, List, ListSettings, Member, MemberStatus, PosterDkim, PostingPolicy,
-    ReplyToPolicy, SubscriptionPolicy,
+    DisabledMember, FromRewrite, List, ListSettings, Member, MemberStatus, PosterDkim,
+    PostingPolicy, ReplyToPolicy, SubscriptionPolicy,
 };
 pub use local_resource::LocalResource;
 pub use notice::{NoticeKind, NoticeLimit};

@@ -1,10 +1,11 @@
 //! Bounce scores, history and member preferences on PostgreSQL: the SQL of `crate::bounces`.
-//! The scoring rules are shared (`crate::bounces::score`); this file only reads and stores.
+//! The scoring rule is the bounce stage's, passed in (`crate::ScoreRule`); this file only
+//! reads and stores.
 
 use super::{col, key, ms, unms, Db, PgStore};
 use crate::bounces::{
-    cap, score, BounceApplied, BounceEvent, BounceScore, NewBounce, EVENT_COLUMNS,
-    MAX_EVENTS_PER_ADDRESS, MAX_REPUTATION_EVENTS,
+    cap, BounceApplied, BounceEvent, BounceScore, NewBounce, EVENT_COLUMNS, MAX_EVENTS_PER_ADDRESS,
+    MAX_REPUTATION_EVENTS,
 };
 use crate::error::DirectoryError;
 use herald_types::{Address, ListId, MemberId, PostId};
@@ -52,6 +53,7 @@ impl PgStore {
         list: ListId,
         address: Option<&Address>,
         b: &NewBounce,
+        rule: crate::ScoreRule,
     ) -> Result<BounceApplied, DirectoryError> {
         let addr = address.map(|a| a.to_string()).unwrap_or_default();
         let k = key(&addr);
@@ -74,7 +76,12 @@ impl PgStore {
                 Some(_) => score_on(db, list, &k)?,
                 None => None,
             };
-            let scored = score(member.as_ref(), prior, &settings, b);
+            let scored = rule(crate::ScoreInput {
+                member: member.as_ref(),
+                prior,
+                settings: &settings,
+                bounce: b,
+            });
             if scored.out.counted {
                 db.exec(
                     "update bounce score",

@@ -399,12 +399,12 @@ impl PgStore {
     }
 
     /// Whether `address` is an enabled member of `list` and whether it is moderated; `None`
-    /// when it is not a member (`Directory::may_post`).
+    /// when it is not a member (`Directory::posting_state`).
     pub(crate) fn posting_state(
         &self,
         list: ListId,
         address: &Address,
-    ) -> Result<Option<(bool, bool)>, DirectoryError> {
+    ) -> Result<Option<crate::PostingState>, DirectoryError> {
         let k = key(&address.to_string());
         self.read(|db| {
             db.opt(
@@ -413,7 +413,12 @@ impl PgStore {
                  WHERE list_id = $1 AND address_key = $2",
                 &[&list.0, &k],
             )?
-            .map(|r| Ok((col(&r, 0)?, col(&r, 1)?)))
+            .map(|r| {
+                Ok(crate::PostingState {
+                    enabled: col(&r, 0)?,
+                    moderated: col(&r, 1)?,
+                })
+            })
             .transpose()
         })
     }

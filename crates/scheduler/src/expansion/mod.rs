@@ -25,7 +25,7 @@ pub struct ExpandCtx {
     pub reports: mpsc::Sender<Report>,
     pub page_size: usize,
     /// Cross-post suppression (see [`Suppress`]); `None` disables it.
-    pub dedup: Option<herald_enqueue::DedupStore>,
+    pub dedup: Option<herald_spool::DedupStore>,
     /// Copies of one post queued at most: a floor that grows with the post's recipient domains
     /// (see [`window`]).
     pub post_window: window::WindowRule,
@@ -191,7 +191,7 @@ pub struct Suppress {
     /// Lowercased addresses named in To/Cc whose member asked to be skipped.
     addressed: HashSet<String>,
     /// Earlier posts of other lists with the same Message-ID.
-    earlier: Vec<herald_enqueue::Seen>,
+    earlier: Vec<herald_spool::Seen>,
 }
 
 /// Most To/Cc addresses looked at per post.

@@ -6,7 +6,7 @@
 use super::{expand, expand_generated, ExpandCtx, ExpandError};
 use crate::messages::{Job, Report};
 use herald_directory::{Directory, NewMember};
-use herald_enqueue::{DedupConfig, DedupStore, Seen};
+use herald_spool::{DedupConfig, DedupStore, Seen};
 use herald_spool::{DoneSet, PostKind, PostMeta};
 use herald_telemetry::Telemetry;
 use herald_types::{Address, List, ListId, ListSettings, Member, MemberId, MemberStatus, PostId};

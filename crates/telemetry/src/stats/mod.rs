@@ -66,11 +66,9 @@ pub enum StatsError {
     Stopped,
     #[error("cannot start the statistics writer: {0}")]
     Thread(std::io::Error),
-    #[error(
-        "statistics database has schema version {found}, written by a newer Herald; this one \
-         reads up to {supported}: upgrade Herald, or move stats.db away (statistics only)"
-    )]
-    SchemaTooNew { found: i64, supported: i64 },
+    /// Opening failed, or the file is from a newer Herald (the message says what to do).
+    #[error(transparent)]
+    Open(#[from] herald_store::OpenError),
 }
 
 enum Msg {

@@ -3,6 +3,7 @@
 
 use super::aggregate::Pending;
 use super::StatsError;
+use herald_store::{open_versioned, Synchronous, Versioned};
 use rusqlite::{params, Connection, OpenFlags};
 use std::path::Path;
 
@@ -38,24 +39,12 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, StatsError> {
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    let conn = Connection::open(path)?;
-    // The version first: a store from a newer Herald is refused before anything is written.
-    let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    if found > SCHEMA_VERSION {
-        return Err(StatsError::SchemaTooNew {
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    conn.pragma_update(None, "journal_mode", "WAL")?;
-    // Statistics want speed, not durability: see the module docs.
-    conn.pragma_update(None, "synchronous", "OFF")?;
-    conn.execute_batch(SCHEMA)?;
-    if found < SCHEMA_VERSION {
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-    }
-    Ok(conn)
+    let spec = Versioned::schema("statistics database", SCHEMA_VERSION, SCHEMA)
+        .remedy("move it away (it holds statistics only)")
+        // Statistics want speed, not durability: see the module docs.
+        .synchronous(Synchronous::Off)
+        .busy_timeout(std::time::Duration::from_secs(10));
+    Ok(open_versioned(path, &spec)?)
 }
 
 pub(crate) fn open_reader(path: &Path) -> Result<Connection, StatsError> {

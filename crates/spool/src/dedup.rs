@@ -1,4 +1,6 @@
-//! Duplicate suppression: which Message-IDs each list accepted recently.
+//! Duplicate suppression: which Message-IDs each list accepted recently. It lives beside the
+//! spool because two stages read it — enqueue (retries) and fan-out's expansion (cross-posts) —
+//! and both already stand on the spool; neither reaches into the other for it.
 //!
 //! Two uses:
 //! - **Retries.** A sending MTA that lost our 250 sends the post again. Enqueue asks
@@ -130,7 +132,7 @@ fn clean_ref(id: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// The stored form of a Message-ID: no whitespace or control characters, bounded.
-pub(crate) fn clean_id(id: &str) -> Box<str> {
+pub fn clean_id(id: &str) -> Box<str> {
     let mut out: String = id
         .chars()
         .filter(|c| !c.is_whitespace() && !c.is_control())
