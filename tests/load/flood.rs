@@ -12,7 +12,7 @@
 //! the hard limit (rustix, no unsafe). Bounded: the flood runs for a fixed time and every wait
 //! has a timeout; the whole test takes about 15 s.
 //!
-//! `cargo test --release --test it flood:: -- --nocapture` prints the figures (BENCHMARKS.md);
+//! `cargo test --release --test load flood:: -- --nocapture` prints the figures (BENCHMARKS.md);
 //! `-- --ignored` also runs the same flood with stress mode and shedding off, for contrast.
 
 use crate::support;
@@ -97,6 +97,7 @@ impl Figures {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legitimate_posts_get_through_a_connection_flood_and_lmtp_keeps_accepting() {
+    let _alone = crate::alone().await;
     let figures = run_flood(|_| {}).await;
     figures.print("stress mode and shedding on, the defaults");
     assert!(
@@ -123,6 +124,7 @@ async fn legitimate_posts_get_through_a_connection_flood_and_lmtp_keeps_acceptin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "contrast for BENCHMARKS.md; about 15 s"]
 async fn without_stress_mode_the_flood_locks_legitimate_posts_out() {
+    let _alone = crate::alone().await;
     let figures = run_flood(|c| {
         c.smtp_in.stress_threshold_percent = 0;
         c.smtp_in.shed_idle_sessions = false;

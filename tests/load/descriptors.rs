@@ -62,6 +62,7 @@ struct Flood {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idle_and_slow_http_clients_leave_smtp_and_healthz_reachable_at_1024_files() {
+    let _alone = crate::alone().await;
     raise_fd_limit(8192);
     let world = World::start(world_config(&[Profile::Normal], false))
         .await
@@ -289,6 +290,7 @@ const STARVED: &str = "[scheduler]\nidle_connection_ms = 100\ngreylist_first_ret
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn out_of_descriptors_marks_no_host_down_and_delivers_once_they_are_back() {
+    let _alone = crate::alone().await;
     let greylist = Profile::Greylist {
         retry_after: Duration::from_millis(500),
         announce: false,
@@ -484,6 +486,7 @@ impl ApiLine {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pooled_connection_the_receiver_closed_is_closed_at_once() {
+    let _alone = crate::alone().await;
     let mut wc = world_config(&[Profile::Normal], false);
     // The receiver hangs up on a connection idle for a second; Herald keeps an idle connection
     // for 30 s (more copies may come), so only noticing the receiver's close frees it.

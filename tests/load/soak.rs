@@ -100,6 +100,7 @@ fn message(list: &str, tag: &str, kb: usize) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_site_with_dead_hosts_keeps_delivering_in_bounded_memory() {
+    let _alone = crate::alone().await;
     let mut profiles = vec![Profile::Normal; 6];
     profiles.push(Profile::Greylist {
         retry_after: Duration::from_secs(2),
