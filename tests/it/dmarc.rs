@@ -7,11 +7,11 @@
 
 use crate::support;
 
-use herald_api_types::{ListInfo, ListView};
 use herald_sim::{Profile, World};
-use herald_types::FromRewrite;
+use herald_types::{FromRewrite, ListSettings, PostingPolicy};
 use serde_json::json;
 use std::time::{Duration, Instant};
+use support::api::{changes, Api};
 use support::*;
 
 const LIST: &str = "dev@lists.test";
@@ -52,19 +52,14 @@ async fn start_with(
     let mut config = server_config(&world, dir.path().join("data"));
     adjust(&mut config, dir.path());
     let server = TestServer::start(config).await;
-    create_list(
-        &server.api,
-        LIST,
-        json!({"posting_policy": "anyone", "display_name": "Dev"}),
-    )
-    .await;
-    let (st, body) = http(
-        "POST",
-        &format!("{}/api/v1/lists/{LIST}/members", server.api),
-        Some(json!({ "address": MEMBER })),
-    )
-    .await;
-    assert_eq!(st, 201, "add member: {body}");
+    let api = Api::new(&server.api);
+    let settings = ListSettings {
+        posting_policy: PostingPolicy::Anyone,
+        display_name: "Dev".into(),
+        ..ListSettings::default()
+    };
+    api.create_list(LIST, settings).await;
+    api.add_address(LIST, MEMBER).await;
     (world, server, dir)
 }
 
@@ -262,10 +257,11 @@ async fn lmtp_posts_are_spf_checked_against_the_client_the_front_mta_recorded() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_list_setting_can_turn_rewriting_off_and_on() {
     let (world, server, _dir) = start().await;
-    let url = format!("{}/api/v1/lists/{LIST}", server.api);
-    let (st, body) = http("PATCH", &url, Some(json!({"from_rewrite": "never"}))).await;
-    assert_eq!(st, 200, "{body}");
-    let changed: ListInfo = view("patched list", &body);
+    let api = Api::new(&server.api);
+    let changed = api
+        .change_list(LIST, &changes(json!({"from_rewrite": "never"})))
+        .await
+        .expect("from_rewrite = never");
     assert_eq!(changed.settings.from_rewrite, FromRewrite::Never);
     assert_eq!(
         changed.settings.display_name, "Dev",
@@ -280,23 +276,30 @@ async fn the_list_setting_can_turn_rewriting_off_and_on() {
         "{copy}"
     );
 
-    let (st, _) = http("PATCH", &url, Some(json!({"from_rewrite": "always"}))).await;
-    assert_eq!(st, 200);
+    api.change_list(LIST, &changes(json!({"from_rewrite": "always"})))
+        .await
+        .expect("from_rewrite = always");
     let r = send(&server, "alice@none.test", &post("none.test", "s2", "")).await;
     assert!(r.starts_with("250"), "{r}");
     let copy = copy_of(&world, "s2").await;
     assert_eq!(field(&copy, "From"), Some(REWRITTEN));
 
     // Typos and bad values are refused, and change nothing.
-    let (st, body) = http("PATCH", &url, Some(json!({"from_rewrit": "never"}))).await;
-    assert_eq!(st, 400, "{body}");
-    let (st, body) = http("PATCH", &url, Some(json!({"from_rewrite": "sometimes"}))).await;
-    assert_eq!(st, 400, "{body}");
-    let (_, list) = http("GET", &url, None).await;
+    let typo = api
+        .change_list(LIST, &changes(json!({"from_rewrit": "never"})))
+        .await
+        .expect_err("an unknown setting");
+    assert_eq!(typo.status, 400, "{typo:?}");
+    let bad = api
+        .change_list(LIST, &changes(json!({"from_rewrite": "sometimes"})))
+        .await
+        .expect_err("an unknown value");
+    assert_eq!(bad.status, 400, "{bad:?}");
+    let list = api.list(LIST).await;
     assert_eq!(
-        view::<ListView>("list", &list).list.settings.from_rewrite,
+        list.list.settings.from_rewrite,
         FromRewrite::Always,
-        "{list}"
+        "{list:?}"
     );
     server.stop().await;
     world.shutdown().await;

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod accounts;
+pub mod api;
 pub mod binary;
 pub mod cluster;
 pub mod mailman3;
