@@ -18,7 +18,7 @@ use serde_json::json;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::*;
 
 fn ip(s: &str) -> IpAddr {
@@ -80,14 +80,6 @@ fn log_lines(data: &Path, needle: &str) -> Vec<String> {
         .filter(|l| l.contains(needle))
         .map(str::to_string)
         .collect()
-}
-
-async fn wait_until(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !ok() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -178,8 +170,8 @@ async fn pools_spread_limit_bind_per_list_and_warm_up() {
     .await;
     post(&server, "warm@lists.test").await;
     let capped = "every source address reached its warm-up cap";
-    wait_until("the warm-up deferrals", Duration::from_secs(30), || {
-        log_lines(data.path(), capped).len() >= 2
+    wait_until_some("the warm-up deferrals", || {
+        (log_lines(data.path(), capped).len() >= 2).then_some(())
     })
     .await;
     let warm_peers = peers_of(&world, "w");
@@ -223,11 +215,9 @@ async fn pools_spread_limit_bind_per_list_and_warm_up() {
     assert!(ledger.contains("127.0.0.7"), "{ledger}");
     let before = log_lines(data.path(), capped).len();
     let server = TestServer::start(config).await;
-    wait_until(
-        "deferrals after the restart",
-        Duration::from_secs(30),
-        || log_lines(data.path(), capped).len() >= before + 2,
-    )
+    wait_until_some("deferrals after the restart", || {
+        (log_lines(data.path(), capped).len() >= before + 2).then_some(())
+    })
     .await;
     assert_eq!(
         peers_of(&world, "w").len(),

@@ -38,18 +38,6 @@ async fn send(server: &TestServer, from: &str, rcpts: &[&str], msg: &str) -> Str
     r
 }
 
-/// Polls `check` until it returns Some, or fails after `limit`.
-async fn wait_for<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 async fn start() -> (World, TestServer, tempfile::TempDir) {
     let world = World::start(world_config(&[Profile::Normal, Profile::Normal], true))
         .await
@@ -85,10 +73,7 @@ async fn retries_and_cross_posts_reach_each_member_once() {
     assert_eq!(queued_id(&retry), queued_id(&first));
     // dev: bob, carol, dave; ops: bob (skipped, on dev), erin → 4 copies, bob once.
     let rec = world.recorder();
-    wait_for(Duration::from_secs(30), "4 copies", || {
-        (rec.snapshot().accepted >= 4).then_some(())
-    })
-    .await;
+    wait_until_some("4 copies", || (rec.snapshot().accepted >= 4).then_some(())).await;
     wait_settled(&server.api, Duration::from_secs(30)).await;
     let snap = rec.snapshot();
     assert_eq!(
@@ -200,10 +185,7 @@ async fn a_confirmed_subscription_is_welcomed_once_when_the_list_asks() {
     assert!(send(&server, newbie, &["club-request@lists.test"], &req)
         .await
         .starts_with("250"));
-    let token = wait_for(Duration::from_secs(30), "confirmation mail", || {
-        confirmation_token(&world, newbie)
-    })
-    .await;
+    let token = wait_until_some("confirmation mail", || confirmation_token(&world, newbie)).await;
     let link = format!("{api}/confirm/{token}");
     let (st, _) = http("POST", &link, None).await;
     assert_eq!(st, 200);
@@ -211,7 +193,7 @@ async fn a_confirmed_subscription_is_welcomed_once_when_the_list_asks() {
     let (st, page) = http("POST", &link, None).await;
     assert_eq!(st, 410, "{page}");
     assert!(page.to_string().contains("already used"), "{page}");
-    let welcome = wait_for(Duration::from_secs(30), "the welcome", || {
+    let welcome = wait_until_some("the welcome", || {
         messages_for(&world, newbie)
             .into_iter()
             .find(|m| m.contains("Subject: Welcome to Club"))
@@ -232,7 +214,7 @@ async fn a_confirmed_subscription_is_welcomed_once_when_the_list_asks() {
     let req = format!("From: {newbie}\r\nTo: ops-request@lists.test\r\nSubject: subscribe\r\n\r\n");
     send(&server, newbie, &["ops-request@lists.test"], &req).await;
     let n = messages_for(&world, newbie).len();
-    let token = wait_for(Duration::from_secs(30), "second confirmation", || {
+    let token = wait_until_some("second confirmation", || {
         (messages_for(&world, newbie).len() > n)
             .then(|| confirmation_token(&world, newbie))
             .flatten()
@@ -260,10 +242,7 @@ async fn double_opt_in_by_mail_and_mailto_unsubscribe_round_trip() {
     assert!(send(&server, newbie, &["dev-request@lists.test"], &req)
         .await
         .starts_with("250"));
-    let token = wait_for(Duration::from_secs(30), "confirmation mail", || {
-        confirmation_token(&world, newbie)
-    })
-    .await;
+    let token = wait_until_some("confirmation mail", || confirmation_token(&world, newbie)).await;
     let member_url = format!("{api}/api/v1/lists/{LIST}/members/{newbie}");
     assert_eq!(
         http("GET", &member_url, None).await.0,
@@ -287,7 +266,7 @@ async fn double_opt_in_by_mail_and_mailto_unsubscribe_round_trip() {
     // mailto unsubscribe: a confirmation round trip, confirmed by the link (GET then POST).
     // So far newbie got the confirmation and the "done" reply.
     let rec = world.recorder();
-    wait_for(Duration::from_secs(30), "the subscribe result mail", || {
+    wait_until_some("the subscribe result mail", || {
         (rec.snapshot().copies_for(newbie).len() == 2).then_some(())
     })
     .await;
@@ -295,7 +274,7 @@ async fn double_opt_in_by_mail_and_mailto_unsubscribe_round_trip() {
         "From: {newbie}\r\nTo: dev-request@lists.test\r\nSubject: hi\r\n\r\nunsubscribe\r\n"
     );
     send(&server, newbie, &["dev-request@lists.test"], &unsub).await;
-    wait_for(Duration::from_secs(30), "unsubscribe confirmation", || {
+    wait_until_some("unsubscribe confirmation", || {
         (rec.snapshot().copies_for(newbie).len() == 3).then_some(())
     })
     .await;
@@ -331,13 +310,13 @@ async fn a_non_member_post_is_held_listed_and_approved() {
     let id = view::<Vec<HeldView>>("held", &held)[0].post.to_string();
     // The poster is told.
     let rec = world.recorder();
-    wait_for(Duration::from_secs(30), "held notice", || {
+    wait_until_some("held notice", || {
         (!rec.snapshot().copies_for("stranger@d1.test").is_empty()).then_some(())
     })
     .await;
     let (st, body) = http("POST", &format!("{api}/api/v1/held/{id}/approve"), None).await;
     assert_eq!(st, 200, "{body}");
-    wait_for(Duration::from_secs(30), "approved post delivered", || {
+    wait_until_some("approved post delivered", || {
         let s = rec.snapshot();
         ["bob@d0.test", "carol@d1.test", "dave@d0.test"]
             .iter()
@@ -411,7 +390,7 @@ async fn a_moderated_member_is_held_until_the_flag_is_cleared() {
     .await;
     assert!(r.starts_with("250"), "{r}");
     let rec = world.recorder();
-    wait_for(Duration::from_secs(30), "carol's post to bob", || {
+    wait_until_some("carol's post to bob", || {
         (!rec.snapshot().copies_for("bob@d0.test").is_empty()).then_some(())
     })
     .await;
@@ -432,7 +411,7 @@ async fn a_moderated_member_is_held_until_the_flag_is_cleared() {
     )
     .await;
     assert!(r.starts_with("250"), "{r}");
-    wait_for(Duration::from_secs(30), "bob's unmoderated post", || {
+    wait_until_some("bob's unmoderated post", || {
         let s = rec.snapshot();
         s.copies_for("dave@d0.test")
             .iter()
@@ -477,14 +456,10 @@ fn unfolded(raw: &[u8]) -> String {
 
 /// Waits until `rcpt` has received `n` messages and returns them.
 async fn wait_messages(world: &World, rcpt: &str, n: usize) -> Vec<String> {
-    wait_for(
-        Duration::from_secs(30),
-        &format!("{n} messages for {rcpt}"),
-        || {
-            let m = messages_for(world, rcpt);
-            (m.len() >= n).then_some(m)
-        },
-    )
+    wait_until_some(&format!("{n} messages for {rcpt}"), || {
+        let m = messages_for(world, rcpt);
+        (m.len() >= n).then_some(m)
+    })
     .await
 }
 
@@ -584,7 +559,7 @@ async fn a_moderator_approves_by_replying_and_forgeries_are_refused() {
 
     // The moderator replies to the notice: approved, every member gets the post once.
     request(&server, BOSS, &format!("Re: approve {approve}"), "> quoted").await;
-    wait_for(Duration::from_secs(30), "approved post delivered", || {
+    wait_until_some("approved post delivered", || {
         ["bob@d0.test", "carol@d1.test"]
             .iter()
             .all(|m| post_copies(&world, m, "mod-1@d1.test") == 1)
@@ -676,7 +651,7 @@ async fn a_member_disabled_by_bounces_is_told_when_bounce_notify_is_on() {
     )
     .await;
     assert!(r.starts_with("250"), "{r}");
-    let notice = wait_for(Duration::from_secs(30), "the disabled notice", || {
+    let notice = wait_until_some("the disabled notice", || {
         messages_for(&world, "bob@d0.test")
             .into_iter()
             .find(|m| m.contains("Subject: Your subscription to notify@lists.test is disabled"))
