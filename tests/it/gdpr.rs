@@ -8,7 +8,6 @@
 use crate::support;
 
 use herald_sim::{Profile, World};
-use std::time::{Duration, Instant};
 use support::*;
 
 const TOKEN: &str = "s3cret-admin-token";
@@ -117,20 +116,13 @@ async fn an_operator_exports_and_erases_a_person_everywhere() {
         )
         .await;
     let post = queued_id(&reply);
-    let started = Instant::now();
-    let export = loop {
+    let export = wait_until_some(&format!("post {post} archived and logged"), || {
         let out = cli(&server, &["member", "export", PERSON]);
         let e: herald_api_types::people::PersonExport =
             serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
-        if !e.archived_posts.is_empty() && !e.delivery_log.is_empty() {
-            break e;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "post {post} not archived and logged: {e:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+        (!e.archived_posts.is_empty() && !e.delivery_log.is_empty()).then_some(e)
+    })
+    .await;
     assert_eq!(export.memberships.len(), 2, "{export:?}");
     let dev = export
         .memberships

@@ -2,7 +2,7 @@
 //! simulated Internet (crates/sim) on 127.0.0.0/8, driven the way an operator, a poster or a
 //! receiving MTA meets it. One test binary with a module per area, so `cargo test` links the
 //! whole server once instead of once per file (each link was the slowest step of a build, and
-//! each binary took some 100 MB of disk).
+//! each binary took some 150 MB of disk).
 //!
 //! Run one area: `cargo test --test it faults::` (a module path is a test-name filter); one test:
 //! `cargo test --test it faults::kill9_loop -- --nocapture`.
@@ -10,7 +10,9 @@
 //! Every test shares this process with the others (the libtest thread pool runs as many at a
 //! time as there are cores): a test must not set environment variables, change the working
 //! directory or lower a process limit, and it binds only ports the system chooses. A test that
-//! needs process-wide state runs the `herald` binary instead (`support::binary`).
+//! needs process-wide state runs the `herald` binary instead (`support::binary`). Tests that
+//! hold Herald to times and resource figures under a load they make themselves (flood, soak,
+//! descriptors) are in `tests/load`, which runs them one at a time.
 
 mod support;
 

@@ -18,7 +18,7 @@ use mail_parser::MimeHeaders;
 use serde_json::json;
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::*;
 
 const LIST: &str = "news@lists.test";
@@ -29,8 +29,7 @@ const REPORTS_TO: &str = "tlsrpt@d2.test";
 
 /// The report mails that reached `REPORTS_TO`, once `n` have.
 async fn report_mails(world: &World, n: usize) -> Vec<String> {
-    let start = Instant::now();
-    loop {
+    wait_until_some(&format!("{n} report mails"), || {
         let mails: Vec<String> = world
             .recorder()
             .snapshot()
@@ -39,16 +38,9 @@ async fn report_mails(world: &World, n: usize) -> Vec<String> {
             .filter_map(|c| c.message.as_deref())
             .map(|m| String::from_utf8_lossy(m).into_owned())
             .collect();
-        if mails.len() >= n {
-            return mails;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "{} of {n} report mails arrived",
-            mails.len()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        (mails.len() >= n).then_some(mails)
+    })
+    .await
 }
 
 fn gunzip(gz: &[u8]) -> Report {
