@@ -6,7 +6,7 @@
 # media type, header or body the document does not allow, any method not refused with 405,
 # and any operation that answers without the token.
 #
-# Left out: GET /api/v1/backup (a tar of the whole data directory per call; tests/backup_e2e.rs
+# Left out: GET /api/v1/backup (a tar of the whole data directory per call; tests/it/backup.rs
 # covers it) and the two message/rfc822 uploads, which schemathesis cannot serialize (the e2e
 # tests post real messages to them). The negative/positive data checks are not run: the
 # document names formats and ranges, but not every cross-field rule a handler enforces.

@@ -2,7 +2,7 @@
 """The API benchmark: members added one request at a time over the admin REST API, by
 C concurrent clients with kept-alive connections, as a sign-up backend or a sync script adds
 them. Herald (`POST /api/v1/lists/<list>/members`, bearer token) and, when `--mailman` names
-Mailman 3 core's `mailman` program (the venv `tests/import_mailman3_e2e.rs` installs under
+Mailman 3 core's `mailman` program (the venv `tests/it/import_mailman3.rs` installs under
 target/tmp), Mailman 3 (`POST /3.1/members`, its REST API) in the same run, each on a fresh
 SQLite store. Prints each run's requests/s and the median.
 

@@ -1,6 +1,6 @@
 """A real IMAP client from another ecosystem (Python's imaplib) reading Herald's archive.
 
-Run by tests/imap_e2e.rs: `python3 client.py <mode>` with the server and the lists in the
+Run by tests/it/imap.rs: `python3 client.py <mode>` with the server and the lists in the
 environment. Each mode asserts what a reader must see and exits non-zero with a message
 otherwise; it prints what it found as one JSON line for the Rust side to check as well.
 """

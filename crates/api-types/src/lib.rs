@@ -10,7 +10,7 @@
 //! Invariants:
 //! - The JSON these structs produce is the wire as it was before they existed, key for key
 //!   (the dashboard in `web/`, `docs/grafana-herald.json` and operators' scripts read it);
-//!   `tests/api_contract_e2e.rs` pins it against goldens recorded from the real server.
+//!   `tests/it/api_contract.rs` pins it against goldens recorded from the real server.
 //! - Responses are versioning-friendly: every response struct is `#[serde(default)]`, so a
 //!   client decodes an answer from an older server that lacks a field, and unknown fields from
 //!   a newer server are ignored (no `deny_unknown_fields` on responses). Requests the server

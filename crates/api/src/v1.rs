@@ -6,7 +6,7 @@
 //! derive their schemas, and each route is added here through utoipa-axum's `routes!`, which
 //! registers the handler with axum and its operation with the document in one step. A route
 //! cannot be served without being documented, or documented without being served.
-//! `tests/api_v1_e2e.rs` checks the document against the router and CI runs schemathesis
+//! `tests/it/api_v1.rs` checks the document against the router and CI runs schemathesis
 //! against the running server with it.
 //!
 //! Versioning: `v1` changes only by adding (an optional request field, a response field, a

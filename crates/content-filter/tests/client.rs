@@ -2,7 +2,7 @@
 //! one that refuses connections, HTTP errors, truncated, huge and wrongly typed answers. Each
 //! must come back as `FilterVerdict::Failed` with a reason (the enqueue path then holds the
 //! post), within the timeout, never as a verdict. The real rspamd is exercised by the root
-//! crate's `tests/content_filter_e2e.rs`.
+//! crate's `tests/it/content_filter.rs`.
 
 use bytes::Bytes;
 use herald_content_filter::{CheckRequest, ContentFilter, ContentFilterConfig, FilterVerdict};

@@ -2,7 +2,7 @@
 //! Authentication-Results field decides, per the list's `from_rewrite` setting, whether From
 //! becomes `"Poster via List" <list>`; Reply-To / Cc keep replies reaching the poster; the
 //! poster's DKIM-Signature is kept, renamed or removed. (The DNS side, deciding the recorded
-//! policy from real `_dmarc` records, is tested end to end in tests/dmarc_e2e.rs.)
+//! policy from real `_dmarc` records, is tested end to end in tests/it/dmarc.rs.)
 
 #![allow(clippy::unwrap_used)] // tests may unwrap: a panic is the failure report
 

@@ -1,7 +1,7 @@
 //! The explicit mapping from domain structs (directory, spool, scheduler, telemetry) to the
 //! wire views of `herald-api-types`. One file per source stage, so a stage's field rename is a
 //! compile error here, in one place, instead of a silent change of the JSON the dashboard, the
-//! CLI and operators' scripts read. `tests/api_contract_e2e.rs` pins the result.
+//! CLI and operators' scripts read. `tests/it/api_contract.rs` pins the result.
 //!
 //! Functions rather than `From` impls: both sides are foreign to this crate (the orphan rule),
 //! and a plain function reads as what it is — a translation owned by the API.

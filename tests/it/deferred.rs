@@ -1,0 +1,300 @@
+//! Dead destinations never hold back live ones, and senders see backpressure, end to end through
+//! the real `herald` binary over the simulated Internet.
+//!
+//! 1. With the in-memory queue cut to 200 copies, posts whose dead-host copies (refused and
+//!    hung hosts) reach more than ten times that still reach every live member within seconds
+//!    of their `250`: deferred copies and copies for down hosts wait in the deferred queue on
+//!    disk, not in the window (`scheduler/actor/deferred.rs`). Before, the window filled with
+//!    dead copies after two posts and nothing was delivered to anyone after that.
+//! 2. With `[intake] max_unfinished_copies` low, a post whose live copies go out slowly makes
+//!    the next RCPT get `452 4.3.1` (and `herald_intake_backpressure` 1), and once they are
+//!    delivered intake answers `250` again — while the parked dead copies, more than the bound,
+//!    are not counted.
+
+use crate::support;
+
+use herald_sim::{Profile, World};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use support::binary::BinaryServer;
+use support::*;
+
+const LIST: &str = "busy@lists.test";
+
+/// Short slow-lane timeouts, so probes of hung hosts end quickly.
+const SLOW_LANE: &str = "slow_connect_timeout_secs = 2
+slow_banner_timeout_secs = 2
+slow_command_timeout_secs = 3
+slow_data_timeout_secs = 3
+";
+
+fn message(tag: &str) -> Vec<u8> {
+    format!(
+        "From: Poster <poster@outside.test>\r\nTo: {LIST}\r\nSubject: {tag}\r\n\
+         Message-ID: <{tag}@outside.test>\r\n\r\nHello, members.\r\n"
+    )
+    .into_bytes()
+}
+
+async fn start(world: &World, dir: &tempfile::TempDir, extra: &str) -> BinaryServer {
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("data dir");
+    let mut server = BinaryServer::configure(dir.path(), &data, world, extra);
+    server.start().await;
+    server
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_hosts_with_ten_times_the_window_never_hold_back_live_members() {
+    // d0–d3 answer; d4–d6 refuse connections; d7–d9 accept and never greet.
+    let mut profiles = vec![Profile::Normal; 4];
+    profiles.extend([Profile::Refused, Profile::Refused, Profile::Refused]);
+    profiles.extend([Profile::Hung, Profile::Hung, Profile::Hung]);
+    let world = World::start(world_config(&profiles, false))
+        .await
+        .expect("world");
+    let t0 = Instant::now();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra = format!(
+        "[scheduler]\nmax_queued_copies = 200\nmax_queued_copies_per_post = 200\n\
+         queued_copies_per_domain = 0\n{SLOW_LANE}"
+    );
+    let mut server = start(&world, &dir, &extra).await;
+    const MEMBERS: usize = 140; // 14 per domain: 56 live, 84 dead
+    const POSTS: usize = 24; // 24 x 84 = 2,016 dead copies: ten times the window of 200
+    setup_personalized_list(&server.api, LIST, members_csv(MEMBERS, 10)).await;
+    let live: Vec<String> = (0..MEMBERS)
+        .filter(|i| i % 10 < 4)
+        .map(|i| format!("m{i}@d{}.test", i % 10))
+        .collect();
+
+    let (mut smtp, _) = Smtp::connect(server.smtp).await;
+    smtp.cmd("EHLO poster.outside.test").await;
+    let mut sent_ms = HashMap::new();
+    for p in 0..POSTS {
+        let tag = format!("deferred-{p}");
+        let r = smtp
+            .send_mail("poster@outside.test", &[LIST], &message(&tag))
+            .await;
+        assert!(r.starts_with("250"), "post {p}: {r}");
+        sent_ms.insert(
+            format!("<{tag}@outside.test>"),
+            t0.elapsed().as_millis() as u64,
+        );
+    }
+    smtp.cmd("QUIT").await;
+
+    let want = (live.len() * POSTS) as u64;
+    assert!(
+        world
+            .recorder()
+            .wait_for(want, Duration::from_secs(40))
+            .await,
+        "live members did not get every post: {} of {want} copies",
+        world.recorder().snapshot().accepted
+    );
+    let snap = world.recorder().snapshot();
+    assert_eq!(snap.duplicates, 0);
+    for rcpt in &live {
+        assert_eq!(snap.copies_for(rcpt).len(), POSTS, "{rcpt}");
+    }
+    // Each post reached all its live members within seconds of its 250 (the world's clock
+    // starts a moment before `t0`: this errs on the long side).
+    let mut worst = 0u64;
+    for c in &snap.copies {
+        let sent = c
+            .message_id
+            .as_deref()
+            .and_then(|m| sent_ms.get(m))
+            .copied();
+        let sent = sent.expect("a copy of a post we sent");
+        worst = worst.max(c.at_ms.saturating_sub(sent));
+    }
+    eprintln!("slowest live copy: {worst} ms after its post's 250");
+    assert!(worst < 10_000, "a live copy took {worst} ms");
+
+    // The dead copies, ten times the window, wait in the deferred queue on disk.
+    let api = server.api.clone();
+    eventually(Duration::from_secs(20), "every dead copy parked", || {
+        let api = api.clone();
+        async move { metric(&api, "herald_deferred_copies").await >= 2016 }
+    })
+    .await;
+    assert!(metric(&server.api, "herald_deferred_queue_bytes").await > 0);
+    assert!(metric(&server.api, "herald_queue_recipients").await >= 2016);
+    assert_eq!(metric(&server.api, "herald_intake_backpressure").await, 0);
+    server.stop().await;
+    world.shutdown().await;
+}
+
+/// Tries the list at RCPT on `smtp` (then RSET): the reply's first line.
+async fn rcpt_reply(smtp: &mut Smtp) -> String {
+    let r = smtp.cmd("MAIL FROM:<poster@outside.test>").await;
+    assert!(r.starts_with("250"), "{r}");
+    let r = smtp.cmd(&format!("RCPT TO:<{LIST}>")).await;
+    smtp.cmd("RSET").await;
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn intake_answers_452_while_live_work_is_over_its_bound_and_250_once_it_drained() {
+    // d0 answers slowly (every reply 150 ms late); d1 refuses; d2 never greets.
+    let slow = Profile::Slow {
+        delay: Duration::from_millis(150),
+    };
+    let world = World::start(world_config(
+        &[slow, Profile::Refused, Profile::Hung],
+        false,
+    ))
+    .await
+    .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra = format!("[intake]\nmax_unfinished_copies = 100\n[scheduler]\n{SLOW_LANE}");
+    let mut server = start(&world, &dir, &extra).await;
+    // 200 members per domain: 200 live copies per post, 400 dead ones (four times the bound).
+    setup_personalized_list(&server.api, LIST, members_csv(600, 3)).await;
+    let (mut smtp, _) = Smtp::connect(server.smtp).await;
+    smtp.cmd("EHLO poster.outside.test").await;
+    let r = smtp
+        .send_mail("poster@outside.test", &[LIST], &message("first"))
+        .await;
+    assert!(r.starts_with("250"), "{r}");
+
+    // 200 live copies going out slowly: more than the bound.
+    let mut refused = String::new();
+    let started = Instant::now();
+    while !refused.starts_with("452") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "never refused: {refused}"
+        );
+        refused = rcpt_reply(&mut smtp).await;
+    }
+    assert!(refused.starts_with("452 4.3.1"), "{refused}");
+    assert!(refused.contains("try again later"), "{refused}");
+    assert_eq!(metric(&server.api, "herald_intake_backpressure").await, 1);
+    assert!(metric(&server.api, "herald_unfinished_copies").await > 90);
+
+    // Once the live copies are out, list posts are taken again, though the parked dead copies
+    // (400) are four times the bound.
+    let mut again = String::new();
+    let started = Instant::now();
+    while !again.starts_with("250") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "still refused: {again}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        again = rcpt_reply(&mut smtp).await;
+    }
+    // Taken again once at most 90 % of the bound is left: 110 of the 200 live copies are out.
+    let out = world.recorder().snapshot().accepted;
+    assert!(out >= 110, "the live copies drained first: {out}");
+    let api = server.api.clone();
+    eventually(Duration::from_secs(20), "the dead copies parked", || {
+        let api = api.clone();
+        async move { metric(&api, "herald_deferred_copies").await >= 400 }
+    })
+    .await;
+    assert!(rcpt_reply(&mut smtp).await.starts_with("250"));
+    assert_eq!(metric(&server.api, "herald_intake_backpressure").await, 0);
+    let r = smtp
+        .send_mail("poster@outside.test", &[LIST], &message("second"))
+        .await;
+    assert!(r.starts_with("250"), "{r}");
+    smtp.cmd("QUIT").await;
+    // Both posts reach every live member, once.
+    assert!(
+        world
+            .recorder()
+            .wait_for(400, Duration::from_secs(30))
+            .await,
+        "{} copies",
+        world.recorder().snapshot().accepted
+    );
+    let snap = world.recorder().snapshot();
+    assert_eq!((snap.accepted, snap.duplicates), (400, 0));
+    server.stop().await;
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_every_parked_copy_is_delivered_once_when_its_host_answers() {
+    // d1's address refuses connections until a receiver starts there after the crash.
+    let world = World::start(world_config(&[Profile::Normal, Profile::Refused], false))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra = "[scheduler]\nretry_initial_secs = 600\nretry_max_secs = 600\n\
+                 destination_backoff_secs = 1\ndestination_backoff_max_secs = 2\n\
+                 host_down_after_failures = 1\n";
+    let mut server = start(&world, &dir, extra).await;
+    setup_personalized_list(&server.api, LIST, members_csv(100, 2)).await;
+    let (mut smtp, _) = Smtp::connect(server.smtp).await;
+    smtp.cmd("EHLO poster.outside.test").await;
+    for tag in ["crash-1", "crash-2"] {
+        let r = smtp
+            .send_mail("poster@outside.test", &[LIST], &message(tag))
+            .await;
+        assert!(r.starts_with("250"), "{r}");
+    }
+    assert!(
+        world
+            .recorder()
+            .wait_for(100, Duration::from_secs(20))
+            .await
+    );
+    // Crash only once the delivered copies are journaled (a copy the receiver took whose reply
+    // was still on its way is the bounded duplicate a crash may cost, not what this tests).
+    let api = server.api.clone();
+    eventually(Duration::from_secs(20), "d0's copies journaled", || {
+        let api = api.clone();
+        async move {
+            metric(&api, "herald_copies_total{outcome=\"delivered\"}").await == 100
+                && metric(&api, "herald_unjournaled_copies").await == 0
+        }
+    })
+    .await;
+    eventually(Duration::from_secs(20), "d1's copies parked", || {
+        let api = api.clone();
+        async move { metric(&api, "herald_deferred_copies").await == 100 }
+    })
+    .await;
+    let deferred = dir.path().join("data/deferred");
+    let on_disk: u64 = std::fs::read_dir(&deferred)
+        .expect("deferred dir")
+        .map(|e| e.expect("entry").metadata().expect("meta").len())
+        .sum();
+    assert!(on_disk > 0, "parked copies are on disk");
+    server.kill9();
+
+    // The host answers now, on the same address; the server starts again.
+    let mut later = world_config(&[Profile::Normal, Profile::Normal], false);
+    later.domains.remove(0);
+    later.domains[0].mx_addr = world.config().domains[1].mx_addr;
+    later.smtp_port = world.smtp_port();
+    let back = World::start(later).await.expect("second world");
+    server.start().await;
+    assert!(
+        back.recorder().wait_for(100, Duration::from_secs(30)).await,
+        "parked copies not delivered after the restart: {}",
+        back.recorder().snapshot().accepted
+    );
+    let api = server.api.clone();
+    eventually(Duration::from_secs(10), "the deferred queue empty", || {
+        let api = api.clone();
+        async move { metric(&api, "herald_deferred_copies").await == 0 }
+    })
+    .await;
+    let snap = back.recorder().snapshot();
+    assert_eq!((snap.accepted, snap.duplicates), (100, 0));
+    for i in (1..100).step_by(2) {
+        assert_eq!(snap.copies_for(&format!("m{i}@d1.test")).len(), 2, "m{i}");
+    }
+    // Nothing delivered before the crash went again.
+    let first = world.recorder().snapshot();
+    assert_eq!((first.accepted, first.duplicates), (100, 0));
+    server.stop().await;
+    back.shutdown().await;
+    world.shutdown().await;
+}
