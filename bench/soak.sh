@@ -67,7 +67,10 @@ log() { printf '%s %s\n' "$(date +%T)" "$*" >&2; }
 
 if [ "${SKIP_BUILD:-}" != 1 ]; then
   log "building release binaries"
-  (cd "$ROOT" && CARGO_TARGET_DIR=$TARGET cargo build --release -q -p herald -p herald-bench)
+  # Two builds, not one: built together, the two packages' features unify and `herald` could
+  # differ from (and be rebuilt after) a plain `cargo build --release`.
+  (cd "$ROOT" && CARGO_TARGET_DIR=$TARGET cargo build --release -q -p herald &&
+    CARGO_TARGET_DIR=$TARGET cargo build --release -q -p herald-bench)
 fi
 for b in "$HERALD" "$SERVE" "$BENCH"; do [ -x "$b" ] || { echo "no $b" >&2; exit 2; }; done
 command -v jq >/dev/null || { echo "jq is needed" >&2; exit 2; }
