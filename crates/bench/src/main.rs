@@ -8,12 +8,15 @@
 //! - `post`: writes the scenario posts (text of N KB, a multipart/related with an inline image).
 //! - `watch`: samples a process tree's CPU time and RSS until told to stop.
 //! - `table`: prints the comparison table from each system's report and resources.
+//! - `soak`, `soak-report`, `soak-check`: the hours-long load of a busy site for `bench/soak.sh`,
+//!   its table and slopes, and the check of every copy against the posts and membership changes.
 //!
 //! Benchmarks are not tests: nothing here runs under `cargo test` beyond its unit tests.
 
 mod feed;
 mod intake;
 mod posts;
+mod soak;
 mod table;
 mod watch;
 
@@ -39,6 +42,12 @@ enum Command {
     Watch(watch::WatchArgs),
     /// Print the comparison table of a benchmark's results directory.
     Table(table::TableArgs),
+    /// Hold a busy site's load (posts, membership changes, bounces, polls) and sample Herald.
+    Soak(soak::SoakArgs),
+    /// Print a soak's table, slopes and fresh-versus-drained RSS.
+    SoakReport(soak::report::SoakReportArgs),
+    /// Check a drained soak's copies: none missing, none twice, none to non-members.
+    SoakCheck(soak::check::SoakCheckArgs),
 }
 
 fn main() -> Result<()> {
@@ -60,5 +69,14 @@ fn main() -> Result<()> {
         Command::Post(a) => posts::run(a),
         Command::Watch(a) => watch::run(a),
         Command::Table(a) => table::run(a),
+        Command::Soak(a) => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()?;
+            rt.block_on(soak::run(a))
+        }
+        Command::SoakReport(a) => soak::report::run(a),
+        Command::SoakCheck(a) => soak::check::run(a),
     }
 }
