@@ -68,14 +68,57 @@ enum HeldPost {
 
 /// A [`PostCtx`] whose template's bytes are in its `.tpl` file.
 struct SpilledPost {
+    shell: TemplateShell,
+    rest: PostRest,
+}
+
+/// Everything of a [`PostCtx`] but its template.
+struct PostRest {
     id: PostId,
     list_id: ListId,
-    shell: TemplateShell,
     accepted_at_ms: u64,
     max_age_ms: u64,
     window: Arc<tokio::sync::Semaphore>,
     dsn: Option<herald_types::Dsn>,
     egress_pool: Option<Arc<str>>,
+}
+
+impl PostRest {
+    fn split(post: PostCtx) -> (herald_fanout::Template, PostRest) {
+        let PostCtx {
+            id,
+            list_id,
+            template,
+            accepted_at_ms,
+            max_age_ms,
+            window,
+            dsn,
+            egress_pool,
+        } = post;
+        let rest = PostRest {
+            id,
+            list_id,
+            accepted_at_ms,
+            max_age_ms,
+            window,
+            dsn,
+            egress_pool,
+        };
+        (template, rest)
+    }
+
+    fn with(self, template: herald_fanout::Template) -> PostCtx {
+        PostCtx {
+            id: self.id,
+            list_id: self.list_id,
+            template,
+            accepted_at_ms: self.accepted_at_ms,
+            max_age_ms: self.max_age_ms,
+            window: self.window,
+            dsn: self.dsn,
+            egress_pool: self.egress_pool,
+        }
+    }
 }
 
 struct PostEntry {
@@ -481,16 +524,8 @@ impl DeferredStore {
     /// `post` with its template's bytes in its file (written now unless it was before), or
     /// still in memory when the file cannot be written (logged like a failed line).
     fn spill(&mut self, post: PostCtx, file_bytes: &mut Option<u64>) -> HeldPost {
-        let PostCtx {
-            id,
-            list_id,
-            template,
-            accepted_at_ms,
-            max_age_ms,
-            window,
-            dsn,
-            egress_pool,
-        } = post;
+        let (template, rest) = PostRest::split(post);
+        let id = rest.id;
         let (shell, bytes) = template.into_shell();
         let written = match (*file_bytes, self.post_path(id)) {
             (Some(_), Some(_)) => Ok(()),
@@ -501,16 +536,7 @@ impl DeferredStore {
             }),
             (_, None) => Err(std::io::Error::other("no directory")),
         };
-        let spilled = SpilledPost {
-            id,
-            list_id,
-            shell,
-            accepted_at_ms,
-            max_age_ms,
-            window,
-            dsn,
-            egress_pool,
-        };
+        let spilled = SpilledPost { shell, rest };
         match written {
             Ok(()) => HeldPost::Spilled(Box::new(spilled)),
             Err(e) => {
@@ -528,7 +554,7 @@ impl DeferredStore {
     /// holds other bytes (logged; its copies stay undelivered in the spool until the next
     /// start, like a line that cannot be read).
     fn load(&mut self, spilled: SpilledPost) -> Result<Arc<PostCtx>, Box<SpilledPost>> {
-        let id = spilled.id;
+        let id = spilled.rest.id;
         let bytes = match self.post_path(id).map(std::fs::read) {
             Some(Ok(bytes)) => bytes,
             Some(Err(e)) => {
@@ -566,37 +592,10 @@ const POSTS_DIR: &str = "posts";
 
 /// `spilled` with its bytes again; the shell back when they are not its bytes.
 fn filled(spilled: SpilledPost, bytes: Vec<u8>) -> Result<Arc<PostCtx>, Box<SpilledPost>> {
-    let SpilledPost {
-        id,
-        list_id,
-        shell,
-        accepted_at_ms,
-        max_age_ms,
-        window,
-        dsn,
-        egress_pool,
-    } = spilled;
+    let SpilledPost { shell, rest } = spilled;
     match shell.fill(bytes) {
-        Ok(template) => Ok(Arc::new(PostCtx {
-            id,
-            list_id,
-            template,
-            accepted_at_ms,
-            max_age_ms,
-            window,
-            dsn,
-            egress_pool,
-        })),
-        Err(shell) => Err(Box::new(SpilledPost {
-            id,
-            list_id,
-            shell,
-            accepted_at_ms,
-            max_age_ms,
-            window,
-            dsn,
-            egress_pool,
-        })),
+        Ok(template) => Ok(Arc::new(rest.with(template))),
+        Err(shell) => Err(Box::new(SpilledPost { shell, rest })),
     }
 }
 
