@@ -298,3 +298,94 @@ async fn after_kill_9_every_parked_copy_is_delivered_once_when_its_host_answers(
     back.shutdown().await;
     world.shutdown().await;
 }
+
+/// Posts whose every copy waits for a down host keep their bytes on disk, not in memory; when
+/// the host answers (the server never restarted), each waiting member gets the same copy as the
+/// members delivered from memory at once: same Message-ID, same size (the addresses `m{2k}@d0`
+/// and `m{2k+1}@d1` are as long, so a personalized copy is too), each once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn posts_waiting_on_a_down_host_go_to_disk_and_come_back_whole_when_it_answers() {
+    let world = World::start(world_config(&[Profile::Normal, Profile::Refused], false))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra = "[scheduler]\nretry_initial_secs = 600\nretry_max_secs = 600\n\
+                 destination_backoff_secs = 1\ndestination_backoff_max_secs = 2\n\
+                 host_down_after_failures = 1\n";
+    let mut server = start(&world, &dir, extra).await;
+    setup_personalized_list(&server.api, LIST, members_csv(100, 2)).await;
+    let (mut smtp, _) = Smtp::connect(server.smtp).await;
+    smtp.cmd("EHLO poster.outside.test").await;
+    for tag in ["spill-1", "spill-2"] {
+        let r = smtp
+            .send_mail("poster@outside.test", &[LIST], &message(tag))
+            .await;
+        assert!(r.starts_with("250"), "{r}");
+    }
+    assert!(
+        world
+            .recorder()
+            .wait_for(100, Duration::from_secs(20))
+            .await
+    );
+    let api = server.api.clone();
+    eventually(Duration::from_secs(20), "both posts' bytes on disk", || {
+        let api = api.clone();
+        async move {
+            metric(&api, "herald_deferred_copies").await == 100
+                && metric(&api, "herald_deferred_posts").await == 2
+                && metric(&api, "herald_deferred_posts_in_memory").await == 0
+        }
+    })
+    .await;
+    let files = std::fs::read_dir(dir.path().join("data/deferred/posts"))
+        .expect("posts dir")
+        .count();
+    assert_eq!(files, 2, "one file a post");
+
+    // The host answers now, on the same address; the server keeps running.
+    let mut later = world_config(&[Profile::Normal, Profile::Normal], false);
+    later.domains.remove(0);
+    later.domains[0].mx_addr = world.config().domains[1].mx_addr;
+    later.smtp_port = world.smtp_port();
+    let back = World::start(later).await.expect("second world");
+    assert!(
+        back.recorder().wait_for(100, Duration::from_secs(30)).await,
+        "waiting copies not delivered: {}",
+        back.recorder().snapshot().accepted
+    );
+    eventually(Duration::from_secs(10), "the post files gone", || {
+        let api = api.clone();
+        let posts = dir.path().join("data/deferred/posts");
+        async move {
+            metric(&api, "herald_deferred_posts").await == 0
+                && std::fs::read_dir(&posts).map_or(0, |d| d.count()) == 0
+        }
+    })
+    .await;
+    let (first, later) = (world.recorder().snapshot(), back.recorder().snapshot());
+    assert_eq!((later.accepted, later.duplicates), (100, 0));
+    for i in (1..100).step_by(2) {
+        for tag in ["spill-1", "spill-2"] {
+            let id = format!("<{tag}@outside.test>");
+            let of = |snap: &herald_sim::Snapshot, rcpt: &str| {
+                let copies: Vec<usize> = snap
+                    .copies_for(rcpt)
+                    .iter()
+                    .filter(|c| c.message_id.as_deref() == Some(id.as_str()))
+                    .map(|c| c.size)
+                    .collect();
+                assert_eq!(copies.len(), 1, "{rcpt} {tag}: {copies:?}");
+                copies[0]
+            };
+            assert_eq!(
+                of(&later, &format!("m{i}@d1.test")),
+                of(&first, &format!("m{}@d0.test", i - 1)),
+                "m{i} {tag}: the copy from disk is the copy from memory"
+            );
+        }
+    }
+    server.stop().await;
+    back.shutdown().await;
+    world.shutdown().await;
+}
