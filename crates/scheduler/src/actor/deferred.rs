@@ -450,39 +450,52 @@ impl DeferredStore {
     /// One parked copy of `post` is resumed: its context (read back from disk when spilled);
     /// the post leaves the store with its last parked copy.
     fn release_post(&mut self, post: PostId) -> Option<Arc<PostCtx>> {
-        let mut entry = self.posts.remove(&post)?;
+        // In place: this runs for every resumed copy, and most posts are in memory.
+        let entry = self.posts.get_mut(&post)?;
         entry.parked = entry.parked.saturating_sub(1);
-        let ctx = match entry.held {
-            HeldPost::Resident(ctx) => {
-                entry.held = HeldPost::Resident(ctx.clone());
-                Some(ctx)
-            }
-            HeldPost::Spilled(spilled) => match self.load(*spilled) {
-                Ok(ctx) => {
-                    entry.held = HeldPost::Resident(ctx.clone());
-                    self.resident.insert(post);
-                    Some(ctx)
-                }
-                Err(spilled) => {
-                    entry.held = HeldPost::Spilled(spilled);
-                    None
-                }
-            },
+        let last = entry.parked == 0;
+        let ctx = match &entry.held {
+            HeldPost::Resident(ctx) => Some(ctx.clone()),
+            HeldPost::Spilled(_) => self.read_back(post),
         };
-        if entry.parked == 0 {
-            self.resident.remove(&post);
-            if let Some(len) = entry.file_bytes {
-                self.bytes = self.bytes.saturating_sub(len);
-                if let Some(path) = self.post_path(post) {
-                    if let Err(e) = std::fs::remove_file(&path) {
-                        tracing::warn!(post = %post, error = %e, "cannot remove a parked post's template file");
-                    }
-                }
-            }
-        } else {
-            self.posts.insert(post, entry);
+        if last {
+            self.forget(post);
         }
         ctx
+    }
+
+    /// A spilled post in memory again (`None` when its file cannot be read; it stays spilled).
+    fn read_back(&mut self, post: PostId) -> Option<Arc<PostCtx>> {
+        let mut entry = self.posts.remove(&post)?;
+        let (held, ctx) = match entry.held {
+            HeldPost::Resident(ctx) => (HeldPost::Resident(ctx.clone()), Some(ctx)),
+            HeldPost::Spilled(spilled) => match self.load(*spilled) {
+                Ok(ctx) => {
+                    self.resident.insert(post);
+                    (HeldPost::Resident(ctx.clone()), Some(ctx))
+                }
+                Err(spilled) => (HeldPost::Spilled(spilled), None),
+            },
+        };
+        entry.held = held;
+        self.posts.insert(post, entry);
+        ctx
+    }
+
+    /// The post's last parked copy left: it and its file go.
+    fn forget(&mut self, post: PostId) {
+        self.resident.remove(&post);
+        let Some(entry) = self.posts.remove(&post) else {
+            return;
+        };
+        if let Some(len) = entry.file_bytes {
+            self.bytes = self.bytes.saturating_sub(len);
+            if let Some(path) = self.post_path(post) {
+                if let Err(e) = std::fs::remove_file(&path) {
+                    tracing::warn!(post = %post, error = %e, "cannot remove a parked post's template file");
+                }
+            }
+        }
     }
 
     /// Gives the template bytes of every post whose copies are all parked to the disk; at
