@@ -9,6 +9,10 @@
 //!    cycle. Submodules count as their top-level module; `super::` is a child reaching its parent
 //!    and is not an edge between siblings.
 //!
+//! 3. **The map:** ARCHITECTURE.md's table "Crates and who owns what" has a row for every
+//!    workspace crate, and its "depends on" column names exactly the crate's normal herald
+//!    dependencies, so the map a newcomer reads cannot drift from the house.
+//!
 //! Read from `cargo metadata` and the sources, so the test sees what the compiler sees.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -54,6 +58,8 @@ const FLOW: &[&str] = &[
     "herald-knowledge",
     "herald-webadmin",
     "herald-api",
+    "herald-config",
+    "herald-host",
     "herald-server",
     "herald-bench",
     "herald-fuzz",
@@ -156,6 +162,84 @@ fn every_crate_depends_only_on_crates_upstream_of_it() {
         "the one-way rule is broken:\n{}",
         wrong.join("\n")
     );
+}
+
+#[test]
+fn architecture_md_names_each_crates_dependencies() {
+    let packages = workspace_packages();
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
+            .expect("ARCHITECTURE.md is readable");
+    let mut wrong = Vec::new();
+    let mut rows = BTreeSet::new();
+    for line in text.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 5 {
+            continue;
+        }
+        // The crate column names the folder, and the package when it differs:
+        // "`content-filter` (`herald-content-filter`)".
+        let Some(p) = backticked(cells[1]).into_iter().find_map(|n| {
+            packages
+                .iter()
+                .find(|p| p.name == n || p.name == format!("herald-{n}"))
+        }) else {
+            continue;
+        };
+        rows.insert(p.name.clone());
+        let listed = listed_dependencies(cells[cells.len() - 2]);
+        let actual: BTreeSet<String> = p
+            .deps
+            .iter()
+            .map(|d| d.trim_start_matches("herald-").to_string())
+            .collect();
+        if listed != actual {
+            wrong.push(format!(
+                "{}: ARCHITECTURE.md lists {listed:?}, Cargo.toml has {actual:?}",
+                p.name
+            ));
+        }
+    }
+    for p in &packages {
+        if !rows.contains(&p.name) {
+            wrong.push(format!("{} has no row in ARCHITECTURE.md", p.name));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "ARCHITECTURE.md's dependency column has drifted:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The `code` spans of a table cell.
+fn backticked(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// A "depends on" cell as crate names: comma-separated, parenthesised remarks dropped, and
+/// "—" for none.
+fn listed_dependencies(cell: &str) -> BTreeSet<String> {
+    let mut plain = String::new();
+    let mut depth = 0usize;
+    for c in cell.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            c if depth == 0 => plain.push(c),
+            _ => {}
+        }
+    }
+    plain
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && *n != "—" && *n != "-")
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]

@@ -14,19 +14,15 @@
 //! outcome is journaled), then the bounce and lists stages (the scheduler's report loop has
 //! handed them every failure), then the spool is flushed and the delivery log written out.
 
-pub mod config;
-pub mod descriptors;
 mod listeners;
-pub mod memory;
-pub mod privileges;
 mod reload;
-pub mod reserve;
-mod secret;
 mod steps;
 
-pub use config::{Config, ConfigError};
+pub use herald_config as config;
+pub use herald_config::{Config, ConfigError};
+pub use herald_host::secret::write_private;
+pub use herald_host::{descriptors, memory, privileges, reserve};
 pub use listeners::Listeners;
-pub use secret::write_private;
 
 use std::net::SocketAddr;
 use tokio_util::sync::CancellationToken;
@@ -67,14 +63,9 @@ pub enum ServerError {
     /// This node may not join the cluster (schema version, duplicate id) or its store failed.
     #[error("{0}")]
     Cluster(#[from] herald_cluster::ClusterError),
-    /// The configured `secret` is not the cluster's (kept in the shared store since its first
-    /// node started): links minted by this node would be refused by the others.
-    #[error(
-        "the configured `secret` differs from the cluster's (kept in the shared store since \
-         the first node started): give every node the same `secret`, or none (a node without \
-         one uses the cluster's)"
-    )]
-    SecretMismatch,
+    /// This node has no secret it may use (the cluster's differs from the configured one).
+    #[error("{0}")]
+    Secret(#[from] herald_host::secret::SecretError),
     /// A blocking start-up task (opening the directory) panicked or was cancelled.
     #[error("{what} task failed: {message}")]
     Task { what: &'static str, message: String },

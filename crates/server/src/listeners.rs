@@ -7,8 +7,8 @@
 //! `max_sessions`, so SMTP clients can never take the LMTP listener's slots, and LMTP is never
 //! stressed nor shed.
 
-use crate::config::Config;
 use crate::ServerError;
+use herald_config::Config;
 use herald_enqueue::ListHandler;
 use herald_inbound::{InboundError, InboundShared, Mode};
 use std::net::SocketAddr;

@@ -9,8 +9,8 @@
 //! that does not load, or a key or certificate that does not, changes nothing: the running
 //! ones stay, with an error line naming why.
 
-use crate::config::Config;
 use herald_auth::DkimKeys;
+use herald_config::Config;
 use herald_inbound::ServedCert;
 use herald_telemetry::Telemetry;
 use std::path::{Path, PathBuf};

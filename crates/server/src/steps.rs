@@ -12,9 +12,9 @@
 //! stage, lists stage ([`herald_enqueue::Handoff`]); scheduler ─► bounce stage (failed copies)
 //! and ─► TLS reports (sessions); bounce stage ─► lists stage (disabled members).
 
-use crate::config::Config;
 use crate::ServerError;
 use herald_archive::web::WebArchive;
+use herald_config::Config;
 use herald_directory::Directory;
 use herald_enqueue::Enqueuer;
 use herald_lists::Lists;
@@ -122,7 +122,11 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
     let lists = run.add(herald_lists::start(&cx, lists, handed.lists, disabled_rx));
     run.add(parts::dedup_flusher(config, s.dedup));
     // Freed heap back to the system (bulk imports left it resident).
-    run.add(Started::spawn("memory", StopAt::Stages, crate::memory::run));
+    run.add(Started::spawn(
+        "memory",
+        StopAt::Stages,
+        herald_host::memory::run,
+    ));
     // Fan-out (the shared one, or this node's scheduler) first, then the archive's tap.
     let fan_out: Arc<dyn FanOut> = match &shards {
         Some(shards) => shards.clone(),

@@ -2,8 +2,8 @@
 //! handles read out of the server's configuration, with the configuration key to blame when
 //! one cannot be set up.
 
-use crate::config::{Config, ConfigError};
 use crate::ServerError;
+use herald_config::{Config, ConfigError};
 use herald_enqueue::{ArrivalCheck, ArrivalSetupError, Enqueuer};
 use herald_fanout::ListContext;
 use herald_lists::Lists;

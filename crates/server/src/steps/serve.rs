@@ -2,9 +2,9 @@
 //! with what it reads of the running stages, SIGHUP's reload, and the archive over IMAP.
 
 use super::Stages;
-use crate::config::Config;
 use crate::listeners::{self, InboundTls, ListenerTask, Listeners};
 use crate::ServerError;
+use herald_config::Config;
 use herald_enqueue::{ListHandler, PostmasterPolicy};
 use std::sync::Arc;
 use std::time::Instant;

@@ -2,8 +2,8 @@
 //! (SQLite or PostgreSQL), the cluster secret and this node's membership, the spool with the
 //! posts it recovered, telemetry, the resolver, the dedup store and the accounts.
 
-use crate::config::Config;
 use crate::ServerError;
+use herald_config::Config;
 use herald_directory::Directory;
 use herald_enqueue::{DedupConfig, DedupStore};
 use herald_routing::MxResolver;
@@ -57,7 +57,7 @@ pub(crate) async fn open_stores(
     let secret = match directory.store_kind() {
         herald_directory::StoreKind::Postgres => {
             let (c, d) = (config.clone(), directory.clone());
-            tokio::task::spawn_blocking(move || crate::secret::shared(&c, &d))
+            tokio::task::spawn_blocking(move || herald_host::secret::shared(&c, &d))
                 .await
                 .map_err(|e| ServerError::Task {
                     what: "read the cluster secret",
@@ -65,7 +65,7 @@ pub(crate) async fn open_stores(
                 })??
         }
         herald_directory::StoreKind::Sqlite => {
-            crate::secret::load_or_create(config).map_err(data_err)?
+            herald_host::secret::load_or_create(config).map_err(data_err)?
         }
     };
     let cluster = join_cluster(config, &directory, http).await?;

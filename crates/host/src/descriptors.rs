@@ -8,7 +8,7 @@
 //! one (what an unprivileged process may do), logs it, and refuses to start, naming the keys,
 //! when the configuration cannot fit.
 
-use crate::config::{Config, ConfigError};
+use herald_config::{Config, ConfigError};
 use std::fmt::Write as _;
 
 /// Descriptors kept for everything that is not a counted connection: the listening sockets,

@@ -9,57 +9,10 @@
 //!
 //! SECURITY: the user and group names come from the operator's configuration file.
 
+use herald_config::ServerSection;
 use nix::unistd::{self, Gid, Group, Uid, User};
-use serde::Deserialize;
 use std::ffi::CString;
 use std::path::Path;
-
-/// `[server]`: who the server runs as.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServerSection {
-    /// The user to become after binding when started as root (e.g. "herald"). Empty: none.
-    pub user: String,
-    /// Its group; empty: the user's primary group.
-    pub group: String,
-    /// Keep running as root when no user is set (containers that isolate otherwise).
-    pub allow_root: bool,
-    /// Threads for blocking work (SQLite and PostgreSQL queries, file I/O); 0: twice the
-    /// cores, at least 4 ([`ServerSection::blocking_pool`]). Each query handed to an idle pool
-    /// thread wakes it, and with a pool as large as the burst (tokio's default is 512) every
-    /// query does: on 2 cores, 4 threads took an SMTP intake burst from 4,237 to 5,196 posts/s
-    /// (BENCHMARKS.md). A small pool queues queries instead, so a slow one (a PostgreSQL
-    /// outage's connect timeout) delays those behind it; nothing long-lived runs on it (the
-    /// backup and mbox downloads have threads of their own).
-    pub blocking_threads: usize,
-    /// MiB kept free in the data directory as a file (`disk-reserve`) and given back when the
-    /// disk is full, so a start and a stop never block on it (`reserve.rs`); 0: none. It must
-    /// hold what opening the stores and journaling the outcomes in flight need.
-    pub disk_reserve_mib: u64,
-}
-
-impl Default for ServerSection {
-    fn default() -> Self {
-        ServerSection {
-            user: String::new(),
-            group: String::new(),
-            allow_root: false,
-            blocking_threads: 0,
-            disk_reserve_mib: 16,
-        }
-    }
-}
-
-impl ServerSection {
-    /// The blocking pool's size: `blocking_threads`, or twice the cores and at least 4.
-    pub fn blocking_pool(&self) -> usize {
-        if self.blocking_threads > 0 {
-            return self.blocking_threads;
-        }
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        (2 * cores).max(4)
-    }
-}
 
 /// Why the server would not change, or keep, its user.
 #[derive(Debug, thiserror::Error)]

@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 /// The file's name in the data directory.
 pub const FILE_NAME: &str = "disk-reserve";
 /// Largest reserve accepted by the configuration check.
-pub const MAX_MIB: u64 = 1024;
+pub use herald_config::MAX_DISK_RESERVE_MIB as MAX_MIB;
 
 /// The reserve file and whether it is given back now.
 #[derive(Debug)]
@@ -212,7 +212,7 @@ const HELD: &str = "the data disk is full: its reserve is in use for the mail al
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// After a start on a full disk: posts are held off until the reserve is back.
-pub(crate) fn hold_if_released(reserve: &DiskReserve, spool: &Spool) {
+pub fn hold_if_released(reserve: &DiskReserve, spool: &Spool) {
     if reserve.is_released() {
         spool.hold_posts(HELD);
     }
@@ -220,7 +220,7 @@ pub(crate) fn hold_if_released(reserve: &DiskReserve, spool: &Spool) {
 
 /// While the server runs: a released reserve is written back as soon as there is room, and
 /// then posts are taken again.
-pub(crate) async fn watch(reserve: Arc<DiskReserve>, spool: Spool, stop: CancellationToken) {
+pub async fn watch(reserve: Arc<DiskReserve>, spool: Spool, stop: CancellationToken) {
     let mut tick = tokio::time::interval(WATCH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -241,7 +241,7 @@ pub(crate) async fn watch(reserve: Arc<DiskReserve>, spool: Spool, stop: Cancell
 /// At the stop: when the journal cannot be written, the reserve is given to it and the repair
 /// tried at once, so the outcomes of copies already delivered become durable and nothing is
 /// sent twice at the next start.
-pub(crate) fn on_stop(reserve: &DiskReserve, spool: &Spool) {
+pub fn on_stop(reserve: &DiskReserve, spool: &Spool) {
     if spool.journal_outage().is_none() {
         return;
     }

@@ -57,7 +57,7 @@ pub struct Config {
     /// it is kept.
     pub postmaster: PostmasterSection,
     /// Who the server runs as once its listeners are bound (`[server] user`, `allow_root`).
-    pub server: crate::privileges::ServerSection,
+    pub server: ServerSection,
     /// The list archive: on by default, lists private until an administrator
     /// publishes them.
     pub archive: herald_archive::ArchiveSection,
@@ -108,7 +108,7 @@ impl Default for Config {
             tls: TlsSection::default(),
             auth: AuthSection::default(),
             postmaster: PostmasterSection::default(),
-            server: crate::privileges::ServerSection::default(),
+            server: ServerSection::default(),
             archive: herald_archive::ArchiveSection::default(),
             notice_limits: herald_guard::NoticeLimits::default(),
             source: None,
@@ -124,6 +124,57 @@ impl Default for Config {
         }
     }
 }
+
+/// `[server]`: who the server runs as.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSection {
+    /// The user to become after binding when started as root (e.g. "herald"). Empty: none.
+    pub user: String,
+    /// Its group; empty: the user's primary group.
+    pub group: String,
+    /// Keep running as root when no user is set (containers that isolate otherwise).
+    pub allow_root: bool,
+    /// Threads for blocking work (SQLite and PostgreSQL queries, file I/O); 0: twice the
+    /// cores, at least 4 ([`ServerSection::blocking_pool`]). Each query handed to an idle pool
+    /// thread wakes it, and with a pool as large as the burst (tokio's default is 512) every
+    /// query does: on 2 cores, 4 threads took an SMTP intake burst from 4,237 to 5,196 posts/s
+    /// (BENCHMARKS.md). A small pool queues queries instead, so a slow one (a PostgreSQL
+    /// outage's connect timeout) delays those behind it; nothing long-lived runs on it (the
+    /// backup and mbox downloads have threads of their own).
+    pub blocking_threads: usize,
+    /// MiB kept free in the data directory as a file (`disk-reserve`) and given back when the
+    /// disk is full, so a start and a stop never block on it (`herald-host`'s `reserve.rs`); 0: none. It must
+    /// hold what opening the stores and journaling the outcomes in flight need.
+    pub disk_reserve_mib: u64,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            user: String::new(),
+            group: String::new(),
+            allow_root: false,
+            blocking_threads: 0,
+            disk_reserve_mib: 16,
+        }
+    }
+}
+
+impl ServerSection {
+    /// The blocking pool's size: `blocking_threads`, or twice the cores and at least 4.
+    pub fn blocking_pool(&self) -> usize {
+        if self.blocking_threads > 0 {
+            return self.blocking_threads;
+        }
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        (2 * cores).max(4)
+    }
+}
+
+/// The largest `[server] disk_reserve_mib`: a reserve is room for a start and a stop, not a
+/// second data disk.
+pub const MAX_DISK_RESERVE_MIB: u64 = 1024;
 
 /// Listening addresses. The caller binds them (tests bind port 0). Kept here: the composition
 /// root binds every socket, and `[tls]` depends on `submissions`.
@@ -201,10 +252,10 @@ impl Config {
         if self.hostname.is_empty() || self.hostname.contains(char::is_whitespace) {
             return Err("hostname: must be a host name without spaces".into());
         }
-        if self.server.disk_reserve_mib > crate::reserve::MAX_MIB {
+        if self.server.disk_reserve_mib > MAX_DISK_RESERVE_MIB {
             return Err(format!(
                 "server.disk_reserve_mib: must be 0 to {}",
-                crate::reserve::MAX_MIB
+                MAX_DISK_RESERVE_MIB
             ));
         }
         self.postmaster.check(&self.hostname)?;

@@ -8,18 +8,32 @@
 //! shared store ([`shared`]): the first node to start stores its own (the configured one, else
 //! its `<data_dir>/secret` if it has one, so its links keep working, else 32 random bytes),
 //! and every other node reads it. A node whose configured `secret` differs refuses to start
-//! ([`ServerError::SecretMismatch`]) rather than mint links the other nodes refuse.
+//! ([`SecretError::Mismatch`]) rather than mint links the other nodes refuse.
 //!
 //! SECURITY: the secret is never logged; in a cluster, whoever can read the store can mint
 //! links (the store holds every member already and is guarded as the secret is).
 
-use crate::config::Config;
-use crate::ServerError;
-use herald_directory::Directory;
+use herald_config::Config;
+use herald_directory::{Directory, DirectoryError};
 use std::path::Path;
 
+/// Why this node has no secret it may use.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("directory: {0}")]
+    Directory(#[from] DirectoryError),
+    /// The configured `secret` is not the cluster's (kept in the shared store since its first
+    /// node started): links minted by this node would be refused by the others.
+    #[error(
+        "the configured `secret` differs from the cluster's (kept in the shared store since \
+         the first node started): give every node the same `secret`, or none (a node without \
+         one uses the cluster's)"
+    )]
+    Mismatch,
+}
+
 /// The token secret: from the config, else `<data_dir>/secret`, created on first start.
-pub(crate) fn load_or_create(cfg: &Config) -> std::io::Result<Vec<u8>> {
+pub fn load_or_create(cfg: &Config) -> std::io::Result<Vec<u8>> {
     if !cfg.secret.is_empty() {
         return Ok(cfg.secret.as_bytes().to_vec());
     }
@@ -41,7 +55,7 @@ pub(crate) fn load_or_create(cfg: &Config) -> std::io::Result<Vec<u8>> {
 }
 
 /// The cluster's secret from the shared store at `dir` (see the module doc). Blocking.
-pub(crate) fn shared(cfg: &Config, dir: &Directory) -> Result<Vec<u8>, ServerError> {
+pub fn shared(cfg: &Config, dir: &Directory) -> Result<Vec<u8>, SecretError> {
     let configured = (!cfg.secret.is_empty()).then(|| cfg.secret.as_bytes().to_vec());
     let path = cfg.data_dir.join("secret");
     let local = match std::fs::read(&path) {
@@ -54,7 +68,7 @@ pub(crate) fn shared(cfg: &Config, dir: &Directory) -> Result<Vec<u8>, ServerErr
         .unwrap_or_else(|| rand::random::<[u8; 32]>().to_vec());
     let stored = dir.cluster_secret(&candidate)?;
     match (&configured, &local) {
-        (Some(c), _) if *c != stored => return Err(ServerError::SecretMismatch),
+        (Some(c), _) if *c != stored => return Err(SecretError::Mismatch),
         (None, Some(l)) if *l != stored => tracing::warn!(
             file = %path.display(),
             "this node's own secret file is not the cluster's: links it minted before it \
