@@ -6,6 +6,8 @@
 //! assembles them, holds the keys shared by several stages (`data_dir`, `hostname`, `secret`,
 //! `[listen]`) and makes the checks that span sections.
 
+pub mod reload;
+
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

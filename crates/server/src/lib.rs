@@ -15,7 +15,6 @@
 //! handed them every failure), then the spool is flushed and the delivery log written out.
 
 mod listeners;
-mod reload;
 mod steps;
 
 pub use herald_config as config;

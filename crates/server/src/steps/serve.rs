@@ -105,12 +105,14 @@ pub(crate) fn serve(
     let (source, running) = match &config.source {
         Some(path) => (
             Some(path.clone()),
-            crate::reload::read(path).ok().map(|(_, table)| table),
+            herald_config::reload::read(path)
+                .ok()
+                .map(|(_, table)| table),
         ),
         None => (None, None),
     };
-    tokio::spawn(crate::reload::on_hangup(
-        crate::reload::Reloadable {
+    tokio::spawn(herald_config::reload::on_hangup(
+        herald_config::reload::Reloadable {
             telemetry: stages.telemetry.clone(),
             source,
             running,

@@ -9,8 +9,8 @@
 //! that does not load, or a key or certificate that does not, changes nothing: the running
 //! ones stay, with an error line naming why.
 
+use crate::Config;
 use herald_auth::DkimKeys;
-use herald_config::Config;
 use herald_inbound::ServedCert;
 use herald_telemetry::Telemetry;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 const LIVE_SECTIONS: &[&str] = &["dkim"];
 
 /// What a SIGHUP can reach.
-pub(crate) struct Reloadable {
+pub struct Reloadable {
     pub telemetry: Telemetry,
     /// The config file the server started from (`None`: built-in defaults or built in code).
     pub source: Option<PathBuf>,
@@ -34,7 +34,7 @@ pub(crate) struct Reloadable {
 }
 
 /// Serves SIGHUPs until shutdown.
-pub(crate) async fn on_hangup(r: Reloadable, shutdown: CancellationToken) {
+pub async fn on_hangup(r: Reloadable, shutdown: CancellationToken) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut hangups = match signal(SignalKind::hangup()) {
         Ok(s) => s,
@@ -109,7 +109,7 @@ impl Reloadable {
 }
 
 /// The file as the server reads it, and as tables to compare.
-pub(crate) fn read(path: &Path) -> Result<(Config, toml::Table), String> {
+pub fn read(path: &Path) -> Result<(Config, toml::Table), String> {
     let config = Config::load(path).map_err(|e| e.to_string())?;
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let table = text.parse::<toml::Table>().map_err(|e| e.to_string())?;
