@@ -16,9 +16,11 @@
 //!   mailbox works again), never one an administrator disabled;
 //! - each change is logged once, here, naming its [`Door`].
 //!
-//! What it is not: a second store. Each operation is one of the directory's transactions
-//! (bans, suppression and the bounce score are checked and applied inside them); bounce
-//! scoring stays the bounce stage's rule, passed in ([`Membership::record_bounce`]). Notices
+//! What it is not: a second store. Each write is one of the directory's transactions (bans,
+//! suppression and the bounce score are checked and applied inside them), no new SQL; an
+//! operation that takes several (a confirmation: spend the link, then act; a complaint:
+//! suppress, then remove) takes them in the order the doors always did. Bounce scoring stays
+//! the bounce stage's rule, passed in ([`Membership::record_bounce`]). Notices
 //! are the door's to send: an operation says what happened ([`Confirmed`]) and the door
 //! that mails (the lists stage) asks for the welcome or goodbye it is due
 //! ([`Confirmed::notice`]). The API is synchronous like the directory's; async callers use
