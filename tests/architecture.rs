@@ -8,10 +8,12 @@
 //! 2. **Modules:** inside each crate, the graph "top-level module A names `crate::B`" has no
 //!    cycle. Submodules count as their top-level module; `super::` is a child reaching its parent
 //!    and is not an edge between siblings.
-//!
-//! 3. **The map:** ARCHITECTURE.md's table "Crates and who owns what" has a row for every
-//!    workspace crate, and its "depends on" column names exactly the crate's normal herald
-//!    dependencies, so the map a newcomer reads cannot drift from the house.
+//! 3. **The table:** ARCHITECTURE.md's table has a row for every workspace crate, and its
+//!    "depends on" column names exactly each crate's herald dependencies as `cargo metadata`
+//!    reads them, so the map a newcomer reads cannot drift from the house.
+//! 4. **One writer of member state:** the directory's member-writing methods ([`MEMBER_WRITES`])
+//!    are called, outside the directory itself and outside tests, only from the member
+//!    lifecycle (`crates/lists/src/membership.rs`), so every door changes members the same way.
 //!
 //! Read from `cargo metadata` and the sources, so the test sees what the compiler sees.
 
@@ -42,9 +44,9 @@ const FLOW: &[&str] = &[
     "herald-egress",
     "herald-smtp-client",
     "herald-scheduler",
+    "herald-lists",
     "herald-complaints",
     "herald-bounce",
-    "herald-lists",
     "herald-archive",
     "herald-backup",
     "herald-doctor",
@@ -75,10 +77,39 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("herald-api", "herald-fanout"),
     // Stages side by side learn of each other through the vocabulary (`types`) or the spool,
     // never by importing each other: a disabled member is a `types::DisabledMember`, the
-    // Message-ID store is the spool's.
+    // Message-ID store is the spool's. (Bounce calls the member lifecycle in `lists`, which sits
+    // below it; `lists` never learns of bounce.)
     ("herald-lists", "herald-bounce"),
     ("herald-scheduler", "herald-enqueue"),
 ];
+
+/// The directory's methods that write member state: a member's row, status, settings,
+/// consent, bounce score, or (through suppression and erasure) every membership of an address.
+/// `delete_list` is not here: it ends a list, not a membership.
+const MEMBER_WRITES: &[&str] = &[
+    "add_member",
+    "add_members",
+    "add_member_consented",
+    "remove_member",
+    "set_member_status",
+    "record_consent",
+    "reset_bounces",
+    "reset_bounce_score",
+    "apply_bounce",
+    "set_delivery",
+    "set_display_name",
+    "set_member_language",
+    "set_moderated",
+    "set_skip_if_addressed",
+    "import_members",
+    "import_csv",
+    "import_suppression",
+    "suppress",
+    "erase_person",
+];
+
+/// The one file outside the directory that may call [`MEMBER_WRITES`].
+const MEMBER_LIFECYCLE: &str = "crates/lists/src/membership.rs";
 
 struct Package {
     name: String,
@@ -165,84 +196,6 @@ fn every_crate_depends_only_on_crates_upstream_of_it() {
 }
 
 #[test]
-fn architecture_md_names_each_crates_dependencies() {
-    let packages = workspace_packages();
-    let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
-            .expect("ARCHITECTURE.md is readable");
-    let mut wrong = Vec::new();
-    let mut rows = BTreeSet::new();
-    for line in text.lines().filter(|l| l.starts_with("| `")) {
-        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
-        if cells.len() < 5 {
-            continue;
-        }
-        // The crate column names the folder, and the package when it differs:
-        // "`content-filter` (`herald-content-filter`)".
-        let Some(p) = backticked(cells[1]).into_iter().find_map(|n| {
-            packages
-                .iter()
-                .find(|p| p.name == n || p.name == format!("herald-{n}"))
-        }) else {
-            continue;
-        };
-        rows.insert(p.name.clone());
-        let listed = listed_dependencies(cells[cells.len() - 2]);
-        let actual: BTreeSet<String> = p
-            .deps
-            .iter()
-            .map(|d| d.trim_start_matches("herald-").to_string())
-            .collect();
-        if listed != actual {
-            wrong.push(format!(
-                "{}: ARCHITECTURE.md lists {listed:?}, Cargo.toml has {actual:?}",
-                p.name
-            ));
-        }
-    }
-    for p in &packages {
-        if !rows.contains(&p.name) {
-            wrong.push(format!("{} has no row in ARCHITECTURE.md", p.name));
-        }
-    }
-    assert!(
-        wrong.is_empty(),
-        "ARCHITECTURE.md's dependency column has drifted:\n{}",
-        wrong.join("\n")
-    );
-}
-
-/// The `code` spans of a table cell.
-fn backticked(cell: &str) -> Vec<String> {
-    cell.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_string)
-        .collect()
-}
-
-/// A "depends on" cell as crate names: comma-separated, parenthesised remarks dropped, and
-/// "—" for none.
-fn listed_dependencies(cell: &str) -> BTreeSet<String> {
-    let mut plain = String::new();
-    let mut depth = 0usize;
-    for c in cell.chars() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth = depth.saturating_sub(1),
-            c if depth == 0 => plain.push(c),
-            _ => {}
-        }
-    }
-    plain
-        .split(',')
-        .map(str::trim)
-        .filter(|n| !n.is_empty() && *n != "—" && *n != "-")
-        .map(str::to_string)
-        .collect()
-}
-
-#[test]
 fn no_crate_has_an_import_circle_between_its_modules() {
     let mut circles = Vec::new();
     for p in workspace_packages() {
@@ -264,6 +217,167 @@ fn no_crate_has_an_import_circle_between_its_modules() {
         "import circles:\n{}",
         circles.join("\n")
     );
+}
+
+#[test]
+fn the_architecture_table_names_each_crates_dependencies() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("ARCHITECTURE.md"))
+            .expect("ARCHITECTURE.md is readable");
+    let table = dependency_table(&doc);
+    let mut wrong = Vec::new();
+    for p in workspace_packages() {
+        let Some(listed) = table.get(&p.name) else {
+            wrong.push(format!("{} has no row", p.name));
+            continue;
+        };
+        let actual: BTreeSet<String> = p.deps.iter().cloned().collect();
+        if *listed != actual {
+            let missing: Vec<_> = actual.difference(listed).collect();
+            let extra: Vec<_> = listed.difference(&actual).collect();
+            wrong.push(format!(
+                "{}: the table lacks {missing:?} and names {extra:?}",
+                p.name
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "ARCHITECTURE.md's \"depends on\" column differs from Cargo.toml:\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The "crate | owns | depends on" table of ARCHITECTURE.md: package name → the herald
+/// packages its last column names (`—` for none; a parenthesis after a name says why).
+fn dependency_table(doc: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let rows = doc
+        .lines()
+        .skip_while(|l| !l.starts_with("| crate | owns | depends on |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'));
+    let mut table = BTreeMap::new();
+    for row in rows {
+        let cells = table_cells(row);
+        let (Some(first), Some(last)) = (cells.first(), cells.last()) else {
+            continue;
+        };
+        let ticked: Vec<&str> = first.split('`').skip(1).step_by(2).collect();
+        let name = match ticked.iter().find(|t| t.starts_with("herald")) {
+            Some(full) => full.to_string(),
+            None => format!("herald-{}", ticked.first().copied().unwrap_or_default()),
+        };
+        let deps = top_level_commas(last)
+            .iter()
+            .map(|d| d.split('(').next().unwrap_or("").trim().trim_matches('`'))
+            .filter(|d| !d.is_empty() && *d != "—")
+            .map(|d| format!("herald-{d}"))
+            .collect();
+        table.insert(name, deps);
+    }
+    table
+}
+
+/// The cells of a Markdown table row (`\\|` is a pipe inside a cell).
+fn table_cells(row: &str) -> Vec<String> {
+    let mut cells = vec![String::new()];
+    let mut escaped = false;
+    for c in row.trim().trim_start_matches('|').chars() {
+        match c {
+            '|' if !escaped => cells.push(String::new()),
+            _ => cells.last_mut().expect("a cell").push(c),
+        }
+        escaped = c == '\\';
+    }
+    cells.retain(|c| !c.trim().is_empty());
+    cells.into_iter().map(|c| c.trim().to_string()).collect()
+}
+
+/// `a, b (x, y), c` → `["a", "b (x, y)", "c"]`.
+fn top_level_commas(cell: &str) -> Vec<String> {
+    let mut items = vec![String::new()];
+    let mut depth = 0usize;
+    for c in cell.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                items.push(String::new());
+                continue;
+            }
+            _ => {}
+        }
+        items.last_mut().expect("an item").push(c);
+    }
+    items
+}
+
+#[test]
+fn only_the_member_lifecycle_writes_member_state() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    for p in workspace_packages() {
+        if p.name == "herald-directory" || !p.src.exists() {
+            continue; // the store defines the writes; its own callers are its business
+        }
+        for file in rust_files(&p.src) {
+            let rel = file.strip_prefix(root).unwrap_or(&file);
+            let rel = rel.to_string_lossy().replace('\\', "/");
+            if rel == MEMBER_LIFECYCLE || is_test_file(&rel) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).expect("source is UTF-8");
+            for (line, method) in member_writes(&text) {
+                found.push(format!("{rel}:{line} calls {method}"));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "member state is written outside {MEMBER_LIFECYCLE} (call herald_lists::Membership):\n{}",
+        found.join("\n")
+    );
+}
+
+/// Test-only files: a `tests.rs` module or anything under a `tests/` folder.
+fn is_test_file(rel: &str) -> bool {
+    rel.ends_with("/tests.rs") || rel.contains("/tests/")
+}
+
+/// (line number, method) of every `.method(` call of [`MEMBER_WRITES`] in production code:
+/// line comments are skipped, and so is the item after a top-level `#[cfg(test)]` (one line
+/// ending in `;`, or a block up to its closing `}` in the first column).
+fn member_writes(text: &str) -> Vec<(usize, &'static str)> {
+    let mut out = Vec::new();
+    let mut skipping = None::<bool>; // Some(true): inside a test block; Some(false): next item
+    for (i, raw) in text.lines().enumerate() {
+        match skipping {
+            Some(true) => {
+                if raw.starts_with('}') {
+                    skipping = None;
+                }
+                continue;
+            }
+            Some(false) if raw.starts_with("#[") => continue,
+            Some(false) => {
+                skipping = (!raw.trim_end().ends_with(';') && !raw.trim_end().ends_with('}'))
+                    .then_some(true);
+                continue;
+            }
+            None if raw.starts_with("#[cfg(test)]") => {
+                skipping = Some(false);
+                continue;
+            }
+            None => {}
+        }
+        let code = raw.split("//").next().unwrap_or("");
+        for method in MEMBER_WRITES {
+            if code.contains(&format!(".{method}(")) {
+                out.push((i + 1, *method));
+            }
+        }
+    }
+    out
 }
 
 /// Top-level module → the top-level modules its files name through `crate::`.
@@ -427,4 +541,19 @@ fn the_module_scanner_reads_use_groups_and_ignores_comments() {
     );
     g.insert("b".to_string(), BTreeSet::new());
     assert_eq!(find_cycle(&g), None);
+}
+
+#[test]
+fn the_member_write_scanner_skips_comments_and_test_items() {
+    let text = "fn f(d: &Directory) {\n    d.remove_member(l, &a)?; // d.set_delivery(l, &a, m)\n    m.unsubscribe(l, &a)?;\n    d\n        .add_member_consented(l, &n, &c)?;\n}\n#[cfg(test)]\nmod golden;\nfn g() { d.suppress(None, &a, r, s); }\n#[cfg(test)]\n#[allow(unused)]\nmod tests {\n    fn t() { d.add_members(l, &ms); }\n}\n";
+    assert_eq!(
+        member_writes(text),
+        [
+            (2, "remove_member"),
+            (5, "add_member_consented"),
+            (9, "suppress")
+        ]
+    );
+    assert!(is_test_file("crates/lists/src/membership/tests.rs"));
+    assert!(!is_test_file("crates/api/src/manage.rs"));
 }

@@ -1,5 +1,6 @@
 //! Admin handlers: lists, members, CSV import, post injection, progress, queue, status, metrics.
-//! Directory calls block (SQLite), so each runs on the blocking pool.
+//! Directory calls block (SQLite), so each runs on the blocking pool. Members change through
+//! the member lifecycle (`herald_lists::Membership`), never the directory directly.
 
 use crate::extract::{Json, Path, Query};
 use crate::views;
@@ -13,6 +14,7 @@ use herald_api_types::{
     MembersPage, PostSummary, QueueQuery, QueueSnapshot, Status,
 };
 use herald_directory::{Directory, DirectoryError, NewMember};
+use herald_lists::{Door, Membership};
 use herald_types::{List, MemberId, PostId};
 use std::sync::Arc;
 
@@ -26,6 +28,19 @@ where
 {
     let d = s.directory.clone();
     Ok(tokio::task::spawn_blocking(move || f(&d)).await??)
+}
+
+/// Runs `f` on the member lifecycle (the one writer of member state) in a blocking task.
+pub(crate) async fn lifecycle<T, E, F>(s: &ApiState, f: F) -> Result<T, ApiError>
+where
+    F: FnOnce(&Membership) -> Result<T, E> + Send + 'static,
+    T: Send + 'static,
+    E: Into<ApiError> + Send + 'static,
+{
+    let m = Membership::new(&s.directory);
+    tokio::task::spawn_blocking(move || f(&m))
+        .await?
+        .map_err(Into::into)
 }
 
 use crate::error::parse_address;
@@ -215,7 +230,10 @@ pub async fn add_member(
         fields: req.fields,
     };
     let consent = herald_directory::Consent::now(herald_directory::ConsentSource::Admin, None);
-    let member = dir(&s, move |d| d.add_member_consented(list.id, &new, &consent)).await?;
+    let member = lifecycle(&s, move |m| {
+        m.subscribe(list.id, &new, &consent, Door::Admin)
+    })
+    .await?;
     Ok((StatusCode::CREATED, Json(views::directory::member(&member))))
 }
 
@@ -251,7 +269,7 @@ pub async fn remove_member(
 ) -> Result<StatusCode, ApiError> {
     let list = find_list(&s, &list).await?;
     let address = parse_address("member", &member)?;
-    match dir(&s, move |d| d.remove_member(list.id, &address)).await? {
+    match lifecycle(&s, move |m| m.unsubscribe(list.id, &address, Door::Admin)).await? {
         true => Ok(StatusCode::NO_CONTENT),
         false => Err(ApiError::NotFound(format!("{member} is not a member"))),
     }
@@ -273,8 +291,8 @@ pub async fn import(
     body: Bytes,
 ) -> Result<Json<ImportReport>, ApiError> {
     let list = find_list(&s, &list).await?;
-    let report = dir(&s, move |d| {
-        d.import_csv(list.id, body.as_ref(), &mut |_| {})
+    let report = lifecycle(&s, move |m| {
+        m.import_from_csv(list.id, body.as_ref(), &mut |_| {})
     })
     .await?;
     Ok(Json(views::directory::import(&report)))

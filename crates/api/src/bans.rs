@@ -15,6 +15,7 @@ use herald_api_types::{
     UnsuppressRequest,
 };
 use herald_directory::{Directory, DirectoryError, SuppressionSource};
+use herald_lists::Membership;
 use herald_types::{Address, List, ListId};
 use std::sync::Arc;
 
@@ -152,10 +153,11 @@ pub async fn suppress(
         }
     };
     let scope_id = id(&list);
-    let done = dir(&s, move |d| {
-        d.suppress(scope_id, &address, &r.reason, source)
+    let m = Membership::new(&s.directory);
+    let done = tokio::task::spawn_blocking(move || {
+        m.suppress_address(scope_id, &address, &r.reason, source)
     })
-    .await?;
+    .await??;
     tracing::info!(address = %done.entry.address, disabled = done.disabled, "address suppressed");
     let status = if done.new {
         StatusCode::CREATED

@@ -109,6 +109,28 @@ impl From<DirectoryError> for ApiError {
     }
 }
 
+/// The member lifecycle's errors (`herald_lists::Membership`, one type per operation) answer
+/// as the directory's error underneath them always did: same status, same text.
+macro_rules! membership_errors {
+    ($($t:ident),*) => {$(
+        impl From<herald_lists::$t> for ApiError {
+            fn from(e: herald_lists::$t) -> ApiError {
+                ApiError::from(e.store())
+            }
+        }
+    )*};
+}
+
+membership_errors!(
+    SubscribeError,
+    UnsubscribeError,
+    ChangeError,
+    DisableError,
+    EnableError,
+    EraseError,
+    ImportError
+);
+
 impl From<tokio::task::JoinError> for ApiError {
     fn from(e: tokio::task::JoinError) -> ApiError {
         ApiError::Internal(e.to_string())

@@ -19,8 +19,9 @@ use herald_api_types::{
     Approved, BounceEvent, ConfirmView, HeldView, ListFilter, MemberDetail, Prefs, Rejected,
     SubscribeAnswer, SubscribeRequest,
 };
+use herald_lists::{Change, Door, Membership};
 use herald_spool::PostKind;
-use herald_types::{Address, PostId};
+use herald_types::{Address, ListId, PostId};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -381,9 +382,47 @@ pub async fn member_reset_bounces(
     State(s): St,
     Path((list, member)): Path<(String, String)>,
 ) -> Result<Json<MemberDetail>, ApiError> {
-    let answer = detail(&s, &list, &member, MemberAction::ResetScore).await?;
-    tracing::info!(%list, %member, "bounce score reset by an administrator");
-    Ok(answer)
+    detail(&s, &list, &member, MemberAction::ResetScore).await
+}
+
+/// Carries out an administrator's `action` on a member through the member lifecycle.
+fn apply_action(
+    m: &Membership,
+    list: ListId,
+    addr: &Address,
+    action: MemberAction,
+) -> Result<(), herald_directory::DirectoryError> {
+    match action {
+        MemberAction::None => {}
+        MemberAction::Update {
+            delivery,
+            moderated,
+            language,
+        } => {
+            // The language first (`Membership::change` writes it first): it is the one part a
+            // request can get wrong, and a refused request changes nothing.
+            let change = Change {
+                language: language.map(|code| {
+                    let code = code.trim();
+                    (!code.is_empty()).then(|| code.to_string())
+                }),
+                delivery,
+                moderated,
+                ..Change::default()
+            };
+            m.change(list, addr, &change, Door::Admin)?;
+        }
+        MemberAction::Enable => {
+            m.reenable(list, addr, Door::Admin)?;
+        }
+        MemberAction::ResetScore => {
+            m.clear_bounce_score(list, addr, Door::Admin)?;
+        }
+        MemberAction::Disable => {
+            m.disable(list, addr, DISABLED_BY_ADMIN, Door::Admin)?;
+        }
+    }
+    Ok(())
 }
 
 /// Applies `action` (if any) and reads the member's details, in one blocking task.
@@ -396,39 +435,10 @@ pub(crate) async fn detail(
     let list = crate::admin::find_list_pub(s, list).await?;
     let addr = crate::error::parse_address("member", member)?;
     let d = s.directory.clone();
+    let members = Membership::new(&s.directory);
     let (m, score, history, consent, delivery, moderated, language) =
         tokio::task::spawn_blocking(move || {
-            match action {
-                MemberAction::None => {}
-                MemberAction::Update {
-                    delivery,
-                    moderated,
-                    language,
-                } => {
-                    // The language first: it is the one part a request can get wrong, and
-                    // a refused request changes nothing.
-                    if let Some(code) = language {
-                        let code = code.trim();
-                        d.set_member_language(list.id, &addr, (!code.is_empty()).then_some(code))?;
-                    }
-                    if let Some(mode) = delivery {
-                        d.set_delivery(list.id, &addr, mode)?;
-                    }
-                    if let Some(flag) = moderated {
-                        d.set_moderated(list.id, &addr, flag)?;
-                    }
-                }
-                MemberAction::Enable => {
-                    d.reset_bounces(list.id, &addr)?;
-                }
-                MemberAction::ResetScore => {
-                    d.reset_bounce_score(list.id, &addr)?;
-                }
-                MemberAction::Disable => {
-                    let off = herald_types::MemberStatus::Disabled(DISABLED_BY_ADMIN.into());
-                    d.set_member_status(list.id, &addr, &off)?;
-                }
-            }
+            apply_action(&members, list.id, &addr, action)?;
             // The events before the score: a bounce writes both in one transaction, but these
             // are separate reads (on PostgreSQL, separate snapshots), so a bounce landing
             // between them would show its event without its score the other way round. In
@@ -472,11 +482,13 @@ pub async fn member_prefs(
 ) -> Result<StatusCode, ApiError> {
     let list = crate::admin::find_list_pub(&s, &list).await?;
     let addr = crate::error::parse_address("member", &member)?;
-    let d = s.directory.clone();
-    let found = tokio::task::spawn_blocking(move || {
-        d.set_skip_if_addressed(list.id, &addr, p.skip_if_addressed)
-    })
-    .await??;
+    let m = Membership::new(&s.directory);
+    let change = Change {
+        skip_if_addressed: Some(p.skip_if_addressed),
+        ..Change::default()
+    };
+    let found = tokio::task::spawn_blocking(move || m.change(list.id, &addr, &change, Door::Admin))
+        .await??;
     if found {
         Ok(StatusCode::NO_CONTENT)
     } else {

@@ -13,8 +13,9 @@ use herald_api_types::{
     Totals,
 };
 use herald_directory::DirectoryError;
+use herald_lists::{Door, Membership};
 use herald_scheduler::{Action, Selector};
-use herald_types::{Address, MemberStatus};
+use herald_types::Address;
 use std::sync::Arc;
 
 type St = State<Arc<ApiState>>;
@@ -202,8 +203,8 @@ pub async fn disable(State(s): St, Json(t): Json<Target>) -> Result<Json<ActionR
             let Some(l) = d.list_by_address(&list_addr)? else {
                 return Ok(false);
             };
-            let status = MemberStatus::Disabled("operator: straggler".into());
-            d.set_member_status(l.id, &a, &status)
+            let m = Membership::new(&d);
+            Ok(m.disable(l.id, &a, "operator: straggler", Door::Operator)?)
         })
         .await??;
         if done {

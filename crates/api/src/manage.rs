@@ -21,6 +21,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::Json;
 use herald_i18n::Words;
+use herald_lists::{Change, Door, Membership};
 use herald_types::{Address, DeliveryMode};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -379,13 +380,13 @@ async fn apply(s: &ApiState, who: &Address, f: ManageForm) -> Result<Note, ApiEr
     let list = tokio::task::spawn_blocking(move || dir.list_by_address(&la))
         .await??
         .ok_or_else(|| ApiError::NotFound(format!("no list {list_address}")))?;
-    let dir = s.directory.clone();
+    let m = Membership::new(&s.directory);
     let w = who.clone();
     match f.action.as_str() {
         "unsubscribe" => {
             let removed =
-                tokio::task::spawn_blocking(move || dir.remove_member(list.id, &w)).await??;
-            tracing::info!(list = %list.address, "member unsubscribed on the subscriptions page");
+                tokio::task::spawn_blocking(move || m.unsubscribe(list.id, &w, Door::ManagePage))
+                    .await??;
             let id = if removed {
                 "manage-unsubscribed"
             } else {
@@ -400,21 +401,23 @@ async fn apply(s: &ApiState, who: &Address, f: ManageForm) -> Result<Note, ApiEr
                     ApiError::BadRequest(format!("delivery: not a delivery mode: {d}"))
                 })?),
             };
-            let name = f.name.map(|n| n.trim().to_string());
-            let language = f.language.map(|l| l.trim().to_string());
+            // An empty name clears it; an empty language is the list's. The language is
+            // written first: a code that is not shipped is refused before anything changes.
+            let change = Change {
+                language: f.language.map(|l| {
+                    let l = l.trim();
+                    (!l.is_empty()).then(|| l.to_string())
+                }),
+                name: Some(
+                    f.name
+                        .map(|n| n.trim().to_string())
+                        .filter(|n| !n.is_empty()),
+                ),
+                delivery: mode,
+                ..Change::default()
+            };
             let found = tokio::task::spawn_blocking(move || {
-                let name = name.as_deref().filter(|n| !n.is_empty());
-                // The language first: a code that is not shipped is refused before anything
-                // changes.
-                let mut found = true;
-                if let Some(l) = &language {
-                    found &= dir.set_member_language(list.id, &w, (!l.is_empty()).then_some(l))?;
-                }
-                found &= dir.set_display_name(list.id, &w, name)?;
-                if let Some(m) = mode {
-                    found &= dir.set_delivery(list.id, &w, m)?;
-                }
-                Ok::<_, herald_directory::DirectoryError>(found)
+                m.change(list.id, &w, &change, Door::ManagePage)
             })
             .await??;
             if !found {

@@ -24,6 +24,7 @@ use herald_api_types::people::{
     PersonSuppression,
 };
 use herald_directory::PersonRecord;
+use herald_lists::Membership;
 use herald_types::{Address, ListId};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -93,9 +94,9 @@ pub async fn erase(
     Path(address): Path<String>,
 ) -> Result<Json<PersonErased>, ApiError> {
     let address = parse(&address)?;
-    let dir = s.directory.clone();
+    let m = Membership::new(&s.directory);
     let a = address.clone();
-    let erased = tokio::task::spawn_blocking(move || dir.erase_person(&a)).await??;
+    let erased = tokio::task::spawn_blocking(move || m.erase(&a)).await??;
     let data_dir = s.backup.data_dir.clone();
     let archive_on = s.archive.is_some();
     let a = address.to_string();

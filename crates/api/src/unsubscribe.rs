@@ -15,6 +15,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use herald_i18n::{Overrides, Words};
+use herald_lists::{Door, Membership};
 use herald_types::{Address, List};
 use std::sync::Arc;
 
@@ -128,12 +129,12 @@ pub async fn unsubscribe(
     };
     // The member's language is read before the member is gone.
     let (lang, texts) = page_words(&s, &list, Some(&member)).await;
-    let d = s.directory.clone();
+    let m = Membership::new(&s.directory);
     let (id, who) = (list.id, member.clone());
-    let removed = tokio::task::spawn_blocking(move || d.remove_member(id, &who)).await;
+    let removed =
+        tokio::task::spawn_blocking(move || m.unsubscribe(id, &who, Door::OneClick)).await;
     match removed {
         Ok(Ok(_)) => {
-            tracing::info!(list = %list.address, %member, "member unsubscribed (one-click)");
             let w = Words {
                 lang: &lang,
                 overrides: &texts,

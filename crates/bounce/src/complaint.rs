@@ -26,7 +26,8 @@
 
 use crate::error::StageError;
 use herald_complaints::Complaint;
-use herald_directory::{Directory, SuppressionSource};
+use herald_directory::Directory;
+use herald_lists::Membership;
 use herald_telemetry::Telemetry;
 use herald_types::{
     list_id_label, Address, ComplaintAction, List, ListAddressKind, ListAddressParts, ListId,
@@ -92,12 +93,7 @@ pub async fn handle(
         list.settings.complaint_action,
     );
     let changed = tokio::task::spawn_blocking(move || {
-        let s = d.suppress(Some(l.id), &m, &reason, SuppressionSource::Complaint)?;
-        let removed = match action {
-            ComplaintAction::Unsubscribe => d.remove_member(l.id, &m)?,
-            ComplaintAction::Disable => false,
-        };
-        Ok::<_, herald_directory::DirectoryError>(s.new || s.disabled > 0 || removed)
+        Membership::new(&d).complaint(l.id, &m, &reason, action)
     })
     .await??;
     if !changed {

@@ -15,3 +15,11 @@ pub enum StageError {
     #[error("internal task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
 }
+
+/// The member lifecycle's refusals and failures are the directory's underneath: kept as such,
+/// so a store that is down is classified as before (the bounce is retried).
+impl From<herald_lists::DisableError> for StageError {
+    fn from(e: herald_lists::DisableError) -> Self {
+        StageError::Directory(e.store())
+    }
+}

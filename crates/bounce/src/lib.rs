@@ -4,10 +4,11 @@
 //! store"): inbound spools mail to `<list>-bounces[+<verp>]@…` as `PostKind::Bounce`; the
 //! scheduler's report loop hands over every copy that failed for good as data
 //! ([`herald_types::FailedCopy`], received by [`stage`]), with its [`FailureCause`]. Both become a
-//! [`Verdict`] ([`classify_message`] / [`classify_failure`]) and then a bounce event and score in
-//! the directory ([`herald_directory::Directory::apply_bounce`], with this crate's rule,
-//! [`score`]). This crate does not depend on
-//! the scheduler: the failure vocabulary lives in `herald-types`.
+//! [`Verdict`] ([`classify_message`] / [`classify_failure`]) and then a bounce event and score,
+//! written through the member lifecycle ([`herald_lists::Membership::record_bounce`], one
+//! directory transaction, with this crate's rule, [`score`]); complaints go through it too
+//! (`complaint.rs`). This crate does not depend on the scheduler: the failure vocabulary
+//! lives in `herald-types`; it depends on `lists`, which sits below it, for that service.
 //!
 //! Herald's own verdicts are scored by their cause, never by reading our synthetic reply's text
 //! (STYLE rule 17): an expired copy counts as a soft failure of its own kind (`expired`), a copy

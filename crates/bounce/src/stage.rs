@@ -30,6 +30,7 @@ use crate::complaint::{self, ComplaintContext, ComplaintOutcome};
 pub use crate::error::StageError;
 use crate::{classify_failure, classify_message, BounceKind, Verdict};
 use herald_directory::{Directory, DirectoryError, NewBounce};
+use herald_lists::Membership;
 use herald_spool::{PostKind, Spool, SpooledPost};
 use herald_types::{Address, DisabledMember, FailedCopy, FailureCause, ListId, PostId};
 use tokio::sync::mpsc;
@@ -290,10 +291,10 @@ impl BounceStage {
             post,
             at_ms: herald_types::unix_ms_now(),
         };
-        let d = self.directory.clone();
+        let m = Membership::new(&self.directory);
         let who = address.clone();
         let applied = tokio::task::spawn_blocking(move || {
-            d.apply_bounce(list, who.as_ref(), &event, crate::score)
+            m.record_bounce(list, who.as_ref(), &event, crate::score)
         })
         .await??;
         if let (true, Some(tx), Some(a)) = (applied.disabled, &self.disabled, &address) {

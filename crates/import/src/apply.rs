@@ -1,7 +1,8 @@
 //! Applying a [`Plan`]: lists first (created or updated), then bans and suppressions (so a
 //! member the import itself bans or suppresses is refused by the directory's check), then
 //! members in batches of [`ApplyOptions::batch_rows`], each batch one directory transaction
-//! (`Directory::import_members`), then the archive files through the archive importer.
+//! through the member lifecycle (`herald_lists::Membership::import`), then the archive files
+//! through the archive importer.
 //!
 //! Crash safety: every batch is committed or not at all, and the ledger records how far the
 //! import got after each one. A run after a crash plans again from the directory, which holds
@@ -16,6 +17,7 @@ use crate::plan::{ListAction, ListPlan, Plan};
 use crate::source::{Skip, SkipKind};
 use crate::ImportError;
 use herald_directory::{Consent, ConsentSource, Directory, ImportOutcome, Refusal};
+use herald_lists::Membership;
 use herald_types::ListId;
 use std::path::Path;
 use std::time::Duration;
@@ -92,12 +94,13 @@ pub fn apply(
         members_written: 0,
     });
     ledger.save()?;
+    let members = Membership::new(dir);
     for b in &plan.global_bans {
         dir.add_ban(None, b)?;
         done.bans_added += 1;
     }
     for s in &plan.global_suppressions {
-        if dir.import_suppression(None, &s.address, &s.reason, s.source, s.at_ms)? {
+        if members.import_suppressed(None, &s.address, &s.reason, s.source, s.at_ms)? {
             done.suppressions_added += 1;
         }
     }
@@ -105,13 +108,13 @@ pub fn apply(
     let default_consent = (!plan.consent_as_given).then_some(&consent);
     let mut written = 0u64;
     for lp in plan.lists {
-        let id = apply_list(dir, &lp, &mut done)?;
+        let id = apply_list(dir, &members, &lp, &mut done)?;
         let list_key = lp.address.to_string();
         if opts.send_welcome {
             ledger.welcome_from(&list_key, dir.last_member_id(id)?.0)?;
         }
         for batch in lp.members.chunks(opts.batch_rows.max(1)) {
-            let outcomes = dir.import_members(id, batch, default_consent)?;
+            let outcomes = members.import(id, batch, default_consent)?;
             for (m, o) in batch.iter().zip(outcomes) {
                 tally(&mut done, &lp, &m.member.address, o);
             }
@@ -138,7 +141,12 @@ pub fn apply(
     Ok(done)
 }
 
-fn apply_list(dir: &Directory, lp: &ListPlan, done: &mut Applied) -> Result<ListId, ImportError> {
+fn apply_list(
+    dir: &Directory,
+    members: &Membership,
+    lp: &ListPlan,
+    done: &mut Applied,
+) -> Result<ListId, ImportError> {
     let id = match (&lp.action, lp.existing) {
         (ListAction::Create, _) | (_, None) => {
             // A list created by an interrupted run is found again by the plan (Update/Same).
@@ -156,7 +164,7 @@ fn apply_list(dir: &Directory, lp: &ListPlan, done: &mut Applied) -> Result<List
         done.bans_added += 1;
     }
     for s in &lp.suppressions {
-        if dir.import_suppression(Some(id), &s.address, &s.reason, s.source, s.at_ms)? {
+        if members.import_suppressed(Some(id), &s.address, &s.reason, s.source, s.at_ms)? {
             done.suppressions_added += 1;
         }
     }

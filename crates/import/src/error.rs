@@ -47,6 +47,14 @@ pub enum ImportError {
     Archive(#[from] herald_archive::ArchiveError),
 }
 
+/// A bulk write the member lifecycle refused or failed at is the directory's error underneath:
+/// reported as before.
+impl From<herald_lists::ImportError> for ImportError {
+    fn from(e: herald_lists::ImportError) -> Self {
+        ImportError::Directory(e.store())
+    }
+}
+
 impl ImportError {
     pub(crate) fn format(what: impl Into<String>, reason: impl Into<String>) -> ImportError {
         ImportError::Format {

@@ -14,8 +14,9 @@
 //! way `herald archive import` does, not through the HTTP API. SQLite's WAL lets this run beside
 //! a live server (one writer at a time; the server's reads see each committed batch), a million
 //! members go in at directory speed instead of HTTP round trips, and the checks are the same
-//! ones: every member passes `Directory::import_members`, which refuses suppressed and banned
-//! addresses with the check every subscribe path uses. Nothing here can send mail, so an import
+//! ones: every member passes the member lifecycle's bulk write (`herald_lists::Membership::
+//! import`, over `Directory::import_members`), which refuses suppressed and banned addresses
+//! with the check every subscribe path uses. Nothing here can send mail, so an import
 //! never mails a welcome or a confirmation.
 //!
 //! Consent: members new to Herald get a consent record with source "import" (a Herald export

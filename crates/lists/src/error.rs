@@ -40,6 +40,22 @@ pub enum ListsError {
     Task(#[from] tokio::task::JoinError),
 }
 
+/// A confirmation's own refusals keep their names; what the directory refused or failed at
+/// stays a directory error, classified as before.
+impl From<crate::membership::ConfirmError> for ListsError {
+    fn from(e: crate::membership::ConfirmError) -> Self {
+        use crate::membership::ConfirmError as C;
+        match e {
+            C::LinkUsed(c) => ListsError::LinkUsed(c),
+            C::LinkSuperseded(c) => ListsError::LinkSuperseded(c),
+            C::NotMember(a) => ListsError::NotMember(a),
+            C::NoSuchList(e) | C::Refused(e) | C::Invalid(e) | C::Store(e) => {
+                ListsError::Directory(e)
+            }
+        }
+    }
+}
+
 impl ListsError {
     /// The list or held post named does not exist (or no longer does).
     pub fn is_not_found(&self) -> bool {

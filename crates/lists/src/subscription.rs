@@ -3,22 +3,24 @@
 //! confirmations (mail with a signed, expiring token: `herald_types::token`), carrying a
 //! confirmed action out, and the notice to a member bounce handling disabled.
 //!
-//! A confirmed `subscribe` re-enables a member that bounces disabled (the round trip proves the
-//! mailbox works again); an administrator's own "disabled" is not overridden.
+//! A confirmed action is carried out by the member lifecycle (`membership.rs`: fresh link,
+//! spent on use, departures, consent, re-enabling a member bounces disabled); this module
+//! verifies the token and mails what the outcome is due.
 //!
 //! SECURITY: request mail is hostile (see `requests.rs`); nothing changes until someone holding
 //! the mailbox confirms with a valid token.
 
 use crate::error::ListsError;
+use crate::membership::Membership;
 use crate::notices;
 use crate::requests::{self, Command};
 use crate::stage::Lists;
-use herald_directory::{Consent, ConsentSource, DirectoryError, LinkKind, NewMember};
+use herald_directory::{Consent, ConsentSource, DirectoryError};
 use herald_i18n::Words;
 use herald_spool::SpooledPost;
 use herald_types::token::{self, Action, Confirmation, Moderation};
 use herald_types::DisabledMember;
-use herald_types::{Address, List, ListId, MemberId, MemberStatus, NoticeKind, SubscriptionPolicy};
+use herald_types::{Address, List, MemberId, MemberStatus, NoticeKind, SubscriptionPolicy};
 
 /// How long a mailed subscriptions-page link stays valid.
 pub const MANAGE_LINK_HOURS: u64 = 24;
@@ -38,9 +40,6 @@ pub struct WelcomeBatch {
     /// No member left in the range.
     pub done: bool,
 }
-
-/// How the directory's bounce-disable reasons begin (`herald_directory` bounces.rs).
-const BOUNCE_REASON_PREFIX: &str = "bounce score";
 
 impl Lists {
     /// Answers one request mail, then completes it.
@@ -248,6 +247,11 @@ impl Lists {
         self.start(list, who, Action::Delivery(mode), client).await
     }
 
+    /// The member-lifecycle service over this stage's directory.
+    pub fn membership(&self) -> Membership {
+        Membership::new(&self.enqueuer.directory)
+    }
+
     /// Checks a confirmation token; with `apply: Some(consent)` (how and by whom it is
     /// confirmed), carries its action out. A link is spent on use: a used one, or a
     /// subscription link older than the address's last departure from the list, is refused
@@ -264,7 +268,8 @@ impl Lists {
         let c = token::verify_confirmation(&self.secret, token, herald_types::unix_ms_now() / 1000)
             .ok_or(ListsError::InvalidToken)?;
         let list = self.list(&c.list).await?;
-        self.check_fresh(list.id, &c).await?;
+        let (m, c2, issued) = (self.membership(), c.clone(), self.issued_unix_secs(&c));
+        tokio::task::spawn_blocking(move || m.check_link(list.id, &c2, issued)).await??;
         Ok(c)
     }
 
@@ -276,33 +281,8 @@ impl Lists {
             .saturating_sub(self.cfg.confirm_ttl_secs)
     }
 
-    /// Refuses `c` when its link was used, or when it would change a membership the address
-    /// left after the link was mailed (only an unsubscription stays harmless). Whole seconds:
-    /// a link mailed in the same second as the departure (a person re-subscribing at once)
-    /// still works.
-    async fn check_fresh(&self, list: ListId, c: &Confirmation) -> Result<(), ListsError> {
-        let (d, link, who) = (
-            self.enqueuer.directory.clone(),
-            c.spend_key(),
-            c.address.clone(),
-        );
-        let (spent, left) = tokio::task::spawn_blocking(move || {
-            Ok::<_, DirectoryError>((d.link_spent(&link)?, d.last_departure(list, &who)?))
-        })
-        .await??;
-        if spent {
-            return Err(ListsError::LinkUsed(Box::new(c.clone())));
-        }
-        let issued = self.issued_unix_secs(c);
-        if c.action != Action::Unsubscribe && left.is_some_and(|at_ms| issued < at_ms / 1000) {
-            return Err(ListsError::LinkSuperseded(Box::new(c.clone())));
-        }
-        Ok(())
-    }
-
-    /// Verifies a token, spends it, and carries its action out. A subscription records
-    /// `consent`, replacing an earlier record: the confirmation is the newest consent. If the
-    /// action fails, the link is given back (the person may try again).
+    /// Verifies a token and has the member lifecycle carry it out ([`Membership::confirm`]:
+    /// fresh, spent, done, or given back), then sends the welcome or goodbye it is due.
     async fn apply_token(&self, token: &str, consent: Consent) -> Result<Confirmation, ListsError> {
         let c = token::verify_confirmation(&self.secret, token, herald_types::unix_ms_now() / 1000)
             .ok_or(ListsError::InvalidToken)?;
@@ -311,17 +291,6 @@ impl Lists {
         if action == Action::Subscribe && list.settings.subscription == SubscriptionPolicy::Closed {
             return Err(ListsError::ClosedList);
         }
-        self.check_fresh(list.id, &c).await?;
-        let (d, link) = (self.enqueuer.directory.clone(), c.spend_key());
-        let expires_ms = c.expires_unix_secs.saturating_mul(1000);
-        let spent = tokio::task::spawn_blocking(move || {
-            d.spend_link(LinkKind::Confirmation, &link, expires_ms)
-        })
-        .await??;
-        if !spent {
-            // Used at the same moment, here or at another node.
-            return Err(ListsError::LinkUsed(Box::new(c)));
-        }
         // A leaving member's goodbye is written in their language, read while they are still
         // on the list.
         let goodbye_words = if action == Action::Unsubscribe && list.settings.send_goodbye {
@@ -329,38 +298,31 @@ impl Lists {
         } else {
             None
         };
-        let (d, id, who) = (self.enqueuer.directory.clone(), list.id, c.address.clone());
-        let done = tokio::task::spawn_blocking(move || carry_out(&d, id, who, action, &consent))
-            .await
-            .map_err(ListsError::from)
-            .and_then(|r| r);
-        let (joined, left) = match done {
-            Ok(v) => v,
-            Err(e) => {
-                let (d, link) = (self.enqueuer.directory.clone(), c.spend_key());
-                let _ = tokio::task::spawn_blocking(move || d.unspend_link(&link)).await;
-                return Err(e);
+        let (m, c2, issued) = (self.membership(), c.clone(), self.issued_unix_secs(&c));
+        let id = list.id;
+        let done =
+            tokio::task::spawn_blocking(move || m.confirm(id, &c2, issued, &consent)).await??;
+        match (done.notice(&list), goodbye_words) {
+            (Some(NoticeKind::Welcome), _) => {
+                let (lang, texts) = self.words_for(&list, &c.address).await?;
+                let w = Words {
+                    lang: &lang,
+                    overrides: &texts,
+                };
+                let notice = notices::welcome(&w, &list, &c.address, &self.public_base_url);
+                self.send_notice(&list, &c.address, &notice, NoticeKind::Welcome, None)
+                    .await?;
             }
-        };
-        tracing::info!(list = %c.list, address = %c.address, action = c.action.verb(), "confirmed");
-        if joined && list.settings.send_welcome {
-            let (lang, texts) = self.words_for(&list, &c.address).await?;
-            let w = Words {
-                lang: &lang,
-                overrides: &texts,
-            };
-            let notice = notices::welcome(&w, &list, &c.address, &self.public_base_url);
-            self.send_notice(&list, &c.address, &notice, NoticeKind::Welcome, None)
-                .await?;
-        }
-        if let (true, Some((lang, texts))) = (left, goodbye_words) {
-            let w = Words {
-                lang: &lang,
-                overrides: &texts,
-            };
-            let notice = notices::goodbye(&w, &list.address, &c.address);
-            self.send_notice(&list, &c.address, &notice, NoticeKind::Goodbye, None)
-                .await?;
+            (Some(NoticeKind::Goodbye), Some((lang, texts))) => {
+                let w = Words {
+                    lang: &lang,
+                    overrides: &texts,
+                };
+                let notice = notices::goodbye(&w, &list.address, &c.address);
+                self.send_notice(&list, &c.address, &notice, NoticeKind::Goodbye, None)
+                    .await?;
+            }
+            _ => {}
         }
         Ok(c)
     }
@@ -447,48 +409,5 @@ impl Lists {
         let notice = notices::disabled(&w, &list.address, &member.address, reason);
         self.send_notice(&list, &member.address, &notice, NoticeKind::Disabled, None)
             .await
-    }
-}
-
-/// Carries a confirmed action out in the directory: whether it made a new member (the welcome
-/// goes to them only) and whether it took one off the list (the goodbye goes to them only).
-fn carry_out(
-    d: &herald_directory::Directory,
-    id: ListId,
-    who: Address,
-    action: Action,
-    consent: &Consent,
-) -> Result<(bool, bool), ListsError> {
-    match action {
-        Action::Subscribe => {
-            let m = NewMember {
-                address: who,
-                display_name: None,
-                fields: Default::default(),
-            };
-            match d.add_member_consented(id, &m, consent) {
-                Ok(_) => Ok((true, false)),
-                Err(DirectoryError::AlreadyMember(_)) => {
-                    // A member that bounce handling disabled comes back by confirming: the
-                    // round trip proves the mailbox works again. An administrator's own
-                    // "disabled" is not overridden.
-                    let by_bounces = d.member(id, &m.address)?.is_some_and(|x| {
-                        matches!(&x.status, MemberStatus::Disabled(r) if r.starts_with(BOUNCE_REASON_PREFIX))
-                    });
-                    if by_bounces {
-                        d.reset_bounces(id, &m.address)?;
-                    }
-                    d.record_consent(id, &m.address, consent)?;
-                    Ok((false, false))
-                }
-                Err(e) => Err(e.into()),
-            }
-        }
-        Action::Unsubscribe => Ok((false, d.remove_member(id, &who)?)),
-        Action::Delivery(mode) => match d.set_delivery(id, &who, mode)? {
-            true => Ok((false, false)),
-            // Left the list between the request and the confirmation.
-            false => Err(ListsError::NotMember(who)),
-        },
     }
 }

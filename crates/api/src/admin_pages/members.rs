@@ -11,7 +11,7 @@
 //! run as formulas.
 
 use super::{ctx, error_page, html, list_key, see, Done};
-use crate::admin::{dir, find_list_pub};
+use crate::admin::{dir, find_list_pub, lifecycle};
 use crate::auth::Caller;
 use crate::lists_ops::{detail, MemberAction};
 use crate::{views, ApiError, ApiState};
@@ -19,7 +19,8 @@ use axum::extract::{Form, Multipart, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
-use herald_directory::{Consent, ConsentSource, DirectoryError, NewMember, SearchBy};
+use herald_directory::{Consent, ConsentSource, NewMember, SearchBy};
+use herald_lists::{Door, ImportError, Membership};
 use herald_types::{Address, DeliveryMode, MemberId};
 use herald_webadmin::layout::{enc, list_href};
 use herald_webadmin::members::{AddForm, MemberLine, Search, MAX_IMPORT_BYTES, PAGE_SIZE};
@@ -170,7 +171,7 @@ pub async fn add(
             };
             let consent = Consent::now(ConsentSource::Admin, None);
             let id = l.id;
-            match dir(&s, move |d| d.add_member_consented(id, &new, &consent)).await {
+            match lifecycle(&s, move |m| m.subscribe(id, &new, &consent, Door::Admin)).await {
                 Ok(_) => {
                     let key = herald_accounts::key(&l.address);
                     return see(members_url(&key, &address.to_string(), "added"));
@@ -264,7 +265,7 @@ async fn remove(s: &ApiState, caller: &Caller, list: &str, key: &str, member: &s
         Ok(a) => a,
         Err(e) => return error_page(caller, ApiError::BadRequest(format!("member: {e}"))),
     };
-    match dir(s, move |d| d.remove_member(l.id, &address)).await {
+    match lifecycle(s, move |m| m.unsubscribe(l.id, &address, Door::Admin)).await {
         Ok(true) => see(members_url(key, "", "removed")),
         Ok(false) => error_page(
             caller,
@@ -301,18 +302,16 @@ pub async fn import(
         let e = ApiError::Unavailable("too many imports are running; try again later".into());
         return error_page(&caller, e);
     };
-    let d = s.directory.clone();
+    let m = Membership::new(&s.directory);
     let list_id = l.id;
     tokio::task::spawn_blocking(move || {
         let done = &job.done;
-        let result = d.import_csv(list_id, bytes.as_slice(), &mut |n| {
+        let result = m.import_from_csv(list_id, bytes.as_slice(), &mut |n| {
             done.store(n, Ordering::Relaxed);
         });
         let outcome = match result {
             Ok(r) => Ok(views::directory::import(&r)),
-            Err(e @ (DirectoryError::InvalidInput { .. } | DirectoryError::NoSuchList(_))) => {
-                Err(e.to_string())
-            }
+            Err(e @ (ImportError::Invalid(_) | ImportError::NoSuchList(_))) => Err(e.to_string()),
             Err(e) => {
                 tracing::error!(error = %e, "web import failed");
                 Err("the import failed on the server (see its log)".to_string())
