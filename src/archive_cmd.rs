@@ -111,26 +111,7 @@ pub fn run(cmd: ArchiveCommand, config: &Config) -> Result<()> {
     let path = config.data_dir.join("archive.db");
     let mut a = Archive::open(&path)?.with_default_privacy(config.archive.default_privacy);
     match cmd {
-        ArchiveCommand::Ls => {
-            outln!(
-                "{:<40} {:<8} {:>10} {:>12} {:>12}",
-                "LIST",
-                "PRIVACY",
-                "MESSAGES",
-                "RAW",
-                "STORED"
-            );
-            for l in a.lists()? {
-                outln!(
-                    "{:<40} {:<8} {:>10} {:>12} {:>12}",
-                    l.list,
-                    l.privacy.as_str(),
-                    l.messages,
-                    l.raw_bytes,
-                    l.stored_bytes
-                );
-            }
-        }
+        ArchiveCommand::Ls => ls(&a)?,
         ArchiveCommand::Show(s) => show(&a, s)?,
         ArchiveCommand::Rm(r) => {
             let list = r.list.to_lowercase();
@@ -146,49 +127,13 @@ pub fn run(cmd: ArchiveCommand, config: &Config) -> Result<()> {
             );
         }
         ArchiveCommand::Import(i) => import_cmd(&mut a, i, config.archive.max_message_bytes)?,
-        ArchiveCommand::Export(e) => {
-            let since = day_ms(e.since.as_deref(), "--since")?.unwrap_or(0);
-            let until = day_ms(e.until.as_deref(), "--until")?.unwrap_or(i64::MAX);
-            let list = e.list.to_lowercase();
-            let n = match &e.out {
-                Some(p) => {
-                    let f = std::fs::File::create(p)
-                        .with_context(|| format!("creating {}", p.display()))?;
-                    let mut w = std::io::BufWriter::new(f);
-                    let n = import::export(&a, &list, since, until, &mut w)?;
-                    w.flush()
-                        .with_context(|| format!("writing {}", p.display()))?;
-                    n
-                }
-                None => {
-                    let mut w = std::io::BufWriter::new(std::io::stdout().lock());
-                    let n = import::export(&a, &list, since, until, &mut w)?;
-                    w.flush().context("writing stdout")?;
-                    n
-                }
-            };
-            eprintln!("exported {n} messages");
-        }
+        ArchiveCommand::Export(e) => export(&a, e)?,
         ArchiveCommand::Privacy(p) => {
             let privacy: Privacy = p.privacy.parse()?;
             a.set_privacy(&p.list.to_lowercase(), privacy)?;
             outln!("{}: archive {}", p.list, privacy.as_str());
         }
-        ArchiveCommand::Reindex => {
-            let bar = ProgressBar::new(0);
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{spinner} reindex [{bar:40}] {pos}/{len} {per_sec} {eta}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-            let n = a.reindex(2_000, &mut |done, total| {
-                bar.set_length(total);
-                bar.set_position(done);
-            })?;
-            bar.finish_and_clear();
-            outln!("reindexed {n} messages");
-        }
+        ArchiveCommand::Reindex => reindex(&mut a)?,
         ArchiveCommand::Addresses(x) => {
             let show = match x.mode.as_str() {
                 "show" => true,
@@ -202,32 +147,101 @@ pub fn run(cmd: ArchiveCommand, config: &Config) -> Result<()> {
                 if show { "shows" } else { "hides" }
             );
         }
-        ArchiveCommand::Search(s) => {
-            let order = if s.best_first {
-                SearchOrder::Relevance
-            } else {
-                SearchOrder::Newest
-            };
-            let found = a.search_page(
-                &s.list.to_lowercase(),
-                &s.query,
-                &Filters::default(),
-                order,
-                s.limit,
-                s.page.saturating_mul(s.limit),
-            )?;
-            for m in &found.rows {
-                print_summary(m);
-            }
-            // The count goes to stderr, so the rows on stdout stay a plain table for scripts.
-            eprintln!(
-                "{} matching, page {} of {}",
-                found.total,
-                s.page + 1,
-                found.total.div_ceil(s.limit.max(1) as u64).max(1)
-            );
-        }
+        ArchiveCommand::Search(s) => search(&a, s)?,
     }
+    Ok(())
+}
+
+/// `archive ls`: one line per list with an archive.
+fn ls(a: &Archive) -> Result<()> {
+    outln!(
+        "{:<40} {:<8} {:>10} {:>12} {:>12}",
+        "LIST",
+        "PRIVACY",
+        "MESSAGES",
+        "RAW",
+        "STORED"
+    );
+    for l in a.lists()? {
+        outln!(
+            "{:<40} {:<8} {:>10} {:>12} {:>12}",
+            l.list,
+            l.privacy.as_str(),
+            l.messages,
+            l.raw_bytes,
+            l.stored_bytes
+        );
+    }
+    Ok(())
+}
+
+/// `archive export`: mboxrd to `--out` or stdout; the count on stderr.
+fn export(a: &Archive, e: ExportArgs) -> Result<()> {
+    let since = day_ms(e.since.as_deref(), "--since")?.unwrap_or(0);
+    let until = day_ms(e.until.as_deref(), "--until")?.unwrap_or(i64::MAX);
+    let list = e.list.to_lowercase();
+    let n = match &e.out {
+        Some(p) => {
+            let f =
+                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            let mut w = std::io::BufWriter::new(f);
+            let n = import::export(a, &list, since, until, &mut w)?;
+            w.flush()
+                .with_context(|| format!("writing {}", p.display()))?;
+            n
+        }
+        None => {
+            let mut w = std::io::BufWriter::new(std::io::stdout().lock());
+            let n = import::export(a, &list, since, until, &mut w)?;
+            w.flush().context("writing stdout")?;
+            n
+        }
+    };
+    eprintln!("exported {n} messages");
+    Ok(())
+}
+
+/// `archive reindex`, under a progress bar.
+fn reindex(a: &mut Archive) -> Result<()> {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} reindex [{bar:40}] {pos}/{len} {per_sec} {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let n = a.reindex(2_000, &mut |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })?;
+    bar.finish_and_clear();
+    outln!("reindexed {n} messages");
+    Ok(())
+}
+
+/// `archive search`: the rows on stdout, the count on stderr.
+fn search(a: &Archive, s: SearchArgs) -> Result<()> {
+    let order = if s.best_first {
+        SearchOrder::Relevance
+    } else {
+        SearchOrder::Newest
+    };
+    let found = a.search_page(
+        &s.list.to_lowercase(),
+        &s.query,
+        &Filters::default(),
+        order,
+        s.limit,
+        s.page.saturating_mul(s.limit),
+    )?;
+    for m in &found.rows {
+        print_summary(m);
+    }
+    // The count goes to stderr, so the rows on stdout stay a plain table for scripts.
+    eprintln!(
+        "{} matching, page {} of {}",
+        found.total,
+        s.page + 1,
+        found.total.div_ceil(s.limit.max(1) as u64).max(1)
+    );
     Ok(())
 }
 

@@ -4,7 +4,8 @@
 //! created and filled over the HTTP API, one post, a progress bar, and a summary cross-checked
 //! against what the receivers recorded.
 
-use crate::client::{self, Api};
+use crate::client::Api;
+use crate::{csv_import, post_cmd};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use herald_api_types::{Injected, ListInfo, PostSummary};
@@ -73,7 +74,69 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     if args.members == 0 || args.domains == 0 {
         bail!("--members and --domains must be at least 1");
     }
-    let spec = GenSpec {
+    let world_cfg =
+        WorldConfig::generate(&world_spec(&args)).context("generating the simulated world")?;
+    let addresses = world_cfg.member_addresses(args.members);
+    let world = World::start(world_cfg)
+        .await
+        .context("starting the simulated world")?;
+    outln!(
+        "simulated Internet: {} domains, DNS on {}, receivers on 127.x addresses port {}",
+        args.domains,
+        world.dns_addr(),
+        world.smtp_port()
+    );
+
+    if args.data_dir.exists() {
+        std::fs::remove_dir_all(&args.data_dir)
+            .with_context(|| format!("wiping {}", args.data_dir.display()))?;
+    }
+    let listeners = Listeners::bind_ephemeral().await?;
+    let (smtp, lmtp, http) = listeners.addrs()?;
+    let listen = ListenConfig {
+        smtp,
+        lmtp,
+        http,
+        submissions: None,
+    };
+    let config = server_config(&args, listen, &world)?;
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(herald_server::run(config, listeners, shutdown.clone()));
+    outln!(
+        "herald: SMTP {smtp}, LMTP {lmtp}, HTTP {http}, data in {}",
+        args.data_dir.display()
+    );
+
+    let api = Api::with_base(format!("http://{http}"))?.with_token(args.admin_token.clone());
+    wait_until_up(&api).await?;
+    let result = fan_out(&api, &addresses, args.size_kb).await;
+    let summary = match result {
+        Ok(s) => s,
+        Err(e) => {
+            shutdown.cancel();
+            let _ = server.await;
+            world.shutdown().await;
+            return Err(e);
+        }
+    };
+    print_results(&summary, &world);
+    if args.serve {
+        serve_on(&api, &args, &world).await;
+    }
+    shutdown.cancel();
+    server.await.context("server task")??;
+    world.shutdown().await;
+    outln!(
+        "delivery log: {}",
+        args.data_dir.join("log").join("delivery.log").display()
+    );
+    Ok(())
+}
+
+/// The simulated Internet the demo posts to: some hosts slow, throttling or refusing unless
+/// `--plain`.
+fn world_spec(args: &DemoArgs) -> GenSpec {
+    GenSpec {
         domains: args.domains,
         seed: args.seed,
         fractions: if args.plain {
@@ -105,33 +168,15 @@ pub async fn run(args: DemoArgs) -> Result<()> {
             ..ReceiverSettings::default()
         },
         ..GenSpec::default()
-    };
-    let world_cfg = WorldConfig::generate(&spec).context("generating the simulated world")?;
-    let addresses = world_cfg.member_addresses(args.members);
-    let world = World::start(world_cfg)
-        .await
-        .context("starting the simulated world")?;
-    outln!(
-        "simulated Internet: {} domains, DNS on {}, receivers on 127.x addresses port {}",
-        args.domains,
-        world.dns_addr(),
-        world.smtp_port()
-    );
-
-    if args.data_dir.exists() {
-        std::fs::remove_dir_all(&args.data_dir)
-            .with_context(|| format!("wiping {}", args.data_dir.display()))?;
     }
-    let listeners = Listeners::bind_ephemeral().await?;
-    let (smtp, lmtp, http) = listeners.addrs()?;
+}
+
+/// The demo server's configuration: its data directory, the simulated DNS and receivers,
+/// retries in seconds, and (with `--dkim`) a fresh signing key.
+fn server_config(args: &DemoArgs, listen: ListenConfig, world: &World) -> Result<Config> {
     let mut config = Config {
         data_dir: args.data_dir.clone(),
-        listen: ListenConfig {
-            smtp,
-            lmtp,
-            http,
-            submissions: None,
-        },
+        listen,
         ..Config::default()
     };
     config.dns.nameservers = vec![world.dns_addr()];
@@ -173,26 +218,12 @@ pub async fn run(args: DemoArgs) -> Result<()> {
     // The demo runs its server inside this process, on loopback, against a simulated Internet:
     // whoever runs it (root in a fresh container) stays who they are.
     config.server.allow_root = true;
-    let shutdown = CancellationToken::new();
-    let server = tokio::spawn(herald_server::run(config, listeners, shutdown.clone()));
-    outln!(
-        "herald: SMTP {smtp}, LMTP {lmtp}, HTTP {http}, data in {}",
-        args.data_dir.display()
-    );
+    Ok(config)
+}
 
-    let api = Api::with_base(format!("http://{http}"))?.with_token(args.admin_token.clone());
-    wait_until_up(&api).await?;
-    let result = fan_out(&api, &addresses, args.size_kb).await;
-    let summary = match result {
-        Ok(s) => s,
-        Err(e) => {
-            shutdown.cancel();
-            let _ = server.await;
-            world.shutdown().await;
-            return Err(e);
-        }
-    };
-    client::print_summary(&summary);
+/// The post's summary as the server saw it, then as the receivers saw it.
+fn print_results(summary: &PostSummary, world: &World) {
+    post_cmd::print_summary(summary);
     let snap = world.recorder().snapshot();
     let elapsed_ms = summary.t100_ms.unwrap_or(0).max(1);
     outln!(
@@ -208,17 +239,6 @@ pub async fn run(args: DemoArgs) -> Result<()> {
         snap.mime_malformed,
         snap.mime_checked
     );
-    if args.serve {
-        serve_on(&api, &args, &world).await;
-    }
-    shutdown.cancel();
-    server.await.context("server task")??;
-    world.shutdown().await;
-    outln!(
-        "delivery log: {}",
-        args.data_dir.join("log").join("delivery.log").display()
-    );
-    Ok(())
 }
 
 /// Keeps the demo server up for the dashboard, posting again every `repost_secs` and writing
@@ -364,7 +384,7 @@ async fn fan_out(api: &Api, addresses: &[String], size_kb: usize) -> Result<Post
     for (i, a) in addresses.iter().enumerate() {
         csv.push_str(&format!("{a},Member {i},{}\n", 2000 + i % 26));
     }
-    client::import_bytes(api, LIST, csv.as_bytes()).await?;
+    csv_import::import_bytes(api, LIST, csv.as_bytes()).await?;
     let post = demo_post(size_kb);
     let r: Injected = api
         .post_bytes(
@@ -375,7 +395,7 @@ async fn fan_out(api: &Api, addresses: &[String], size_kb: usize) -> Result<Post
         .await?;
     let id = r.post;
     outln!("posted {id} to {LIST} ({} members)", addresses.len());
-    client::wait_for_post(api, &id, Duration::from_secs(600)).await
+    post_cmd::wait_for_post(api, &id, Duration::from_secs(600)).await
 }
 
 fn demo_post(size_kb: usize) -> String {

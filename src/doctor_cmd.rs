@@ -27,30 +27,7 @@ pub struct DoctorArgs {
 }
 
 pub async fn run(config: &Config, api: Result<Api>, args: DoctorArgs) -> Result<()> {
-    let mut domains: Vec<String> = args
-        .domains
-        .iter()
-        .map(|d| d.to_ascii_lowercase())
-        .collect();
-    if domains.is_empty() {
-        let api = api.context("no domain given, and no server to ask for its lists")?;
-        let lists: Vec<herald_api_types::ListView> = api
-            .get("/api/v1/lists")
-            .await
-            .context("no domain given: asked the running server for its lists")?;
-        for l in lists {
-            if let Some((_, d)) = l.list.address.rsplit_once('@') {
-                let d = d.to_ascii_lowercase();
-                if !domains.contains(&d) {
-                    domains.push(d);
-                }
-            }
-        }
-        anyhow::ensure!(
-            !domains.is_empty(),
-            "the server has no lists: name a domain"
-        );
-    }
+    let domains = domains(&args, api).await?;
     let egress = if args.ips.is_empty() {
         // Toward a nameserver the config names, else toward a documentation address: either
         // way no packet is sent, the kernel only picks the source address of its route.
@@ -65,24 +42,7 @@ pub async fn run(config: &Config, api: Result<Api>, args: DoctorArgs) -> Result<
     } else {
         args.ips.clone()
     };
-    let mut dkim: BTreeMap<String, Vec<DkimExpectation>> = BTreeMap::new();
-    for (domain, d) in &config.dkim {
-        for key in std::iter::once(&d.key).chain(&d.second) {
-            let record = std::fs::read(&key.key_file)
-                .map_err(|e| format!("{}: {e}", key.key_file.display()))
-                .and_then(|pem| {
-                    herald_auth::DkimSigner::from_pem(domain, &key.selector, key.algorithm, &pem)
-                        .map(|s| s.dns_record())
-                        .map_err(|e| e.to_string())
-                });
-            dkim.entry(domain.to_ascii_lowercase())
-                .or_default()
-                .push(DkimExpectation {
-                    selector: key.selector.clone(),
-                    record,
-                });
-        }
-    }
+    let dkim = dkim_expectations(config);
     let inputs = Inputs {
         domains,
         egress,
@@ -114,6 +74,59 @@ pub async fn run(config: &Config, api: Result<Api>, args: DoctorArgs) -> Result<
         .count();
     anyhow::ensure!(errors == 0, "{errors} problem(s) to fix (see ERROR lines)");
     Ok(())
+}
+
+/// The domains to examine: those given, else the running server's list domains.
+async fn domains(args: &DoctorArgs, api: Result<Api>) -> Result<Vec<String>> {
+    let mut domains: Vec<String> = args
+        .domains
+        .iter()
+        .map(|d| d.to_ascii_lowercase())
+        .collect();
+    if domains.is_empty() {
+        let api = api.context("no domain given, and no server to ask for its lists")?;
+        let lists: Vec<herald_api_types::ListView> = api
+            .get("/api/v1/lists")
+            .await
+            .context("no domain given: asked the running server for its lists")?;
+        for l in lists {
+            if let Some((_, d)) = l.list.address.rsplit_once('@') {
+                let d = d.to_ascii_lowercase();
+                if !domains.contains(&d) {
+                    domains.push(d);
+                }
+            }
+        }
+        anyhow::ensure!(
+            !domains.is_empty(),
+            "the server has no lists: name a domain"
+        );
+    }
+    Ok(domains)
+}
+
+/// The DKIM records the configured keys expect in DNS, per domain; a key file that cannot be
+/// read is kept as its error, for the report.
+fn dkim_expectations(config: &Config) -> BTreeMap<String, Vec<DkimExpectation>> {
+    let mut dkim: BTreeMap<String, Vec<DkimExpectation>> = BTreeMap::new();
+    for (domain, d) in &config.dkim {
+        for key in std::iter::once(&d.key).chain(&d.second) {
+            let record = std::fs::read(&key.key_file)
+                .map_err(|e| format!("{}: {e}", key.key_file.display()))
+                .and_then(|pem| {
+                    herald_auth::DkimSigner::from_pem(domain, &key.selector, key.algorithm, &pem)
+                        .map(|s| s.dns_record())
+                        .map_err(|e| e.to_string())
+                });
+            dkim.entry(domain.to_ascii_lowercase())
+                .or_default()
+                .push(DkimExpectation {
+                    selector: key.selector.clone(),
+                    record,
+                });
+        }
+    }
+    dkim
 }
 
 /// The `[store]` check when the directory is in PostgreSQL (a SQLite file needs none): one

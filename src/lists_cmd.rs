@@ -1,9 +1,9 @@
 //! List housekeeping commands: held posts, bounces, member details, subscription
-//! requests, stored postmaster mail. Thin clients of the HTTP API, like `client.rs`.
+//! requests, stored postmaster mail. Thin clients of the HTTP API (`client.rs`). The `member`
+//! arguments are typed here, beside the command that sends them.
 
-#[cfg(test)]
-use crate::client::parse_member_setting;
-use crate::client::{enc, import, Api, MemberCommand, MemberSetting};
+use crate::client::{enc, Api};
+use crate::csv_import::import;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use herald_api_types::{
@@ -12,6 +12,111 @@ use herald_api_types::{
 };
 use herald_types::MemberStatus;
 use serde_json::json;
+use std::path::PathBuf;
+
+#[derive(Subcommand)]
+pub enum MemberCommand {
+    /// Add (or update) one member.
+    Add {
+        list: String,
+        address: String,
+        #[arg(long)]
+        name: Option<String>,
+        /// A custom field for footers, as key=value (repeatable).
+        #[arg(long = "field", value_parser = parse_field)]
+        fields: Vec<(String, String)>,
+    },
+    /// Remove a member.
+    Rm { list: String, address: String },
+    /// List members.
+    Ls {
+        list: String,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Import members from a CSV file with a header row: email[,name][,custom fields…].
+    Import { list: String, file: PathBuf },
+    /// A member's status, bounce score and bounce history.
+    Show { list: String, address: String },
+    /// Re-enable a member (e.g. one disabled for bouncing) and clear their bounce score.
+    Enable { list: String, address: String },
+    /// Clear a member's bounce score; their status and bounce history stay.
+    ResetBounces { list: String, address: String },
+    /// Everything Herald holds about an address, on every list (GDPR art. 15), as JSON: memberships
+    /// with consent, bounce history, suppression entries, bans, archived posts and recent
+    /// delivery-log lines.
+    Export { address: String },
+    /// Erase an address everywhere (GDPR art. 17): memberships, bounce history, suppression
+    /// entries, bans and archived posts go; only a keyed hash stays, so imports and subscriptions
+    /// refuse the address from then on. Asks for --yes.
+    Erase {
+        address: String,
+        /// Really erase (there is no undo).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Change a member's settings: `delivery=regular|digest-mime|digest-plain|nomail`.
+    Set {
+        list: String,
+        address: String,
+        /// name=value (repeatable); today only `delivery`.
+        #[arg(required = true, value_parser = parse_member_setting)]
+        settings: Vec<MemberSetting>,
+    },
+}
+
+/// One `name=value` of `herald member set`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberSetting {
+    Delivery(herald_types::DeliveryMode),
+    /// Hold the member's posts for a moderator.
+    Moderated(bool),
+    /// The member's language (a shipped code); empty: the list's.
+    Language(String),
+}
+
+/// Parses `delivery=<mode>`, `moderated=<yes|no>` or `language=<code>` (empty: the list's);
+/// anything else is a clear error naming what is accepted.
+pub fn parse_member_setting(s: &str) -> Result<MemberSetting, String> {
+    let words = || {
+        herald_types::DeliveryMode::ALL
+            .iter()
+            .map(|m| m.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match s.split_once('=') {
+        Some(("delivery", v)) => herald_types::DeliveryMode::parse(v)
+            .map(MemberSetting::Delivery)
+            .ok_or_else(|| format!("delivery must be one of {}, not {v:?}", words())),
+        Some(("moderated", v)) => match v.to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "1" => Ok(MemberSetting::Moderated(true)),
+            "false" | "no" | "off" | "0" => Ok(MemberSetting::Moderated(false)),
+            _ => Err(format!("moderated must be true or false, not {v:?}")),
+        },
+        // Checked here for a clear message before any request; the server checks again.
+        Some(("language", v)) if v.is_empty() || herald_i18n::is_shipped(v) => {
+            Ok(MemberSetting::Language(v.to_string()))
+        }
+        Some(("language", v)) => Err(format!(
+            "language must be one of {} (or empty for the list's), not {v:?}",
+            herald_i18n::CODES.join(", ")
+        )),
+        Some((k, _)) => Err(format!(
+            "unknown member setting {k:?} (known: delivery, moderated, language)"
+        )),
+        None => Err(format!(
+            "expected delivery=<mode>, moderated=<true|false> or language=<code>, got {s:?}"
+        )),
+    }
+}
+
+fn parse_field(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| format!("expected key=value, got {s:?}"))
+}
 
 /// `herald held [--list L] [approve|reject <id>]`.
 #[derive(Args)]
@@ -224,28 +329,7 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
             .await?;
             outln!("removed {address} from {list}");
         }
-        MemberCommand::Ls { list, limit } => {
-            let ms: Vec<MemberView> = api
-                .get(&format!(
-                    "/api/v1/lists/{}/members?limit={}",
-                    enc(&list),
-                    limit.clamp(1, 10_000)
-                ))
-                .await?;
-            for m in &ms {
-                let status = match m.status {
-                    MemberStatus::Enabled => "enabled",
-                    MemberStatus::Disabled(_) => "disabled",
-                };
-                outln!(
-                    "{:<8} {:<40} {:<10} {}",
-                    m.id,
-                    m.address,
-                    status,
-                    m.display_name.as_deref().unwrap_or("")
-                );
-            }
-        }
+        MemberCommand::Ls { list, limit } => member_ls(api, &list, limit).await?,
         MemberCommand::Import { list, file } => import(api, &list, &file).await?,
         MemberCommand::Enable { list, address } => {
             member_action(api, &list, &address, "enable").await?;
@@ -257,26 +341,7 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
                 .await?;
             outln!("{}", serde_json::to_string_pretty(&data)?);
         }
-        MemberCommand::Erase { address, yes } => {
-            if !yes {
-                anyhow::bail!(
-                    "erasing {address} removes it from every list and the archive, for good: \
-                     run again with --yes"
-                );
-            }
-            let e: herald_api_types::people::PersonErased = api
-                .delete_typed(&format!("/api/v1/people/{}", enc(&address)))
-                .await?;
-            outln!(
-                "erased {address}: {} memberships, {} bounce events, {} suppression entries, \
-                 {} bans, {} archived posts; only a keyed hash is kept so it is not re-added",
-                e.memberships,
-                e.bounce_events,
-                e.suppressions,
-                e.bans,
-                e.archived_posts
-            );
-        }
+        MemberCommand::Erase { address, yes } => member_erase(api, &address, yes).await?,
         MemberCommand::ResetBounces { list, address } => {
             member_action(api, &list, &address, "reset-bounces").await?;
             outln!("bounce score of {address} on {list} cleared");
@@ -285,34 +350,91 @@ pub async fn member(api: &Api, cmd: MemberCommand) -> Result<()> {
             list,
             address,
             settings,
-        } => {
-            let mut update = MemberUpdate::default();
-            for s in settings {
-                match s {
-                    MemberSetting::Delivery(m) => update.delivery = Some(m),
-                    MemberSetting::Moderated(on) => update.moderated = Some(on),
-                    MemberSetting::Language(l) => update.language = Some(l),
-                }
-            }
-            let d: MemberDetail = api
-                .patch_json(
-                    &format!("/api/v1/lists/{}/members/{}", enc(&list), enc(&address)),
-                    &update,
-                )
-                .await?;
-            outln!(
-                "{} on {list}: delivery {}, posts {}, language {}",
-                d.member.address,
-                d.delivery,
-                if d.moderated {
-                    "moderated"
-                } else {
-                    "not moderated"
-                },
-                d.language.as_deref().unwrap_or("the list's")
-            );
+        } => member_set(api, &list, &address, settings).await?,
+    }
+    Ok(())
+}
+
+/// `herald member ls`: a list's members, one line each.
+async fn member_ls(api: &Api, list: &str, limit: usize) -> Result<()> {
+    let ms: Vec<MemberView> = api
+        .get(&format!(
+            "/api/v1/lists/{}/members?limit={}",
+            enc(list),
+            limit.clamp(1, 10_000)
+        ))
+        .await?;
+    for m in &ms {
+        let status = match m.status {
+            MemberStatus::Enabled => "enabled",
+            MemberStatus::Disabled(_) => "disabled",
+        };
+        outln!(
+            "{:<8} {:<40} {:<10} {}",
+            m.id,
+            m.address,
+            status,
+            m.display_name.as_deref().unwrap_or("")
+        );
+    }
+    Ok(())
+}
+
+/// `herald member erase`: an address erased everywhere, only with `--yes`.
+async fn member_erase(api: &Api, address: &str, yes: bool) -> Result<()> {
+    if !yes {
+        anyhow::bail!(
+            "erasing {address} removes it from every list and the archive, for good: \
+             run again with --yes"
+        );
+    }
+    let e: herald_api_types::people::PersonErased = api
+        .delete_typed(&format!("/api/v1/people/{}", enc(address)))
+        .await?;
+    outln!(
+        "erased {address}: {} memberships, {} bounce events, {} suppression entries, \
+         {} bans, {} archived posts; only a keyed hash is kept so it is not re-added",
+        e.memberships,
+        e.bounce_events,
+        e.suppressions,
+        e.bans,
+        e.archived_posts
+    );
+    Ok(())
+}
+
+/// `herald member set`: the settings given, sent as one update.
+async fn member_set(
+    api: &Api,
+    list: &str,
+    address: &str,
+    settings: Vec<MemberSetting>,
+) -> Result<()> {
+    let mut update = MemberUpdate::default();
+    for s in settings {
+        match s {
+            MemberSetting::Delivery(m) => update.delivery = Some(m),
+            MemberSetting::Moderated(on) => update.moderated = Some(on),
+            MemberSetting::Language(l) => update.language = Some(l),
         }
     }
+    let d: MemberDetail = api
+        .patch_json(
+            &format!("/api/v1/lists/{}/members/{}", enc(list), enc(address)),
+            &update,
+        )
+        .await?;
+    outln!(
+        "{} on {list}: delivery {}, posts {}, language {}",
+        d.member.address,
+        d.delivery,
+        if d.moderated {
+            "moderated"
+        } else {
+            "not moderated"
+        },
+        d.language.as_deref().unwrap_or("the list's")
+    );
     Ok(())
 }
 

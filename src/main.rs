@@ -11,13 +11,17 @@ mod archive_cmd;
 mod backup_cmd;
 mod bans_cmd;
 mod client;
+mod csv_import;
 mod demo;
 mod dkim_cmd;
 mod doctor_cmd;
 mod import_cmd;
+mod list_cmd;
 mod lists_cmd;
 mod node_cmd;
+mod post_cmd;
 mod probe_cmd;
+mod queue_cmd;
 mod report;
 mod sim_cmd;
 mod stragglers;
@@ -67,10 +71,10 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Manage lists.
     #[command(subcommand)]
-    List(client::ListCommand),
+    List(list_cmd::ListCommand),
     /// Manage list members.
     #[command(subcommand)]
-    Member(client::MemberCommand),
+    Member(lists_cmd::MemberCommand),
     /// Post a message (an .eml file) to a list, as an approved post.
     Post(PostArgs),
     /// Pending work by destination.
@@ -244,11 +248,11 @@ async fn dispatch(
     match command {
         Command::Serve => serve(config).await,
         Command::Demo(args) => demo::run(args).await,
-        Command::List(cmd) => client::list(&api()?, cmd).await,
+        Command::List(cmd) => list_cmd::list(&api()?, cmd).await,
         Command::Member(cmd) => lists_cmd::member(&api()?, cmd).await,
-        Command::Post(a) => client::post(&api()?, &a.list, &a.file, a.wait).await,
-        Command::Queue(a) => client::queue(&api()?, a.json, a.limit, a.stragglers).await,
-        Command::Status => client::status(&api()?).await,
+        Command::Post(a) => post_cmd::post(&api()?, &a.list, &a.file, a.wait).await,
+        Command::Queue(a) => queue_cmd::queue(&api()?, a.json, a.limit, a.stragglers).await,
+        Command::Status => queue_cmd::status(&api()?).await,
         Command::Probe(a) => probe_cmd::run(&api()?, a).await,
         Command::Held(a) => lists_cmd::held(&api()?, a).await,
         Command::Bounces(a) => lists_cmd::bounces(&api()?, a).await,

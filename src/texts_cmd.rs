@@ -39,46 +39,8 @@ pub enum TextsCommand {
 
 pub async fn texts(api: &Api, cmd: TextsCommand) -> Result<()> {
     match cmd {
-        TextsCommand::Ls { list } => {
-            let t: ListTexts = api
-                .get(&format!("/api/v1/lists/{}/texts", enc(&list)))
-                .await?;
-            outln!("{list}: language {}", t.language);
-            outln!("{:<32} {:<28} OWN TEXT IN", "MESSAGE", "FIELDS");
-            for m in &t.messages {
-                let own: Vec<&str> = m.overrides.iter().map(|o| o.language.as_str()).collect();
-                outln!(
-                    "{:<32} {:<28} {}",
-                    m.id,
-                    m.fields.join(" "),
-                    if own.is_empty() {
-                        "-".to_string()
-                    } else {
-                        own.join(" ")
-                    }
-                );
-            }
-        }
-        TextsCommand::Show { list, message } => {
-            let t: ListTexts = api
-                .get(&format!("/api/v1/lists/{}/texts", enc(&list)))
-                .await?;
-            let Some(m) = t.messages.iter().find(|m| m.id == message) else {
-                bail!("there is no message {message:?} (herald texts ls {list} lists them)");
-            };
-            outln!("message: {}", m.id);
-            outln!("fields:  {}", m.fields.join(" "));
-            outln!("shipped ({}):", t.language);
-            for line in m.shipped.lines() {
-                outln!("  {line}");
-            }
-            for o in &m.overrides {
-                outln!("own ({}):", o.language);
-                for line in o.text.lines() {
-                    outln!("  {line}");
-                }
-            }
-        }
+        TextsCommand::Ls { list } => ls(api, &list).await?,
+        TextsCommand::Show { list, message } => show(api, &list, &message).await?,
         TextsCommand::Set {
             list,
             message,
@@ -122,6 +84,52 @@ pub async fn texts(api: &Api, cmd: TextsCommand) -> Result<()> {
             ))
             .await?;
             outln!("{list}: {message} in {language} is the shipped text again");
+        }
+    }
+    Ok(())
+}
+
+/// `texts ls`: the list's messages, their fields and the languages with an own text.
+async fn ls(api: &Api, list: &str) -> Result<()> {
+    let t: ListTexts = api
+        .get(&format!("/api/v1/lists/{}/texts", enc(list)))
+        .await?;
+    outln!("{list}: language {}", t.language);
+    outln!("{:<32} {:<28} OWN TEXT IN", "MESSAGE", "FIELDS");
+    for m in &t.messages {
+        let own: Vec<&str> = m.overrides.iter().map(|o| o.language.as_str()).collect();
+        outln!(
+            "{:<32} {:<28} {}",
+            m.id,
+            m.fields.join(" "),
+            if own.is_empty() {
+                "-".to_string()
+            } else {
+                own.join(" ")
+            }
+        );
+    }
+    Ok(())
+}
+
+/// `texts show`: one message's shipped text and the list's own texts of it.
+async fn show(api: &Api, list: &str, message: &str) -> Result<()> {
+    let t: ListTexts = api
+        .get(&format!("/api/v1/lists/{}/texts", enc(list)))
+        .await?;
+    let Some(m) = t.messages.iter().find(|m| m.id == message) else {
+        bail!("there is no message {message:?} (herald texts ls {list} lists them)");
+    };
+    outln!("message: {}", m.id);
+    outln!("fields:  {}", m.fields.join(" "));
+    outln!("shipped ({}):", t.language);
+    for line in m.shipped.lines() {
+        outln!("  {line}");
+    }
+    for o in &m.overrides {
+        outln!("own ({}):", o.language);
+        for line in o.text.lines() {
+            outln!("  {line}");
         }
     }
     Ok(())

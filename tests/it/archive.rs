@@ -256,18 +256,15 @@ async fn public_archive_pages_are_served_safely_and_a_private_one_is_refused() {
     let pub_enc = "pub@lists.test";
     // The writer runs beside fan-out: wait (bounded) for the post to be on the month page.
     let month_url = format!("{base}/{pub_enc}/2026/11/");
-    let started = std::time::Instant::now();
-    let month = loop {
-        let (status, _, body) = fetch(&month_url).await;
-        if status == 200 && body.contains("welcome") {
-            break body;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{status} {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let month = eventually_some(
+        Duration::from_secs(20),
+        "the post on the month page",
+        || async {
+            let (status, _, body) = fetch(&month_url).await;
+            (status == 200 && body.contains("welcome")).then_some(body)
+        },
+    )
+    .await;
     assert!(
         month.contains("&lt;b&gt;Hi&lt;/b&gt; &amp; welcome"),
         "{month}"
@@ -465,15 +462,11 @@ async fn public_archive_pages_are_served_safely_and_a_private_one_is_refused() {
     let id = queued_id(&send_to(&server, with_file.as_bytes(), PUB).await);
     wait_complete(&api, &id, Duration::from_secs(60)).await;
     let page_url = format!("{base}/{pub_enc}/msg/att@outside.test");
-    let started = std::time::Instant::now();
-    let page = loop {
+    let page = eventually_some(Duration::from_secs(20), "the message page", || async {
         let (status, _, body) = fetch(&page_url).await;
-        if status == 200 {
-            break body;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "{status}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        (status == 200).then_some(body)
+    })
+    .await;
     assert!(
         page.contains("href=\"att@outside.test/attachment/0\""),
         "{page}"

@@ -338,16 +338,20 @@ async fn a_digest_killed_mid_send_is_finished_after_restart_never_sent_again() {
         "digest members got single posts"
     );
     // The archive writer stores in batches; send-now until both posts are in one digest.
-    let sent = wait_for_async(Duration::from_secs(30), || async {
-        let (st, b) = http(
-            "POST",
-            &format!("{api}/api/v1/lists/{LIST}/digest/send-now"),
-            None,
-        )
-        .await;
-        assert_eq!(st, 200, "{b}");
-        (b["sent"] == true).then_some(b)
-    })
+    let sent = eventually_some(
+        Duration::from_secs(30),
+        "the post in the digest",
+        || async {
+            let (st, b) = http(
+                "POST",
+                &format!("{api}/api/v1/lists/{LIST}/digest/send-now"),
+                None,
+            )
+            .await;
+            assert_eq!(st, 200, "{b}");
+            (b["sent"] == true).then_some(b)
+        },
+    )
     .await;
     assert_eq!(sent["posts"], 2, "{sent}");
     assert!(
@@ -506,16 +510,20 @@ async fn a_digest_delivered_before_the_ledger_recorded_it_is_not_sent_again() {
     wait_settled(&api, Duration::from_secs(60)).await;
     // The archive writer stores after fan-out (a post with digest members only settles at
     // once): send-now until the post is in the digest.
-    wait_for_async(Duration::from_secs(30), || async {
-        let (st, b) = http(
-            "POST",
-            &format!("{api}/api/v1/lists/{LIST}/digest/send-now"),
-            None,
-        )
-        .await;
-        assert_eq!(st, 200, "{b}");
-        (b["sent"] == true).then_some(b)
-    })
+    eventually_some(
+        Duration::from_secs(30),
+        "the post in the digest",
+        || async {
+            let (st, b) = http(
+                "POST",
+                &format!("{api}/api/v1/lists/{LIST}/digest/send-now"),
+                None,
+            )
+            .await;
+            assert_eq!(st, 200, "{b}");
+            (b["sent"] == true).then_some(b)
+        },
+    )
     .await;
     let rec = world.recorder();
     wait_for(Duration::from_secs(30), "the digest", || {
@@ -602,20 +610,5 @@ async fn digest_list(api: &str, members: &[&str], mode: &str) {
             http("PATCH", &url, Some(json!({"delivery": mode}))).await.0,
             200
         );
-    }
-}
-
-async fn wait_for_async<T, F, Fut>(limit: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(start.elapsed() < limit, "timed out");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

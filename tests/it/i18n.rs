@@ -10,29 +10,21 @@ use crate::support;
 
 use herald_sim::{Profile, World};
 use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::*;
 
 /// The first of `rcpt`'s messages, newest first, that `pick` takes (subject and text
 /// parsed), waiting up to 30 s for one.
 async fn newest<T>(world: &World, rcpt: &str, pick: impl Fn(&str, &str) -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
+    wait_until_some(&format!("such mail reaching {rcpt}"), || {
         let snapshot = world.recorder().snapshot();
-        let found = snapshot.copies_for(rcpt).iter().rev().find_map(|c| {
+        snapshot.copies_for(rcpt).iter().rev().find_map(|c| {
             let raw = c.message.clone()?;
             let msg = mail_parser::MessageParser::default().parse(&raw[..])?;
             pick(msg.subject().unwrap_or_default(), &msg.body_text(0)?)
-        });
-        if let Some(v) = found {
-            return v;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no such mail reached {rcpt}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        })
+    })
+    .await
 }
 
 /// Subject and text of the last message `rcpt` received, waiting for it.
@@ -216,14 +208,10 @@ async fn link_in_mail(world: &World, rcpt: &str, path: &str) -> String {
 
 /// Waits until `rcpt` has received more than `before` messages.
 async fn more_mail(world: &World, rcpt: &str, before: usize) {
-    let start = Instant::now();
-    while world.recorder().snapshot().copies_for(rcpt).len() <= before {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no new mail reached {rcpt}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_until_some(&format!("new mail reaching {rcpt}"), || {
+        (world.recorder().snapshot().copies_for(rcpt).len() > before).then_some(())
+    })
+    .await;
 }
 
 /// A list's own words: a list owner rewords a message for their list (the API refuses a
@@ -595,34 +583,21 @@ async fn the_archive_speaks_the_lists_language_with_its_own_words() {
             .expect("post");
         assert!(r.status().is_success(), "{}", r.status());
         let injected: herald_api_types::Injected = r.json().await.expect("injected");
-        let started = Instant::now();
-        loop {
-            let (_, p) = admin(
-                "GET",
-                &format!("{api}/api/v1/posts/{}", injected.post),
-                None,
-            )
-            .await;
-            if p["complete"] == true {
-                break;
-            }
-            assert!(started.elapsed() < Duration::from_secs(60), "{p}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let url = format!("{api}/api/v1/posts/{}", injected.post);
+        eventually(Duration::from_secs(60), "the post complete", || async {
+            admin("GET", &url, None).await.1["complete"] == true
+        })
+        .await;
     }
 
     let browser = remote_browser("en-US,en;q=0.9");
     let base = format!("{api}/archive");
     // The writer runs beside fan-out: wait (bounded) for the post to be listed.
-    let started = Instant::now();
-    let months = loop {
+    let months = eventually_some(Duration::from_secs(20), "the post listed", || async {
         let (st, body) = page_from(&browser, &format!("{base}/{de}/")).await;
-        if st == 200 && body.contains("eine Nachricht") {
-            break body;
-        }
-        assert!(started.elapsed() < Duration::from_secs(20), "{st} {body}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        (st == 200 && body.contains("eine Nachricht")).then_some(body)
+    })
+    .await;
     assert!(months.contains("<html lang=\"de\">"), "{months}");
     assert!(months.contains("Unser Feed zum Abonnieren"), "{months}");
     assert!(months.contains("Wörter <input name=\"q\""), "{months}");

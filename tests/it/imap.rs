@@ -14,7 +14,7 @@ use herald_archive::{Archive, Privacy};
 use herald_sim::{Profile, World};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -64,22 +64,16 @@ async fn send(server: &TestServer, list: &str, message: &[u8]) {
 
 /// Waits until `list`'s archive holds `n` messages (the writer is asynchronous).
 async fn wait_archived(data_dir: &Path, list: &str, n: usize) {
-    let started = Instant::now();
-    loop {
+    let what = format!("{list}: {n} archived");
+    let count = eventually_some(Duration::from_secs(60), &what, || async {
         let count = Archive::open(&data_dir.join("archive.db"))
             .and_then(|a| a.uids(list))
             .map(|u| u.len())
             .unwrap_or(0);
-        if count >= n {
-            assert_eq!(count, n, "{list}");
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{list}: {count} of {n} archived"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        (count >= n).then_some(count)
+    })
+    .await;
+    assert_eq!(count, n, "{list}");
 }
 
 struct Setup {
@@ -326,17 +320,15 @@ async fn imaplib_reads_archives_by_privacy_and_idle_sees_new_posts() {
     let api = s.server.api.clone();
     // Every session has ended: the gauge drops as each session's task finishes (just after
     // the client has read its LOGOUT answer), so it is polled.
-    let started = Instant::now();
-    let text = loop {
+    let text = eventually_some(Duration::from_secs(10), "no IMAP session open", || async {
         let (status, text) = admin("GET", &format!("{api}/metrics"), None).await;
         assert_eq!(status, 200);
         let text = text.as_str().unwrap_or_default().to_string();
-        if text.lines().any(|l| l == "herald_imap_sessions 0") {
-            break text;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "{text}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        text.lines()
+            .any(|l| l == "herald_imap_sessions 0")
+            .then_some(text)
+    })
+    .await;
     let count = |series: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(series)?.trim().parse::<u64>().ok())

@@ -20,7 +20,7 @@ use crate::support;
 use herald_api_types::MemberDetail;
 use herald_sim::{Profile, World};
 use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::*;
 
 const LIST: &str = "dev@lists.test";
@@ -183,20 +183,13 @@ async fn international_members_get_their_copies_where_the_receiver_can_take_them
     assert!(c.reply().await.starts_with("250"));
     c.cmd("QUIT").await;
     let url = format!("{api}/api/v1/lists/{LIST}/members/{JOERG}/detail");
-    let started = Instant::now();
-    let detail = loop {
+    let detail = eventually_some(Duration::from_secs(30), "the bounce recorded", || async {
         let (st, v) = http("GET", &url, None).await;
         assert_eq!(st, 200, "{v}");
         let d: MemberDetail = view("detail", &v);
-        if !d.bounces.is_empty() {
-            break d;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no bounce: {v}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+        (!d.bounces.is_empty()).then_some(d)
+    })
+    .await;
     assert_eq!(detail.member.address, JOERG_WIRE);
     assert!(detail.bounce_score.is_some(), "{detail:?}");
 
@@ -294,24 +287,13 @@ async fn an_international_address_subscribes_by_mail_command() {
     );
     let r = send_utf8(&server, CJK, "dev-request@lists.test", &reply).await;
     assert!(r.starts_with("250"), "{r}");
-    let started = Instant::now();
-    loop {
-        let (st, body) = http(
-            "GET",
-            &format!("{api}/api/v1/lists/{LIST}/members/{CJK}"),
-            None,
-        )
-        .await;
-        if st == 200 {
-            assert!(body.to_string().contains(CJK_WIRE), "{body}");
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "not subscribed: {st} {body}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let member = format!("{api}/api/v1/lists/{LIST}/members/{CJK}");
+    let body = eventually_some(Duration::from_secs(30), "subscribed", || async {
+        let (st, body) = http("GET", &member, None).await;
+        (st == 200).then_some(body)
+    })
+    .await;
+    assert!(body.to_string().contains(CJK_WIRE), "{body}");
     server.stop().await;
     world.shutdown().await;
 }

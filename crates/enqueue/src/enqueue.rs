@@ -21,23 +21,31 @@
 //! task of their own, so a caller that goes away cannot leave a durable post without its
 //! hand-off; a post that cannot be handed over (the stage is stopping) stays in the spool and
 //! is picked up at the next start.
+//!
+//! Where things are: this file holds the submissions, the drafts and the steps every post
+//! takes (size, arrival check, header, duplicate check); `posting` the posting decision for a
+//! list post (ban, guards, content filter, rights); `commit` the detached spool write and
+//! hand-off; `heads` the header fields the path reads.
+
+mod commit;
+mod heads;
+mod posting;
+
+pub use heads::{crlf, from_header};
+pub(crate) use posting::banned_reply;
 
 use crate::arrival::{ArrivalCheck, Source};
-use crate::backlog::{Backlog, Reservation};
-use crate::cluster_dedup::Claim;
+use crate::backlog::Backlog;
 use crate::complete::{self, complete_header};
 use crate::error::EnqueueError;
-use crate::rights::{posting_right, PostingRight};
 use bytes::Bytes;
-use herald_directory::{Directory, DirectoryError};
-use herald_spool::{DedupStore, PostKind, PostMeta, Seen, Spool, SpooledPost};
-use herald_telemetry::{Event, Telemetry};
-use herald_types::{
-    Address, DeliveryMode, FilterVerdict, GuardAction, GuardTrip, List, ListAddressKind, ListId,
-    MemberId, PostId,
-};
-
-/// Capacity of each hand-over channel (posts, not copies: a post is one small struct with a
+use commit::Commit;
+use heads::{message_id, Heads};
+use herald_directory::Directory;
+use herald_spool::{DedupStore, PostKind, PostMeta, Spool};
+use herald_telemetry::Telemetry;
+use herald_types::{Address, DeliveryMode, List, ListAddressKind, ListId, MemberId, PostId};
+use posting::Posting;
 /// shared body).
 pub const HANDOFF_CAPACITY: usize = 1024;
 
@@ -333,34 +341,7 @@ impl Enqueuer {
             .await;
         let now = herald_types::unix_ms_now();
         let approved = matches!(origin, Origin::Approved { .. });
-        // After the arrival check (it must verify what the poster signed, raw bytes and all):
-        // a post that came without SMTPUTF8 leaves with an ASCII header block, or not at all.
-        let body = match (role, &origin) {
-            (
-                ListAddressKind::Post,
-                Origin::Smtp {
-                    smtputf8: false, ..
-                },
-            ) => match crate::eight_bit::seven_bit_headers(&body) {
-                Ok(None) => body,
-                Ok(Some(encoded)) => encoded,
-                Err(why) => return Err(EnqueueError::EightBitHeader(why)),
-            },
-            _ => body,
-        };
-        // After the arrival check (it must verify what the poster signed); an approved post
-        // was completed when it arrived and was held.
-        let mut body = match (role, approved) {
-            (ListAddressKind::Post, false) => complete_header(
-                body,
-                complete::Stamp {
-                    now_secs: now / 1000,
-                    nonce: rand::random(),
-                    host: self.arrival.authserv_id(),
-                },
-            ),
-            _ => body,
-        };
+        let mut body = self.finish_header(role, &origin, approved, body, now)?;
         // The header fields decided on below, parsed once. Later changes to the body only
         // append fields the content filter asks for, at the end of the header.
         let heads = Heads::parse(&body);
@@ -371,32 +352,9 @@ impl Enqueuer {
         }
         let claim = matches!((role, approved), (ListAddressKind::Post, false));
         let hand_off = !matches!(origin, Origin::Imported { .. });
-        let posting = match (role, origin) {
-            (ListAddressKind::Post, origin @ Origin::Smtp { .. }) => {
-                let from = heads.from.clone();
-                self.posting_kind(list, envelope_from.clone(), &origin, &mut body, from)
-                    .await?
-            }
-            (role, origin) => {
-                let (kind, hold_reason) = match (role, origin) {
-                    (ListAddressKind::Bounces { .. }, _) => (PostKind::Bounce, None),
-                    (ListAddressKind::Request, _) => (PostKind::Request, None),
-                    (ListAddressKind::Post, Origin::Imported { reason, .. }) => {
-                        (PostKind::Held, Some(reason))
-                    }
-                    (ListAddressKind::Post, _) => (PostKind::ListPost, None),
-                };
-                let dir = self.directory.clone();
-                let list_id = list.id;
-                let max_member_id =
-                    tokio::task::spawn_blocking(move || dir.max_member_id(list_id)).await??;
-                Posting {
-                    kind,
-                    hold_reason,
-                    max_member_id,
-                }
-            }
-        };
+        let posting = self
+            .list_posting(list, role, origin, envelope_from.clone(), &mut body, &heads)
+            .await?;
         let recipients = match role {
             ListAddressKind::Bounces { member: Some(m) } => vec![m.clone()],
             _ => Vec::new(),
@@ -419,6 +377,81 @@ impl Enqueuer {
             hand_off,
             body,
         }))
+    }
+
+    /// A list post's header made fit to leave, after the arrival check (it must verify what
+    /// the poster signed, raw bytes and all): ASCII when it came without SMTPUTF8 (or refused),
+    /// and completed (`Date:`, `Message-ID:`) unless it is an approved post, which was
+    /// completed when it arrived and was held.
+    fn finish_header(
+        &self,
+        role: &ListAddressKind,
+        origin: &Origin,
+        approved: bool,
+        body: Bytes,
+        now: u64,
+    ) -> Result<Bytes, EnqueueError> {
+        let body = match (role, origin) {
+            (
+                ListAddressKind::Post,
+                Origin::Smtp {
+                    smtputf8: false, ..
+                },
+            ) => match crate::eight_bit::seven_bit_headers(&body) {
+                Ok(None) => body,
+                Ok(Some(encoded)) => encoded,
+                Err(why) => return Err(EnqueueError::EightBitHeader(why)),
+            },
+            _ => body,
+        };
+        Ok(match (role, approved) {
+            (ListAddressKind::Post, false) => complete_header(
+                body,
+                complete::Stamp {
+                    now_secs: now / 1000,
+                    nonce: rand::random(),
+                    host: self.arrival.authserv_id(),
+                },
+            ),
+            _ => body,
+        })
+    }
+
+    /// How mail to a list is spooled: a post from SMTP/LMTP by the posting policy
+    /// ([`Enqueuer::posting_kind`]); the rest by its role (a bounce, a request, a held post an
+    /// import brought, an administrator's or an approved post) with the member-id snapshot.
+    async fn list_posting(
+        &self,
+        list: &List,
+        role: &ListAddressKind,
+        origin: Origin,
+        envelope_from: Option<Address>,
+        body: &mut Bytes,
+        heads: &Heads,
+    ) -> Result<Posting, EnqueueError> {
+        if let (ListAddressKind::Post, Origin::Smtp { .. }) = (role, &origin) {
+            let from = heads.from.clone();
+            return self
+                .posting_kind(list, envelope_from, &origin, body, from)
+                .await;
+        }
+        let (kind, hold_reason) = match (role, origin) {
+            (ListAddressKind::Bounces { .. }, _) => (PostKind::Bounce, None),
+            (ListAddressKind::Request, _) => (PostKind::Request, None),
+            (ListAddressKind::Post, Origin::Imported { reason, .. }) => {
+                (PostKind::Held, Some(reason))
+            }
+            (ListAddressKind::Post, _) => (PostKind::ListPost, None),
+        };
+        let dir = self.directory.clone();
+        let list_id = list.id;
+        let max_member_id =
+            tokio::task::spawn_blocking(move || dir.max_member_id(list_id)).await??;
+        Ok(Posting {
+            kind,
+            hold_reason,
+            max_member_id,
+        })
     }
 
     /// The arrival check for list posts from SMTP, LMTP and injection. An approved post was
@@ -496,450 +529,5 @@ impl Enqueuer {
         // caller goes away meanwhile (an HTTP client that hung up, a stage stopping), or the
         // durable post would wait for the next start.
         tokio::spawn(commit.run(meta, body)).await?
-    }
-}
-
-/// What makes a post durable and puts it in the backlog, moved into a task of its own.
-struct Commit {
-    /// See [`Draft::claim`] and [`Draft::hand_off`].
-    claim: bool,
-    hand_off: bool,
-    spool: Spool,
-    telemetry: Telemetry,
-    dedup: Option<DedupStore>,
-    cluster_dedup: Option<crate::ClusterDedup>,
-    shared: Option<std::sync::Arc<dyn crate::SharedIntake>>,
-    /// `None`: the hand-off task has stopped (shutdown); the post is resumed from the spool.
-    reservation: Option<Reservation>,
-}
-
-impl Commit {
-    /// Spools the post (durable on return), records list posts' Message-IDs for duplicate
-    /// suppression, and puts the post in the backlog.
-    async fn run(self, meta: PostMeta, body: Bytes) -> Result<PostId, EnqueueError> {
-        // The cluster-wide claim before the spool write: of nodes taking the same post at once
-        // one spools it, the others answer as for a retry (see `cluster_dedup`).
-        let cluster = match (&self.cluster_dedup, &meta.message_id, self.claim) {
-            (Some(c), Some(mid), true) => match c.claim(meta.list_id, mid).await {
-                Claim::Spool { claimed: true } => Some((c, mid)),
-                Claim::Spool { claimed: false } => None,
-                Claim::Duplicate(first) => return Ok(first),
-                Claim::Busy => return Err(EnqueueError::ClaimedElsewhere),
-            },
-            _ => None,
-        };
-        let id = match self.spool.accept(meta.clone(), body.clone()).await {
-            Ok(id) => id,
-            Err(e) => {
-                if let Some((c, mid)) = cluster {
-                    c.release(meta.list_id, mid).await;
-                }
-                return Err(e.into());
-            }
-        };
-        if let (Some(d), Some(mid), PostKind::ListPost | PostKind::Held) =
-            (&self.dedup, &meta.message_id, meta.kind)
-        {
-            let seen = Seen {
-                list: meta.list_id,
-                post: id,
-                max_member: meta.max_member_id,
-                at_ms: meta.received_at_ms,
-            };
-            d.record(mid, seen);
-        }
-        if let Some((c, mid)) = cluster {
-            c.record(meta.list_id, mid, id).await;
-        }
-        let post = SpooledPost { id, meta, body };
-        if let (Some(shared), PostKind::ListPost) = (&self.shared, post.meta.kind) {
-            // Committed to the shared store before the 250 (group commit with concurrent posts).
-            shared.share(&post).await;
-        }
-        if post.meta.kind == PostKind::ListPost {
-            self.telemetry.emit(Event::PostAccepted {
-                post: post.id,
-                list: post.meta.list_address.clone(),
-                size: post.body.len(),
-                received_at_ms: post.meta.received_at_ms,
-                recovered: false,
-            });
-        }
-        match self.reservation {
-            Some(_) if !self.hand_off => {
-                tracing::info!(post = %id, list = %post.meta.list_address,
-                    "held post brought by an import: waits for a moderator, nobody is mailed");
-            }
-            Some(r) => r.hand(post),
-            None => tracing::info!(post = %id, kind = ?post.meta.kind,
-                "accepted while stopping: handed over from the spool at the next start"),
-        }
-        Ok(id)
-    }
-}
-
-impl Enqueuer {
-    /// A list post if the sender may post (by the From header or the envelope sender), otherwise
-    /// held for moderation. The content filter may add header fields to `body`. What the
-    /// directory knows (ban, posting right, member-id snapshot) and the content rules are asked
-    /// in one blocking task ([`Enqueuer::post_facts`]); the decisions are taken in the same
-    /// order as ever: ban, guards, content filter, posting right, aligned `From:`, content rules.
-    async fn posting_kind(
-        &self,
-        list: &List,
-        envelope_from: Option<Address>,
-        origin: &Origin,
-        body: &mut Bytes,
-        from: Option<Address>,
-    ) -> Result<Posting, EnqueueError> {
-        // With require_aligned_from only the From: counts, and only if authentic (below): the
-        // envelope sender and an unauthenticated From: are whatever the client typed.
-        let aligned_only = list.settings.requires_aligned_from();
-        let mut senders: Vec<Address> = from.iter().cloned().collect();
-        if !aligned_only {
-            senders.extend(envelope_from.iter().cloned());
-        }
-        let facts = self
-            .post_facts(list, from.clone(), senders, body.clone())
-            .await?;
-        if let (Some(f), Some(ban)) = (&from, &facts.ban) {
-            self.telemetry.metrics().count_list_guard(GuardTrip::Banned);
-            tracing::info!(list = %list.address, from = %f, ban = ban.id,
-                "post refused: the From: address is banned");
-            return Err(EnqueueError::Banned {
-                sender: f.clone(),
-                list: list.address.clone(),
-                ban: describe_ban(ban),
-            });
-        }
-        let held = |reason: String| Posting {
-            kind: PostKind::Held,
-            hold_reason: Some(reason),
-            max_member_id: facts.max_member_id,
-        };
-        if let Some(trip) = self.guard_trip(list, from.as_ref().or(envelope_from.as_ref()), body) {
-            self.telemetry.metrics().count_list_guard(trip);
-            tracing::info!(list = %list.address, guard = trip.word(),
-                action = ?list.settings.guard_action, "list post stopped by a guard");
-            return match list.settings.guard_action {
-                GuardAction::Hold => Ok(held(trip.reason().to_string())),
-                GuardAction::Reject => Err(EnqueueError::Guarded(trip)),
-            };
-        }
-        // Before the posting authorization: spam from a non-member is refused outright rather
-        // than filling the moderators' queue.
-        if let Some(reason) = self.content_check(list, origin, body).await? {
-            return Ok(held(reason));
-        }
-        let authentic = aligned_only
-            && from
-                .as_ref()
-                .is_some_and(|f| from_is_authentic(body, f, self.arrival.authserv_id()));
-        match facts.right {
-            PostingRight::Allowed => {}
-            PostingRight::Moderated => return Ok(held("the member's posts are moderated".into())),
-            PostingRight::NotAllowed => {
-                return Ok(held("the sender may not post to this list".into()))
-            }
-        }
-        if aligned_only && !authentic {
-            let trip = GuardTrip::Unauthenticated;
-            self.telemetry.metrics().count_list_guard(trip);
-            tracing::info!(list = %list.address, "member From: without a DMARC pass: unauthenticated sender");
-            return match list.settings.guard_action {
-                GuardAction::Hold => Ok(held(trip.reason().to_string())),
-                GuardAction::Reject => Err(EnqueueError::Guarded(trip)),
-            };
-        }
-        Ok(match facts.hold_reason.clone() {
-            Some(r) => held(r),
-            None => Posting {
-                kind: PostKind::ListPost,
-                hold_reason: None,
-                max_member_id: facts.max_member_id,
-            },
-        })
-    }
-
-    /// Everything the directory and the content rules say about a list post from SMTP, in one
-    /// blocking task (each `spawn_blocking` is a round trip through the blocking pool: a
-    /// thread wake-up each way): the ban on its `From:` (the envelope sender's was checked at
-    /// RCPT), the most permissive posting right over `senders`, the member-id snapshot, and
-    /// the content rules' hold reason (a MIME parse of the whole post). A banned post skips
-    /// the rest.
-    async fn post_facts(
-        &self,
-        list: &List,
-        from: Option<Address>,
-        senders: Vec<Address>,
-        body: Bytes,
-    ) -> Result<PostFacts, EnqueueError> {
-        let (dir, list) = (self.directory.clone(), list.clone());
-        let facts = tokio::task::spawn_blocking(move || {
-            let ban = match &from {
-                Some(f) => dir.ban_for(Some(list.id), f)?,
-                None => None,
-            };
-            if ban.is_some() {
-                return Ok::<_, DirectoryError>(PostFacts {
-                    ban,
-                    right: PostingRight::NotAllowed,
-                    max_member_id: MemberId(0),
-                    hold_reason: None,
-                });
-            }
-            // The most permissive answer over the candidate senders wins: a post whose From:
-            // is an allowed member goes through even if the envelope sender is moderated, and
-            // vice versa.
-            let mut right = PostingRight::NotAllowed;
-            for s in &senders {
-                match posting_right(&list, s, || dir.posting_state(list.id, s))? {
-                    PostingRight::Allowed => {
-                        right = PostingRight::Allowed;
-                        break;
-                    }
-                    PostingRight::Moderated => right = PostingRight::Moderated,
-                    PostingRight::NotAllowed => {}
-                }
-            }
-            Ok(PostFacts {
-                ban: None,
-                right,
-                max_member_id: dir.max_member_id(list.id)?,
-                hold_reason: crate::policy::hold_reason(&list.settings, &body),
-            })
-        })
-        .await??;
-        Ok(facts)
-    }
-}
-
-/// What [`Enqueuer::post_facts`] found.
-struct PostFacts {
-    ban: Option<herald_directory::Ban>,
-    right: PostingRight,
-    max_member_id: MemberId,
-    hold_reason: Option<String>,
-}
-
-/// How a list's mail is spooled: its kind, why it is held, and its member-id snapshot.
-struct Posting {
-    kind: PostKind,
-    hold_reason: Option<String>,
-    max_member_id: MemberId,
-}
-
-/// The header fields the enqueue path decides on, parsed once per post.
-struct Heads {
-    /// The first address of `From:`, if it parses as an address Herald accepts.
-    from: Option<Address>,
-    /// `Message-ID:` without angle brackets (at most 998 characters).
-    message_id: Option<String>,
-}
-
-impl Heads {
-    fn parse(body: &[u8]) -> Heads {
-        let Some(msg) = mail_parser::MessageParser::new().parse_headers(body) else {
-            return Heads {
-                from: None,
-                message_id: None,
-            };
-        };
-        Heads {
-            from: msg
-                .from()
-                .and_then(|f| f.first())
-                .and_then(|a| a.address())
-                .and_then(|a| Address::parse(a).ok()),
-            message_id: msg.message_id().map(|s| s.chars().take(998).collect()),
-        }
-    }
-}
-
-impl Enqueuer {
-    /// The content filter's verdict on a list post from SMTP/LMTP: `None`
-    /// to go on (with rspamd's `X-Spam` fields added when configured), rspamd's reason to
-    /// hold it, or [`EnqueueError::ContentRejected`] (`550 5.7.1` at the end of DATA). A filter
-    /// that cannot answer holds the post: never lost, never waved through.
-    async fn content_check(
-        &self,
-        list: &List,
-        origin: &Origin,
-        body: &mut Bytes,
-    ) -> Result<Option<String>, EnqueueError> {
-        let (
-            Some(filter),
-            Origin::Smtp {
-                envelope_from,
-                peer,
-                helo,
-                ..
-            },
-        ) = (&self.content_filter, origin)
-        else {
-            return Ok(None);
-        };
-        let req = herald_content_filter::CheckRequest {
-            ip: *peer,
-            helo: (!helo.is_empty()).then(|| helo.clone()),
-            mail_from: envelope_from.as_ref().map(ToString::to_string),
-            rcpts: vec![list.address.to_string()],
-            queue_id: format!("{:016x}", rand::random::<u64>()),
-        };
-        let d = filter.check(&req, body.clone()).await;
-        let elapsed_ms = u64::try_from(d.elapsed.as_millis()).unwrap_or(u64::MAX);
-        self.telemetry
-            .metrics()
-            .count_content_filter(d.verdict, elapsed_ms);
-        match d.verdict {
-            FilterVerdict::Failed => tracing::warn!(list = %list.address, queue_id = %req.queue_id,
-                elapsed_ms, reason = %d.reason, "content filter failed: post held"),
-            v => tracing::info!(list = %list.address, queue_id = %req.queue_id, verdict = v.word(),
-                elapsed_ms, reason = %d.reason, "content filter"),
-        }
-        match d.verdict {
-            FilterVerdict::Accept => {
-                if !d.headers.is_empty() {
-                    *body = append_header_fields(body, d.headers.as_bytes());
-                }
-                Ok(None)
-            }
-            FilterVerdict::Hold | FilterVerdict::Failed => Ok(Some(d.reason)),
-            FilterVerdict::Reject => Err(EnqueueError::ContentRejected { reason: d.reason }),
-        }
-    }
-
-    /// The loop / auto-reply guard a post from SMTP trips, else its sender's post rate. A
-    /// post that trips a header guard is not counted against the rate.
-    fn guard_trip(&self, list: &List, sender: Option<&Address>, body: &[u8]) -> Option<GuardTrip> {
-        if let Some(trip) = herald_guard::inspect(body, &list.address) {
-            return Some(trip);
-        }
-        let sender = sender.map_or_else(|| "<>".to_string(), ToString::to_string);
-        let now = herald_types::unix_ms_now();
-        let max = list.settings.max_posts_per_hour;
-        (!self.post_rate.admit(list.id, &sender, max, now)).then_some(GuardTrip::PostRate)
-    }
-}
-
-/// Whether our arrival results in `body` (the `Authentication-Results` field with our
-/// authserv-id; the arrival check removed any forged one first) say DMARC passed for `from`'s
-/// domain: aligned SPF or DKIM (RFC 7489 §4.2). No field (checking off) means no.
-fn from_is_authentic(body: &[u8], from: &Address, authserv_id: &str) -> bool {
-    let Some(msg) = mail_parser::MessageParser::new().parse_headers(body) else {
-        return false;
-    };
-    let ours = msg.headers().iter().find_map(|h| {
-        if !h
-            .name
-            .as_str()
-            .eq_ignore_ascii_case("Authentication-Results")
-        {
-            return None;
-        }
-        let value = msg
-            .raw_message()
-            .get(h.offset_start as usize..h.offset_end as usize)?;
-        let id = herald_auth::results::authserv_id_of(value)?;
-        id.eq_ignore_ascii_case(authserv_id.as_bytes())
-            .then(|| herald_auth::results::parse_ours(value, authserv_id))?
-    });
-    ours.is_some_and(|r| {
-        r.dmarc.as_deref() == Some("pass")
-            && r.dmarc_domain
-                .as_deref()
-                .is_some_and(|d| d.eq_ignore_ascii_case(from.domain()))
-    })
-}
-
-/// `body` with `fields` (CRLF-ended header lines) at the end of its header section: below
-/// the trace fields (`Received:`, our `Authentication-Results:`), which stay on top as RFC 5321
-/// §4.4 wants and as the lists stage reads them (the client of a held post's notice).
-fn append_header_fields(body: &[u8], fields: &[u8]) -> Bytes {
-    let at = match body.windows(4).position(|w| w == b"\r\n\r\n") {
-        Some(end) => end + 2,
-        // A header section with no body: the fields go after its last line.
-        None if body.ends_with(b"\r\n") => body.len(),
-        None => return Bytes::copy_from_slice(body),
-    };
-    let mut out = Vec::with_capacity(body.len() + fields.len());
-    out.extend_from_slice(&body[..at]);
-    out.extend_from_slice(fields);
-    out.extend_from_slice(&body[at..]);
-    Bytes::from(out)
-}
-
-/// A ban as the SMTP reply names it: its scope and pattern, cut so the reply line stays short.
-fn describe_ban(ban: &herald_directory::Ban) -> String {
-    let scope = if ban.list.is_some() {
-        "list ban"
-    } else {
-        "global ban"
-    };
-    let pattern: String = ban.pattern.chars().take(100).collect();
-    format!("{scope} {pattern}")
-}
-
-/// The reply to a banned envelope sender at RCPT.
-pub(crate) fn banned_reply(
-    sender: &Address,
-    list: &Address,
-    ban: &herald_directory::Ban,
-) -> herald_types::Reply {
-    herald_smtp::replies::sender_banned(sender, list, &describe_ban(ban))
-}
-
-/// The first address of the From header, if it parses as an address Herald accepts.
-pub fn from_header(body: &[u8]) -> Option<Address> {
-    let msg = mail_parser::MessageParser::new().parse_headers(body)?;
-    let addr = msg.from()?.first()?.address()?;
-    Address::parse(addr).ok()
-}
-
-/// The Message-ID header (without angle brackets), kept for duplicate suppression.
-fn message_id(body: &[u8]) -> Option<String> {
-    let msg = mail_parser::MessageParser::new().parse_headers(body)?;
-    msg.message_id().map(|s| s.chars().take(998).collect())
-}
-
-/// Files on disk often have bare LF line endings; the spool keeps CRLF, as SMTP delivers it.
-pub fn crlf(body: Bytes) -> Bytes {
-    let has_bare_lf = body
-        .iter()
-        .enumerate()
-        .any(|(i, &b)| b == b'\n' && (i == 0 || body[i - 1] != b'\r'));
-    if !has_bare_lf {
-        return body;
-    }
-    let mut out = Vec::with_capacity(body.len() + body.len() / 40);
-    let mut prev = 0u8;
-    for &b in body.iter() {
-        if b == b'\n' && prev != b'\r' {
-            out.push(b'\r');
-        }
-        out.push(b);
-        prev = b;
-    }
-    Bytes::from(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::append_header_fields;
-
-    #[test]
-    fn spam_fields_go_below_the_trace_fields() {
-        let f = b"X-Spam: Yes\r\n";
-        let post = b"Received: from a\r\nSubject: s\r\n\r\nbody\r\n\r\nmore\r\n";
-        assert_eq!(
-            &append_header_fields(post, f)[..],
-            &b"Received: from a\r\nSubject: s\r\nX-Spam: Yes\r\n\r\nbody\r\n\r\nmore\r\n"[..]
-        );
-        assert_eq!(
-            &append_header_fields(b"Subject: s\r\n", f)[..],
-            &b"Subject: s\r\nX-Spam: Yes\r\n"[..]
-        );
-        // Not a header section Herald could extend: left as it is.
-        assert_eq!(&append_header_fields(b"junk", f)[..], &b"junk"[..]);
     }
 }

@@ -122,7 +122,27 @@ fn part(
         content_transfer_encoding: upper(p.content_transfer_encoding().unwrap_or("7BIT")),
         size: u32::try_from(bytes.len()).unwrap_or(u32::MAX),
     };
-    let specific = match (&p.body, ctype.to_ascii_lowercase().as_str()) {
+    let specific = specific_fields(p, bytes, &ctype, &subtype, extended, depth);
+    BodyStructure::Single {
+        body: Body { basic, specific },
+        extension_data: extended.then(|| SinglePartExtensionData {
+            md5: NString(None),
+            tail: Some(disposition(p)),
+        }),
+    }
+}
+
+/// What a single part's structure says beyond the basic fields: a message/rfc822's envelope
+/// and structure (nested at most [`MAX_DEPTH`] deep), a text part's lines, or its type.
+fn specific_fields(
+    p: &MessagePart<'_>,
+    bytes: &[u8],
+    ctype: &str,
+    subtype: &str,
+    extended: bool,
+    depth: usize,
+) -> SpecificFields<'static> {
+    match (&p.body, ctype.to_ascii_lowercase().as_str()) {
         (PartType::Message(_), _) if depth < MAX_DEPTH => SpecificFields::Message {
             envelope: Box::new(envelope(bytes)),
             body_structure: Box::new(match MessageParser::default().parse(bytes) {
@@ -132,28 +152,17 @@ fn part(
             number_of_lines: lines(bytes),
         },
         (_, "text") => SpecificFields::Text {
-            subtype: upper(if subtype.is_empty() {
-                "plain"
-            } else {
-                &subtype
-            }),
+            subtype: upper(if subtype.is_empty() { "plain" } else { subtype }),
             number_of_lines: lines(bytes),
         },
         _ => SpecificFields::Basic {
-            r#type: upper(&ctype),
+            r#type: upper(ctype),
             subtype: upper(if subtype.is_empty() {
                 "octet-stream"
             } else {
-                &subtype
+                subtype
             }),
         },
-    };
-    BodyStructure::Single {
-        body: Body { basic, specific },
-        extension_data: extended.then(|| SinglePartExtensionData {
-            md5: NString(None),
-            tail: Some(disposition(p)),
-        }),
     }
 }
 

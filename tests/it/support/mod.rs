@@ -534,6 +534,24 @@ pub async fn wait_until_some<T>(what: &str, mut check: impl FnMut() -> Option<T>
     }
 }
 
+/// Polls the async `check` every 50 ms until it gives a value; fails naming `what` (and the
+/// last answer `check` described through `last`, when it set one) once `limit` has passed.
+/// For conditions read over HTTP or from a store, where [`wait_until_some`] cannot await.
+pub async fn eventually_some<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(started.elapsed() < limit, "not within {limit:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The messages the simulated world received for `rcpt` (kept when `keep_messages` is set).
 pub fn delivered(world: &herald_sim::World, rcpt: &str) -> Vec<Vec<u8>> {
     world

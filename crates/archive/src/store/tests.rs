@@ -1,5 +1,6 @@
 //! Store tests on a real SQLite file.
 
+use super::body::deflate;
 use super::*;
 
 fn msg(list: &str, mid: &str, extra: &str, subject: &str, body: &str) -> NewMessage {

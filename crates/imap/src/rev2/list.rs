@@ -13,6 +13,7 @@
 use super::scan::{Kind, Scanner, Token};
 use super::{Malformed, Prepared, MAX_RETURN_OPTIONS};
 use std::borrow::Cow;
+use std::ops::Range;
 
 /// Patterns in one extended LIST.
 pub const MAX_PATTERNS: usize = 16;
@@ -55,7 +56,6 @@ pub(super) fn prepare_list<'a>(
             None => return Err(Malformed("LIST needs a reference and a pattern")),
         }
     }
-    let is_string = |t: &Token| matches!(t.kind, Kind::Atom | Kind::Quoted | Kind::Literal);
     if !is_string(&t) {
         if extended {
             return Err(Malformed("LIST needs a reference and a pattern"));
@@ -69,17 +69,7 @@ pub(super) fn prepare_list<'a>(
     let mut patterns = Vec::new();
     if p.kind == Kind::Open {
         extended = true;
-        loop {
-            match s.next() {
-                Some(t) if t.kind == Kind::Close => break,
-                Some(t) if is_string(&t) && patterns.len() < MAX_PATTERNS => patterns.push(t.span),
-                Some(t) if is_string(&t) => return Err(Malformed("too many LIST patterns")),
-                _ => return Err(Malformed("LIST patterns are mailbox names in parentheses")),
-            }
-        }
-        if patterns.is_empty() {
-            return Err(Malformed("LIST needs a pattern"));
-        }
+        patterns = pattern_list(&mut s)?;
     } else if is_string(&p) {
         patterns.push(p.span);
     } else {
@@ -120,6 +110,28 @@ pub(super) fn prepare_list<'a>(
         dollar_set: false,
         list: Some(opts),
     })
+}
+
+/// A mailbox name or pattern: an atom, a quoted string or a literal.
+fn is_string(t: &Token) -> bool {
+    matches!(t.kind, Kind::Atom | Kind::Quoted | Kind::Literal)
+}
+
+/// The patterns after a `(` (RFC 5258 §3): at least one, at most [`MAX_PATTERNS`].
+fn pattern_list(s: &mut Scanner<'_>) -> Result<Vec<Range<usize>>, Malformed> {
+    let mut patterns = Vec::new();
+    loop {
+        match s.next() {
+            Some(t) if t.kind == Kind::Close => break,
+            Some(t) if is_string(&t) && patterns.len() < MAX_PATTERNS => patterns.push(t.span),
+            Some(t) if is_string(&t) => return Err(Malformed("too many LIST patterns")),
+            _ => return Err(Malformed("LIST patterns are mailbox names in parentheses")),
+        }
+    }
+    if patterns.is_empty() {
+        return Err(Malformed("LIST needs a pattern"));
+    }
+    Ok(patterns)
 }
 
 /// LIST's selection options after the `(`.

@@ -124,18 +124,7 @@ impl Session {
             // RFC 9051 §6.3.9: the hierarchy delimiter and root.
             if let Ok(root) = Mailbox::try_from("") {
                 let items = vec![FlagNameAttribute::Noselect];
-                self.push(&Response::Data(match lsub {
-                    true => Data::Lsub {
-                        items,
-                        delimiter,
-                        mailbox: root,
-                    },
-                    false => Data::List {
-                        items,
-                        delimiter,
-                        mailbox: root,
-                    },
-                }));
+                self.push(&Response::Data(list_line(lsub, items, delimiter, root)));
             }
             self.push(&tagged(&tag, StatusKind::Ok, None, "LIST done"));
             return Ok(Next::Continue);
@@ -169,18 +158,7 @@ impl Session {
         for name in shown.collect::<Vec<_>>() {
             if let Ok(mailbox) = Mailbox::try_from(name.clone()) {
                 let items = items.clone();
-                self.push(&Response::Data(match lsub {
-                    true => Data::Lsub {
-                        items,
-                        delimiter,
-                        mailbox,
-                    },
-                    false => Data::List {
-                        items,
-                        delimiter,
-                        mailbox,
-                    },
-                }));
+                self.push(&Response::Data(list_line(lsub, items, delimiter, mailbox)));
             }
             if let Some(names) = &ext.status {
                 if let Err(e) = self.push_status(name, names).await {
@@ -313,6 +291,20 @@ impl Session {
             tombstones,
             seen: Default::default(),
         };
+        self.announce(&sel);
+        self.selected = Some(sel);
+        self.push(&tagged(
+            &tag,
+            StatusKind::Ok,
+            Some(Code::ReadOnly),
+            "archive selected, read-only",
+        ));
+        Ok(Next::Continue)
+    }
+
+    /// What SELECT and EXAMINE tell about the mailbox just opened (RFC 9051 §6.3.2): flags,
+    /// EXISTS, RECENT (rev1) or its LIST line (rev2), UIDVALIDITY, UIDNEXT, no permanent flags.
+    fn announce(&mut self, sel: &Selected) {
         let one = NonZeroU32::MIN;
         self.push(&Response::Data(Data::Flags(vec![Flag::Seen])));
         self.push(&Response::Data(Data::Exists(sel.exists())));
@@ -331,7 +323,7 @@ impl Session {
         self.push(&untagged(
             StatusKind::Ok,
             Some(Code::UidValidity(
-                NonZeroU32::new(uid_validity).unwrap_or(one),
+                NonZeroU32::new(sel.uid_validity).unwrap_or(one),
             )),
             "UIDs valid",
         ));
@@ -347,14 +339,6 @@ impl Session {
             Some(Code::PermanentFlags(Vec::<FlagPerm>::new())),
             "no permanent flags",
         ));
-        self.selected = Some(sel);
-        self.push(&tagged(
-            &tag,
-            StatusKind::Ok,
-            Some(Code::ReadOnly),
-            "archive selected, read-only",
-        ));
-        Ok(Next::Continue)
     }
 
     /// Looks for new and removed messages of the selected list and announces them (EXPUNGE,
@@ -427,14 +411,9 @@ impl Session {
             while start < range.end {
                 let end = (start + FETCH_CHUNK).min(range.end);
                 let mut chunk: Vec<u32> = uids[start..end].to_vec();
-                let rows = if needs.summary || needs.raw {
-                    let (l, c, raw) = (list.clone(), chunk.clone(), needs.raw);
-                    match self.with_db(move |db| read_chunk(db, &l, &c, raw)).await {
-                        Ok(r) => r,
-                        Err(e) => return self.store_failed(&tag, e),
-                    }
-                } else {
-                    vec![None; chunk.len()]
+                let rows = match self.fetch_rows(&list, &chunk, needs).await {
+                    Ok(r) => r,
+                    Err(e) => return self.store_failed(&tag, e),
                 };
                 // The byte bound may have cut the chunk short.
                 chunk.truncate(rows.len());
@@ -443,14 +422,11 @@ impl Session {
                     let Some(sel) = self.selected.as_mut() else {
                         return Ok(Next::Continue);
                     };
-                    let was_seen = sel.seen.contains(uid_value);
-                    let newly_seen = marks_seen && !was_seen;
-                    if newly_seen {
-                        sel.seen.insert(*uid_value);
-                    }
+                    // `\Seen` is kept for the session only (the archive is read-only).
+                    let newly_seen = marks_seen && sel.seen.insert(*uid_value);
                     let m = fetch::Message {
                         uid: *uid_value,
-                        seen: was_seen || newly_seen,
+                        seen: newly_seen || sel.seen.contains(uid_value),
                         summary: row.as_ref().map(|(s, _)| s),
                         raw: row.as_ref().and_then(|(_, r)| r.as_deref()),
                     };
@@ -480,6 +456,21 @@ impl Session {
         }
         self.push(&tagged(&tag, StatusKind::Ok, None, "FETCH done"));
         Ok(Next::Continue)
+    }
+
+    /// The rows of `chunk`'s messages with what a FETCH needs of them; no store read when it
+    /// needs neither summaries nor bytes.
+    async fn fetch_rows(
+        &mut self,
+        list: &str,
+        chunk: &[u32],
+        needs: fetch::Needs,
+    ) -> Result<Vec<Row>, ArchiveError> {
+        if !(needs.summary || needs.raw) {
+            return Ok(vec![None; chunk.len()]);
+        }
+        let (l, c, raw) = (list.to_string(), chunk.to_vec(), needs.raw);
+        self.with_db(move |db| read_chunk(db, &l, &c, raw)).await
     }
 
     pub(super) async fn search(
@@ -617,6 +608,27 @@ fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
 
 /// Longest LIST pattern considered.
 const MAX_PATTERN: usize = 1024;
+
+/// One line of a LIST or LSUB answer.
+fn list_line(
+    lsub: bool,
+    items: Vec<FlagNameAttribute<'static>>,
+    delimiter: Option<QuotedChar>,
+    mailbox: Mailbox<'static>,
+) -> Data<'static> {
+    match lsub {
+        true => Data::Lsub {
+            items,
+            delimiter,
+            mailbox,
+        },
+        false => Data::List {
+            items,
+            delimiter,
+            mailbox,
+        },
+    }
+}
 
 #[cfg(test)]
 mod tests {
