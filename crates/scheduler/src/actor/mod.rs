@@ -8,8 +8,8 @@
 //! destinations: DNS, MTA-STS, DANE, refresh), `dispatch.rs` (batches and starting
 //! connections), `outcome.rs` (what worker reports change), `snapshot.rs` (the queue view),
 //! `operator.rs` (retry-now, give-up), `parking.rs` and `overflow.rs` (copies to and from the
-//! deferred queue: waiting for a time, or for room at their destination); and the state it owns: `queue.rs` (destination queues and
-//! lanes), `health.rs` (host health), `shaping.rs` (AIMD budgets), `stragglers.rs`,
+//! deferred queue: waiting for a time, or for room at their destination); and the state it
+//! owns: `queue.rs` (destination queues and lanes), `health.rs` (host health), `shaping.rs` (AIMD budgets), `stragglers.rs`,
 //! `backoff.rs` (the retry schedule); `knowledge.rs` (what the cluster's nodes tell each
 //! other). Its inbox is [`crate::messages::Ctrl`]; resolver tasks it
 //! spawns answer on a private channel. It starts workers (`crate::workers`) and never imports
@@ -22,7 +22,7 @@
 //! - every job is in exactly one place: a route waiting for DNS, a destination's `fast`, `slow`,
 //!   `waiting` or `overflow` queue, a worker's batch, or reported final;
 //! - a destination's ready copies stay within its share of the window (`overflow.rs`), but for
-//!   retries, which may pass it by one batch, and copies moved by a route change;
+//!   retries, which may fill it and one batch past it, and copies moved by a route change;
 //! - `connections` counts started workers and never exceeds `max_connections`; slow-lane workers
 //!   never exceed `slow_lane_max_connections`;
 //! - no connection is opened to a host marked down before its probe time, and at most one probe

@@ -26,9 +26,9 @@
 //!   bound (the low-water mark), up to the bound: at once when a batch is taken
 //!   ([`Actor::top_up`], within the window's room), and each tick ([`Actor::refill_overflow`],
 //!   at most `RESUME_PER_TICK` lines, destinations with the oldest copies first, at least one
-//!   batch past a full window). Retries due come back first each tick, and may pass the bound
-//!   by one batch (`parking.rs`), so copies waiting for room never starve them. A destination
-//!   whose every host is down keeps its copies here until a host answers.
+//!   batch past a full window). Retries due come back first each tick, and may fill the share
+//!   and one batch past it (`parking.rs`), so copies waiting for room never starve them. A
+//!   destination whose every host is down keeps its copies here until a host answers.
 //! - Like every parked copy, they are an index of work, not the truth: after `kill -9` the
 //!   spool's journal re-expands every undelivered copy.
 

@@ -160,7 +160,7 @@ async fn retries_due_come_back_while_copies_wait_for_room() {
             d.overflow.len()
         ),
         (50, 16, 4, 150),
-        "one batch of retries past the share, each tick"
+        "retries fill the share and one batch past it"
     );
 }
 

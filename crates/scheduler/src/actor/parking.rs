@@ -144,8 +144,8 @@ impl Actor {
         room: &mut usize,
     ) -> (usize, Vec<Arc<str>>) {
         let now_ms = self.clock.now_ms();
-        // Retries may pass the destination's share of the window by one batch a tick: copies
-        // waiting for room (`overflow.rs`) fill it only to the bound, so they never starve
+        // Retries may fill the destination's share of the window and one batch past it: copies
+        // waiting for room (`overflow.rs`) fill it only to the share, so they never starve
         // retries, and a slow destination's retries never pile up in memory either.
         let cap = self.room_bound(key) + self.cfg.max_copies_per_batch.max(1);
         let mut read = 0;
