@@ -118,8 +118,9 @@ pub struct Gauges {
     /// Copies of posts being fanned out that are not queued yet (estimated from the list's
     /// member count when the fan-out starts).
     pub expansion_pending: Gauge,
-    /// Accepted copies that may be tried now and are not done: the in-memory queue, copies on
-    /// connections and `expansion_pending`; parked copies are not counted. Intake refuses list
+    /// Accepted copies that may be tried now and are not done: the in-memory queue, copies
+    /// waiting for room at their destination, copies on connections and `expansion_pending`;
+    /// copies parked for a retry time or a down host are not counted. Intake refuses list
     /// posts above `[intake] max_unfinished_copies`.
     pub unfinished_copies: Gauge,
     /// 1 while intake refuses list posts with `452 4.3.1` because `unfinished_copies` passed
@@ -263,7 +264,7 @@ impl Gauges {
             ),
             (
                 "herald_unfinished_copies",
-                "Accepted copies that may be tried now and are not done (parked copies excluded).",
+                "Accepted copies that may be tried now and are not done (copies parked for a retry time or a down host excluded).",
                 &g.unfinished_copies,
             ),
             (

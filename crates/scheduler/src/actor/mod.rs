@@ -553,11 +553,17 @@ impl Actor {
         g.deferred_posts.set(self.deferred.posts() as i64);
         g.deferred_posts_in_memory
             .set(self.deferred.posts_in_memory() as i64);
-        // Work that may be tried now and is not done: the in-memory queue, what connections
-        // hold, and what expansions have still to queue. Parked copies are not in it: a
-        // backlog of dead destinations never makes intake refuse mail for live ones.
+        // Work that may be tried now and is not done: the in-memory queue, copies waiting for
+        // room at their destination, what connections hold, and what expansions have still to
+        // queue. Copies parked for a time or a down host are not in it: a backlog of dead
+        // destinations never makes intake refuse mail for live ones. Copies waiting for room
+        // are: without them a Herald that cannot keep up (or a destination days behind) would
+        // pile its backlog on disk and answer 250 forever.
         g.unfinished_copies.set(
-            self.queued as i64 + g.inflight_copies.get().max(0) + g.expansion_pending.get().max(0),
+            self.queued as i64
+                + for_room
+                + g.inflight_copies.get().max(0)
+                + g.expansion_pending.get().max(0),
         );
         g.destinations_active
             .set(self.dests.values().filter(|d| d.queued() > 0).count() as i64);
