@@ -53,6 +53,12 @@ async fn past_its_share_a_destination_parks_the_rest_in_order_and_takes_them_bac
     assert!(d.overflow.iter().all(|c| c.on_disk()));
     assert_eq!((h.actor.queued, h.actor.deferred.len()), (50, 250));
     assert!(h.outcomes().is_empty(), "no deferral is reported");
+    // They are work that may be tried now: intake's backpressure counts them.
+    h.actor.update_gauges();
+    let g = h.actor.ctx.telemetry.gauges();
+    assert_eq!(g.deferred_copies_for_room.get(), 250);
+    assert_eq!(g.destination_ready_max.get(), 50);
+    assert_eq!(g.unfinished_copies.get(), 300);
     // Another destination still gets its copies into memory.
     let live: Vec<_> = (1000..1020)
         .map(|i| job(&post, i, &format!("m{i}@fast.test")))
