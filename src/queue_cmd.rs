@@ -27,11 +27,12 @@ pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> 
         q.hosts_down
     );
     outln!(
-        "{:<40} {:>7} {:>7} {:>7} {:>9} {:>8} {:>8}  LAST ERROR",
+        "{:<40} {:>7} {:>7} {:>7} {:>7} {:>9} {:>8} {:>8}  LAST ERROR",
         "DESTINATION",
         "READY",
         "RETRY",
         "WAITING",
+        "ROOM",
         "CONNS",
         "OLDEST",
         "DOWN"
@@ -39,11 +40,12 @@ pub async fn queue(api: &Api, as_json: bool, limit: usize, stragglers: bool) -> 
     for d in q.destinations.iter().take(limit) {
         let down = d.down_for_secs.map_or("-".into(), |s| format!("{s}s"));
         outln!(
-            "{:<40} {:>7} {:>7} {:>7} {:>9} {:>7}s {:>8}  {}",
+            "{:<40} {:>7} {:>7} {:>7} {:>7} {:>9} {:>7}s {:>8}  {}",
             d.destination,
             d.ready,
             d.retry_ready,
             d.waiting,
+            d.waiting_for_room,
             format!("{}/{}", d.connections, d.connection_limit),
             d.oldest_age_secs,
             down,

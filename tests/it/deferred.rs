@@ -6,7 +6,11 @@
 //!    of their `250`: deferred copies and copies for down hosts wait in the deferred queue on
 //!    disk, not in the window (`scheduler/actor/deferred.rs`). Before, the window filled with
 //!    dead copies after two posts and nothing was delivered to anyone after that.
-//! 2. With `[intake] max_unfinished_copies` low, a post whose live copies go out slowly makes
+//! 2. With the same window, a destination that answers but slowly, with a backlog ten times
+//!    the window, never holds back live members either: past its share of the in-memory queue
+//!    its copies wait on disk for room (`scheduler/actor/overflow.rs`) and come back as it
+//!    takes them; and after `kill -9` the copies that waited for room are delivered once.
+//! 3. With `[intake] max_unfinished_copies` low, a post whose live copies go out slowly makes
 //!    the next RCPT get `452 4.3.1` (and `herald_intake_backpressure` 1), and once they are
 //!    delivered intake answers `250` again — while the parked dead copies, more than the bound,
 //!    are not counted.
@@ -388,4 +392,223 @@ async fn posts_waiting_on_a_down_host_go_to_disk_and_come_back_whole_when_it_ans
     server.stop().await;
     back.shutdown().await;
     world.shutdown().await;
+}
+
+/// 20 members on four fast domains (d0–d3) and `slow` on d4, one CSV.
+fn fast_and_slow_members(slow: usize) -> (String, Vec<String>, Vec<String>) {
+    let fast: Vec<String> = (0..20).map(|i| format!("f{i}@d{}.test", i % 4)).collect();
+    let slow: Vec<String> = (0..slow).map(|i| format!("s{i}@d4.test")).collect();
+    let mut csv = String::from("email,name,city\n");
+    for (i, a) in fast.iter().chain(&slow).enumerate() {
+        csv.push_str(&format!("{a},Member {i},City{}\n", i % 7));
+    }
+    (csv, fast, slow)
+}
+
+/// Posts `n` messages tagged `{prefix}-{p}` to the list over one session: each one's Message-ID
+/// with the time its `250` came (ms after `t0`).
+async fn post_many(
+    server: &BinaryServer,
+    prefix: &str,
+    n: usize,
+    t0: Instant,
+) -> HashMap<String, u64> {
+    let (mut smtp, _) = Smtp::connect(server.smtp).await;
+    smtp.cmd("EHLO poster.outside.test").await;
+    let mut sent_ms = HashMap::new();
+    for p in 0..n {
+        let tag = format!("{prefix}-{p}");
+        let r = smtp
+            .send_mail("poster@outside.test", &[LIST], &message(&tag))
+            .await;
+        assert!(r.starts_with("250"), "post {p}: {r}");
+        sent_ms.insert(
+            format!("<{tag}@outside.test>"),
+            t0.elapsed().as_millis() as u64,
+        );
+    }
+    smtp.cmd("QUIT").await;
+    sent_ms
+}
+
+/// The longest a copy to a recipient `keep` takes took after its post's `250` (the world's clock
+/// starts a moment before `t0`: this errs on the long side).
+fn slowest_copy(
+    snap: &herald_sim::Snapshot,
+    sent_ms: &HashMap<String, u64>,
+    keep: impl Fn(&str) -> bool,
+) -> u64 {
+    let mut worst = 0u64;
+    for c in snap.copies.iter().filter(|c| keep(&c.recipient)) {
+        let sent = c.message_id.as_deref().and_then(|m| sent_ms.get(m));
+        let sent = *sent.expect("a copy of a post we sent");
+        worst = worst.max(c.at_ms.saturating_sub(sent));
+    }
+    worst
+}
+
+/// Waits (until `deadline`) for the world to take `want` copies: the most ready copies one
+/// destination held in memory meanwhile, and the most copies waiting for room.
+async fn peaks_until(world: &World, api: &str, want: u64, deadline: Instant) -> (u64, u64) {
+    let (mut ready, mut for_room) = (0, 0);
+    while world.recorder().snapshot().accepted < want {
+        assert!(
+            Instant::now() < deadline,
+            "not every copy delivered: {} of {want}",
+            world.recorder().snapshot().accepted
+        );
+        ready = ready.max(metric(api, "herald_destination_ready_copies_max").await);
+        for_room = for_room.max(metric(api, "herald_deferred_copies_for_room").await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (ready, for_room)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_destination_with_ten_times_the_window_never_holds_back_live_members() {
+    // d0–d3 answer at once; d4 answers every command 25 ms late (with 10 connections, a few
+    // dozen copies a second: far slower than the posts bring them).
+    let mut profiles = vec![Profile::Normal; 4];
+    profiles.push(Profile::Slow {
+        delay: Duration::from_millis(25),
+    });
+    let world = World::start(world_config(&profiles, false))
+        .await
+        .expect("world");
+    let t0 = Instant::now();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A window of 200: each destination's share is 50 (a quarter), and retries may pass it by
+    // one batch (16).
+    let extra = "[scheduler]\nmax_queued_copies = 200\nmax_queued_copies_per_post = 200\n\
+                 queued_copies_per_domain = 0\nmax_connections_per_destination = 10\n";
+    let mut server = start(&world, &dir, extra).await;
+    const POSTS: usize = 20; // 20 x 100 = 2,000 slow copies: ten times the window
+    let (csv, fast, slow) = fast_and_slow_members(100);
+    setup_personalized_list(&server.api, LIST, csv).await;
+
+    let sent_ms = post_many(&server, "slowdest", POSTS, t0).await;
+
+    // Every live member on the fast domains gets every post within seconds of its 250, while
+    // the slow destination's backlog waits on disk.
+    let api = server.api.clone();
+    let live =
+        |snap: &herald_sim::Snapshot| fast.iter().map(|r| snap.copies_for(r).len()).sum::<usize>();
+    let (mut peak, mut for_room) = (0, 0);
+    while live(&world.recorder().snapshot()) < fast.len() * POSTS {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the fast members did not get every post: {} of {}",
+            live(&world.recorder().snapshot()),
+            fast.len() * POSTS
+        );
+        peak = peak.max(metric(&api, "herald_destination_ready_copies_max").await);
+        for_room = for_room.max(metric(&api, "herald_deferred_copies_for_room").await);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let worst = slowest_copy(&world.recorder().snapshot(), &sent_ms, |r| {
+        r.starts_with('f')
+    });
+    eprintln!("slowest live copy: {worst} ms after its post's 250");
+    assert!(worst < 10_000, "a live copy took {worst} ms");
+
+    // The slow destination drains; its in-memory share never passed its bound.
+    let want = ((fast.len() + slow.len()) * POSTS) as u64;
+    let (ready, waited) =
+        peaks_until(&world, &server.api, want, t0 + Duration::from_secs(150)).await;
+    (peak, for_room) = (peak.max(ready), for_room.max(waited));
+    eprintln!("most ready copies of one destination: {peak}; most waiting for room: {for_room}");
+    // The backlog beyond the share (less what went meanwhile) waited on disk.
+    assert!(
+        for_room >= 500,
+        "the slow backlog waits on disk: {for_room}"
+    );
+    assert!(peak <= 50 + 16, "{peak} ready copies in one destination");
+    let snap = world.recorder().snapshot();
+    assert_eq!((snap.accepted, snap.duplicates), (want, 0));
+    for rcpt in fast.iter().chain(&slow) {
+        assert_eq!(snap.copies_for(rcpt).len(), POSTS, "{rcpt}");
+    }
+    eventually(Duration::from_secs(10), "the deferred queue empty", || {
+        let api = api.clone();
+        async move {
+            metric(&api, "herald_deferred_copies").await == 0
+                && metric(&api, "herald_deferred_copies_for_room").await == 0
+        }
+    })
+    .await;
+    server.stop().await;
+    world.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_copies_waiting_for_room_are_delivered_once() {
+    // d4 takes 20 s per reply: nothing reaches it before the crash (no copy it took is lost
+    // with its journal record), and its backlog waits for room.
+    let mut profiles = vec![Profile::Normal; 4];
+    profiles.push(Profile::Slow {
+        delay: Duration::from_secs(20),
+    });
+    let world = World::start(world_config(&profiles, false))
+        .await
+        .expect("world");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra = "[scheduler]\nmax_queued_copies = 200\nmax_queued_copies_per_post = 200\n\
+                 queued_copies_per_domain = 0\n";
+    let mut server = start(&world, &dir, extra).await;
+    let (csv, fast, slow) = fast_and_slow_members(100);
+    setup_personalized_list(&server.api, LIST, csv).await;
+    let (mut smtp, _) = Smtp::connect(server.smtp).await;
+    smtp.cmd("EHLO poster.outside.test").await;
+    let tags = ["room-1", "room-2", "room-3"];
+    for tag in tags {
+        let r = smtp
+            .send_mail("poster@outside.test", &[LIST], &message(tag))
+            .await;
+        assert!(r.starts_with("250"), "{r}");
+    }
+    let live = (fast.len() * tags.len()) as u64;
+    let api = server.api.clone();
+    eventually(
+        Duration::from_secs(20),
+        "live copies journaled, d4's waiting for room",
+        || {
+            let api = api.clone();
+            async move {
+                metric(&api, "herald_copies_total{outcome=\"delivered\"}").await == live
+                    && metric(&api, "herald_unjournaled_copies").await == 0
+                    && metric(&api, "herald_deferred_copies_for_room").await >= 100
+            }
+        },
+    )
+    .await;
+    server.kill9();
+    let first = world.recorder().snapshot();
+    assert_eq!((first.accepted, first.duplicates), (live, 0));
+
+    // Every host answers at once now, on the same addresses; the server starts again.
+    let (dns, port) = (world.dns_addr(), world.smtp_port());
+    world.shutdown().await;
+    let mut later = world_config(&vec![Profile::Normal; 5], false);
+    (later.dns_addr, later.smtp_port) = (dns, port);
+    let back = World::start(later).await.expect("second world");
+    server.start().await;
+    let want = (slow.len() * tags.len()) as u64;
+    assert!(
+        back.recorder()
+            .wait_for(want, Duration::from_secs(60))
+            .await,
+        "copies that waited for room not delivered after the restart: {} of {want}",
+        back.recorder().snapshot().accepted
+    );
+    let snap = back.recorder().snapshot();
+    assert_eq!((snap.accepted, snap.duplicates), (want, 0));
+    for rcpt in &slow {
+        assert_eq!(snap.copies_for(rcpt).len(), tags.len(), "{rcpt}");
+    }
+    // Nothing delivered before the crash went again.
+    for rcpt in &fast {
+        assert!(snap.copies_for(rcpt).is_empty(), "{rcpt} got a copy twice");
+    }
+    server.stop().await;
+    back.shutdown().await;
 }

@@ -60,6 +60,9 @@ pub struct DestinationView {
     pub retry_ready: u64,
     /// Retries waiting for their time (slow lane).
     pub waiting: u64,
+    /// Copies that may be tried now, waiting on disk for room in the destination's share of
+    /// the in-memory queue (a destination that takes them more slowly than they come).
+    pub waiting_for_room: u64,
     pub connections: u64,
     pub slow_connections: u64,
     /// The shaping budget's current connection limit (AIMD).

@@ -67,7 +67,7 @@ pub async fn top(State(s): St) -> Result<Json<Top>, ApiError> {
     let destinations = q
         .destinations
         .iter()
-        .filter(|d| d.ready + d.retry_ready + d.waiting > 0)
+        .filter(|d| d.ready + d.retry_ready + d.waiting + d.waiting_for_room > 0)
         .take(TOP_DESTINATIONS)
         .map(views::scheduler::destination)
         .collect();

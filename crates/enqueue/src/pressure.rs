@@ -4,10 +4,11 @@
 //! is not draining.
 //!
 //! What is counted: `herald_unfinished_copies`, which the scheduler publishes every tick —
-//! copies in its in-memory queue, copies on connections, and copies of posts still being fanned
-//! out (estimated from their list's size). Copies parked in the deferred queue (waiting for a
-//! retry time or a down host) are not counted: a backlog of dead destinations must never make
-//! Herald refuse mail that live members would get in seconds.
+//! copies in its in-memory queue or waiting on disk for room at their destination, copies on
+//! connections, and copies of posts still being fanned out (estimated from their list's size).
+//! Copies parked in the deferred queue for a retry time or a down host are not counted: a
+//! backlog of dead destinations must never make Herald refuse mail that live members would get
+//! in seconds.
 //!
 //! Refusing starts above the bound and stops once the count is back under 90 % of it, so the
 //! answer does not flap with every tick. The start and the end are logged (warn / info), and

@@ -101,9 +101,14 @@ pub struct Gauges {
     pub copy_bytes_in_flight_peak: Gauge,
     /// The copy budget (`scheduler.max_copy_bytes`).
     pub copy_bytes_budget: Gauge,
-    /// Copies parked in the deferred queue (waiting for a retry time or a down host), outside
-    /// the in-memory queue `scheduler.max_queued_copies` bounds.
+    /// Copies parked in the deferred queue (waiting for a retry time, a down host, or room at
+    /// their destination), outside the in-memory queue `scheduler.max_queued_copies` bounds.
     pub deferred_copies: Gauge,
+    /// Of `deferred_copies`, those that may be tried now and wait for room in their
+    /// destination's share of the in-memory queue (a slow destination's backlog).
+    pub deferred_copies_for_room: Gauge,
+    /// The most ready copies one destination holds in memory (each is bounded by its share).
+    pub destination_ready_max: Gauge,
     /// Bytes of the deferred queue's files on disk.
     pub deferred_bytes: Gauge,
     /// Posts with parked copies, and how many of them are held in memory (the others have
@@ -113,8 +118,9 @@ pub struct Gauges {
     /// Copies of posts being fanned out that are not queued yet (estimated from the list's
     /// member count when the fan-out starts).
     pub expansion_pending: Gauge,
-    /// Accepted copies that may be tried now and are not done: the in-memory queue, copies on
-    /// connections and `expansion_pending`; parked copies are not counted. Intake refuses list
+    /// Accepted copies that may be tried now and are not done: the in-memory queue, copies
+    /// waiting for room at their destination, copies on connections and `expansion_pending`;
+    /// copies parked for a retry time or a down host are not counted. Intake refuses list
     /// posts above `[intake] max_unfinished_copies`.
     pub unfinished_copies: Gauge,
     /// 1 while intake refuses list posts with `452 4.3.1` because `unfinished_copies` passed
@@ -141,6 +147,8 @@ impl Gauges {
             copy_bytes_in_flight_peak: Gauge::default(),
             copy_bytes_budget: Gauge::default(),
             deferred_copies: Gauge::default(),
+            deferred_copies_for_room: Gauge::default(),
+            destination_ready_max: Gauge::default(),
             deferred_bytes: Gauge::default(),
             deferred_posts: Gauge::default(),
             deferred_posts_in_memory: Gauge::default(),
@@ -221,8 +229,18 @@ impl Gauges {
             ),
             (
                 "herald_deferred_copies",
-                "Copies parked in the deferred queue (retry time or down host), outside the in-memory queue.",
+                "Copies parked in the deferred queue (retry time, down host, or waiting for room at their destination), outside the in-memory queue.",
                 &g.deferred_copies,
+            ),
+            (
+                "herald_deferred_copies_for_room",
+                "Of the deferred copies, those waiting for room in their destination's share of the in-memory queue.",
+                &g.deferred_copies_for_room,
+            ),
+            (
+                "herald_destination_ready_copies_max",
+                "The most ready copies one destination holds in memory.",
+                &g.destination_ready_max,
             ),
             (
                 "herald_deferred_queue_bytes",
@@ -246,7 +264,7 @@ impl Gauges {
             ),
             (
                 "herald_unfinished_copies",
-                "Accepted copies that may be tried now and are not done (parked copies excluded).",
+                "Accepted copies that may be tried now and are not done (copies parked for a retry time or a down host excluded).",
                 &g.unfinished_copies,
             ),
             (

@@ -30,6 +30,7 @@ pub(crate) fn destination(d: &s::DestinationView) -> v::DestinationView {
         ready: count(d.ready),
         retry_ready: count(d.retry_ready),
         waiting: count(d.waiting),
+        waiting_for_room: count(d.waiting_for_room),
         connections: count(d.connections),
         slow_connections: count(d.slow_connections),
         connection_limit: count(d.connection_limit),

@@ -106,10 +106,16 @@ impl Actor {
             return Vec::new();
         }
         let batch = d.take_batch(lane, allowed, bytes);
+        let has_overflow = !d.overflow.is_empty();
         // In flight is not queued: deferred copies are counted again when they come back.
         let slow = batch.iter().filter(|j| j.lane == LaneKind::Slow).count();
         self.queued = self.queued.saturating_sub(batch.len());
         self.slow_queued = self.slow_queued.saturating_sub(slow);
+        if has_overflow {
+            // Copies waiting for room come back now, not at the next tick: a destination
+            // that takes its work fast is never held up by its own bound.
+            self.top_up(dest);
+        }
         batch
     }
 
@@ -199,7 +205,7 @@ impl Actor {
         if self.health.all_tarpits(&d.hosts, now_ms) {
             // Tarpits: the slow lane only (patient timeouts, never holding first-pass capacity),
             // first attempts included, with a few connections to divide the trickle.
-            let work = d.ready_len() + if probe_due { d.waiting.len().min(1) } else { 0 };
+            let work = d.ready_len() + if probe_due { d.parked_len().min(1) } else { 0 };
             let want = work.min(self.cfg.tarpit_connections.max(1));
             return (d.workers() < want).then_some(LaneKind::Slow);
         }
@@ -207,7 +213,7 @@ impl Actor {
             return Some(LaneKind::Fast);
         }
         // Retries: served by fast workers already open; otherwise by the slow lane.
-        let slow_work = d.slow.len() + if probe_due { d.waiting.len().min(1) } else { 0 };
+        let slow_work = d.slow.len() + if probe_due { d.parked_len().min(1) } else { 0 };
         if slow_work.div_ceil(batch) > d.slow_workers && d.fast_workers == 0 {
             return Some(LaneKind::Slow);
         }

@@ -7,8 +7,9 @@
 //! The actor is split by concern: this file (the loop, housekeeping), `routes.rs` (domains →
 //! destinations: DNS, MTA-STS, DANE, refresh), `dispatch.rs` (batches and starting
 //! connections), `outcome.rs` (what worker reports change), `snapshot.rs` (the queue view),
-//! `operator.rs` (retry-now, give-up); and the state it owns: `queue.rs` (destination queues and
-//! lanes), `health.rs` (host health), `shaping.rs` (AIMD budgets), `stragglers.rs`,
+//! `operator.rs` (retry-now, give-up), `parking.rs` and `overflow.rs` (copies to and from the
+//! deferred queue: waiting for a time, or for room at their destination); and the state it
+//! owns: `queue.rs` (destination queues and lanes), `health.rs` (host health), `shaping.rs` (AIMD budgets), `stragglers.rs`,
 //! `backoff.rs` (the retry schedule); `knowledge.rs` (what the cluster's nodes tell each
 //! other). Its inbox is [`crate::messages::Ctrl`]; resolver tasks it
 //! spawns answer on a private channel. It starts workers (`crate::workers`) and never imports
@@ -18,8 +19,10 @@
 //! the actor runs unchanged under a paused tokio clock (see `paused_tests.rs`).
 //!
 //! Invariants:
-//! - every job is in exactly one place: a route waiting for DNS, a destination's `fast`, `slow`
-//!   or `waiting` queue, a worker's batch, or reported final;
+//! - every job is in exactly one place: a route waiting for DNS, a destination's `fast`, `slow`,
+//!   `waiting` or `overflow` queue, a worker's batch, or reported final;
+//! - a destination's ready copies stay within its share of the window (`overflow.rs`), but for
+//!   retries, which may fill it and one batch past it, and copies moved by a route change;
 //! - `connections` counts started workers and never exceeds `max_connections`; slow-lane workers
 //!   never exceed `slow_lane_max_connections`;
 //! - no connection is opened to a host marked down before its probe time, and at most one probe
@@ -65,6 +68,9 @@ pub mod operator;
 mod outcome;
 #[cfg(test)]
 mod outcome_tests;
+mod overflow;
+#[cfg(test)]
+mod overflow_tests;
 pub mod pace;
 mod parking;
 #[cfg(test)]
@@ -334,7 +340,8 @@ impl Actor {
 
     async fn accept_jobs(&mut self, jobs: Vec<Job>) {
         let mut touched: Vec<Arc<str>> = Vec::new();
-        let mut last_down: Option<(Arc<str>, Option<Instant>)> = None;
+        // Per run of one destination: its health (`None`: may be tried) and its room bound.
+        let mut last_down: Option<(Arc<str>, Option<Instant>, usize)> = None;
         for job in jobs {
             let domain = job.domain().to_string();
             match self.routes.get_mut(&domain) {
@@ -344,24 +351,21 @@ impl Actor {
                     // Every host down: the copy waits in the deferred queue, not in the window
                     // live destinations need (pages come in runs of one destination: its
                     // health is looked at once per run).
-                    let park_at = match &last_down {
-                        Some((k, at)) if *k == key => *at,
+                    let (park_at, bound) = match &last_down {
+                        Some((k, at, bound)) if *k == key => (*at, *bound),
                         _ => {
-                            let at = self.arrival_park_time(&key);
-                            last_down = Some((key.clone(), at));
-                            at
+                            let (at, bound) = (self.arrival_park_time(&key), self.room_bound(&key));
+                            last_down = Some((key.clone(), at, bound));
+                            (at, bound)
                         }
                     };
                     if let Some(at) = park_at {
                         self.park(&key, at, herald_types::DeferralKind::HostDown, job);
                         continue;
                     }
-                    if let Some(d) = self.dests.get_mut(&key) {
-                        self.queued += 1;
-                        d.fast.push_back(job);
-                        if touched.last() != Some(&key) {
-                            touched.push(key);
-                        }
+                    // Past its share of the window, the copy waits on disk for room.
+                    if self.queue_or_overflow(&key, job, bound) && touched.last() != Some(&key) {
+                        touched.push(key);
                     }
                 }
                 Some(Route::Resolving(waiting)) | Some(Route::RetryDns { jobs: waiting, .. }) => {
@@ -432,6 +436,7 @@ impl Actor {
         self.idle_set.retain(parked);
         if !self.shutting_down {
             self.resume_due(now).await;
+            self.refill_overflow().await;
         }
         self.deferred.spill_idle(now);
         due_keys.sort_unstable();
@@ -532,23 +537,40 @@ impl Actor {
         let parked = self.deferred.len() as i64;
         g.queued_recipients.set(self.queued as i64 + parked);
         g.deferred_copies.set(parked);
+        // Copies waiting for room are counted as first attempts (the few retries among them,
+        // moved by a DNS answer, too): counting them by lane would walk every one each tick.
+        let for_room = self.overflow_len() as i64;
+        g.deferred_copies_for_room.set(for_room);
+        g.destination_ready_max.set(
+            self.dests
+                .values()
+                .map(|d| d.ready_len())
+                .max()
+                .unwrap_or(0) as i64,
+        );
         g.deferred_bytes
             .set(i64::try_from(self.deferred.disk_bytes()).unwrap_or(i64::MAX));
         g.deferred_posts.set(self.deferred.posts() as i64);
         g.deferred_posts_in_memory
             .set(self.deferred.posts_in_memory() as i64);
-        // Work that may be tried now and is not done: the in-memory queue, what connections
-        // hold, and what expansions have still to queue. Parked copies are not in it: a
-        // backlog of dead destinations never makes intake refuse mail for live ones.
+        // Work that may be tried now and is not done: the in-memory queue, copies waiting for
+        // room at their destination, what connections hold, and what expansions have still to
+        // queue. Copies parked for a time or a down host are not in it: a backlog of dead
+        // destinations never makes intake refuse mail for live ones. Copies waiting for room
+        // are: without them a Herald that cannot keep up (or a destination days behind) would
+        // pile its backlog on disk and answer 250 forever.
         g.unfinished_copies.set(
-            self.queued as i64 + g.inflight_copies.get().max(0) + g.expansion_pending.get().max(0),
+            self.queued as i64
+                + for_room
+                + g.inflight_copies.get().max(0)
+                + g.expansion_pending.get().max(0),
         );
         g.destinations_active
             .set(self.dests.values().filter(|d| d.queued() > 0).count() as i64);
         g.hosts_down.set(self.health.down_count() as i64);
-        g.lane_slow.set(self.slow_queued as i64 + parked);
+        g.lane_slow.set(self.slow_queued as i64 + parked - for_room);
         g.lane_fast
-            .set(self.queued.saturating_sub(self.slow_queued) as i64);
+            .set(self.queued.saturating_sub(self.slow_queued) as i64 + for_room);
         g.slow_connections.set(self.slow_connections as i64);
         let mut rows: Vec<(usize, &Destination)> = self
             .dests

@@ -46,6 +46,8 @@ impl Actor {
             self.park(&key, now, kind, job);
             touched.push(key);
         }
+        // Copies waiting for room need no retry time: they go first when there is room.
+        matched += self.overflow_first(sel);
         for (key, d) in self.dests.iter_mut() {
             let ready_hits = count_ready(&mut d.fast, sel) + count_ready(&mut d.slow, sel);
             if ready_hits == 0 {
@@ -84,6 +86,7 @@ impl Actor {
         for (_, _, job) in self.take_parked(sel) {
             parked.push(job);
         }
+        parked.extend(self.take_overflow(sel).into_iter().map(|(_, job)| job));
         for d in self.dests.values_mut() {
             taken.extend(take_ready(&mut d.fast, sel));
             taken.extend(take_ready(&mut d.slow, sel));

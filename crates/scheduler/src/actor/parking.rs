@@ -7,7 +7,8 @@
 //!   `destination_backoff_secs` from now: a probe that connects makes it due at once).
 //! - Each tick, due copies come back in bounded batches ([`Actor::resume_due`]): at most
 //!   [`RESUME_PER_TICK`] lines read, and no more than the in-memory queue has room for (at
-//!   least one batch a tick, so retries are never starved by fresh work). Destinations whose
+//!   least one batch a tick, so retries are never starved by fresh work), nor past their
+//!   destination's share of it by more than a batch (`overflow.rs`). Destinations whose
 //!   time came earliest go first.
 //! - A due copy whose destination is still down is parked again until the probe time (its line
 //!   written anew, so old segments empty); while the probe is due or out, its copies wait where
@@ -143,6 +144,10 @@ impl Actor {
         room: &mut usize,
     ) -> (usize, Vec<Arc<str>>) {
         let now_ms = self.clock.now_ms();
+        // Retries may fill the destination's share of the window and one batch past it: copies
+        // waiting for room (`overflow.rs`) fill it only to the share, so they never starve
+        // retries, and a slow destination's retries never pile up in memory either.
+        let cap = self.room_bound(key) + self.cfg.max_copies_per_batch.max(1);
         let mut read = 0;
         let mut placed = Vec::new();
         while read < reads {
@@ -151,7 +156,7 @@ impl Actor {
             };
             let resume = matches!(action, DueAction::Resume);
             let expired = d.waiting.peek().is_some_and(|w| w.copy.expires_ms < now_ms);
-            if resume && *room == 0 && !expired {
+            if resume && (*room == 0 || d.ready_len() >= cap) && !expired {
                 break;
             }
             let Some(w) = d.pop_due(now) else { break };

@@ -5,7 +5,9 @@
 //!
 //! Each destination has two lanes: `fast` (first attempts) and the slow lane (`slow` ready
 //! retries); beside them `waiting`, the index of its copies parked in the deferred queue
-//! (`actor/deferred.rs`: on disk, not counted in the in-memory queue) until their time. Ready queues are round robin over posts
+//! (`actor/deferred.rs`: on disk, not counted in the in-memory queue) until their time, and
+//! `overflow`, the copies parked because the destination already had its share of the
+//! in-memory queue (`actor/overflow.rs`), oldest first. Ready queues are round robin over posts
 //! ([`ReadyQueue`]): a batch is taken from one post, then the next post gets its turn, so a
 //! 50-member post is not queued behind a million-member one (Postfix's preemptive scheduling in
 //! its simplest form).
@@ -168,6 +170,9 @@ pub struct Destination {
     pub fast: ReadyQueue,
     pub slow: ReadyQueue,
     pub waiting: BinaryHeap<Waiting>,
+    /// Copies that may be tried now but wait in the deferred queue for room in this
+    /// destination's in-memory share (`actor/overflow.rs`), in arrival order.
+    pub overflow: VecDeque<ParkedCopy>,
     /// Oldest acceptance time among waiting copies (reset when `waiting` empties; may be older
     /// than the oldest still waiting — an upper bound on age, kept in O(1)).
     pub oldest_waiting_ms: Option<u64>,
@@ -199,6 +204,7 @@ impl Destination {
             fast: ReadyQueue::default(),
             slow: ReadyQueue::default(),
             waiting: BinaryHeap::new(),
+            overflow: VecDeque::new(),
             oldest_waiting_ms: None,
             fast_workers: 0,
             slow_workers: 0,
@@ -227,7 +233,12 @@ impl Destination {
     }
 
     pub fn queued(&self) -> usize {
-        self.ready_len() + self.waiting.len()
+        self.ready_len() + self.parked_len()
+    }
+
+    /// Copies of the destination in the deferred queue: waiting for a time, or for room.
+    pub fn parked_len(&self) -> usize {
+        self.waiting.len() + self.overflow.len()
     }
 
     pub fn oldest_ms(&self) -> Option<u64> {
@@ -235,6 +246,7 @@ impl Destination {
             self.fast.oldest_ms(),
             self.slow.oldest_ms(),
             self.oldest_waiting_ms,
+            self.overflow.front().map(|c| c.accepted_ms),
         ]
         .into_iter()
         .flatten()

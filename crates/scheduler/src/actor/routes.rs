@@ -281,12 +281,14 @@ impl Actor {
                 for job in jobs {
                     // The copy's egress pool's variant of the destination.
                     let at = self.pooled(&key, &job);
-                    if let Some(d) = self.dests.get_mut(&at) {
-                        match job.lane {
-                            LaneKind::Fast => d.fast.push_back(job),
-                            LaneKind::Slow => d.slow.push_back(job),
-                        }
+                    // Counted while they waited for the route; counted again where they go
+                    // now: in memory within the destination's share, else on disk for room.
+                    self.queued = self.queued.saturating_sub(1);
+                    if job.lane == LaneKind::Slow {
+                        self.slow_queued = self.slow_queued.saturating_sub(1);
                     }
+                    let bound = self.room_bound(&at);
+                    self.queue_or_overflow(&at, job, bound);
                     if at != key && !touched.contains(&at) {
                         touched.push(at);
                     }

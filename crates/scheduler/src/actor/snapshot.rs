@@ -47,6 +47,7 @@ impl Actor {
                 last_error: r.last_error.clone(),
             })
             .collect();
+        let for_room = self.overflow_len();
         let resolving = self
             .routes
             .values()
@@ -61,9 +62,11 @@ impl Actor {
             resolving,
             connections: self.connections,
             slow_connections: self.slow_connections,
-            fast_lane: self.queued.saturating_sub(self.slow_queued),
-            // Parked copies wait for a retry (or a down host's probe): the slow lane's share.
-            slow_lane: self.slow_queued + self.deferred.len(),
+            // Copies waiting for room at their destination are first attempts (see
+            // `update_gauges`); the other parked copies wait for a retry (or a down host's
+            // probe): the slow lane's share.
+            fast_lane: self.queued.saturating_sub(self.slow_queued) + for_room,
+            slow_lane: (self.slow_queued + self.deferred.len()).saturating_sub(for_room),
             destinations_with_work: self.dests.values().filter(|d| d.queued() > 0).count(),
             hosts_down: self.health.down_count(),
             destinations,
@@ -109,6 +112,7 @@ impl Actor {
             ready: d.fast.len(),
             retry_ready: d.slow.len(),
             waiting: d.waiting.len(),
+            waiting_for_room: d.overflow.len(),
             connections: d.workers(),
             slow_connections: d.slow_workers,
             connection_limit: self

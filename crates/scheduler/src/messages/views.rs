@@ -14,6 +14,9 @@ pub struct DestinationView {
     pub retry_ready: usize,
     /// Retries waiting for their time (slow lane).
     pub waiting: usize,
+    /// Copies that may be tried now, waiting on disk for room in the destination's share of
+    /// the in-memory queue.
+    pub waiting_for_room: usize,
     pub connections: usize,
     pub slow_connections: usize,
     /// The shaping budget's current connection limit (AIMD).
