@@ -12,8 +12,8 @@
 //! fresh process holding the same state). `mi_collect(false)` carries out the purges whose delay
 //! has passed, and only those: under load it returns nothing a worker would want back within a
 //! second, and costs one clock read and a flag test when nothing is due. It reaches the
-//! process's arenas and the heap of the thread that calls it (not the heaps of the runtime's
-//! worker threads: pages they own come back when they allocate again).
+//! process's arenas and the heap of the thread that calls it; the runtime's worker threads
+//! collect their own heaps as they go idle ([`on_worker_park`]).
 //!
 //! The C code linked in — SQLite above all, whose page caches and statements the directory's
 //! bulk work churns — allocates from glibc's malloc, which keeps memory freed by bulk work in
@@ -30,6 +30,8 @@
 //! (musl, a target without glibc) return memory themselves or differently: there only
 //! mimalloc is asked.
 
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -74,6 +76,32 @@ fn trim_glibc() -> bool {
     }
 }
 
+/// Bumped every [`TRIM_EVERY`]: a runtime worker that parks with an older one seen collects
+/// its own mimalloc heap (see [`on_worker_park`]).
+static TRIM_ROUND: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The last [`TRIM_ROUND`] this thread collected in.
+    static COLLECTED_ROUND: Cell<u64> = const { Cell::new(0) };
+}
+
+/// For the async runtime's `on_thread_park`: a worker thread going idle collects its own
+/// mimalloc heap, once per [`TRIM_EVERY`] at most (an atomic load and a thread-local compare
+/// otherwise, as workers park many times a second under load).
+///
+/// Why the workers themselves: `mi_collect` frees the empty pages of the calling thread's heap
+/// only; pages a worker owns — blocks it allocated (a post's bytes, received on that worker)
+/// that other threads freed — are folded back by the owner alone, when it next allocates in
+/// that size class or collects. A worker idle after a drain does neither. Measured with
+/// bench/memory/after-drain.sh (BENCHMARKS.md): idle RSS 207 MB without this, 139-149 MB with
+/// it, a fresh process on the same data 123-134 MB.
+pub fn on_worker_park() {
+    let round = TRIM_ROUND.load(Ordering::Relaxed);
+    if COLLECTED_ROUND.with(|c| c.replace(round)) != round {
+        collect_mimalloc();
+    }
+}
+
 /// Trims every [`TRIM_EVERY`] until `stop`.
 pub async fn run(stop: CancellationToken) {
     loop {
@@ -81,6 +109,7 @@ pub async fn run(stop: CancellationToken) {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(TRIM_EVERY) => {}
         }
+        TRIM_ROUND.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = tokio::task::spawn_blocking(trim).await {
             tracing::debug!(error = %e, "heap trim task failed");
         }
