@@ -220,6 +220,9 @@ fn run() -> Result<()> {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .max_blocking_threads(config.server.blocking_pool())
+        // A worker going idle gives back the heap pages other threads emptied for it, so a
+        // drained server's memory comes back to its working set (herald_server::memory).
+        .on_thread_park(herald_server::memory::on_worker_park)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
