@@ -503,21 +503,9 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
             herald_archive::metrics::register(web.writer_stats(), messages, &path, &mut scrape);
         }
     }
-    if let Some(d) = &s.digests {
-        // Per list, since the server started (a restart resets it, as counters may).
-        let rows = d
-            .sent_totals()
-            .into_iter()
-            .map(|(list, n)| ([("list", list)], n));
-        herald_telemetry::exposition::rows(
-            &mut scrape,
-            "herald_digests_sent_total",
-            "Digests sent per list since the server started (one per issue, all formats).",
-            rows,
-            |c: &herald_telemetry::exposition::Counter, n| {
-                c.inc_by(n);
-            },
-        );
+    // What the stages add (digests sent, …), each in its own terms.
+    for stage in &s.metrics {
+        stage.register_metrics(&mut scrape).await;
     }
     // Audit events per action since the server started; the actions are the route
     // table's fixed words, so the label set is bounded.

@@ -124,7 +124,9 @@ pub struct ApiState {
     /// What `GET /api/v1/backup` copies.
     pub backup: herald_backup::take::Source,
     /// The digest stage (`herald digest send-now`); `None` with digests or the archive off.
-    pub digests: Option<Arc<herald_digest::Digests>>,
+    pub digests: Option<Arc<dyn herald_stage::offers::Digests>>,
+    /// The stages that add series to `/metrics` (after the API's own), asked in this order.
+    pub metrics: Vec<Arc<dyn herald_stage::offers::Metrics>>,
     /// TLS reporting (`herald tls-report send`); `None` when `[tls_report] enabled = false`.
     pub tls_reports: Option<Arc<herald_tlsrpt::TlsReporting>>,
     /// Web accounts, sessions and the audit log (`<data_dir>/accounts.db`).

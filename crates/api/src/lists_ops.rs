@@ -267,18 +267,7 @@ pub async fn digest_send_now(
         ));
     };
     let list = crate::error::parse_address("list", &list)?;
-    match digests.send_now(&list).await {
-        Ok(Some(d)) => Ok(Json(herald_api_types::DigestSent {
-            sent: true,
-            volume: d.volume,
-            issue: d.issue,
-            posts: d.posts,
-            formats: d.formats.iter().map(|f| f.to_string()).collect(),
-        })),
-        Ok(None) => Ok(Json(herald_api_types::DigestSent::default())),
-        Err(e) if e.is_not_found() => Err(ApiError::NotFound(e.to_string())),
-        Err(e) => Err(ApiError::Internal(e.to_string())),
-    }
+    Ok(Json(digests.send_now(&list).await?))
 }
 
 /// `?day=YYYY-MM-DD` (default: yesterday, UTC) for [`tls_report_send`].

@@ -68,7 +68,11 @@ pub(crate) fn serve(
             keys: config.key_files(),
             hostname: config.hostname.clone(),
         },
-        digests: stages.digests.clone(),
+        digests: stages
+            .digests
+            .clone()
+            .map(|d| d as Arc<dyn herald_stage::offers::Digests>),
+        metrics: metric_stages(stages),
         tls_reports: stages.tls_reports.clone(),
         accounts: stages.accounts.clone(),
         secure_cookies: config.http.tls_enabled()
@@ -224,4 +228,13 @@ pub(crate) fn serve_imap(
 pub(crate) fn with_imap(mut served: Served, imap: Vec<JoinHandle<()>>) -> Served {
     served.imap = imap;
     served
+}
+
+/// The stages that add series to `/metrics`, in the order the scrape lists them.
+fn metric_stages(stages: &Stages) -> Vec<Arc<dyn herald_stage::offers::Metrics>> {
+    let mut out: Vec<Arc<dyn herald_stage::offers::Metrics>> = Vec::new();
+    if let Some(d) = &stages.digests {
+        out.push(d.clone());
+    }
+    out
 }

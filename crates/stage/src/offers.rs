@@ -1,0 +1,57 @@
+//! What a stage offers the HTTP API, in the API's terms. The API holds these narrow traits
+//! instead of the stages' own handles, so `herald-api` knows the wire contract (`api-types`)
+//! and this crate, never a stage crate: a stage's internal rename stays inside the stage, and
+//! the API can be read (and tested) without the stages' dependency trees.
+//!
+//! Each stage implements its trait in its own crate; the composition root
+//! (`crates/server/src/steps/serve.rs`) hands the API the stages as trait objects. Answers are
+//! `api-types` views or plain values; a failure is an [`OfferError`], which the API maps to a
+//! status in one place (`crates/api/src/error.rs`).
+
+use herald_directory::DirectoryError;
+use herald_telemetry::exposition::Registry;
+use herald_types::Address;
+use std::future::Future;
+use std::pin::Pin;
+
+/// What an offered call returns: a boxed future, so the traits stay object-safe.
+pub type Offered<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Why a stage could not do what the API asked, sorted by whose fault it is (the API's
+/// status follows from the variant; the text is shown to the client as it is).
+#[derive(Debug, thiserror::Error)]
+pub enum OfferError {
+    /// What was asked for does not exist (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The request's own input is wrong (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The store failed: answered as every directory error is (503 while it is unreachable).
+    #[error(transparent)]
+    Store(DirectoryError),
+    /// The stage cannot do it right now (503).
+    #[error("{0}")]
+    Unavailable(String),
+    /// Anything else (500).
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// Series a stage adds to `/metrics`, written afresh at each scrape. One trait for every
+/// stage: the API keeps a list of them and asks each in turn.
+pub trait Metrics: Send + Sync {
+    /// Adds this stage's series to `out`. A read of a store happens off the async threads;
+    /// when it fails, the series it would have given are left out (never a failed scrape).
+    fn register_metrics<'a>(&'a self, out: &'a mut Registry) -> Offered<'a, ()>;
+}
+
+/// The digest stage: a list's next digest at once (`herald digest send-now`).
+pub trait Digests: Send + Sync {
+    /// Sends `list`'s next digest if anything was archived since the last one
+    /// (`sent: false` when there was nothing new).
+    fn send_now<'a>(
+        &'a self,
+        list: &'a Address,
+    ) -> Offered<'a, Result<herald_api_types::DigestSent, OfferError>>;
+}
