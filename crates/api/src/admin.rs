@@ -503,7 +503,8 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
             herald_archive::metrics::register(web.writer_stats(), messages, &path, &mut scrape);
         }
     }
-    // What the stages add (digests sent, …), each in its own terms.
+    // What the stages add (digests sent, the shared fan-out's shards, shared knowledge's
+    // exchanges, …), each in its own terms.
     for stage in &s.metrics {
         stage.register_metrics(&mut scrape).await;
     }
@@ -536,19 +537,6 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
         "Connects and statements that failed because the shared store (PostgreSQL) could not be reached; 0 on SQLite.",
         s.directory.store_errors(),
     );
-    // Shared fan-out: the cluster's shards and this node's counts.
-    if let Some(shards) = s.shards.clone() {
-        let d = s.directory.clone();
-        let counts = match tokio::task::spawn_blocking(move || d.shard_counts()).await {
-            Ok(Ok(c)) => Some(c),
-            _ => None,
-        };
-        herald_shards::metrics::register(&shards, counts.as_ref(), &mut scrape);
-    }
-    // Shared knowledge: this node's exchanges with the store.
-    if let Some(k) = &s.knowledge {
-        herald_knowledge::metrics::register(k, &mut scrape);
-    }
     let mut out = String::with_capacity(16 * 1024);
     s.telemetry.encode_metrics(&scrape, &mut out);
     (

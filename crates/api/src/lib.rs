@@ -141,11 +141,8 @@ pub struct ApiState {
     pub cluster: Option<Arc<herald_cluster::Cluster>>,
     /// The web administration's CSV imports under way.
     pub webadmin: admin_pages::ImportJobs,
-    /// The shared fan-out; `None` unless `[cluster] shared_fanout`.
-    pub shards: Option<Arc<herald_shards::Shards>>,
-    /// Shared knowledge between nodes; `None` unless the store is
-    /// PostgreSQL with `[cluster] shared_knowledge`.
-    pub knowledge: Option<Arc<herald_knowledge::Knowledge>>,
+    /// The shared fan-out's drain (`herald node drain`); `None` unless `[cluster] shared_fanout`.
+    pub node_drain: Option<Arc<dyn herald_stage::offers::NodeDrain>>,
     /// The intake's hand-off backlog: posts acknowledged and not yet handed
     /// to their stage, for `/metrics`.
     pub intake_backlog: Arc<herald_enqueue::backlog::BacklogDepth>,

@@ -13,6 +13,7 @@ use herald_telemetry::exposition::Registry;
 use herald_types::Address;
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 /// What an offered call returns: a boxed future, so the traits stay object-safe.
 pub type Offered<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -54,4 +55,11 @@ pub trait Digests: Send + Sync {
         &'a self,
         list: &'a Address,
     ) -> Offered<'a, Result<herald_api_types::DigestSent, OfferError>>;
+}
+
+/// This node's place in the shared fan-out: `herald node drain`.
+pub trait NodeDrain: Send + Sync {
+    /// Stops claiming shards, hands back the unfinished ones and answers when none is held or
+    /// `wait` ran out (`remaining` 0: drained).
+    fn drain(&self, wait: Duration) -> Offered<'_, herald_api_types::NodeDrained>;
 }

@@ -81,8 +81,10 @@ pub(crate) fn serve(
         public_base_url: config.http.public_base_url(config.listen.http),
         cluster: Some(stages.cluster.clone()),
         webadmin: Default::default(),
-        shards: stages.shards.clone(),
-        knowledge: stages.knowledge.clone(),
+        node_drain: stages
+            .shards
+            .clone()
+            .map(|s| s as Arc<dyn herald_stage::offers::NodeDrain>),
         readiness: readiness(stages, inbound_shared),
     });
     if api_state.admin_token.is_none() {
@@ -235,6 +237,12 @@ fn metric_stages(stages: &Stages) -> Vec<Arc<dyn herald_stage::offers::Metrics>>
     let mut out: Vec<Arc<dyn herald_stage::offers::Metrics>> = Vec::new();
     if let Some(d) = &stages.digests {
         out.push(d.clone());
+    }
+    if let Some(s) = &stages.shards {
+        out.push(s.clone());
+    }
+    if let Some(k) = &stages.knowledge {
+        out.push(k.clone());
     }
     out
 }
