@@ -503,8 +503,8 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
             herald_archive::metrics::register(web.writer_stats(), messages, &path, &mut scrape);
         }
     }
-    // What the stages add (digests sent, the shared fan-out's shards, shared knowledge's
-    // exchanges, …), each in its own terms.
+    // What the stages add (digests sent, egress sources, the shared fan-out's shards, shared
+    // knowledge's exchanges, …), each in its own terms.
     for stage in &s.metrics {
         stage.register_metrics(&mut scrape).await;
     }
@@ -522,8 +522,6 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
             c.inc_by(n);
         },
     );
-    // Egress sources: connections, copies sent today, today's warm-up cap.
-    crate::spool_metrics::register_egress(&s.scheduler.egress_sources(), &mut scrape);
     // Cluster gauges: nodes alive/dead/left, each node's heartbeat age (left out
     // while the store cannot be read), and this node's heartbeat counts (always: they are how
     // an outage shows).

@@ -238,6 +238,9 @@ fn metric_stages(stages: &Stages) -> Vec<Arc<dyn herald_stage::offers::Metrics>>
     if let Some(d) = &stages.digests {
         out.push(d.clone());
     }
+    if let Some(e) = &stages.egress {
+        out.push(Arc::new(e.clone()));
+    }
     if let Some(s) = &stages.shards {
         out.push(s.clone());
     }
