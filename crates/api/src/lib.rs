@@ -128,7 +128,7 @@ pub struct ApiState {
     /// The stages that add series to `/metrics` (after the API's own), asked in this order.
     pub metrics: Vec<Arc<dyn herald_stage::offers::Metrics>>,
     /// TLS reporting (`herald tls-report send`); `None` when `[tls_report] enabled = false`.
-    pub tls_reports: Option<Arc<herald_tlsrpt::TlsReporting>>,
+    pub tls_reports: Option<Arc<dyn herald_stage::offers::TlsReports>>,
     /// Web accounts, sessions and the audit log (`<data_dir>/accounts.db`).
     pub accounts: herald_accounts::Accounts,
     /// Session cookies carry `Secure` (HTTPS listener, an `https://` public URL, or

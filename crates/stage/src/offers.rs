@@ -63,3 +63,13 @@ pub trait NodeDrain: Send + Sync {
     /// `wait` ran out (`remaining` 0: drained).
     fn drain(&self, wait: Duration) -> Offered<'_, herald_api_types::NodeDrained>;
 }
+
+/// TLS reporting (RFC 8460): an operator's (re-)send of one day's reports.
+pub trait TlsReports: Send + Sync {
+    /// Sends the reports of `day` (`YYYY-MM-DD`; `None`: yesterday, UTC) to every recipient
+    /// domain that asks for them. A `day` that is not a date is [`OfferError::BadRequest`].
+    fn send_day<'a>(
+        &'a self,
+        day: Option<&'a str>,
+    ) -> Offered<'a, Result<Vec<herald_api_types::TlsReportSent>, OfferError>>;
+}

@@ -73,7 +73,10 @@ pub(crate) fn serve(
             .clone()
             .map(|d| d as Arc<dyn herald_stage::offers::Digests>),
         metrics: metric_stages(stages),
-        tls_reports: stages.tls_reports.clone(),
+        tls_reports: stages
+            .tls_reports
+            .clone()
+            .map(|t| t as Arc<dyn herald_stage::offers::TlsReports>),
         accounts: stages.accounts.clone(),
         secure_cookies: config.http.tls_enabled()
             || config.accounts.cookie_secure
