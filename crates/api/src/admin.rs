@@ -427,24 +427,17 @@ pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
         destinations: views::count(q.destinations_with_work),
         spool: views::spool::stats(&s.spool.stats()),
         posts: views::telemetry::posts(&posts),
-        nodes: nodes.iter().map(views::cluster::node).collect(),
+        nodes,
         store_error,
     }))
 }
 
-/// Every cluster node as this node judges it (a blocking store read, off the async threads).
-async fn cluster_status(s: &ApiState) -> Result<Vec<herald_cluster::NodeStatus>, ApiError> {
-    let Some(c) = s.cluster.clone() else {
-        return Ok(Vec::new());
-    };
-    tokio::task::spawn_blocking(move || c.status())
-        .await
-        .map_err(|e| ApiError::Internal(format!("cluster status task: {e}")))?
-        .map_err(|e| match e {
-            // The store unreachable is a 503, as for every directory read.
-            herald_cluster::ClusterError::Store { source, .. } => ApiError::from(source),
-            e => ApiError::Internal(e.to_string()),
-        })
+/// Every cluster node as this node judges it (the store read off the async threads).
+async fn cluster_status(s: &ApiState) -> Result<Vec<herald_api_types::NodeView>, ApiError> {
+    match &s.cluster {
+        Some(c) => Ok(c.nodes().await?),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// `GET /api/v1/backup`: a consistent copy of this running server as a tar stream (see
@@ -503,8 +496,8 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
             herald_archive::metrics::register(web.writer_stats(), messages, &path, &mut scrape);
         }
     }
-    // What the stages add (digests sent, egress sources, the shared fan-out's shards, shared
-    // knowledge's exchanges, …), each in its own terms.
+    // What the stages add (digests sent, egress sources, cluster nodes, the shared fan-out's
+    // shards, shared knowledge's exchanges, …), each in its own terms.
     for stage in &s.metrics {
         stage.register_metrics(&mut scrape).await;
     }
@@ -522,13 +515,6 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
             c.inc_by(n);
         },
     );
-    // Cluster gauges: nodes alive/dead/left, each node's heartbeat age (left out
-    // while the store cannot be read), and this node's heartbeat counts (always: they are how
-    // an outage shows).
-    if let Some(c) = s.cluster.as_ref() {
-        let nodes = cluster_status(&s).await.ok();
-        herald_cluster::metrics::register(c, nodes.as_deref(), &mut scrape);
-    }
     herald_telemetry::exposition::counter_at(
         &mut scrape,
         "herald_store_errors_total",

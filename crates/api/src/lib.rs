@@ -138,7 +138,7 @@ pub struct ApiState {
     /// behind a proxy.
     pub public_base_url: String,
     /// This node's cluster membership: every node in `/api/v1/status` and `/metrics`.
-    pub cluster: Option<Arc<herald_cluster::Cluster>>,
+    pub cluster: Option<Arc<dyn herald_stage::offers::ClusterView>>,
     /// The web administration's CSV imports under way.
     pub webadmin: admin_pages::ImportJobs,
     /// The shared fan-out's drain (`herald node drain`); `None` unless `[cluster] shared_fanout`.

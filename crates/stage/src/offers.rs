@@ -73,3 +73,9 @@ pub trait TlsReports: Send + Sync {
         day: Option<&'a str>,
     ) -> Offered<'a, Result<Vec<herald_api_types::TlsReportSent>, OfferError>>;
 }
+
+/// This node's cluster membership as the API shows it (`/api/v1/status`).
+pub trait ClusterView: Send + Sync {
+    /// Every node as this node judges it; a store that cannot be read is [`OfferError::Store`].
+    fn nodes(&self) -> Offered<'_, Result<Vec<herald_api_types::NodeView>, OfferError>>;
+}

@@ -82,7 +82,7 @@ pub(crate) fn serve(
             || config.accounts.cookie_secure
             || config.http.public_base_url.starts_with("https://"),
         public_base_url: config.http.public_base_url(config.listen.http),
-        cluster: Some(stages.cluster.clone()),
+        cluster: Some(stages.cluster.clone() as Arc<dyn herald_stage::offers::ClusterView>),
         webadmin: Default::default(),
         node_drain: stages
             .shards
@@ -244,6 +244,7 @@ fn metric_stages(stages: &Stages) -> Vec<Arc<dyn herald_stage::offers::Metrics>>
     if let Some(e) = &stages.egress {
         out.push(Arc::new(e.clone()));
     }
+    out.push(stages.cluster.clone());
     if let Some(s) = &stages.shards {
         out.push(s.clone());
     }
