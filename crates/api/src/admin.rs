@@ -460,10 +460,7 @@ pub async fn backup(State(s): St) -> Result<axum::response::Response, ApiError> 
                 .into(),
         ));
     }
-    let staged = herald_backup::take::stage(&s.backup)
-        .await
-        .map_err(|e| ApiError::Unavailable(format!("cannot take a backup: {e}")))?;
-    let chunks = herald_backup::take::stream(staged);
+    let chunks = s.backup.take().await?;
     let body = futures_util::stream::unfold(chunks, |mut rx| async move {
         rx.recv().await.map(|chunk| (chunk, rx))
     });

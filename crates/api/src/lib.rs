@@ -121,8 +121,12 @@ pub struct ApiState {
     pub local_clients: auth::LocalClients,
     /// The web archive's pages (`/archive/…`, public lists only); `None` with the archive off.
     pub archive: Option<Arc<herald_archive::web::WebArchive>>,
-    /// What `GET /api/v1/backup` copies.
-    pub backup: herald_backup::take::Source,
+    /// `GET /api/v1/backup`: a consistent copy of this running server.
+    pub backup: Arc<dyn herald_stage::offers::Backup>,
+    /// `data_dir`: where a person's archived posts and delivery log lines are looked up.
+    pub data_dir: std::path::PathBuf,
+    /// This server's host name (the sign-in link mail's sender is `postmaster@` it).
+    pub hostname: String,
     /// The digest stage (`herald digest send-now`); `None` with digests or the archive off.
     pub digests: Option<Arc<dyn herald_stage::offers::Digests>>,
     /// The stages that add series to `/metrics` (after the API's own), asked in this order.

@@ -79,3 +79,14 @@ pub trait ClusterView: Send + Sync {
     /// Every node as this node judges it; a store that cannot be read is [`OfferError::Store`].
     fn nodes(&self) -> Offered<'_, Result<Vec<herald_api_types::NodeView>, OfferError>>;
 }
+
+/// The chunks of a backup's tar stream; an `Err` ends it early (the client then finds no
+/// manifest and refuses the copy as incomplete).
+pub type BackupStream = tokio::sync::mpsc::Receiver<Result<bytes::Bytes, std::io::Error>>;
+
+/// A consistent copy of the running server (`GET /api/v1/backup`).
+pub trait Backup: Send + Sync {
+    /// Takes the cut before the first byte is sent (so a failure to take it is the answer's
+    /// status, [`OfferError::Unavailable`]), then streams it as a tar with its manifest last.
+    fn take(&self) -> Offered<'_, Result<BackupStream, OfferError>>;
+}

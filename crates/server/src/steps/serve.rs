@@ -61,13 +61,15 @@ pub(crate) fn serve(
         admin_token: config.http.admin_token(),
         local_clients,
         archive: stages.web_archive.clone(),
-        backup: herald_backup::take::Source {
+        backup: Arc::new(herald_backup::take::Source {
             data_dir: config.data_dir.clone(),
             spool: stages.spool.clone(),
             spool_dir: config.spool_config().dir,
             keys: config.key_files(),
             hostname: config.hostname.clone(),
-        },
+        }),
+        data_dir: config.data_dir.clone(),
+        hostname: config.hostname.clone(),
         digests: stages
             .digests
             .clone()
