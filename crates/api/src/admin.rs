@@ -427,24 +427,17 @@ pub async fn status(State(s): St) -> Result<Json<Status>, ApiError> {
         destinations: views::count(q.destinations_with_work),
         spool: views::spool::stats(&s.spool.stats()),
         posts: views::telemetry::posts(&posts),
-        nodes: nodes.iter().map(views::cluster::node).collect(),
+        nodes,
         store_error,
     }))
 }
 
-/// Every cluster node as this node judges it (a blocking store read, off the async threads).
-async fn cluster_status(s: &ApiState) -> Result<Vec<herald_cluster::NodeStatus>, ApiError> {
-    let Some(c) = s.cluster.clone() else {
-        return Ok(Vec::new());
-    };
-    tokio::task::spawn_blocking(move || c.status())
-        .await
-        .map_err(|e| ApiError::Internal(format!("cluster status task: {e}")))?
-        .map_err(|e| match e {
-            // The store unreachable is a 503, as for every directory read.
-            herald_cluster::ClusterError::Store { source, .. } => ApiError::from(source),
-            e => ApiError::Internal(e.to_string()),
-        })
+/// Every cluster node as this node judges it (the store read off the async threads).
+async fn cluster_status(s: &ApiState) -> Result<Vec<herald_api_types::NodeView>, ApiError> {
+    match &s.cluster {
+        Some(c) => Ok(c.nodes().await?),
+        None => Ok(Vec::new()),
+    }
 }
 
 /// `GET /api/v1/backup`: a consistent copy of this running server as a tar stream (see
@@ -467,10 +460,7 @@ pub async fn backup(State(s): St) -> Result<axum::response::Response, ApiError> 
                 .into(),
         ));
     }
-    let staged = herald_backup::take::stage(&s.backup)
-        .await
-        .map_err(|e| ApiError::Unavailable(format!("cannot take a backup: {e}")))?;
-    let chunks = herald_backup::take::stream(staged);
+    let chunks = s.backup.take().await?;
     let body = futures_util::stream::unfold(chunks, |mut rx| async move {
         rx.recv().await.map(|chunk| (chunk, rx))
     });
@@ -503,21 +493,10 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
             herald_archive::metrics::register(web.writer_stats(), messages, &path, &mut scrape);
         }
     }
-    if let Some(d) = &s.digests {
-        // Per list, since the server started (a restart resets it, as counters may).
-        let rows = d
-            .sent_totals()
-            .into_iter()
-            .map(|(list, n)| ([("list", list)], n));
-        herald_telemetry::exposition::rows(
-            &mut scrape,
-            "herald_digests_sent_total",
-            "Digests sent per list since the server started (one per issue, all formats).",
-            rows,
-            |c: &herald_telemetry::exposition::Counter, n| {
-                c.inc_by(n);
-            },
-        );
+    // What the stages add (digests sent, egress sources, cluster nodes, the shared fan-out's
+    // shards, shared knowledge's exchanges, …), each in its own terms.
+    for stage in &s.metrics {
+        stage.register_metrics(&mut scrape).await;
     }
     // Audit events per action since the server started; the actions are the route
     // table's fixed words, so the label set is bounded.
@@ -533,34 +512,12 @@ pub async fn metrics(State(s): St) -> impl IntoResponse {
             c.inc_by(n);
         },
     );
-    // Egress sources: connections, copies sent today, today's warm-up cap.
-    crate::spool_metrics::register_egress(&s.scheduler.egress_sources(), &mut scrape);
-    // Cluster gauges: nodes alive/dead/left, each node's heartbeat age (left out
-    // while the store cannot be read), and this node's heartbeat counts (always: they are how
-    // an outage shows).
-    if let Some(c) = s.cluster.as_ref() {
-        let nodes = cluster_status(&s).await.ok();
-        herald_cluster::metrics::register(c, nodes.as_deref(), &mut scrape);
-    }
     herald_telemetry::exposition::counter_at(
         &mut scrape,
         "herald_store_errors_total",
         "Connects and statements that failed because the shared store (PostgreSQL) could not be reached; 0 on SQLite.",
         s.directory.store_errors(),
     );
-    // Shared fan-out: the cluster's shards and this node's counts.
-    if let Some(shards) = s.shards.clone() {
-        let d = s.directory.clone();
-        let counts = match tokio::task::spawn_blocking(move || d.shard_counts()).await {
-            Ok(Ok(c)) => Some(c),
-            _ => None,
-        };
-        herald_shards::metrics::register(&shards, counts.as_ref(), &mut scrape);
-    }
-    // Shared knowledge: this node's exchanges with the store.
-    if let Some(k) = &s.knowledge {
-        herald_knowledge::metrics::register(k, &mut scrape);
-    }
     let mut out = String::with_capacity(16 * 1024);
     s.telemetry.encode_metrics(&scrape, &mut out);
     (

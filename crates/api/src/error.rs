@@ -6,6 +6,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use herald_directory::DirectoryError;
+use herald_stage::offers::OfferError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -130,6 +131,19 @@ membership_errors!(
     EraseError,
     ImportError
 );
+
+/// What a stage answered through `herald_stage::offers`: the one place its failures get a status.
+impl From<OfferError> for ApiError {
+    fn from(e: OfferError) -> ApiError {
+        match e {
+            OfferError::NotFound(m) => ApiError::NotFound(m),
+            OfferError::BadRequest(m) => ApiError::BadRequest(m),
+            OfferError::Store(e) => ApiError::from(e),
+            OfferError::Unavailable(m) => ApiError::Unavailable(m),
+            OfferError::Internal(m) => ApiError::Internal(m),
+        }
+    }
+}
 
 impl From<tokio::task::JoinError> for ApiError {
     fn from(e: tokio::task::JoinError) -> ApiError {

@@ -121,12 +121,18 @@ pub struct ApiState {
     pub local_clients: auth::LocalClients,
     /// The web archive's pages (`/archive/…`, public lists only); `None` with the archive off.
     pub archive: Option<Arc<herald_archive::web::WebArchive>>,
-    /// What `GET /api/v1/backup` copies.
-    pub backup: herald_backup::take::Source,
+    /// `GET /api/v1/backup`: a consistent copy of this running server.
+    pub backup: Arc<dyn herald_stage::offers::Backup>,
+    /// `data_dir`: where a person's archived posts and delivery log lines are looked up.
+    pub data_dir: std::path::PathBuf,
+    /// This server's host name (the sign-in link mail's sender is `postmaster@` it).
+    pub hostname: String,
     /// The digest stage (`herald digest send-now`); `None` with digests or the archive off.
-    pub digests: Option<Arc<herald_digest::Digests>>,
+    pub digests: Option<Arc<dyn herald_stage::offers::Digests>>,
+    /// The stages that add series to `/metrics` (after the API's own), asked in this order.
+    pub metrics: Vec<Arc<dyn herald_stage::offers::Metrics>>,
     /// TLS reporting (`herald tls-report send`); `None` when `[tls_report] enabled = false`.
-    pub tls_reports: Option<Arc<herald_tlsrpt::TlsReporting>>,
+    pub tls_reports: Option<Arc<dyn herald_stage::offers::TlsReports>>,
     /// Web accounts, sessions and the audit log (`<data_dir>/accounts.db`).
     pub accounts: herald_accounts::Accounts,
     /// Session cookies carry `Secure` (HTTPS listener, an `https://` public URL, or
@@ -136,14 +142,11 @@ pub struct ApiState {
     /// behind a proxy.
     pub public_base_url: String,
     /// This node's cluster membership: every node in `/api/v1/status` and `/metrics`.
-    pub cluster: Option<Arc<herald_cluster::Cluster>>,
+    pub cluster: Option<Arc<dyn herald_stage::offers::ClusterView>>,
     /// The web administration's CSV imports under way.
     pub webadmin: admin_pages::ImportJobs,
-    /// The shared fan-out; `None` unless `[cluster] shared_fanout`.
-    pub shards: Option<Arc<herald_shards::Shards>>,
-    /// Shared knowledge between nodes; `None` unless the store is
-    /// PostgreSQL with `[cluster] shared_knowledge`.
-    pub knowledge: Option<Arc<herald_knowledge::Knowledge>>,
+    /// The shared fan-out's drain (`herald node drain`); `None` unless `[cluster] shared_fanout`.
+    pub node_drain: Option<Arc<dyn herald_stage::offers::NodeDrain>>,
     /// The intake's hand-off backlog: posts acknowledged and not yet handed
     /// to their stage, for `/metrics`.
     pub intake_backlog: Arc<herald_enqueue::backlog::BacklogDepth>,

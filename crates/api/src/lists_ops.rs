@@ -267,18 +267,7 @@ pub async fn digest_send_now(
         ));
     };
     let list = crate::error::parse_address("list", &list)?;
-    match digests.send_now(&list).await {
-        Ok(Some(d)) => Ok(Json(herald_api_types::DigestSent {
-            sent: true,
-            volume: d.volume,
-            issue: d.issue,
-            posts: d.posts,
-            formats: d.formats.iter().map(|f| f.to_string()).collect(),
-        })),
-        Ok(None) => Ok(Json(herald_api_types::DigestSent::default())),
-        Err(e) if e.is_not_found() => Err(ApiError::NotFound(e.to_string())),
-        Err(e) => Err(ApiError::Internal(e.to_string())),
-    }
+    Ok(Json(digests.send_now(&list).await?))
 }
 
 /// `?day=YYYY-MM-DD` (default: yesterday, UTC) for [`tls_report_send`].
@@ -307,26 +296,7 @@ pub async fn tls_report_send(
             "TLS reporting is off on this server ([tls_report] enabled = false)".into(),
         ));
     };
-    let day = q.day.unwrap_or_else(herald_tlsrpt::stage::yesterday);
-    match reports.send_day(&day).await {
-        Ok(sent) => Ok(Json(
-            sent.into_iter()
-                .map(|r| herald_api_types::TlsReportSent {
-                    day: r.day,
-                    domain: r.domain,
-                    report_id: r.report_id,
-                    state: r.state,
-                    detail: r.detail,
-                    successful: r.successful,
-                    failed: r.failed,
-                })
-                .collect(),
-        )),
-        Err(herald_tlsrpt::TlsReportError::BadDay(d)) => {
-            Err(ApiError::BadRequest(format!("day: not YYYY-MM-DD: {d}")))
-        }
-        Err(e) => Err(ApiError::Internal(e.to_string())),
-    }
+    Ok(Json(reports.send_day(q.day.as_deref()).await?))
 }
 
 /// An administrator's action on one member before its details are read: bounce handling

@@ -311,14 +311,9 @@ async fn mail_link(
     };
     let url = format!("{}/login/{token}", s.public_base_url);
     let minutes = s.accounts.config().login_link_secs.div_ceil(60);
-    let body = herald_accounts::mail::sign_in_link(
-        &s.backup.hostname,
-        address,
-        &url,
-        minutes,
-        now_ms() / 1000,
-    );
-    let from = Address::parse(&format!("postmaster@{}", s.backup.hostname))
+    let body =
+        herald_accounts::mail::sign_in_link(&s.hostname, address, &url, minutes, now_ms() / 1000);
+    let from = Address::parse(&format!("postmaster@{}", s.hostname))
         .map_err(|e| ApiError::Internal(format!("hostname: {e}")))?;
     match s
         .injector

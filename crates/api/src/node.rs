@@ -37,7 +37,7 @@ pub async fn drain(
     State(s): St,
     Query(q): Query<DrainWait>,
 ) -> Result<Json<NodeDrained>, ApiError> {
-    let Some(shards) = s.shards.clone() else {
+    let Some(node) = s.node_drain.clone() else {
         return Err(ApiError::Conflict(
             "shared fan-out is off on this node ([cluster] shared_fanout): it holds no shards"
                 .into(),
@@ -50,12 +50,5 @@ pub async fn drain(
             reason: format!("at most {MAX_WAIT_SECS}"),
         });
     }
-    let r = shards.drain(Duration::from_secs(wait)).await;
-    Ok(Json(NodeDrained {
-        node_id: shards.node_id().to_string(),
-        held: r.held,
-        handed_back: r.handed_back,
-        finished: r.finished,
-        remaining: r.remaining,
-    }))
+    Ok(Json(node.drain(Duration::from_secs(wait)).await))
 }

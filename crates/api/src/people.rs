@@ -67,7 +67,7 @@ pub async fn export(
         .flatten()
         .collect();
     let lists = list_names(&s, ids).await?;
-    let data_dir = s.backup.data_dir.clone();
+    let data_dir = s.data_dir.clone();
     let archive_on = s.archive.is_some();
     let a = address.to_string();
     let (posts, log) = tokio::task::spawn_blocking(move || {
@@ -97,7 +97,7 @@ pub async fn erase(
     let m = Membership::new(&s.directory);
     let a = address.clone();
     let erased = tokio::task::spawn_blocking(move || m.erase(&a)).await??;
-    let data_dir = s.backup.data_dir.clone();
+    let data_dir = s.data_dir.clone();
     let archive_on = s.archive.is_some();
     let a = address.to_string();
     let removed = tokio::task::spawn_blocking(move || match archive_on {

@@ -141,36 +141,3 @@ pub fn register_channels(channels: &[herald_scheduler::ChannelView], out: &mut R
         rows(|c| c.capacity),
     );
 }
-
-/// The egress sources, one label per configured source address (bounded by the
-/// configuration): connections open now, copies sent today (UTC) and today's warm-up cap
-/// (absent once its schedule is over). Nothing when no egress is configured.
-pub fn register_egress(sources: &[herald_egress::SourceView], out: &mut Registry) {
-    if sources.is_empty() {
-        return;
-    }
-    let label = |s: &herald_egress::SourceView| [("source", s.address.to_string())];
-    gauge_rows(
-        out,
-        "herald_egress_connections",
-        "Connections open from each egress source address.",
-        sources.iter().map(|s| (label(s), s.connections as i64)),
-    );
-    gauge_rows(
-        out,
-        "herald_egress_sent_today",
-        "Copies sent (reserved) from each egress source address on the current UTC day.",
-        sources
-            .iter()
-            .map(|s| (label(s), i64::try_from(s.sent_today).unwrap_or(i64::MAX))),
-    );
-    gauge_rows(
-        out,
-        "herald_egress_warmup_cap_today",
-        "Today's warm-up volume cap of each egress source address still warming up.",
-        sources.iter().filter_map(|s| {
-            s.cap_today
-                .map(|c| (label(s), i64::try_from(c).unwrap_or(i64::MAX)))
-        }),
-    );
-}

@@ -27,6 +27,7 @@
 
 pub mod error;
 pub mod manifest;
+mod offers;
 pub mod receive;
 pub mod restore;
 pub mod take;

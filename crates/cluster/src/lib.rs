@@ -22,6 +22,7 @@ pub mod config;
 pub mod error;
 pub mod heartbeat;
 pub mod metrics;
+mod offers;
 mod registry;
 
 pub use config::ClusterConfig;

@@ -228,6 +228,24 @@ impl Cluster {
             .collect())
     }
 
+    /// As [`Cluster::status`], with the store read on the blocking pool (for async callers).
+    /// The outer error: that task failed.
+    pub async fn status_async(
+        &self,
+    ) -> Result<Result<Vec<NodeStatus>, ClusterError>, tokio::task::JoinError> {
+        let d = self.directory.clone();
+        Ok(tokio::task::spawn_blocking(move || d.nodes())
+            .await?
+            .map_err(store("read the node table"))
+            .map(|table| {
+                table
+                    .nodes
+                    .into_iter()
+                    .map(|n| self.judge(n, table.now_ms))
+                    .collect()
+            }))
+    }
+
     fn judge(&self, n: NodeRecord, now_ms: u64) -> NodeStatus {
         let age_ms = now_ms.saturating_sub(n.heartbeat_at_ms);
         NodeStatus {

@@ -15,6 +15,7 @@
 //! SECURITY: see each module; archived posts are hostile input to `build`.
 
 pub mod build;
+mod offers;
 pub mod stage;
 mod start;
 pub mod state;

@@ -27,6 +27,7 @@
 
 pub mod config;
 pub mod ledger;
+pub mod metrics;
 mod pools;
 
 pub use config::{check, EgressConfig, EgressPoolConfig, EgressSource};

@@ -54,3 +54,13 @@ pub fn register(k: &Knowledge, out: &mut Registry) {
         counter_at(out, name, help, v.load(Ordering::Relaxed));
     }
 }
+
+impl herald_stage::offers::Metrics for Knowledge {
+    fn register_metrics<'a>(
+        &'a self,
+        out: &'a mut Registry,
+    ) -> herald_stage::offers::Offered<'a, ()> {
+        register(self, out);
+        Box::pin(std::future::ready(()))
+    }
+}

@@ -61,6 +61,8 @@ pub(crate) struct Stages {
     shards: Option<Arc<herald_shards::Shards>>,
     /// Shared knowledge: on a PostgreSQL store with `[cluster] shared_knowledge`.
     knowledge: Option<Arc<herald_knowledge::Knowledge>>,
+    /// The egress pools the scheduler sends through (`[[delivery.egress]]`), for `/metrics`.
+    egress: Option<herald_egress::Egress>,
 }
 
 impl Stages {
@@ -99,6 +101,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
     let shared = herald_shards::prepare(config.cluster.shared_fanout, &mut recovered);
     let finals = shared.as_ref().map(|p| p.tracker.clone() as _);
     let deps = parts::scheduler_deps(config, &cx, wires, &archive_cfg, finals)?;
+    let egress = deps.egress.clone();
     let delivery = herald_scheduler::start(config.scheduler.clone(), deps, recovered);
     // Stages stopped with delivery (a child of its token) but waited for at their own place.
     let with_delivery = delivery.stop.clone();
@@ -157,6 +160,7 @@ pub(crate) fn start_stages(config: &Config, s: Stores) -> Result<Stages, ServerE
         cluster: s.cluster,
         shards,
         knowledge,
+        egress,
         accounts: s.accounts,
         scheduler,
         enqueuer,

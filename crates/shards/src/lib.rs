@@ -46,6 +46,7 @@
 mod error;
 pub mod metrics;
 mod node;
+mod offers;
 mod publisher;
 mod share;
 mod start;

@@ -11,6 +11,7 @@
 //! telemetry), just above them in the flow, and knows no stage.
 
 pub mod fan_out;
+pub mod offers;
 mod running;
 
 pub use fan_out::{FanOut, Tap};

@@ -14,6 +14,7 @@
 //! SECURITY: see each module; the `_smtp._tls` record is hostile input to `record`.
 
 pub mod ledger;
+mod offers;
 /// The `_smtp._tls` record's parser lives in `herald-routing` (with the other DNS policy records),
 /// so `herald doctor` checks a domain's record with the same rules the reports are sent by.
 pub use herald_routing::tlsrpt_record as record;

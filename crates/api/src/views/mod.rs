@@ -9,7 +9,6 @@
 //! Counts that are `usize` inside a stage are `u64` on the wire (the JSON is the same number;
 //! the contract must not depend on the server's pointer width).
 
-pub(crate) mod cluster;
 pub(crate) mod directory;
 pub(crate) mod scheduler;
 pub(crate) mod spool;

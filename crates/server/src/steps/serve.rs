@@ -61,24 +61,35 @@ pub(crate) fn serve(
         admin_token: config.http.admin_token(),
         local_clients,
         archive: stages.web_archive.clone(),
-        backup: herald_backup::take::Source {
+        backup: Arc::new(herald_backup::take::Source {
             data_dir: config.data_dir.clone(),
             spool: stages.spool.clone(),
             spool_dir: config.spool_config().dir,
             keys: config.key_files(),
             hostname: config.hostname.clone(),
-        },
-        digests: stages.digests.clone(),
-        tls_reports: stages.tls_reports.clone(),
+        }),
+        data_dir: config.data_dir.clone(),
+        hostname: config.hostname.clone(),
+        digests: stages
+            .digests
+            .clone()
+            .map(|d| d as Arc<dyn herald_stage::offers::Digests>),
+        metrics: metric_stages(stages),
+        tls_reports: stages
+            .tls_reports
+            .clone()
+            .map(|t| t as Arc<dyn herald_stage::offers::TlsReports>),
         accounts: stages.accounts.clone(),
         secure_cookies: config.http.tls_enabled()
             || config.accounts.cookie_secure
             || config.http.public_base_url.starts_with("https://"),
         public_base_url: config.http.public_base_url(config.listen.http),
-        cluster: Some(stages.cluster.clone()),
+        cluster: Some(stages.cluster.clone() as Arc<dyn herald_stage::offers::ClusterView>),
         webadmin: Default::default(),
-        shards: stages.shards.clone(),
-        knowledge: stages.knowledge.clone(),
+        node_drain: stages
+            .shards
+            .clone()
+            .map(|s| s as Arc<dyn herald_stage::offers::NodeDrain>),
         readiness: readiness(stages, inbound_shared),
     });
     if api_state.admin_token.is_none() {
@@ -224,4 +235,23 @@ pub(crate) fn serve_imap(
 pub(crate) fn with_imap(mut served: Served, imap: Vec<JoinHandle<()>>) -> Served {
     served.imap = imap;
     served
+}
+
+/// The stages that add series to `/metrics`, in the order the scrape lists them.
+fn metric_stages(stages: &Stages) -> Vec<Arc<dyn herald_stage::offers::Metrics>> {
+    let mut out: Vec<Arc<dyn herald_stage::offers::Metrics>> = Vec::new();
+    if let Some(d) = &stages.digests {
+        out.push(d.clone());
+    }
+    if let Some(e) = &stages.egress {
+        out.push(Arc::new(e.clone()));
+    }
+    out.push(stages.cluster.clone());
+    if let Some(s) = &stages.shards {
+        out.push(s.clone());
+    }
+    if let Some(k) = &stages.knowledge {
+        out.push(k.clone());
+    }
+    out
 }
