@@ -434,8 +434,12 @@ async fn a_newer_node_does_not_migrate_the_store_under_live_older_nodes() {
     // The store as the older Herald left it, used by two live nodes of that version; one
     // dead and one left node of that version too, which must not hold anything up.
     let stop_beating = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // A failed assertion below must still end the heartbeat loop: the runtime waits for its
+    // blocking tasks on the way out, and the test would hang instead of failing.
+    let _stop_on_exit = StopOnDrop(stop_beating.clone());
+    let rows_written = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let beating = {
-        let (url, stop) = (url.clone(), stop_beating.clone());
+        let (url, stop, written) = (url.clone(), stop_beating.clone(), rows_written.clone());
         tokio::task::spawn_blocking(move || {
             herald_directory::migrate_postgres_up_to(&url, older).expect("older schema");
             let mut c = postgres::Client::connect(&url, postgres::NoTls).expect("connect");
@@ -443,6 +447,7 @@ async fn a_newer_node_does_not_migrate_the_store_under_live_older_nodes() {
             old_node(&mut c, "old-b", older, "running", 0);
             old_node(&mut c, "old-dead", older, "running", 3_600_000);
             old_node(&mut c, "old-left", older, "left", 0);
+            written.store(true, std::sync::atomic::Ordering::Relaxed);
             // Their heartbeat tasks: old-a until told to stop (it dies), old-b until it leaves.
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 c.execute(
@@ -466,7 +471,16 @@ async fn a_newer_node_does_not_migrate_the_store_under_live_older_nodes() {
         .expect("world");
     let dir = tempfile::tempdir().expect("tempdir");
     let mut new = Node::configure(dir.path(), "127.0.0.2", "new", &url, &world, &options());
-    tokio::time::sleep(Duration::from_millis(500)).await; // the rows are written
+    // The older schema and its nodes' rows first (a loaded machine takes seconds to migrate).
+    eventually(
+        Duration::from_secs(60),
+        "the older nodes' rows written",
+        || {
+            let written = rows_written.load(std::sync::atomic::Ordering::Relaxed);
+            async move { written }
+        },
+    )
+    .await;
     let config = new.config.clone();
     let (ok, out) = tokio::task::spawn_blocking(move || herald_with_config(&config, &["serve"]))
         .await
@@ -517,6 +531,15 @@ async fn a_newer_node_does_not_migrate_the_store_under_live_older_nodes() {
     );
     assert_eq!(new.exited(), None);
     world.shutdown().await;
+}
+
+/// Sets its flag when dropped, also while a failed assertion unwinds.
+struct StopOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// A small seeded generator (SplitMix64) for the kill rounds. Hand-written rather than `rand`

@@ -72,21 +72,7 @@ async fn dead_hosts_with_ten_times_the_window_never_hold_back_live_members() {
         .map(|i| format!("m{i}@d{}.test", i % 10))
         .collect();
 
-    let (mut smtp, _) = Smtp::connect(server.smtp).await;
-    smtp.cmd("EHLO poster.outside.test").await;
-    let mut sent_ms = HashMap::new();
-    for p in 0..POSTS {
-        let tag = format!("deferred-{p}");
-        let r = smtp
-            .send_mail("poster@outside.test", &[LIST], &message(&tag))
-            .await;
-        assert!(r.starts_with("250"), "post {p}: {r}");
-        sent_ms.insert(
-            format!("<{tag}@outside.test>"),
-            t0.elapsed().as_millis() as u64,
-        );
-    }
-    smtp.cmd("QUIT").await;
+    let sent_ms = post_many(&server, "deferred", POSTS, t0).await;
 
     let want = (live.len() * POSTS) as u64;
     assert!(
