@@ -44,6 +44,8 @@ const DOMAINS: usize = 4;
 const LEASE_SECS: u64 = 3;
 const REPORT_MS: u64 = 300;
 const SHARD: usize = 250;
+/// `[cluster] max_shards_per_node` of the kill rounds' nodes.
+const SHARDS_PER_NODE: u64 = 2;
 /// Per node: connections per destination × destinations × copies per batch — the copies a node
 /// can have sent but not yet seen the replies of (its in-flight window).
 const CONNS_PER_DEST: usize = 2;
@@ -63,7 +65,7 @@ fn options() -> NodeOptions {
         ),
         cluster: format!(
             "dead_after_intervals = 2\nshared_fanout = true\nshard_members = {SHARD}\n\
-             lease_secs = {LEASE_SECS}\nshard_report_ms = {REPORT_MS}\nmax_shards_per_node = 2"
+             lease_secs = {LEASE_SECS}\nshard_report_ms = {REPORT_MS}\nmax_shards_per_node = {SHARDS_PER_NODE}"
         ),
         ..NodeOptions::default()
     }
@@ -652,10 +654,12 @@ async fn kill_round(
 
     // Its shards have new owners within the lease, one claim interval and the slack, plus the
     // time one shard takes at a survivor: a node claims only while it holds fewer than
-    // `max_shards_per_node`, so both survivors may first have to finish a shard of their own
-    // (SHARD copies at a node's rate, which the killed node's own rate stands for).
+    // `max_shards_per_node`, so both survivors may first have to finish a shard of their own.
+    // A node's rate (the killed node's own stands for it) is shared by the shards it holds, so
+    // one of them takes SHARD copies at that rate divided by the shards per node.
     let node_rate = sent as f64 / (killed_at - started).as_secs_f64().max(0.1);
-    let one_shard = Duration::from_secs_f64((SHARD as f64 / node_rate.max(1.0)).min(30.0));
+    let shard_rate = node_rate / SHARDS_PER_NODE as f64;
+    let one_shard = Duration::from_secs_f64((SHARD as f64 / shard_rate.max(1.0)).min(30.0));
     let bound = Duration::from_secs(LEASE_SECS)
         + Duration::from_millis(REPORT_MS)
         + one_shard
