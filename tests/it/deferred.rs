@@ -215,25 +215,7 @@ async fn after_kill_9_every_parked_copy_is_delivered_once_when_its_host_answers(
         .await
         .expect("world");
     let dir = tempfile::tempdir().expect("tempdir");
-    let extra = "[scheduler]\nretry_initial_secs = 600\nretry_max_secs = 600\n\
-                 destination_backoff_secs = 1\ndestination_backoff_max_secs = 2\n\
-                 host_down_after_failures = 1\n";
-    let mut server = start(&world, &dir, extra).await;
-    setup_personalized_list(&server.api, LIST, members_csv(100, 2)).await;
-    let (mut smtp, _) = Smtp::connect(server.smtp).await;
-    smtp.cmd("EHLO poster.outside.test").await;
-    for tag in ["crash-1", "crash-2"] {
-        let r = smtp
-            .send_mail("poster@outside.test", &[LIST], &message(tag))
-            .await;
-        assert!(r.starts_with("250"), "{r}");
-    }
-    assert!(
-        world
-            .recorder()
-            .wait_for(100, Duration::from_secs(20))
-            .await
-    );
+    let mut server = two_posts_with_d1_down(&world, &dir, "crash").await;
     // Crash only once the delivered copies are journaled (a copy the receiver took whose reply
     // was still on its way is the bounded duplicate a crash may cost, not what this tests).
     let api = server.api.clone();
@@ -299,25 +281,7 @@ async fn posts_waiting_on_a_down_host_go_to_disk_and_come_back_whole_when_it_ans
         .await
         .expect("world");
     let dir = tempfile::tempdir().expect("tempdir");
-    let extra = "[scheduler]\nretry_initial_secs = 600\nretry_max_secs = 600\n\
-                 destination_backoff_secs = 1\ndestination_backoff_max_secs = 2\n\
-                 host_down_after_failures = 1\n";
-    let mut server = start(&world, &dir, extra).await;
-    setup_personalized_list(&server.api, LIST, members_csv(100, 2)).await;
-    let (mut smtp, _) = Smtp::connect(server.smtp).await;
-    smtp.cmd("EHLO poster.outside.test").await;
-    for tag in ["spill-1", "spill-2"] {
-        let r = smtp
-            .send_mail("poster@outside.test", &[LIST], &message(tag))
-            .await;
-        assert!(r.starts_with("250"), "{r}");
-    }
-    assert!(
-        world
-            .recorder()
-            .wait_for(100, Duration::from_secs(20))
-            .await
-    );
+    let mut server = two_posts_with_d1_down(&world, &dir, "spill").await;
     let api = server.api.clone();
     eventually(Duration::from_secs(20), "both posts' bytes on disk", || {
         let api = api.clone();
@@ -597,4 +561,38 @@ async fn after_kill_9_copies_waiting_for_room_are_delivered_once() {
     }
     server.stop().await;
     back.shutdown().await;
+}
+
+/// A server whose hosts are marked down after one failure and retried only after 10 minutes,
+/// with `LIST` of 100 members over d0 (answering) and d1 (refusing), and two posts tagged
+/// `<prefix>-1` and `<prefix>-2` sent; returns once d0's 100 copies arrived (d1's wait).
+async fn two_posts_with_d1_down(
+    world: &World,
+    dir: &tempfile::TempDir,
+    prefix: &str,
+) -> BinaryServer {
+    let extra = "[scheduler]\nretry_initial_secs = 600\nretry_max_secs = 600\n\
+                 destination_backoff_secs = 1\ndestination_backoff_max_secs = 2\n\
+                 host_down_after_failures = 1\n";
+    let server = start(world, dir, extra).await;
+    setup_personalized_list(&server.api, LIST, members_csv(100, 2)).await;
+    let (mut smtp, _) = Smtp::connect(server.smtp).await;
+    smtp.cmd("EHLO poster.outside.test").await;
+    for n in 1..=2 {
+        let r = smtp
+            .send_mail(
+                "poster@outside.test",
+                &[LIST],
+                &message(&format!("{prefix}-{n}")),
+            )
+            .await;
+        assert!(r.starts_with("250"), "{r}");
+    }
+    assert!(
+        world
+            .recorder()
+            .wait_for(100, Duration::from_secs(20))
+            .await
+    );
+    server
 }
